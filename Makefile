@@ -1,0 +1,61 @@
+# Grapnel build, test and check targets. `make test` is what CI runs.
+GO        ?= go
+GOBIN     := $(shell $(GO) env GOPATH)/bin
+BINARIES  := grapnel-server grapnel-agent grapnel
+TEST_TIMEOUT ?= 15m
+
+.PHONY: all build test check demo proto bench fuzz clean tools
+
+all: build
+
+build:
+	@mkdir -p bin
+	$(GO) build -o bin/ ./cmd/...
+
+# Unit, integration and end-to-end tests with the race detector. Fuzz
+# targets run over their seed corpus as ordinary tests.
+test:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Longer fuzzing of the parsers: FUZZTIME per target.
+FUZZTIME ?= 30s
+fuzz:
+	@for t in $$($(GO) test -list 'Fuzz.*' ./state/ | grep ^Fuzz); do \
+		$(GO) test ./state/ -run XXX -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+	@for t in $$($(GO) test -list 'Fuzz.*' ./server/render/ | grep ^Fuzz); do \
+		$(GO) test ./server/render/ -run XXX -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+	@for t in $$($(GO) test -list 'Fuzz.*' ./rpc/ | grep ^Fuzz); do \
+		$(GO) test ./rpc/ -run XXX -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+
+tools:
+	@command -v protoc >/dev/null || (apt-get update -qq && apt-get install -y -qq protobuf-compiler)
+	@test -x $(GOBIN)/protoc-gen-go || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.11
+	@test -x $(GOBIN)/protoc-gen-go-grpc || $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+
+# Static checks; any finding fails.
+check: tools
+	@echo "gofmt"; out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GOBIN)/staticcheck ./...
+	@echo "go mod tidy"; cp go.mod /tmp/grapnel.go.mod; cp go.sum /tmp/grapnel.go.sum; $(GO) mod tidy; \
+		if ! diff -q go.mod /tmp/grapnel.go.mod >/dev/null || ! diff -q go.sum /tmp/grapnel.go.sum >/dev/null; then \
+		echo "go.mod/go.sum not tidy"; cp /tmp/grapnel.go.mod go.mod; cp /tmp/grapnel.go.sum go.sum; exit 1; fi
+	@echo "generated code in sync"; ./scripts/genproto.sh && git diff --exit-code -- rpc/
+	@./scripts/check-purity.sh
+
+proto: tools
+	./scripts/genproto.sh
+
+# Benchmarks; BENCHTIME and COUNT tune the run (benchstat-friendly output).
+BENCHTIME ?= 1s
+COUNT ?= 5
+bench:
+	$(GO) test -run XXX -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./state/ ./server/... ./fsm/ | tee bench.out
+
+# One replica with a startup manifest; shows the state, then stops.
+demo: build
+	./scripts/demo.sh
+
+clean:
+	rm -rf bin bench.out

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+)
+
+// eventOrder puts the event's own fields first, then orders the complete
+// state inside it like `get state`.
+func eventOrder(path []string) []string {
+	if len(path) == 0 {
+		return []string{"timestamp", "addedFields", "updatedFields", "removedFields", "completeState"}
+	}
+	if path[0] == "completeState" {
+		return completeStateOrder(path[1:])
+	}
+	return nil
+}
+
+// EventTree is the printed form of one event: the time it was received
+// (RFC 3339), the altered field paths when the server sent them (the
+// initial state of -c has none), and the complete state it carried.
+// swdd~cli-outputs-events-with-timestamp~1
+func EventTree(at time.Time, resp *ankbase.CompleteStateResponse) map[string]any {
+	ev := map[string]any{
+		"timestamp":     at.Format(time.RFC3339Nano),
+		"completeState": rpc.CompleteStateToTree(resp.GetCompleteState()),
+	}
+	if af := resp.GetAlteredFields(); af != nil {
+		ev["addedFields"] = nonNil(af.GetAddedFields())
+		ev["updatedFields"] = nonNil(af.GetUpdatedFields())
+		ev["removedFields"] = nonNil(af.GetRemovedFields())
+	}
+	return ev
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// FormatEvent renders one event: a YAML document opened by "---", or one
+// line of JSON.
+// swdd~cli-supports-multiple-output-types-for-events~1
+func FormatEvent(ev map[string]any, f Format) (string, error) {
+	if f == FormatJSON {
+		out, err := EncodeJSON(ev, eventOrder, false)
+		return out + "\n", err
+	}
+	out, err := EncodeYAML(ev, eventOrder)
+	if err != nil {
+		return "", err
+	}
+	return "---\n" + strings.TrimRight(out, "\n") + "\n", nil
+}
+
+// GetEvents subscribes to state changes under the masks and prints every
+// event until ctx ends (Ctrl-C), then cancels the subscription.
+// swdd~cli-provides-get-events-command~2
+// swdd~cli-subscribes-for-events~1
+// swdd~cli-receives-events~1
+func (s *Session) GetEvents(ctx context.Context, masks []string, f Format, includeCurrent bool) error {
+	req := &ankbase.Request{RequestContent: &ankbase.Request_CompleteStateRequest{
+		CompleteStateRequest: &ankbase.CompleteStateRequest{FieldMask: masks, SubscribeForEvents: true},
+	}}
+	ch, cancel, err := s.Conn.Subscribe(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	id := req.RequestId
+	stop := func() {
+		s.cancelRequest(id, &ankbase.Request{RequestContent: &ankbase.Request_EventsCancelRequest{EventsCancelRequest: &ankbase.EventsCancelRequest{}}})
+	}
+	first, err := s.firstResponse(ctx, ch)
+	if err != nil {
+		if ctx.Err() != nil {
+			stop()
+			return nil
+		}
+		return err
+	}
+	if e := first.GetError(); e != nil {
+		return fmt.Errorf("event subscription failed: %s", e.GetMessage())
+	}
+	s.debugf("subscribed for events with request id %s", id)
+	if includeCurrent {
+		ev := EventTree(s.now(), first.GetCompleteStateResponse())
+		// The current state is not a change: it carries no altered fields.
+		delete(ev, "addedFields")
+		delete(ev, "updatedFields")
+		delete(ev, "removedFields")
+		if err := s.printEvent(ev, f); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case resp, ok := <-ch:
+			if !ok {
+				if ctx.Err() != nil {
+					stop()
+					return nil
+				}
+				return s.connErr()
+			}
+			if e := resp.GetError(); e != nil {
+				return fmt.Errorf("event subscription failed: %s", e.GetMessage())
+			}
+			if csr := resp.GetCompleteStateResponse(); csr != nil {
+				if err := s.printEvent(EventTree(s.now(), csr), f); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+func (s *Session) printEvent(ev map[string]any, f Format) error {
+	out, err := FormatEvent(ev, f)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(s.Out, out)
+	return err
+}
+
+// firstResponse waits for the first answer of a subscription, bounded by
+// the response timeout.
+func (s *Session) firstResponse(ctx context.Context, ch <-chan *ankbase.Response) (*ankbase.Response, error) {
+	timer := time.NewTimer(s.timeout())
+	defer timer.Stop()
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, s.connErr()
+		}
+		return resp, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timer.C:
+		return nil, fmt.Errorf("no response from the server within %v", s.timeout())
+	}
+}

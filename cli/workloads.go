@@ -1,0 +1,258 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Column positions in the workloads table.
+const (
+	colExecutionState = 3
+	colAdditionalInfo = 4
+)
+
+var workloadHeaders = []string{"WORKLOAD NAME", "AGENT", "RUNTIME", "EXECUTION STATE", "ADDITIONAL INFO"}
+
+// WorkloadRow is one line of the workloads table: one workload instance,
+// or a workload that has no state yet (then Instance.ID is empty and State
+// is the zero value).
+type WorkloadRow struct {
+	Instance state.InstanceName
+	Runtime  string
+	State    state.ExecutionState
+}
+
+// key identifies a row in a live table.
+func (r WorkloadRow) key() string {
+	if r.Instance.ID == "" {
+		return r.Instance.WorkloadName + "\x00" + r.Instance.AgentName
+	}
+	return r.Instance.String()
+}
+
+// StateText is the EXECUTION STATE cell: "Running(Ok)", or "" for a
+// workload without a state.
+func (r WorkloadRow) StateText() string { return stateText(r.State) }
+
+func stateText(e state.ExecutionState) string {
+	if e.State == "" {
+		return ""
+	}
+	return e.Short()
+}
+
+// InfoText is the ADDITIONAL INFO cell: trimmed, one line.
+func (r WorkloadRow) InfoText() string { return oneLine(r.State.AdditionalInfo) }
+
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", ", ")
+}
+
+func (r WorkloadRow) cells() []string {
+	return []string{r.Instance.WorkloadName, r.Instance.AgentName, r.Runtime, r.StateText(), r.InfoText()}
+}
+
+// WorkloadRows builds the rows of `get workloads` from a complete-state
+// tree: one per instance in workloadStates, plus one per desired workload
+// that has no instance state yet, showing its configured agent. The
+// runtime comes from the desired workload when it is assigned to the
+// instance's agent, as in ank.
+func WorkloadRows(cs state.Tree) []WorkloadRow {
+	desired := node(cs, "desiredState", "workloads")
+	var rows []WorkloadRow
+	hasState := map[string]bool{}
+	for _, ws := range workloadStates(cs) {
+		hasState[ws.Instance.WorkloadName] = true
+		row := WorkloadRow{Instance: ws.Instance, State: ws.State}
+		if w := node(desired, ws.Instance.WorkloadName); w != nil && str(w, "agent") == ws.Instance.AgentName {
+			row.Runtime = str(w, "runtime")
+		}
+		rows = append(rows, row)
+	}
+	for name, w := range desired {
+		if hasState[name] {
+			continue
+		}
+		wm, _ := w.(map[string]any)
+		rows = append(rows, WorkloadRow{
+			Instance: state.InstanceName{WorkloadName: name, AgentName: str(wm, "agent")},
+			Runtime:  str(wm, "runtime"),
+		})
+	}
+	sortRows(rows)
+	return rows
+}
+
+// sortRows orders rows by workload name, then agent and id, so a table
+// reads the same every time.
+func sortRows(rows []WorkloadRow) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i].Instance, rows[j].Instance
+		if a.WorkloadName != b.WorkloadName {
+			return a.WorkloadName < b.WorkloadName
+		}
+		if a.AgentName != b.AgentName {
+			return a.AgentName < b.AgentName
+		}
+		return a.ID < b.ID
+	})
+}
+
+// WorkloadFilter selects rows of the workloads table; empty fields select
+// everything.
+type WorkloadFilter struct {
+	Agent string
+	// State matches the EXECUTION STATE cell ("Running(Ok)") or its state
+	// name alone ("running"), ignoring case.
+	State string
+	Names []string
+}
+
+// Match reports whether the filter selects r.
+func (f WorkloadFilter) Match(r WorkloadRow) bool {
+	if f.Agent != "" && r.Instance.AgentName != f.Agent {
+		return false
+	}
+	if f.State != "" && !strings.EqualFold(f.State, r.StateText()) && !strings.EqualFold(f.State, string(r.State.State)) {
+		return false
+	}
+	if len(f.Names) > 0 {
+		found := false
+		for _, n := range f.Names {
+			if n == r.Instance.WorkloadName {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// Filter returns the rows the filter selects.
+func (f WorkloadFilter) Filter(rows []WorkloadRow) []WorkloadRow {
+	var out []WorkloadRow
+	for _, r := range rows {
+		if f.Match(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// WorkloadTable lays out rows under the ank headers.
+func WorkloadTable(rows []WorkloadRow) Table {
+	t := Table{Headers: workloadHeaders}
+	for _, r := range rows {
+		t.Rows = append(t.Rows, r.cells())
+	}
+	return t
+}
+
+// workloadView is the table of `get workloads --watch`, kept current from
+// workload-state broadcasts.
+type workloadView struct {
+	rows map[string]WorkloadRow
+}
+
+func newWorkloadView(rows []WorkloadRow) *workloadView {
+	v := &workloadView{rows: map[string]WorkloadRow{}}
+	for _, r := range rows {
+		v.rows[r.key()] = r
+	}
+	return v
+}
+
+// apply folds broadcast states into the view. It reports whether an
+// instance it does not know appeared; then the caller re-reads the whole
+// state, because only that tells the runtime and drops replaced rows.
+// swdd~cli-process-workload-updates~1
+func (v *workloadView) apply(ws []state.WorkloadState) (refetch bool) {
+	for _, s := range ws {
+		k := s.Instance.String()
+		r, ok := v.rows[k]
+		switch {
+		case !ok:
+			if !s.State.IsRemoved() {
+				refetch = true
+			}
+		case s.State.IsRemoved():
+			delete(v.rows, k)
+		default:
+			r.State = s.State
+			v.rows[k] = r
+		}
+	}
+	return refetch
+}
+
+func (v *workloadView) sorted() []WorkloadRow {
+	rows := make([]WorkloadRow, 0, len(v.rows))
+	for _, r := range v.rows {
+		rows = append(rows, r)
+	}
+	sortRows(rows)
+	return rows
+}
+
+// GetWorkloads prints the workloads table.
+// swdd~cli-provides-list-of-workloads~1
+func (s *Session) GetWorkloads(ctx context.Context, f WorkloadFilter) error {
+	cs, err := s.CompleteState(ctx, nil)
+	if err != nil {
+		return err
+	}
+	t := WorkloadTable(f.Filter(WorkloadRows(cs)))
+	fmt.Fprintln(s.Out, t.Render(s.Width, FitWrap, colAdditionalInfo))
+	return nil
+}
+
+// WatchWorkloads prints the workloads table and keeps it current until ctx
+// ends (Ctrl-C).
+// swdd~cli-get-workloads-with-watch~1
+func (s *Session) WatchWorkloads(ctx context.Context, f WorkloadFilter) error {
+	updates := s.Conn.WorkloadStates()
+	cs, err := s.CompleteState(ctx, nil)
+	if err != nil {
+		return err
+	}
+	view := newWorkloadView(WorkloadRows(cs))
+	scr := &screen{w: s.Out, terminal: s.Terminal, width: s.Width}
+	show := func() {
+		scr.show(WorkloadTable(f.Filter(view.sorted())).Render(s.Width, FitWrap, colAdditionalInfo))
+	}
+	show()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ws, ok := <-updates:
+			if !ok {
+				return s.connErr()
+			}
+			states, err := rpc.WorkloadStatesFromProto(ws)
+			if err != nil {
+				s.debugf("ignoring a workload-state broadcast: %v", err)
+				continue
+			}
+			if view.apply(states) {
+				cs, err := s.CompleteState(ctx, nil)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				view = newWorkloadView(WorkloadRows(cs))
+			}
+			show()
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// swdd~server-loads-config-file~1
+// swdd~server-supports-pem-file-paths-as-cli-arguments~1
+// swdd~server-supports-cli-argument-for-insecure-communication~1
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "server.yaml")
+	if err := os.WriteFile(file, []byte("address: 10.0.0.1:1\nname: from-file\ninsecure: true\ndata_dir: /file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(c config) bool
+	}{
+		{"file", []string{"-x", file}, nil, func(c config) bool { return c.Address == "10.0.0.1:1" && c.Name == "from-file" && c.Insecure && c.DataDir == "/file" }},
+		{"env over file", []string{"-x", file}, map[string]string{"GRAPNEL_SERVER_NAME": "from-env"}, func(c config) bool { return c.Name == "from-env" && c.Address == "10.0.0.1:1" }},
+		{"cli over env", []string{"-x", file, "--name", "from-cli"}, map[string]string{"GRAPNEL_SERVER_NAME": "from-env"}, func(c config) bool { return c.Name == "from-cli" }},
+		{"config path from env", nil, map[string]string{"GRAPNEL_SERVER_CONFIG": file}, func(c config) bool { return c.Name == "from-file" }},
+		{"defaults without file", []string{"-k", "-x", filepath.Join(dir, "none.yaml")}, nil, nil},
+		{"insecure from env", nil, map[string]string{"GRAPNEL_SERVER_CONFIG": filepath.Join(dir, "absent"), "GRAPNEL_SERVER_INSECURE": "true"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := loadConfig(c.args, env(c.env))
+			if c.want == nil {
+				// An explicitly named file that is missing is an error.
+				if err == nil && c.name == "defaults without file" {
+					t.Fatal("a missing explicit config file was accepted")
+				}
+				if c.name == "insecure from env" && (err == nil || !strings.Contains(err.Error(), "absent")) {
+					t.Fatalf("got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.want(cfg) {
+				t.Fatalf("config %+v", cfg)
+			}
+		})
+	}
+}
+
+// swdd~server-fails-on-missing-file-paths-and-insecure-cli-arguments~1
+// swdd~server-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1
+// swdd~server-provides-file-paths-to-communication-middleware~1
+func TestConfigNeedsSecurityMode(t *testing.T) {
+	noFile := filepath.Join(t.TempDir(), "none")
+	_, err := loadConfig(nil, env(map[string]string{"GRAPNEL_SERVER_CONFIG": noFile}))
+	if err == nil {
+		t.Fatal("started without a security mode")
+	}
+	_, err = loadConfig([]string{"-x", writeFile(t, "address: x\n")}, env(nil))
+	if !errors.Is(err, errNoSecurityMode) || !strings.Contains(err.Error(), "--insecure") {
+		t.Fatalf("error %v should name the options", err)
+	}
+	cfg, err := loadConfig([]string{"-k", "-x", writeFile(t, "")}, env(nil))
+	if err != nil || !cfg.Insecure {
+		t.Fatalf("-k: %v %+v", err, cfg)
+	}
+	dir := t.TempDir()
+	ca, crt, key := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "crt.pem"), filepath.Join(dir, "key.pem")
+	for _, f := range []string{ca, crt} {
+		os.WriteFile(f, []byte("x"), 0o644)
+	}
+	os.WriteFile(key, []byte("x"), 0o644)
+	_, err = loadConfig([]string{"-x", writeFile(t, ""), "--ca_pem", ca, "--crt_pem", crt, "--key_pem", key}, env(nil))
+	if err == nil || !strings.Contains(err.Error(), "key.pem") {
+		t.Fatalf("a world-readable key was accepted: %v", err)
+	}
+	os.Chmod(key, 0o600)
+	cfg, err = loadConfig([]string{"-x", writeFile(t, "")}, env(map[string]string{"GRAPNEL_SERVER_CA_PEM": ca, "GRAPNEL_SERVER_CRT_PEM": crt, "GRAPNEL_SERVER_KEY_PEM": key}))
+	if err != nil || cfg.tlsFiles().CA != ca || cfg.tlsFiles().Key != key {
+		t.Fatalf("PEM paths from env: %v %+v", err, cfg)
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "server.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,140 @@
+// Command grapnel-server runs one replica of the Grapnel control plane.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/server"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+func main() {
+	cfg, err := loadConfig(os.Args[1:], os.LookupEnv)
+	if errors.Is(err, pflag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "grapnel-server: %v\nRun 'grapnel-server --help' for the options.\n", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "grapnel-server: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+	startup, err := loadStartupManifest(cfg.StartupManifest, log)
+	if err != nil {
+		return err
+	}
+	opts := []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 0, PermitWithoutStream: true}),
+	}
+	if cfg.Insecure {
+		// swdd~server-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1
+		log.Warn("serving WITHOUT TLS (--insecure): anyone who reaches the port controls the cluster")
+	} else {
+		// swdd~server-provides-file-paths-to-communication-middleware~1
+		tc, err := rpc.ServerTLSConfig(cfg.tlsFiles())
+		if err != nil {
+			return err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	lis, err := net.Listen("tcp", cfg.Address)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
+	}
+	f := fsm.New()
+	node, err := cluster.NewNode(cluster.Config{
+		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
+		BootstrapSelf: true, LogOutput: os.Stderr,
+	})
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	srv, err := server.New(server.Config{Node: node, FSM: f, Logger: log, StartupState: startup})
+	if err != nil {
+		node.Shutdown()
+		lis.Close()
+		return err
+	}
+	g := grpc.NewServer(opts...)
+	srv.Register(g)
+	server.RegisterCluster(g, node)
+	srv.Start()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errCh := make(chan error, 1)
+	go func() { errCh <- g.Serve(lis) }()
+	log.Info("grapnel-server started", "id", cfg.Name, "address", lis.Addr().String(), "raft", cfg.RaftAddress, "data", cfg.DataDir)
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err = <-errCh:
+	}
+	srv.Shutdown()
+	g.Stop()
+	if serr := node.Shutdown(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// loadStartupManifest parses and validates the startup manifest; an
+// invalid one stops the server (swdd~server-fails-on-invalid-startup-state~1).
+//
+// swdd~stored-workload-spec-parses-yaml~1
+// swdd~stored-workload-spec-checks-unique-name~1
+func loadStartupManifest(path string, log *slog.Logger) (*state.State, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("startup manifest: %w", err)
+	}
+	s, warn, err := state.ParseManifest(data)
+	if err != nil {
+		return nil, fmt.Errorf("invalid startup manifest %s: %w", path, err)
+	}
+	if warn != "" {
+		log.Warn(warn, "manifest", path)
+	}
+	if err := server.ValidateStartupState(s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &s, nil
+}
+
+func parseLevel(s string) slog.Level {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn", "warning":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}

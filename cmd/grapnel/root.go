@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/grapnel-io/grapnel/cli"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+const serverURLUsage = "replica addresses host:port, comma-separated, tried in order (env " + envServerURL + ")"
+
+// newRoot builds the command tree; the flags write into a.
+func newRoot(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "grapnel",
+		Short:         "Command line for a Grapnel cluster (the Ankaios ank verbs)",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	pf := root.PersistentFlags()
+	pf.StringVarP(&a.global.ServerURL, "server-url", "s", a.envDefault(envServerURL, cli.DefaultServerURL), serverURLUsage)
+	pf.BoolVarP(&a.global.Insecure, "insecure", "k", a.envBool(envInsecure), "connect without TLS (env "+envInsecure+")")
+	pf.StringVar(&a.global.CAPem, "ca_pem", a.getenv(envCAPem), "CA certificate PEM file (env "+envCAPem+")")
+	pf.StringVar(&a.global.CrtPem, "crt_pem", a.getenv(envCrtPem), "client certificate PEM file (env "+envCrtPem+")")
+	pf.StringVar(&a.global.KeyPem, "key_pem", a.getenv(envKeyPem), "client private key PEM file (env "+envKeyPem+")")
+	pf.IntVar(&a.timeoutMs, "response-timeout", 3000, "milliseconds to wait for the server's answer")
+	pf.BoolVar(&a.global.NoWait, "no-wait", false, "do not wait for workloads to reach their states after a change")
+	pf.BoolVarP(&a.global.Verbose, "verbose", "v", false, "print debug information on stderr")
+	pf.BoolVarP(&a.global.Quiet, "quiet", "q", false, "print only the requested data")
+
+	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a))
+	return root
+}
+
+// shadowServerURL gives cmd a local --server-url without shorthand, so
+// that -s can mean something else there (--state, --since), as in ank,
+// where the global -s is only taken before the subcommand. It writes the
+// same field as the global flag.
+func shadowServerURL(a *app, cmd *cobra.Command) {
+	cmd.Flags().StringVar(&a.global.ServerURL, "server-url", a.envDefault(envServerURL, cli.DefaultServerURL), serverURLUsage)
+}
+
+func newGet(a *app) *cobra.Command {
+	get := &cobra.Command{Use: "get", Short: "Show the state, workloads, agents, configs or events"}
+
+	stateCmd := &cobra.Command{
+		Use:   "state [MASK...]",
+		Short: "Print the complete state, or the parts the field masks select",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := cli.ParseFormat(a.output)
+			if err != nil {
+				return err
+			}
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetState(cmd.Context(), args, f) })
+		},
+	}
+	stateCmd.Flags().StringVarP(&a.output, "output", "o", "yaml", "output format: yaml or json")
+
+	workloads := &cobra.Command{
+		Use:               "workloads [NAME...]",
+		Aliases:           []string{"workload"},
+		Short:             "List workloads and their execution states",
+		ValidArgsFunction: a.completeNames(desiredWorkloads),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.filter.Names = args
+			return a.with(cmd.Context(), func(s *cli.Session) error {
+				if a.watch {
+					return s.WatchWorkloads(cmd.Context(), a.filter)
+				}
+				return s.GetWorkloads(cmd.Context(), a.filter)
+			})
+		},
+	}
+	workloads.Flags().StringVarP(&a.filter.Agent, "agent", "a", "", "only workloads on this agent")
+	workloads.Flags().StringVarP(&a.filter.State, "state", "s", "", "only workloads in this execution state, e.g. running or Pending(Starting)")
+	workloads.Flags().BoolVarP(&a.watch, "watch", "w", false, "keep the table current until Ctrl-C")
+	shadowServerURL(a, workloads)
+
+	agents := &cobra.Command{
+		Use:     "agents",
+		Aliases: []string{"agent"},
+		Short:   "List connected agents",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetAgents(cmd.Context()) })
+		},
+	}
+
+	configs := &cobra.Command{
+		Use:     "configs",
+		Aliases: []string{"config"},
+		Short:   "List config items",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetConfigs(cmd.Context()) })
+		},
+	}
+
+	events := &cobra.Command{
+		Use:   "events [MASK...]",
+		Short: "Print state changes under the field masks as they happen, until Ctrl-C",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := cli.ParseFormat(a.output)
+			if err != nil {
+				return err
+			}
+			return a.with(cmd.Context(), func(s *cli.Session) error {
+				return s.GetEvents(cmd.Context(), args, f, a.includeCurrent)
+			})
+		},
+	}
+	events.Flags().StringVarP(&a.output, "output", "o", "yaml", "output format: yaml or json")
+	events.Flags().BoolVarP(&a.includeCurrent, "include-current-state", "c", false, "print the current state first")
+
+	get.AddCommand(stateCmd, workloads, agents, configs, events)
+	return get
+}
+
+func newSet(a *app) *cobra.Command {
+	set := &cobra.Command{Use: "set", Short: "Change the state"}
+	set.AddCommand(&cobra.Command{
+		Use:   "state MASK... FILE|-",
+		Short: "Update the state at the field masks from a CompleteState-shaped YAML file (or stdin)",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			masks, file := args[:len(args)-1], args[len(args)-1]
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.SetState(cmd.Context(), masks, file) })
+		},
+	})
+	return set
+}
+
+func newDelete(a *app) *cobra.Command {
+	del := &cobra.Command{Use: "delete", Short: "Remove workloads or config items"}
+	del.AddCommand(&cobra.Command{
+		Use:               "workloads NAME...",
+		Aliases:           []string{"workload"},
+		Short:             "Delete workloads and wait until they are removed",
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: a.completeNames(desiredWorkloads),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.DeleteWorkloads(cmd.Context(), args) })
+		},
+	}, &cobra.Command{
+		Use:               "configs NAME...",
+		Aliases:           []string{"config"},
+		Short:             "Delete config items",
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: a.completeNames(desiredConfigs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.DeleteConfigs(cmd.Context(), args) })
+		},
+	})
+	return del
+}
+
+func newRun(a *app) *cobra.Command {
+	runCmd := &cobra.Command{Use: "run", Short: "Start a workload"}
+	wl := &cobra.Command{
+		Use:   "workload NAME",
+		Short: "Add (or replace) one workload and wait until it runs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tags, err := cli.ParseTags(a.runTags)
+			if err != nil {
+				return err
+			}
+			spec := a.runSpec
+			spec.Name = args[0]
+			spec.Tags = tags
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.RunWorkload(cmd.Context(), spec) })
+		},
+	}
+	f := wl.Flags()
+	f.StringVar(&a.runSpec.Runtime, "runtime", "", "runtime, e.g. podman")
+	f.StringVar(&a.runSpec.RuntimeConfig, "config", "", "runtime config (a YAML string)")
+	f.StringVar(&a.runSpec.Agent, "agent", "", "agent to run on")
+	f.StringArrayVar(&a.runTags, "tags", nil, "tag key=value (repeatable)")
+	for _, name := range []string{"runtime", "config", "agent"} {
+		_ = wl.MarkFlagRequired(name)
+	}
+	runCmd.AddCommand(wl)
+	return runCmd
+}
+
+func newApply(a *app) *cobra.Command {
+	apply := &cobra.Command{
+		Use:   "apply FILE...|-",
+		Short: "Apply (or with -d delete) the workloads and configs of manifests and wait for the workloads",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var agent *string
+			if cmd.Flags().Changed("agent") {
+				agent = &a.applyAgent
+			}
+			return a.with(cmd.Context(), func(s *cli.Session) error {
+				return s.Apply(cmd.Context(), args, agent, a.applyDelete)
+			})
+		},
+	}
+	apply.Flags().StringVar(&a.applyAgent, "agent", "", "agent for every workload, overriding the manifests")
+	apply.Flags().BoolVarP(&a.applyDelete, "delete", "d", false, "delete what the manifests name instead")
+	return apply
+}
+
+func newLogs(a *app) *cobra.Command {
+	logs := &cobra.Command{
+		Use:               "logs NAME...",
+		Short:             "Print the logs of workloads",
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: a.completeNames(desiredWorkloads),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.logs.Workloads = args
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.Logs(cmd.Context(), a.logs) })
+		},
+	}
+	f := logs.Flags()
+	f.BoolVarP(&a.logs.Follow, "follow", "f", false, "keep printing new lines until Ctrl-C")
+	f.IntVarP(&a.logs.Tail, "tail", "t", -1, "only the last N lines per workload (-1: all)")
+	f.StringVarP(&a.logs.Since, "since", "s", "", "only lines after this time (RFC 3339)")
+	f.StringVarP(&a.logs.Until, "until", "u", "", "only lines before this time (RFC 3339)")
+	f.BoolVarP(&a.logs.Names, "names", "n", false, "prefix every line with its workload name")
+	shadowServerURL(a, logs)
+	return logs
+}
+
+// Masks whose keys shell completion offers.
+const (
+	desiredWorkloads = "desiredState.workloads"
+	desiredConfigs   = "desiredState.configs"
+)
+
+// completeNames offers the workload names or config keys the server has.
+// Completion must never hang or print errors into the shell, so failures
+// just offer nothing.
+func (a *app) completeNames(mask string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		var out []string
+		err := a.with(ctx, func(s *cli.Session) error {
+			cs, err := s.CompleteState(ctx, []string{mask})
+			if err != nil {
+				return err
+			}
+			parts := strings.Split(mask, ".")
+			m, _ := cs[parts[0]].(map[string]any)
+			items, _ := m[parts[1]].(map[string]any)
+			taken := map[string]bool{}
+			for _, a := range args {
+				taken[a] = true
+			}
+			for _, k := range state.SortedKeys(items) {
+				if strings.HasPrefix(k, prefix) && !taken[k] {
+					out = append(out, k)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			cobra.CompDebugln(fmt.Sprintf("completion: %v", err), true)
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}

@@ -1,0 +1,309 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+)
+
+// DefaultResponseTimeout is how long a request waits for its answer unless
+// Options says otherwise; the ank CLI's default.
+const DefaultResponseTimeout = 3 * time.Second
+
+// Keepalive pings let a CLI that only listens (get events, logs -f, get
+// workloads --watch) notice a server that vanished without closing the TCP
+// connection. A server must permit pings this often.
+var keepaliveParams = keepalive.ClientParameters{
+	Time:                20 * time.Second,
+	Timeout:             10 * time.Second,
+	PermitWithoutStream: true,
+}
+
+// Options says where and how to connect.
+type Options struct {
+	// Addrs are replica addresses host:port, tried in order until one
+	// accepts the stream.
+	Addrs []string
+	// Insecure connects without TLS; otherwise TLS holds the PEM files for
+	// mutual TLS.
+	Insecure bool
+	TLS      rpc.TLSFiles
+	// ResponseTimeout bounds the wait for the answer to a request, and the
+	// time to open the stream to one address. Zero means
+	// DefaultResponseTimeout.
+	ResponseTimeout time.Duration
+}
+
+func (o Options) timeout() time.Duration {
+	if o.ResponseTimeout > 0 {
+		return o.ResponseTimeout
+	}
+	return DefaultResponseTimeout
+}
+
+// Conn is one open CLI stream. Its methods are safe for concurrent use.
+type Conn struct {
+	addr    string
+	cc      *grpc.ClientConn
+	stream  grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
+	cancel  context.CancelFunc
+	timeout time.Duration
+	done    chan struct{} // closed when the receive goroutine has ended
+
+	sendMu sync.Mutex // one sender at a time, as gRPC streams require
+
+	mu      sync.Mutex // guards the following fields
+	waiters map[string]*waiter
+	subs    map[string]*queue[*ankbase.Response]
+	states  *queue[[]*ankbase.WorkloadState]
+	err     error // why the stream ended; nil while it is up
+	closing bool
+}
+
+// Dial opens the stream to the first address in o.Addrs that accepts it and
+// sends the CommanderHello. The error names every address tried.
+func Dial(ctx context.Context, o Options) (*Conn, error) {
+	if len(o.Addrs) == 0 {
+		return nil, fmt.Errorf("%w: no server address given", ErrNoServer)
+	}
+	creds, err := transportCredentials(o)
+	if err != nil {
+		return nil, err
+	}
+	var tried []string
+	for _, addr := range o.Addrs {
+		c, err := dialOne(ctx, addr, creds, o.timeout())
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, ErrRejected) {
+			// A rejection is an answer, not an outage: another replica
+			// would give the same one.
+			return nil, fmt.Errorf("%s: %w", addr, err)
+		}
+		tried = append(tried, fmt.Sprintf("%s (%v)", addr, err))
+	}
+	return nil, fmt.Errorf("%w: tried %s", ErrNoServer, strings.Join(tried, ", "))
+}
+
+func transportCredentials(o Options) (credentials.TransportCredentials, error) {
+	if o.Insecure {
+		return insecure.NewCredentials(), nil
+	}
+	cfg, err := rpc.ClientTLSConfig(o.TLS, rpc.ServerName)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+func dialOne(ctx context.Context, addr string, creds credentials.TransportCredentials, timeout time.Duration) (*Conn, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithKeepaliveParams(keepaliveParams))
+	if err != nil {
+		return nil, err
+	}
+	// The stream outlives ctx (which only bounds the dial), so it gets its
+	// own context, cancelled by Close.
+	streamCtx, cancel := context.WithCancel(context.Background())
+	type opened struct {
+		s   grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		s, err := grpcapi.NewCliConnectionClient(cc).ConnectCli(streamCtx)
+		ch <- opened{s, err}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var res opened
+	select {
+	case res = <-ch:
+	case <-timer.C:
+		cancel()
+		<-ch
+		res = opened{err: fmt.Errorf("not reachable within %v", timeout)}
+	case <-ctx.Done():
+		cancel()
+		<-ch
+		res = opened{err: ctx.Err()}
+	}
+	if res.err != nil {
+		cancel()
+		cc.Close()
+		if errors.Is(res.err, context.Canceled) || errors.Is(res.err, context.DeadlineExceeded) {
+			return nil, res.err
+		}
+		return nil, dialError(res.err)
+	}
+	c := &Conn{
+		addr:    addr,
+		cc:      cc,
+		stream:  res.s,
+		cancel:  cancel,
+		timeout: timeout,
+		done:    make(chan struct{}),
+		waiters: map[string]*waiter{},
+		subs:    map[string]*queue[*ankbase.Response]{},
+	}
+	hello := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{
+		CommanderHello: &grpcapi.CommanderHello{ProtocolVersion: rpc.ProtocolVersion},
+	}}
+	if err := res.s.Send(hello); err != nil {
+		// Send reports io.EOF when the server already ended the stream;
+		// the reason comes with Recv.
+		_, rerr := res.s.Recv()
+		cancel()
+		cc.Close()
+		return nil, dialError(rerr)
+	}
+	go c.receive()
+	return c, nil
+}
+
+// Addr is the address the stream is open to.
+func (c *Conn) Addr() string { return c.addr }
+
+// Err says why the stream ended, or nil while it is up. Subscriptions see
+// their channel closed when the stream ends; Err tells them why.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Done is closed when the stream has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Close sends Goodbye, so the server drops this connection's log campaigns
+// and event subscriptions at once, and closes the stream.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		<-c.done
+		return nil
+	}
+	c.closing = true
+	up := c.err == nil
+	c.mu.Unlock()
+	if up {
+		bye := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Goodbye{Goodbye: &grpcapi.Goodbye{}}}
+		c.sendMu.Lock()
+		_ = c.stream.Send(bye)
+		_ = c.stream.CloseSend()
+		c.sendMu.Unlock()
+		// Give the server a moment to end the stream itself, so Goodbye
+		// is read before the cancellation resets the stream.
+		select {
+		case <-c.done:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	c.cancel()
+	<-c.done
+	c.mu.Lock()
+	for id, q := range c.subs {
+		q.stop()
+		delete(c.subs, id)
+	}
+	if c.states != nil {
+		c.states.stop()
+	}
+	c.mu.Unlock()
+	return c.cc.Close()
+}
+
+// receive is the only reader of the stream.
+func (c *Conn) receive() {
+	defer close(c.done)
+	for {
+		msg, err := c.stream.Recv()
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		switch m := msg.GetFromServerEnum().(type) {
+		case *grpcapi.FromServer_Response:
+			c.dispatch(m.Response)
+		case *grpcapi.FromServer_UpdateWorkloadState:
+			c.mu.Lock()
+			q := c.states
+			c.mu.Unlock()
+			if q != nil {
+				q.push(m.UpdateWorkloadState.GetWorkloadStates())
+			}
+		default:
+			// LogsCancelRequest and friends are broadcast to every
+			// connection; they concern agents, not a commander.
+		}
+	}
+}
+
+// fail records why the stream ended and wakes everyone waiting on it.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		c.err = ErrClosed
+	} else {
+		c.err = streamError(err)
+	}
+	for id, w := range c.waiters {
+		w.ch <- waitResult{err: c.err}
+		delete(c.waiters, id)
+	}
+	for _, q := range c.subs {
+		q.end()
+	}
+	if c.states != nil {
+		c.states.end()
+	}
+}
+
+func (c *Conn) dispatch(resp *ankbase.Response) {
+	id := resp.GetRequestId()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.waiters[id]; ok && w.accepts(resp) {
+		delete(c.waiters, id)
+		w.ch <- waitResult{resp: resp}
+		return
+	}
+	if q, ok := c.subs[id]; ok {
+		q.push(resp)
+	}
+	// Anything else answers a request nobody waits for any more (it timed
+	// out); dropping it is right.
+}
+
+func (c *Conn) send(msg *grpcapi.ToServer) error {
+	c.sendMu.Lock()
+	err := c.stream.Send(msg)
+	c.sendMu.Unlock()
+	if err == nil {
+		return nil
+	}
+	// io.EOF from Send means the stream is over; Recv has the reason.
+	select {
+	case <-c.done:
+		return c.Err()
+	case <-time.After(time.Second):
+		return fmt.Errorf("%w: %v", ErrConnectionLost, err)
+	}
+}

@@ -1,0 +1,92 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grapnel-io/grapnel/rpc"
+)
+
+// Sentinel errors; every error this package returns wraps one of them (or
+// is a *ServerError, or a context error).
+var (
+	// ErrNoServer means no address accepted the connection.
+	ErrNoServer = errors.New("cannot connect to the server")
+	// ErrRejected means the server refused the stream itself: a protocol
+	// version it does not support, a malformed hello, or credentials it
+	// does not accept. Retrying the same server will not help.
+	ErrRejected = errors.New("server rejected the connection")
+	// ErrConnectionLost means the stream broke after it was set up.
+	ErrConnectionLost = errors.New("connection to the server lost")
+	// ErrClosed means the connection was closed by Close.
+	ErrClosed = errors.New("connection closed")
+	// ErrTimeout means the server did not answer a request in time.
+	ErrTimeout = errors.New("no response from the server")
+)
+
+// ServerError is a Response{error} from the server: it carries the
+// server's message unchanged, because that message is what the user must
+// see ("Unsupported API version...", "workload dependency ... cycle").
+type ServerError struct {
+	Message string
+}
+
+func (e *ServerError) Error() string { return e.Message }
+
+// statusText turns a gRPC error into one readable line without the
+// "rpc error: code = ... desc =" wrapping.
+func statusText(err error) string {
+	s, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	msg := strings.TrimSpace(s.Message())
+	// "connection error: desc = \"transport: Error while dialing: dial
+	// tcp ...: connection refused\"" says it all from "dial tcp" on.
+	if i := strings.Index(msg, "dial tcp "); i >= 0 {
+		msg = strings.TrimSuffix(msg[i:], "\"")
+	}
+	if msg == "" {
+		msg = s.Code().String()
+	}
+	return msg
+}
+
+// streamError classifies why the stream ended. The status is first read
+// back into Grapnel's sentinels (rpc.FromStatus), so a Grapnel server's
+// reason is recognised by kind, an upstream one by its code.
+func streamError(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: the server closed the stream", ErrConnectionLost)
+	}
+	kind := rpc.FromStatus(err)
+	switch {
+	case errors.Is(kind, rpc.ErrUnsupportedProtocol), errors.Is(kind, rpc.ErrBadFirstMessage):
+		return fmt.Errorf("%w: %s", ErrRejected, statusText(err))
+	case errors.Is(kind, rpc.ErrUnauthenticated):
+		return fmt.Errorf("%w: credentials not accepted: %s", ErrRejected, statusText(err))
+	}
+	switch status.Code(err) {
+	case codes.FailedPrecondition, codes.InvalidArgument:
+		return fmt.Errorf("%w: %s", ErrRejected, statusText(err))
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return fmt.Errorf("%w: credentials not accepted: %s", ErrRejected, statusText(err))
+	case codes.Unimplemented:
+		return fmt.Errorf("%w: the server does not offer the CLI connection service: %s", ErrRejected, statusText(err))
+	}
+	return fmt.Errorf("%w: %s", ErrConnectionLost, statusText(err))
+}
+
+// dialError classifies why a stream could not be opened to one address.
+func dialError(err error) error {
+	switch status.Code(err) {
+	case codes.FailedPrecondition, codes.InvalidArgument, codes.Unauthenticated, codes.PermissionDenied, codes.Unimplemented:
+		return streamError(err)
+	}
+	return errors.New(statusText(err))
+}

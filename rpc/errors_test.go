@@ -1,0 +1,145 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grapnel-io/grapnel/state"
+)
+
+func TestToStatus(t *testing.T) {
+	already := status.Error(codes.NotFound, "gone")
+	tests := []struct {
+		name    string
+		err     error
+		code    codes.Code
+		message string // substring of the status message
+	}{
+		{"invalid state", &state.FieldError{Path: "desiredState.workloads.w.runtime", Reason: "missing field"}, codes.InvalidArgument, "desiredState.workloads.w.runtime: missing field"},
+		{"wrapped invalid", fmt.Errorf("update: %w", state.ErrInvalid), codes.InvalidArgument, "update: invalid state"},
+		{"unsupported protocol", CheckProtocolVersion("2.0.0"), codes.FailedPrecondition, "Unsupported protocol version '2.0.0'. Currently supported '1'"},
+		{"bad first message", WithText(ErrBadFirstMessage, "No AgentHello received."), codes.InvalidArgument, "No AgentHello received."},
+		{"not leader", &NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}, codes.Unavailable, "10.0.0.2:25551"},
+		{"wrapped not leader", fmt.Errorf("apply: %w", &NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}), codes.Unavailable, "apply: not the leader"},
+		{"not leader sentinel", ErrNotLeader, codes.Unavailable, "not the leader"},
+		{"no leader", fmt.Errorf("held 5s: %w", ErrNoLeader), codes.Unavailable, "no leader"},
+		{"shutting down", ErrShuttingDown, codes.Unavailable, "shutting down"},
+		{"unauthenticated", fmt.Errorf("%w: agent 'a' not in certificate", ErrUnauthenticated), codes.Unauthenticated, "agent 'a'"},
+		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "deadline"},
+		{"canceled", context.Canceled, codes.Canceled, "canceled"},
+		{"already a status", already, codes.NotFound, "gone"},
+		{"wrapped status", fmt.Errorf("proxy: %w", status.Error(codes.ResourceExhausted, "full")), codes.ResourceExhausted, "proxy:"},
+		{"anything else", errors.New("disk on fire"), codes.Internal, "disk on fire"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ToStatus(tc.err)
+			st, ok := status.FromError(got)
+			if !ok {
+				t.Fatalf("%v is not a status", got)
+			}
+			if st.Code() != tc.code {
+				t.Errorf("code = %v, want %v", st.Code(), tc.code)
+			}
+			if !strings.Contains(st.Message(), tc.message) {
+				t.Errorf("message %q does not contain %q", st.Message(), tc.message)
+			}
+		})
+	}
+	if ToStatus(nil) != nil {
+		t.Error("nil must stay nil")
+	}
+	if ToStatus(already) != already {
+		t.Error("a status must pass unchanged")
+	}
+}
+
+// A client reads the sentinels back from the status.
+func TestFromStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		is   error
+	}{
+		{"no leader", ErrNoLeader, ErrNoLeader},
+		{"shutting down", ErrShuttingDown, ErrShuttingDown},
+		{"unsupported", CheckProtocolVersion("0.1.0"), ErrUnsupportedProtocol},
+		{"bad first message", ErrBadFirstMessage, ErrBadFirstMessage},
+		{"unauthenticated", ErrUnauthenticated, ErrUnauthenticated},
+		{"invalid", &state.FieldError{Path: "p", Reason: "r"}, state.ErrInvalid},
+		{"not leader without address", &NotLeaderError{}, ErrNotLeader},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sent := ToStatus(tc.err)
+			got := FromStatus(sent)
+			if !errors.Is(got, tc.is) {
+				t.Fatalf("FromStatus(%v) = %v, not %v", sent, got, tc.is)
+			}
+			if status.Code(got) != status.Code(sent) {
+				t.Errorf("the status code was lost: %v", status.Code(got))
+			}
+			if got.Error() != status.Convert(sent).Message() {
+				t.Errorf("message = %q, want the status message %q", got.Error(), status.Convert(sent).Message())
+			}
+			// A proxy may pass the classified error on: it keeps its code.
+			if again := ToStatus(got); status.Code(again) != status.Code(sent) {
+				t.Errorf("ToStatus(FromStatus) changed the code to %v", status.Code(again))
+			}
+		})
+	}
+}
+
+func TestFromStatusNotLeaderRedirect(t *testing.T) {
+	sent := ToStatus(fmt.Errorf("write: %w", &NotLeaderError{LeaderID: "n3", LeaderAddress: "[fe80::1]:25551"}))
+	var nl *NotLeaderError
+	if got := FromStatus(sent); !errors.As(got, &nl) || !errors.Is(got, ErrNotLeader) {
+		t.Fatalf("FromStatus = %v, want *NotLeaderError", got)
+	}
+	if nl.LeaderID != "n3" || nl.LeaderAddress != "[fe80::1]:25551" {
+		t.Fatalf("leader = %+v", nl)
+	}
+}
+
+func TestFromStatusPassesOthers(t *testing.T) {
+	plain := errors.New("not a status")
+	if FromStatus(plain) != plain || FromStatus(nil) != nil {
+		t.Fatal("non-status errors must pass unchanged")
+	}
+	internal := status.Error(codes.Internal, "x")
+	if FromStatus(internal) != internal {
+		t.Fatal("an unclassified status must pass unchanged")
+	}
+	// An upstream Ankaios server sends FailedPrecondition without details.
+	upstream := status.Error(codes.FailedPrecondition, "Unsupported protocol version '0.5.0'. Currently supported '1'")
+	if got := FromStatus(upstream); !errors.Is(got, ErrUnsupportedProtocol) {
+		t.Fatalf("upstream version rejection = %v", got)
+	}
+	// Unavailable from anyone else (a dead connection) is no redirect.
+	if got := FromStatus(status.Error(codes.Unavailable, "connection refused")); errors.Is(got, ErrNotLeader) {
+		t.Fatal("plain Unavailable taken for a redirect")
+	}
+}
+
+func TestNotLeaderError(t *testing.T) {
+	e := &NotLeaderError{LeaderID: "n1", LeaderAddress: "a:1"}
+	if !errors.Is(e, ErrNotLeader) || errors.Is(e, ErrNoLeader) {
+		t.Fatal("Is is wrong")
+	}
+	if !strings.Contains(e.Error(), "a:1") || (&NotLeaderError{}).Error() != ErrNotLeader.Error() {
+		t.Fatalf("messages: %q, %q", e.Error(), (&NotLeaderError{}).Error())
+	}
+}
+
+func TestWithText(t *testing.T) {
+	err := WithText(ErrBadFirstMessage, "No CommanderHello received.")
+	if err.Error() != "No CommanderHello received." || !errors.Is(err, ErrBadFirstMessage) {
+		t.Fatalf("got %q", err)
+	}
+}

@@ -1,0 +1,167 @@
+package rpc
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+)
+
+// ServerName is the name clients verify in the server certificate. Ankaios
+// clients hard-code it, so every replica's certificate needs this SAN.
+const ServerName = "ank-server"
+
+// ErrPEMPermissions marks a PEM file whose permissions are too open.
+var ErrPEMPermissions = errors.New("insecure PEM file permissions")
+
+// TLSFiles names the PEM files of one side of an mTLS connection.
+type TLSFiles struct {
+	CA   string // CA certificate that signs both sides
+	Cert string // own certificate
+	Key  string // own private key
+}
+
+// Empty reports whether no file is given, i.e. the insecure mode.
+func (f TLSFiles) Empty() bool { return f.CA == "" && f.Cert == "" && f.Key == "" }
+
+func (f TLSFiles) complete() error {
+	switch {
+	case f.CA == "":
+		return errors.New("missing CA certificate file")
+	case f.Cert == "":
+		return errors.New("missing certificate file")
+	case f.Key == "":
+		return errors.New("missing private key file")
+	}
+	return nil
+}
+
+// CheckPEMPermissions checks the files that are given, as Ankaios does: a
+// private key must be 0600 or 0400; a certificate must be readable by its
+// owner and neither writable by group or others nor executable.
+func CheckPEMPermissions(f TLSFiles) error {
+	for _, c := range []struct{ path, kind string }{{f.CA, "CA certificate"}, {f.Cert, "certificate"}, {f.Key, "private key"}} {
+		if c.path == "" {
+			continue
+		}
+		info, err := os.Stat(c.path)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", c.kind, c.path, err)
+		}
+		perm := info.Mode().Perm()
+		var reason string
+		switch {
+		case c.kind == "private key":
+			if perm != 0o600 && perm != 0o400 {
+				reason = "must have permissions 0600 or 0400"
+			}
+		case perm&0o400 == 0:
+			reason = "must be readable by its owner"
+		case perm&0o022 != 0:
+			reason = "must not be writable by group or others"
+		case perm&0o111 != 0:
+			reason = "must not be executable"
+		}
+		if reason != "" {
+			return fmt.Errorf("%w: %s %s has permissions %04o and %s", ErrPEMPermissions, c.kind, c.path, perm, reason)
+		}
+	}
+	return nil
+}
+
+// load checks and reads the three files.
+func (f TLSFiles) load() (tls.Certificate, *x509.CertPool, error) {
+	if err := f.complete(); err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	if err := CheckPEMPermissions(f); err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("loading certificate %s and key %s: %w", f.Cert, f.Key, err)
+	}
+	caPEM, err := os.ReadFile(f.CA)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("CA certificate %s: %w", f.CA, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return tls.Certificate{}, nil, fmt.Errorf("CA certificate %s: no PEM certificate found", f.CA)
+	}
+	return cert, pool, nil
+}
+
+// ServerTLSConfig builds the server side of mTLS: every client must show a
+// certificate signed by the CA; TLS 1.2 or newer.
+func ServerTLSConfig(f TLSFiles) (*tls.Config, error) {
+	cert, pool, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}
+
+// ClientTLSConfig builds the client side of mTLS: it presents its own
+// certificate and verifies the server's against the CA for serverName
+// (ServerName when empty).
+func ClientTLSConfig(f TLSFiles, serverName string) (*tls.Config, error) {
+	cert, pool, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	if serverName == "" {
+		serverName = ServerName
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      pool,
+		ServerName:   serverName,
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}
+
+// PeerNames returns the SAN DNS names of the verified client certificate of
+// the gRPC peer in ctx. It returns nil when the connection is not TLS (the
+// insecure mode) and a non-nil, possibly empty, slice otherwise, so that
+// NameAllowed can tell the two apart.
+func PeerNames(ctx context.Context) []string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return nil
+	}
+	names := []string{}
+	if chains := info.State.VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
+		names = append(names, chains[0][0].DNSNames...)
+	}
+	return names
+}
+
+// NameAllowed reports whether a peer with the given certificate names may
+// act as name: names contains name or "*". Nil names (insecure mode) allow
+// everything.
+func NameAllowed(names []string, name string) bool {
+	if names == nil {
+		return true
+	}
+	for _, n := range names {
+		if n == name || n == "*" {
+			return true
+		}
+	}
+	return false
+}

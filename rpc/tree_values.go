@@ -1,0 +1,192 @@
+package rpc
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+func agentsFromTree(v any, path string) (*ankbase.AgentMap, error) {
+	agents, err := asMap(v, path)
+	if err != nil {
+		return nil, err
+	}
+	out := &ankbase.AgentMap{Agents: make(map[string]*ankbase.AgentAttributes, len(agents))}
+	for _, name := range state.SortedKeys(agents) {
+		p := joinPath(path, name)
+		m, err := asMap(agents[name], p)
+		if err != nil {
+			return nil, err
+		}
+		if err := onlyKeys(m, p, "status", "tags"); err != nil {
+			return nil, err
+		}
+		a := &ankbase.AgentAttributes{}
+		if v, ok := present(m, "status"); ok {
+			if a.Status, err = agentStatusFromTree(v, joinPath(p, "status")); err != nil {
+				return nil, err
+			}
+		}
+		if v, ok := present(m, "tags"); ok {
+			tags, err := state.DecodeTags(v, joinPath(p, "tags"))
+			if err != nil {
+				return nil, err
+			}
+			a.Tags = &ankbase.Tags{Tags: tags}
+		}
+		out.Agents[name] = a
+	}
+	return out, nil
+}
+
+func agentStatusFromTree(v any, path string) (*ankbase.AgentStatus, error) {
+	m, err := asMap(v, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := onlyKeys(m, path, "cpuUsage", "freeMemory"); err != nil {
+		return nil, err
+	}
+	st := &ankbase.AgentStatus{}
+	if v, ok := present(m, "cpuUsage"); ok {
+		n, err := asUint(v, joinPath(path, "cpuUsage"), math.MaxUint32)
+		if err != nil {
+			return nil, err
+		}
+		st.CpuUsage = &ankbase.CpuUsage{CpuUsage: uint32(n)}
+	}
+	if v, ok := present(m, "freeMemory"); ok {
+		n, err := asUint(v, joinPath(path, "freeMemory"), math.MaxUint64)
+		if err != nil {
+			return nil, err
+		}
+		st.FreeMemory = &ankbase.FreeMemory{FreeMemory: n}
+	}
+	return st, nil
+}
+
+// present returns m[key] unless it is missing or null.
+func present(m map[string]any, key string) (any, bool) {
+	v, ok := m[key]
+	return v, ok && v != nil
+}
+
+func onlyKeys(m map[string]any, path string, allowed ...string) error {
+	for _, k := range state.SortedKeys(m) {
+		found := false
+		for _, a := range allowed {
+			if k == a {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fieldErr(joinPath(path, k), "unknown field")
+		}
+	}
+	return nil
+}
+
+func asMap(v any, path string) (map[string]any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fieldErr(path, "expected a map, got %s", describe(v))
+	}
+	return m, nil
+}
+
+func asList(v any, path string) ([]any, error) {
+	switch x := v.(type) {
+	case []any:
+		return x, nil
+	case nil:
+		return nil, nil
+	}
+	return nil, fieldErr(path, "expected a list, got %s", describe(v))
+}
+
+func asString(v any, path string) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", fieldErr(path, "expected a string, got %s", describe(v))
+	}
+	return s, nil
+}
+
+func optStringPtr(m map[string]any, key, path string) (*string, error) {
+	v, ok := present(m, key)
+	if !ok {
+		return nil, nil
+	}
+	s, err := asString(v, joinPath(path, key))
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func stringsFromTree(v any, path string) ([]string, error) {
+	list, err := asList(v, path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(list))
+	for i, e := range list {
+		if out[i], err = asString(e, fmt.Sprintf("%s.%d", path, i)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// asUint accepts the integer forms a Tree may hold (int64 canonically; int,
+// uint64 and whole float64 from other decoders) within [0, limit].
+func asUint(v any, path string, limit uint64) (uint64, error) {
+	var n uint64
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			return 0, fieldErr(path, "must not be negative, got %d", x)
+		}
+		n = uint64(x)
+	case int:
+		if x < 0 {
+			return 0, fieldErr(path, "must not be negative, got %d", x)
+		}
+		n = uint64(x)
+	case uint64:
+		n = x
+	case float64:
+		if x < 0 || x != math.Trunc(x) || x >= math.MaxUint64 {
+			return 0, fieldErr(path, "expected a whole non-negative number, got %v", x)
+		}
+		n = uint64(x)
+	default:
+		return 0, fieldErr(path, "expected a number, got %s", describe(v))
+	}
+	if n > limit {
+		return 0, fieldErr(path, "%d is larger than %d", n, limit)
+	}
+	return n, nil
+}
+
+// describe names the kind of a tree value for error messages.
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "nothing"
+	case string:
+		return fmt.Sprintf("the string '%s'", x)
+	case bool:
+		return "a boolean"
+	case int, int64, uint64, float64:
+		return "a number"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a map"
+	}
+	return fmt.Sprintf("a %T", v)
+}

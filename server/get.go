@@ -1,0 +1,64 @@
+package server
+
+import (
+	"strings"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// completeState answers a CompleteStateRequest, optionally filtered by
+// field masks, and registers an event subscription if asked.
+//
+// swdd~server-provides-interface-get-complete-state~2
+// swdd~server-filters-get-complete-state-result~2
+// swdd~server-filters-get-complete-state-result-with-wildcards~1
+// swdd~server-includes-id-in-control-interface-response~1
+// swdd~server-stores-new-event-subscription~1
+// swdd~server-state-in-memory~1
+func (l *leader) completeState(id string, req *ankbase.CompleteStateRequest) {
+	cs := l.readCompleteState(req.GetFieldMask())
+	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_CompleteStateResponse{
+		CompleteStateResponse: &ankbase.CompleteStateResponse{CompleteState: cs}}})
+	if req.GetSubscribeForEvents() {
+		l.events.Add(id, req.GetFieldMask())
+	}
+}
+
+// readCompleteState builds the (filtered) CompleteState. Without masks it
+// converts the model directly; with masks it converts only the top-level
+// parts the masks name to a Tree and filters that. On an internal error it
+// answers an empty CompleteState, as Ankaios does.
+func (l *leader) readCompleteState(masks []string) *ankbase.CompleteState {
+	if len(masks) == 0 {
+		var cs *ankbase.CompleteState
+		l.s.fsm.Read(func(st *state.Store, _ uint64) {
+			cs = rpc.CompleteStateToProto(&state.CompleteState{DesiredState: st.Desired, WorkloadStates: st.States, Agents: st.Agents})
+		})
+		return cs
+	}
+	roots := map[string]bool{}
+	for _, m := range masks {
+		root, _, _ := strings.Cut(m, ".")
+		roots[root] = true
+	}
+	t := state.Tree{}
+	l.s.fsm.Read(func(st *state.Store, _ uint64) {
+		if roots["desiredState"] || roots["*"] {
+			t["desiredState"] = st.Desired.ToTree()
+		}
+		if roots["workloadStates"] || roots["*"] {
+			t["workloadStates"] = st.States.ToTree()
+		}
+		if roots["agents"] || roots["*"] {
+			t["agents"] = st.Agents.ToTree()
+		}
+	})
+	cs, err := rpc.CompleteStateFromTree(state.FilterTree(t, masks))
+	if err != nil {
+		l.s.log.Warn("filtered state could not be encoded", "error", err)
+		return &ankbase.CompleteState{}
+	}
+	return cs
+}

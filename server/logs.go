@@ -1,0 +1,86 @@
+package server
+
+import (
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// logsRequest keeps the requested instances that exist in the desired
+// state, asks their agents for logs, records the campaign and accepts.
+//
+// swdd~server-handles-logs-request-message~1
+func (l *leader) logsRequest(id string, req *ankbase.LogsRequest) {
+	perAgent := map[string][]*ankbase.WorkloadInstanceName{}
+	var accepted []state.InstanceName
+	l.s.fsm.Read(func(st *state.Store, _ uint64) {
+		for _, p := range req.GetWorkloadNames() {
+			n := rpc.InstanceNameFromProto(p)
+			r, ok := st.Rendered[n.WorkloadName]
+			if !ok || r.Instance != n {
+				continue
+			}
+			accepted = append(accepted, n)
+			perAgent[n.AgentName] = append(perAgent[n.AgentName], p)
+		}
+	})
+	if len(accepted) > 0 {
+		for _, agent := range state.SortedKeys(perAgent) {
+			c := l.s.conns.agent(agent)
+			if c == nil {
+				continue
+			}
+			filtered := &ankbase.LogsRequest{WorkloadNames: perAgent[agent], Follow: req.Follow, Tail: req.Tail, Since: req.Since, Until: req.Until}
+			c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_LogsRequest{
+				LogsRequest: &grpcapi.LogsRequest{RequestId: id, LogsRequest: filtered}}})
+		}
+		l.logs.Insert(id, accepted)
+	}
+	names := make([]*ankbase.WorkloadInstanceName, 0, len(accepted))
+	for _, n := range accepted {
+		names = append(names, rpc.InstanceNameToProto(n))
+	}
+	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogsRequestAccepted{
+		LogsRequestAccepted: &ankbase.LogsRequestAccepted{WorkloadNames: names}}})
+}
+
+// logsCancel ends a campaign on request.
+//
+// swdd~server-handles-logs-cancel-request-message~1
+func (l *leader) logsCancel(id string) {
+	l.logs.Remove(id)
+	l.sendLogsCancel(id)
+	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogsCancelAccepted{LogsCancelAccepted: &ankbase.LogsCancelAccepted{}}})
+}
+
+// forwardLogEntries routes an agent's log batch to the collector.
+//
+// swdd~server-forwards-logs-entries-response-messages~1
+func (l *leader) forwardLogEntries(m *grpcapi.LogEntriesResponse) {
+	l.respond(m.GetRequestId(), &ankbase.Response{ResponseContent: &ankbase.Response_LogEntriesResponse{
+		LogEntriesResponse: m.GetLogEntriesResponse()}})
+}
+
+// forwardLogsStop routes the end of a log source to the collector.
+//
+// swdd~server-forwards-logs-stop-response-messages~1
+func (l *leader) forwardLogsStop(m *grpcapi.LogsStopResponse) {
+	l.respond(m.GetRequestId(), &ankbase.Response{ResponseContent: &ankbase.Response_LogsStopResponse{
+		LogsStopResponse: m.GetLogsStopResponse()}})
+}
+
+// sendLogsCancel tells every agent to stop collecting for a campaign.
+func (l *leader) sendLogsCancel(id string) {
+	msg := &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_LogsCancelRequest{
+		LogsCancelRequest: &grpcapi.LogsCancelRequest{RequestId: id}}}
+	for _, c := range l.s.conns.allAgents() {
+		c.send(msg)
+	}
+}
+
+// sendLogsStop tells a collector that a source will send no more logs.
+func (l *leader) sendLogsStop(id string, inst state.InstanceName) {
+	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogsStopResponse{
+		LogsStopResponse: &ankbase.LogsStopResponse{WorkloadName: rpc.InstanceNameToProto(inst)}}})
+}

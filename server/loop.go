@@ -1,0 +1,109 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+)
+
+// handle dispatches one inbox message. It runs on the leader loop only.
+//
+// swdd~server-uses-async-channels~1
+func (l *leader) handle(m inMsg) {
+	c := m.conn
+	switch {
+	case m.agentHello != nil:
+		l.agentHello(c, m.agentHello)
+	case m.cliHello:
+		// A commander needs nothing until it asks.
+	case m.gone:
+		if c.kind == kindAgent {
+			l.agentGone(c.name)
+		} else {
+			l.cliGone(c.name)
+		}
+	case m.msg != nil:
+		l.handleToServer(c, m.msg)
+	}
+}
+
+func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
+	switch x := m.ToServerEnum.(type) {
+	case *grpcapi.ToServer_Request:
+		l.handleRequest(c, x.Request)
+	case *grpcapi.ToServer_UpdateWorkloadState:
+		if c.kind == kindAgent {
+			l.workloadStates(c.name, x.UpdateWorkloadState)
+		}
+	case *grpcapi.ToServer_AgentLoadStatus:
+		if c.kind == kindAgent {
+			l.agentLoad(c.name, x.AgentLoadStatus)
+		}
+	case *grpcapi.ToServer_LogEntriesResponse:
+		l.forwardLogEntries(x.LogEntriesResponse)
+	case *grpcapi.ToServer_LogsStopResponse:
+		l.forwardLogsStop(x.LogsStopResponse)
+	case *grpcapi.ToServer_Goodbye:
+		// An agent's stream end is its goodbye; a CLI's goodbye ends its
+		// subscriptions and campaigns now.
+		if c.kind != kindAgent {
+			l.cliGone(c.name)
+		}
+	case *grpcapi.ToServer_AgentHello, *grpcapi.ToServer_CommanderHello:
+		l.s.log.Warn("ignoring a second hello", "conn", c.name)
+	}
+}
+
+func (l *leader) handleRequest(c *conn, req *ankbase.Request) {
+	id := req.GetRequestId()
+	switch x := req.RequestContent.(type) {
+	case *ankbase.Request_UpdateStateRequest:
+		l.updateState(id, x.UpdateStateRequest)
+	case *ankbase.Request_CompleteStateRequest:
+		l.completeState(id, x.CompleteStateRequest)
+	case *ankbase.Request_LogsRequest:
+		l.logsRequest(id, x.LogsRequest)
+	case *ankbase.Request_LogsCancelRequest:
+		l.logsCancel(id)
+	case *ankbase.Request_EventsCancelRequest:
+		l.eventsCancel(id)
+	default:
+		l.respondError(id, fmt.Errorf("unsupported request"))
+	}
+}
+
+// respond routes a response to the connection named by the request id's
+// prefix, stripping the prefix.
+func (l *leader) respond(requestID string, resp *ankbase.Response) {
+	connName, rest, ok := rpc.SplitRequestID(requestID)
+	if !ok {
+		return
+	}
+	c := l.s.conns.byName(connName)
+	if c == nil {
+		return
+	}
+	resp.RequestId = rest
+	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_Response{Response: resp}})
+}
+
+func (l *leader) respondError(requestID string, err error) {
+	l.respond(requestID, &ankbase.Response{ResponseContent: &ankbase.Response_Error{Error: &ankbase.Error{Message: err.Error()}}})
+}
+
+// propose encodes and applies one command through Raft, waiting for the
+// commit; the update is acknowledged only after it.
+func (l *leader) propose(t fsm.MessageType, body any) error {
+	buf, err := fsm.Encode(t, body)
+	if err != nil {
+		return err
+	}
+	_, _, err = l.s.node.Apply(buf, l.s.cfg.ApplyTimeout)
+	if err != nil {
+		l.s.log.Warn("raft apply failed", "type", t.String(), "error", err)
+	}
+	return err
+}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// emit sends the events a change causes. tree holds (at least) the
+// changed parts of the new CompleteState.
+//
+// swdd~event-handler-sends-complete-state-differences-including-altered-fields~1
+func (l *leader) emit(diff state.StateDiff, tree state.Tree) {
+	for _, ev := range l.events.Events(diff, tree) {
+		cs, err := rpc.CompleteStateFromTree(ev.State)
+		if err != nil {
+			l.s.log.Warn("event not sent", "request", ev.RequestID, "error", err)
+			continue
+		}
+		l.respond(ev.RequestID, &ankbase.Response{ResponseContent: &ankbase.Response_CompleteStateResponse{
+			CompleteStateResponse: &ankbase.CompleteStateResponse{
+				CompleteState: cs,
+				AlteredFields: &ankbase.AlteredFields{AddedFields: ev.Added, UpdatedFields: ev.Updated, RemovedFields: ev.Removed},
+			}}})
+	}
+}
+
+// emitUpdateEvents compares the changed parts of the state before and
+// after an update.
+//
+// swdd~server-sends-state-differences-as-events~1
+// swdd~server-sends-event-for-initial-workload-states~1
+// swdd~server-sends-event-for-removed-workload-states~1
+func (l *leader) emitUpdateEvents(p *updatePlan, before state.Tree) {
+	after := l.partialTree(p)
+	diff := state.CompareTrees(before["desiredState"].(state.Tree), after["desiredState"].(state.Tree))
+	prefix := func(ps []string) []string {
+		for i := range ps {
+			ps[i] = "desiredState." + ps[i]
+		}
+		return ps
+	}
+	diff.Added, diff.Updated, diff.Removed = prefix(diff.Added), prefix(diff.Updated), prefix(diff.Removed)
+	for _, a := range p.added {
+		diff.Added = append(diff.Added, statePath(a.Instance))
+	}
+	for _, d := range p.deleted {
+		if d.serverHandled {
+			diff.Removed = append(diff.Removed, statePath(d.instance))
+		}
+	}
+	for a := range p.update.AgentTags {
+		diff.Updated = append(diff.Updated, "agents."+a+".tags")
+	}
+	if !diff.Empty() {
+		l.emit(diff, after)
+	}
+}
+
+// partialTree builds the Tree of just what an update touches.
+func (l *leader) partialTree(p *updatePlan) state.Tree {
+	wls, cfgs := state.Tree{}, state.Tree{}
+	desired := state.Tree{"workloads": wls, "configs": cfgs}
+	states := state.WorkloadStatesMap{}
+	agents := state.Tree{}
+	l.s.fsm.Read(func(st *state.Store, _ uint64) {
+		desired["apiVersion"] = st.Desired.APIVersion
+		for _, n := range p.changedWl {
+			if w, ok := st.Desired.Workloads[n]; ok {
+				wls[n] = w.ToTree()
+			}
+		}
+		for _, k := range p.changedCf {
+			if v, ok := st.Desired.Configs[k]; ok {
+				cfgs[k] = state.CloneValue(v)
+			}
+		}
+		for _, a := range p.added {
+			if s, ok := st.States.Get(a.Instance); ok {
+				states.Set(a.Instance, s)
+			}
+		}
+		for a := range p.update.AgentTags {
+			if attr, ok := st.Agents[a]; ok {
+				agents[a] = state.AgentMap{a: attr}.ToTree()[a]
+			}
+		}
+	})
+	return state.Tree{"desiredState": desired, "workloadStates": states.ToTree(), "agents": agents}
+}
+
+func (l *leader) agentTree(name string) state.Tree {
+	agents := state.Tree{}
+	l.s.fsm.Read(func(st *state.Store, _ uint64) {
+		if a, ok := st.Agents[name]; ok {
+			agents[name] = state.AgentMap{name: a}.ToTree()[name]
+		}
+	})
+	return state.Tree{"agents": agents}
+}
+
+func statesTree(ws []state.WorkloadState) state.Tree {
+	m := state.WorkloadStatesMap{}
+	for _, s := range ws {
+		if !s.State.IsRemoved() {
+			m.Set(s.Instance, s.State)
+		}
+	}
+	return state.Tree{"workloadStates": m.ToTree()}
+}
+
+func statePath(n state.InstanceName) string {
+	return "workloadStates." + n.AgentName + "." + n.WorkloadName + "." + n.ID
+}
+
+// eventsCancel ends a subscription.
+//
+// swdd~server-removes-event-subscription~1
+func (l *leader) eventsCancel(id string) {
+	l.events.Remove(id)
+	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_EventsCancelAccepted{EventsCancelAccepted: &ankbase.EventsCancelAccepted{}}})
+}
+
+// cliGone ends what a CLI connection left behind.
+//
+// swdd~server-removes-event-subscription-for-disconnected-cli~1
+// swdd~server-cancels-log-campaign-for-disconnected-cli~1
+func (l *leader) cliGone(conn string) {
+	l.events.RemoveConnection(conn)
+	for _, id := range l.logs.RemoveByConnection(conn) {
+		l.sendLogsCancel(id)
+	}
+}

@@ -1,0 +1,132 @@
+package render
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Renderer renders workloads of the desired state. It caches parsed
+// templates by source text and is safe for concurrent use.
+type Renderer struct {
+	cache *cache
+}
+
+// New returns a Renderer with an empty template cache.
+func New() *Renderer {
+	return &Renderer{cache: newCache()}
+}
+
+// Workload renders one workload of the desired state. w is not modified.
+//
+// A workload that maps no config is returned unrendered, templates and
+// all, with the instance name of its raw runtimeConfig. Otherwise every
+// alias must name a key of configs, and agent, runtimeConfig and file
+// contents are rendered with only the aliases in scope; the result has no
+// Configs (swdd~config-renderer-renders-workload-configuration~2). Every
+// error is a *state.FieldError.
+func (r *Renderer) Workload(name string, w *state.Workload, configs map[string]any) (*state.Workload, state.InstanceName, error) {
+	base := "desiredState.workloads." + name
+	if w == nil {
+		return nil, state.InstanceName{}, &state.FieldError{Path: base, Reason: "workload is missing"}
+	}
+	if len(w.Configs) == 0 {
+		return w.Clone(), state.NewInstanceName(name, w.Agent, w.RuntimeConfig), nil
+	}
+	ctx := make(map[string]any, len(w.Configs))
+	for _, alias := range state.SortedKeys(w.Configs) {
+		key := w.Configs[alias]
+		item, ok := configs[key]
+		if !ok {
+			return nil, state.InstanceName{}, &state.FieldError{
+				Path:   base + ".configs." + alias,
+				Reason: fmt.Sprintf("Workload references config key '%s' that does not exist", key),
+			}
+		}
+		ctx[alias] = item
+	}
+
+	out := w.Clone()
+	out.Configs = nil
+	var err error
+	if out.RuntimeConfig, err = r.field(base+".runtimeConfig", "runtimeConfig", w.RuntimeConfig, ctx); err != nil {
+		return nil, state.InstanceName{}, err
+	}
+	if out.Agent, err = r.field(base+".agent", "agent", w.Agent, ctx); err != nil {
+		return nil, state.InstanceName{}, err
+	}
+	for i := range out.Files {
+		f := &out.Files[i]
+		sub := "data"
+		if f.Binary {
+			sub = "binaryData"
+		}
+		path := fmt.Sprintf("%s.files.%d.%s", base, i, sub)
+		if f.Content, err = r.field(path, "files with mount point "+f.MountPoint, f.Content, ctx); err != nil {
+			return nil, state.InstanceName{}, err
+		}
+	}
+	return out, state.NewInstanceName(name, out.Agent, out.RuntimeConfig), nil
+}
+
+// field renders one field and words a failure the way Ankaios does.
+func (r *Renderer) field(path, field, src string, ctx map[string]any) (string, error) {
+	s, err := r.render(src, ctx)
+	if err != nil {
+		return "", &state.FieldError{Path: path, Reason: fmt.Sprintf("Failed to render field '%s': '%s'", field, err)}
+	}
+	return s, nil
+}
+
+// render renders one template: compile (cached), strict check, then
+// raymond. Text without "{{" cannot hold a template and is returned as is.
+func (r *Renderer) render(src string, ctx map[string]any) (string, error) {
+	if !strings.Contains(src, "{{") {
+		return src, nil
+	}
+	t, err := r.cache.get(src)
+	if err != nil {
+		return "", err
+	}
+	if err := check(t, ctx, nil); err != nil {
+		return "", err
+	}
+	return execute(t, ctx)
+}
+
+// execute runs raymond on a checked template. raymond reports its own
+// failures by panicking and re-panics runtime errors; none is expected
+// after the check, but one must not take the server down.
+func execute(t *template, ctx map[string]any) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = "", errorf(0, "template execution failed: %v", p)
+		}
+	}()
+	out, err = t.exec.Exec(ctx)
+	if err != nil {
+		return "", errorf(0, "%s", strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+	return out, nil
+}
+
+// References reports the config keys w refers to (the values of
+// w.Configs), sorted and without duplicates. The server uses it to find the
+// workloads to re-render when a config item changes.
+func References(w *state.Workload) []string {
+	if w == nil || len(w.Configs) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(w.Configs))
+	keys := make([]string, 0, len(w.Configs))
+	for _, k := range w.Configs {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Config wires a Server.
+type Config struct {
+	Node   *cluster.Node
+	FSM    *fsm.FSM
+	Logger *slog.Logger
+	// StartupState seeds a cluster whose desired state was never set.
+	StartupState *state.State
+	// ApplyTimeout bounds one Raft proposal.
+	ApplyTimeout time.Duration
+}
+
+// Server is the leader-side Ankaios logic of one replica.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	node     *cluster.Node
+	fsm      *fsm.FSM
+	renderer *render.Renderer
+	conns    *registry
+
+	shutdownCh chan struct{}
+	shutdown   sync.Once
+	monitorWG  sync.WaitGroup
+
+	// leaderMu guards term: the current leadership term's inbox, nil while
+	// this replica does not lead.
+	leaderMu sync.RWMutex
+	term     *term
+}
+
+// term is one stretch of leadership. Streams accepted during it post to
+// its inbox; when it ends, stop is closed and those streams are dropped.
+type term struct {
+	inbox chan inMsg
+	stop  chan struct{}
+}
+
+// New creates a server; Start begins watching leadership.
+func New(cfg Config) (*Server, error) {
+	if cfg.Node == nil || cfg.FSM == nil {
+		return nil, errors.New("server: Node and FSM are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ApplyTimeout == 0 {
+		cfg.ApplyTimeout = 10 * time.Second
+	}
+	return &Server{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		node:       cfg.Node,
+		fsm:        cfg.FSM,
+		renderer:   render.New(),
+		conns:      newRegistry(),
+		shutdownCh: make(chan struct{}),
+	}, nil
+}
+
+// Register adds the Ankaios services to a gRPC server.
+//
+// swdd~server-default-communication-grpc~1
+func (s *Server) Register(g *grpc.Server) {
+	grpcapi.RegisterAgentConnectionServer(g, agentService{s: s})
+	grpcapi.RegisterCliConnectionServer(g, cliService{s: s})
+	grpcapi.RegisterCommandConnectionServer(g, commandService{s: s})
+}
+
+// Start runs the leadership monitor.
+func (s *Server) Start() {
+	s.monitorWG.Add(1)
+	go s.monitorLeadership()
+}
+
+// Shutdown stops the leader loop and closes every stream.
+func (s *Server) Shutdown() {
+	s.shutdown.Do(func() { close(s.shutdownCh) })
+	s.monitorWG.Wait()
+	s.conns.closeAll()
+}
+
+// IsLeading reports whether this replica serves as leader right now.
+func (s *Server) IsLeading() bool { return s.currentTerm() != nil }
+
+func (s *Server) currentTerm() *term {
+	s.leaderMu.RLock()
+	defer s.leaderMu.RUnlock()
+	return s.term
+}
+
+// leaderGate returns the current term, or why this replica cannot serve.
+func (s *Server) leaderGate() (*term, error) {
+	if t := s.currentTerm(); t != nil {
+		return t, nil
+	}
+	addr, id := s.node.Leader()
+	if id == "" {
+		return nil, rpc.ErrNoLeader
+	}
+	return nil, &rpc.NotLeaderError{LeaderID: id, LeaderAddress: addr}
+}
+
+// ValidateStartupState checks a startup manifest the way an update is
+// checked (render, names, cycles) without proposing it, so that an
+// invalid one stops the server before it serves.
+//
+// swdd~server-fails-on-invalid-startup-state~1
+func ValidateStartupState(s state.State) error {
+	_, err := plan(render.New(), state.NewStore(), s, nil, nil)
+	if err != nil {
+		return fmt.Errorf("invalid startup manifest: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// inMsg is what a stream handler hands to the leader loop.
+type inMsg struct {
+	conn *conn
+	// Exactly one of the following is set.
+	agentHello *grpcapi.AgentHello
+	cliHello   bool
+	msg        *grpcapi.ToServer
+	gone       bool
+}
+
+type agentService struct {
+	grpcapi.UnimplementedAgentConnectionServer
+	s *Server
+}
+
+func (a agentService) ConnectAgent(st grpcapi.AgentConnection_ConnectAgentServer) error {
+	return a.s.serveStream(st, kindAgent)
+}
+
+type cliService struct {
+	grpcapi.UnimplementedCliConnectionServer
+	s *Server
+}
+
+func (c cliService) ConnectCli(st grpcapi.CliConnection_ConnectCliServer) error {
+	return c.s.serveStream(st, kindCLI)
+}
+
+type commandService struct {
+	grpcapi.UnimplementedCommandConnectionServer
+	s *Server
+}
+
+func (c commandService) ConnectCommand(st grpcapi.CommandConnection_ConnectCommandServer) error {
+	return c.s.serveStream(st, kindCommander)
+}
+
+type toServerStream = grpc.BidiStreamingServer[grpcapi.ToServer, grpcapi.FromServer]
+
+// serveStream runs one Ankaios stream: the handshake, a sender goroutine,
+// and the receive loop that feeds the leader loop.
+//
+// swdd~communication-to-from-server-middleware~1
+// swdd~server-default-communication-grpc~1
+func (s *Server) serveStream(st toServerStream, kind connKind) error {
+	t, err := s.leaderGate()
+	if err != nil {
+		return rpc.ToStatus(err)
+	}
+	first, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	c, hello, err := s.handshake(st, first, kind)
+	if err != nil {
+		s.log.Warn("refused stream", "error", err)
+		return rpc.ToStatus(err)
+	}
+	if old := s.conns.add(c); old != nil {
+		s.log.Warn("a second connection replaces the first", "name", c.name)
+		old.close()
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.sendLoop(st, c)
+	}()
+	if !t.post(inMsg{conn: c, agentHello: hello, cliHello: kind != kindAgent}) {
+		c.close()
+	}
+	s.recvLoop(st, t, c)
+	c.close()
+	wg.Wait()
+	if s.conns.remove(c) {
+		t.post(inMsg{conn: c, gone: true})
+	}
+	return nil
+}
+
+func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind connKind) (*conn, *grpcapi.AgentHello, error) {
+	if first == nil || first.ToServerEnum == nil {
+		return nil, nil, fmt.Errorf("%w: Empty", rpc.ErrBadFirstMessage)
+	}
+	if kind == kindAgent {
+		h := first.GetAgentHello()
+		if h == nil {
+			return nil, nil, fmt.Errorf("%w: No AgentHello received.", rpc.ErrBadFirstMessage)
+		}
+		if err := rpc.CheckProtocolVersion(h.GetProtocolVersion()); err != nil {
+			return nil, nil, err
+		}
+		name := h.GetAgentName()
+		if name == "" || !state.ValidName(name) {
+			return nil, nil, fmt.Errorf("%w: agent name '%s' must be non-empty and use only [a-zA-Z0-9_-]", state.ErrInvalid, name)
+		}
+		if !rpc.NameAllowed(rpc.PeerNames(st.Context()), name) {
+			return nil, nil, fmt.Errorf("%w: the client certificate does not allow agent name '%s'", rpc.ErrUnauthenticated, name)
+		}
+		return newConn(name, kindAgent), h, nil
+	}
+	h := first.GetCommanderHello()
+	if h == nil {
+		return nil, nil, fmt.Errorf("%w: No CommanderHello received.", rpc.ErrBadFirstMessage)
+	}
+	if err := rpc.CheckProtocolVersion(h.GetProtocolVersion()); err != nil {
+		return nil, nil, err
+	}
+	prefix := "cli-conn-"
+	if kind == kindCommander {
+		prefix = "commander-conn-"
+	}
+	return newConn(prefix+randomID(), kind), nil, nil
+}
+
+func (s *Server) sendLoop(st toServerStream, c *conn) {
+	for {
+		select {
+		case m := <-c.out:
+			if err := st.Send(m); err != nil {
+				c.close()
+				return
+			}
+		case <-c.closed:
+			return
+		case <-st.Context().Done():
+			c.close()
+			return
+		}
+	}
+}
+
+// recvLoop forwards everything the peer sends, prefixing request ids with
+// the connection name so that answers find their way back.
+func (s *Server) recvLoop(st toServerStream, t *term, c *conn) {
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			return
+		}
+		select {
+		case <-c.closed:
+			return
+		default:
+		}
+		if req := m.GetRequest(); req != nil {
+			req.RequestId = rpc.PrefixRequestID(c.name, req.GetRequestId())
+		}
+		if !t.post(inMsg{conn: c, msg: m}) {
+			return
+		}
+		if m.GetGoodbye() != nil && c.kind != kindAgent {
+			return
+		}
+	}
+}
+
+// post hands a message to the term's leader loop; false once the term
+// has ended.
+func (t *term) post(m inMsg) bool {
+	select {
+	case t.inbox <- m:
+		return true
+	case <-t.stop:
+		return false
+	}
+}
+
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

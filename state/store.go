@@ -1,0 +1,191 @@
+package state
+
+import "maps"
+
+// Rendered is a workload as agents receive it: templates filled in, with
+// the instance name derived from the rendered runtimeConfig.
+type Rendered struct {
+	Instance InstanceName
+	Workload *Workload
+}
+
+// Store is everything the replicas agree on. The FSM applies commands to
+// it; the leader reads it to serve requests. Desired and Rendered are
+// copy-on-write: an update builds new maps, so a reader holding the old
+// ones sees a consistent state. States and Agents change in place.
+type Store struct {
+	Desired     State
+	Rendered    map[string]Rendered
+	DeleteGraph DeleteGraph
+	Agents      AgentMap
+	States      WorkloadStatesMap
+	// Revision is the Raft index of the last accepted desired-state update;
+	// zero means the desired state was never set, so a startup manifest may
+	// seed it.
+	Revision uint64
+}
+
+// NewStore returns an empty store: apiVersion v1, no workloads.
+func NewStore() *Store {
+	return &Store{
+		Desired:     State{APIVersion: APIVersion, Workloads: map[string]*Workload{}, Configs: map[string]any{}},
+		Rendered:    map[string]Rendered{},
+		DeleteGraph: DeleteGraph{},
+		Agents:      AgentMap{},
+		States:      WorkloadStatesMap{},
+	}
+}
+
+// Clone returns a copy that shares no mutable map with s.
+func (s *Store) Clone() *Store {
+	return &Store{
+		Desired:     s.Desired.Clone(),
+		Rendered:    maps.Clone(s.Rendered),
+		DeleteGraph: s.DeleteGraph.Clone(),
+		Agents:      s.Agents.Clone(),
+		States:      s.States.Clone(),
+		Revision:    s.Revision,
+	}
+}
+
+// DesiredUpdate is one accepted UpdateState as the leader decided it: the
+// changed parts of the desired state, the new renderings and the states the
+// server sets itself. Applying it needs no rendering, so every replica ends
+// with byte-identical rendered workloads whatever binary it runs.
+type DesiredUpdate struct {
+	APIVersion      string
+	PutWorkloads    map[string]*Workload
+	DeleteWorkloads []string
+	PutConfigs      map[string]any
+	DeleteConfigs   []string
+	PutRendered     map[string]Rendered
+	DeleteRendered  []string
+	// SetStates are the initial states of added instances: Pending(Initial)
+	// or NotScheduled (swdd~server-sets-state-of-new-workloads-to-pending~1).
+	SetStates []WorkloadState
+	// DeleteStates are instances the server removed itself because no agent
+	// could (swdd~server-handles-not-started-deleted-workloads~1).
+	DeleteStates []InstanceName
+	// AgentTags replaces the tags of connected agents.
+	AgentTags map[string]map[string]string
+}
+
+// ApplyDesired applies an accepted update committed at index.
+func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
+	s.Revision = index
+	d := s.Desired.Clone()
+	if u.APIVersion != "" {
+		d.APIVersion = u.APIVersion
+	}
+	for _, n := range u.DeleteWorkloads {
+		delete(d.Workloads, n)
+	}
+	for n, w := range u.PutWorkloads {
+		d.Workloads[n] = w
+	}
+	for _, k := range u.DeleteConfigs {
+		delete(d.Configs, k)
+	}
+	for k, v := range u.PutConfigs {
+		d.Configs[k] = v
+	}
+	s.Desired = d
+
+	r := maps.Clone(s.Rendered)
+	for _, n := range u.DeleteRendered {
+		delete(r, n)
+	}
+	for n, rw := range u.PutRendered {
+		r[n] = rw
+		s.DeleteGraph.RemoveDependent(n)
+		s.DeleteGraph.Insert(n, rw.Workload)
+	}
+	s.Rendered = r
+
+	for _, st := range u.SetStates {
+		s.States.Set(st.Instance, st.State)
+	}
+	for _, in := range u.DeleteStates {
+		s.States.Delete(in)
+		s.removeFromGraphIfGone(in.WorkloadName)
+	}
+	for agent, tags := range u.AgentTags {
+		if a, ok := s.Agents[agent]; ok {
+			a.Tags = cloneMap(tags)
+		}
+	}
+}
+
+// AgentConnected stores a newly connected agent with its tags and no load
+// report yet (swdd~server-stores-newly-connected-agent~2).
+func (s *Store) AgentConnected(name string, tags map[string]string) {
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	s.Agents[name] = &AgentAttributes{Tags: cloneMap(tags)}
+}
+
+// AgentGone removes an agent and marks its workloads AgentDisconnected.
+// It returns the states it changed.
+//
+// swdd~server-set-workload-state-on-disconnect~1
+// swdd~server-removes-disconnected-agents-from-state~2
+func (s *Store) AgentGone(name string) []WorkloadState {
+	delete(s.Agents, name)
+	changed := s.States.OfAgent(name)
+	for i := range changed {
+		changed[i].State = AgentDisconnected
+		s.States.Set(changed[i].Instance, AgentDisconnected)
+	}
+	return changed
+}
+
+// AgentLoad stores a load report of a connected agent; reports of unknown
+// agents are ignored (swdd~server-receives-resource-availability~2).
+func (s *Store) AgentLoad(name string, cpu uint32, free uint64) bool {
+	a, ok := s.Agents[name]
+	if !ok {
+		return false
+	}
+	a.Status = AgentStatus{CPUUsage: &cpu, FreeMemory: &free}
+	return true
+}
+
+// ApplyStates stores reported workload states. A Removed state deletes the
+// entry and, once no instance of the workload is left, its delete-graph
+// entries.
+//
+// swdd~server-stores-workload-state~1
+// swdd~server-cleans-up-state~1
+func (s *Store) ApplyStates(states []WorkloadState) {
+	for _, st := range states {
+		if st.State.IsRemoved() {
+			s.States.Delete(st.Instance)
+			s.removeFromGraphIfGone(st.Instance.WorkloadName)
+			continue
+		}
+		s.States.Set(st.Instance, st.State)
+	}
+}
+
+// removeFromGraphIfGone drops a workload's delete-graph entries when it is
+// neither desired nor has an instance left.
+//
+// swdd~server-removes-obsolete-delete-graph-entires~1
+func (s *Store) removeFromGraphIfGone(name string) {
+	if _, desired := s.Desired.Workloads[name]; desired {
+		return
+	}
+	for _, wls := range s.States {
+		if len(wls[name]) > 0 {
+			return
+		}
+	}
+	s.DeleteGraph.RemoveWorkload(name)
+}
+
+// CompleteState assembles the CompleteState view. The result shares the
+// copy-on-write desired state and deep-copies the rest.
+func (s *Store) CompleteState() *CompleteState {
+	return &CompleteState{DesiredState: s.Desired, WorkloadStates: s.States.Clone(), Agents: s.Agents.Clone()}
+}
