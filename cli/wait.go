@@ -63,6 +63,9 @@ func (w *WaitList) Seed(before, after state.Tree) {
 	for k := range w.deleted {
 		if !present[k] {
 			delete(w.deleted, k)
+			r := w.rows[k]
+			r.State = state.Removed
+			w.rows[k] = r
 		}
 	}
 }

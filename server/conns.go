@@ -1,7 +1,6 @@
 package server
 
 import (
-	"sort"
 	"sync"
 
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -11,9 +10,9 @@ import (
 type connKind int
 
 const (
-	kindAgent connKind = iota
-	kindCLI            // CliConnection: also receives workload-state broadcasts
-	kindCommander      // CommandConnection: receives only its responses
+	kindAgent     connKind = iota
+	kindCLI                // CliConnection: also receives workload-state broadcasts
+	kindCommander          // CommandConnection: receives only its responses
 )
 
 // sendQueueLen bounds what may wait for a slow peer before the server
@@ -107,17 +106,6 @@ func (r *registry) byName(name string) *conn {
 		return c
 	}
 	return r.agents[name]
-}
-
-func (r *registry) agentNames() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.agents))
-	for n := range r.agents {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // broadcastTargets lists the agent and CLI streams that receive

@@ -100,7 +100,9 @@ func TestEventsCancel(t *testing.T) {
 	subscribe(other)
 	other.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Goodbye{Goodbye: &grpcapi.Goodbye{}}})
 	cli.update(manifest(t, nginx), "desiredState.workloads.nginx")
-	if _, ok := cli.tryExpect(300e6, func(m *grpcapi.FromServer) bool { return m.GetResponse().GetCompleteStateResponse().GetAlteredFields() != nil }); ok {
+	if _, ok := cli.tryExpect(300e6, func(m *grpcapi.FromServer) bool {
+		return m.GetResponse().GetCompleteStateResponse().GetAlteredFields() != nil
+	}); ok {
 		t.Fatal("event after cancel")
 	}
 }

@@ -25,7 +25,7 @@ import (
 // testServer is a real one-voter replica on loopback: Raft on
 // raft-boltdb in a temp dir, the server, and gRPC.
 type testServer struct {
-	t    *testing.T
+	t    testing.TB
 	addr string
 	srv  *Server
 	node *cluster.Node
@@ -34,7 +34,7 @@ type testServer struct {
 	dir  string
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,11 +44,11 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startServer(t *testing.T, startup *state.State) *testServer {
+func startServer(t testing.TB, startup *state.State) *testServer {
 	return startServerIn(t, t.TempDir(), startup)
 }
 
-func startServerIn(t *testing.T, dir string, startup *state.State) *testServer {
+func startServerIn(t testing.TB, dir string, startup *state.State) *testServer {
 	t.Helper()
 	f := fsm.New()
 	node, err := cluster.NewNode(cluster.Config{
@@ -99,7 +99,7 @@ func (ts *testServer) stop() {
 
 // waitFor polls cond until it holds or the bound passes. Bounds are
 // generous: they catch hangs, not slowness.
-func waitFor(t *testing.T, bound time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, bound time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(bound)
 	for !cond() {
@@ -116,7 +116,7 @@ func (ts *testServer) store(fn func(s *state.Store)) {
 
 // testConn is a raw Ankaios stream to the server, as an agent or CLI.
 type testConn struct {
-	t      *testing.T
+	t      testing.TB
 	cc     *grpc.ClientConn
 	stream grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
 	cancel context.CancelFunc

@@ -90,8 +90,11 @@ func (l *leader) respond(requestID string, resp *ankbase.Response) {
 	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_Response{Response: resp}})
 }
 
-func (l *leader) respondError(requestID string, err error) {
-	l.respond(requestID, &ankbase.Response{ResponseContent: &ankbase.Response_Error{Error: &ankbase.Error{Message: err.Error()}}})
+func (l *leader) respondError(requestID string, err error) { l.respondText(requestID, err.Error()) }
+
+// respondText answers with an Error carrying msg, as Ankaios words it.
+func (l *leader) respondText(requestID, msg string) {
+	l.respond(requestID, &ankbase.Response{ResponseContent: &ankbase.Response_Error{Error: &ankbase.Error{Message: msg}}})
 }
 
 // propose encodes and applies one command through Raft, waiting for the

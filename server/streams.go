@@ -95,12 +95,12 @@ func (s *Server) serveStream(st toServerStream, kind connKind) error {
 
 func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind connKind) (*conn, *grpcapi.AgentHello, error) {
 	if first == nil || first.ToServerEnum == nil {
-		return nil, nil, fmt.Errorf("%w: Empty", rpc.ErrBadFirstMessage)
+		return nil, nil, rpc.WithText(rpc.ErrBadFirstMessage, "Empty")
 	}
 	if kind == kindAgent {
 		h := first.GetAgentHello()
 		if h == nil {
-			return nil, nil, fmt.Errorf("%w: No AgentHello received.", rpc.ErrBadFirstMessage)
+			return nil, nil, rpc.WithText(rpc.ErrBadFirstMessage, "No AgentHello received.")
 		}
 		if err := rpc.CheckProtocolVersion(h.GetProtocolVersion()); err != nil {
 			return nil, nil, err
@@ -116,7 +116,7 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind conn
 	}
 	h := first.GetCommanderHello()
 	if h == nil {
-		return nil, nil, fmt.Errorf("%w: No CommanderHello received.", rpc.ErrBadFirstMessage)
+		return nil, nil, rpc.WithText(rpc.ErrBadFirstMessage, "No CommanderHello received.")
 	}
 	if err := rpc.CheckProtocolVersion(h.GetProtocolVersion()); err != nil {
 		return nil, nil, err

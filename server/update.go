@@ -21,7 +21,7 @@ import (
 func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
 	p, err := l.planUpdate(req)
 	if err != nil {
-		l.respondError(id, fmt.Errorf("Update rejected: '%v'", err))
+		l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err))
 		return
 	}
 	if !p.changed {
@@ -34,7 +34,7 @@ func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
 		before = l.partialTree(p)
 	}
 	if err := l.propose(fsm.UpdateDesiredStateType, fsm.UpdateDesiredStateRequest{Update: p.update}); err != nil {
-		l.respondError(id, fmt.Errorf("Update failed: %v", err))
+		l.respondText(id, fmt.Sprintf("Update failed: %v", err))
 		return
 	}
 	l.respondUpdateSuccess(id, p)

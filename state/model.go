@@ -81,7 +81,7 @@ type DeleteCondition string
 
 // Delete conditions, as in the Ankaios wire enum.
 const (
-	DelCondRunning             DeleteCondition = "DEL_COND_RUNNING"
+	DelCondRunning              DeleteCondition = "DEL_COND_RUNNING"
 	DelCondNotPendingNorRunning DeleteCondition = "DEL_COND_NOT_PENDING_NOR_RUNNING"
 )
 

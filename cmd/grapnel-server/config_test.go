@@ -27,7 +27,9 @@ func TestConfigPrecedence(t *testing.T) {
 		env  map[string]string
 		want func(c config) bool
 	}{
-		{"file", []string{"-x", file}, nil, func(c config) bool { return c.Address == "10.0.0.1:1" && c.Name == "from-file" && c.Insecure && c.DataDir == "/file" }},
+		{"file", []string{"-x", file}, nil, func(c config) bool {
+			return c.Address == "10.0.0.1:1" && c.Name == "from-file" && c.Insecure && c.DataDir == "/file"
+		}},
 		{"env over file", []string{"-x", file}, map[string]string{"GRAPNEL_SERVER_NAME": "from-env"}, func(c config) bool { return c.Name == "from-env" && c.Address == "10.0.0.1:1" }},
 		{"cli over env", []string{"-x", file, "--name", "from-cli"}, map[string]string{"GRAPNEL_SERVER_NAME": "from-env"}, func(c config) bool { return c.Name == "from-cli" }},
 		{"config path from env", nil, map[string]string{"GRAPNEL_SERVER_CONFIG": file}, func(c config) bool { return c.Name == "from-file" }},

@@ -171,18 +171,19 @@ func TestRenderErrorsNameTheField(t *testing.T) {
 func TestNoHTMLEscaping(t *testing.T) {
 	const special = `value"with"escape'characters'<tag>&amp;`
 	configs := map[string]any{"special": special}
-	for _, tmpl := range []string{
-		"conf: {{special_conf}}",
-		"conf: {{{special_conf}}}",
-		"conf: {{&special_conf}}",
-		"conf: {{~special_conf~}}",
-		"conf: {{#with special_conf}}{{this}}{{/with}}",
-		"conf: {{lookup this 'special_conf'}}",
+	for _, tc := range []struct{ tmpl, want string }{
+		{"conf: {{special_conf}}", "conf: " + special},
+		{"conf: {{{special_conf}}}", "conf: " + special},
+		{"conf: {{&special_conf}}", "conf: " + special},
+		{"conf:  {{~special_conf~}} ", "conf:" + special},
+		{"conf: {{#with special_conf}}{{this}}{{/with}}", "conf: " + special},
+		{"conf: {{lookup this 'special_conf'}}", "conf: " + special},
+		{"conf: {{> indent content=special_conf}}", "conf: " + special},
 	} {
-		t.Run(tmpl, func(t *testing.T) {
-			got := renderRuntimeConfig(t, tmpl, map[string]string{"special_conf": "special"}, configs)
-			if want := "conf: " + special; got != want {
-				t.Errorf("got %q, want %q", got, want)
+		t.Run(tc.tmpl, func(t *testing.T) {
+			got := renderRuntimeConfig(t, tc.tmpl, map[string]string{"special_conf": "special"}, configs)
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
