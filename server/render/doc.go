@@ -12,10 +12,13 @@
 //   - Grammar check. raymond's parser leaves its lexer goroutine blocked
 //     forever when it meets a syntax error. The template is therefore
 //     tokenised with raymond's lexer (which always runs to the end) and
-//     checked against raymond's grammar by recogniser.go; raymond's parser
+//     checked against raymond's grammar by recognizer.go; raymond's parser
 //     only ever sees templates it accepts.
-//   - Source rewrite. Every plain `{{x}}` becomes `{{&x}}`, raymond's
-//     unescaped form, so `"`, `<` and `&` pass through. Every
+//   - Source rewrite. A path segment that starts with a digit, as in
+//     `{{cfg.values.0}}`, becomes `[0]`: raymond's lexer would read it as
+//     a number, handlebars-rust reads it as a list index. Every plain
+//     `{{x}}` becomes `{{&x}}`, raymond's unescaped form, so `"`, `<` and
+//     `&` pass through. Every
 //     `{{> indent content=P}}` becomes a call of the private helper `$`
 //     that carries the leading whitespace of its source line; as a mustache
 //     it escapes raymond's standalone-partial handling, which would eat the
@@ -27,8 +30,8 @@
 //     `values.0`), follows #if/#unless into the branch that will run and
 //     #each/#with into every element, and rejects a reference to a value
 //     that does not exist. It also rejects what raymond would get wrong or
-//     crash on: negative list indexes, lookups through null, lookups against
-//     a list context, @-variables without a name, helpers other than
+//     crash on: negative list indexes, lookups against a list context,
+//     @-variables without a name, helpers other than
 //     if/unless/each/with/lookup, partials other than indent, and
 //     sub-expressions.
 //   - Execution. raymond runs the template with two template-local
@@ -37,7 +40,12 @@
 //
 // Strictness follows handlebars-rust where it has a rule: the condition of
 // #if/#unless may be missing (it counts as false); the value of #each and
-// #with must exist unless the block has an {{else}}.
+// #with must exist unless the block has an {{else}}. Name lookup follows
+// raymond: a name not found in the current context (say inside #each) is
+// looked up in the enclosing ones, as in mustache; `../x` and `@root.x`
+// work as in handlebars. Rendering a list or a map as text is an error.
+// The package registers no global raymond helpers and relies on nobody
+// else doing so, since a global helper would shadow a config alias.
 //
 // Parsed templates are cached by source text in a bounded cache, so the
 // renderer is cheap to call on every state update
