@@ -175,6 +175,7 @@ func (s *Session) Logs(ctx context.Context, o LogsOptions) error {
 			return fmt.Errorf("logs request failed: %s", resp.GetError().GetMessage())
 		case resp.GetLogsRequestAccepted() != nil:
 			accepted = true
+			s.debugf("logs request %s accepted for %d source(s)", id, len(resp.GetLogsRequestAccepted().GetWorkloadNames()))
 			if err := campaign.accept(resp.GetLogsRequestAccepted()); err != nil {
 				stop()
 				return err

@@ -28,12 +28,12 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("output format %q is not supported: use yaml or json", s)
 }
 
-// keyOrder gives the preferred key order of the map at path, or nil for
+// KeyOrder gives the preferred key order of the map at path, or nil for
 // alphabetical order. Field order follows the Ankaios message definitions,
 // so YAML and JSON read like ank's; maps keyed by user names (workloads,
 // agents, configs) stay alphabetical. "*" in a pattern matches any key or
 // list index.
-type keyOrder func(path []string) []string
+type KeyOrder func(path []string) []string
 
 var (
 	stateFields    = []string{"apiVersion", "workloads", "configs"}
@@ -103,7 +103,7 @@ func orderedKeys(m map[string]any, order []string) []string {
 
 // EncodeYAML renders a tree as a YAML document; multi-line strings become
 // literal blocks.
-func EncodeYAML(v any, order keyOrder) (string, error) {
+func EncodeYAML(v any, order KeyOrder) (string, error) {
 	n, err := yamlNode(v, nil, order)
 	if err != nil {
 		return "", err
@@ -120,7 +120,7 @@ func EncodeYAML(v any, order keyOrder) (string, error) {
 	return b.String(), nil
 }
 
-func yamlNode(v any, path []string, order keyOrder) (*yaml.Node, error) {
+func yamlNode(v any, path []string, order KeyOrder) (*yaml.Node, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
@@ -176,7 +176,7 @@ func yamlNode(v any, path []string, order keyOrder) (*yaml.Node, error) {
 
 // EncodeJSON renders a tree as JSON with keys in the given order; pretty
 // indents by two spaces, otherwise it is one line.
-func EncodeJSON(v any, order keyOrder, pretty bool) (string, error) {
+func EncodeJSON(v any, order KeyOrder, pretty bool) (string, error) {
 	var b bytes.Buffer
 	if err := writeJSON(&b, v, nil, order); err != nil {
 		return "", err
@@ -191,7 +191,7 @@ func EncodeJSON(v any, order keyOrder, pretty bool) (string, error) {
 	return out.String(), nil
 }
 
-func writeJSON(b *bytes.Buffer, v any, path []string, order keyOrder) error {
+func writeJSON(b *bytes.Buffer, v any, path []string, order KeyOrder) error {
 	switch x := v.(type) {
 	case map[string]any:
 		var ord []string

@@ -32,7 +32,7 @@ func main() {
 // printed as one line on stderr.
 func run(ctx context.Context, args []string, a *app) int {
 	root := newRoot(a)
-	root.SetArgs(args)
+	root.SetArgs(spellOutGlobalS(args))
 	err := root.ExecuteContext(ctx)
 	switch {
 	case err == nil:

@@ -40,9 +40,9 @@ func newRoot(a *app) *cobra.Command {
 }
 
 // shadowServerURL gives cmd a local --server-url without shorthand, so
-// that -s can mean something else there (--state, --since), as in ank,
-// where the global -s is only taken before the subcommand. It writes the
-// same field as the global flag.
+// that -s can mean something else there (--state, --since), as in ank. It
+// writes the same field as the global flag; a -s before the subcommand
+// still means the server (see spellOutGlobalS).
 func shadowServerURL(a *app, cmd *cobra.Command) {
 	cmd.Flags().StringVar(&a.global.ServerURL, "server-url", a.envDefault(envServerURL, cli.DefaultServerURL), serverURLUsage)
 }

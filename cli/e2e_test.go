@@ -1,0 +1,318 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/client"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// The end-to-end tests run the CLI commands against a real grapnel-server
+// (one replica, insecure) and a scripted agent that reports every workload
+// it gets as running, every deleted one as removed, and answers log
+// requests with one line per workload.
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startServer builds and starts grapnel-server; it skips the test when the
+// server does not build (it is written alongside this package).
+func startServer(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	bin := filepath.Join(t.TempDir(), "grapnel-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/grapnel-io/grapnel/cmd/grapnel-server")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Skipf("grapnel-server does not build: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	var logs bytes.Buffer
+	srv := exec.Command(bin, "-k", "--data-dir", t.TempDir(), "-a", addr, "--raft-address", freeAddr(t), "--log-level", "warn")
+	srv.Stdout, srv.Stderr = &logs, &logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Process.Kill()
+		srv.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	return addr
+}
+
+// e2eSession dials the server, retrying while it elects itself leader.
+func e2eSession(t *testing.T, addr string) (*Session, *lockedBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := client.Dial(context.Background(), client.Options{Addrs: []string{addr}, Insecure: true, ResponseTimeout: 3 * time.Second})
+		if err == nil {
+			s, _, _ := session(c)
+			out := &lockedBuffer{}
+			s.Out = out
+			s.Timeout = 3 * time.Second
+			if _, err = s.CompleteState(context.Background(), nil); err == nil {
+				t.Cleanup(func() { c.Close() })
+				return s, out
+			}
+			c.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server at %s not ready: %v", addr, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// scriptedAgent is a minimal agent on the AgentConnection stream.
+type scriptedAgent struct {
+	name   string
+	stream grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
+	sendMu sync.Mutex
+}
+
+func startAgent(t *testing.T, addr, name string) *scriptedAgent {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); cc.Close() })
+	stream, err := grpcapi.NewAgentConnectionClient(cc).ConnectAgent(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &scriptedAgent{name: name, stream: stream}
+	a.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: name, ProtocolVersion: rpc.ProtocolVersion}}})
+	go a.run()
+	return a
+}
+
+func (a *scriptedAgent) send(m *grpcapi.ToServer) {
+	a.sendMu.Lock()
+	defer a.sendMu.Unlock()
+	_ = a.stream.Send(m)
+}
+
+func (a *scriptedAgent) report(n *ankbase.WorkloadInstanceName, e state.ExecutionState) {
+	a.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_UpdateWorkloadState{UpdateWorkloadState: &grpcapi.UpdateWorkloadState{
+		WorkloadStates: []*ankbase.WorkloadState{{InstanceName: n, ExecutionState: rpc.ExecutionStateToProto(e)}},
+	}}})
+}
+
+func (a *scriptedAgent) run() {
+	for {
+		m, err := a.stream.Recv()
+		if err != nil {
+			return
+		}
+		var added []*grpcapi.AddedWorkload
+		var deleted []*grpcapi.DeletedWorkload
+		switch x := m.GetFromServerEnum().(type) {
+		case *grpcapi.FromServer_ServerHello:
+			added = x.ServerHello.GetAddedWorkloads()
+		case *grpcapi.FromServer_UpdateWorkload:
+			added, deleted = x.UpdateWorkload.GetAddedWorkloads(), x.UpdateWorkload.GetDeletedWorkloads()
+		case *grpcapi.FromServer_LogsRequest:
+			id := x.LogsRequest.GetRequestId()
+			for _, n := range x.LogsRequest.GetLogsRequest().GetWorkloadNames() {
+				a.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_LogEntriesResponse{LogEntriesResponse: &grpcapi.LogEntriesResponse{
+					RequestId: id,
+					LogEntriesResponse: &ankbase.LogEntriesResponse{LogEntries: []*ankbase.LogEntry{
+						{WorkloadName: n, Message: "hello from " + n.GetWorkloadName()},
+					}},
+				}}})
+				a.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_LogsStopResponse{LogsStopResponse: &grpcapi.LogsStopResponse{
+					RequestId: id, LogsStopResponse: &ankbase.LogsStopResponse{WorkloadName: n},
+				}}})
+			}
+		}
+		for _, d := range deleted {
+			a.report(d.GetInstanceName(), state.Removed)
+		}
+		for _, w := range added {
+			a.report(w.GetInstanceName(), state.ExecutionState{State: state.StatePending, SubState: state.SubStarting})
+			a.report(w.GetInstanceName(), state.RunningOk)
+		}
+	}
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestEndToEnd(t *testing.T) {
+	addr := startServer(t)
+	s, out := e2eSession(t, addr)
+	ctx := context.Background()
+	startAgent(t, addr, "agent_A")
+	waitFor(t, "agent_A to connect", func() bool {
+		cs, err := s.CompleteState(ctx, []string{"agents"})
+		return err == nil && node(cs, "agents", "agent_A") != nil
+	})
+
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "app.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: v1
+workloads:
+  web:
+    agent: agent_A
+    runtime: podman
+    runtimeConfig: |
+      image: nginx
+  batch:
+    agent: agent_offline
+    runtime: podman
+    runtimeConfig: "image: job"
+configs:
+  site: {title: hello}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	step := func(name string, f func() error, want ...string) string {
+		t.Helper()
+		out.Reset()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := out.String()
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Fatalf("%s: output lacks %q:\n%s", name, w, got)
+			}
+		}
+		return got
+	}
+
+	// apply waits until web runs (seen in the first table or as a
+	// progress line, depending on timing); batch's agent is not connected,
+	// so it is shown but not waited for. Only web can be running.
+	step("apply", func() error { return s.Apply(ctx, []string{manifest}, nil, false) },
+		"Successfully applied the manifest(s).",
+		"batch           agent_offline   podman    Pending(Initial)",
+		"Running(Ok)")
+
+	step("get workloads", func() error { return s.GetWorkloads(ctx, WorkloadFilter{}) },
+		"WORKLOAD NAME   AGENT           RUNTIME   EXECUTION STATE    ADDITIONAL INFO",
+		"batch           agent_offline   podman    Pending(Initial)",
+		"web             agent_A         podman    Running(Ok)")
+
+	step("get agents", func() error { return s.GetAgents(ctx) },
+		"NAME      WORKLOADS   CPU USAGE   FREE MEMORY",
+		"agent_A   1")
+
+	step("get configs", func() error { return s.GetConfigs(ctx) }, "CONFIG\nsite")
+
+	got := step("get state", func() error { return s.GetState(ctx, []string{"desiredState.workloads.web"}, FormatYAML) },
+		"desiredState:\n  apiVersion: v1\n  workloads:\n    web:\n      agent: agent_A\n")
+	if strings.Contains(got, "batch") {
+		t.Fatalf("mask not applied:\n%s", got)
+	}
+
+	step("logs", func() error { return s.Logs(ctx, LogsOptions{Workloads: []string{"web"}, Tail: -1}) }, "hello from web\n")
+
+	// Events: deleting the config shows up as a removed field.
+	evCtx, stopEvents := context.WithCancel(ctx)
+	evSession, evOut := e2eSession(t, addr)
+	evDone := make(chan error, 1)
+	go func() { evDone <- evSession.GetEvents(evCtx, []string{"desiredState.configs"}, FormatJSON, true) }()
+	waitFor(t, "the current state event", func() bool { return strings.Contains(syncString(evSession), "\"completeState\"") })
+	step("delete config", func() error { return s.DeleteConfigs(ctx, []string{"site"}) })
+	waitFor(t, "the config event", func() bool {
+		return strings.Contains(syncString(evSession), `"removedFields":["desiredState.configs.site"]`)
+	})
+	stopEvents()
+	if err := <-evDone; err != nil {
+		t.Fatalf("get events: %v", err)
+	}
+	if n := strings.Count(evOut.String(), "\n"); n != 2 {
+		t.Fatalf("want 2 JSON events, got:\n%s", evOut.String())
+	}
+
+	// A rejected update reports the server's message.
+	cyc := filepath.Join(dir, "cycle.yaml")
+	os.WriteFile(cyc, []byte(`apiVersion: v1
+workloads:
+  a: {agent: agent_A, runtime: podman, runtimeConfig: x, dependencies: {b: ADD_COND_RUNNING}}
+  b: {agent: agent_A, runtime: podman, runtimeConfig: y, dependencies: {a: ADD_COND_RUNNING}}
+`), 0o600)
+	if err := s.Apply(ctx, []string{cyc}, nil, false); err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("cyclic apply: err = %v, want the server's cycle error", err)
+	}
+
+	// delete waits until the agent reports web removed (in the table if
+	// that happened before the wait began, else as a progress line).
+	step("delete workload", func() error { return s.DeleteWorkloads(ctx, []string{"web"}) },
+		"Removed")
+
+	step("apply -d", func() error { return s.Apply(ctx, []string{manifest}, nil, true) })
+	step("get workloads after all", func() error { return s.GetWorkloads(ctx, WorkloadFilter{}) })
+	if got := strings.TrimSpace(out.String()); got != "WORKLOAD NAME   AGENT   RUNTIME   EXECUTION STATE   ADDITIONAL INFO" {
+		t.Fatalf("workloads left:\n%s", got)
+	}
+}
+
+// syncString reads a session's output while its command still writes it.
+func syncString(s *Session) string {
+	return s.Out.(*lockedBuffer).String()
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
+}
