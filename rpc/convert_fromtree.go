@@ -15,7 +15,7 @@ import (
 // function produces.
 func CompleteStateFromTree(t state.Tree) (*ankbase.CompleteState, error) {
 	cs := &ankbase.CompleteState{}
-	if err := onlyKeys(t, "", "desiredState", "workloadStates", "agents", "effectiveState"); err != nil {
+	if err := state.OnlyKeys(t, "", "desiredState", "workloadStates", "agents", "effectiveState"); err != nil {
 		return nil, err
 	}
 	var err error
@@ -47,7 +47,7 @@ func stateFromTree(v any, path string) (*ankbase.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyKeys(m, path, "apiVersion", "workloads", "configs"); err != nil {
+	if err := state.OnlyKeys(m, path, "apiVersion", "workloads", "configs"); err != nil {
 		return nil, err
 	}
 	s := &ankbase.State{}
@@ -92,7 +92,7 @@ func workloadFromTree(v any, path string) (*ankbase.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyKeys(m, path, "agent", "tags", "dependencies", "restartPolicy", "runtime",
+	if err := state.OnlyKeys(m, path, "agent", "tags", "dependencies", "restartPolicy", "runtime",
 		"runtimeConfig", "configs", "files", "controlInterfaceAccess"); err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func filesFromTree(v any, path string) (*ankbase.Files, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := onlyKeys(m, p, "mountPoint", "data", "binaryData"); err != nil {
+		if err := state.OnlyKeys(m, p, "mountPoint", "data", "binaryData"); err != nil {
 			return nil, err
 		}
 		f := &ankbase.File{}
@@ -213,7 +213,7 @@ func accessFromTree(v any, path string) (*ankbase.ControlInterfaceAccess, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyKeys(m, path, "allowRules", "denyRules"); err != nil {
+	if err := state.OnlyKeys(m, path, "allowRules", "denyRules"); err != nil {
 		return nil, err
 	}
 	a := &ankbase.ControlInterfaceAccess{}
@@ -248,7 +248,7 @@ func rulesFromTree(v any, path string) ([]*ankbase.AccessRightsRule, error) {
 		}
 		switch typ {
 		case "StateRule":
-			if err := onlyKeys(m, p, "type", "operation", "filterMasks"); err != nil {
+			if err := state.OnlyKeys(m, p, "type", "operation", "filterMasks"); err != nil {
 				return nil, err
 			}
 			r := &ankbase.StateRule{}
@@ -268,7 +268,7 @@ func rulesFromTree(v any, path string) ([]*ankbase.AccessRightsRule, error) {
 			}
 			out = append(out, &ankbase.AccessRightsRule{AccessRightsRuleEnum: &ankbase.AccessRightsRule_StateRule{StateRule: r}})
 		case "LogRule":
-			if err := onlyKeys(m, p, "type", "workloadNames"); err != nil {
+			if err := state.OnlyKeys(m, p, "type", "workloadNames"); err != nil {
 				return nil, err
 			}
 			r := &ankbase.LogRule{}
@@ -323,7 +323,7 @@ func execFromTree(v any, path string) (*ankbase.ExecutionState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyKeys(m, path, "state", "subState", "additionalInfo"); err != nil {
+	if err := state.OnlyKeys(m, path, "state", "subState", "additionalInfo"); err != nil {
 		return nil, err
 	}
 	e := &ankbase.ExecutionState{}

@@ -20,7 +20,7 @@ func agentsFromTree(v any, path string) (*ankbase.AgentMap, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := onlyKeys(m, p, "status", "tags"); err != nil {
+		if err := state.OnlyKeys(m, p, "status", "tags"); err != nil {
 			return nil, err
 		}
 		a := &ankbase.AgentAttributes{}
@@ -46,7 +46,7 @@ func agentStatusFromTree(v any, path string) (*ankbase.AgentStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyKeys(m, path, "cpuUsage", "freeMemory"); err != nil {
+	if err := state.OnlyKeys(m, path, "cpuUsage", "freeMemory"); err != nil {
 		return nil, err
 	}
 	st := &ankbase.AgentStatus{}
@@ -71,22 +71,6 @@ func agentStatusFromTree(v any, path string) (*ankbase.AgentStatus, error) {
 func present(m map[string]any, key string) (any, bool) {
 	v, ok := m[key]
 	return v, ok && v != nil
-}
-
-func onlyKeys(m map[string]any, path string, allowed ...string) error {
-	for _, k := range state.SortedKeys(m) {
-		found := false
-		for _, a := range allowed {
-			if k == a {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return fieldErr(joinPath(path, k), "unknown field")
-		}
-	}
-	return nil
 }
 
 func asMap(v any, path string) (map[string]any, error) {

@@ -353,6 +353,12 @@ func DecodeConfigItem(v any, path string) (any, error) {
 	return asScalarString(v, path)
 }
 
+// OnlyKeys rejects a key of t that is not allowed, naming it; decoders of
+// Tree views outside this package use it too.
+func OnlyKeys(t map[string]any, path string, allowed ...string) error {
+	return onlyKeys(t, path, allowed...)
+}
+
 func onlyKeys(t map[string]any, path string, allowed ...string) error {
 	for _, k := range SortedKeys(t) {
 		found := false
