@@ -263,7 +263,7 @@ func rulesFromTree(v any, path string) ([]*ankbase.AccessRightsRule, error) {
 				}
 				r.Operation = op
 			}
-			if r.FilterMasks, err = stringsFromTree(m["filterMasks"], joinPath(p, "filterMasks")); err != nil {
+			if r.FilterMasks, err = state.DecodeStrings(m["filterMasks"], joinPath(p, "filterMasks")); err != nil {
 				return nil, err
 			}
 			out = append(out, &ankbase.AccessRightsRule{AccessRightsRuleEnum: &ankbase.AccessRightsRule_StateRule{StateRule: r}})
@@ -272,7 +272,7 @@ func rulesFromTree(v any, path string) ([]*ankbase.AccessRightsRule, error) {
 				return nil, err
 			}
 			r := &ankbase.LogRule{}
-			if r.WorkloadNames, err = stringsFromTree(m["workloadNames"], joinPath(p, "workloadNames")); err != nil {
+			if r.WorkloadNames, err = state.DecodeStrings(m["workloadNames"], joinPath(p, "workloadNames")); err != nil {
 				return nil, err
 			}
 			out = append(out, &ankbase.AccessRightsRule{AccessRightsRuleEnum: &ankbase.AccessRightsRule_LogRule{LogRule: r}})

@@ -111,20 +111,6 @@ func optStringPtr(m map[string]any, key, path string) (*string, error) {
 	return &s, nil
 }
 
-func stringsFromTree(v any, path string) ([]string, error) {
-	list, err := asList(v, path)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, len(list))
-	for i, e := range list {
-		if out[i], err = asString(e, fmt.Sprintf("%s.%d", path, i)); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 // asUint accepts the integer forms a Tree may hold (int64 canonically; int,
 // uint64 and whole float64 from other decoders) within [0, limit].
 func asUint(v any, path string, limit uint64) (uint64, error) {

@@ -302,6 +302,10 @@ func decodeStringMap(v any, path string) (map[string]string, error) {
 	return out, nil
 }
 
+// DecodeStrings decodes a list of strings, naming the element that is not
+// one; nil decodes to nil.
+func DecodeStrings(v any, path string) ([]string, error) { return decodeStrings(v, path) }
+
 func decodeStrings(v any, path string) ([]string, error) {
 	if v == nil {
 		return nil, nil
