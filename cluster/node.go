@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -22,6 +23,11 @@ type Config struct {
 	DataDir string
 	// RaftAddress is the address the Raft transport binds and advertises.
 	RaftAddress string
+	// GRPCAddress is the client address this replica serves on; gossip
+	// tells other replicas and clients about it.
+	GRPCAddress string
+	// Version is the binary's version, carried in gossip metadata.
+	Version string
 	// FSM is the state machine.
 	FSM raft.FSM
 	// Timing are the Raft timers; zero fields take DefaultTiming.
@@ -44,8 +50,19 @@ type Node struct {
 	cfg       Config
 	raft      *raft.Raft
 	store     *raftboltdb.BoltStore
+	snaps     raft.SnapshotStore
 	transport *raft.NetworkTransport
 	leaderCh  chan bool
+
+	peers  *peerTable
+	health *healthView
+	feed   *changeFeed
+
+	obsCh      chan raft.Observation
+	observer   *raft.Observer
+	shutdownCh chan struct{}
+	shutdown   sync.Once
+	wg         sync.WaitGroup
 }
 
 // ErrNotLeader is returned by leader-only operations on a follower.
@@ -137,7 +154,19 @@ func NewNode(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
-	n := &Node{cfg: cfg, raft: r, store: store, transport: trans, leaderCh: leaderCh}
+	n := &Node{
+		cfg: cfg, raft: r, store: store, snaps: snaps, transport: trans, leaderCh: leaderCh,
+		peers: newPeerTable(), health: &healthView{}, feed: newChangeFeed(),
+		obsCh: make(chan raft.Observation, 64), shutdownCh: make(chan struct{}),
+	}
+	n.peers.put(peerInfo{
+		ID: cfg.ID, RaftAddress: string(trans.LocalAddr()), GRPCAddress: cfg.GRPCAddress,
+		Version: cfg.Version, GossipStatus: "none",
+	})
+	n.observer = raft.NewObserver(n.obsCh, false, nil)
+	r.RegisterObserver(n.observer)
+	n.wg.Add(1)
+	go n.observeRaft()
 	if cfg.BootstrapSelf && !existing {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: trans.LocalAddr(),
@@ -198,6 +227,9 @@ func (n *Node) Stats() map[string]string { return n.raft.Stats() }
 
 // Shutdown stops Raft and closes the transport and stores.
 func (n *Node) Shutdown() error {
+	n.shutdown.Do(func() { close(n.shutdownCh) })
+	n.raft.DeregisterObserver(n.observer)
+	n.wg.Wait()
 	err := n.raft.Shutdown().Error()
 	n.transport.Close()
 	if cerr := n.store.Close(); err == nil {

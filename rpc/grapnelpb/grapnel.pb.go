@@ -66,13 +66,19 @@ type Member struct {
 	GrpcAddress   string                 `protobuf:"bytes,2,opt,name=grpcAddress,proto3" json:"grpcAddress,omitempty"`
 	RaftAddress   string                 `protobuf:"bytes,3,opt,name=raftAddress,proto3" json:"raftAddress,omitempty"`
 	GossipAddress string                 `protobuf:"bytes,4,opt,name=gossipAddress,proto3" json:"gossipAddress,omitempty"`
-	Role          string                 `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
-	Voter         bool                   `protobuf:"varint,6,opt,name=voter,proto3" json:"voter,omitempty"`
-	Healthy       bool                   `protobuf:"varint,7,opt,name=healthy,proto3" json:"healthy,omitempty"`
-	Leader        bool                   `protobuf:"varint,8,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Raft role as this replica sees it: leader, follower, candidate,
+	// nonvoter, or unknown when only gossip knows the member.
+	Role    string `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
+	Voter   bool   `protobuf:"varint,6,opt,name=voter,proto3" json:"voter,omitempty"`
+	Healthy bool   `protobuf:"varint,7,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	Leader  bool   `protobuf:"varint,8,opt,name=leader,proto3" json:"leader,omitempty"`
 	// Milliseconds since the leader last heard from this member; -1 unknown.
 	LastContactMs int64  `protobuf:"varint,9,opt,name=lastContactMs,proto3" json:"lastContactMs,omitempty"`
 	Version       string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
+	// Gossip status: alive, suspect, dead, left, or none.
+	GossipStatus string `protobuf:"bytes,11,opt,name=gossipStatus,proto3" json:"gossipStatus,omitempty"`
+	// The leader id this member's gossip metadata reports.
+	LeaderSeen    string `protobuf:"bytes,12,opt,name=leaderSeen,proto3" json:"leaderSeen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,6 +183,20 @@ func (x *Member) GetVersion() string {
 	return ""
 }
 
+func (x *Member) GetGossipStatus() string {
+	if x != nil {
+		return x.GossipStatus
+	}
+	return ""
+}
+
+func (x *Member) GetLeaderSeen() string {
+	if x != nil {
+		return x.LeaderSeen
+	}
+	return ""
+}
+
 type StatusResponse struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	ReplicaId         string                 `protobuf:"bytes,1,opt,name=replicaId,proto3" json:"replicaId,omitempty"`
@@ -269,12 +289,403 @@ func (x *StatusResponse) GetMembers() []*Member {
 	return nil
 }
 
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Heartbeat interval in milliseconds; 0 takes the server default (250).
+	HeartbeatMs   uint32 `protobuf:"varint,1,opt,name=heartbeatMs,proto3" json:"heartbeatMs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_grapnel_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *WatchRequest) GetHeartbeatMs() uint32 {
+	if x != nil {
+		return x.HeartbeatMs
+	}
+	return 0
+}
+
+type WatchEvent struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status *StatusResponse        `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// True when this event only repeats the last status as a heartbeat.
+	Heartbeat     bool `protobuf:"varint,2,opt,name=heartbeat,proto3" json:"heartbeat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_grapnel_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WatchEvent) GetStatus() *StatusResponse {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetHeartbeat() bool {
+	if x != nil {
+		return x.Heartbeat
+	}
+	return false
+}
+
+type RemoveReplicaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveReplicaRequest) Reset() {
+	*x = RemoveReplicaRequest{}
+	mi := &file_grapnel_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveReplicaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveReplicaRequest) ProtoMessage() {}
+
+func (x *RemoveReplicaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveReplicaRequest.ProtoReflect.Descriptor instead.
+func (*RemoveReplicaRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RemoveReplicaRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveReplicaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveReplicaResponse) Reset() {
+	*x = RemoveReplicaResponse{}
+	mi := &file_grapnel_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveReplicaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveReplicaResponse) ProtoMessage() {}
+
+func (x *RemoveReplicaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveReplicaResponse.ProtoReflect.Descriptor instead.
+func (*RemoveReplicaResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{6}
+}
+
+type TransferLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Target replica id; empty lets Raft pick the most up-to-date voter.
+	To            string `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_grapnel_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TransferLeadershipRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NewLeaderId   string                 `protobuf:"bytes,1,opt,name=newLeaderId,proto3" json:"newLeaderId,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_grapnel_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TransferLeadershipResponse) GetNewLeaderId() string {
+	if x != nil {
+		return x.NewLeaderId
+	}
+	return ""
+}
+
+type SnapshotSaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSaveRequest) Reset() {
+	*x = SnapshotSaveRequest{}
+	mi := &file_grapnel_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSaveRequest) ProtoMessage() {}
+
+func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{9}
+}
+
+type SnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_grapnel_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type SnapshotRestoreResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRestoreResponse) Reset() {
+	*x = SnapshotRestoreResponse{}
+	mi := &file_grapnel_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRestoreResponse) ProtoMessage() {}
+
+func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SnapshotRestoreResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_grapnel_proto protoreflect.FileDescriptor
 
 const file_grapnel_proto_rawDesc = "" +
 	"\n" +
 	"\rgrapnel.proto\x12\agrapnel\"\x0f\n" +
-	"\rStatusRequest\"\x9e\x02\n" +
+	"\rStatusRequest\"\xe2\x02\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vgrpcAddress\x18\x02 \x01(\tR\vgrpcAddress\x12 \n" +
@@ -286,7 +697,11 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x06leader\x18\b \x01(\bR\x06leader\x12$\n" +
 	"\rlastContactMs\x18\t \x01(\x03R\rlastContactMs\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion\"\xfd\x01\n" +
+	" \x01(\tR\aversion\x12\"\n" +
+	"\fgossipStatus\x18\v \x01(\tR\fgossipStatus\x12\x1e\n" +
+	"\n" +
+	"leaderSeen\x18\f \x01(\tR\n" +
+	"leaderSeen\"\xfd\x01\n" +
 	"\x0eStatusResponse\x12\x1c\n" +
 	"\treplicaId\x18\x01 \x01(\tR\treplicaId\x12\x1a\n" +
 	"\bleaderId\x18\x02 \x01(\tR\bleaderId\x12,\n" +
@@ -294,9 +709,32 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12 \n" +
 	"\vcommitIndex\x18\x05 \x01(\x04R\vcommitIndex\x12\"\n" +
 	"\fappliedIndex\x18\x06 \x01(\x04R\fappliedIndex\x12)\n" +
-	"\amembers\x18\a \x03(\v2\x0f.grapnel.MemberR\amembers2D\n" +
+	"\amembers\x18\a \x03(\v2\x0f.grapnel.MemberR\amembers\"0\n" +
+	"\fWatchRequest\x12 \n" +
+	"\vheartbeatMs\x18\x01 \x01(\rR\vheartbeatMs\"[\n" +
+	"\n" +
+	"WatchEvent\x12/\n" +
+	"\x06status\x18\x01 \x01(\v2\x17.grapnel.StatusResponseR\x06status\x12\x1c\n" +
+	"\theartbeat\x18\x02 \x01(\bR\theartbeat\"&\n" +
+	"\x14RemoveReplicaRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
+	"\x15RemoveReplicaResponse\"+\n" +
+	"\x19TransferLeadershipRequest\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\tR\x02to\">\n" +
+	"\x1aTransferLeadershipResponse\x12 \n" +
+	"\vnewLeaderId\x18\x01 \x01(\tR\vnewLeaderId\"\x15\n" +
+	"\x13SnapshotSaveRequest\"#\n" +
+	"\rSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"/\n" +
+	"\x17SnapshotRestoreResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index2\xc1\x03\n" +
 	"\aCluster\x129\n" +
-	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponseb\x06proto3"
+	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
+	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
+	"\rRemoveReplica\x12\x1d.grapnel.RemoveReplicaRequest\x1a\x1e.grapnel.RemoveReplicaResponse\x12]\n" +
+	"\x12TransferLeadership\x12\".grapnel.TransferLeadershipRequest\x1a#.grapnel.TransferLeadershipResponse\x12F\n" +
+	"\fSnapshotSave\x12\x1c.grapnel.SnapshotSaveRequest\x1a\x16.grapnel.SnapshotChunk0\x01\x12M\n" +
+	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x01b\x06proto3"
 
 var (
 	file_grapnel_proto_rawDescOnce sync.Once
@@ -310,21 +748,41 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_grapnel_proto_goTypes = []any{
-	(*StatusRequest)(nil),  // 0: grapnel.StatusRequest
-	(*Member)(nil),         // 1: grapnel.Member
-	(*StatusResponse)(nil), // 2: grapnel.StatusResponse
+	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
+	(*Member)(nil),                     // 1: grapnel.Member
+	(*StatusResponse)(nil),             // 2: grapnel.StatusResponse
+	(*WatchRequest)(nil),               // 3: grapnel.WatchRequest
+	(*WatchEvent)(nil),                 // 4: grapnel.WatchEvent
+	(*RemoveReplicaRequest)(nil),       // 5: grapnel.RemoveReplicaRequest
+	(*RemoveReplicaResponse)(nil),      // 6: grapnel.RemoveReplicaResponse
+	(*TransferLeadershipRequest)(nil),  // 7: grapnel.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 8: grapnel.TransferLeadershipResponse
+	(*SnapshotSaveRequest)(nil),        // 9: grapnel.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 10: grapnel.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 11: grapnel.SnapshotRestoreResponse
 }
 var file_grapnel_proto_depIdxs = []int32{
-	1, // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
-	0, // 1: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
-	2, // 2: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
+	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
+	0,  // 2: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
+	3,  // 3: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
+	5,  // 4: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
+	7,  // 5: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	9,  // 6: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	10, // 7: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	2,  // 8: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	4,  // 9: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	6,  // 10: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	8,  // 11: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	10, // 12: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	11, // 13: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	8,  // [8:14] is the sub-list for method output_type
+	2,  // [2:8] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_grapnel_proto_init() }
@@ -338,7 +796,7 @@ func file_grapnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,7 +22,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cluster_Status_FullMethodName = "/grapnel.Cluster/Status"
+	Cluster_Status_FullMethodName             = "/grapnel.Cluster/Status"
+	Cluster_Watch_FullMethodName              = "/grapnel.Cluster/Watch"
+	Cluster_RemoveReplica_FullMethodName      = "/grapnel.Cluster/RemoveReplica"
+	Cluster_TransferLeadership_FullMethodName = "/grapnel.Cluster/TransferLeadership"
+	Cluster_SnapshotSave_FullMethodName       = "/grapnel.Cluster/SnapshotSave"
+	Cluster_SnapshotRestore_FullMethodName    = "/grapnel.Cluster/SnapshotRestore"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -31,6 +36,20 @@ const (
 type ClusterClient interface {
 	// Status tells a client the replica set and the leader this replica sees.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Watch sends the status at once, again on every leadership or
+	// membership change, and as a heartbeat every heartbeatMs, so that a
+	// client notices a dead replica within about a second (HTTP/2
+	// keepalive alone cannot) and follows a new leader at once.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
+	// RemoveReplica takes a replica out of the Raft configuration (leader only).
+	RemoveReplica(ctx context.Context, in *RemoveReplicaRequest, opts ...grpc.CallOption) (*RemoveReplicaResponse, error)
+	// TransferLeadership hands leadership to another voter (leader only).
+	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
+	// SnapshotSave streams a fresh snapshot of the replicated state.
+	SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// SnapshotRestore replaces the replicated state with a saved snapshot
+	// (leader only).
+	SnapshotRestore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse], error)
 }
 
 type clusterClient struct {
@@ -51,12 +70,97 @@ func (c *clusterClient) Status(ctx context.Context, in *StatusRequest, opts ...g
 	return out, nil
 }
 
+func (c *clusterClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_WatchClient = grpc.ServerStreamingClient[WatchEvent]
+
+func (c *clusterClient) RemoveReplica(ctx context.Context, in *RemoveReplicaRequest, opts ...grpc.CallOption) (*RemoveReplicaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveReplicaResponse)
+	err := c.cc.Invoke(ctx, Cluster_RemoveReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeadershipResponse)
+	err := c.cc.Invoke(ctx, Cluster_TransferLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[1], Cluster_SnapshotSave_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotSaveRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotSaveClient = grpc.ServerStreamingClient[SnapshotChunk]
+
+func (c *clusterClient) SnapshotRestore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[2], Cluster_SnapshotRestore_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotChunk, SnapshotRestoreResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotRestoreClient = grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
 type ClusterServer interface {
 	// Status tells a client the replica set and the leader this replica sees.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Watch sends the status at once, again on every leadership or
+	// membership change, and as a heartbeat every heartbeatMs, so that a
+	// client notices a dead replica within about a second (HTTP/2
+	// keepalive alone cannot) and follows a new leader at once.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
+	// RemoveReplica takes a replica out of the Raft configuration (leader only).
+	RemoveReplica(context.Context, *RemoveReplicaRequest) (*RemoveReplicaResponse, error)
+	// TransferLeadership hands leadership to another voter (leader only).
+	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
+	// SnapshotSave streams a fresh snapshot of the replicated state.
+	SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// SnapshotRestore replaces the replicated state with a saved snapshot
+	// (leader only).
+	SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -69,6 +173,21 @@ type UnimplementedClusterServer struct{}
 
 func (UnimplementedClusterServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedClusterServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedClusterServer) RemoveReplica(context.Context, *RemoveReplicaRequest) (*RemoveReplicaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveReplica not implemented")
+}
+func (UnimplementedClusterServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
+}
+func (UnimplementedClusterServer) SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotSave not implemented")
+}
+func (UnimplementedClusterServer) SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotRestore not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -109,6 +228,71 @@ func _Cluster_Status_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_WatchServer = grpc.ServerStreamingServer[WatchEvent]
+
+func _Cluster_RemoveReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveReplicaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).RemoveReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_RemoveReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).RemoveReplica(ctx, req.(*RemoveReplicaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).TransferLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_TransferLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).TransferLeadership(ctx, req.(*TransferLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_SnapshotSave_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotSaveRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).SnapshotSave(m, &grpc.GenericServerStream[SnapshotSaveRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotSaveServer = grpc.ServerStreamingServer[SnapshotChunk]
+
+func _Cluster_SnapshotRestore_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ClusterServer).SnapshotRestore(&grpc.GenericServerStream[SnapshotChunk, SnapshotRestoreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotRestoreServer = grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -120,7 +304,31 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Status",
 			Handler:    _Cluster_Status_Handler,
 		},
+		{
+			MethodName: "RemoveReplica",
+			Handler:    _Cluster_RemoveReplica_Handler,
+		},
+		{
+			MethodName: "TransferLeadership",
+			Handler:    _Cluster_TransferLeadership_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _Cluster_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SnapshotSave",
+			Handler:       _Cluster_SnapshotSave_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SnapshotRestore",
+			Handler:       _Cluster_SnapshotRestore_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "grapnel.proto",
 }
