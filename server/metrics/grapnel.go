@@ -1,0 +1,102 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+)
+
+// Set is the metric families a replica exposes.
+type Set struct {
+	Registry *Registry
+	// LeaderChanges counts every gain and loss of leadership seen by this
+	// replica's leadership monitor.
+	LeaderChanges *Counter
+	// CommitSeconds is the time from proposing an entry to its commit and
+	// local apply, by command type.
+	CommitSeconds *Histogram
+	// BatchSize is the number of workload states or load reports carried
+	// in one Raft entry.
+	BatchSize *Histogram
+
+	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
+}
+
+// NewSet registers Grapnel's families on a fresh registry.
+func NewSet() *Set {
+	r := New()
+	return &Set{
+		Registry:      r,
+		LeaderChanges: r.NewCounter("grapnel_leader_changes_total", "Times this replica gained or lost leadership."),
+		CommitSeconds: r.NewHistogram("grapnel_raft_commit_seconds", "Time from proposing a Raft entry to its commit and local apply.", LatencyBuckets, "type"),
+		BatchSize: r.NewHistogram("grapnel_ingest_batch_size", "Items carried in one batched Raft entry.",
+			[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, "type"),
+		isLeader:     r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
+		term:         r.NewGauge("grapnel_raft_term", "Current Raft term."),
+		commitIndex:  r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
+		appliedIndex: r.NewGauge("grapnel_raft_applied_index", "Highest Raft index applied to the FSM."),
+		applyLag:     r.NewGauge("grapnel_raft_apply_lag", "Entries committed but not yet applied to the FSM (commit_index - applied_index)."),
+		lastContact:  r.NewGauge("grapnel_raft_last_contact_seconds", "On a follower, time since the last contact with the leader; 0 on the leader."),
+	}
+}
+
+// ObserveCommit records one proposal's commit latency.
+func (s *Set) ObserveCommit(typ string, d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.CommitSeconds.Observe(d.Seconds(), typ)
+}
+
+// LeaderChanged counts a gain or loss of leadership.
+func (s *Set) LeaderChanged() {
+	if s == nil {
+		return
+	}
+	s.LeaderChanges.Inc()
+}
+
+// ObserveBatch records the size of one batched entry.
+func (s *Set) ObserveBatch(typ string, n int) {
+	if s == nil {
+		return
+	}
+	s.BatchSize.Observe(float64(n), typ)
+}
+
+// CollectRaft refreshes the Raft gauges from hashicorp/raft's Stats map
+// before every scrape.
+func (s *Set) CollectRaft(stats func() map[string]string) {
+	s.Registry.OnCollect(func() {
+		st := stats()
+		commit := parseFloat(st["commit_index"])
+		applied := parseFloat(st["applied_index"])
+		leader := 0.0
+		if st["state"] == "Leader" {
+			leader = 1
+		}
+		s.isLeader.Set(leader)
+		s.term.Set(parseFloat(st["term"]))
+		s.commitIndex.Set(commit)
+		s.appliedIndex.Set(applied)
+		lag := commit - applied
+		if lag < 0 {
+			lag = 0
+		}
+		s.applyLag.Set(lag)
+		s.lastContact.Set(lastContactSeconds(st["last_contact"]))
+	})
+}
+
+// lastContactSeconds reads raft's last_contact stat: "never", "0" on the
+// leader, or a Go duration.
+func lastContactSeconds(v string) float64 {
+	if d, err := time.ParseDuration(v); err == nil {
+		return d.Seconds()
+	}
+	return 0
+}
+
+func parseFloat(s string) float64 {
+	v, _ := strconv.ParseFloat(s, 64)
+	return v
+}

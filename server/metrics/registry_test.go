@@ -1,0 +1,69 @@
+package metrics
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestExposition(t *testing.T) {
+	r := New()
+	c := r.NewCounter("grapnel_leader_changes_total", "Times this replica gained or lost leadership.")
+	c.Inc()
+	c.Inc()
+	g := r.NewGauge("grapnel_raft_apply_lag", "Committed but not applied entries.")
+	r.OnCollect(func() { g.Set(3) })
+	h := r.NewHistogram("grapnel_raft_commit_seconds", "Proposal to commit.", []float64{0.01, 0.001}, "type")
+	h.Observe(0.0005, "UpdateDesiredState")
+	h.Observe(0.005, "UpdateDesiredState")
+	h.Observe(2, "UpdateDesiredState")
+
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	out := rec.Body.String()
+	for _, want := range []string{
+		"# TYPE grapnel_leader_changes_total counter\ngrapnel_leader_changes_total 2\n",
+		"grapnel_raft_apply_lag 3\n",
+		`grapnel_raft_commit_seconds_bucket{type="UpdateDesiredState",le="0.001"} 1` + "\n",
+		`grapnel_raft_commit_seconds_bucket{type="UpdateDesiredState",le="0.01"} 2` + "\n",
+		`grapnel_raft_commit_seconds_bucket{type="UpdateDesiredState",le="+Inf"} 3` + "\n",
+		`grapnel_raft_commit_seconds_count{type="UpdateDesiredState"} 3` + "\n",
+		`grapnel_raft_commit_seconds_sum{type="UpdateDesiredState"} 2.0055` + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("exposition lacks %q:\n%s", want, out)
+		}
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("content type %q", ct)
+	}
+}
+
+func TestLabelEscaping(t *testing.T) {
+	r := New()
+	r.NewGauge("g", "help", "name").Set(1, "a\"b\\c\nd")
+	var b strings.Builder
+	if _, err := r.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `g{name="a\"b\\c\nd"} 1`) {
+		t.Errorf("bad escaping:\n%s", b.String())
+	}
+}
+
+func TestCollectRaft(t *testing.T) {
+	s := NewSet()
+	s.CollectRaft(func() map[string]string {
+		return map[string]string{"state": "Leader", "term": "7", "commit_index": "120", "applied_index": "117", "last_contact": "0"}
+	})
+	s.LeaderChanged()
+	var b strings.Builder
+	if _, err := s.Registry.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"grapnel_raft_apply_lag 3\n", "grapnel_raft_term 7\n", "grapnel_raft_is_leader 1\n", "grapnel_leader_changes_total 1\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, b.String())
+		}
+	}
+}
