@@ -6,15 +6,21 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/rpc"
 )
 
 // defaultConfigPath is where the server looks for its config file.
 const defaultConfigPath = "/etc/grapnel/server.yaml"
+
+// defaultGossipAddress is used when the replica forms or joins a cluster
+// and no gossip address was given.
+const defaultGossipAddress = "127.0.0.1:25571"
 
 // config is the server's start-up configuration. It is assembled from the
 // config file, then environment variables, then the command line; a later
@@ -30,38 +36,96 @@ type config struct {
 	CrtPem          string `yaml:"crt_pem"`
 	KeyPem          string `yaml:"key_pem"`
 	LogLevel        string `yaml:"log_level"`
+
+	GossipAddress   string   `yaml:"gossip_address"`
+	GossipKeyFile   string   `yaml:"gossip_key_file"`
+	BootstrapExpect int      `yaml:"bootstrap_expect"`
+	Join            []string `yaml:"join"`
+	MetricsAddress  string   `yaml:"metrics_address"`
+
+	AgentReconnectGrace time.Duration `yaml:"agent_reconnect_grace"`
+	RPCHoldTimeout      time.Duration `yaml:"rpc_hold_timeout"`
+
+	RaftHeartbeatTimeout   time.Duration `yaml:"raft_heartbeat_timeout"`
+	RaftElectionTimeout    time.Duration `yaml:"raft_election_timeout"`
+	RaftLeaderLeaseTimeout time.Duration `yaml:"raft_leader_lease_timeout"`
+	RaftCommitTimeout      time.Duration `yaml:"raft_commit_timeout"`
 }
 
 func defaults() config {
+	t := cluster.DefaultTiming()
 	return config{
-		Address:     "127.0.0.1:25551",
-		Name:        "server-1",
-		DataDir:     "/var/lib/grapnel",
-		RaftAddress: "127.0.0.1:25561",
-		LogLevel:    "info",
+		Address:                "127.0.0.1:25551",
+		Name:                   "server-1",
+		DataDir:                "/var/lib/grapnel",
+		RaftAddress:            "127.0.0.1:25561",
+		LogLevel:               "info",
+		AgentReconnectGrace:    3 * time.Second,
+		RPCHoldTimeout:         5 * time.Second,
+		RaftHeartbeatTimeout:   t.HeartbeatTimeout,
+		RaftElectionTimeout:    t.ElectionTimeout,
+		RaftLeaderLeaseTimeout: t.LeaderLeaseTimeout,
+		RaftCommitTimeout:      t.CommitTimeout,
 	}
 }
 
 // envPrefix prefixes every environment variable of the server.
 const envPrefix = "GRAPNEL_SERVER_"
 
+// option ties one setting to its flag and environment variable; the
+// config file uses the yaml tag of the field.
+type option struct {
+	flag, short, env, usage string
+	value                   func(c *config) any
+}
+
+func options() []option {
+	return []option{
+		{"startup-manifest", "m", "STARTUP_MANIFEST", "manifest loaded into a fresh cluster", func(c *config) any { return &c.StartupManifest }},
+		{"address", "a", "ADDRESS", "gRPC address for agents and CLIs", func(c *config) any { return &c.Address }},
+		{"name", "", "NAME", "replica id, unique in the cluster", func(c *config) any { return &c.Name }},
+		{"data-dir", "", "DATA_DIR", "Raft log, stable store and snapshots", func(c *config) any { return &c.DataDir }},
+		{"raft-address", "", "RAFT_ADDRESS", "Raft transport address", func(c *config) any { return &c.RaftAddress }},
+		{"gossip-address", "", "GOSSIP_ADDRESS", "memberlist address (default " + defaultGossipAddress + " when forming or joining a cluster)", func(c *config) any { return &c.GossipAddress }},
+		{"gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the base64 AES key (16, 24 or 32 bytes) that encrypts gossip", func(c *config) any { return &c.GossipKeyFile }},
+		{"bootstrap-expect", "", "BOOTSTRAP_EXPECT", "form a new cluster once this many replicas see each other (0 or 1: a single replica)", func(c *config) any { return &c.BootstrapExpect }},
+		{"join", "", "JOIN", "gossip address of a replica to join (repeatable; env: comma-separated)", func(c *config) any { return &c.Join }},
+		{"metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on http://ADDR/metrics (off when empty)", func(c *config) any { return &c.MetricsAddress }},
+		{"agent-reconnect-grace", "", "AGENT_RECONNECT_GRACE", "after a failover, time agents get to reconnect before their workloads turn AgentDisconnected", func(c *config) any { return &c.AgentReconnectGrace }},
+		{"rpc-hold-timeout", "", "RPC_HOLD_TIMEOUT", "how long a request waits for a leader before it fails with 'no leader'", func(c *config) any { return &c.RPCHoldTimeout }},
+		{"raft-heartbeat-timeout", "", "RAFT_HEARTBEAT_TIMEOUT", "follower: time without leader contact before an election", func(c *config) any { return &c.RaftHeartbeatTimeout }},
+		{"raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }},
+		{"raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }},
+		{"raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }},
+		{"insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }},
+		{"ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }},
+		{"crt_pem", "", "CRT_PEM", "server certificate (PEM)", func(c *config) any { return &c.CrtPem }},
+		{"key_pem", "", "KEY_PEM", "server key (PEM)", func(c *config) any { return &c.KeyPem }},
+		{"log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }},
+	}
+}
+
 // loadConfig resolves the configuration from args, the environment
 // (lookup) and the config file.
 func loadConfig(args []string, lookup func(string) (string, bool)) (config, error) {
 	fs := pflag.NewFlagSet("grapnel-server", pflag.ContinueOnError)
 	fs.SortFlags = false
-	var cli config
 	configPath := fs.StringP("server-config", "x", "", "server config file (YAML; default "+defaultConfigPath+" if present)")
-	fs.StringVarP(&cli.StartupManifest, "startup-manifest", "m", "", "manifest loaded into a fresh cluster")
-	fs.StringVarP(&cli.Address, "address", "a", "", "gRPC address (default 127.0.0.1:25551)")
-	fs.StringVar(&cli.Name, "name", "", "replica id (default server-1)")
-	fs.StringVar(&cli.DataDir, "data-dir", "", "Raft log, stable store and snapshots (default /var/lib/grapnel)")
-	fs.StringVar(&cli.RaftAddress, "raft-address", "", "Raft transport address (default 127.0.0.1:25561)")
-	fs.BoolVarP(&cli.Insecure, "insecure", "k", false, "serve without TLS (development only)")
-	fs.StringVar(&cli.CAPem, "ca_pem", "", "CA certificate (PEM)")
-	fs.StringVar(&cli.CrtPem, "crt_pem", "", "server certificate (PEM)")
-	fs.StringVar(&cli.KeyPem, "key_pem", "", "server key (PEM)")
-	fs.StringVar(&cli.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
+	cli := defaults()
+	for _, o := range options() {
+		switch p := o.value(&cli).(type) {
+		case *string:
+			fs.StringVarP(p, o.flag, o.short, *p, o.usage)
+		case *bool:
+			fs.BoolVarP(p, o.flag, o.short, *p, o.usage)
+		case *int:
+			fs.IntVarP(p, o.flag, o.short, *p, o.usage)
+		case *time.Duration:
+			fs.DurationVarP(p, o.flag, o.short, *p, o.usage)
+		case *[]string:
+			fs.StringArrayVarP(p, o.flag, o.short, nil, o.usage)
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -78,27 +142,68 @@ func loadConfig(args []string, lookup func(string) (string, bool)) (config, erro
 	if err := readConfigFile(path, explicit, &cfg); err != nil {
 		return config{}, err
 	}
-	if err := applyEnv(&cfg, lookup); err != nil {
-		return config{}, err
-	}
-	set := func(name string, dst *string, v string) {
-		if fs.Changed(name) {
-			*dst = v
+	for _, o := range options() {
+		if v, ok := lookup(envPrefix + o.env); ok {
+			if err := setFromText(o.value(&cfg), v); err != nil {
+				return config{}, fmt.Errorf("%s%s: %w", envPrefix, o.env, err)
+			}
+		}
+		if fs.Changed(o.flag) {
+			copyValue(o.value(&cfg), o.value(&cli))
 		}
 	}
-	set("startup-manifest", &cfg.StartupManifest, cli.StartupManifest)
-	set("address", &cfg.Address, cli.Address)
-	set("name", &cfg.Name, cli.Name)
-	set("data-dir", &cfg.DataDir, cli.DataDir)
-	set("raft-address", &cfg.RaftAddress, cli.RaftAddress)
-	set("ca_pem", &cfg.CAPem, cli.CAPem)
-	set("crt_pem", &cfg.CrtPem, cli.CrtPem)
-	set("key_pem", &cfg.KeyPem, cli.KeyPem)
-	set("log-level", &cfg.LogLevel, cli.LogLevel)
-	if fs.Changed("insecure") {
-		cfg.Insecure = cli.Insecure
+	if cfg.GossipAddress == "" && (cfg.BootstrapExpect > 1 || len(cfg.Join) > 0) {
+		cfg.GossipAddress = defaultGossipAddress
 	}
 	return cfg, cfg.validate()
+}
+
+func setFromText(dst any, v string) error {
+	switch p := dst.(type) {
+	case *string:
+		*p = v
+	case *bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean", v)
+		}
+		*p = b
+	case *int:
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*p = n
+	case *time.Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration such as 500ms or 3s", v)
+		}
+		*p = d
+	case *[]string:
+		*p = nil
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				*p = append(*p, s)
+			}
+		}
+	}
+	return nil
+}
+
+func copyValue(dst, src any) {
+	switch p := dst.(type) {
+	case *string:
+		*p = *src.(*string)
+	case *bool:
+		*p = *src.(*bool)
+	case *int:
+		*p = *src.(*int)
+	case *time.Duration:
+		*p = *src.(*time.Duration)
+	case *[]string:
+		*p = append([]string(nil), *src.(*[]string)...)
+	}
 }
 
 func readConfigFile(path string, explicit bool, cfg *config) error {
@@ -113,27 +218,6 @@ func readConfigFile(path string, explicit bool, cfg *config) error {
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && err.Error() != "EOF" {
 		return fmt.Errorf("server config %s: %w", path, err)
-	}
-	return nil
-}
-
-func applyEnv(cfg *config, lookup func(string) (string, bool)) error {
-	str := map[string]*string{
-		"STARTUP_MANIFEST": &cfg.StartupManifest, "ADDRESS": &cfg.Address, "NAME": &cfg.Name,
-		"DATA_DIR": &cfg.DataDir, "RAFT_ADDRESS": &cfg.RaftAddress, "CA_PEM": &cfg.CAPem,
-		"CRT_PEM": &cfg.CrtPem, "KEY_PEM": &cfg.KeyPem, "LOG_LEVEL": &cfg.LogLevel,
-	}
-	for k, dst := range str {
-		if v, ok := lookup(envPrefix + k); ok {
-			*dst = v
-		}
-	}
-	if v, ok := lookup(envPrefix + "INSECURE"); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%sINSECURE: %q is not a boolean", envPrefix, v)
-		}
-		cfg.Insecure = b
 	}
 	return nil
 }
@@ -159,11 +243,41 @@ func (c config) validate() error {
 	if c.Name == "" || !validID(c.Name) {
 		return fmt.Errorf("--name %q: a replica id uses only [a-zA-Z0-9_-]", c.Name)
 	}
+	if c.BootstrapExpect < 0 {
+		return fmt.Errorf("--bootstrap-expect %d: must be 0 or more", c.BootstrapExpect)
+	}
+	if c.BootstrapExpect == 2 {
+		return errors.New("--bootstrap-expect 2: two voters have no fault tolerance (losing either stops the cluster); use 1, 3 or 5")
+	}
+	for name, d := range map[string]time.Duration{
+		"--raft-heartbeat-timeout": c.RaftHeartbeatTimeout, "--raft-election-timeout": c.RaftElectionTimeout,
+		"--raft-leader-lease-timeout": c.RaftLeaderLeaseTimeout, "--raft-commit-timeout": c.RaftCommitTimeout,
+		"--rpc-hold-timeout": c.RPCHoldTimeout,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("%s %v: must be positive", name, d)
+		}
+	}
+	if c.AgentReconnectGrace < 0 {
+		return fmt.Errorf("--agent-reconnect-grace %v: must not be negative", c.AgentReconnectGrace)
+	}
+	if c.RaftLeaderLeaseTimeout > c.RaftHeartbeatTimeout {
+		return fmt.Errorf("--raft-leader-lease-timeout %v: must not exceed --raft-heartbeat-timeout %v (Raft refuses it)", c.RaftLeaderLeaseTimeout, c.RaftHeartbeatTimeout)
+	}
 	return nil
 }
 
 func (c config) tlsFiles() rpc.TLSFiles {
 	return rpc.TLSFiles{CA: c.CAPem, Cert: c.CrtPem, Key: c.KeyPem}
+}
+
+func (c config) timing() cluster.Timing {
+	return cluster.Timing{
+		HeartbeatTimeout:   c.RaftHeartbeatTimeout,
+		ElectionTimeout:    c.RaftElectionTimeout,
+		LeaderLeaseTimeout: c.RaftLeaderLeaseTimeout,
+		CommitTimeout:      c.RaftCommitTimeout,
+	}
 }
 
 func validID(s string) bool {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -100,4 +101,63 @@ func writeFile(t *testing.T, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func TestClusterOptions(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "server.yaml")
+	yml := "insecure: true\nbootstrap_expect: 3\njoin: [10.0.0.2:25571]\nagent_reconnect_grace: 7s\nraft_heartbeat_timeout: 400ms\n"
+	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    func(c config) bool
+		wantErr string
+	}{
+		{"file durations and lists", []string{"-x", file}, nil, func(c config) bool {
+			return c.BootstrapExpect == 3 && len(c.Join) == 1 && c.Join[0] == "10.0.0.2:25571" &&
+				c.AgentReconnectGrace == 7*time.Second && c.RaftHeartbeatTimeout == 400*time.Millisecond &&
+				c.GossipAddress == defaultGossipAddress
+		}, ""},
+		{"env list", []string{"-x", file}, map[string]string{"GRAPNEL_SERVER_JOIN": "a:1, b:2"}, func(c config) bool {
+			return len(c.Join) == 2 && c.Join[1] == "b:2"
+		}, ""},
+		{"repeated flag wins", []string{"-x", file, "--join", "c:3", "--join", "d:4"}, map[string]string{"GRAPNEL_SERVER_JOIN": "a:1"}, func(c config) bool {
+			return len(c.Join) == 2 && c.Join[0] == "c:3" && c.Join[1] == "d:4"
+		}, ""},
+		{"single replica has no gossip", []string{"-k"}, nil, func(c config) bool { return c.GossipAddress == "" && c.BootstrapExpect == 0 }, ""},
+		{"two voters refused", []string{"-k", "--bootstrap-expect", "2"}, nil, nil, "no fault tolerance"},
+		{"bad env duration", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_RPC_HOLD_TIMEOUT": "soon"}, nil, "GRAPNEL_SERVER_RPC_HOLD_TIMEOUT"},
+		{"lease above heartbeat", []string{"-k", "--raft-leader-lease-timeout", "1s"}, nil, nil, "must not exceed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := c.env
+			if env == nil {
+				env = map[string]string{}
+			}
+			if _, ok := env["GRAPNEL_SERVER_CONFIG"]; !ok && len(c.args) > 0 && c.args[0] != "-x" {
+				env["GRAPNEL_SERVER_CONFIG"] = filepath.Join(dir, "absent-ok")
+				if err := os.WriteFile(env["GRAPNEL_SERVER_CONFIG"], nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg, err := loadConfig(c.args, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("got %v, want error containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.want(cfg) {
+				t.Fatalf("config %+v", cfg)
+			}
+		})
+	}
 }

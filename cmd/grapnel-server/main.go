@@ -22,6 +22,7 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/server"
+	"github.com/grapnel-io/grapnel/server/metrics"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -67,18 +68,28 @@ func run(cfg config) error {
 	f := fsm.New()
 	node, err := cluster.NewNode(cluster.Config{
 		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
+		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
 		BootstrapSelf: true, LogOutput: os.Stderr,
 	})
 	if err != nil {
 		lis.Close()
 		return err
 	}
+	metricSet := metrics.NewSet()
 	srv, err := server.New(server.Config{Node: node, FSM: f, Logger: log, StartupState: startup})
 	if err != nil {
 		node.Shutdown()
 		lis.Close()
 		return err
 	}
+	stopMetrics, err := serveMetrics(cfg.MetricsAddress, metricSet, node, log)
+	if err != nil {
+		srv.Shutdown()
+		node.Shutdown()
+		lis.Close()
+		return err
+	}
+	defer stopMetrics()
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	server.RegisterCluster(g, node)

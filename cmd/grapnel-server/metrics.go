@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/server/metrics"
+)
+
+// version is the binary's version, carried in gossip metadata.
+var version = "0.3.0-dev"
+
+// serveMetrics serves /metrics on addr (nothing when addr is empty) and
+// returns the function that stops it.
+func serveMetrics(addr string, set *metrics.Set, node *cluster.Node, log *slog.Logger) (func(), error) {
+	set.CollectRaft(node.Stats)
+	if addr == "" {
+		return func() {}, nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics address %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", set.Registry.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics endpoint stopped", "error", err)
+		}
+	}()
+	log.Info("metrics", "url", "http://"+lis.Addr().String()+"/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		<-done
+	}, nil
+}
