@@ -4,7 +4,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 BINARIES  := grapnel-server grapnel-agent grapnel
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build test check demo proto bench fuzz clean tools
+.PHONY: all build test check demo proto bench bench-quick bench-failover-short bench-micro fuzz clean tools
 
 all: build
 
@@ -47,10 +47,25 @@ check: tools
 proto: tools
 	./scripts/genproto.sh
 
-# Benchmarks; BENCHTIME and COUNT tune the run (benchstat-friendly output).
+# Cluster benchmarks: 3 replicas vs 3 etcd members (1/16/64 clients), then
+# 20 leader kills; the report goes to chaos/bench/results/latest.txt.
+bench:
+	./scripts/bench.sh
+
+# Every part with short bounds (about a minute).
+bench-quick:
+	./scripts/bench.sh --quick
+
+# Three leader kills, no etcd; a short failover run (make test also runs
+# TestFailoverShort).
+bench-failover-short:
+	./scripts/bench.sh --failover-short
+
+# In-process micro benchmarks; BENCHTIME and COUNT tune the run
+# (benchstat-friendly output).
 BENCHTIME ?= 1s
 COUNT ?= 5
-bench:
+bench-micro:
 	$(GO) test -run XXX -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) ./state/ ./server/... ./fsm/ | tee bench.out
 
 # One replica with a startup manifest; shows the state, then stops.
@@ -58,4 +73,4 @@ demo: build
 	./scripts/demo.sh
 
 clean:
-	rm -rf bin bench.out
+	rm -rf bin bench.out .bench

@@ -1,5 +1,12 @@
-// Package cluster runs the Raft node of a grapnel-server replica: the
-// hashicorp/raft instance on raft-boltdb/v2 (log and stable store) with
-// file snapshots under the data directory, its TCP transport, bootstrap
-// and the timing defaults chosen for a vehicle LAN.
+// Package cluster runs one grapnel-server replica's membership and
+// consensus: the hashicorp/raft node on raft-boltdb/v2 (log and stable
+// store) with file snapshots under the data directory and its TCP
+// transport; the memberlist gossip member that tells replicas and clients
+// each replica's addresses, version and the leader it sees; cluster
+// formation (a lone replica bootstraps itself, bootstrap-expect N forms
+// one cluster of N exactly once, join retries with backoff); the leader's
+// reconciler (autopilot) that adds new replicas as non-voters, promotes
+// them once healthy and removes replicas that left or stayed dead, never
+// below the minimum quorum; graceful leave; operator actions; and the
+// timing defaults chosen for a vehicle LAN.
 package cluster

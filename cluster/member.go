@@ -23,20 +23,24 @@ type Member struct {
 	// InConfig says the member is in the Raft configuration.
 	InConfig bool
 	Leader   bool
-	// Healthy: alive in gossip (or no gossip), and on the leader, in
-	// contact recently enough and not too far behind.
+	// Healthy: in the configuration and alive in gossip (or no gossip),
+	// and on the leader also in contact recently enough, in the leader's
+	// term and not too far behind.
 	Healthy bool
 	// LastContact is how long ago the leader heard from the member; -1 when
 	// unknown (not the leader's view, or never).
 	LastContact time.Duration
-	// GossipStatus is alive, suspect, dead, left, or none.
+	// TrailingLogs is how many entries the member is behind the leader, as
+	// of its last answer (leader's view only).
+	TrailingLogs uint64
+	// GossipStatus is alive, dead, left, or none.
 	GossipStatus string
 	// LeaderSeen is the leader id the member's gossip metadata reports.
 	LeaderSeen string
 }
 
-// peerInfo is what this node knows about a replica outside Raft: the gRPC
-// address and what gossip says. The local replica is always present.
+// peerInfo is what this node knows about a replica outside Raft: its
+// addresses and what gossip says. The local replica is always present.
 type peerInfo struct {
 	ID            string
 	RaftAddress   string
@@ -45,7 +49,13 @@ type peerInfo struct {
 	Version       string
 	Role          string
 	GossipStatus  string
-	LeaderSeen    string
+	// StatusSince is when GossipStatus last changed.
+	StatusSince time.Time
+	LeaderSeen  string
+	Expect      int
+	HasState    bool
+	// Leaving: the member announced its leave; its death is a leave.
+	Leaving bool
 }
 
 // peerTable maps replica ids to peerInfo; gossip writes it, readers copy.
@@ -60,6 +70,18 @@ func (t *peerTable) put(p peerInfo) {
 	t.mu.Lock()
 	t.peers[p.ID] = p
 	t.mu.Unlock()
+}
+
+// update edits the entry of id in place. A missing entry starts empty and
+// is stored only if fn sets its ID.
+func (t *peerTable) update(id string, fn func(p *peerInfo)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[id]
+	fn(&p)
+	if p.ID != "" {
+		t.peers[p.ID] = p
+	}
 }
 
 func (t *peerTable) get(id string) (peerInfo, bool) {
@@ -82,19 +104,19 @@ func (t *peerTable) all() map[string]peerInfo {
 // Members lists every replica in the Raft configuration or in gossip,
 // sorted by id.
 func (n *Node) Members() ([]Member, error) {
-	fut := n.raft.GetConfiguration()
-	if err := fut.Error(); err != nil {
+	cfg, err := n.configuration()
+	if err != nil {
 		return nil, err
 	}
 	_, leaderID := n.raft.LeaderWithID()
 	peers := n.peers.all()
 	isLeader := n.IsLeader()
 	byID := map[string]*Member{}
-	for _, s := range fut.Configuration().Servers {
+	for _, s := range cfg.Servers {
 		m := &Member{
 			ID: string(s.ID), RaftAddress: string(s.Address), InConfig: true,
 			Voter: s.Suffrage == raft.Voter, Leader: s.ID == leaderID,
-			LastContact: -1, GossipStatus: "none", Healthy: true,
+			LastContact: -1, GossipStatus: StatusNone,
 		}
 		switch {
 		case m.Leader:
@@ -122,10 +144,12 @@ func (n *Node) Members() ([]Member, error) {
 		if p.GossipStatus != "" {
 			m.GossipStatus = p.GossipStatus
 		}
-		m.Healthy = m.InConfig && (m.GossipStatus == "none" || m.GossipStatus == "alive")
+	}
+	for _, m := range byID {
+		m.Healthy = m.InConfig && (m.GossipStatus == StatusNone || m.GossipStatus == StatusAlive)
 	}
 	if isLeader {
-		n.health.apply(byID, n.cfg.ID)
+		n.applyHealth(byID)
 	}
 	out := make([]Member, 0, len(byID))
 	for _, m := range byID {
@@ -150,17 +174,38 @@ func localRole(s raft.RaftState, voter bool) string {
 
 // LeaderInfo returns the current leader's id, Raft address and gRPC
 // address, as far as this node knows them; empty when no leader is known
-// or its gRPC address has not been learned yet.
+// or its gRPC address has not been learned yet. Raft names the leader and
+// gossip metadata gives its gRPC address. A replica that Raft has not
+// reached yet (a joiner not yet added) falls back to gossip alone: the one
+// alive member that announces itself as the leader it sees.
 func (n *Node) LeaderInfo() (id, raftAddr, grpcAddr string) {
 	a, i := n.raft.LeaderWithID()
 	id, raftAddr = string(i), string(a)
 	if id == "" {
-		return "", "", ""
+		return n.gossipLeader()
 	}
 	if p, ok := n.peers.get(id); ok {
 		grpcAddr = p.GRPCAddress
 	}
 	return id, raftAddr, grpcAddr
+}
+
+// gossipLeader is the single alive server member that announces itself as
+// leader; several (a stale announcement during a change) give none.
+func (n *Node) gossipLeader() (id, raftAddr, grpcAddr string) {
+	if n.gossip == nil {
+		return "", "", ""
+	}
+	var found []peerInfo
+	for _, p := range n.peers.all() {
+		if p.ID != n.cfg.ID && p.GossipStatus == StatusAlive && p.LeaderSeen == p.ID {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		return "", "", ""
+	}
+	return found[0].ID, found[0].RaftAddress, found[0].GRPCAddress
 }
 
 // GRPCAddress is the gRPC address this replica advertises.
@@ -169,11 +214,14 @@ func (n *Node) GRPCAddress() string { return n.cfg.GRPCAddress }
 // SetPeerAddresses records a replica's addresses without gossip, for
 // clusters formed by hand and for tests; gossip overwrites it.
 func (n *Node) SetPeerAddresses(id, raftAddr, grpcAddr string) {
-	p, _ := n.peers.get(id)
-	p.ID, p.RaftAddress, p.GRPCAddress = id, raftAddr, grpcAddr
-	if p.GossipStatus == "" {
-		p.GossipStatus = "none"
-	}
-	n.peers.put(p)
+	n.peers.update(id, func(p *peerInfo) {
+		p.ID, p.RaftAddress, p.GRPCAddress = id, raftAddr, grpcAddr
+		if p.Role == "" {
+			p.Role = RoleServer
+		}
+		if p.GossipStatus == "" {
+			p.GossipStatus = StatusNone
+		}
+	})
 	n.feed.notify()
 }

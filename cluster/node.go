@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // Config configures a Node.
 type Config struct {
-	// ID is this replica's Raft server id.
+	// ID is this replica's Raft server id and gossip node name.
 	ID string
 	// DataDir holds raft.db and the snapshots.
 	DataDir string
@@ -30,14 +31,39 @@ type Config struct {
 	Version string
 	// FSM is the state machine.
 	FSM raft.FSM
-	// Timing are the Raft timers; zero fields take DefaultTiming.
+	// Timing are the timers; zero fields take DefaultTiming.
 	Timing Timing
 	// BootstrapSelf makes a node with no Raft state bootstrap a
-	// one-voter cluster of itself.
+	// one-voter cluster of itself (the same as BootstrapExpect 1).
 	BootstrapSelf bool
-	// LogOutput receives Raft's log; nil discards it.
+	// BootstrapExpect is the number of replicas that form a new cluster.
+	// 0 with no Join: a single replica that bootstraps itself. 0 with Join:
+	// never bootstrap, wait to be added by a leader. 1: bootstrap itself.
+	// N > 1: bootstrap once N server replicas announcing the same N are
+	// alive in gossip and none of them has Raft state. A replica whose Raft
+	// already has state never bootstraps.
+	BootstrapExpect int
+	// GossipAddress is the host:port memberlist binds and advertises;
+	// empty runs without gossip (single replica, or peers set by hand with
+	// SetPeerAddresses).
+	GossipAddress string
+	// GossipKey encrypts gossip (AES-128/192/256: 16, 24 or 32 bytes);
+	// empty gossips in the clear.
+	GossipKey []byte
+	// Join lists gossip addresses of replicas to join; retried with backoff
+	// until one answers or the node shuts down.
+	Join []string
+	// Now is the clock for health and timeouts; nil is time.Now.
+	Now func() time.Time
+	// RaftStreamLayer, when set, builds Raft's stream layer over the bound
+	// listener (tests put a fault network in between); nil is plain TCP.
+	RaftStreamLayer func(ln net.Listener, advertise net.Addr) raft.StreamLayer
+	// WrapGossipTransport, when set, wraps memberlist's TCP/UDP transport.
+	WrapGossipTransport func(memberlist.Transport) memberlist.Transport
+	// LogOutput receives Raft's, memberlist's and this package's log; nil
+	// discards it.
 	LogOutput io.Writer
-	// LogLevel for Raft's log ("warn" when empty).
+	// LogLevel for the log ("warn" when empty).
 	LogLevel string
 	// SnapshotThreshold and TrailingLogs bound the disk footprint; zero
 	// takes the defaults below.
@@ -45,46 +71,90 @@ type Config struct {
 	TrailingLogs      uint64
 }
 
-// Node is one replica's Raft node.
+// Node is one replica's Raft node, with its gossip member and, while it
+// leads, its reconciler.
 type Node struct {
 	cfg       Config
+	timing    Timing
+	now       func() time.Time
+	logger    hclog.Logger
 	raft      *raft.Raft
 	store     *raftboltdb.BoltStore
 	snaps     raft.SnapshotStore
 	transport *raft.NetworkTransport
 	leaderCh  chan bool
+	// existing says the Raft had state when the node started.
+	existing bool
 
-	peers  *peerTable
-	health *healthView
-	feed   *changeFeed
+	peers    *peerTable
+	health   *healthView
+	contacts *contactTracker
+	feed     *changeFeed
+	gossip   *gossip
+	// reconcileCh wakes the leader's reconciler (coalesced).
+	reconcileCh chan struct{}
+	// removed are replicas an operator removed while still in gossip; the
+	// reconciler does not re-add them until gossip sees them leave or die.
+	removed *removedSet
 
 	obsCh      chan raft.Observation
 	observer   *raft.Observer
 	shutdownCh chan struct{}
 	shutdown   sync.Once
+	shutErr    error
 	wg         sync.WaitGroup
 }
 
 // ErrNotLeader is returned by leader-only operations on a follower.
 var ErrNotLeader = errors.New("this replica is not the leader")
 
-// NewNode opens the stores under DataDir, starts the transport and Raft.
+// ErrConfig wraps every configuration error of NewNode.
+var ErrConfig = errors.New("invalid cluster configuration")
+
+func (cfg *Config) validate() error {
+	bad := func(field, why string) error { return fmt.Errorf("%w: field %s: %s", ErrConfig, field, why) }
+	switch {
+	case cfg.ID == "":
+		return bad("ID", "required")
+	case cfg.DataDir == "":
+		return bad("DataDir", "required")
+	case cfg.RaftAddress == "":
+		return bad("RaftAddress", "required")
+	case cfg.FSM == nil:
+		return bad("FSM", "required")
+	case cfg.BootstrapExpect < 0:
+		return bad("BootstrapExpect", "must not be negative")
+	case cfg.BootstrapExpect > 1 && cfg.GossipAddress == "":
+		return bad("BootstrapExpect", "more than 1 needs GossipAddress to find the other replicas")
+	case cfg.BootstrapSelf && cfg.BootstrapExpect > 1:
+		return bad("BootstrapSelf", "contradicts BootstrapExpect > 1")
+	case len(cfg.Join) > 0 && cfg.GossipAddress == "":
+		return bad("Join", "needs GossipAddress")
+	}
+	switch len(cfg.GossipKey) {
+	case 0, 16, 24, 32:
+	default:
+		return bad("GossipKey", fmt.Sprintf("%d bytes; an AES key is 16, 24 or 32 bytes", len(cfg.GossipKey)))
+	}
+	return nil
+}
+
+// bootstrapsSelf says the node forms a one-voter cluster of itself when it
+// has no state: BootstrapSelf, BootstrapExpect 1, or a lone replica (no
+// BootstrapExpect and nothing to join).
+func (cfg *Config) bootstrapsSelf() bool {
+	return cfg.BootstrapSelf || cfg.BootstrapExpect == 1 || (cfg.BootstrapExpect == 0 && len(cfg.Join) == 0)
+}
+
+// NewNode opens the stores under DataDir, starts the transport, Raft and
+// gossip, and begins forming or joining the cluster.
 func NewNode(cfg Config) (*Node, error) {
-	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddress == "" || cfg.FSM == nil {
-		return nil, errors.New("cluster: ID, DataDir, RaftAddress and FSM are required")
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	def := DefaultTiming()
-	if cfg.Timing.HeartbeatTimeout == 0 {
-		cfg.Timing.HeartbeatTimeout = def.HeartbeatTimeout
-	}
-	if cfg.Timing.ElectionTimeout == 0 {
-		cfg.Timing.ElectionTimeout = def.ElectionTimeout
-	}
-	if cfg.Timing.LeaderLeaseTimeout == 0 {
-		cfg.Timing.LeaderLeaseTimeout = def.LeaderLeaseTimeout
-	}
-	if cfg.Timing.CommitTimeout == 0 {
-		cfg.Timing.CommitTimeout = def.CommitTimeout
+	cfg.Timing = cfg.Timing.withDefaults()
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
@@ -97,7 +167,8 @@ func NewNode(cfg Config) (*Node, error) {
 	if level == "" {
 		level = "warn"
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: out, Level: hclog.LevelFromString(level)})
+	base := hclog.New(&hclog.LoggerOptions{Name: cfg.ID, Output: out, Level: hclog.LevelFromString(level)})
+	logger := base.Named("raft")
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -132,49 +203,52 @@ func NewNode(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
-	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddress)
+	nt, err := newRaftTransport(cfg, logger)
 	if err != nil {
 		store.Close()
-		return nil, fmt.Errorf("cluster: raft address %q: %w", cfg.RaftAddress, err)
+		return nil, err
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddress, addr, 3, 10*time.Second, logger)
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("cluster: raft transport on %s: %w", cfg.RaftAddress, err)
-	}
+	contacts := newContactTracker(cfg.Now)
+	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout}
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
-		trans.Close()
+		nt.Close()
 		store.Close()
 		return nil, err
 	}
 	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
 	if err != nil {
-		trans.Close()
+		nt.Close()
 		store.Close()
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n := &Node{
-		cfg: cfg, raft: r, store: store, snaps: snaps, transport: trans, leaderCh: leaderCh,
-		peers: newPeerTable(), health: &healthView{}, feed: newChangeFeed(),
+		cfg: cfg, timing: cfg.Timing, now: cfg.Now, logger: base.Named("cluster"),
+		raft: r, store: store, snaps: snaps, transport: nt, leaderCh: leaderCh, existing: existing,
+		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: newChangeFeed(),
+		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(),
 		obsCh: make(chan raft.Observation, 64), shutdownCh: make(chan struct{}),
 	}
 	n.peers.put(peerInfo{
-		ID: cfg.ID, RaftAddress: string(trans.LocalAddr()), GRPCAddress: cfg.GRPCAddress,
-		Version: cfg.Version, GossipStatus: "none",
+		ID: cfg.ID, RaftAddress: string(nt.LocalAddr()), GRPCAddress: cfg.GRPCAddress,
+		Version: cfg.Version, Role: RoleServer, GossipStatus: "none",
 	})
+	// Gossip first: the goroutines started below read n.gossip unlocked.
+	if cfg.GossipAddress != "" {
+		g, err := startGossip(n, base.Named("memberlist"))
+		if err != nil {
+			n.Shutdown()
+			return nil, err
+		}
+		n.gossip = g
+	}
 	n.observer = raft.NewObserver(n.obsCh, false, nil)
 	r.RegisterObserver(n.observer)
 	n.wg.Add(1)
 	go n.observeRaft()
-	if cfg.BootstrapSelf && !existing {
-		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: trans.LocalAddr(),
-		}}})
-		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			n.Shutdown()
-			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
-		}
+	if err := n.startFormation(); err != nil {
+		n.Shutdown()
+		return nil, err
 	}
 	return n, nil
 }
@@ -185,7 +259,23 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 // ID is this replica's id.
 func (n *Node) ID() string { return n.cfg.ID }
 
+// RaftAddress is the Raft address this replica advertises.
+func (n *Node) RaftAddress() string { return string(n.transport.LocalAddr()) }
+
+// GossipAddress is the gossip address this replica advertises; empty
+// without gossip.
+func (n *Node) GossipAddress() string {
+	if n.gossip == nil {
+		return ""
+	}
+	return n.gossip.address
+}
+
+// Timing is the node's effective timing, defaults filled in.
+func (n *Node) Timing() Timing { return n.timing }
+
 // LeaderCh delivers leadership changes of this node (true: became leader).
+// Raft blocks on it when its buffer is full: someone must read it.
 func (n *Node) LeaderCh() <-chan bool { return n.leaderCh }
 
 // IsLeader reports whether this node currently leads.
@@ -201,10 +291,7 @@ func (n *Node) Leader() (addr, id string) {
 func (n *Node) Apply(cmd []byte, timeout time.Duration) (any, uint64, error) {
 	f := n.raft.Apply(cmd, timeout)
 	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return nil, 0, fmt.Errorf("%w: %v", ErrNotLeader, err)
-		}
-		return nil, 0, err
+		return nil, 0, wrapRaftErr(err)
 	}
 	resp := f.Response()
 	if err, ok := resp.(error); ok {
@@ -225,15 +312,48 @@ func (n *Node) Barrier(timeout time.Duration) error { return n.raft.Barrier(time
 // Stats returns Raft's statistics (term, indexes, state).
 func (n *Node) Stats() map[string]string { return n.raft.Stats() }
 
-// Shutdown stops Raft and closes the transport and stores.
-func (n *Node) Shutdown() error {
-	n.shutdown.Do(func() { close(n.shutdownCh) })
-	n.raft.DeregisterObserver(n.observer)
-	n.wg.Wait()
-	err := n.raft.Shutdown().Error()
-	n.transport.Close()
-	if cerr := n.store.Close(); err == nil {
-		err = cerr
+// hasState says the local Raft has a log, a snapshot or a leader: such a
+// replica never bootstraps and keeps peers from bootstrapping.
+func (n *Node) hasState() bool {
+	if n.existing || n.raft.LastIndex() > 0 {
+		return true
 	}
-	return err
+	_, id := n.raft.LeaderWithID()
+	return id != ""
+}
+
+// Shutdown stops gossip (without a leave message: use Leave for that),
+// every goroutine the node started, Raft, and closes the transport and
+// stores. It is safe to call more than once.
+func (n *Node) Shutdown() error {
+	n.shutdown.Do(func() {
+		close(n.shutdownCh)
+		if n.observer != nil {
+			n.raft.DeregisterObserver(n.observer)
+		}
+		if n.gossip != nil {
+			n.gossip.stop()
+		}
+		err := n.raft.Shutdown().Error()
+		n.wg.Wait()
+		// Closing the transport leaves pooled outgoing connections open,
+		// and with them the peers' goroutines reading them.
+		n.transport.CloseStreams()
+		n.transport.Close()
+		if cerr := n.store.Close(); err == nil {
+			err = cerr
+		}
+		n.shutErr = err
+	})
+	return n.shutErr
+}
+
+// stopping says Shutdown has begun.
+func (n *Node) stopping() bool {
+	select {
+	case <-n.shutdownCh:
+		return true
+	default:
+		return false
+	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -47,19 +48,64 @@ func (f *changeFeed) notify() {
 // Signals are coalesced: read the current view after each one.
 func (n *Node) Changes() (<-chan struct{}, func()) { return n.feed.subscribe() }
 
-// observeRaft turns Raft's leader and peer observations into feed signals.
-// It stops when Raft's observation channel is closed by Shutdown.
+// observeRaft turns Raft's observations into feed signals, starts and
+// stops the reconciler as this node gains and loses leadership, and asks
+// gossip to re-announce the leader this node sees. Observations may be
+// dropped when the channel is full, so a ticker re-checks leadership too.
+// It stops on Shutdown.
 func (n *Node) observeRaft() {
 	defer n.wg.Done()
+	tick := time.NewTicker(n.timing.Autopilot.ReconcileInterval)
+	defer tick.Stop()
+	var stopReconcile chan struct{}
+	defer func() {
+		if stopReconcile != nil {
+			close(stopReconcile)
+		}
+	}()
+	syncLeadership := func() {
+		leading := n.raft.State() == raft.Leader
+		switch {
+		case leading && stopReconcile == nil && !n.stopping():
+			stopReconcile = make(chan struct{})
+			n.wg.Add(1)
+			go n.reconcileLoop(stopReconcile)
+		case !leading && stopReconcile != nil:
+			close(stopReconcile)
+			stopReconcile = nil
+		}
+	}
 	for {
 		select {
 		case o := <-n.obsCh:
-			switch o.Data.(type) {
-			case raft.LeaderObservation, raft.PeerObservation, raft.RaftState:
+			switch d := o.Data.(type) {
+			case raft.LeaderObservation, raft.RaftState:
+				syncLeadership()
 				n.feed.notify()
+				if n.gossip != nil {
+					n.gossip.announce()
+				}
+			case raft.PeerObservation:
+				n.feed.notify()
+				n.triggerReconcile()
+			case raft.FailedHeartbeatObservation:
+				n.logger.Debug("heartbeat to follower failing", "peer", d.PeerID, "last_contact", d.LastContact)
+				n.triggerReconcile()
+			case raft.ResumedHeartbeatObservation:
+				n.triggerReconcile()
 			}
+		case <-tick.C:
+			syncLeadership()
 		case <-n.shutdownCh:
 			return
 		}
+	}
+}
+
+// triggerReconcile wakes the leader's reconciler; signals coalesce.
+func (n *Node) triggerReconcile() {
+	select {
+	case n.reconcileCh <- struct{}{}:
+	default:
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -15,11 +17,15 @@ var (
 	ErrUnknownMember = errors.New("no such replica in the cluster")
 	// ErrQuorum refuses an action that would leave too few voters.
 	ErrQuorum = errors.New("the action would lose the quorum")
+	// ErrNotVoter refuses to hand leadership to a non-voter.
+	ErrNotVoter = errors.New("the replica is not a voter")
 )
 
 // RemoveReplica takes a replica out of the Raft configuration. Only the
 // leader can; it refuses to remove itself (transfer leadership first, or
-// let the replica leave).
+// let the replica leave) and refuses to remove a voter when the alive
+// voters left would not be a majority. A replica still alive in gossip is
+// not re-added until it restarts or leaves.
 func (n *Node) RemoveReplica(id string, timeout time.Duration) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
@@ -31,16 +37,48 @@ func (n *Node) RemoveReplica(id string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	found := false
-	for _, s := range cfg.Servers {
+	var target *raft.Server
+	for i, s := range cfg.Servers {
 		if string(s.ID) == id {
-			found = true
+			target = &cfg.Servers[i]
 		}
 	}
-	if !found {
+	if target == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownMember, id)
 	}
+	if target.Suffrage == raft.Voter {
+		voters, alive := 0, 0
+		for _, s := range cfg.Servers {
+			if s.Suffrage != raft.Voter || string(s.ID) == id {
+				continue
+			}
+			voters++
+			if n.seemsAlive(string(s.ID)) {
+				alive++
+			}
+		}
+		if alive*2 <= voters {
+			return fmt.Errorf("%w: after removing %q only %d of %d voters would be alive", ErrQuorum, id, alive, voters)
+		}
+	}
+	if p, ok := n.peers.get(id); ok && p.GossipStatus == StatusAlive {
+		n.removed.add(id)
+	}
 	return wrapRaftErr(n.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error())
+}
+
+// seemsAlive: this node, a member alive in gossip, or without
+// gossip one that answered the leader within an election timeout.
+func (n *Node) seemsAlive(id string) bool {
+	if id == n.cfg.ID {
+		return true
+	}
+	if n.gossip != nil {
+		p, ok := n.peers.get(id)
+		return ok && p.GossipStatus == StatusAlive
+	}
+	c, ok := n.contacts.get(id)
+	return ok && n.now().Sub(c.At) <= n.timing.ElectionTimeout
 }
 
 // TransferLeadership hands leadership to the replica id, or to the most
@@ -49,32 +87,53 @@ func (n *Node) TransferLeadership(id string) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
-	var f raft.Future
 	if id == "" {
-		f = n.raft.LeadershipTransfer()
-	} else {
-		cfg, err := n.configuration()
-		if err != nil {
+		return n.transfer("", n.raft.LeadershipTransfer)
+	}
+	cfg, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	var target *raft.Server
+	for i, s := range cfg.Servers {
+		if string(s.ID) == id {
+			target = &cfg.Servers[i]
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+	}
+	if target.Suffrage != raft.Voter {
+		return fmt.Errorf("%w: replica %q is not a voter and cannot lead", ErrNotVoter, id)
+	}
+	if id == n.cfg.ID {
+		return nil
+	}
+	return n.transfer(id, func() raft.Future { return n.raft.LeadershipTransferToServer(target.ID, target.Address) })
+}
+
+// transfer runs a leadership transfer, up to three times while this node
+// still leads: hashicorp/raft gives the target one election timeout to
+// win, which a briefly overloaded target can miss. A transfer that timed
+// out but moved leadership to the target (or to anyone, for an empty id)
+// after all counts as done.
+func (n *Node) transfer(id string, start func() raft.Future) error {
+	for attempt := 1; ; attempt++ {
+		err := wrapRaftErr(start().Error())
+		if err == nil || !strings.Contains(err.Error(), "leadership transfer timeout") {
 			return err
 		}
-		var target *raft.Server
-		for i, s := range cfg.Servers {
-			if string(s.ID) == id {
-				target = &cfg.Servers[i]
+		if !n.IsLeader() {
+			if _, leader := n.raft.LeaderWithID(); leader != "" && (id == "" || string(leader) == id) {
+				return nil
 			}
+			return err
 		}
-		if target == nil {
-			return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+		if attempt == 3 {
+			return err
 		}
-		if target.Suffrage != raft.Voter {
-			return fmt.Errorf("replica %q is not a voter and cannot lead", id)
-		}
-		if id == n.cfg.ID {
-			return nil
-		}
-		f = n.raft.LeadershipTransferToServer(target.ID, target.Address)
+		n.logger.Warn("leadership transfer timed out; retrying", "to", id, "attempt", attempt)
 	}
-	return wrapRaftErr(f.Error())
 }
 
 // SaveSnapshot takes a fresh snapshot and writes it to w in the file
@@ -120,10 +179,27 @@ func (n *Node) copyLatestSnapshot(w io.Writer) (uint64, error) {
 }
 
 // RestoreSnapshot replaces the replicated state with the snapshot read from
-// r on every replica. Only the leader can.
+// r on every replica. Only the leader can. Raft needs the exact size up
+// front: with size < 0 the snapshot is first spooled to a temporary file
+// in the data directory to learn it.
 func (n *Node) RestoreSnapshot(r io.Reader, size int64, timeout time.Duration) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
+	}
+	if size < 0 {
+		f, err := os.CreateTemp(n.cfg.DataDir, "restore-*.snap")
+		if err != nil {
+			return fmt.Errorf("spool snapshot: %w", err)
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		if size, err = io.Copy(f, r); err != nil {
+			return fmt.Errorf("spool snapshot: %w", err)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("spool snapshot: %w", err)
+		}
+		r = f
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: size}
 	return wrapRaftErr(n.raft.Restore(meta, r, timeout))

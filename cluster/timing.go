@@ -2,16 +2,108 @@ package cluster
 
 import "time"
 
-// Timing holds the Raft timers. The defaults are chosen for a vehicle LAN
-// (sub-millisecond round trips between compute units): heartbeats every
-// ~100 ms and an election after 300–600 ms without contact. The Raft paper
-// measured a 287 ms median outage with 150 ms election timeouts;
-// hashicorp/raft's own defaults (1 s) give 1–3 s. See docs/replication.md.
+// Timing holds every timer and threshold of a replica: Raft's timers, the
+// gossip timers and the leader's reconciliation (autopilot) settings. The
+// defaults are chosen for a vehicle LAN (sub-millisecond round trips
+// between compute units): heartbeats every ~30–60 ms and an election after
+// 300–600 ms without contact. The Raft paper measured a 287 ms median
+// outage with 150 ms election timeouts; hashicorp/raft's own defaults (1 s)
+// give 1–3 s. See docs/replication.md.
+//
+// Zero fields take the value of DefaultTiming, field by field.
 type Timing struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
+
+	Gossip    GossipTiming
+	Autopilot Autopilot
+}
+
+// GossipTiming tunes memberlist. Gossip does not drive Raft failover (Raft
+// has its own timers); it tells replicas and clients where everyone is,
+// which leader each member sees, and feeds bootstrap and dead-server
+// removal. So it can be a little slower than Raft and must never flap.
+type GossipTiming struct {
+	// ProbeInterval is how often a member probes one random peer. 500 ms
+	// (memberlist LAN: 1 s) halves failure detection on a LAN whose round
+	// trip is far below a millisecond; a three-replica pool then costs a
+	// few small UDP packets per second.
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long to wait for a probe's ack before indirect
+	// probes. 200 ms (LAN: 500 ms) still tolerates a scheduling stall on a
+	// busy compute unit.
+	ProbeTimeout time.Duration
+	// SuspicionMult scales how long a member stays suspect before it is
+	// declared dead: SuspicionMult × max(1, log10(N)) × ProbeInterval, and up
+	// to SuspicionMaxTimeoutMult times that without confirmations. 4 (the
+	// LAN value) gives 2 s with confirmations: long enough to ride out a
+	// short network hiccup, short enough that a dead replica is known within
+	// a few seconds.
+	SuspicionMult int
+	// SuspicionMaxTimeoutMult bounds the unconfirmed suspicion time; 3
+	// (LAN: 6) gives at most 6 s in a 3-replica pool, where only one other
+	// member can confirm.
+	SuspicionMaxTimeoutMult int
+	// GossipInterval is how often queued broadcasts (metadata updates such
+	// as a new leader) are sent. 100 ms (LAN: 200 ms) lets clients reading
+	// gossip learn a new leader's address within a few hundred ms.
+	GossipInterval time.Duration
+	// PushPullInterval is the full state sync period. 15 s (LAN: 30 s):
+	// cheap with a handful of replicas, and repairs missed broadcasts.
+	PushPullInterval time.Duration
+	// TCPTimeout bounds a stream (join, push/pull, fallback probe). 2 s
+	// (LAN: 10 s): on a LAN a peer that does not answer in 2 s is not there,
+	// and a join retry should not hang.
+	TCPTimeout time.Duration
+	// DeadNodeReclaimTime lets a replica that died come back under the same
+	// name with a new address after this long (memberlist default: never),
+	// so a replaced compute unit keeps its replica id. 10 s.
+	DeadNodeReclaimTime time.Duration
+	// JoinBackoffMin and JoinBackoffMax bound the jittered exponential
+	// backoff between join attempts: 100 ms doubling up to 5 s, so a replica
+	// started before its peers joins within a moment of them appearing, and
+	// a long-absent peer costs one attempt every few seconds.
+	JoinBackoffMin time.Duration
+	JoinBackoffMax time.Duration
+	// ReconnectInterval is how often a replica tries to reach dead server
+	// members again (Serf's reconnect; memberlist alone never re-merges a
+	// healed partition). 5 s: the dead are few and an attempt is one TCP
+	// connect.
+	ReconnectInterval time.Duration
+}
+
+// Autopilot configures the leader's reconciliation of gossip into the Raft
+// configuration (names and meaning follow Consul/Nomad autopilot).
+type Autopilot struct {
+	// ReconcileInterval is how often the leader reconciles even without a
+	// gossip event. 1 s.
+	ReconcileInterval time.Duration
+	// LastContactThreshold: a member the leader has not heard from for
+	// longer is unhealthy. Consul uses 200 ms with its 1 s heartbeat
+	// multiplier-1 timing; here 200 ms for the 300 ms vehicle heartbeat
+	// timeout, scaled proportionally when HeartbeatTimeout is longer
+	// (leader heartbeats go out every HeartbeatTimeout/10–/5, so 200 ms is
+	// several missed heartbeats).
+	LastContactThreshold time.Duration
+	// MaxTrailingLogs: a member more entries behind the leader is unhealthy.
+	// 250 as in Consul: a few group commits, never a lagging replica.
+	MaxTrailingLogs uint64
+	// ServerStabilizationTime is how long a new member must stay healthy
+	// before it becomes a voter. Consul waits 10 s; 3 s here, which is still
+	// some fifty heartbeats and several gossip probe rounds, so a replaced
+	// compute unit votes within seconds.
+	ServerStabilizationTime time.Duration
+	// DeadServerTimeout is how long a member may be dead (or missing) in
+	// gossip before the leader removes it from the Raft configuration. 60 s:
+	// a rebooting compute unit (tens of seconds) keeps its seat, one gone
+	// for a minute is treated as replaced. Removal never goes below
+	// MinQuorum voters nor leaves the alive voters without a majority.
+	DeadServerTimeout time.Duration
+	// MinQuorum is the fewest voters automatic removal leaves. 0 means
+	// Config.BootstrapExpect, or 1 without it.
+	MinQuorum int
 }
 
 // DefaultTiming is the vehicle-LAN timing.
@@ -21,16 +113,107 @@ func DefaultTiming() Timing {
 		ElectionTimeout:    300 * time.Millisecond,
 		LeaderLeaseTimeout: 150 * time.Millisecond,
 		CommitTimeout:      20 * time.Millisecond,
+		Gossip:             DefaultGossipTiming(),
+		Autopilot:          DefaultAutopilot(),
+	}
+}
+
+// DefaultGossipTiming is memberlist's LAN configuration tuned for a vehicle
+// LAN; each field's comment gives the reason.
+func DefaultGossipTiming() GossipTiming {
+	return GossipTiming{
+		ProbeInterval:           500 * time.Millisecond,
+		ProbeTimeout:            200 * time.Millisecond,
+		SuspicionMult:           4,
+		SuspicionMaxTimeoutMult: 3,
+		GossipInterval:          100 * time.Millisecond,
+		PushPullInterval:        15 * time.Second,
+		TCPTimeout:              2 * time.Second,
+		DeadNodeReclaimTime:     10 * time.Second,
+		JoinBackoffMin:          100 * time.Millisecond,
+		JoinBackoffMax:          5 * time.Second,
+		ReconnectInterval:       5 * time.Second,
+	}
+}
+
+// DefaultAutopilot is the reconciliation configuration for the default
+// Raft timing. In a Timing whose LastContactThreshold is 0 the threshold
+// is scaled from HeartbeatTimeout instead.
+func DefaultAutopilot() Autopilot {
+	return Autopilot{
+		ReconcileInterval:       time.Second,
+		LastContactThreshold:    baseLastContactThreshold,
+		MaxTrailingLogs:         250,
+		ServerStabilizationTime: 3 * time.Second,
+		DeadServerTimeout:       60 * time.Second,
 	}
 }
 
 // RaftDefaultTiming is hashicorp/raft's DefaultConfig timing, kept to
-// compare failover times against.
+// compare failover times against; gossip and autopilot keep their
+// defaults, the last-contact threshold scaled to the slower heartbeat.
 func RaftDefaultTiming() Timing {
+	ap := DefaultAutopilot()
+	ap.LastContactThreshold = 0
 	return Timing{
 		HeartbeatTimeout:   time.Second,
 		ElectionTimeout:    time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
+		Gossip:             DefaultGossipTiming(),
+		Autopilot:          ap,
+	}
+}
+
+// baseLastContactThreshold is Consul's threshold, used with the default
+// 300 ms heartbeat timeout and scaled for longer ones.
+const baseLastContactThreshold = 200 * time.Millisecond
+
+// withDefaults fills zero fields from DefaultTiming.
+func (t Timing) withDefaults() Timing {
+	def := DefaultTiming()
+	setDur(&t.HeartbeatTimeout, def.HeartbeatTimeout)
+	setDur(&t.ElectionTimeout, def.ElectionTimeout)
+	setDur(&t.LeaderLeaseTimeout, def.LeaderLeaseTimeout)
+	setDur(&t.CommitTimeout, def.CommitTimeout)
+
+	g, dg := &t.Gossip, def.Gossip
+	setDur(&g.ProbeInterval, dg.ProbeInterval)
+	setDur(&g.ProbeTimeout, dg.ProbeTimeout)
+	setInt(&g.SuspicionMult, dg.SuspicionMult)
+	setInt(&g.SuspicionMaxTimeoutMult, dg.SuspicionMaxTimeoutMult)
+	setDur(&g.GossipInterval, dg.GossipInterval)
+	setDur(&g.PushPullInterval, dg.PushPullInterval)
+	setDur(&g.TCPTimeout, dg.TCPTimeout)
+	setDur(&g.DeadNodeReclaimTime, dg.DeadNodeReclaimTime)
+	setDur(&g.JoinBackoffMin, dg.JoinBackoffMin)
+	setDur(&g.JoinBackoffMax, dg.JoinBackoffMax)
+	setDur(&g.ReconnectInterval, dg.ReconnectInterval)
+
+	a, da := &t.Autopilot, def.Autopilot
+	setDur(&a.ReconcileInterval, da.ReconcileInterval)
+	if a.LastContactThreshold == 0 {
+		a.LastContactThreshold = baseLastContactThreshold
+		if t.HeartbeatTimeout > def.HeartbeatTimeout {
+			a.LastContactThreshold = baseLastContactThreshold * t.HeartbeatTimeout / def.HeartbeatTimeout
+		}
+	}
+	if a.MaxTrailingLogs == 0 {
+		a.MaxTrailingLogs = da.MaxTrailingLogs
+	}
+	setDur(&a.ServerStabilizationTime, da.ServerStabilizationTime)
+	setDur(&a.DeadServerTimeout, da.DeadServerTimeout)
+	return t
+}
+
+func setDur(v *time.Duration, def time.Duration) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+func setInt(v *int, def int) {
+	if *v == 0 {
+		*v = def
 	}
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/grapnel-io/grapnel/state"
@@ -22,8 +23,19 @@ const (
 	AgentGoneType MessageType = 3
 	// AgentLoadType records agents' load reports, batched.
 	AgentLoadType MessageType = 4
-	// WorkloadStatesType records workload state reports, batched.
+	// WorkloadStatesType records workload state reports, batched, without
+	// report marks. Kept for logs written before WorkloadReportsType.
 	WorkloadStatesType MessageType = 5
+	// UpdateDesiredStateSeqType applies an accepted UpdateState that the
+	// leader planned on top of the desired state numbered Seq-1. It is
+	// refused when the store is elsewhere, so that a pipelined update never
+	// builds on an earlier one that failed. A replica that does not know
+	// the type stops instead of applying it unchecked.
+	UpdateDesiredStateSeqType MessageType = 6
+	// WorkloadReportsType records conflated workload state reports of
+	// several agents with their report marks; a report older than the
+	// agent's stored mark is dropped.
+	WorkloadReportsType MessageType = 7
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -32,11 +44,13 @@ const IgnoreUnknownTypeFlag MessageType = 128
 
 // typeNames is the name of each type, for logs and metrics.
 var typeNames = map[MessageType]string{
-	UpdateDesiredStateType: "UpdateDesiredState",
-	AgentConnectedType:     "AgentConnected",
-	AgentGoneType:          "AgentGone",
-	AgentLoadType:          "AgentLoad",
-	WorkloadStatesType:     "WorkloadStates",
+	UpdateDesiredStateType:    "UpdateDesiredState",
+	AgentConnectedType:        "AgentConnected",
+	AgentGoneType:             "AgentGone",
+	AgentLoadType:             "AgentLoad",
+	WorkloadStatesType:        "WorkloadStates",
+	UpdateDesiredStateSeqType: "UpdateDesiredStateSeq",
+	WorkloadReportsType:       "WorkloadReports",
 }
 
 func (t MessageType) String() string {
@@ -46,9 +60,13 @@ func (t MessageType) String() string {
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }
 
-// UpdateDesiredStateRequest is the body of UpdateDesiredStateType.
+// UpdateDesiredStateRequest is the body of UpdateDesiredStateType and
+// UpdateDesiredStateSeqType.
 type UpdateDesiredStateRequest struct {
 	Update state.DesiredUpdate
+	// Seq is the store's DesiredSeq once the update is applied; only
+	// UpdateDesiredStateSeqType checks it.
+	Seq uint64 `json:",omitempty"`
 }
 
 // AgentConnectedRequest is the body of AgentConnectedType.
@@ -78,6 +96,40 @@ type AgentLoadRequest struct {
 type WorkloadStatesRequest struct {
 	States []state.WorkloadState
 }
+
+// AgentReport is the conflated state report of one agent: the newest
+// state of each instance it reported and the mark of its newest report.
+type AgentReport struct {
+	Agent  string
+	Mark   state.ReportMark
+	States []state.WorkloadState
+}
+
+// WorkloadReportsRequest is the body of WorkloadReportsType.
+type WorkloadReportsRequest struct {
+	Reports []AgentReport
+}
+
+// WorkloadReportsResponse is what applying a WorkloadReportsType entry
+// returns when it dropped stale reports: the agents whose report was
+// older than the stored mark. Nothing is returned when none was dropped.
+type WorkloadReportsResponse struct {
+	Stale []string
+}
+
+// AgentGoneResponse is what applying an AgentGoneType entry returns: the
+// states it turned AgentDisconnected.
+type AgentGoneResponse struct {
+	Disconnected []state.WorkloadState
+}
+
+// ErrOutOfSequence is the response of an UpdateDesiredStateSeqType entry
+// that does not build on the stored desired state.
+var ErrOutOfSequence = errors.New("the update does not build on the stored desired state")
+
+// ErrBadCommand is returned by Execute for a body that is not the type's
+// request struct.
+var ErrBadCommand = errors.New("bad command")
 
 // Encode writes the type byte, then the body.
 func Encode(t MessageType, body any) ([]byte, error) {

@@ -5,4 +5,11 @@
 // Apply is deterministic: it reads neither the clock nor randomness and
 // does no I/O. Whatever must be decided (time, ids, renderings, initial
 // states) is decided by the leader and carried in the command.
+//
+// The leader proposes without waiting for earlier proposals to commit. It
+// runs Execute, the same code Apply runs, on a speculative copy of the
+// store to plan the next command. A desired-state update carries the
+// sequence number it produces and is refused unless it builds on the
+// stored state, so an update planned on top of one that failed never
+// applies; a refused command changes nothing.
 package fsm

@@ -12,16 +12,30 @@ import (
 
 // FSM applies committed commands to the replicated store.
 type FSM struct {
-	// mu guards store and applied. Apply takes it for writing; readers
-	// take it through Read.
+	// mu guards store, applied, restores and the observers. Apply and
+	// Restore take it for writing; readers take it through Read.
 	mu      sync.RWMutex
 	store   *state.Store
 	applied uint64
+	// restores counts the snapshots restored into this FSM, so that the
+	// leader can tell that its memory no longer matches the store.
+	restores uint64
 
 	// observer, if set, is called after each apply with the command type
 	// and the store, still under the write lock. The server uses it to
 	// learn of changes it did not propose itself.
 	observer func(t MessageType, index uint64)
+	// restoreObserver, if set, is called after a restore, outside the lock.
+	restoreObserver func()
+}
+
+// Meta describes the store a Read sees.
+type Meta struct {
+	// Applied is the index of the last applied entry.
+	Applied uint64
+	// Restores counts the snapshots restored so far; it changes when the
+	// store was replaced instead of advanced entry by entry.
+	Restores uint64
 }
 
 // New returns an FSM over an empty store.
@@ -35,12 +49,28 @@ func (f *FSM) SetObserver(fn func(t MessageType, index uint64)) {
 	f.mu.Unlock()
 }
 
+// SetRestoreObserver installs a callback run after every restore, once the
+// new store is in place. It must not block.
+func (f *FSM) SetRestoreObserver(fn func()) {
+	f.mu.Lock()
+	f.restoreObserver = fn
+	f.mu.Unlock()
+}
+
 // Read runs fn with the store under the read lock. fn must not keep
-// references to the mutable maps (States, Agents) after it returns.
+// references to the mutable maps (States, Agents, DeleteGraph,
+// ReportMarks) after it returns.
 func (f *FSM) Read(fn func(s *state.Store, applied uint64)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	fn(f.store, f.applied)
+}
+
+// ReadMeta is Read with the restore counter.
+func (f *FSM) ReadMeta(fn func(s *state.Store, m Meta)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.store, Meta{Applied: f.applied, Restores: f.restores})
 }
 
 // AppliedIndex is the index of the last applied entry.
@@ -50,9 +80,16 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.applied
 }
 
-// Apply implements raft.FSM. It returns nil or an error value; business
-// rejections happen on the leader before proposing, so an error here is
-// an unknown command type marked ignorable.
+// Restores counts the snapshots restored into this FSM.
+func (f *FSM) Restores() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.restores
+}
+
+// Apply implements raft.FSM. It returns nil, an error for a command it
+// refused (the store is unchanged), or the type's response struct
+// (*AgentGoneResponse, *WorkloadReportsResponse).
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
@@ -68,37 +105,101 @@ func (f *FSM) Apply(l *raft.Log) any {
 	return resp
 }
 
+// applyLocked decodes one entry and executes it: one case per command type.
 func (f *FSM) applyLocked(t MessageType, buf []byte, index uint64) any {
 	switch t {
 	case UpdateDesiredStateType:
 		var r UpdateDesiredStateRequest
 		decode(buf, &r)
-		f.store.ApplyDesired(&r.Update, index)
+		return Execute(f.store, t, &r, index)
+	case UpdateDesiredStateSeqType:
+		var r UpdateDesiredStateRequest
+		decode(buf, &r)
+		return Execute(f.store, t, &r, index)
 	case AgentConnectedType:
 		var r AgentConnectedRequest
 		decode(buf, &r)
-		f.store.AgentConnected(r.Name, r.Tags)
+		return Execute(f.store, t, &r, index)
 	case AgentGoneType:
 		var r AgentGoneRequest
 		decode(buf, &r)
-		f.store.AgentGone(r.Name)
+		return Execute(f.store, t, &r, index)
 	case AgentLoadType:
 		var r AgentLoadRequest
 		decode(buf, &r)
-		for _, l := range r.Loads {
-			f.store.AgentLoad(l.Name, l.CPUUsage, l.FreeMemory)
-		}
+		return Execute(f.store, t, &r, index)
 	case WorkloadStatesType:
 		var r WorkloadStatesRequest
 		decode(buf, &r)
-		f.store.ApplyStates(r.States)
+		return Execute(f.store, t, &r, index)
+	case WorkloadReportsType:
+		var r WorkloadReportsRequest
+		decode(buf, &r)
+		return Execute(f.store, t, &r, index)
 	default:
 		if t&IgnoreUnknownTypeFlag != 0 {
 			return nil
 		}
 		panic(fmt.Sprintf("fsm: unknown command type %d", uint8(t)))
 	}
-	return nil
+}
+
+// Execute applies one decoded command to a store, exactly as Apply does
+// after decoding. The leader runs it on its speculative copy of the store
+// so that it plans the next update on what the FSM will hold. body is a
+// pointer to the type's request struct.
+func Execute(st *state.Store, t MessageType, body any, index uint64) any {
+	switch r := body.(type) {
+	case *UpdateDesiredStateRequest:
+		switch t {
+		case UpdateDesiredStateType:
+			st.ApplyDesired(&r.Update, index)
+			return nil
+		case UpdateDesiredStateSeqType:
+			if st.DesiredSeq+1 != r.Seq {
+				return fmt.Errorf("%w: it is update %d, the store holds %d", ErrOutOfSequence, r.Seq, st.DesiredSeq)
+			}
+			st.ApplyDesired(&r.Update, index)
+			return nil
+		}
+	case *AgentConnectedRequest:
+		if t == AgentConnectedType {
+			st.AgentConnected(r.Name, r.Tags)
+			return nil
+		}
+	case *AgentGoneRequest:
+		if t == AgentGoneType {
+			return &AgentGoneResponse{Disconnected: st.AgentGone(r.Name)}
+		}
+	case *AgentLoadRequest:
+		if t == AgentLoadType {
+			for _, l := range r.Loads {
+				st.AgentLoad(l.Name, l.CPUUsage, l.FreeMemory)
+			}
+			return nil
+		}
+	case *WorkloadStatesRequest:
+		if t == WorkloadStatesType {
+			st.ApplyStates(r.States)
+			return nil
+		}
+	case *WorkloadReportsRequest:
+		if t == WorkloadReportsType {
+			var stale []string
+			for _, rep := range r.Reports {
+				if !st.ApplyReport(rep.Agent, rep.Mark, rep.States) {
+					stale = append(stale, rep.Agent)
+				}
+			}
+			if stale != nil {
+				return &WorkloadReportsResponse{Stale: stale}
+			}
+			return nil
+		}
+	}
+	// Only a programming error on the leader gets here: a committed entry
+	// always decodes into its own type's struct.
+	return fmt.Errorf("%w: %s cannot carry a %T", ErrBadCommand, t, body)
 }
 
 // Snapshot implements raft.FSM: it copies the store (Apply is blocked while
@@ -109,8 +210,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	return &snapshot{store: f.store.Clone(), index: f.applied}, nil
 }
 
-// Restore implements raft.FSM: it decodes into a fresh store and swaps it
-// in.
+// Restore implements raft.FSM: it decodes into a fresh store, swaps it in
+// and counts the restore.
 func (f *FSM) Restore(r io.ReadCloser) error {
 	defer r.Close()
 	s, index, err := ReadSnapshot(r)
@@ -120,6 +221,11 @@ func (f *FSM) Restore(r io.ReadCloser) error {
 	f.mu.Lock()
 	f.store = s
 	f.applied = index
+	f.restores++
+	notify := f.restoreObserver
 	f.mu.Unlock()
+	if notify != nil {
+		notify()
+	}
 	return nil
 }

@@ -1,7 +1,11 @@
 package fsm
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
 	"reflect"
 	"testing"
 
@@ -20,7 +24,9 @@ func apply(t *testing.T, f *FSM, typ MessageType, body any) {
 	}
 	index++
 	if resp := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: buf}); resp != nil {
-		t.Fatalf("apply %s: %v", typ, resp)
+		if _, ok := resp.(*AgentGoneResponse); !ok {
+			t.Fatalf("apply %s: %v", typ, resp)
+		}
 	}
 }
 
@@ -72,7 +78,10 @@ func TestFSM_AgentConnectedAndGone(t *testing.T) {
 	if a := read(f).Agents["agent_A"]; a == nil || a.Tags["z"] != "1" || a.Status.CPUUsage != nil {
 		t.Fatalf("agent %+v", a)
 	}
-	apply(t, f, AgentGoneType, AgentGoneRequest{Name: "agent_A"})
+	resp := applyResp(t, f, AgentGoneType, AgentGoneRequest{Name: "agent_A"})
+	if r, ok := resp.(*AgentGoneResponse); !ok || len(r.Disconnected) != 1 || r.Disconnected[0] != (state.WorkloadState{Instance: inst, State: state.AgentDisconnected}) {
+		t.Fatalf("response %v", resp)
+	}
 	s := read(f)
 	if _, ok := s.Agents["agent_A"]; ok {
 		t.Fatal("agent kept")
@@ -124,7 +133,8 @@ func TestFSM_UnknownType(t *testing.T) {
 // The numbers are part of the log format: changing one breaks every
 // existing Raft log.
 func TestMessageTypeNumbersAreStable(t *testing.T) {
-	want := map[MessageType]uint8{UpdateDesiredStateType: 1, AgentConnectedType: 2, AgentGoneType: 3, AgentLoadType: 4, WorkloadStatesType: 5}
+	want := map[MessageType]uint8{UpdateDesiredStateType: 1, AgentConnectedType: 2, AgentGoneType: 3, AgentLoadType: 4, WorkloadStatesType: 5,
+		UpdateDesiredStateSeqType: 6, WorkloadReportsType: 7}
 	for typ, n := range want {
 		if uint8(typ) != n {
 			t.Errorf("%s is %d, must stay %d", typ, typ, n)
@@ -136,7 +146,8 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 	if len(typeNames) != len(want) {
 		t.Errorf("a command type was added without a stability entry here")
 	}
-	snaps := map[SnapshotType]uint8{SnapAPIVersion: 1, SnapWorkload: 2, SnapConfig: 3, SnapRendered: 4, SnapDeleteEdge: 5, SnapAgent: 6, SnapWorkloadState: 7, SnapRevision: 8}
+	snaps := map[SnapshotType]uint8{SnapAPIVersion: 1, SnapWorkload: 2, SnapConfig: 3, SnapRendered: 4, SnapDeleteEdge: 5, SnapAgent: 6, SnapWorkloadState: 7, SnapRevision: 8,
+		SnapDesiredSeq: 9, SnapReportMark: 10}
 	for typ, n := range snaps {
 		if uint8(typ) != n {
 			t.Errorf("snapshot type %d must stay %d", typ, n)
@@ -163,6 +174,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	apply(t, f, AgentConnectedType, AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"z": "1"}})
 	apply(t, f, AgentLoadType, AgentLoadRequest{Loads: []AgentLoad{{Name: "agent_A", CPUUsage: 3, FreeMemory: 4}}})
 	apply(t, f, WorkloadStatesType, WorkloadStatesRequest{States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}})
+	apply(t, f, WorkloadReportsType, WorkloadReportsRequest{Reports: []AgentReport{
+		{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 3, Generation: 9}, States: []state.WorkloadState{{Instance: inst, State: state.SucceededOk}}}}})
+	apply(t, f, UpdateDesiredStateSeqType, UpdateDesiredStateRequest{Seq: 2, Update: state.DesiredUpdate{PutConfigs: map[string]any{"n": "2"}}})
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -171,19 +185,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
 	}
-	// Every record type appears in the snapshot.
-	seen := map[SnapshotType]bool{}
 	data := sink.Bytes()
-	s, _, err := ReadSnapshot(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s
+	seen := recordTypes(t, data)
 	for _, typ := range AllSnapshotTypes {
-		seen[typ] = bytes.Contains(data, []byte{byte(typ)})
-	}
-	for typ, ok := range seen {
-		if !ok {
+		if seen[typ] == 0 {
 			t.Errorf("record type %d missing from the snapshot", typ)
 		}
 	}
@@ -195,12 +200,68 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(normalize(a), normalize(b)) || f.AppliedIndex() != g.AppliedIndex() {
 		t.Fatalf("restored store differs:\n%+v\n%+v", a, b)
 	}
+	if b.DesiredSeq != 2 || b.ReportMarks["agent_A"] != (state.ReportMark{Incarnation: 3, Generation: 9}) {
+		t.Fatalf("restored seq %d, marks %v", b.DesiredSeq, b.ReportMarks)
+	}
 	var again bytes.Buffer
 	if err := WriteSnapshot(&again, b, g.AppliedIndex()); err != nil || !bytes.Equal(again.Bytes(), data) {
 		t.Fatal("a restored store does not snapshot to the same bytes")
 	}
 	if _, _, err := ReadSnapshot(bytes.NewReader(data[:len(data)-3])); err == nil {
 		t.Fatal("a truncated snapshot was accepted")
+	}
+}
+
+// recordTypes walks a snapshot's records and counts each type.
+func recordTypes(t *testing.T, data []byte) map[SnapshotType]int {
+	t.Helper()
+	br := bufio.NewReader(bytes.NewReader(data[len(snapshotMagic):]))
+	for i := 0; i < 2; i++ { // version, index
+		if _, err := binary.ReadUvarint(br); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[SnapshotType]int{}
+	for {
+		b, err := br.ReadByte()
+		if err != nil {
+			t.Fatal("snapshot without end record")
+		}
+		if SnapshotType(b) == snapEnd {
+			return seen
+		}
+		seen[SnapshotType(b)]++
+		n, err := binary.ReadUvarint(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A restore replaces the store, counts itself and tells the observer.
+func TestRestoreCountsAndNotifies(t *testing.T) {
+	f := New()
+	apply(t, f, UpdateDesiredStateType, webUpdate())
+	var buf bytes.Buffer
+	if err := WriteSnapshot(&buf, read(f), f.AppliedIndex()); err != nil {
+		t.Fatal(err)
+	}
+	g := New()
+	notified := 0
+	g.SetRestoreObserver(func() { notified++ })
+	if err := g.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	var m Meta
+	g.ReadMeta(func(_ *state.Store, meta Meta) { m = meta })
+	if m.Restores != 1 || g.Restores() != 1 || notified != 1 || m.Applied != f.AppliedIndex() {
+		t.Fatalf("meta %+v, restores %d, notified %d", m, g.Restores(), notified)
+	}
+	if err := g.Restore(nopCloser{bytes.NewReader([]byte("junk"))}); !errors.Is(err, ErrBadSnapshot) || g.Restores() != 1 {
+		t.Fatalf("a bad snapshot: %v, restores %d", err, g.Restores())
 	}
 }
 
@@ -216,5 +277,5 @@ func normalize(s *state.Store) any {
 	for n, r := range s.Rendered {
 		rendered[n] = []any{r.Instance, r.Workload.ToTree()}
 	}
-	return []any{cs.ToTree(), rendered, s.DeleteGraph, s.Revision}
+	return []any{cs.ToTree(), rendered, s.DeleteGraph, s.Revision, s.DesiredSeq, s.ReportMarks}
 }

@@ -27,13 +27,15 @@ const (
 	SnapAgent         SnapshotType = 6
 	SnapWorkloadState SnapshotType = 7
 	SnapRevision      SnapshotType = 8
+	SnapDesiredSeq    SnapshotType = 9
+	SnapReportMark    SnapshotType = 10
 	snapEnd           SnapshotType = 255
 )
 
 // AllSnapshotTypes lists every record type; the round-trip test fails if a
 // type is missing from it.
 var AllSnapshotTypes = []SnapshotType{SnapAPIVersion, SnapWorkload, SnapConfig, SnapRendered,
-	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision}
+	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision, SnapDesiredSeq, SnapReportMark}
 
 const snapshotMagic = "GRAPNEL-SNAPSHOT"
 const snapshotVersion = 1
@@ -56,6 +58,11 @@ type renderedRecord struct {
 type deleteEdgeRecord struct {
 	Dependency, Dependent string
 	Condition             state.DeleteCondition
+}
+
+type reportMarkRecord struct {
+	Agent string
+	Mark  state.ReportMark
 }
 
 type agentRecord struct {
@@ -113,6 +120,9 @@ func WriteSnapshot(w io.Writer, st *state.Store, index uint64) error {
 	if err := rec(SnapRevision, st.Revision); err != nil {
 		return err
 	}
+	if err := rec(SnapDesiredSeq, st.DesiredSeq); err != nil {
+		return err
+	}
 	for _, n := range state.SortedKeys(st.Desired.Workloads) {
 		if err := rec(SnapWorkload, workloadRecord{n, st.Desired.Workloads[n]}); err != nil {
 			return err
@@ -143,6 +153,11 @@ func WriteSnapshot(w io.Writer, st *state.Store, index uint64) error {
 	}
 	for _, ws := range st.States.All() {
 		if err := rec(SnapWorkloadState, ws); err != nil {
+			return err
+		}
+	}
+	for _, a := range state.SortedKeys(st.ReportMarks) {
+		if err := rec(SnapReportMark, reportMarkRecord{a, st.ReportMarks[a]}); err != nil {
 			return err
 		}
 	}
@@ -198,6 +213,13 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 		err = json.Unmarshal(body, &st.Desired.APIVersion)
 	case SnapRevision:
 		err = json.Unmarshal(body, &st.Revision)
+	case SnapDesiredSeq:
+		err = json.Unmarshal(body, &st.DesiredSeq)
+	case SnapReportMark:
+		var r reportMarkRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			st.ReportMarks[r.Agent] = r.Mark
+		}
 	case SnapWorkload:
 		var r workloadRecord
 		if err = json.Unmarshal(body, &r); err == nil {

@@ -38,8 +38,23 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 // another one.
 var ErrShuttingDown = errors.New("shutting down")
 
+// ErrLeaderChanged ends a stream that a follower proxied to the leader
+// when leadership moves: the client reconnects, as after a failover.
+var ErrLeaderChanged = errors.New("the leader changed")
+
+// ErrUnknownReplica names a replica that is not in the cluster.
+var ErrUnknownReplica = errors.New("no such replica")
+
+// ErrQuorum refuses an operator action that would leave the cluster
+// without a quorum of voters.
+var ErrQuorum = errors.New("the action would lose the quorum")
+
 // NotLeaderError is ErrNotLeader with the leader this replica sees, so a
-// client can redirect without asking around.
+// client can redirect without asking around. With a LeaderAddress it maps
+// to FailedPrecondition ("not here, go there"); without one to
+// Unavailable, as the bare ErrNotLeader ("try again later"). Only
+// leader-aware clients get it: an unmodified Ankaios client stops for good
+// on FailedPrecondition, so a follower proxies those instead.
 type NotLeaderError struct {
 	LeaderID      string
 	LeaderAddress string
@@ -83,6 +98,9 @@ var sentinelReasons = []struct {
 	{ErrNotLeader, codes.Unavailable, "NOT_LEADER"},
 	{ErrNoLeader, codes.Unavailable, "NO_LEADER"},
 	{ErrShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
+	{ErrLeaderChanged, codes.Unavailable, "LEADER_CHANGED"},
+	{ErrUnknownReplica, codes.NotFound, "UNKNOWN_REPLICA"},
+	{ErrQuorum, codes.FailedPrecondition, "QUORUM"},
 	{ErrUnsupportedProtocol, codes.FailedPrecondition, "UNSUPPORTED_PROTOCOL"},
 	{ErrBadFirstMessage, codes.InvalidArgument, "BAD_FIRST_MESSAGE"},
 	{ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
@@ -103,7 +121,11 @@ func ToStatus(err error) error {
 	var nl *NotLeaderError
 	if errors.As(err, &nl) {
 		meta := map[string]string{metaLeaderID: nl.LeaderID, metaLeaderAddress: nl.LeaderAddress}
-		return withInfo(codes.Unavailable, err.Error(), "NOT_LEADER", meta)
+		code := codes.FailedPrecondition
+		if nl.LeaderAddress == "" {
+			code = codes.Unavailable
+		}
+		return withInfo(code, err.Error(), "NOT_LEADER", meta)
 	}
 	for _, s := range sentinelReasons {
 		if errors.Is(err, s.err) {
@@ -131,7 +153,8 @@ func withInfo(code codes.Code, msg, reason string, meta map[string]string) error
 }
 
 // FromStatus turns a status error received by a client back into
-// Grapnel's errors: Unavailable naming a leader gives a *NotLeaderError,
+// Grapnel's errors: a NOT_LEADER detail naming a leader gives a
+// *NotLeaderError,
 // the other sentinels an error that errors.Is matches and that still
 // carries the status. A FailedPrecondition without details (an upstream
 // server) is taken as ErrUnsupportedProtocol, the only use Ankaios makes of

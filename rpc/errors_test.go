@@ -25,9 +25,15 @@ func TestToStatus(t *testing.T) {
 		{"wrapped invalid", fmt.Errorf("update: %w", state.ErrInvalid), codes.InvalidArgument, "update: invalid state"},
 		{"unsupported protocol", CheckProtocolVersion("2.0.0"), codes.FailedPrecondition, "Unsupported protocol version '2.0.0'. Currently supported '1'"},
 		{"bad first message", WithText(ErrBadFirstMessage, "No AgentHello received."), codes.InvalidArgument, "No AgentHello received."},
-		{"not leader", &NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}, codes.Unavailable, "10.0.0.2:25551"},
-		{"wrapped not leader", fmt.Errorf("apply: %w", &NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}), codes.Unavailable, "apply: not the leader"},
+		// A leader-aware client goes where it is told at once.
+		{"not leader", &NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}, codes.FailedPrecondition, "10.0.0.2:25551"},
+		{"wrapped not leader", fmt.Errorf("apply: %w", &NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}), codes.FailedPrecondition, "apply: not the leader"},
+		// Without an address there is nowhere to go: try again later.
+		{"not leader without address", &NotLeaderError{LeaderID: "n2"}, codes.Unavailable, "not the leader"},
 		{"not leader sentinel", ErrNotLeader, codes.Unavailable, "not the leader"},
+		{"leader changed", fmt.Errorf("%w: reconnect", ErrLeaderChanged), codes.Unavailable, "the leader changed: reconnect"},
+		{"unknown replica", WithText(ErrUnknownReplica, `no such replica in the cluster: "r9"`), codes.NotFound, `"r9"`},
+		{"quorum", fmt.Errorf("%w: 1 of 3 voters left", ErrQuorum), codes.FailedPrecondition, "1 of 3 voters left"},
 		{"no leader", fmt.Errorf("held 5s: %w", ErrNoLeader), codes.Unavailable, "no leader"},
 		{"shutting down", ErrShuttingDown, codes.Unavailable, "shutting down"},
 		{"unauthenticated", fmt.Errorf("%w: agent 'a' not in certificate", ErrUnauthenticated), codes.Unauthenticated, "agent 'a'"},
@@ -74,6 +80,11 @@ func TestFromStatus(t *testing.T) {
 		{"unauthenticated", ErrUnauthenticated, ErrUnauthenticated},
 		{"invalid", &state.FieldError{Path: "p", Reason: "r"}, state.ErrInvalid},
 		{"not leader without address", &NotLeaderError{}, ErrNotLeader},
+		{"leader changed", ErrLeaderChanged, ErrLeaderChanged},
+		{"unknown replica", ErrUnknownReplica, ErrUnknownReplica},
+		// FailedPrecondition with Grapnel's detail is not taken for an
+		// upstream version rejection.
+		{"quorum", ErrQuorum, ErrQuorum},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,5 +152,29 @@ func TestWithText(t *testing.T) {
 	err := WithText(ErrBadFirstMessage, "No CommanderHello received.")
 	if err.Error() != "No CommanderHello received." || !errors.Is(err, ErrBadFirstMessage) {
 		t.Fatalf("got %q", err)
+	}
+}
+
+// Grapnel's own FailedPrecondition answers carry a detail, so a client
+// never mistakes them for an upstream protocol rejection (which would make
+// it stop for good).
+func TestFailedPreconditionKinds(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"not leader", &NotLeaderError{LeaderID: "n2", LeaderAddress: "n2:25551"}},
+		{"quorum", ErrQuorum},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sent := ToStatus(tc.err)
+			if status.Code(sent) != codes.FailedPrecondition {
+				t.Fatalf("code = %v", status.Code(sent))
+			}
+			if got := FromStatus(sent); errors.Is(got, ErrUnsupportedProtocol) {
+				t.Fatalf("FromStatus = %v, taken for an unsupported protocol", got)
+			}
+		})
 	}
 }

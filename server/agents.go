@@ -1,14 +1,21 @@
 package server
 
 import (
+	"maps"
+
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/ingest"
 	"github.com/grapnel-io/grapnel/state"
 )
 
 // agentHello greets a connecting agent: the states of the other agents,
-// then its workloads, then it enters the agent map.
+// then its workloads, both as committed, then it enters the agent map. The
+// entries the hello already showed are not dispatched to the agent again
+// when they settle. An agent that comes back within its reconnect grace
+// with the same tags changes nothing: it keeps its place and load in the
+// agent map and no event is sent.
 //
 // swdd~server-informs-a-newly-connected-agent-workload-states~1
 // swdd~server-sends-all-workloads-on-start~2
@@ -16,18 +23,19 @@ import (
 // swdd~server-sends-event-for-newly-connected-agent~1
 func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	var (
-		others []state.WorkloadState
-		added  []*grpcapi.AddedWorkload
+		others  []state.WorkloadState
+		added   []*grpcapi.AddedWorkload
+		applied uint64
 	)
-	l.s.fsm.Read(func(st *state.Store, _ uint64) {
+	l.s.fsm.Read(func(st *state.Store, index uint64) {
+		applied = index
 		for _, ws := range st.States.All() {
 			if ws.Instance.AgentName != c.name {
 				others = append(others, ws)
 			}
 		}
 		for _, n := range state.SortedKeys(st.Rendered) {
-			r := st.Rendered[n]
-			if r.Instance.AgentName == c.name {
+			if r := st.Rendered[n]; r.Instance.AgentName == c.name {
 				added = append(added, rpc.AddedWorkloadToProto(r.Instance, r.Workload))
 			}
 		}
@@ -37,46 +45,47 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 			UpdateWorkloadState: &grpcapi.UpdateWorkloadState{WorkloadStates: rpc.WorkloadStatesToProto(others)}}})
 	}
 	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_ServerHello{ServerHello: &grpcapi.ServerHello{AddedWorkloads: added}}})
+	l.greeted[c.name] = greeting{conn: c, index: applied}
+	l.incarnation[c] = h.GetGrapnelIncarnation()
 	tags := h.GetTags().GetTags()
-	if err := l.propose(fsm.AgentConnectedType, fsm.AgentConnectedRequest{Name: c.name, Tags: tags}); err != nil {
-		c.close()
-		return
+	if l.endGrace(c.name) {
+		if a, ok := l.spec.Agents[c.name]; ok && maps.Equal(normTags(a.Tags), normTags(tags)) {
+			l.s.log.Info("agent reconnected within the grace", "agent", c.name)
+			return
+		}
 	}
-	if l.events.HasSubscribers() {
-		l.emit(state.StateDiff{Added: []string{"agents." + c.name}}, l.agentTree(c.name))
-	}
+	body := &fsm.AgentConnectedRequest{Name: c.name, Tags: tags}
+	l.propose(fsm.AgentConnectedType, body, func(any, uint64) {
+		if l.events.HasSubscribers() {
+			attrs := state.AgentMap{c.name: &state.AgentAttributes{Tags: normTags(tags)}}
+			l.emit(state.StateDiff{Added: []string{"agents." + c.name}}, state.Tree{"agents": attrs.ToTree()})
+		}
+	}, func(error) { c.close() })
 }
 
-// agentGone handles a lost agent: out of the agent map, its workloads
-// AgentDisconnected and broadcast, its subscriptions and campaigns ended.
-//
-// swdd~server-set-workload-state-on-disconnect~1
-// swdd~server-distribute-workload-state-on-disconnect~1
-// swdd~server-removes-disconnected-agents-from-state~2
-// swdd~server-sends-events-for-disconnected-agent~1
-// swdd~server-handles-log-campaign-for-disconnected-agent~1
-func (l *leader) agentGone(name string) {
-	if l.s.conns.agent(name) != nil {
+// agentGone handles a lost agent stream. An agent in its reconnect grace
+// is left to the grace timer; one that already reconnected is kept.
+func (l *leader) agentGone(c *conn) {
+	delete(l.incarnation, c)
+	if l.greeted[c.name].conn == c {
+		l.forgetAgentStream(c.name)
+	}
+	if l.s.conns.agent(c.name) != nil {
 		return // it reconnected already
 	}
-	var states []state.WorkloadState
-	l.s.fsm.Read(func(st *state.Store, _ uint64) { states = st.States.OfAgent(name) })
-	if err := l.propose(fsm.AgentGoneType, fsm.AgentGoneRequest{Name: name}); err != nil {
+	if l.grace[c.name] != nil {
 		return
 	}
-	for i := range states {
-		states[i].State = state.AgentDisconnected
-	}
-	if len(states) > 0 {
-		l.broadcastStates(name, states)
-	}
-	if l.events.HasSubscribers() {
-		diff := state.StateDiff{Removed: []string{"agents." + name}}
-		for _, ws := range states {
-			diff.Updated = append(diff.Updated, statePath(ws.Instance))
-		}
-		l.emit(diff, statesTree(states))
-	}
+	l.disconnectAgent(c.name)
+}
+
+// forgetAgentStream ends what a lost agent stream leaves in the leader
+// memory: its greeting, the subscriptions of its workloads and the log
+// campaigns it collects or feeds.
+//
+// swdd~server-handles-log-campaign-for-disconnected-agent~1
+func (l *leader) forgetAgentStream(name string) {
+	delete(l.greeted, name)
 	l.events.RemoveAgent(name)
 	collectors, stopped := l.logs.RemoveByAgent(name)
 	for _, id := range collectors {
@@ -89,51 +98,161 @@ func (l *leader) agentGone(name string) {
 	}
 }
 
-// agentLoad stores an agent's CPU and memory report.
+// disconnectAgent proposes an agent's departure: out of the agent map, its
+// workloads AgentDisconnected, broadcast and sent as events once
+// committed. Reports of the agent still waiting in its conflation unit are
+// proposed first, so none lands after the departure.
+//
+// swdd~server-set-workload-state-on-disconnect~1
+// swdd~server-distribute-workload-state-on-disconnect~1
+// swdd~server-removes-disconnected-agents-from-state~2
+// swdd~server-sends-events-for-disconnected-agent~1
+func (l *leader) disconnectAgent(name string) {
+	if r, ok := l.states.Flush(name); ok {
+		l.proposeReports([]ingest.Report{r}, false)
+	}
+	l.loads.Drop(name)
+	l.propose(fsm.AgentGoneType, &fsm.AgentGoneRequest{Name: name}, func(resp any, index uint64) {
+		r, _ := resp.(*fsm.AgentGoneResponse)
+		var states []state.WorkloadState
+		if r != nil {
+			states = r.Disconnected
+		}
+		if len(states) > 0 {
+			l.broadcastStates(name, states, index)
+		}
+		if l.events.HasSubscribers() {
+			diff := state.StateDiff{Removed: []string{"agents." + name}}
+			for _, ws := range states {
+				diff.Updated = append(diff.Updated, statePath(ws.Instance))
+			}
+			l.emit(diff, statesTree(states))
+		}
+	}, nil)
+}
+
+// agentLoad queues an agent's CPU and memory report; the newest report of
+// each agent is proposed with the others in one entry.
 //
 // swdd~server-receives-resource-availability~2
-// swdd~server-sends-event-for-updated-agent-resource-availability~1
 func (l *leader) agentLoad(name string, s *grpcapi.AgentLoadStatus) {
-	load := fsm.AgentLoad{Name: name, CPUUsage: s.GetCpuUsage().GetCpuUsage(), FreeMemory: s.GetFreeMemory().GetFreeMemory()}
-	if err := l.propose(fsm.AgentLoadType, fsm.AgentLoadRequest{Loads: []fsm.AgentLoad{load}}); err != nil {
+	l.loads.Offer(ingest.Load{Agent: name, CPUUsage: s.GetCpuUsage().GetCpuUsage(), FreeMemory: s.GetFreeMemory().GetFreeMemory()})
+}
+
+// workloadStates queues an agent's state report in the agent's
+// conflation unit, marked with the stream's incarnation and the report's
+// generation. A report older than one already accepted is dropped.
+func (l *leader) workloadStates(c *conn, u *grpcapi.UpdateWorkloadState) {
+	states, err := rpc.WorkloadStatesFromProto(u.GetWorkloadStates())
+	if err != nil {
+		l.s.log.Warn("dropping a bad workload state report", "agent", c.name, "error", err)
 		return
 	}
-	if l.events.HasSubscribers() {
-		diff := state.StateDiff{Updated: []string{"agents." + name + ".status.cpuUsage", "agents." + name + ".status.freeMemory"}}
-		l.emit(diff, l.agentTree(name))
+	if len(states) == 0 {
+		return
+	}
+	mark := state.ReportMark{Incarnation: l.incarnation[c], Generation: u.GetGrapnelGeneration()}
+	if !l.states.Offer(ingest.Report{Agent: c.name, Mark: mark, States: states}) {
+		l.s.log.Debug("dropping a stale workload state report", "agent", c.name,
+			"incarnation", mark.Incarnation, "generation", mark.Generation)
 	}
 }
 
-// workloadStates stores an agent's state report, forwards it to everyone
-// else and emits events.
+// proposeBatches proposes the next batch of state reports and of load
+// reports, each when none of its kind is in flight.
+func (l *leader) proposeBatches() {
+	if l.broken || l.pipe.full() {
+		return
+	}
+	if b, ok := l.states.Next(); ok {
+		l.proposeReports(b.Reports, true)
+	}
+	if loads, ok := l.loads.Next(); ok {
+		l.proposeLoads(loads)
+	}
+}
+
+// proposeReports proposes conflated state reports as one entry; once it
+// is committed each report goes to everyone but its agent, and events are
+// sent. batch tells whether it is the dispatcher's batch in flight.
 //
 // swdd~server-stores-workload-state~1
 // swdd~server-forwards-workload-state~1
 // swdd~server-cleans-up-state~1
 // swdd~server-sends-event-for-updated-workload-states~1
 // swdd~server-sends-event-for-removed-workload-states~1
-func (l *leader) workloadStates(agent string, u *grpcapi.UpdateWorkloadState) {
-	states, err := rpc.WorkloadStatesFromProto(u.GetWorkloadStates())
-	if err != nil {
-		l.s.log.Warn("dropping a bad workload state report", "agent", agent, "error", err)
-		return
+func (l *leader) proposeReports(reports []ingest.Report, batch bool) {
+	body := &fsm.WorkloadReportsRequest{Reports: make([]fsm.AgentReport, len(reports))}
+	n := 0
+	for i, r := range reports {
+		body.Reports[i] = fsm.AgentReport{Agent: r.Agent, Mark: r.Mark, States: r.States}
+		n += len(r.States)
 	}
-	if len(states) == 0 {
-		return
-	}
-	if err := l.propose(fsm.WorkloadStatesType, fsm.WorkloadStatesRequest{States: states}); err != nil {
-		return
-	}
-	l.broadcastStates(agent, states)
-	if l.events.HasSubscribers() {
-		var diff state.StateDiff
-		for _, ws := range states {
-			if ws.State.IsRemoved() {
-				diff.Removed = append(diff.Removed, statePath(ws.Instance))
-			} else {
-				diff.Updated = append(diff.Updated, statePath(ws.Instance))
+	l.s.cfg.Metrics.ObserveBatch(fsm.WorkloadReportsType.String(), n)
+	l.propose(fsm.WorkloadReportsType, body, func(resp any, index uint64) {
+		if batch {
+			l.states.Settle(true)
+		}
+		stale := map[string]bool{}
+		if r, ok := resp.(*fsm.WorkloadReportsResponse); ok {
+			for _, a := range r.Stale {
+				stale[a] = true
 			}
 		}
-		l.emit(diff, statesTree(states))
+		var all []state.WorkloadState
+		for _, r := range body.Reports {
+			if stale[r.Agent] {
+				continue
+			}
+			l.broadcastStates(r.Agent, r.States, index)
+			all = append(all, r.States...)
+		}
+		if len(all) > 0 && l.events.HasSubscribers() {
+			var diff state.StateDiff
+			for _, ws := range all {
+				if ws.State.IsRemoved() {
+					diff.Removed = append(diff.Removed, statePath(ws.Instance))
+				} else {
+					diff.Updated = append(diff.Updated, statePath(ws.Instance))
+				}
+			}
+			l.emit(diff, statesTree(all))
+		}
+	}, func(error) {
+		if batch {
+			l.states.Settle(false)
+		}
+	})
+}
+
+// proposeLoads proposes the newest load report of each agent as one
+// entry and sends the events once it is committed.
+//
+// swdd~server-sends-event-for-updated-agent-resource-availability~1
+func (l *leader) proposeLoads(loads []ingest.Load) {
+	body := &fsm.AgentLoadRequest{Loads: make([]fsm.AgentLoad, len(loads))}
+	names := make([]string, len(loads))
+	for i, ld := range loads {
+		body.Loads[i] = fsm.AgentLoad{Name: ld.Agent, CPUUsage: ld.CPUUsage, FreeMemory: ld.FreeMemory}
+		names[i] = ld.Agent
+	}
+	l.s.cfg.Metrics.ObserveBatch(fsm.AgentLoadType.String(), len(loads))
+	var (
+		tree state.Tree
+		diff state.StateDiff
+	)
+	l.propose(fsm.AgentLoadType, body, func(any, uint64) {
+		l.loads.Settle(true)
+		if len(diff.Updated) > 0 && l.events.HasSubscribers() {
+			l.emit(diff, tree)
+		}
+	}, func(error) { l.loads.Settle(false) })
+	// The event shows the agents as the entry leaves them (set before the
+	// commit runs).
+	tree = agentsTree(l.spec, names...)
+	for _, n := range names {
+		if _, ok := l.spec.Agents[n]; ok {
+			diff.Updated = append(diff.Updated, "agents."+n+".status.cpuUsage", "agents."+n+".status.freeMemory")
+		}
 	}
 }

@@ -17,13 +17,23 @@ import (
 // swdd~server-includes-id-in-control-interface-response~1
 // swdd~server-stores-new-event-subscription~1
 // swdd~server-state-in-memory~1
+//
+// The answer waits for the proposals before it, so a client reads what
+// it wrote; it reads the committed state.
 func (l *leader) completeState(id string, req *ankbase.CompleteStateRequest) {
-	cs := l.readCompleteState(req.GetFieldMask())
-	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_CompleteStateResponse{
-		CompleteStateResponse: &ankbase.CompleteStateResponse{CompleteState: cs}}})
-	if req.GetSubscribeForEvents() {
-		l.events.Add(id, req.GetFieldMask())
+	subscribe := req.GetSubscribeForEvents()
+	if subscribe {
+		l.pendingSubs++
 	}
+	l.pipe.ordered(func() {
+		cs := l.readCompleteState(req.GetFieldMask())
+		l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_CompleteStateResponse{
+			CompleteStateResponse: &ankbase.CompleteStateResponse{CompleteState: cs}}})
+		if subscribe {
+			l.pendingSubs--
+			l.events.Add(id, req.GetFieldMask())
+		}
+	})
 }
 
 // readCompleteState builds the (filtered) CompleteState. Without masks it

@@ -1,20 +1,59 @@
 package server
 
 import (
-	"sync"
 	"time"
 
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/server/clock"
 	"github.com/grapnel-io/grapnel/server/events"
+	"github.com/grapnel-io/grapnel/server/ingest"
 	"github.com/grapnel-io/grapnel/server/logcampaign"
+	"github.com/grapnel-io/grapnel/state"
 )
 
-// leader is the memory only the leader keeps: event subscriptions and log
-// campaigns belong to live streams and are rebuilt empty on every term.
+// leader is the memory only the leader keeps, rebuilt from the FSM on every
+// term. Event subscriptions and log campaigns belong to live streams and
+// start empty. Everything here is owned by the leader loop goroutine.
 type leader struct {
 	s      *Server
 	term   *term
 	events *events.Handler
 	logs   *logcampaign.Store
+	clock  clock.Clock
+
+	// pipe holds the proposals in flight and the answers queued behind
+	// them.
+	pipe *pipeline
+	// spec is the speculative store: the committed state plus every entry
+	// proposed and not yet settled. Updates are planned against it.
+	spec *state.Store
+	// restores is the FSM restore count spec was built from.
+	restores uint64
+	// broken is set when an entry failed or the FSM was restored: spec no
+	// longer predicts the FSM, so no new work is taken until the pipeline
+	// has drained and spec is rebuilt. failed tells the answers of the
+	// refused entries that follow a failure why they failed.
+	broken, failed bool
+	// resync is set when a restore replaced the store under the agents:
+	// they are disconnected and given the grace to come back.
+	resync bool
+	// pendingSubs counts event subscriptions queued behind proposals, so
+	// that updates planned now still prepare their events.
+	pendingSubs int
+
+	states *ingest.States
+	loads  *ingest.Loads
+	// greeted holds, per agent, the stream that received its ServerHello
+	// and the FSM index that hello showed; later entries are dispatched
+	// only there, and only if the hello did not already include them.
+	greeted map[string]greeting
+	// incarnation is the incarnation each agent stream announced.
+	incarnation map[*conn]uint64
+	// grace holds the agents the FSM lists that have not reconnected since
+	// leadership began; expired receives their timers.
+	grace   map[string]*graceTimer
+	expired chan *graceTimer
 }
 
 // monitorLeadership is the one goroutine that reacts to leadership
@@ -22,26 +61,32 @@ type leader struct {
 // losing it. A repeated "true" is treated as lost-and-regained.
 func (s *Server) monitorLeadership() {
 	defer s.monitorWG.Done()
+	restored := make(chan struct{}, 1)
+	s.fsm.SetRestoreObserver(func() {
+		select {
+		case restored <- struct{}{}:
+		default:
+		}
+	})
 	var (
 		stopCh chan struct{}
-		loopWG sync.WaitGroup
+		done   chan struct{}
 	)
 	stop := func() {
 		if stopCh == nil {
 			return
 		}
 		close(stopCh)
-		loopWG.Wait()
+		<-done
 		stopCh = nil
 	}
 	start := func() {
 		stop()
-		stopCh = make(chan struct{})
-		loopWG.Add(1)
-		go func(ch chan struct{}) {
-			defer loopWG.Done()
-			s.leaderLoop(ch)
-		}(stopCh)
+		stopCh, done = make(chan struct{}), make(chan struct{})
+		go func(stopCh, done chan struct{}) {
+			defer close(done)
+			s.leaderLoop(stopCh, restored)
+		}(stopCh, done)
 	}
 	if s.node.IsLeader() {
 		start()
@@ -62,8 +107,9 @@ func (s *Server) monitorLeadership() {
 }
 
 // leaderLoop runs while this replica leads: Barrier, establish, serve the
-// inbox, revoke.
-func (s *Server) leaderLoop(stopCh chan struct{}) {
+// inbox and the pipeline, revoke. It is the only goroutine that touches
+// the leader memory.
+func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 	for {
 		if err := s.node.Barrier(s.cfg.ApplyTimeout); err == nil {
 			break
@@ -76,40 +122,110 @@ func (s *Server) leaderLoop(stopCh chan struct{}) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	// Drop a restore notice from before the Barrier: establish reads the
+	// store as it is now.
+	select {
+	case <-restored:
+	default:
+	}
 	l := s.establishLeadership(stopCh)
-	defer s.revokeLeadership()
+	defer l.revoke()
 	for {
+		// While the pipeline is full, or drains after a failure, new work
+		// waits: the streams block on the inbox, the grace timers on
+		// expired.
+		var (
+			inbox   <-chan inMsg
+			expired <-chan *graceTimer
+		)
+		if !l.broken && !l.pipe.full() {
+			inbox, expired = l.term.inbox, l.expired
+		}
 		select {
-		case m := <-l.term.inbox:
+		case m := <-inbox:
 			l.handle(m)
+		case e := <-l.pipe.done:
+			l.pipe.settle(e, s.observeCommit)
+		case g := <-expired:
+			l.graceExpired(g)
+		case <-restored:
+			l.restoreSeen()
 		case <-stopCh:
 			return
 		}
+		l.step()
 	}
 }
 
-// establishLeadership rebuilds the leader memory from the FSM, seeds the
-// startup manifest into a fresh cluster, and opens the gate for streams.
+// establishLeadership rebuilds the leader memory from the FSM, starts the
+// agents' reconnect grace, seeds the startup manifest into a fresh cluster
+// and opens the gate for streams.
 func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
+	clk := s.clockOrReal()
 	l := &leader{
-		s:      s,
-		term:   &term{inbox: make(chan inMsg, 256), stop: stopCh},
-		events: events.NewHandler(),
-		logs:   logcampaign.NewStore(),
+		s:           s,
+		term:        &term{inbox: make(chan inMsg, 256), stop: stopCh},
+		events:      events.NewHandler(),
+		logs:        logcampaign.NewStore(),
+		clock:       clk,
+		pipe:        newPipeline(s.node.ApplyAsync, s.cfg.ApplyTimeout, clk.Now, stopCh),
+		greeted:     map[string]greeting{},
+		incarnation: map[*conn]uint64{},
+		grace:       map[string]*graceTimer{},
+		expired:     make(chan *graceTimer, 16),
+		loads:       ingest.NewLoads(ingest.DefaultMaxBatch),
 	}
+	l.rebuild()
+	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.spec.ReportMarks)
+	l.startGrace(state.SortedKeys(l.spec.Agents))
 	l.seedStartupState()
 	s.leaderMu.Lock()
 	s.term = l.term
 	s.leaderMu.Unlock()
-	s.log.Info("leading", "id", s.node.ID())
+	s.cfg.Metrics.LeaderChanged()
+	s.log.Info("leading", "id", s.node.ID(), "agents in grace", len(l.grace))
 	return l
 }
 
-// revokeLeadership closes the gate and drops every stream so that agents
-// and CLIs reconnect to the new leader. It is idempotent.
-func (s *Server) revokeLeadership() {
+// revoke ends the term: the gate closes, the requests still in the
+// pipeline are answered with the loss of leadership, the leader-only
+// goroutines and timers stop, and every stream is dropped so that agents
+// and CLIs reconnect to the new leader.
+func (l *leader) revoke() {
+	s := l.s
 	s.leaderMu.Lock()
 	s.term = nil
 	s.leaderMu.Unlock()
+	l.pipe.abandon(cluster.ErrNotLeader)
+	l.stopGrace()
+	l.pipe.stopAndWait()
 	s.conns.closeAll()
+	s.cfg.Metrics.LeaderChanged()
+	s.log.Info("no longer leading", "id", s.node.ID())
+}
+
+// step runs after every event of the loop: it rebuilds the speculative
+// state once a failure has drained, and proposes the next batches of
+// reports.
+func (l *leader) step() {
+	if l.broken {
+		if !l.pipe.empty() {
+			return
+		}
+		l.rebuild()
+	}
+	l.proposeBatches()
+}
+
+// clockOrReal is the configured clock, or the system clock.
+func (s *Server) clockOrReal() clock.Clock {
+	if s.cfg.Clock != nil {
+		return s.cfg.Clock
+	}
+	return clock.Real()
+}
+
+// observeCommit records the time from proposing an entry to its commit.
+func (s *Server) observeCommit(t fsm.MessageType, d time.Duration) {
+	s.cfg.Metrics.ObserveCommit(t.String(), d)
 }

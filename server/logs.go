@@ -7,11 +7,16 @@ import (
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// logsRequest keeps the requested instances that exist in the desired
-// state, asks their agents for logs, records the campaign and accepts.
+// logsRequest keeps the requested instances that exist in the committed
+// desired state, asks their agents for logs, records the campaign and
+// accepts; in turn with the requests before it.
 //
 // swdd~server-handles-logs-request-message~1
 func (l *leader) logsRequest(id string, req *ankbase.LogsRequest) {
+	l.pipe.ordered(func() { l.startLogs(id, req) })
+}
+
+func (l *leader) startLogs(id string, req *ankbase.LogsRequest) {
 	perAgent := map[string][]*ankbase.WorkloadInstanceName{}
 	var accepted []state.InstanceName
 	l.s.fsm.Read(func(st *state.Store, _ uint64) {
@@ -27,7 +32,7 @@ func (l *leader) logsRequest(id string, req *ankbase.LogsRequest) {
 	})
 	if len(accepted) > 0 {
 		for _, agent := range state.SortedKeys(perAgent) {
-			c := l.s.conns.agent(agent)
+			c := l.agentConn(agent)
 			if c == nil {
 				continue
 			}
@@ -49,9 +54,11 @@ func (l *leader) logsRequest(id string, req *ankbase.LogsRequest) {
 //
 // swdd~server-handles-logs-cancel-request-message~1
 func (l *leader) logsCancel(id string) {
-	l.logs.Remove(id)
-	l.sendLogsCancel(id)
-	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogsCancelAccepted{LogsCancelAccepted: &ankbase.LogsCancelAccepted{}}})
+	l.pipe.ordered(func() {
+		l.logs.Remove(id)
+		l.sendLogsCancel(id)
+		l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogsCancelAccepted{LogsCancelAccepted: &ankbase.LogsCancelAccepted{}}})
+	})
 }
 
 // forwardLogEntries routes an agent's log batch to the collector.

@@ -3,13 +3,14 @@ package server
 import (
 	"fmt"
 
-	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 )
 
 // handle dispatches one inbox message. It runs on the leader loop only.
+// Answers go out in the order the requests came: an answer that needs no
+// proposal still waits for the proposals before it (pipeline.ordered).
 //
 // swdd~server-uses-async-channels~1
 func (l *leader) handle(m inMsg) {
@@ -21,7 +22,7 @@ func (l *leader) handle(m inMsg) {
 		// A commander needs nothing until it asks.
 	case m.gone:
 		if c.kind == kindAgent {
-			l.agentGone(c.name)
+			l.agentGone(c)
 		} else {
 			l.cliGone(c.name)
 		}
@@ -36,7 +37,7 @@ func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
 		l.handleRequest(c, x.Request)
 	case *grpcapi.ToServer_UpdateWorkloadState:
 		if c.kind == kindAgent {
-			l.workloadStates(c.name, x.UpdateWorkloadState)
+			l.workloadStates(c, x.UpdateWorkloadState)
 		}
 	case *grpcapi.ToServer_AgentLoadStatus:
 		if c.kind == kindAgent {
@@ -71,7 +72,7 @@ func (l *leader) handleRequest(c *conn, req *ankbase.Request) {
 	case *ankbase.Request_EventsCancelRequest:
 		l.eventsCancel(id)
 	default:
-		l.respondError(id, fmt.Errorf("unsupported request"))
+		l.pipe.ordered(func() { l.respondError(id, fmt.Errorf("unsupported request")) })
 	}
 }
 
@@ -95,18 +96,4 @@ func (l *leader) respondError(requestID string, err error) { l.respondText(reque
 // respondText answers with an Error carrying msg, as Ankaios words it.
 func (l *leader) respondText(requestID, msg string) {
 	l.respond(requestID, &ankbase.Response{ResponseContent: &ankbase.Response_Error{Error: &ankbase.Error{Message: msg}}})
-}
-
-// propose encodes and applies one command through Raft, waiting for the
-// commit; the update is acknowledged only after it.
-func (l *leader) propose(t fsm.MessageType, body any) error {
-	buf, err := fsm.Encode(t, body)
-	if err != nil {
-		return err
-	}
-	_, _, err = l.s.node.Apply(buf, l.s.cfg.ApplyTimeout)
-	if err != nil {
-		l.s.log.Warn("raft apply failed", "type", t.String(), "error", err)
-	}
-	return err
 }

@@ -31,8 +31,7 @@ func (l *leader) emit(diff state.StateDiff, tree state.Tree) {
 // swdd~server-sends-state-differences-as-events~1
 // swdd~server-sends-event-for-initial-workload-states~1
 // swdd~server-sends-event-for-removed-workload-states~1
-func (l *leader) emitUpdateEvents(p *updatePlan, before state.Tree) {
-	after := l.partialTree(p)
+func (l *leader) emitUpdateEvents(p *updatePlan, before, after state.Tree) {
 	diff := state.CompareTrees(before["desiredState"].(state.Tree), after["desiredState"].(state.Tree))
 	prefix := func(ps []string) []string {
 		for i := range ps {
@@ -57,45 +56,44 @@ func (l *leader) emitUpdateEvents(p *updatePlan, before state.Tree) {
 	}
 }
 
-// partialTree builds the Tree of just what an update touches.
-func (l *leader) partialTree(p *updatePlan) state.Tree {
+// partialTree builds the Tree of just what an update touches, as st holds
+// it.
+func partialTree(st *state.Store, p *updatePlan) state.Tree {
 	wls, cfgs := state.Tree{}, state.Tree{}
-	desired := state.Tree{"workloads": wls, "configs": cfgs}
+	desired := state.Tree{"workloads": wls, "configs": cfgs, "apiVersion": st.Desired.APIVersion}
 	states := state.WorkloadStatesMap{}
 	agents := state.Tree{}
-	l.s.fsm.Read(func(st *state.Store, _ uint64) {
-		desired["apiVersion"] = st.Desired.APIVersion
-		for _, n := range p.changedWl {
-			if w, ok := st.Desired.Workloads[n]; ok {
-				wls[n] = w.ToTree()
-			}
+	for _, n := range p.changedWl {
+		if w, ok := st.Desired.Workloads[n]; ok {
+			wls[n] = w.ToTree()
 		}
-		for _, k := range p.changedCf {
-			if v, ok := st.Desired.Configs[k]; ok {
-				cfgs[k] = state.CloneValue(v)
-			}
+	}
+	for _, k := range p.changedCf {
+		if v, ok := st.Desired.Configs[k]; ok {
+			cfgs[k] = state.CloneValue(v)
 		}
-		for _, a := range p.added {
-			if s, ok := st.States.Get(a.Instance); ok {
-				states.Set(a.Instance, s)
-			}
+	}
+	for _, a := range p.added {
+		if s, ok := st.States.Get(a.Instance); ok {
+			states.Set(a.Instance, s)
 		}
-		for a := range p.update.AgentTags {
-			if attr, ok := st.Agents[a]; ok {
-				agents[a] = state.AgentMap{a: attr}.ToTree()[a]
-			}
+	}
+	for a := range p.update.AgentTags {
+		if attr, ok := st.Agents[a]; ok {
+			agents[a] = state.AgentMap{a: attr}.ToTree()[a]
 		}
-	})
+	}
 	return state.Tree{"desiredState": desired, "workloadStates": states.ToTree(), "agents": agents}
 }
 
-func (l *leader) agentTree(name string) state.Tree {
+// agentsTree is the Tree of the named agents as st holds them.
+func agentsTree(st *state.Store, names ...string) state.Tree {
 	agents := state.Tree{}
-	l.s.fsm.Read(func(st *state.Store, _ uint64) {
-		if a, ok := st.Agents[name]; ok {
-			agents[name] = state.AgentMap{name: a}.ToTree()[name]
+	for _, n := range names {
+		if a, ok := st.Agents[n]; ok {
+			agents[n] = state.AgentMap{n: a}.ToTree()[n]
 		}
-	})
+	}
 	return state.Tree{"agents": agents}
 }
 
@@ -113,12 +111,14 @@ func statePath(n state.InstanceName) string {
 	return "workloadStates." + n.AgentName + "." + n.WorkloadName + "." + n.ID
 }
 
-// eventsCancel ends a subscription.
+// eventsCancel ends a subscription, in turn with the requests before it.
 //
 // swdd~server-removes-event-subscription~1
 func (l *leader) eventsCancel(id string) {
-	l.events.Remove(id)
-	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_EventsCancelAccepted{EventsCancelAccepted: &ankbase.EventsCancelAccepted{}}})
+	l.pipe.ordered(func() {
+		l.events.Remove(id)
+		l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_EventsCancelAccepted{EventsCancelAccepted: &ankbase.EventsCancelAccepted{}}})
+	})
 }
 
 // cliGone ends what a CLI connection left behind.

@@ -1,13 +1,10 @@
 package server
 
-import (
-	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/state"
-)
-
 // seedStartupState loads the startup manifest into a cluster whose desired
 // state was never set. A cluster that has state keeps it: the manifest is
-// the known-good start, not an override.
+// the known-good start, not an override. The seed goes through the
+// pipeline like any update, so agents that connect before it commits get
+// their workloads once it does.
 //
 // swdd~server-loads-startup-state-file~3
 // swdd~server-starts-without-startup-config~1
@@ -16,29 +13,18 @@ func (l *leader) seedStartupState() {
 	if st == nil {
 		return
 	}
-	var (
-		p     *updatePlan
-		err   error
-		fresh bool
-	)
-	l.s.fsm.Read(func(s *state.Store, _ uint64) {
-		if s.Revision != 0 {
-			return
-		}
-		fresh = true
-		p, err = plan(l.s.renderer, s, *st, nil, func(a string) bool { _, ok := s.Agents[a]; return ok })
-	})
-	if !fresh {
+	if l.spec.Revision != 0 || l.spec.DesiredSeq != 0 {
 		l.s.log.Info("cluster has a desired state; startup manifest not applied")
 		return
 	}
+	connected := func(a string) bool { _, ok := l.spec.Agents[a]; return ok }
+	p, err := plan(l.s.renderer, l.spec, *st, nil, connected)
 	if err != nil {
 		l.s.log.Error("startup manifest rejected", "error", err)
 		return
 	}
-	if err := l.propose(fsm.UpdateDesiredStateType, fsm.UpdateDesiredStateRequest{Update: p.update}); err != nil {
+	n := len(st.Workloads)
+	l.proposeUpdate(p, func() { l.s.log.Info("startup manifest applied", "workloads", n) }, func(err error) {
 		l.s.log.Error("startup manifest not applied", "error", err)
-		return
-	}
-	l.s.log.Info("startup manifest applied", "workloads", len(st.Workloads))
+	})
 }

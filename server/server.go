@@ -13,6 +13,9 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/server/metrics"
 	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -26,6 +29,23 @@ type Config struct {
 	StartupState *state.State
 	// ApplyTimeout bounds one Raft proposal.
 	ApplyTimeout time.Duration
+	// AgentReconnectGrace is how long a new leader waits for the agents
+	// the FSM lists to reconnect before they count as gone
+	// (DefaultAgentReconnectGrace when zero, none when negative).
+	AgentReconnectGrace time.Duration
+	// Clock drives the leader's timers; nil is the system clock.
+	Clock clock.Clock
+	// Metrics records commit latency, batch sizes and leader changes; nil
+	// records nothing.
+	Metrics *metrics.Set
+	// HoldTimeout bounds how long a stream or a leader-only cluster call
+	// waits for a leader when none is known (DefaultHoldTimeout when zero).
+	HoldTimeout time.Duration
+	// Proxy connects a follower to the leader for the streams of clients
+	// that do not follow the leader themselves; nil turns proxying off.
+	// The caller creates it with the replica's client credentials and
+	// closes it after Shutdown.
+	Proxy *proxy.Pool
 }
 
 // Server is the leader-side Ankaios logic of one replica.

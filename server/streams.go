@@ -7,9 +7,11 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -53,15 +55,24 @@ func (c commandService) ConnectCommand(st grpcapi.CommandConnection_ConnectComma
 type toServerStream = grpc.BidiStreamingServer[grpcapi.ToServer, grpcapi.FromServer]
 
 // serveStream runs one Ankaios stream: the handshake, a sender goroutine,
-// and the receive loop that feeds the leader loop.
+// and the receive loop that feeds the leader loop. It first finds the
+// leader, holding the stream while none is known; a stream this replica
+// cannot serve is redirected or proxied (elsewhere).
 //
 // swdd~communication-to-from-server-middleware~1
 // swdd~server-default-communication-grpc~1
 func (s *Server) serveStream(st toServerStream, kind connKind) error {
-	t, err := s.leaderGate()
+	d, err := s.findLeader(st.Context())
 	if err != nil {
 		return rpc.ToStatus(err)
 	}
+	if d.t == nil {
+		return s.elsewhere(st, kind, d)
+	}
+	t := d.t
+	// The header tells a leader-aware client at once that the leader took
+	// the stream; a refusal would come as the status instead.
+	_ = st.SendHeader(metadata.Pairs(proxy.ReplicaIDKey, s.node.ID()))
 	first, err := st.Recv()
 	if err != nil {
 		return err
@@ -109,7 +120,11 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind conn
 		if name == "" || !state.ValidName(name) {
 			return nil, nil, fmt.Errorf("%w: agent name '%s' must be non-empty and use only [a-zA-Z0-9_-]", state.ErrInvalid, name)
 		}
-		if !rpc.NameAllowed(rpc.PeerNames(st.Context()), name) {
+		names, err := clientNames(st.Context())
+		if err != nil {
+			return nil, nil, err
+		}
+		if !rpc.NameAllowed(names, name) {
 			return nil, nil, fmt.Errorf("%w: the client certificate does not allow agent name '%s'", rpc.ErrUnauthenticated, name)
 		}
 		return newConn(name, kindAgent), h, nil

@@ -11,8 +11,10 @@ import (
 )
 
 // updateState handles an UpdateStateRequest: apply the update mask,
-// validate, render, diff, propose, then acknowledge and dispatch. A
-// rejected update changes nothing and the loop goes on serving.
+// validate, render and diff against the speculative state, propose without
+// waiting for earlier proposals, and acknowledge and dispatch once the
+// entry is committed. A rejected update changes nothing and the loop goes
+// on serving.
 //
 // swdd~server-provides-update-desired-state-interface~1
 // swdd~server-continues-on-invalid-updated-state~1
@@ -21,52 +23,61 @@ import (
 func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
 	p, err := l.planUpdate(req)
 	if err != nil {
-		l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err))
+		l.pipe.ordered(func() { l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err)) })
 		return
 	}
 	if !p.changed {
-		l.respondUpdateSuccess(id, p)
+		l.pipe.ordered(func() { l.respondUpdateSuccess(id, p) })
 		return
 	}
-	var before state.Tree
-	subscribed := l.events.HasSubscribers()
-	if subscribed {
-		before = l.partialTree(p)
-	}
-	if err := l.propose(fsm.UpdateDesiredStateType, fsm.UpdateDesiredStateRequest{Update: p.update}); err != nil {
+	l.proposeUpdate(p, func() { l.respondUpdateSuccess(id, p) }, func(err error) {
 		l.respondText(id, fmt.Sprintf("Update failed: %v", err))
-		return
-	}
-	l.respondUpdateSuccess(id, p)
-	l.dispatchUpdate(p)
-	l.afterUpdate(p)
-	if subscribed {
-		l.emitUpdateEvents(p, before)
-	}
+	})
 }
 
-// planUpdate computes the plan of a request against the committed state.
+// planUpdate computes the plan of a request against the speculative
+// state.
 func (l *leader) planUpdate(req *ankbase.UpdateStateRequest) (*updatePlan, error) {
 	newState := rpc.CompleteStateToTree(req.GetNewState())
-	var (
-		p   *updatePlan
-		err error
-	)
-	l.s.fsm.Read(func(st *state.Store, _ uint64) {
-		tags := make(map[string]map[string]string, len(st.Agents))
-		for a, attr := range st.Agents {
-			tags[a] = attr.Tags
+	st := l.spec
+	tags := make(map[string]map[string]string, len(st.Agents))
+	for a, attr := range st.Agents {
+		tags[a] = attr.Tags
+	}
+	next, nextTags, err := state.ApplyUpdateMask(st.Desired, tags, newState, req.GetUpdateMask())
+	if err != nil {
+		return nil, err
+	}
+	connected := func(a string) bool { _, ok := st.Agents[a]; return ok }
+	return plan(l.s.renderer, st, next, nextTags, connected)
+}
+
+// proposeUpdate proposes an accepted plan as the next desired state in
+// sequence. What the agents and event subscribers are told is prepared
+// now, against the speculative state the update applies to, and sent once
+// the entry is committed; answer then acknowledges it.
+func (l *leader) proposeUpdate(p *updatePlan, answer func(), fail func(error)) {
+	subscribed := l.events.HasSubscribers() || l.pendingSubs > 0
+	var before state.Tree
+	if subscribed {
+		before = partialTree(l.spec, p)
+	}
+	body := &fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.spec.DesiredSeq + 1}
+	l.propose(fsm.UpdateDesiredStateSeqType, body, func(_ any, index uint64) {
+		// dispatch and after were filled in below, before the commit.
+		if answer != nil {
+			answer()
 		}
-		var next state.State
-		var nextTags map[string]map[string]string
-		next, nextTags, err = state.ApplyUpdateMask(st.Desired, tags, newState, req.GetUpdateMask())
-		if err != nil {
-			return
+		l.sendDispatch(p.dispatch, index)
+		l.afterUpdate(p)
+		if subscribed {
+			l.emitUpdateEvents(p, before, p.after)
 		}
-		connected := func(a string) bool { _, ok := st.Agents[a]; return ok }
-		p, err = plan(l.s.renderer, st, next, nextTags, connected)
-	})
-	return p, err
+	}, fail)
+	p.dispatch = l.planDispatch(p)
+	if subscribed {
+		p.after = partialTree(l.spec, p)
+	}
 }
 
 // respondUpdateSuccess answers with the instance names added and deleted.
@@ -83,8 +94,17 @@ func (l *leader) respondUpdateSuccess(id string, p *updatePlan) {
 	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_UpdateStateSuccess{UpdateStateSuccess: ok}})
 }
 
-// dispatchUpdate tells each connected agent what to add and delete, and
-// everyone about instances the server removed itself.
+// updateDispatch is what a committed update tells the agents: each
+// agent's workloads to add and delete, and the states of instances the
+// server removed itself.
+type updateDispatch struct {
+	perAgent map[string]*grpcapi.UpdateWorkload
+	removed  []state.WorkloadState
+}
+
+// planDispatch prepares the messages of an update once it is applied to
+// the speculative state, whose delete graph then holds the conditions the
+// remaining dependents impose.
 //
 // swdd~server-detects-new-workload~1
 // swdd~server-detects-deleted-workload~1
@@ -92,28 +112,25 @@ func (l *leader) respondUpdateSuccess(id string, p *updatePlan) {
 // swdd~agent-from-agent-field~1
 // swdd~server-state-adds-delete-conditions-to-deleted-workload~1
 // swdd~server-handles-not-started-deleted-workloads~1
-func (l *leader) dispatchUpdate(p *updatePlan) {
-	perAgent := map[string]*grpcapi.UpdateWorkload{}
+func (l *leader) planDispatch(p *updatePlan) *updateDispatch {
+	d := &updateDispatch{perAgent: map[string]*grpcapi.UpdateWorkload{}}
 	get := func(agent string) *grpcapi.UpdateWorkload {
-		uw := perAgent[agent]
+		uw := d.perAgent[agent]
 		if uw == nil {
 			uw = &grpcapi.UpdateWorkload{}
-			perAgent[agent] = uw
+			d.perAgent[agent] = uw
 		}
 		return uw
 	}
-	var removed []state.WorkloadState
-	l.s.fsm.Read(func(st *state.Store, _ uint64) {
-		for _, d := range p.deleted {
-			if d.serverHandled {
-				removed = append(removed, state.WorkloadState{Instance: d.instance, State: state.Removed})
-				continue
-			}
-			conds := st.DeleteGraph.ConditionsFor(d.instance.WorkloadName)
-			uw := get(d.instance.AgentName)
-			uw.DeletedWorkloads = append(uw.DeletedWorkloads, rpc.DeletedWorkloadToProto(d.instance, conds))
+	for _, del := range p.deleted {
+		if del.serverHandled {
+			d.removed = append(d.removed, state.WorkloadState{Instance: del.instance, State: state.Removed})
+			continue
 		}
-	})
+		conds := l.spec.DeleteGraph.ConditionsFor(del.instance.WorkloadName)
+		uw := get(del.instance.AgentName)
+		uw.DeletedWorkloads = append(uw.DeletedWorkloads, rpc.DeletedWorkloadToProto(del.instance, conds))
+	}
 	for _, a := range p.added {
 		if a.Instance.AgentName == "" {
 			continue
@@ -121,14 +138,36 @@ func (l *leader) dispatchUpdate(p *updatePlan) {
 		uw := get(a.Instance.AgentName)
 		uw.AddedWorkloads = append(uw.AddedWorkloads, rpc.AddedWorkloadToProto(a.Instance, a.Workload))
 	}
-	for _, agent := range state.SortedKeys(perAgent) {
-		if c := l.s.conns.agent(agent); c != nil {
-			c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkload{UpdateWorkload: perAgent[agent]}})
+	return d
+}
+
+// sendDispatch sends the update committed at index to the agents greeted
+// before it, and the server-removed states to everyone.
+func (l *leader) sendDispatch(d *updateDispatch, index uint64) {
+	for _, agent := range state.SortedKeys(d.perAgent) {
+		if c := l.agentConn(agent); c != nil && l.greeted[agent].index < index {
+			c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkload{UpdateWorkload: d.perAgent[agent]}})
 		}
 	}
-	if len(removed) > 0 {
-		l.broadcastStates("", removed)
+	if len(d.removed) > 0 {
+		l.broadcastStates("", d.removed, index)
 	}
+}
+
+// greeting is an agent stream that got its ServerHello, and the FSM index
+// the hello showed.
+type greeting struct {
+	conn  *conn
+	index uint64
+}
+
+// agentConn is the agent's stream if it is registered and greeted.
+func (l *leader) agentConn(agent string) *conn {
+	c := l.s.conns.agent(agent)
+	if c == nil || l.greeted[agent].conn != c {
+		return nil
+	}
+	return c
 }
 
 // afterUpdate drops the log campaigns and event subscriptions of deleted
@@ -146,12 +185,18 @@ func (l *leader) afterUpdate(p *updatePlan) {
 	}
 }
 
-// broadcastStates sends workload states to every agent and CLI stream but
-// the one named.
-func (l *leader) broadcastStates(except string, ws []state.WorkloadState) {
+// broadcastStates sends the workload states committed at index to every
+// CLI stream and to every agent but the one named that was greeted before
+// the entry (a later hello already showed them).
+//
+// swdd~server-forwards-workload-state~1
+func (l *leader) broadcastStates(except string, ws []state.WorkloadState, index uint64) {
 	msg := &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkloadState{
 		UpdateWorkloadState: &grpcapi.UpdateWorkloadState{WorkloadStates: rpc.WorkloadStatesToProto(ws)}}}
 	for _, c := range l.s.conns.broadcastTargets(except) {
+		if g := l.greeted[c.name]; c.kind == kindAgent && (g.conn != c || g.index >= index) {
+			continue
+		}
 		c.send(msg)
 	}
 }

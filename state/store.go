@@ -12,7 +12,8 @@ type Rendered struct {
 // Store is everything the replicas agree on. The FSM applies commands to
 // it; the leader reads it to serve requests. Desired and Rendered are
 // copy-on-write: an update builds new maps, so a reader holding the old
-// ones sees a consistent state. States and Agents change in place.
+// ones sees a consistent state. DeleteGraph, Agents, States and
+// ReportMarks change in place.
 type Store struct {
 	Desired     State
 	Rendered    map[string]Rendered
@@ -23,6 +24,14 @@ type Store struct {
 	// zero means the desired state was never set, so a startup manifest may
 	// seed it.
 	Revision uint64
+	// DesiredSeq counts the accepted desired-state updates. A pipelined
+	// update carries the DesiredSeq it produces, so that it is refused
+	// unless it builds on the stored state, as it does not when an update
+	// before it failed.
+	DesiredSeq uint64
+	// ReportMarks is the newest report mark accepted from each agent, so
+	// that any leader drops reports older than what the cluster stored.
+	ReportMarks map[string]ReportMark
 }
 
 // NewStore returns an empty store: apiVersion v1, no workloads.
@@ -33,6 +42,7 @@ func NewStore() *Store {
 		DeleteGraph: DeleteGraph{},
 		Agents:      AgentMap{},
 		States:      WorkloadStatesMap{},
+		ReportMarks: map[string]ReportMark{},
 	}
 }
 
@@ -45,6 +55,8 @@ func (s *Store) Clone() *Store {
 		Agents:      s.Agents.Clone(),
 		States:      s.States.Clone(),
 		Revision:    s.Revision,
+		DesiredSeq:  s.DesiredSeq,
+		ReportMarks: maps.Clone(s.ReportMarks),
 	}
 }
 
@@ -70,10 +82,35 @@ type DesiredUpdate struct {
 	AgentTags map[string]map[string]string
 }
 
-// ApplyDesired applies an accepted update committed at index.
+// ApplyDesired applies an accepted update committed at index and counts
+// it in DesiredSeq.
 func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
 	s.Revision = index
-	d := s.Desired.Clone()
+	s.DesiredSeq++
+	s.Desired, s.Rendered = ApplyDesiredUpdate(s.Desired, s.Rendered, u)
+	for n, rw := range u.PutRendered {
+		s.DeleteGraph.RemoveDependent(n)
+		s.DeleteGraph.Insert(n, rw.Workload)
+	}
+	for _, st := range u.SetStates {
+		s.States.Set(st.Instance, st.State)
+	}
+	for _, in := range u.DeleteStates {
+		s.States.Delete(in)
+		s.removeFromGraphIfGone(in.WorkloadName)
+	}
+	for agent, tags := range u.AgentTags {
+		if a, ok := s.Agents[agent]; ok {
+			a.Tags = cloneMap(tags)
+		}
+	}
+}
+
+// ApplyDesiredUpdate is the copy-on-write part of ApplyDesired: it returns
+// the desired state and renderings after u and leaves d and r as they
+// were, so a reader holding them keeps a consistent view.
+func ApplyDesiredUpdate(d State, r map[string]Rendered, u *DesiredUpdate) (State, map[string]Rendered) {
+	d = d.Clone()
 	if u.APIVersion != "" {
 		d.APIVersion = u.APIVersion
 	}
@@ -89,31 +126,17 @@ func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
 	for k, v := range u.PutConfigs {
 		d.Configs[k] = v
 	}
-	s.Desired = d
-
-	r := maps.Clone(s.Rendered)
+	r = maps.Clone(r)
+	if r == nil {
+		r = map[string]Rendered{}
+	}
 	for _, n := range u.DeleteRendered {
 		delete(r, n)
 	}
 	for n, rw := range u.PutRendered {
 		r[n] = rw
-		s.DeleteGraph.RemoveDependent(n)
-		s.DeleteGraph.Insert(n, rw.Workload)
 	}
-	s.Rendered = r
-
-	for _, st := range u.SetStates {
-		s.States.Set(st.Instance, st.State)
-	}
-	for _, in := range u.DeleteStates {
-		s.States.Delete(in)
-		s.removeFromGraphIfGone(in.WorkloadName)
-	}
-	for agent, tags := range u.AgentTags {
-		if a, ok := s.Agents[agent]; ok {
-			a.Tags = cloneMap(tags)
-		}
-	}
+	return d, r
 }
 
 // AgentConnected stores a newly connected agent with its tags and no load

@@ -42,6 +42,8 @@ type config struct {
 	BootstrapExpect int      `yaml:"bootstrap_expect"`
 	Join            []string `yaml:"join"`
 	MetricsAddress  string   `yaml:"metrics_address"`
+	// LeaveOnTerminate makes SIGTERM/SIGINT a graceful leave of the cluster.
+	LeaveOnTerminate bool `yaml:"leave_on_terminate"`
 
 	AgentReconnectGrace time.Duration `yaml:"agent_reconnect_grace"`
 	RPCHoldTimeout      time.Duration `yaml:"rpc_hold_timeout"`
@@ -97,6 +99,7 @@ func options() []option {
 		{"raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }},
 		{"raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }},
 		{"raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }},
+		{"leave-on-terminate", "", "LEAVE_ON_TERMINATE", "on SIGTERM/SIGINT leave the cluster for good instead of stopping as a member that will come back", func(c *config) any { return &c.LeaveOnTerminate }},
 		{"insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }},
 		{"ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }},
 		{"crt_pem", "", "CRT_PEM", "server certificate (PEM)", func(c *config) any { return &c.CrtPem }},

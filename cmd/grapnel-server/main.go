@@ -16,11 +16,13 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server"
 	"github.com/grapnel-io/grapnel/server/metrics"
 	"github.com/grapnel-io/grapnel/state"
@@ -50,6 +52,9 @@ func run(cfg config) error {
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
+	// The proxy dials the leader as a client, with this replica's own
+	// certificate, so the leader can trust the names it forwards.
+	proxyCreds := insecure.NewCredentials()
 	if cfg.Insecure {
 		// swdd~server-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1
 		log.Warn("serving WITHOUT TLS (--insecure): anyone who reaches the port controls the cluster")
@@ -60,6 +65,15 @@ func run(cfg config) error {
 			return err
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		cc, err := rpc.ClientTLSConfig(cfg.tlsFiles(), rpc.ServerName)
+		if err != nil {
+			return err
+		}
+		proxyCreds = credentials.NewTLS(cc)
+	}
+	gossipKey, err := readGossipKey(cfg.GossipKeyFile)
+	if err != nil {
+		return err
 	}
 	lis, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
@@ -68,15 +82,25 @@ func run(cfg config) error {
 	f := fsm.New()
 	node, err := cluster.NewNode(cluster.Config{
 		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
-		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
-		BootstrapSelf: true, LogOutput: os.Stderr,
+		GRPCAddress: advertised(lis.Addr().String()), Version: version, Timing: cfg.timing(),
+		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress, GossipKey: gossipKey,
+		Join: cfg.Join, LogOutput: os.Stderr,
 	})
 	if err != nil {
 		lis.Close()
 		return err
 	}
 	metricSet := metrics.NewSet()
-	srv, err := server.New(server.Config{Node: node, FSM: f, Logger: log, StartupState: startup})
+	pool := proxy.NewPool(grpc.WithTransportCredentials(proxyCreds))
+	defer pool.Close()
+	grace := cfg.AgentReconnectGrace
+	if grace == 0 {
+		grace = -1 // zero means none; the server reads zero as its default
+	}
+	srv, err := server.New(server.Config{
+		Node: node, FSM: f, Logger: log, StartupState: startup, Metrics: metricSet,
+		AgentReconnectGrace: grace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
+	})
 	if err != nil {
 		node.Shutdown()
 		lis.Close()
@@ -92,19 +116,21 @@ func run(cfg config) error {
 	defer stopMetrics()
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
-	server.RegisterCluster(g, node)
+	srv.RegisterCluster(g)
 	srv.Start()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errCh := make(chan error, 1)
 	go func() { errCh <- g.Serve(lis) }()
-	log.Info("grapnel-server started", "id", cfg.Name, "address", lis.Addr().String(), "raft", cfg.RaftAddress, "data", cfg.DataDir)
+	log.Info("grapnel-server started", "id", cfg.Name, "address", lis.Addr().String(), "raft", cfg.RaftAddress,
+		"gossip", cfg.GossipAddress, "data", cfg.DataDir)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case err = <-errCh:
 	}
+	stepDown(node, cfg.LeaveOnTerminate, log)
 	srv.Shutdown()
 	g.Stop()
 	if serr := node.Shutdown(); err == nil {

@@ -35,7 +35,7 @@ func newRoot(a *app) *cobra.Command {
 	pf.BoolVarP(&a.global.Verbose, "verbose", "v", false, "print debug information on stderr")
 	pf.BoolVarP(&a.global.Quiet, "quiet", "q", false, "print only the requested data")
 
-	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a))
+	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a))
 	return root
 }
 

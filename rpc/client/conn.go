@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -41,9 +39,16 @@ type Options struct {
 	Insecure bool
 	TLS      rpc.TLSFiles
 	// ResponseTimeout bounds the wait for the answer to a request, and the
-	// time to open the stream to one address. Zero means
-	// DefaultResponseTimeout.
+	// time Dial takes to find the leader and open the stream there. Zero
+	// means DefaultResponseTimeout.
 	ResponseTimeout time.Duration
+	// HeartbeatTimeout is how long the replica a stream is open to may
+	// stay silent before it counts as dead and the stream ends. Zero means
+	// DefaultHeartbeatTimeout; negative turns the heartbeat off.
+	HeartbeatTimeout time.Duration
+	// HeartbeatInterval is how often the replica is asked to send a
+	// heartbeat. Zero means DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
 }
 
 func (o Options) timeout() time.Duration {
@@ -53,12 +58,35 @@ func (o Options) timeout() time.Duration {
 	return DefaultResponseTimeout
 }
 
-// Conn is one open CLI stream. Its methods are safe for concurrent use.
+func (o Options) heartbeatTimeout() time.Duration {
+	if o.HeartbeatTimeout == 0 {
+		return DefaultHeartbeatTimeout
+	}
+	return o.HeartbeatTimeout
+}
+
+func (o Options) heartbeatInterval() time.Duration {
+	if o.HeartbeatInterval > 0 {
+		return o.HeartbeatInterval
+	}
+	return DefaultHeartbeatInterval
+}
+
+// probeTimeout bounds one Status query while looking for the leader: a
+// replica that cannot answer within a heartbeat timeout is as good as
+// dead.
+func (o Options) probeTimeout() time.Duration {
+	if t := o.heartbeatTimeout(); t > 0 {
+		return min(t, o.timeout())
+	}
+	return o.timeout()
+}
+
+// Conn is one open CLI stream to the leader. Its methods are safe for
+// concurrent use.
 type Conn struct {
-	addr    string
-	cc      *grpc.ClientConn
-	stream  grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
-	cancel  context.CancelFunc
+	stream  *Stream
+	owned   *Resolver // closed with the Conn when Dial created it
 	timeout time.Duration
 	done    chan struct{} // closed when the receive goroutine has ended
 
@@ -72,33 +100,61 @@ type Conn struct {
 	closing bool
 }
 
-// Dial opens the stream to the first address in o.Addrs that accepts it and
-// sends the CommanderHello. The error names every address tried.
+// Dial finds the leader among the replicas in o.Addrs, opens the CLI
+// stream there and sends the CommanderHello. The stream has the heartbeat
+// attached (see Stream). Finding the leader and opening the stream are
+// bounded by ctx and by o's response timeout; the error names every
+// address tried.
 func Dial(ctx context.Context, o Options) (*Conn, error) {
-	if len(o.Addrs) == 0 {
-		return nil, fmt.Errorf("%w: no server address given", ErrNoServer)
-	}
-	creds, err := transportCredentials(o)
+	r, err := NewResolver(o)
 	if err != nil {
 		return nil, err
 	}
-	var tried []string
-	for _, addr := range o.Addrs {
-		c, err := dialOne(ctx, addr, creds, o.timeout())
-		if err == nil {
-			return c, nil
-		}
+	c, err := r.Dial(ctx)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	c.owned = r
+	return c, nil
+}
+
+// Dial opens a CLI connection to the leader through r, which outlives it:
+// a caller that reconnects after a broken stream keeps what r learned and
+// goes straight to the new leader.
+func (r *Resolver) Dial(ctx context.Context) (*Conn, error) {
+	octx, cancel := context.WithTimeout(ctx, r.opts.timeout())
+	defer cancel()
+	s, err := r.Open(octx, KindCLI)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, ErrRejected) {
-			// A rejection is an answer, not an outage: another replica
-			// would give the same one.
-			return nil, fmt.Errorf("%s: %w", addr, err)
-		}
-		tried = append(tried, fmt.Sprintf("%s (%v)", addr, err))
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: tried %s", ErrNoServer, strings.Join(tried, ", "))
+	c := &Conn{
+		stream:  s,
+		timeout: r.opts.timeout(),
+		done:    make(chan struct{}),
+		waiters: map[string]*waiter{},
+		subs:    map[string]*queue[*ankbase.Response]{},
+	}
+	hello := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{
+		CommanderHello: &grpcapi.CommanderHello{ProtocolVersion: rpc.ProtocolVersion},
+	}}
+	if err := s.Send(hello); err != nil {
+		// Send reports io.EOF when the server already ended the stream;
+		// the reason comes with Recv.
+		_, rerr := s.Recv()
+		s.Close()
+		err := dialError(rerr)
+		if errors.Is(err, ErrRejected) {
+			return nil, fmt.Errorf("%s: %w", s.Addr(), err)
+		}
+		return nil, fmt.Errorf("%w: %s (%v)", ErrNoServer, s.Addr(), err)
+	}
+	go c.receive()
+	return c, nil
 }
 
 func transportCredentials(o Options) (credentials.TransportCredentials, error) {
@@ -112,72 +168,8 @@ func transportCredentials(o Options) (credentials.TransportCredentials, error) {
 	return credentials.NewTLS(cfg), nil
 }
 
-func dialOne(ctx context.Context, addr string, creds credentials.TransportCredentials, timeout time.Duration) (*Conn, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithKeepaliveParams(keepaliveParams))
-	if err != nil {
-		return nil, err
-	}
-	// The stream outlives ctx (which only bounds the dial), so it gets its
-	// own context, cancelled by Close.
-	streamCtx, cancel := context.WithCancel(context.Background())
-	type opened struct {
-		s   grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
-		err error
-	}
-	ch := make(chan opened, 1)
-	go func() {
-		s, err := grpcapi.NewCliConnectionClient(cc).ConnectCli(streamCtx)
-		ch <- opened{s, err}
-	}()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var res opened
-	select {
-	case res = <-ch:
-	case <-timer.C:
-		cancel()
-		<-ch
-		res = opened{err: fmt.Errorf("not reachable within %v", timeout)}
-	case <-ctx.Done():
-		cancel()
-		<-ch
-		res = opened{err: ctx.Err()}
-	}
-	if res.err != nil {
-		cancel()
-		cc.Close()
-		if errors.Is(res.err, context.Canceled) || errors.Is(res.err, context.DeadlineExceeded) {
-			return nil, res.err
-		}
-		return nil, dialError(res.err)
-	}
-	c := &Conn{
-		addr:    addr,
-		cc:      cc,
-		stream:  res.s,
-		cancel:  cancel,
-		timeout: timeout,
-		done:    make(chan struct{}),
-		waiters: map[string]*waiter{},
-		subs:    map[string]*queue[*ankbase.Response]{},
-	}
-	hello := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{
-		CommanderHello: &grpcapi.CommanderHello{ProtocolVersion: rpc.ProtocolVersion},
-	}}
-	if err := res.s.Send(hello); err != nil {
-		// Send reports io.EOF when the server already ended the stream;
-		// the reason comes with Recv.
-		_, rerr := res.s.Recv()
-		cancel()
-		cc.Close()
-		return nil, dialError(rerr)
-	}
-	go c.receive()
-	return c, nil
-}
-
 // Addr is the address the stream is open to.
-func (c *Conn) Addr() string { return c.addr }
+func (c *Conn) Addr() string { return c.stream.Addr() }
 
 // Err says why the stream ended, or nil while it is up. Subscriptions see
 // their channel closed when the stream ends; Err tells them why.
@@ -215,7 +207,7 @@ func (c *Conn) Close() error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	c.cancel()
+	c.stream.Close()
 	<-c.done
 	c.mu.Lock()
 	for id, q := range c.subs {
@@ -226,7 +218,10 @@ func (c *Conn) Close() error {
 		c.states.stop()
 	}
 	c.mu.Unlock()
-	return c.cc.Close()
+	if c.owned != nil {
+		return c.owned.Close()
+	}
+	return nil
 }
 
 // receive is the only reader of the stream.

@@ -1,11 +1,27 @@
-// Package client is the commander side of the Ankaios CLI stream: one
-// CliConnection.ConnectCli stream to a Grapnel (or Ankaios) server, over
-// which requests are matched to their responses by request id, long-lived
-// requests (event subscriptions, log campaigns) deliver every response with
-// their id, and the server's unsolicited workload-state broadcasts are
-// handed to whoever waits for workloads to settle.
+// Package client reaches the leader of a Grapnel cluster, for the CLI and
+// the agent.
 //
-// The stream is owned by one receive goroutine; callers never read it.
-// Nothing here retries: a broken stream fails every pending request with
-// an error that says why, and the CLI reports it.
+// A Resolver, given one or more replica addresses, asks the replicas for
+// their Cluster.Status, learns the replica set and the leader, and keeps
+// both fresh from the heartbeat of every stream it opened. Open opens any
+// Ankaios stream (agent, CLI, command) to the leader as a leader-aware
+// client: a follower answers with the leader's address instead of
+// proxying, and the Resolver goes there at once. It backs off (jittered,
+// exponential) only while no leader is known. Every stream carries a
+// heartbeat: Cluster.Watch on the same replica, which must send something
+// every 250 ms; silence for a second, or an event naming another leader,
+// ends the stream with an error that says so, and the caller reconnects.
+//
+// Conn is the commander side of the CLI stream on top of that: requests
+// are matched to their responses by request id, long-lived requests (event
+// subscriptions, log campaigns) deliver every response with their id, and
+// the server's unsolicited workload-state broadcasts are handed to whoever
+// waits for workloads to settle. The stream is owned by one receive
+// goroutine; callers never read it. A broken stream fails every pending
+// request with an error that says why; reconnecting is the caller's move
+// (Resolver.Dial keeps what was learned).
+//
+// DialCluster gives the operator verbs a Cluster client that calls the
+// leader. A server without the Cluster service (an upstream Ankaios
+// server) is used as it is, without leader-following or heartbeat.
 package client

@@ -27,6 +27,14 @@ var (
 	ErrClosed = errors.New("connection closed")
 	// ErrTimeout means the server did not answer a request in time.
 	ErrTimeout = errors.New("no response from the server")
+	// ErrHeartbeatLost means the replica's heartbeat stopped: it is dead
+	// or cut off, although its TCP connection may look open. It comes
+	// wrapped together with ErrConnectionLost.
+	ErrHeartbeatLost = errors.New("heartbeat lost")
+	// ErrLeaderMoved means the replica a stream was open to leads no more.
+	// It comes wrapped together with ErrConnectionLost; the Resolver
+	// already knows the new leader, if there is one.
+	ErrLeaderMoved = errors.New("leadership moved")
 )
 
 // ServerError is a Response{error} from the server: it carries the
@@ -61,6 +69,10 @@ func statusText(err error) string {
 // back into Grapnel's sentinels (rpc.FromStatus), so a Grapnel server's
 // reason is recognised by kind, an upstream one by its code.
 func streamError(err error) error {
+	if errors.Is(err, ErrConnectionLost) || errors.Is(err, ErrClosed) {
+		// Already classified: the stream was ended on purpose.
+		return err
+	}
 	if err == nil || errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: the server closed the stream", ErrConnectionLost)
 	}

@@ -1,0 +1,290 @@
+// Command grapnel-bench measures a Grapnel cluster of real grapnel-server
+// processes against an etcd cluster on the same machine and prints the
+// tables of chaos/bench: UpdateState throughput and latency next to etcd
+// puts for each client count, and the failover time after SIGKILL of the
+// leader. scripts/bench.sh builds the binaries and runs it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/grapnel-io/grapnel/chaos/bench"
+)
+
+type options struct {
+	grapnelBin, etcdBin, etcdLoad string
+	clients                       []int
+	load                          bench.LoadConfig
+	payload                       int
+	timeout                       time.Duration
+	replicas                      int
+	kills                         int
+	settle                        time.Duration
+	bound                         time.Duration
+	skipThroughput, skipEtcd      bool
+	out, workDir                  string
+	keep                          bool
+	serverFlags                   []string
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, " ") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+var errUsage = errors.New("usage")
+
+func parse(args []string) (options, error) {
+	fs := flag.NewFlagSet("grapnel-bench", flag.ContinueOnError)
+	var o options
+	var clients string
+	var extra stringList
+	fs.StringVar(&o.grapnelBin, "grapnel-server", "", "grapnel-server binary (required)")
+	fs.StringVar(&o.etcdBin, "etcd", "", "etcd binary from chaos/etcdpeer (required unless -skip-etcd)")
+	fs.StringVar(&o.etcdLoad, "etcdload", "", "etcdload binary from chaos/etcdpeer (required unless -skip-etcd)")
+	fs.StringVar(&clients, "clients", "1,16,64", "comma-separated concurrent client counts")
+	fs.DurationVar(&o.load.Duration, "duration", 10*time.Second, "measured phase per client count and system")
+	fs.IntVar(&o.load.Count, "count", 1000000, "most measured operations per client count and system")
+	fs.DurationVar(&o.load.Warmup, "warmup", time.Second, "unmeasured phase before each measurement")
+	fs.IntVar(&o.payload, "payload", 256, "runtimeConfig size (Grapnel) and value size (etcd) in bytes")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "bound of one request")
+	fs.IntVar(&o.replicas, "replicas", 3, "Grapnel replicas (etcd always runs 3 members)")
+	fs.IntVar(&o.kills, "kills", 20, "leader kills of the failover measurement (0 skips it)")
+	fs.DurationVar(&o.settle, "settle", time.Second, "steady writes to the healthy cluster before each kill")
+	fs.DurationVar(&o.bound, "bound", 60*time.Second, "longest wait for a cluster to become ready or recover")
+	fs.BoolVar(&o.skipThroughput, "skip-throughput", false, "measure only the failover")
+	fs.BoolVar(&o.skipEtcd, "skip-etcd", false, "measure Grapnel only")
+	fs.StringVar(&o.out, "out", "", "also write the report to this file")
+	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a fresh temp dir, removed unless the run fails or -keep)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
+	fs.Var(&extra, "server-flag", "extra grapnel-server flag, e.g. -server-flag=--raft-heartbeat-timeout=500ms (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.serverFlags = extra
+	o.load.Clients = 1
+	for _, c := range strings.Split(clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("%w: -clients: %q is not a positive number", errUsage, c)
+		}
+		o.clients = append(o.clients, n)
+	}
+	switch {
+	case o.grapnelBin == "":
+		return o, fmt.Errorf("%w: -grapnel-server is required", errUsage)
+	case !o.skipEtcd && !o.skipThroughput && (o.etcdBin == "" || o.etcdLoad == ""):
+		return o, fmt.Errorf("%w: -etcd and -etcdload are required unless -skip-etcd", errUsage)
+	case o.payload < bench.MinPayload:
+		return o, fmt.Errorf("%w: -payload %d: need at least %d bytes", errUsage, o.payload, bench.MinPayload)
+	case o.kills < 0:
+		return o, fmt.Errorf("%w: -kills %d: must not be negative", errUsage, o.kills)
+	case o.kills > 0 && o.replicas < 3:
+		return o, fmt.Errorf("%w: -kills needs -replicas of at least 3", errUsage)
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "grapnel-bench: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "grapnel-bench: %v\n", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func run(ctx context.Context, o options, stdout io.Writer) (err error) {
+	dir := o.workDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "grapnel-bench-"); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		if err != nil || o.keep {
+			logf("data dirs and logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
+	var report strings.Builder
+	report.WriteString(header(o))
+	if !o.skipThroughput {
+		rows, err := throughput(ctx, o, dir)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&report, "\nThroughput: UpdateState (one workload per client, %d-byte runtimeConfig) vs etcd put (%d-byte value), %d replicas/members\n\n",
+			o.payload, o.payload, o.replicas)
+		report.WriteString(bench.ThroughputTable(rows))
+	}
+	if o.kills > 0 {
+		res, err := failover(ctx, o, dir)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&report, "\nFailover: SIGKILL of the leader of %d replicas, %d times, one client updating continuously\n\n", o.replicas, o.kills)
+		report.WriteString(bench.FailoverTable(res))
+	}
+	fmt.Fprint(stdout, report.String())
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(o.out, []byte(report.String()), 0o644)
+	}
+	return nil
+}
+
+// header says what was measured on what, so a figure is never read
+// without its conditions.
+func header(o options) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "grapnel-bench %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "machine: %s/%s, %d CPUs, %s\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	flags := "defaults"
+	if len(o.serverFlags) > 0 {
+		flags = strings.Join(o.serverFlags, " ")
+	}
+	fmt.Fprintf(&b, "grapnel-server flags: %s\n", flags)
+	if !o.skipEtcd && !o.skipThroughput {
+		fmt.Fprintf(&b, "etcd: %s (defaults)\n", version(o.etcdBin))
+	}
+	fmt.Fprintf(&b, "bounds: %v or %d operations measured after %v warm-up per point; request timeout %v\n",
+		o.load.Duration, o.load.Count, o.load.Warmup, o.timeout)
+	return b.String()
+}
+
+func version(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "version unknown"
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(first)
+}
+
+func bounded(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+func startGrapnel(ctx context.Context, o options, dir string) (*bench.Grapnel, int, error) {
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.grapnelBin, Dir: dir, Replicas: o.replicas, Extra: o.serverFlags})
+	if err != nil {
+		return nil, 0, err
+	}
+	bctx, cancel := bounded(ctx, o.bound)
+	defer cancel()
+	leader, err := g.WaitHealthy(bctx)
+	if err != nil {
+		g.Close()
+		return nil, 0, err
+	}
+	logf("grapnel: %d replicas up in %s, leader %s", o.replicas, dir, g.Replicas[leader].Name)
+	return g, leader, nil
+}
+
+func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputRow, error) {
+	rows := make([]bench.ThroughputRow, len(o.clients))
+	g, leader, err := startGrapnel(ctx, o, filepath.Join(dir, "grapnel-throughput"))
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	for i, n := range o.clients {
+		rows[i].Clients = n
+		cfg := o.load
+		cfg.Clients = n
+		// Every address is given; the leader's first, so that even a
+		// client that does not follow leaders talks to it directly.
+		op, ws, err := bench.GrapnelOp(g.LeaderFirst(leader), n, o.payload, o.timeout)
+		if err != nil {
+			return nil, err
+		}
+		term := g.Term(ctx)
+		s, err := bench.RunLoad(ctx, "grapnel", cfg, op)
+		elections := g.Term(ctx) - term
+		onLeader := 0
+		for _, w := range ws {
+			if w.Addr() == g.Replicas[leader].Addr {
+				onLeader++
+			}
+			w.Close()
+		}
+		if err != nil {
+			return nil, err
+		}
+		sum := bench.Summarize(s)
+		rows[i].Grapnel = &sum
+		rows[i].Elections = int(elections)
+		logf("grapnel %d clients: %.0f ops/s, p50 %v, p99 %v, %d errors, %d/%d clients on the first leader, term +%d",
+			n, sum.OpsPerSec, bench.FormatDuration(sum.P50), bench.FormatDuration(sum.P99), sum.Errors, onLeader, n, elections)
+	}
+	g.Close()
+	if o.skipEtcd {
+		return rows, nil
+	}
+	e, err := bench.StartEtcd(bench.EtcdConfig{Bin: o.etcdBin, Load: o.etcdLoad, Dir: filepath.Join(dir, "etcd"), Members: 3})
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	bctx, cancel := bounded(ctx, o.bound)
+	err = e.WaitHealthy(bctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	logf("etcd: 3 members up")
+	for i, n := range o.clients {
+		cfg := o.load
+		cfg.Clients = n
+		s, err := e.Run(ctx, cfg, o.payload, o.timeout)
+		if err != nil {
+			return nil, err
+		}
+		sum := bench.Summarize(s)
+		rows[i].Etcd = &sum
+		logf("etcd %d clients: %.0f ops/s, p50 %v, p99 %v, %d errors",
+			n, sum.OpsPerSec, bench.FormatDuration(sum.P50), bench.FormatDuration(sum.P99), sum.Errors)
+	}
+	return rows, nil
+}
+
+func failover(ctx context.Context, o options, dir string) (bench.FailoverResult, error) {
+	g, _, err := startGrapnel(ctx, o, filepath.Join(dir, "grapnel-failover"))
+	if err != nil {
+		return bench.FailoverResult{}, err
+	}
+	defer g.Close()
+	return bench.MeasureFailover(ctx, g, bench.FailoverConfig{
+		Kills: o.kills, Payload: o.payload, Timeout: o.timeout, Bound: o.bound, Settle: o.settle, Logf: logf,
+	})
+}

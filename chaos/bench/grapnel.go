@@ -1,0 +1,336 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+)
+
+// ErrNotReady means a cluster did not reach the wanted condition in time.
+var ErrNotReady = errors.New("cluster not ready")
+
+// GrapnelConfig says how to start a Grapnel cluster.
+type GrapnelConfig struct {
+	// Bin is the grapnel-server binary.
+	Bin string
+	// Dir holds one data directory and one log file per replica.
+	Dir string
+	// Replicas is the cluster size; 1 starts a single replica that
+	// bootstraps itself, more form a cluster with --bootstrap-expect.
+	Replicas int
+	// Extra flags for every replica, e.g. Raft timing knobs.
+	Extra []string
+}
+
+// Replica is one grapnel-server process and its addresses.
+type Replica struct {
+	Name       string
+	Addr       string // gRPC, for CLIs and agents
+	RaftAddr   string
+	GossipAddr string
+	DataDir    string
+	LogPath    string
+	args       []string
+	proc       *Process
+	status     *grpc.ClientConn
+}
+
+// Grapnel is a cluster of grapnel-server processes on loopback, insecure.
+// Status, Term and the waits may run concurrently with each other; Start,
+// Kill and Close must not run concurrently with anything.
+type Grapnel struct {
+	bin      string
+	Replicas []*Replica
+}
+
+// statusTimeout bounds one Status call; a replica on loopback answers in
+// well under a millisecond unless it is gone.
+const statusTimeout = 500 * time.Millisecond
+
+// StartGrapnel allocates ports and data directories and starts every
+// replica. It does not wait for a leader (WaitLeader does).
+func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
+	if cfg.Replicas < 1 {
+		return nil, fmt.Errorf("grapnel: %d replicas: need at least 1", cfg.Replicas)
+	}
+	addrs, err := FreeAddrs(3 * cfg.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	g := &Grapnel{bin: cfg.Bin}
+	for i := range cfg.Replicas {
+		r := &Replica{
+			Name: fmt.Sprintf("r%d", i+1), Addr: addrs[3*i], RaftAddr: addrs[3*i+1], GossipAddr: addrs[3*i+2],
+			DataDir: filepath.Join(cfg.Dir, fmt.Sprintf("r%d", i+1)),
+			LogPath: filepath.Join(cfg.Dir, fmt.Sprintf("r%d.log", i+1)),
+		}
+		if err := os.MkdirAll(r.DataDir, 0o755); err != nil {
+			return nil, err
+		}
+		r.args = []string{"-k", "--name", r.Name, "-a", r.Addr, "--raft-address", r.RaftAddr, "--data-dir", r.DataDir}
+		g.Replicas = append(g.Replicas, r)
+	}
+	if cfg.Replicas > 1 {
+		for i, r := range g.Replicas {
+			r.args = append(r.args, "--gossip-address", r.GossipAddr, "--bootstrap-expect", strconv.Itoa(cfg.Replicas))
+			for j, o := range g.Replicas {
+				if j != i {
+					r.args = append(r.args, "--join", o.GossipAddr)
+				}
+			}
+		}
+	}
+	for _, r := range g.Replicas {
+		r.args = append(r.args, cfg.Extra...)
+		r.status, err = grpc.NewClient(r.Addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			// A killed replica comes back at the same address; the
+			// default backoff (up to 2 minutes) would hide it.
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
+				MinConnectTimeout: time.Second,
+			}))
+		if err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	for i := range g.Replicas {
+		if err := g.Start(i); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// Addrs are the gRPC addresses of all replicas, in replica order.
+func (g *Grapnel) Addrs() []string {
+	out := make([]string, len(g.Replicas))
+	for i, r := range g.Replicas {
+		out[i] = r.Addr
+	}
+	return out
+}
+
+// Start starts replica i (again) with its original flags and data dir.
+func (g *Grapnel) Start(i int) error {
+	r := g.Replicas[i]
+	if r.proc != nil && r.proc.Alive() {
+		return fmt.Errorf("%s already runs", r.Name)
+	}
+	p, err := StartProcess(r.Name, g.bin, r.args, r.LogPath)
+	if err != nil {
+		return err
+	}
+	r.proc = p
+	return nil
+}
+
+// Running says whether replica i's process runs.
+func (g *Grapnel) Running(i int) bool {
+	p := g.Replicas[i].proc
+	return p != nil && p.Alive()
+}
+
+// Kill sends SIGKILL to replica i and waits until it is gone; it stays
+// down (and is not waited for) until Start.
+func (g *Grapnel) Kill(i int) {
+	if p := g.Replicas[i].proc; p != nil {
+		p.Kill()
+		g.Replicas[i].proc = nil
+	}
+}
+
+// Close stops every replica (SIGTERM, then SIGKILL) and drops the status
+// connections. It is safe to call more than once.
+func (g *Grapnel) Close() {
+	for _, r := range g.Replicas {
+		if r.proc != nil {
+			r.proc.Stop(5 * time.Second)
+		}
+		if r.status != nil {
+			r.status.Close()
+			r.status = nil
+		}
+	}
+}
+
+// Status asks replica i for the replica set and the leader it sees.
+func (g *Grapnel) Status(ctx context.Context, i int) (*grapnelpb.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	return grapnelpb.NewClusterClient(g.Replicas[i].status).Status(ctx, &grapnelpb.StatusRequest{})
+}
+
+// index returns the replica with the given name, or -1.
+func (g *Grapnel) index(name string) int {
+	for i, r := range g.Replicas {
+		if r.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkAlive fails when a replica that should run (it was started and
+// not killed) has exited; waiting for it would only time out.
+func (g *Grapnel) checkAlive() error {
+	for _, r := range g.Replicas {
+		if r.proc != nil {
+			if err := r.proc.ExitErr(); err != nil {
+				return fmt.Errorf("%w\n%s", err, LogTail(r.LogPath, 20))
+			}
+		}
+	}
+	return nil
+}
+
+// poll calls cond every interval until it reports done, a replica dies, or
+// ctx ends; the last reason cond gave goes into the timeout error.
+func (g *Grapnel) poll(ctx context.Context, what string, cond func() (done bool, why string)) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	why := "not checked yet"
+	for {
+		if err := g.checkAlive(); err != nil {
+			return err
+		}
+		var done bool
+		if done, why = cond(); done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s: %s (%v)", ErrNotReady, what, why, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitLeader waits until a running replica says it leads and a majority of
+// the cluster's replicas report that same leader; it returns its index.
+func (g *Grapnel) WaitLeader(ctx context.Context) (int, error) {
+	leader := -1
+	err := g.poll(ctx, "a leader", func() (bool, string) {
+		votes := map[string]int{}
+		var self string
+		for i, r := range g.Replicas {
+			if !g.Running(i) {
+				continue
+			}
+			st, err := g.Status(ctx, i)
+			if err != nil {
+				continue
+			}
+			if st.GetLeaderId() != "" {
+				votes[st.GetLeaderId()]++
+			}
+			if st.GetLeaderId() == r.Name {
+				self = r.Name
+			}
+		}
+		if self == "" {
+			return false, fmt.Sprintf("no replica says it leads (seen: %v)", votes)
+		}
+		if votes[self] <= len(g.Replicas)/2 {
+			return false, fmt.Sprintf("%s leads but only %d replicas agree", self, votes[self])
+		}
+		leader = g.index(self)
+		return true, ""
+	})
+	return leader, err
+}
+
+// WaitHealthy waits until every replica runs, all agree on one leader, the
+// leader lists every replica as a healthy voter, and every replica has
+// applied the log up to where the leader's commit index stood when the wait
+// began, i.e. a restarted replica has caught up. It returns the leader.
+func (g *Grapnel) WaitHealthy(ctx context.Context) (int, error) {
+	for i, r := range g.Replicas {
+		if !g.Running(i) {
+			return -1, fmt.Errorf("%w: %s does not run", ErrNotReady, r.Name)
+		}
+	}
+	leader := -1
+	var target uint64
+	err := g.poll(ctx, "a healthy cluster", func() (bool, string) {
+		sts := make([]*grapnelpb.StatusResponse, len(g.Replicas))
+		for i, r := range g.Replicas {
+			st, err := g.Status(ctx, i)
+			if err != nil {
+				return false, fmt.Sprintf("%s: %v", r.Name, err)
+			}
+			sts[i] = st
+		}
+		lid := sts[0].GetLeaderId()
+		l := g.index(lid)
+		if l < 0 {
+			return false, fmt.Sprintf("%s sees leader %q", g.Replicas[0].Name, lid)
+		}
+		for i, st := range sts {
+			if st.GetLeaderId() != lid {
+				return false, fmt.Sprintf("%s sees leader %q, %s sees %q", g.Replicas[i].Name, st.GetLeaderId(), g.Replicas[0].Name, lid)
+			}
+		}
+		if target == 0 {
+			target = sts[l].GetCommitIndex()
+		}
+		if len(g.Replicas) > 1 {
+			ms := sts[l].GetMembers()
+			if len(ms) != len(g.Replicas) {
+				return false, fmt.Sprintf("leader %s lists %d members", lid, len(ms))
+			}
+			for _, m := range ms {
+				if !m.GetVoter() || !m.GetHealthy() {
+					return false, fmt.Sprintf("leader %s: member %s voter=%v healthy=%v", lid, m.GetId(), m.GetVoter(), m.GetHealthy())
+				}
+			}
+		}
+		for i, st := range sts {
+			if st.GetAppliedIndex() < target {
+				return false, fmt.Sprintf("%s applied %d of %d", g.Replicas[i].Name, st.GetAppliedIndex(), target)
+			}
+		}
+		leader = l
+		return true, ""
+	})
+	return leader, err
+}
+
+// LeaderFirst returns the gRPC addresses with the given replica's first,
+// the others in replica order.
+func (g *Grapnel) LeaderFirst(leader int) []string {
+	out := []string{g.Replicas[leader].Addr}
+	for i, r := range g.Replicas {
+		if i != leader {
+			out = append(out, r.Addr)
+		}
+	}
+	return out
+}
+
+// Term is the highest Raft term any running replica reports; a change
+// between two calls means the cluster held an election in between.
+func (g *Grapnel) Term(ctx context.Context) uint64 {
+	var term uint64
+	for i := range g.Replicas {
+		if !g.Running(i) {
+			continue
+		}
+		if st, err := g.Status(ctx, i); err == nil {
+			term = max(term, st.GetTerm())
+		}
+	}
+	return term
+}

@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// ErrExited means a process ended on its own when it should be running.
+var ErrExited = errors.New("process exited")
+
+// Process is one child process (a grapnel-server or an etcd member) with
+// its output in a log file. It runs in its own process group, so a kill
+// reaches everything it started.
+type Process struct {
+	Name string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{} // closed once Wait has returned
+	err  error         // Wait's result; read after done
+}
+
+// StartProcess starts bin with args, stdout and stderr appended to logPath.
+func StartProcess(name, bin string, args []string, logPath string) (*Process, error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%s: log file: %w", name, err)
+	}
+	fmt.Fprintf(log, "=== %s start %s %q\n", time.Now().Format(time.RFC3339Nano), bin, args)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
+	}
+	p := &Process{Name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		log.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Alive says whether the process still runs.
+func (p *Process) Alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// ExitErr says how the process ended; nil while it runs.
+func (p *Process) ExitErr() error {
+	select {
+	case <-p.done:
+		if p.err == nil {
+			return fmt.Errorf("%s: %w with status 0", p.Name, ErrExited)
+		}
+		return fmt.Errorf("%s: %w: %v", p.Name, ErrExited, p.err)
+	default:
+		return nil
+	}
+}
+
+// Kill sends SIGKILL to the process group and waits until the process is
+// reaped.
+func (p *Process) Kill() {
+	if p.Alive() {
+		_ = signalGroup(p.cmd.Process, syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// Stop asks the process to end (SIGTERM) and kills it if it has not ended
+// within grace.
+func (p *Process) Stop(grace time.Duration) {
+	if !p.Alive() {
+		return
+	}
+	_ = signalGroup(p.cmd.Process, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.Kill()
+	}
+}

@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// ThroughputRow is one client count of the comparison; either side may be
+// missing when it was not run.
+type ThroughputRow struct {
+	Clients       int
+	Grapnel, Etcd *Summary
+	// Elections is how far Grapnel's Raft term moved during the run: a
+	// leader change under load, which the figures include.
+	Elections int
+}
+
+// ThroughputTable prints the comparison: per client count Grapnel's and
+// etcd's acknowledged operations per second, p50 and p99, and the ratio of
+// the throughputs (Grapnel / etcd). Failed operations are listed below.
+func ThroughputTable(rows []ThroughputRow) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tgrapnel ops/s\tp50\tp99\tetcd ops/s\tp50\tp99\tratio\t")
+	var notes []string
+	for _, r := range rows {
+		g, e := side(r.Grapnel), side(r.Etcd)
+		ratio := "-"
+		if r.Grapnel != nil && r.Etcd != nil && r.Etcd.OpsPerSec > 0 {
+			ratio = fmt.Sprintf("%.2f", r.Grapnel.OpsPerSec/r.Etcd.OpsPerSec)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Clients, g[0], g[1], g[2], e[0], e[1], e[2], ratio)
+		if r.Elections > 0 {
+			notes = append(notes, fmt.Sprintf("grapnel, %d clients: the Raft term moved by %d during the run (leader elections under load)", r.Clients, r.Elections))
+		}
+		for _, s := range []*Summary{r.Grapnel, r.Etcd} {
+			if s != nil && s.Errors > 0 {
+				notes = append(notes, fmt.Sprintf("%s, %d clients: %d failed operations (first: %s)", s.System, s.Clients, s.Errors, s.FirstError))
+			}
+		}
+	}
+	tw.Flush()
+	for _, n := range notes {
+		b.WriteString(n + "\n")
+	}
+	return b.String()
+}
+
+func side(s *Summary) [3]string {
+	if s == nil {
+		return [3]string{"-", "-", "-"}
+	}
+	return [3]string{fmt.Sprintf("%.0f", s.OpsPerSec), FormatDuration(s.P50), FormatDuration(s.P99)}
+}
+
+// FormatDuration prints a latency with about three significant digits,
+// in ms below a second.
+func FormatDuration(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	switch {
+	case ms >= 1000:
+		return fmt.Sprintf("%.2fs", ms/1000)
+	case ms >= 100:
+		return fmt.Sprintf("%.0fms", ms)
+	case ms >= 10:
+		return fmt.Sprintf("%.1fms", ms)
+	default:
+		return fmt.Sprintf("%.2fms", ms)
+	}
+}
+
+// FailoverTable prints p50, p99 and max of the outages, the elections and
+// the rejoin times of a failover measurement.
+func FailoverTable(r FailoverResult) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tn\tp50\tp99\tmax")
+	for _, row := range []struct {
+		name string
+		d    []time.Duration
+	}{
+		{"kill -> next acknowledged update", r.Outage},
+		{"kill -> new leader (Status poll)", r.Election},
+		{"restart -> healthy and caught up", r.Rejoin},
+	} {
+		d := slices.Clone(row.d)
+		slices.Sort(d)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", row.name, len(d),
+			FormatDuration(Percentile(d, 50)), FormatDuration(Percentile(d, 99)), FormatDuration(Percentile(d, 100)))
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "writer: %d updates acknowledged, %d failed during the run\n", r.Acks, r.Errors)
+	return b.String()
+}

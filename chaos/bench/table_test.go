@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestThroughputTable(t *testing.T) {
+	g := &Summary{System: "grapnel", Clients: 16, OpsPerSec: 3000, P50: 4 * time.Millisecond, P99: 12500 * time.Microsecond}
+	e := &Summary{System: "etcd", Clients: 16, OpsPerSec: 2000, P50: 5 * time.Millisecond, P99: 150 * time.Millisecond, Errors: 2, FirstError: "deadline"}
+	out := ThroughputTable([]ThroughputRow{
+		{Clients: 16, Grapnel: g, Etcd: e, Elections: 2},
+		{Clients: 64, Grapnel: &Summary{System: "grapnel", Clients: 64, OpsPerSec: 10}},
+	})
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("want header, two rows and two notes, got:\n%s", out)
+	}
+	tests := []struct {
+		line int
+		want []string
+	}{
+		{0, []string{"clients", "grapnel ops/s", "etcd ops/s", "ratio"}},
+		{1, []string{"16", "3000", "4.00ms", "12.5ms", "2000", "5.00ms", "150ms", "1.50"}},
+		{2, []string{"64", "10", "-"}},
+		{3, []string{"grapnel, 16 clients: the Raft term moved by 2 during the run"}},
+		{4, []string{"etcd, 16 clients: 2 failed operations (first: deadline)"}},
+	}
+	for _, tt := range tests {
+		for _, w := range tt.want {
+			if !strings.Contains(lines[tt.line], w) {
+				t.Fatalf("line %d %q lacks %q; table:\n%s", tt.line, lines[tt.line], w, out)
+			}
+		}
+	}
+	if f := strings.Fields(lines[2]); f[len(f)-1] != "-" {
+		t.Fatalf("a row without etcd must have no ratio: %q", lines[2])
+	}
+}
+
+func TestFailoverTable(t *testing.T) {
+	r := FailoverResult{
+		Outage:   []time.Duration{300 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond},
+		Election: []time.Duration{250 * time.Millisecond, 50 * time.Millisecond, 150 * time.Millisecond},
+		Rejoin:   []time.Duration{2 * time.Second, time.Second, 3 * time.Second},
+		Acks:     500, Errors: 7,
+	}
+	out := FailoverTable(r)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("want header, two rows and a summary line, got:\n%s", out)
+	}
+	tests := []struct {
+		line int
+		want string
+	}{
+		{1, "kill -> next acknowledged update 3 200ms 300ms 300ms"},
+		{2, "kill -> new leader (Status poll) 3 150ms 250ms 250ms"},
+		{3, "restart -> healthy and caught up 3 2.00s 3.00s 3.00s"},
+		{4, "writer: 500 updates acknowledged, 7 failed during the run"},
+	}
+	for _, tt := range tests {
+		if got := strings.Join(strings.Fields(lines[tt.line]), " "); got != tt.want {
+			t.Fatalf("line %d = %q, want %q; table:\n%s", tt.line, got, tt.want, out)
+		}
+	}
+	if r.Outage[0] != 300*time.Millisecond {
+		t.Fatal("FailoverTable sorted its input in place")
+	}
+}

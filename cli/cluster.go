@@ -1,0 +1,219 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// ErrBadArgument is a command-line argument the verb cannot use.
+var ErrBadArgument = errors.New("bad argument")
+
+// Cluster runs the operator verbs against the Cluster service of the
+// leader (or, for members, of any replica).
+type Cluster struct {
+	Client grapnelpb.ClusterClient
+	Out    io.Writer
+	Err    io.Writer
+	Quiet  bool
+}
+
+// memberColumns are the columns of `cluster members`.
+var memberColumns = []string{"ID", "ROLE", "VOTER", "HEALTHY", "LAST CONTACT", "GRPC", "RAFT", "GOSSIP", "VERSION"}
+
+// Members prints the replica set as a table, JSON or YAML.
+func (c *Cluster) Members(ctx context.Context, output string) error {
+	st, err := c.Client.Status(ctx, &grapnelpb.StatusRequest{})
+	if err != nil {
+		return err
+	}
+	switch output {
+	case "table", "":
+		t := Table{Headers: memberColumns}
+		for _, m := range st.GetMembers() {
+			role := m.GetRole()
+			if m.GetLeader() {
+				role = "leader"
+			}
+			t.Rows = append(t.Rows, []string{
+				m.GetId(), role, strconv.FormatBool(m.GetVoter()), strconv.FormatBool(m.GetHealthy()),
+				lastContactText(m.GetLastContactMs()), m.GetGrpcAddress(), m.GetRaftAddress(),
+				m.GetGossipAddress(), m.GetVersion(),
+			})
+		}
+		_, err := io.WriteString(c.Out, t.Render(0, FitNone, -1)+"\n")
+		if err == nil && !c.Quiet {
+			leader := st.GetLeaderId()
+			if leader == "" {
+				leader = "none known"
+			}
+			_, err = fmt.Fprintf(c.Out, "leader: %s, term %d, commit index %d (as seen by %s)\n",
+				leader, st.GetTerm(), st.GetCommitIndex(), st.GetReplicaId())
+		}
+		return err
+	case "json", "yaml":
+		tree := statusTree(st)
+		var text string
+		if output == "json" {
+			text, err = EncodeJSON(tree, nil, true)
+		} else {
+			text, err = EncodeYAML(tree, nil)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = io.WriteString(c.Out, text)
+		return err
+	}
+	return fmt.Errorf("%w: -o %q: use table, json or yaml", ErrBadArgument, output)
+}
+
+func lastContactText(ms int64) string {
+	if ms < 0 {
+		return "-"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+func statusTree(st *grapnelpb.StatusResponse) state.Tree {
+	members := []any{}
+	for _, m := range st.GetMembers() {
+		members = append(members, map[string]any{
+			"id": m.GetId(), "role": m.GetRole(), "leader": m.GetLeader(), "voter": m.GetVoter(),
+			"healthy": m.GetHealthy(), "lastContactMs": m.GetLastContactMs(),
+			"grpcAddress": m.GetGrpcAddress(), "raftAddress": m.GetRaftAddress(),
+			"gossipAddress": m.GetGossipAddress(), "gossipStatus": m.GetGossipStatus(),
+			"version": m.GetVersion(), "leaderSeen": m.GetLeaderSeen(),
+		})
+	}
+	return state.Tree{
+		"replicaId": st.GetReplicaId(), "leaderId": st.GetLeaderId(),
+		"leaderGrpcAddress": st.GetLeaderGrpcAddress(), "term": st.GetTerm(),
+		"commitIndex": st.GetCommitIndex(), "appliedIndex": st.GetAppliedIndex(), "members": members,
+	}
+}
+
+// Remove takes a replica out of the cluster.
+func (c *Cluster) Remove(ctx context.Context, id string) error {
+	if !state.ValidName(id) {
+		return fmt.Errorf("%w: replica id %q uses only [a-zA-Z0-9_-]", ErrBadArgument, id)
+	}
+	if _, err := c.Client.RemoveReplica(ctx, &grapnelpb.RemoveReplicaRequest{Id: id}); err != nil {
+		return err
+	}
+	c.info("removed replica %s from the cluster", id)
+	return nil
+}
+
+// TransferLeadership moves leadership to id, or to any up-to-date voter.
+func (c *Cluster) TransferLeadership(ctx context.Context, to string) error {
+	resp, err := c.Client.TransferLeadership(ctx, &grapnelpb.TransferLeadershipRequest{To: to})
+	if err != nil {
+		return err
+	}
+	c.info("leadership transferred to %s", resp.GetNewLeaderId())
+	return nil
+}
+
+// SnapshotSave writes a snapshot of the replicated state to file, through
+// a temporary file so that a failed save never leaves a partial one.
+func (c *Cluster) SnapshotSave(ctx context.Context, file string) error {
+	stream, err := c.Client.SnapshotSave(ctx, &grapnelpb.SnapshotSaveRequest{})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".grapnel-snapshot-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	var n int64
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			tmp.Close()
+			return err
+		}
+		w, err := tmp.Write(chunk.GetData())
+		n += int64(w)
+		if err != nil {
+			tmp.Close()
+			return err
+		}
+	}
+	if n == 0 {
+		tmp.Close()
+		return errors.New("the server sent an empty snapshot")
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return err
+	}
+	c.info("saved snapshot to %s (%d bytes)", file, n)
+	return nil
+}
+
+// snapshotChunk is the size of one streamed piece of a snapshot.
+const snapshotChunk = 64 << 10
+
+// SnapshotRestore replaces the cluster's state with the snapshot in file.
+func (c *Cluster) SnapshotRestore(ctx context.Context, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	stream, err := c.Client.SnapshotRestore(ctx)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, snapshotChunk)
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			if err := stream.Send(&grapnelpb.SnapshotChunk{Data: append([]byte(nil), buf[:n]...)}); err != nil {
+				_, cerr := stream.CloseAndRecv()
+				if cerr != nil {
+					return cerr
+				}
+				return err
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return err
+	}
+	c.info("restored snapshot %s (cluster index %d)", file, resp.GetIndex())
+	return nil
+}
+
+func (c *Cluster) info(format string, args ...any) {
+	if c.Quiet || c.Err == nil {
+		return
+	}
+	fmt.Fprintf(c.Err, format+"\n", args...)
+}

@@ -1,0 +1,371 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+)
+
+// Gossip status values of a member. memberlist v0.6.0 does not expose
+// suspicion (its Node.State field is never filled in), so a member is
+// alive until memberlist declares it dead or it leaves.
+const (
+	StatusAlive = "alive"
+	StatusDead  = "dead"
+	StatusLeft  = "left"
+	// StatusNone: no gossip knows the member (no gossip, or only Raft).
+	StatusNone = "none"
+)
+
+// gossip is this replica's memberlist member. Its delegate callbacks keep
+// the peer table current; its loop re-announces the local metadata when
+// the leader this node sees (or its has-state flag) changes.
+type gossip struct {
+	n       *Node
+	ml      *memberlist.Memberlist
+	logger  hclog.Logger
+	address string
+
+	announceCh chan struct{}
+
+	mu      sync.Mutex
+	meta    memberMeta
+	encoded []byte
+	badMeta map[string]string
+
+	// annMu orders UpdateNode against Leave: memberlist would resurrect a
+	// member that updates its metadata after leaving.
+	annMu   sync.Mutex
+	leaving atomic.Bool
+	left    atomic.Bool
+	stopped atomic.Bool
+}
+
+// startGossip binds GossipAddress, creates the memberlist and starts the
+// announce loop.
+func startGossip(n *Node, logger hclog.Logger) (*gossip, error) {
+	cfg := n.cfg
+	host, portStr, err := net.SplitHostPort(cfg.GossipAddress)
+	if err != nil {
+		return nil, fmt.Errorf("%w: field GossipAddress: %v", ErrConfig, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("%w: field GossipAddress: bad port %q", ErrConfig, portStr)
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		a, err := net.ResolveIPAddr("ip", host)
+		if err != nil {
+			return nil, fmt.Errorf("%w: field GossipAddress: %v", ErrConfig, err)
+		}
+		ip = a.IP
+	}
+	if ip.IsUnspecified() {
+		ip = net.IPv4zero
+	}
+	g := &gossip{n: n, logger: logger, announceCh: make(chan struct{}, 1), badMeta: map[string]string{}}
+	g.meta = n.localMeta()
+	if g.encoded, err = g.meta.encode(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	stdlog := logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{ip.String()}, BindPort: port, Logger: stdlog,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: field GossipAddress: %w", err)
+	}
+	var tr memberlist.Transport = nt
+	if cfg.WrapGossipTransport != nil {
+		tr = cfg.WrapGossipTransport(nt)
+	}
+	ml, err := memberlist.Create(g.memberlistConfig(tr, stdlog))
+	if err != nil {
+		_ = tr.Shutdown()
+		return nil, fmt.Errorf("cluster: start gossip: %w", err)
+	}
+	g.ml = ml
+	g.address = ml.LocalNode().Address()
+	n.wg.Add(1)
+	go g.loop()
+	return g, nil
+}
+
+// memberlistConfig is DefaultLANConfig with the vehicle-LAN timing of
+// GossipTiming (see its field comments for the reasons).
+func (g *gossip) memberlistConfig(tr memberlist.Transport, stdlog *log.Logger) *memberlist.Config {
+	t := g.n.timing.Gossip
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = g.n.cfg.ID
+	mc.Transport = tr
+	mc.AdvertiseAddr, mc.AdvertisePort = "", 0
+	mc.ProbeInterval = t.ProbeInterval
+	mc.ProbeTimeout = t.ProbeTimeout
+	mc.SuspicionMult = t.SuspicionMult
+	mc.SuspicionMaxTimeoutMult = t.SuspicionMaxTimeoutMult
+	mc.GossipInterval = t.GossipInterval
+	mc.PushPullInterval = t.PushPullInterval
+	mc.TCPTimeout = t.TCPTimeout
+	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
+	// Tell the dead for as long as a push/pull period, as the LAN default.
+	mc.GossipToTheDeadTime = t.PushPullInterval
+	mc.SecretKey = g.n.cfg.GossipKey
+	mc.Delegate = g
+	mc.Events = g
+	mc.Logger = stdlog
+	return mc
+}
+
+// localMeta is what this replica announces now.
+func (n *Node) localMeta() memberMeta {
+	_, leader := n.raft.LeaderWithID()
+	return memberMeta{
+		Role: RoleServer, RaftAddress: n.RaftAddress(), GRPCAddress: n.cfg.GRPCAddress,
+		Version: n.cfg.Version, Expect: n.cfg.BootstrapExpect, LeaderSeen: string(leader),
+		HasState: n.hasState(),
+	}
+}
+
+// announce asks the loop to re-check the local metadata; signals coalesce.
+func (g *gossip) announce() {
+	select {
+	case g.announceCh <- struct{}{}:
+	default:
+	}
+}
+
+// loop re-announces changed metadata, on request and every probe
+// interval (a request can be missed while a broadcast is in flight). It
+// stops on Shutdown.
+func (g *gossip) loop() {
+	defer g.n.wg.Done()
+	tick := time.NewTicker(g.n.timing.Gossip.ProbeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-g.announceCh:
+			g.refreshMeta()
+		case <-tick.C:
+			g.refreshMeta()
+		case <-g.n.shutdownCh:
+			return
+		}
+	}
+}
+
+// refreshMeta broadcasts the local metadata when it changed.
+func (g *gossip) refreshMeta() {
+	m := g.n.localMeta()
+	m.Leaving = g.leaving.Load()
+	g.mu.Lock()
+	if m == g.meta {
+		g.mu.Unlock()
+		return
+	}
+	enc, err := m.encode()
+	if err != nil {
+		g.mu.Unlock()
+		g.logger.Error("cannot announce metadata", "error", err)
+		return
+	}
+	g.meta, g.encoded = m, enc
+	g.mu.Unlock()
+	g.n.peers.update(g.n.cfg.ID, func(p *peerInfo) {
+		p.LeaderSeen, p.HasState = m.LeaderSeen, m.HasState
+	})
+	g.n.feed.notify()
+
+	g.annMu.Lock()
+	defer g.annMu.Unlock()
+	if g.left.Load() || g.stopped.Load() {
+		return
+	}
+	if err := g.ml.UpdateNode(g.n.timing.Gossip.TCPTimeout); err != nil {
+		g.logger.Debug("metadata broadcast not confirmed", "error", err)
+	}
+}
+
+// errGossipStopped: gossip has left or shut down.
+var errGossipStopped = errors.New("gossip stopped")
+
+// join contacts addrs to merge pools; not after leave or stop. It takes
+// no lock: a Join racing Shutdown only fails.
+func (g *gossip) join(addrs []string) (int, error) {
+	if g.stopped.Load() || g.left.Load() {
+		return 0, errGossipStopped
+	}
+	return g.ml.Join(addrs)
+}
+
+// leave announces that this replica is leaving, twice: in its metadata
+// (gossiped to everyone) and in a direct message to every member; then it
+// broadcasts memberlist's leave and stops gossip. memberlist reports a
+// leave like a death (NotifyLeave carries no state), so the intent is
+// what lets the leader remove a leaving replica at once.
+func (g *gossip) leave(timeout time.Duration) error {
+	g.leaving.Store(true)
+	g.refreshMeta()
+	g.annMu.Lock()
+	defer g.annMu.Unlock()
+	if g.stopped.Load() {
+		return nil
+	}
+	g.left.Store(true)
+	g.sendLeaveIntent()
+	err := g.ml.Leave(timeout)
+	g.stopped.Store(true)
+	if serr := g.ml.Shutdown(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// stop shuts memberlist down without a leave message (crash-like).
+func (g *gossip) stop() {
+	g.annMu.Lock()
+	defer g.annMu.Unlock()
+	g.stopped.Store(true)
+	_ = g.ml.Shutdown()
+}
+
+// NodeMeta implements memberlist.Delegate.
+func (g *gossip) NodeMeta(limit int) []byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.encoded) > limit {
+		return nil
+	}
+	return append([]byte(nil), g.encoded...)
+}
+
+// msgLeaveIntent is the first byte of the user message a leaving replica
+// sends every member; its name follows.
+const msgLeaveIntent = 1
+
+// sendLeaveIntent sends the leave intent to every other member over TCP,
+// all at once, waiting for the sends.
+func (g *gossip) sendLeaveIntent() {
+	msg := append([]byte{msgLeaveIntent}, g.n.cfg.ID...)
+	var wg sync.WaitGroup
+	for _, m := range g.ml.Members() {
+		if m.Name == g.n.cfg.ID {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.ml.SendReliable(m, msg); err != nil {
+				g.logger.Debug("leave intent not delivered", "to", m.Name, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// NotifyMsg implements memberlist.Delegate: it receives leave intents. An
+// intent marks the member leaving, or left when it is already gone (the
+// intent and memberlist's leave may arrive in either order).
+func (g *gossip) NotifyMsg(buf []byte) {
+	if len(buf) < 2 || buf[0] != msgLeaveIntent {
+		return
+	}
+	id := string(buf[1:])
+	changed := false
+	g.n.peers.update(id, func(p *peerInfo) {
+		if p.Role != RoleServer {
+			return
+		}
+		p.Leaving = true
+		if p.GossipStatus == StatusDead {
+			p.GossipStatus, p.StatusSince = StatusLeft, g.n.now()
+			changed = true
+		}
+	})
+	g.logger.Info("member announced its leave", "id", id)
+	if changed {
+		g.n.feed.notify()
+		g.n.triggerReconcile()
+	}
+}
+
+// GetBroadcasts implements memberlist.Delegate.
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState implements memberlist.Delegate; all state is in metadata.
+func (g *gossip) LocalState(join bool) []byte { return nil }
+
+// MergeRemoteState implements memberlist.Delegate.
+func (g *gossip) MergeRemoteState(buf []byte, join bool) {}
+
+// NotifyJoin implements memberlist.EventDelegate: a new member, or one
+// back after dying or leaving. It runs under memberlist's lock: it must
+// not call back into memberlist.
+func (g *gossip) NotifyJoin(node *memberlist.Node) { g.memberUp(node, true) }
+
+// NotifyUpdate implements memberlist.EventDelegate: new metadata.
+func (g *gossip) NotifyUpdate(node *memberlist.Node) { g.memberUp(node, false) }
+
+// NotifyLeave implements memberlist.EventDelegate: the member died, or
+// left when it announced its leave first.
+func (g *gossip) NotifyLeave(node *memberlist.Node) {
+	known, st := false, StatusDead
+	g.n.peers.update(node.Name, func(p *peerInfo) {
+		if p.Role != RoleServer {
+			return
+		}
+		known = true
+		if p.Leaving {
+			st = StatusLeft
+		}
+		p.GossipStatus, p.StatusSince = st, g.n.now()
+	})
+	if !known {
+		return
+	}
+	g.n.removed.forget(node.Name)
+	g.logger.Info("member gone", "id", node.Name, "status", st)
+	g.n.feed.notify()
+	g.n.triggerReconcile()
+}
+
+// memberUp records an alive or updated member from its metadata; a
+// (re)joined member is no longer leaving.
+func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
+	meta, err := decodeMeta(node.Meta)
+	if err != nil {
+		g.mu.Lock()
+		first := g.badMeta[node.Name] != err.Error()
+		g.badMeta[node.Name] = err.Error()
+		g.mu.Unlock()
+		if first {
+			g.logger.Warn("ignoring member with bad metadata", "id", node.Name, "address", node.Address(), "error", err)
+		}
+		return
+	}
+	if meta.Role != RoleServer {
+		return
+	}
+	now := g.n.now()
+	g.n.peers.update(node.Name, func(p *peerInfo) {
+		if p.GossipStatus != StatusAlive {
+			p.StatusSince = now
+		}
+		if joined || meta.Leaving {
+			p.Leaving = meta.Leaving
+		}
+		p.ID, p.Role, p.GossipStatus = node.Name, meta.Role, StatusAlive
+		p.RaftAddress, p.GRPCAddress, p.GossipAddress = meta.RaftAddress, meta.GRPCAddress, node.Address()
+		p.Version, p.LeaderSeen, p.Expect, p.HasState = meta.Version, meta.LeaderSeen, meta.Expect, meta.HasState
+	})
+	g.n.feed.notify()
+	g.n.triggerReconcile()
+}

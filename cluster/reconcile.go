@@ -1,0 +1,192 @@
+package cluster
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// reconciler is the leader's loop state for one leadership term.
+type reconciler struct {
+	n *Node
+	// missingSince is when each configuration member unknown to gossip was
+	// first noticed missing in this term.
+	missingSince map[string]time.Time
+	// warned keeps repeated refusals out of the log.
+	warned map[string]string
+}
+
+// reconcileLoop runs while this node leads: on gossip and Raft events and
+// every ReconcileInterval it judges every member's health, removes members
+// that left or are dead, promotes healthy non-voters and adds new gossip
+// members as non-voters. observeRaft starts it on gaining leadership and
+// closes stop on losing it; Shutdown stops it too.
+func (n *Node) reconcileLoop(stop <-chan struct{}) {
+	defer n.wg.Done()
+	n.health.reset()
+	r := &reconciler{n: n, missingSince: map[string]time.Time{}, warned: map[string]string{}}
+	tick := time.NewTicker(n.timing.Autopilot.ReconcileInterval)
+	defer tick.Stop()
+	for {
+		if n.IsLeader() {
+			r.once()
+		}
+		select {
+		case <-stop:
+			return
+		case <-n.shutdownCh:
+			return
+		case <-tick.C:
+		case <-n.reconcileCh:
+		}
+	}
+}
+
+// changeTimeout bounds enqueuing one configuration change.
+func (n *Node) changeTimeout() time.Duration {
+	return max(5*time.Second, 10*n.timing.ElectionTimeout)
+}
+
+// once is one reconciliation pass.
+func (r *reconciler) once() {
+	n := r.n
+	cfg, err := n.configuration()
+	if err != nil {
+		return
+	}
+	now := n.now()
+	peers := n.peers.all()
+	term, last := n.raft.CurrentTerm(), n.raft.LastIndex()
+	ap := n.timing.Autopilot
+
+	inConfig := map[string]raft.Server{}
+	views := make([]serverView, 0, len(cfg.Servers))
+	evals := map[string]peerHealth{}
+	for _, s := range cfg.Servers {
+		id := string(s.ID)
+		inConfig[id] = s
+		v := serverView{ID: id, Voter: s.Suffrage == raft.Voter}
+		p, known := peers[id]
+		switch {
+		case n.gossip == nil:
+			v.Status = StatusNone
+		case known && p.GossipStatus != "" && p.GossipStatus != StatusNone:
+			v.Status, v.Since = p.GossipStatus, p.StatusSince
+			delete(r.missingSince, id)
+		default:
+			if _, ok := r.missingSince[id]; !ok {
+				r.missingSince[id] = now
+			}
+			v.Status, v.Since = statusMissing, r.missingSince[id]
+		}
+		views = append(views, v)
+		if id == n.cfg.ID {
+			evals[id] = peerHealth{Healthy: true}
+			continue
+		}
+		c, answered := n.contacts.get(id)
+		alive := n.gossip == nil || v.Status == StatusAlive
+		evals[id] = judge(ap, c, answered, alive, term, last, now)
+	}
+	health, changed := n.health.update(evals, now)
+	if changed {
+		n.feed.notify()
+	}
+	if n.gossip == nil {
+		// Without gossip nobody announces joins or deaths: membership is
+		// the operator's (RemoveReplica) and health is only reported.
+		return
+	}
+
+	remove, held := planRemovals(views, n.cfg.ID, ap, n.minQuorum(), now)
+	for _, h := range held {
+		r.warnOnce(h.ID, "keeping dead member: "+h.Reason)
+	}
+	for _, rm := range remove {
+		n.logger.Info("removing member", "id", rm.ID, "reason", rm.Reason)
+		if err := n.raft.RemoveServer(raft.ServerID(rm.ID), 0, n.changeTimeout()).Error(); err != nil {
+			n.logger.Warn("remove member failed", "id", rm.ID, "error", err)
+			return
+		}
+		delete(inConfig, rm.ID)
+	}
+	for _, id := range planPromotions(views, health, ap, now) {
+		if _, ok := inConfig[id]; !ok {
+			continue
+		}
+		n.logger.Info("promoting member to voter", "id", id, "healthy_for", now.Sub(health[id].StableSince))
+		if err := n.raft.AddVoter(raft.ServerID(id), inConfig[id].Address, 0, n.changeTimeout()).Error(); err != nil {
+			n.logger.Warn("promotion failed", "id", id, "error", err)
+			return
+		}
+	}
+	r.addMembers(peers, inConfig)
+}
+
+// addMembers adds alive gossip servers missing from the configuration as
+// non-voters, and updates the address of members that moved.
+func (r *reconciler) addMembers(peers map[string]peerInfo, inConfig map[string]raft.Server) {
+	n := r.n
+	for _, id := range slices.Sorted(maps.Keys(peers)) {
+		p := peers[id]
+		if id == n.cfg.ID || p.Role != RoleServer || p.GossipStatus != StatusAlive || p.RaftAddress == "" {
+			continue
+		}
+		addr := raft.ServerAddress(p.RaftAddress)
+		s, ok := inConfig[id]
+		switch {
+		case ok && s.Address == addr:
+			continue
+		case ok:
+			n.logger.Info("member moved", "id", id, "from", s.Address, "to", addr)
+			var f raft.IndexFuture
+			if s.Suffrage == raft.Voter {
+				f = n.raft.AddVoter(s.ID, addr, 0, n.changeTimeout())
+			} else {
+				f = n.raft.AddNonvoter(s.ID, addr, 0, n.changeTimeout())
+			}
+			if err := f.Error(); err != nil {
+				n.logger.Warn("address update failed", "id", id, "error", err)
+				return
+			}
+			continue
+		case n.removed.has(id):
+			r.warnOnce(id, "not re-adding a member an operator removed until it restarts")
+			continue
+		case p.LeaderSeen != "" && p.LeaderSeen != n.cfg.ID && !inConfigID(inConfig, p.LeaderSeen):
+			r.warnOnce(id, "member follows leader "+p.LeaderSeen+" of another cluster; not adding it")
+			continue
+		}
+		n.logger.Info("adding member as non-voter", "id", id, "raft", addr)
+		if err := n.raft.AddNonvoter(raft.ServerID(id), addr, 0, n.changeTimeout()).Error(); err != nil {
+			n.logger.Warn("add member failed", "id", id, "error", err)
+			return
+		}
+	}
+}
+
+func (r *reconciler) warnOnce(id, msg string) {
+	if r.warned[id] == msg {
+		return
+	}
+	r.warned[id] = msg
+	r.n.logger.Warn(msg, "id", id)
+}
+
+func inConfigID(cfg map[string]raft.Server, id string) bool {
+	_, ok := cfg[id]
+	return ok
+}
+
+// minQuorum is Autopilot.MinQuorum, or BootstrapExpect, or 1.
+func (n *Node) minQuorum() int {
+	switch {
+	case n.timing.Autopilot.MinQuorum > 0:
+		return n.timing.Autopilot.MinQuorum
+	case n.cfg.BootstrapExpect > 0:
+		return n.cfg.BootstrapExpect
+	}
+	return 1
+}

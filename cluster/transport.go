@@ -1,0 +1,196 @@
+package cluster
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// tcpStreamLayer is Raft's plain TCP stream layer over a listener we bind
+// ourselves, so tests can wrap it (Config.RaftStreamLayer).
+type tcpStreamLayer struct {
+	ln        net.Listener
+	advertise net.Addr
+}
+
+func (l *tcpStreamLayer) Accept() (net.Conn, error) { return l.ln.Accept() }
+func (l *tcpStreamLayer) Close() error              { return l.ln.Close() }
+func (l *tcpStreamLayer) Addr() net.Addr            { return l.advertise }
+
+func (l *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+// newRaftTransport binds RaftAddress and builds the network transport,
+// through cfg.RaftStreamLayer when set.
+func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	ln, err := net.Listen("tcp", cfg.RaftAddress)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: field RaftAddress: listen on %s: %w", cfg.RaftAddress, err)
+	}
+	adv, ok := ln.Addr().(*net.TCPAddr)
+	if !ok || adv.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("cluster: field RaftAddress: %q is not advertisable; give the address peers reach this replica on", cfg.RaftAddress)
+	}
+	var layer raft.StreamLayer = &tcpStreamLayer{ln: ln, advertise: adv}
+	if cfg.RaftStreamLayer != nil {
+		layer = cfg.RaftStreamLayer(ln, adv)
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: newClosingLayer(layer), MaxPool: 3, Timeout: 10 * time.Second, Logger: logger,
+	}), nil
+}
+
+// closingLayer closes every accepted connection when the layer closes.
+// raft's NetworkTransport.Close only closes the listener: the goroutine
+// serving each accepted connection would stay blocked on its read until
+// the peer hangs up, which a live peer never does.
+type closingLayer struct {
+	raft.StreamLayer
+	mu     sync.Mutex
+	closed bool
+	conns  map[*acceptedConn]struct{}
+}
+
+func newClosingLayer(l raft.StreamLayer) *closingLayer {
+	return &closingLayer{StreamLayer: l, conns: map[*acceptedConn]struct{}{}}
+}
+
+func (l *closingLayer) Accept() (net.Conn, error) {
+	c, err := l.StreamLayer.Accept()
+	if err != nil {
+		return nil, err
+	}
+	ac := &acceptedConn{Conn: c, layer: l}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	l.conns[ac] = struct{}{}
+	return ac, nil
+}
+
+func (l *closingLayer) Close() error {
+	err := l.StreamLayer.Close()
+	l.mu.Lock()
+	l.closed = true
+	conns := l.conns
+	l.conns = map[*acceptedConn]struct{}{}
+	l.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+	return err
+}
+
+// acceptedConn forgets itself in its layer when closed.
+type acceptedConn struct {
+	net.Conn
+	layer *closingLayer
+}
+
+func (c *acceptedConn) Close() error {
+	c.layer.mu.Lock()
+	delete(c.layer.conns, c)
+	c.layer.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// contactTransport is the Raft transport with one addition: it records the
+// answer to every AppendEntries RPC this replica sends. That is how the
+// leader knows each follower's health, because hashicorp/raft v1.7.3 keeps
+// its per-follower replication state private (Stats' last_contact is the
+// follower's view of the leader, and FailedHeartbeatObservation only
+// reports failures). The leader heartbeats every follower every
+// HeartbeatTimeout/10–/5 through AppendEntries, and each answer carries the
+// follower's term and last log index, so the record is at most one
+// heartbeat old: the time of the last successful answer is the last
+// contact, the leader's last index minus the answer's LastLog is how far
+// the follower trails. Pipelined replication goes through
+// AppendEntriesPipeline, untouched. Embedding keeps the optional
+// interfaces (pre-vote, close) of the network transport.
+type contactTransport struct {
+	*raft.NetworkTransport
+	contacts *contactTracker
+	// stallLimit bounds one pipelined send; see watchedPipeline.
+	stallLimit time.Duration
+}
+
+// AppendEntriesPipeline wraps raft's pipeline in a watchdog.
+func (t *contactTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return &watchedPipeline{AppendPipeline: p, limit: t.stallLimit}, nil
+}
+
+// watchedPipeline closes the pipeline when one send blocks longer than
+// limit. hashicorp/raft v1.7.3 can deadlock there: with the default two
+// RPCs in flight the pipeline's channels are unbuffered, and when the
+// response decoder stops (a follower answered with a newer term or a log
+// mismatch) one more send can park forever while the transport's decoder
+// parks handing back the previous response; replication to that follower
+// then stops for good and Raft's Shutdown hangs (the same analysis as
+// grafana/pyroscope#5518, which disabled pipelining instead). Closing the
+// pipeline fails the send, and Raft falls back to plain AppendEntries and
+// pipelines again later. A healthy send waits at most one round trip plus
+// the follower's disk write, far below the limit.
+type watchedPipeline struct {
+	raft.AppendPipeline
+	limit time.Duration
+}
+
+func (p *watchedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	watchdog := time.AfterFunc(p.limit, func() { _ = p.AppendPipeline.Close() })
+	defer watchdog.Stop()
+	return p.AppendPipeline.AppendEntries(args, resp)
+}
+
+func (t *contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress,
+	args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	if err == nil {
+		t.contacts.record(string(id), resp.Term, resp.LastLog)
+	}
+	return err
+}
+
+// contact is the latest successful AppendEntries answer from one peer.
+type contact struct {
+	At      time.Time
+	Term    uint64
+	LastLog uint64
+}
+
+// contactTracker holds the latest answer per peer.
+type contactTracker struct {
+	now   func() time.Time
+	mu    sync.Mutex
+	peers map[string]contact
+}
+
+func newContactTracker(now func() time.Time) *contactTracker {
+	return &contactTracker{now: now, peers: map[string]contact{}}
+}
+
+func (c *contactTracker) record(id string, term, lastLog uint64) {
+	at := c.now()
+	c.mu.Lock()
+	c.peers[id] = contact{At: at, Term: term, LastLog: lastLog}
+	c.mu.Unlock()
+}
+
+func (c *contactTracker) get(id string) (contact, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.peers[id]
+	return v, ok
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/grapnel-io/grapnel/cli"
+	"github.com/grapnel-io/grapnel/rpc/client"
+)
+
+// clusterOpTimeout bounds the operator verbs that change the cluster;
+// a leadership transfer or a snapshot restore takes longer than a read.
+const clusterOpTimeout = 60 * time.Second
+
+// withCluster connects to the cluster's leader and runs f.
+func (a *app) withCluster(ctx context.Context, f func(*cli.Cluster) error) error {
+	if a.envErr != nil {
+		return a.envErr
+	}
+	if a.timeoutMs <= 0 {
+		return fmt.Errorf("--response-timeout must be a positive number of milliseconds, not %d", a.timeoutMs)
+	}
+	a.global.ResponseTimeout = time.Duration(a.timeoutMs) * time.Millisecond
+	o, warning, err := a.global.ClientOptions()
+	if err != nil {
+		return err
+	}
+	if warning != "" {
+		fmt.Fprintf(a.stderr, "warning: %s\n", warning)
+	}
+	cc, _, closeFn, err := client.DialCluster(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, clusterOpTimeout)
+	defer cancel()
+	return f(&cli.Cluster{Client: cc, Out: a.stdout, Err: a.stderr, Quiet: a.global.Quiet})
+}
+
+func newCluster(a *app) *cobra.Command {
+	cl := &cobra.Command{Use: "cluster", Short: "Inspect and operate the replica set (Grapnel only)"}
+	var output, to string
+	members := &cobra.Command{
+		Use:   "members",
+		Short: "List the replicas: id, role, voter, health, last contact, addresses, and the leader",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.Members(cmd.Context(), output) })
+		},
+	}
+	members.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	remove := &cobra.Command{
+		Use:   "remove ID",
+		Short: "Take a replica out of the Raft configuration (for a replica that is gone for good)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.Remove(cmd.Context(), args[0]) })
+		},
+	}
+	transfer := &cobra.Command{
+		Use:   "transfer-leadership",
+		Short: "Hand leadership to another voter (--to ID, or the most up-to-date one)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.TransferLeadership(cmd.Context(), to) })
+		},
+	}
+	transfer.Flags().StringVar(&to, "to", "", "replica id to transfer leadership to")
+	snapshot := &cobra.Command{Use: "snapshot", Short: "Save or restore the replicated state"}
+	snapshot.AddCommand(&cobra.Command{
+		Use:   "save FILE",
+		Short: "Write a snapshot of the replicated state to FILE",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.SnapshotSave(cmd.Context(), args[0]) })
+		},
+	}, &cobra.Command{
+		Use:   "restore FILE",
+		Short: "Replace the replicated state on every replica with the snapshot in FILE",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.SnapshotRestore(cmd.Context(), args[0]) })
+		},
+	})
+	cl.AddCommand(members, remove, transfer, snapshot)
+	return cl
+}

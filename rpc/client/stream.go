@@ -1,0 +1,225 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/proxy"
+)
+
+// Kind names the Ankaios stream to open.
+type Kind int
+
+// The Ankaios streams.
+const (
+	// KindCLI is CliConnection.ConnectCli: a commander that also gets the
+	// workload-state broadcasts.
+	KindCLI Kind = iota
+	// KindCommand is CommandConnection.ConnectCommand: a commander that
+	// gets only its responses.
+	KindCommand
+	// KindAgent is AgentConnection.ConnectAgent.
+	KindAgent
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindCLI:
+		return "CliConnection"
+	case KindCommand:
+		return "CommandConnection"
+	case KindAgent:
+		return "AgentConnection"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// maxRedirects bounds how often one Open follows a NotLeaderError before
+// it backs off: replicas that name each other while leadership moves must
+// not make it spin.
+const maxRedirects = 3
+
+// Stream is an Ankaios stream open to the leader, with the heartbeat
+// attached: when the replica's Cluster.Watch falls silent for the heartbeat
+// timeout, or names another leader, the stream is ended, and Recv and Send
+// return an error that wraps ErrConnectionLost and ErrHeartbeatLost or
+// ErrLeaderMoved. The caller sends the hello itself.
+//
+// As with any gRPC stream, one goroutine may Send while another Recvs.
+type Stream struct {
+	st      grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
+	addr    string
+	replica string
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	// watched is closed when the heartbeat goroutine has ended (at once
+	// when there is none).
+	watched chan struct{}
+}
+
+// Open opens a stream of the given kind to the leader: it finds the leader,
+// opens the stream there as a leader-aware client, follows a
+// NotLeaderError to the leader it names at once, and backs off only while
+// no leader is known. ctx bounds the opening only; the stream lives until
+// Close, a broken connection, or a failed heartbeat.
+func (r *Resolver) Open(ctx context.Context, kind Kind) (*Stream, error) {
+	var bo backoff
+	hops := 0
+	for {
+		addr, err := r.Leader(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s, err := r.openAt(ctx, addr, kind)
+		if err == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrNoServer, addr, err)
+		}
+		var nl *rpc.NotLeaderError
+		if errors.As(err, &nl) && nl.LeaderAddress != "" && nl.LeaderAddress != addr && hops < maxRedirects {
+			hops++
+			r.redirect(nl.LeaderID, nl.LeaderAddress)
+			continue
+		}
+		if errors.Is(err, ErrRejected) {
+			return nil, fmt.Errorf("%s: %w", addr, err)
+		}
+		r.Forget(addr)
+		hops = 0
+		if werr := bo.wait(ctx); werr != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrNoServer, addr, err)
+		}
+	}
+}
+
+// openAt opens the stream at addr and waits until the replica accepts it
+// (its response header) or refuses it (its status). An upstream server is
+// not waited for: it sends no header before its first message.
+func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream, error) {
+	cc, err := r.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancelCause(context.Background())
+	// Until the stream is accepted, ctx bounds it.
+	stop := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
+	fail := func(err error) (*Stream, error) {
+		stop()
+		cancel(nil)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	st, err := openKind(proxy.WithLeaderAware(sctx), cc, kind)
+	if err != nil {
+		return fail(openError(err))
+	}
+	legacy := r.isLegacy(addr)
+	var replica string
+	if !legacy {
+		md, _ := st.Header()
+		if md == nil {
+			// Refused: the status comes with Recv.
+			_, rerr := st.Recv()
+			return fail(openError(rerr))
+		}
+		if v := md.Get(proxy.ReplicaIDKey); len(v) > 0 {
+			replica = v[0]
+		}
+	}
+	if !stop() {
+		cancel(nil)
+		return nil, ctx.Err()
+	}
+	s := &Stream{st: st, addr: addr, replica: replica, ctx: sctx, cancel: cancel, watched: make(chan struct{})}
+	if legacy || r.opts.heartbeatTimeout() <= 0 {
+		close(s.watched)
+	} else {
+		go r.heartbeat(s, cc)
+	}
+	return s, nil
+}
+
+func openKind(ctx context.Context, cc *grpc.ClientConn, kind Kind) (grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer], error) {
+	switch kind {
+	case KindAgent:
+		return grpcapi.NewAgentConnectionClient(cc).ConnectAgent(ctx)
+	case KindCommand:
+		return grpcapi.NewCommandConnectionClient(cc).ConnectCommand(ctx)
+	}
+	return grpcapi.NewCliConnectionClient(cc).ConnectCli(ctx)
+}
+
+// openError classifies why a replica did not take a stream: a
+// *rpc.NotLeaderError to follow, a rejection to report, or a failure after
+// which another attempt may succeed.
+func openError(err error) error {
+	var nl *rpc.NotLeaderError
+	if kind := rpc.FromStatus(err); errors.As(kind, &nl) {
+		return nl
+	}
+	return dialError(err)
+}
+
+// Addr is the address the stream is open to.
+func (s *Stream) Addr() string { return s.addr }
+
+// ReplicaID is the id of the replica that accepted the stream; "" for an
+// upstream server.
+func (s *Stream) ReplicaID() string { return s.replica }
+
+// Send sends one message.
+func (s *Stream) Send(m *grpcapi.ToServer) error {
+	if err := s.st.Send(m); err != nil {
+		return s.why(err)
+	}
+	return nil
+}
+
+// Recv receives one message. After the heartbeat ended the stream, the
+// error says so.
+func (s *Stream) Recv() (*grpcapi.FromServer, error) {
+	m, err := s.st.Recv()
+	if err != nil {
+		return nil, s.why(err)
+	}
+	return m, nil
+}
+
+// CloseSend half-closes the stream: the server sees the end of what this
+// side sends.
+func (s *Stream) CloseSend() error { return s.st.CloseSend() }
+
+// Done is closed once the stream is over on this side: closed, or ended
+// by the heartbeat.
+func (s *Stream) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Err says why the heartbeat ended the stream; nil otherwise.
+func (s *Stream) Err() error {
+	if c := context.Cause(s.ctx); errors.Is(c, ErrConnectionLost) {
+		return c
+	}
+	return nil
+}
+
+// Close ends the stream and its heartbeat and waits for the heartbeat
+// goroutine.
+func (s *Stream) Close() {
+	s.cancel(nil)
+	<-s.watched
+}
+
+func (s *Stream) why(err error) error {
+	if c := s.Err(); c != nil {
+		return c
+	}
+	return err
+}

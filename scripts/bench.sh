@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# make bench: builds grapnel-server, etcd and the etcd put client, then runs
+# chaos/bench/cmd/grapnel-bench: 3 Grapnel replicas vs 3 etcd members on
+# loopback with 1, 16 and 64 clients, then 20 leader kills. The report goes
+# to stdout and to chaos/bench/results/latest.txt.
+#
+#   scripts/bench.sh                  full run (a few minutes)
+#   scripts/bench.sh --quick          every part, short bounds (about a minute)
+#   scripts/bench.sh --failover-short 3 leader kills only, no etcd (for CI)
+#   scripts/bench.sh [mode] -- ARGS   extra grapnel-bench flags, e.g.
+#                                     -- -server-flag=--raft-heartbeat-timeout=1s
+#
+# Binaries are cached in .bench/ (BENCH_CACHE overrides); etcd comes from the
+# Go module proxy through the separate module chaos/etcdpeer, so it never
+# enters Grapnel's go.mod.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+cache=${BENCH_CACHE:-$root/.bench}
+mkdir -p "$cache"
+
+mode=full
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) mode=quick ;;
+    --failover-short) mode=failover-short ;;
+    --full) mode=full ;;
+    --) shift; args+=("$@"); break ;;
+    *) echo "bench.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+echo "== building grapnel-server and grapnel-bench into $cache" >&2
+go build -o "$cache/grapnel-server" ./cmd/grapnel-server
+go build -o "$cache/grapnel-bench" ./chaos/bench/cmd/grapnel-bench
+
+etcd_args=()
+if [ "$mode" != failover-short ]; then
+  echo "== building etcd and etcdload (chaos/etcdpeer; the first build fetches etcd from the module proxy)" >&2
+  (cd chaos/etcdpeer && GOFLAGS="-mod=mod -buildvcs=false" go build -o "$cache/etcd" ./cmd/etcd \
+    && GOFLAGS="-mod=mod -buildvcs=false" go build -o "$cache/etcdload" ./cmd/etcdload)
+  etcd_args=(-etcd "$cache/etcd" -etcdload "$cache/etcdload")
+fi
+
+case "$mode" in
+  full)
+    exec "$cache/grapnel-bench" -grapnel-server "$cache/grapnel-server" "${etcd_args[@]}" \
+      -out "$root/chaos/bench/results/latest.txt" ${args[@]+"${args[@]}"} ;;
+  quick)
+    exec "$cache/grapnel-bench" -grapnel-server "$cache/grapnel-server" "${etcd_args[@]}" \
+      -duration 2s -warmup 300ms -kills 3 -out "$cache/quick.txt" ${args[@]+"${args[@]}"} ;;
+  failover-short)
+    exec "$cache/grapnel-bench" -grapnel-server "$cache/grapnel-server" -skip-throughput -kills 3 \
+      -out "$cache/failover-short.txt" ${args[@]+"${args[@]}"} ;;
+esac

@@ -1,0 +1,348 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Watch heartbeat bounds: the default suits a client that declares a
+// replica dead after a second of silence; the minimum keeps a careless
+// client from turning the watch into a busy loop.
+const (
+	DefaultWatchHeartbeat = 250 * time.Millisecond
+	MinWatchHeartbeat     = 50 * time.Millisecond
+)
+
+// snapshotChunkSize is the payload of one SnapshotChunk, well under gRPC's
+// 4 MiB message limit.
+const snapshotChunkSize = 64 << 10
+
+// defaultOpTimeout bounds an operator action whose caller set no deadline.
+const defaultOpTimeout = 30 * time.Second
+
+// clusterService answers Grapnel's Cluster service: the replica set and
+// its leader, the heartbeat watch, and the operator actions.
+type clusterService struct {
+	grapnelpb.UnimplementedClusterServer
+	node     *cluster.Node
+	clk      clock.Clock
+	hold     time.Duration
+	shutdown <-chan struct{}
+}
+
+// RegisterCluster adds Grapnel's Cluster service to a gRPC server, tied to
+// the server: leader-only calls hold for Config.HoldTimeout while no
+// leader is known, and watches end on Shutdown.
+func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
+	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh})
+}
+
+// RegisterCluster adds Grapnel's Cluster service for a node without a
+// Server (tools and tests): holds last DefaultHoldTimeout, and watches end
+// only with their call or the gRPC server.
+func RegisterCluster(g grpc.ServiceRegistrar, node *cluster.Node) {
+	grapnelpb.RegisterClusterServer(g, &clusterService{node: node, clk: clock.Real(), hold: DefaultHoldTimeout})
+}
+
+// Status tells the replica set and the leader this replica sees. Any
+// replica answers, leader or not: that is how a client finds the leader.
+func (c *clusterService) Status(context.Context, *grapnelpb.StatusRequest) (*grapnelpb.StatusResponse, error) {
+	st, err := c.status()
+	return st, rpc.ToStatus(err)
+}
+
+func (c *clusterService) status() (*grapnelpb.StatusResponse, error) {
+	members, err := c.node.Members()
+	if err != nil {
+		return nil, fmt.Errorf("reading the replica set: %w", err)
+	}
+	leaderID, _, leaderAddr := c.node.LeaderInfo()
+	stats := c.node.Stats()
+	resp := &grapnelpb.StatusResponse{
+		ReplicaId:         c.node.ID(),
+		LeaderId:          leaderID,
+		LeaderGrpcAddress: leaderAddr,
+		Term:              statUint(stats, "term"),
+		CommitIndex:       statUint(stats, "commit_index"),
+		AppliedIndex:      statUint(stats, "applied_index"),
+		Members:           make([]*grapnelpb.Member, 0, len(members)),
+	}
+	for _, m := range members {
+		contact := int64(-1)
+		if m.LastContact >= 0 {
+			contact = m.LastContact.Milliseconds()
+		}
+		resp.Members = append(resp.Members, &grapnelpb.Member{
+			Id: m.ID, GrpcAddress: m.GRPCAddress, RaftAddress: m.RaftAddress, GossipAddress: m.GossipAddress,
+			Role: m.Role, Voter: m.Voter, Healthy: m.Healthy, Leader: m.Leader, LastContactMs: contact,
+			Version: m.Version, GossipStatus: m.GossipStatus, LeaderSeen: m.LeaderSeen,
+		})
+	}
+	return resp, nil
+}
+
+// Watch sends the status at once, again on every leadership or membership
+// change, and repeats the last one as a heartbeat whenever nothing was
+// sent for the interval the client asked for. It ends with the call, or
+// with rpc.ErrShuttingDown when the replica stops.
+func (c *clusterService) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStreamingServer[grapnelpb.WatchEvent]) error {
+	interval := watchInterval(req.GetHeartbeatMs())
+	changes, unsubscribe := c.node.Changes()
+	defer unsubscribe()
+	last, err := c.status()
+	if err != nil {
+		return rpc.ToStatus(err)
+	}
+	if err := st.Send(&grapnelpb.WatchEvent{Status: last}); err != nil {
+		return err
+	}
+	// beat is signalled when interval passed without a send; the timer is
+	// re-armed after every send.
+	beat := make(chan struct{}, 1)
+	arm := func() clock.Timer {
+		return c.clk.AfterFunc(interval, func() {
+			select {
+			case beat <- struct{}{}:
+			default:
+			}
+		})
+	}
+	timer := arm()
+	defer func() { timer.Stop() }()
+	for {
+		ev := &grapnelpb.WatchEvent{Status: last, Heartbeat: true}
+		select {
+		case <-changes:
+			if last, err = c.status(); err != nil {
+				return rpc.ToStatus(err)
+			}
+			ev = &grapnelpb.WatchEvent{Status: last}
+		case <-beat:
+		case <-st.Context().Done():
+			return nil
+		case <-c.shutdown:
+			return rpc.ToStatus(fmt.Errorf("%w: replica %s stops", rpc.ErrShuttingDown, c.node.ID()))
+		}
+		timer.Stop()
+		select {
+		case <-beat: // fired while we were busy: this send covers it
+		default:
+		}
+		if err := st.Send(ev); err != nil {
+			return err
+		}
+		timer = arm()
+	}
+}
+
+// watchInterval turns the requested heartbeat into an interval: 0 takes
+// the default, anything under the minimum the minimum.
+func watchInterval(ms uint32) time.Duration {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case ms == 0:
+		return DefaultWatchHeartbeat
+	case d < MinWatchHeartbeat:
+		return MinWatchHeartbeat
+	}
+	return d
+}
+
+// RemoveReplica takes a replica out of the Raft configuration (leader
+// only).
+func (c *clusterService) RemoveReplica(ctx context.Context, req *grapnelpb.RemoveReplicaRequest) (*grapnelpb.RemoveReplicaResponse, error) {
+	if req.GetId() == "" {
+		return nil, rpc.ToStatus(fmt.Errorf("%w: id: the replica to remove must be named", state.ErrInvalid))
+	}
+	if err := c.requireLeader(ctx); err != nil {
+		return nil, rpc.ToStatus(err)
+	}
+	if err := c.node.RemoveReplica(req.GetId(), opTimeout(ctx)); err != nil {
+		return nil, rpc.ToStatus(c.clusterErr(err))
+	}
+	return &grapnelpb.RemoveReplicaResponse{}, nil
+}
+
+// TransferLeadership hands leadership to another voter (leader only) and
+// answers once a new leader is known, naming it.
+func (c *clusterService) TransferLeadership(ctx context.Context, req *grapnelpb.TransferLeadershipRequest) (*grapnelpb.TransferLeadershipResponse, error) {
+	if err := c.requireLeader(ctx); err != nil {
+		return nil, rpc.ToStatus(err)
+	}
+	self := c.node.ID()
+	if err := c.node.TransferLeadership(req.GetTo()); err != nil {
+		return nil, rpc.ToStatus(c.clusterErr(err))
+	}
+	if req.GetTo() == self {
+		return &grapnelpb.TransferLeadershipResponse{NewLeaderId: self}, nil
+	}
+	var newLeader string
+	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, func() (bool, bool) {
+		id, _, _ := c.node.LeaderInfo()
+		newLeader = id
+		return id != "" && id != self, false
+	})
+	if errors.Is(err, errHoldExpired) {
+		return nil, rpc.ToStatus(fmt.Errorf("%w: %s handed leadership over, but no new leader was seen; waited %v", rpc.ErrNoLeader, self, c.hold))
+	}
+	if err != nil {
+		return nil, rpc.ToStatus(err)
+	}
+	return &grapnelpb.TransferLeadershipResponse{NewLeaderId: newLeader}, nil
+}
+
+// SnapshotSave streams a fresh snapshot of the replicated state in chunks.
+// Any replica answers, so that the state of a surviving replica can be
+// saved even when the quorum is lost; the leader's is the newest.
+func (c *clusterService) SnapshotSave(_ *grapnelpb.SnapshotSaveRequest, st grpc.ServerStreamingServer[grapnelpb.SnapshotChunk]) error {
+	w := &chunkWriter{send: st.Send}
+	if _, err := c.node.SaveSnapshot(w); err != nil {
+		return rpc.ToStatus(c.clusterErr(err))
+	}
+	return rpc.ToStatus(w.flush())
+}
+
+// chunkWriter cuts what is written to it into SnapshotChunks.
+type chunkWriter struct {
+	send func(*grapnelpb.SnapshotChunk) error
+	buf  []byte
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if w.buf == nil {
+			w.buf = make([]byte, 0, snapshotChunkSize)
+		}
+		k := min(len(p), snapshotChunkSize-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p = p[k:]
+		if len(w.buf) == snapshotChunkSize {
+			if err := w.flush(); err != nil {
+				return n - len(p), err
+			}
+		}
+	}
+	return n, nil
+}
+
+// flush sends what is buffered. Every chunk gets its own buffer: a sent
+// message must not change afterwards.
+func (w *chunkWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	chunk := &grapnelpb.SnapshotChunk{Data: w.buf}
+	w.buf = nil
+	return w.send(chunk)
+}
+
+// SnapshotRestore collects a saved snapshot into a temporary file, then
+// replaces the replicated state with it on every replica (leader only). It
+// answers the index of the restored snapshot.
+func (c *clusterService) SnapshotRestore(st grpc.ClientStreamingServer[grapnelpb.SnapshotChunk, grapnelpb.SnapshotRestoreResponse]) error {
+	ctx := st.Context()
+	if err := c.requireLeader(ctx); err != nil {
+		return rpc.ToStatus(err)
+	}
+	f, err := os.CreateTemp("", "grapnel-restore-*.snap")
+	if err != nil {
+		return rpc.ToStatus(fmt.Errorf("snapshot restore: temporary file: %w", err))
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+	var size int64
+	for {
+		chunk, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		n, err := f.Write(chunk.GetData())
+		size += int64(n)
+		if err != nil {
+			return rpc.ToStatus(fmt.Errorf("snapshot restore: writing %s: %w", f.Name(), err))
+		}
+	}
+	if size == 0 {
+		return rpc.ToStatus(fmt.Errorf("%w: snapshot: no data received", state.ErrInvalid))
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return rpc.ToStatus(err)
+	}
+	if err := c.node.RestoreSnapshot(f, size, opTimeout(ctx)); err != nil {
+		return rpc.ToStatus(c.clusterErr(fmt.Errorf("snapshot restore: %w", err)))
+	}
+	return st.SendAndClose(&grapnelpb.SnapshotRestoreResponse{Index: statUint(c.node.Stats(), "last_snapshot_index")})
+}
+
+// requireLeader holds while no leader is known, then lets the call run if
+// this replica leads, and otherwise names the leader.
+func (c *clusterService) requireLeader(ctx context.Context) error {
+	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, func() (bool, bool) {
+		if c.node.IsLeader() {
+			return true, false
+		}
+		id, _, addr := c.node.LeaderInfo()
+		return id != "" && id != c.node.ID() && addr != "", false
+	})
+	if errors.Is(err, errHoldExpired) {
+		return noLeader(c.node, c.hold)
+	}
+	if err != nil {
+		return err
+	}
+	if c.node.IsLeader() {
+		return nil
+	}
+	id, _, addr := c.node.LeaderInfo()
+	return &rpc.NotLeaderError{LeaderID: id, LeaderAddress: addr}
+}
+
+// clusterErr turns the cluster package's errors into rpc's, so they reach
+// the client with their code: a lost leadership names the new leader when
+// there is one.
+func (c *clusterService) clusterErr(err error) error {
+	switch {
+	case errors.Is(err, cluster.ErrNotLeader):
+		if id, _, addr := c.node.LeaderInfo(); id != "" && id != c.node.ID() && addr != "" {
+			return &rpc.NotLeaderError{LeaderID: id, LeaderAddress: addr}
+		}
+		return rpc.WithText(rpc.ErrNotLeader, err.Error())
+	case errors.Is(err, cluster.ErrUnknownMember):
+		return rpc.WithText(rpc.ErrUnknownReplica, err.Error())
+	case errors.Is(err, cluster.ErrQuorum):
+		return rpc.WithText(rpc.ErrQuorum, err.Error())
+	}
+	return err
+}
+
+// opTimeout is what is left of the caller's deadline, or defaultOpTimeout.
+func opTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return defaultOpTimeout
+}
+
+func statUint(stats map[string]string, key string) uint64 {
+	v, _ := strconv.ParseUint(stats[key], 10, 64)
+	return v
+}

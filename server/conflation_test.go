@@ -1,0 +1,168 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// holdFSM blocks the FSM's apply until the returned release is called, so
+// that the first batch stays in flight while reports pile up.
+func holdFSM(ts *testServer) (release func()) {
+	held, done := make(chan struct{}), make(chan struct{})
+	go ts.fsm.Read(func(*state.Store, uint64) {
+		close(held)
+		<-done
+	})
+	<-held
+	return func() { close(done) }
+}
+
+// Reports that arrive while a batch is in flight are conflated: the
+// newest state per instance wins and they go out as one entry; a report
+// older than one already accepted from the agent is dropped. States are
+// forwarded only once committed.
+//
+// swdd~server-stores-workload-state~1
+// swdd~server-forwards-workload-state~1
+func TestStateReportsConflatedAndBatched(t *testing.T) {
+	ts := startServer(t, mustState(t, twoAgents))
+	agent, _ := ts.hello("agent_A", 7, nil)
+	cli := ts.cli()
+	cli.get()
+	count := countEntries(ts)
+	x := state.NewInstanceName("wl_a", "agent_A", "image: a")
+	y := state.NewInstanceName("other", "agent_A", "other")
+	starting := state.ExecutionState{State: state.StatePending, SubState: state.SubStarting}
+	failed := state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed}
+
+	release := holdFSM(ts)
+	agent.report(1, state.WorkloadState{Instance: x, State: starting})
+	for gen := uint64(2); gen <= 200; gen++ {
+		s := starting
+		if gen%2 == 0 {
+			s = state.RunningOk
+		}
+		agent.report(gen, state.WorkloadState{Instance: x, State: s}, state.WorkloadState{Instance: y, State: starting})
+	}
+	agent.report(150, state.WorkloadState{Instance: x, State: failed}) // stale
+	agent.sync("agent_A", "reports sent")
+	release()
+
+	waitFor(t, 5e9, "the conflated batch", func() bool { return count(fsm.WorkloadReportsType) == 2 })
+	if s, _ := ts.stateOf(x); s != state.RunningOk {
+		t.Fatalf("stored state of %v: %v, want the newest report's", x, s)
+	}
+	if s, _ := ts.stateOf(y); s != starting {
+		t.Fatalf("stored state of %v: %v", y, s)
+	}
+	ts.store(func(s *state.Store) {
+		if m := s.ReportMarks["agent_A"]; m != (state.ReportMark{Incarnation: 7, Generation: 200}) {
+			t.Errorf("stored mark %v", m)
+		}
+	})
+	// The CLI sees the first report, then the conflated one; never the
+	// stale one.
+	first := cli.expect("first batch", isStateOf(x)).GetUpdateWorkloadState()
+	second := cli.expect("second batch", isStateOf(x)).GetUpdateWorkloadState()
+	if st := stateIn(first, x); st != starting {
+		t.Fatalf("first broadcast %v", st)
+	}
+	if st := stateIn(second, x); st != state.RunningOk || len(second.GetWorkloadStates()) != 2 {
+		t.Fatalf("second broadcast %v", second)
+	}
+	cli.get() // ordered after both batches
+	if _, ok := cli.tryExpect(0, isStateOf(x)); ok {
+		t.Fatal("a third broadcast of the conflated instance")
+	}
+	if n := count(fsm.WorkloadReportsType); n != 2 {
+		t.Fatalf("%d report entries for 201 reports", n)
+	}
+}
+
+// The report marks are replicated: after a restart the new leader drops a
+// report older than the stored mark, from the same incarnation.
+func TestStaleReportDroppedByNewLeader(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServerIn(t, dir, mustState(t, twoAgents))
+	agent, _ := ts.hello("agent_A", 7, nil)
+	x := state.NewInstanceName("wl_a", "agent_A", "image: a")
+	agent.report(10, state.WorkloadState{Instance: x, State: state.RunningOk})
+	waitFor(t, 5e9, "report stored", func() bool { s, _ := ts.stateOf(x); return s == state.RunningOk })
+	ts.stop()
+
+	// A fake clock that never moves keeps agent_A in its grace.
+	ts2 := startServerCfg(t, dir, nil, func(c *Config) { c.Clock = clock.NewFake(time.Unix(0, 0)) })
+	agent2, _ := ts2.hello("agent_A", 7, nil)
+	failed := state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed}
+	agent2.report(9, state.WorkloadState{Instance: x, State: failed})
+	agent2.sync("agent_A", "stale sent")
+	cli := ts2.cli()
+	cli.get() // answered after any batch proposed before it
+	if s, _ := ts2.stateOf(x); s != state.RunningOk {
+		t.Fatalf("a stale report overwrote the state: %v", s)
+	}
+	agent2.report(11, state.WorkloadState{Instance: x, State: failed})
+	waitFor(t, 5e9, "newer report stored", func() bool { s, _ := ts2.stateOf(x); return s == failed })
+	// A new incarnation starts its generations again.
+	agent3, _ := ts2.hello("agent_A", 8, nil)
+	agent3.report(1, state.WorkloadState{Instance: x, State: state.RunningOk})
+	waitFor(t, 5e9, "new incarnation's report stored", func() bool { s, _ := ts2.stateOf(x); return s == state.RunningOk })
+}
+
+// Load reports conflate too: the newest of each agent wins.
+//
+// swdd~server-receives-resource-availability~2
+func TestLoadReportsConflated(t *testing.T) {
+	ts := startServer(t, nil)
+	agents := make([]*testConn, 3)
+	for i := range agents {
+		agents[i] = ts.agent(fmt.Sprintf("agent_%d", i), nil)
+	}
+	count := countEntries(ts)
+	release := holdFSM(ts)
+	load := func(c *testConn, name string, cpu uint32) {
+		c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentLoadStatus{AgentLoadStatus: &grpcapi.AgentLoadStatus{
+			AgentName: name, CpuUsage: &ankbase.CpuUsage{CpuUsage: cpu}, FreeMemory: &ankbase.FreeMemory{FreeMemory: uint64(cpu)}}}})
+	}
+	load(agents[0], "agent_0", 1)
+	for cpu := uint32(2); cpu <= 50; cpu++ {
+		for i, c := range agents {
+			load(c, fmt.Sprintf("agent_%d", i), cpu)
+		}
+	}
+	for i, c := range agents {
+		c.sync(fmt.Sprintf("agent_%d", i), "loads sent")
+	}
+	release()
+	waitFor(t, 5e9, "loads stored", func() bool {
+		ok := true
+		ts.store(func(s *state.Store) {
+			for i := range agents {
+				st := s.Agents[fmt.Sprintf("agent_%d", i)].Status
+				ok = ok && st.CPUUsage != nil && *st.CPUUsage == 50
+			}
+		})
+		return ok
+	})
+	if n := count(fsm.AgentLoadType); n != 2 {
+		t.Fatalf("%d load entries, want the first report and one conflated batch", n)
+	}
+}
+
+func stateIn(u *grpcapi.UpdateWorkloadState, n state.InstanceName) state.ExecutionState {
+	for _, ws := range u.GetWorkloadStates() {
+		if rpc.InstanceNameFromProto(ws.GetInstanceName()) == n {
+			s, _ := rpc.ExecutionStateFromProto(ws.GetExecutionState())
+			return s
+		}
+	}
+	return state.ExecutionState{}
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+const testGrace = 3 * time.Second
+
+// failover runs a replica with an agent that reports a running workload
+// and its load, then stops it without the agent leaving, and starts it
+// again on the same data with a fake clock: the new leader finds agent_A
+// in the agent map with no stream.
+func failover(t *testing.T) (*testServer, *clock.Fake, *grpcapi.ServerHello) {
+	t.Helper()
+	dir := t.TempDir()
+	ts := startServerCfg(t, dir, mustState(t, twoAgents), nil)
+	agent, hello := ts.hello("agent_A", 1, map[string]string{"zone": "front"})
+	agent.report(1, state.WorkloadState{Instance: instA, State: state.RunningOk})
+	agent.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentLoadStatus{AgentLoadStatus: &grpcapi.AgentLoadStatus{
+		AgentName: "agent_A", CpuUsage: &ankbase.CpuUsage{CpuUsage: 42}, FreeMemory: &ankbase.FreeMemory{FreeMemory: 7}}}})
+	waitFor(t, 5e9, "state and load stored", func() bool {
+		ok := false
+		ts.store(func(s *state.Store) {
+			st, _ := s.States.Get(instA)
+			a := s.Agents["agent_A"]
+			ok = st == state.RunningOk && a != nil && a.Status.CPUUsage != nil
+		})
+		return ok
+	})
+	ts.stop()
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts2 := startServerCfg(t, dir, nil, func(c *Config) { c.Clock, c.AgentReconnectGrace = fake, testGrace })
+	if fake.Pending() != 1 {
+		t.Fatalf("%d grace timers, want one for agent_A", fake.Pending())
+	}
+	return ts2, fake, hello
+}
+
+var instA = state.NewInstanceName("wl_a", "agent_A", "image: a")
+
+// An agent that reconnects to a new leader within the grace changes
+// nothing visible: no AgentConnected entry, its load kept, no event, its
+// workloads still running; it gets the same workloads as before.
+func TestAgentBackWithinGraceChangesNothing(t *testing.T) {
+	ts, fake, before := failover(t)
+	count := countEntries(ts)
+	cli := ts.cli()
+	id := subscribe(cli)
+	fake.Advance(testGrace - time.Millisecond)
+	_, hello := ts.hello("agent_A", 1, map[string]string{"zone": "front"})
+	if len(hello.GetAddedWorkloads()) != 1 || !proto.Equal(hello, before) {
+		t.Fatalf("ServerHello after the failover differs:\n%v\n%v", hello, before)
+	}
+	if fake.Pending() != 0 {
+		t.Fatal("the grace timer still runs after the agent came back")
+	}
+	fake.Advance(time.Hour)
+	// An update's event comes after any event the reconnection caused.
+	cli.update(manifest(t, nginx), "desiredState.workloads.nginx")
+	for {
+		ev := nextEvent(cli, id)
+		fields := slices.Concat(ev.GetAlteredFields().GetAddedFields(), ev.GetAlteredFields().GetUpdatedFields(), ev.GetAlteredFields().GetRemovedFields())
+		for _, f := range fields {
+			if f == "agents.agent_A" || f == statePath(instA) {
+				t.Fatalf("the reconnection was visible: %v", fields)
+			}
+		}
+		if slices.Contains(fields, "desiredState.workloads.nginx") {
+			break
+		}
+	}
+	if n := count(fsm.AgentConnectedType) + count(fsm.AgentGoneType); n != 0 {
+		t.Fatalf("%d agent entries for a reconnection within the grace", n)
+	}
+	ts.store(func(s *state.Store) {
+		a := s.Agents["agent_A"]
+		if a == nil || a.Status.CPUUsage == nil || *a.Status.CPUUsage != 42 || a.Tags["zone"] != "front" {
+			t.Fatalf("agent map entry %+v", a)
+		}
+		if st, _ := s.States.Get(instA); st != state.RunningOk {
+			t.Fatalf("state %v", st)
+		}
+	})
+}
+
+// An agent that does not come back within the grace is gone, as after a
+// disconnect: its workloads AgentDisconnected, broadcast, and out of the
+// agent map.
+//
+// swdd~server-set-workload-state-on-disconnect~1
+// swdd~server-distribute-workload-state-on-disconnect~1
+// swdd~server-removes-disconnected-agents-from-state~2
+func TestAgentNotBackWithinGraceIsGone(t *testing.T) {
+	ts, fake, _ := failover(t)
+	other := ts.agent("agent_B", nil)
+	fake.Advance(testGrace - time.Millisecond)
+	cli := ts.cli()
+	cli.get() // ordered after anything a timer might have proposed
+	if _, ok := ts.stateOf(instA); !ok {
+		t.Fatal("gone before the grace ended")
+	}
+	fake.Advance(time.Millisecond)
+	other.expect("AgentDisconnected", func(m *grpcapi.FromServer) bool {
+		return stateIn(m.GetUpdateWorkloadState(), instA) == state.AgentDisconnected
+	})
+	waitFor(t, 5e9, "agent_A removed", func() bool {
+		gone := false
+		ts.store(func(s *state.Store) { _, ok := s.Agents["agent_A"]; gone = !ok })
+		return gone
+	})
+	if st, _ := ts.stateOf(instA); st != state.AgentDisconnected {
+		t.Fatalf("stored %v", st)
+	}
+}
+
+// An agent that comes back within the grace with other tags is stored
+// again with them, as a connect.
+//
+// swdd~server-stores-newly-connected-agent~2
+func TestAgentBackWithOtherTagsReconnects(t *testing.T) {
+	ts, _, _ := failover(t)
+	count := countEntries(ts)
+	ts.hello("agent_A", 2, map[string]string{"zone": "rear"})
+	waitFor(t, 5e9, "new tags", func() bool {
+		ok := false
+		ts.store(func(s *state.Store) { ok = s.Agents["agent_A"] != nil && s.Agents["agent_A"].Tags["zone"] == "rear" })
+		return ok
+	})
+	if count(fsm.AgentConnectedType) != 1 {
+		t.Fatal("no AgentConnected entry for changed tags")
+	}
+}

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/client"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/clock"
+)
+
+// A stream that arrives while the cluster has no leader yet (one of three
+// replicas up) is held, not failed, and served once the others come and a
+// leader is elected.
+func TestHoldUntilALeaderIsElected(t *testing.T) {
+	rs := newReplicaSet(t, 3, 20*time.Second)
+	first := rs.reps[0]
+	first.start()
+
+	st := rawStream(t, first.addr, kindCLI)
+	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: &ankbase.Request{
+		RequestId: "held", RequestContent: &ankbase.Request_CompleteStateRequest{CompleteStateRequest: &ankbase.CompleteStateRequest{}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		m, err := st.Recv()
+		if err == nil && m.GetResponse().GetRequestId() != "held" {
+			err = errors.New("unexpected first message")
+		}
+		answered <- err
+	}()
+	// Nothing can be elected with one voter of three; the stream waits.
+	select {
+	case err := <-answered:
+		t.Fatalf("answered without a leader: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if id, _, _ := first.node.LeaderInfo(); id != "" {
+		t.Fatalf("a leader %s already", id)
+	}
+	for _, r := range rs.reps[1:] {
+		r.start()
+	}
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("held stream: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held stream was never served")
+	}
+}
+
+// With no leader in sight the hold ends after HoldTimeout with a clear "no
+// leader" error (Unavailable), for streams, leader-only cluster calls and
+// the leader-aware client alike.
+func TestHoldExpiresWithoutALeader(t *testing.T) {
+	const hold = 300 * time.Millisecond
+	rs := newReplicaSet(t, 3, hold)
+	lone := rs.reps[0]
+	lone.start()
+
+	check := func(t *testing.T, err error, elapsed time.Duration) {
+		t.Helper()
+		if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), rpc.ErrNoLeader) {
+			t.Fatalf("err = %v, want Unavailable NO_LEADER", err)
+		}
+		if msg := status.Convert(err).Message(); !strings.HasPrefix(msg, "no leader: ") || !strings.Contains(msg, "waited "+hold.String()) {
+			t.Fatalf("message %q does not say it waited %v for a leader", msg, hold)
+		}
+		if elapsed < hold {
+			t.Fatalf("failed after %v, before the hold of %v", elapsed, hold)
+		}
+	}
+	for kind, name := range map[connKind]string{kindAgent: "agent stream", kindCLI: "cli stream", kindCommander: "command stream"} {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			st := rawStream(t, lone.addr, kind)
+			check(t, streamEnd(t, st, 10*hold), time.Since(start))
+		})
+	}
+	t.Run("leader-only cluster call", func(t *testing.T) {
+		start := time.Now()
+		_, err := grapnelpb.NewClusterClient(dialRaw(t, lone.addr)).RemoveReplica(context.Background(), &grapnelpb.RemoveReplicaRequest{Id: "rs-2"})
+		check(t, err, time.Since(start))
+	})
+	t.Run("status answers at once", func(t *testing.T) {
+		st, err := grapnelpb.NewClusterClient(dialRaw(t, lone.addr)).Status(context.Background(), &grapnelpb.StatusRequest{})
+		if err != nil || st.GetLeaderId() != "" || st.GetReplicaId() != lone.id {
+			t.Fatalf("status %v, %v", st, err)
+		}
+	})
+	t.Run("leader-aware client", func(t *testing.T) {
+		_, err := client.Dial(context.Background(), client.Options{Addrs: []string{lone.addr}, Insecure: true, ResponseTimeout: 2 * hold})
+		if !errors.Is(err, client.ErrNoServer) || !errors.Is(err, rpc.ErrNoLeader) {
+			t.Fatalf("err = %v, want ErrNoServer and ErrNoLeader", err)
+		}
+	})
+}
+
+// The hold is measured on the server's clock, not the wall clock: with a
+// fake clock nothing expires until the clock is moved.
+func TestHoldRunsOnTheServersClock(t *testing.T) {
+	const hold = time.Hour
+	rs := newReplicaSet(t, 3, hold)
+	fake := clock.NewFake(time.Unix(0, 0))
+	rs.clk = fake
+	lone := rs.reps[0]
+	lone.start()
+	st := rawStream(t, lone.addr, kindCLI)
+	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the hold's timer", func() bool { return fake.Pending() > 0 })
+	fake.Advance(hold)
+	err := streamEnd(t, st, 10*time.Second)
+	if !errors.Is(rpc.FromStatus(err), rpc.ErrNoLeader) || !strings.Contains(err.Error(), "waited 1h0m0s") {
+		t.Fatalf("err = %v, want no leader after the fake hour", err)
+	}
+}
+
+// A held stream ends at once when the replica shuts down.
+func TestHoldEndsOnShutdown(t *testing.T) {
+	rs := newReplicaSet(t, 3, time.Minute)
+	lone := rs.reps[0]
+	lone.start()
+	st := rawStream(t, lone.addr, kindCLI)
+	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(200*time.Millisecond, lone.srv.Shutdown)
+	err := streamEnd(t, st, 10*time.Second)
+	if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), rpc.ErrShuttingDown) {
+		t.Fatalf("err = %v, want Unavailable SHUTTING_DOWN", err)
+	}
+}

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// startServerCfg is startServerIn with a hook that adjusts the server's
+// Config (clock, grace, apply timeout) before it starts.
+func startServerCfg(t testing.TB, dir string, startup *state.State, mod func(*Config)) *testServer {
+	t.Helper()
+	f := fsm.New()
+	node, err := cluster.NewNode(cluster.Config{
+		ID: "test-1", DataDir: dir, RaftAddress: freeAddr(t), FSM: f, BootstrapSelf: true,
+		Timing: cluster.Timing{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+			LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Node: node, FSM: f, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StartupState: startup}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	srv.Start()
+	go func() { _ = g.Serve(lis) }()
+	ts := &testServer{t: t, addr: lis.Addr().String(), srv: srv, node: node, fsm: f, g: g, dir: dir}
+	t.Cleanup(ts.stop)
+	waitFor(t, 10*time.Second, "leadership", srv.IsLeading)
+	if startup != nil {
+		waitFor(t, 10*time.Second, "startup state", func() bool {
+			rev := uint64(0)
+			f.Read(func(s *state.Store, _ uint64) { rev = s.Revision })
+			return rev != 0
+		})
+	}
+	return ts
+}
+
+// countEntries counts the applied entries of each type from now on.
+func countEntries(ts *testServer) func(fsm.MessageType) int64 {
+	var counts [256]atomic.Int64
+	ts.fsm.SetObserver(func(t fsm.MessageType, _ uint64) { counts[t].Add(1) })
+	return func(t fsm.MessageType) int64 { return counts[t].Load() }
+}
+
+// hello opens an agent stream with an incarnation and waits for its
+// ServerHello.
+func (ts *testServer) hello(name string, incarnation uint64, tags map[string]string) (*testConn, *grpcapi.ServerHello) {
+	c := ts.dial(kindAgent)
+	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
+		AgentName: name, ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: tags}, GrapnelIncarnation: incarnation}}})
+	m := c.expect("ServerHello", func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil })
+	return c, m.GetServerHello()
+}
+
+// report sends a marked state report.
+func (c *testConn) report(generation uint64, ws ...state.WorkloadState) {
+	c.t.Helper()
+	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_UpdateWorkloadState{UpdateWorkloadState: &grpcapi.UpdateWorkloadState{
+		WorkloadStates: rpc.WorkloadStatesToProto(ws), GrapnelGeneration: generation}}})
+}
+
+// sync returns once the leader loop has handled everything this agent
+// sent before: the agent sends a log batch addressed to its own stream,
+// which the loop forwards at once, in order with the agent's messages.
+func (c *testConn) sync(agent, marker string) {
+	c.t.Helper()
+	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_LogEntriesResponse{LogEntriesResponse: &grpcapi.LogEntriesResponse{
+		RequestId: rpc.PrefixRequestID(agent, marker), LogEntriesResponse: &ankbase.LogEntriesResponse{}}}})
+	c.expect("marker "+marker, func(m *grpcapi.FromServer) bool { return m.GetResponse().GetRequestId() == marker })
+}
+
+// stateOf reads an instance's stored state.
+func (ts *testServer) stateOf(in state.InstanceName) (state.ExecutionState, bool) {
+	var (
+		s  state.ExecutionState
+		ok bool
+	)
+	ts.store(func(st *state.Store) { s, ok = st.States.Get(in) })
+	return s, ok
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// rebuild reads the leader memory that mirrors the FSM: the speculative
+// store. It runs on establishing
+// leadership and whenever the pipeline has drained after a failure or a
+// restore. After a restore the agents hold workloads of a state that is
+// gone, so they are disconnected and given the grace to come back and get
+// a fresh ServerHello.
+func (l *leader) rebuild() {
+	first := l.spec == nil
+	var restores uint64
+	l.s.fsm.ReadMeta(func(st *state.Store, m fsm.Meta) {
+		l.spec = st.Clone()
+		restores = m.Restores
+	})
+	if !first && restores != l.restores {
+		l.resync = true
+	}
+	l.restores = restores
+	l.broken, l.failed = false, false
+	if l.resync {
+		l.resync = false
+		l.resyncAgents()
+	}
+}
+
+// restoreSeen reacts to a snapshot restore: the speculative store is
+// stale, so no new work is taken until the pipeline drains; then rebuild
+// resynchronises the agents.
+func (l *leader) restoreSeen() {
+	if l.s.fsm.Restores() == l.restores {
+		return
+	}
+	l.s.log.Warn("the store was restored from a snapshot; rebuilding the leader state")
+	l.broken, l.resync = true, true
+}
+
+// propose executes a command on the speculative store and sends it to
+// Raft. commit runs on the leader loop once the entry is committed, with
+// the FSM's response and the entry's index, fail if it is not; both in
+// proposal order. It returns what the command returns on the speculative
+// store.
+func (l *leader) propose(t fsm.MessageType, body any, commit func(resp any, index uint64), fail func(err error)) any {
+	buf, err := fsm.Encode(t, body)
+	if err != nil {
+		l.s.log.Error("command not encoded", "type", t.String(), "error", err)
+		if fail != nil {
+			l.pipe.ordered(func() { fail(err) })
+		}
+		return err
+	}
+	// The speculative store never learns the entry's index; any non-zero
+	// revision tells it that the desired state was set.
+	resp := fsm.Execute(l.spec, t, body, l.spec.Revision+1)
+	if err, ok := resp.(error); ok {
+		// The leader planned a command its own store refuses: a bug, but
+		// proposing it would make spec and FSM differ.
+		l.s.log.Error("command refused by the speculative store", "type", t.String(), "error", err)
+		if fail != nil {
+			l.pipe.ordered(func() { fail(err) })
+		}
+		return err
+	}
+	l.pipe.propose(t, buf, commit, func(err error) {
+		if l.failed && errors.Is(err, fsm.ErrOutOfSequence) {
+			err = errEarlierFailed
+		}
+		l.entryFailed(t, err)
+		if fail != nil {
+			fail(err)
+		}
+	})
+	return resp
+}
+
+// errEarlierFailed answers an update the FSM refused because an update
+// proposed before it failed.
+var errEarlierFailed = errors.New("an earlier update in the same batch failed")
+
+// entryFailed marks the speculative store as no longer predicting the FSM.
+// The entries after the failed one settle first: the FSM refuses the
+// desired-state updates among them by their sequence number.
+func (l *leader) entryFailed(t fsm.MessageType, err error) {
+	if !l.failed {
+		l.s.log.Warn("raft entry failed; draining the pipeline", "type", t.String(), "error", err)
+	}
+	l.broken, l.failed = true, true
+}

@@ -1,0 +1,171 @@
+package server
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/fsm"
+)
+
+// fakeFuture is a Raft future the test resolves by hand.
+type fakeFuture struct {
+	done chan struct{}
+	err  error
+	resp any
+}
+
+func (f *fakeFuture) Error() error  { <-f.done; return f.err }
+func (f *fakeFuture) Index() uint64 { return 0 }
+func (f *fakeFuture) Response() any { return f.resp }
+
+// fakeRaft hands out one fakeFuture per proposal, in order.
+type fakeRaft struct {
+	mu      sync.Mutex
+	futures []*fakeFuture
+	added   chan struct{}
+}
+
+func (r *fakeRaft) apply(cmd []byte, _ time.Duration) raft.ApplyFuture {
+	f := &fakeFuture{done: make(chan struct{}), resp: string(cmd)}
+	r.mu.Lock()
+	r.futures = append(r.futures, f)
+	r.mu.Unlock()
+	r.added <- struct{}{}
+	return f
+}
+
+func (r *fakeRaft) future(t *testing.T, i int) *fakeFuture {
+	t.Helper()
+	for {
+		r.mu.Lock()
+		n := len(r.futures)
+		r.mu.Unlock()
+		if n > i {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.futures[i]
+		}
+		select {
+		case <-r.added:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("proposal %d never reached Raft", i)
+		}
+	}
+}
+
+// Proposals settle in the order they were made, whatever order Raft
+// resolves them in; a local action waits for the proposals before it; a
+// failed proposal runs its fail callback.
+func TestPipelineSettlesInOrder(t *testing.T) {
+	r := &fakeRaft{added: make(chan struct{}, 16)}
+	stop := make(chan struct{})
+	p := newPipeline(r.apply, time.Second, time.Now, stop)
+	var got []string
+	record := func(name string) func(any, uint64) {
+		return func(resp any, _ uint64) { got = append(got, name+"="+resp.(string)) }
+	}
+	p.ordered(func() { got = append(got, "first local") }) // nothing queued: runs at once
+	p.propose(fsm.AgentGoneType, []byte("a"), record("a"), nil)
+	p.propose(fsm.AgentGoneType, []byte("b"), nil, func(err error) { got = append(got, "b failed: "+err.Error()) })
+	p.ordered(func() { got = append(got, "local") })
+	p.propose(fsm.AgentGoneType, []byte("c"), record("c"), nil)
+	if len(got) != 1 || p.inFlight != 3 {
+		t.Fatalf("before any commit: %v, in flight %d", got, p.inFlight)
+	}
+	c, b, a := r.future(t, 2), r.future(t, 1), r.future(t, 0)
+	b.err = errors.New("boom")
+	close(c.done)
+	close(b.done)
+	close(a.done)
+	var observed []fsm.MessageType
+	for i := 0; i < 3; i++ {
+		select {
+		case e := <-p.done:
+			p.settle(e, func(t fsm.MessageType, _ time.Duration) { observed = append(observed, t) })
+		case <-time.After(5 * time.Second):
+			t.Fatal("no completion")
+		}
+	}
+	want := []string{"first local", "a=a", "b failed: boom", "local", "c=c"}
+	if len(got) != len(want) {
+		t.Fatalf("settled %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("settled %v, want %v", got, want)
+		}
+	}
+	if len(observed) != 3 || !p.empty() || p.inFlight != 0 {
+		t.Fatalf("observed %v, queue %d, in flight %d", observed, len(p.queue), p.inFlight)
+	}
+	close(stop)
+	p.stopAndWait()
+}
+
+// At the end of a term every queued proposal is failed, local actions are
+// dropped, and the proposer stops even with futures outstanding.
+func TestPipelineAbandon(t *testing.T) {
+	r := &fakeRaft{added: make(chan struct{}, 16)}
+	stop := make(chan struct{})
+	p := newPipeline(r.apply, time.Second, time.Now, stop)
+	var failed []error
+	for i := 0; i < 3; i++ {
+		p.propose(fsm.AgentGoneType, []byte{byte(i)}, func(any, uint64) { t.Error("committed after the end of the term") },
+			func(err error) { failed = append(failed, err) })
+	}
+	p.ordered(func() { t.Error("a local action ran after the end of the term") })
+	r.future(t, 2)
+	close(stop)
+	p.abandon(errLeadershipTest)
+	p.stopAndWait()
+	if len(failed) != 3 || !errors.Is(failed[0], errLeadershipTest) || !p.empty() || p.full() {
+		t.Fatalf("failed %v", failed)
+	}
+	r.resolveAll()
+}
+
+// resolveAll resolves every future so that their waiters end.
+func (r *fakeRaft) resolveAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.futures {
+		select {
+		case <-f.done:
+		default:
+			close(f.done)
+		}
+	}
+}
+
+var errLeadershipTest = errors.New("leadership lost")
+
+// While maxInFlight proposals are out the pipeline is full.
+func TestPipelineBound(t *testing.T) {
+	r := &fakeRaft{added: make(chan struct{}, 2*maxInFlight)}
+	stop := make(chan struct{})
+	p := newPipeline(r.apply, time.Second, time.Now, stop)
+	defer func() {
+		r.future(t, maxInFlight-1)
+		close(stop)
+		p.stopAndWait()
+		r.resolveAll()
+	}()
+	for i := 0; i < maxInFlight; i++ {
+		if p.full() {
+			t.Fatalf("full after %d", i)
+		}
+		p.propose(fsm.AgentGoneType, nil, nil, nil)
+	}
+	if !p.full() {
+		t.Fatal("not full at the bound")
+	}
+	close(r.future(t, 0).done)
+	p.settle(<-p.done, func(fsm.MessageType, time.Duration) {})
+	if p.full() {
+		t.Fatal("still full after a commit")
+	}
+}

@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/proxy"
+)
+
+// elsewhere answers a stream that this replica cannot serve because the
+// leader d is another replica:
+//   - a leader-aware client gets the NotLeaderError naming the leader
+//     (FailedPrecondition), and goes there;
+//   - a stream another replica forwarded is not forwarded again (its proxy
+//     believed this replica leads; it no longer does): Unavailable, and
+//     the client reconnects;
+//   - any other client is proxied to the leader, when a proxy pool is
+//     configured.
+func (s *Server) elsewhere(st toServerStream, kind connKind, d destination) error {
+	ctx := st.Context()
+	switch {
+	case proxy.IsLeaderAware(ctx):
+		return rpc.ToStatus(&rpc.NotLeaderError{LeaderID: d.leaderID, LeaderAddress: d.addr})
+	case proxy.ForwardedBy(ctx) != "":
+		return rpc.ToStatus(fmt.Errorf("%w; replica %s forwarded this stream here, but the leader is %s at %s",
+			rpc.ErrNotLeader, proxy.ForwardedBy(ctx), d.leaderID, d.addr))
+	case s.cfg.Proxy == nil:
+		return rpc.ToStatus(fmt.Errorf("%w; the leader is %s at %s, and this replica does not proxy",
+			rpc.ErrNotLeader, d.leaderID, d.addr))
+	}
+	return s.proxyStream(st, kind, d)
+}
+
+// proxyStream forwards the stream to the leader and copies messages both
+// ways until either side ends. The leader's status reaches the client
+// unchanged. If leadership moves away from d.leaderID the stream ends
+// with rpc.ErrLeaderChanged, and on shutdown with rpc.ErrShuttingDown: the
+// client reconnects as after a failover.
+func (s *Server) proxyStream(st toServerStream, kind connKind, d destination) error {
+	cc, err := s.cfg.Proxy.Get(d.addr)
+	if errors.Is(err, proxy.ErrPoolClosed) {
+		return rpc.ToStatus(fmt.Errorf("%w: %v", rpc.ErrShuttingDown, err))
+	}
+	if err != nil {
+		return rpc.ToStatus(fmt.Errorf("%w; the leader is %s at %s, and this replica cannot reach it: %v",
+			rpc.ErrNotLeader, d.leaderID, d.addr, err))
+	}
+	// Connections to earlier leaders serve nothing any more.
+	s.cfg.Proxy.Retain(d.addr)
+	names := rpc.PeerNames(st.Context())
+
+	ctx, cancel := context.WithCancelCause(st.Context())
+	defer cancel(nil)
+	watched := s.endOnLeaderChange(ctx, cancel, d.leaderID)
+	defer func() {
+		cancel(nil)
+		<-watched
+	}()
+
+	s.log.Debug("proxying a stream to the leader", "leader", d.leaderID, "address", d.addr)
+	err = proxy.Forward(ctx, st, func(ctx context.Context) (toServerClient, error) {
+		ctx = proxy.Outgoing(ctx, s.node.ID(), names)
+		switch kind {
+		case kindAgent:
+			return grpcapi.NewAgentConnectionClient(cc).ConnectAgent(ctx)
+		case kindCLI:
+			return grpcapi.NewCliConnectionClient(cc).ConnectCli(ctx)
+		}
+		return grpcapi.NewCommandConnectionClient(cc).ConnectCommand(ctx)
+	})
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return rpc.ToStatus(cause)
+	}
+	return err
+}
+
+type toServerClient = grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
+
+// endOnLeaderChange cancels ctx with rpc.ErrLeaderChanged once the leader
+// is no longer leaderID, and with rpc.ErrShuttingDown on shutdown. The
+// returned channel closes when its goroutine, owned by the proxied stream,
+// has ended; it ends with ctx.
+func (s *Server) endOnLeaderChange(ctx context.Context, cancel context.CancelCauseFunc, leaderID string) <-chan struct{} {
+	changes, unsubscribe := s.node.Changes()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer unsubscribe()
+		for {
+			select {
+			case <-changes:
+				if id, _, _ := s.node.LeaderInfo(); id != leaderID {
+					cancel(fmt.Errorf("%w: %s leads no more; reconnect", rpc.ErrLeaderChanged, leaderID))
+					return
+				}
+			case <-s.shutdownCh:
+				cancel(fmt.Errorf("%w: the replica that proxied this stream stops", rpc.ErrShuttingDown))
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// clientNames returns the certificate names the handshake checks an agent
+// name against: the peer's own, or, for a stream a replica proxied, the
+// names the proxy forwarded. Those are believed only from a peer whose
+// certificate carries the replica name rpc.ServerName, or in the insecure
+// mode; from anyone else they are refused, since believing them would let
+// any client claim any agent name.
+func clientNames(ctx context.Context) ([]string, error) {
+	peer := rpc.PeerNames(ctx)
+	fwd, ok := proxy.ForwardedNames(ctx)
+	if !ok {
+		return peer, nil
+	}
+	if peer != nil && !slices.Contains(peer, rpc.ServerName) {
+		return nil, fmt.Errorf("%w: %s may only be sent by a replica (certificate name %s)",
+			rpc.ErrUnauthenticated, proxy.ForwardedNamesKey, rpc.ServerName)
+	}
+	return fwd, nil
+}

@@ -1,0 +1,282 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+const proxyManifest = `
+apiVersion: v1
+workloads:
+  web:
+    runtime: podman
+    agent: agent_A
+    runtimeConfig: |
+      image: web
+`
+
+type rawClient = grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
+
+// rawStream opens an Ankaios stream of kind to addr with the outgoing
+// metadata pairs md.
+func rawStream(t *testing.T, addr string, kind connKind, md ...string) rawClient {
+	t.Helper()
+	cc := dialRaw(t, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if len(md) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, md...)
+	}
+	var (
+		st  rawClient
+		err error
+	)
+	switch kind {
+	case kindAgent:
+		st, err = grpcapi.NewAgentConnectionClient(cc).ConnectAgent(ctx)
+	case kindCLI:
+		st, err = grpcapi.NewCliConnectionClient(cc).ConnectCli(ctx)
+	default:
+		st, err = grpcapi.NewCommandConnectionClient(cc).ConnectCommand(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func commanderHello(version string) *grpcapi.ToServer {
+	return &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{CommanderHello: &grpcapi.CommanderHello{ProtocolVersion: version}}}
+}
+
+func agentHello(name, version string) *grpcapi.ToServer {
+	return &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: name, ProtocolVersion: version}}}
+}
+
+// streamEnd waits for the stream's end and returns its status error (nil
+// for a clean end).
+func streamEnd(t *testing.T, st rawClient, bound time.Duration) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := st.Recv(); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-errc:
+		if err.Error() == "EOF" {
+			return nil
+		}
+		return err
+	case <-time.After(bound):
+		t.Fatalf("the stream did not end within %v", bound)
+	}
+	return nil
+}
+
+// An unmodified Ankaios client works against a follower: its streams are
+// proxied to the leader, through one reused connection.
+func TestFollowerProxiesAnkaiosStreams(t *testing.T) {
+	rs := startReplicaSet(t, 3, 0)
+	l, f := rs.leader(), rs.follower()
+
+	t.Run("an update sent through a follower is committed", func(t *testing.T) {
+		cli := f.testServer(t).cli()
+		r := cli.update(manifest(t, proxyManifest), "desiredState.workloads.web")
+		if r.GetUpdateStateSuccess() == nil {
+			t.Fatalf("response %v", r)
+		}
+		for _, rep := range rs.running() {
+			waitFor(t, 10*time.Second, "the workload on "+rep.id, func() bool {
+				ok := false
+				rep.testServer(t).store(func(s *state.Store) { _, ok = s.Desired.Workloads["web"] })
+				return ok
+			})
+		}
+		if got := cli.get("desiredState.workloads.web"); got.GetDesiredState().GetWorkloads().GetWorkloads()["web"] == nil {
+			t.Fatalf("read through the follower: %v", got)
+		}
+	})
+	t.Run("an agent connects through a follower", func(t *testing.T) {
+		a := f.testServer(t).dial(kindAgent)
+		a.send(agentHello("agent_A", rpc.ProtocolVersion))
+		hello := a.expect("ServerHello", func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil }).GetServerHello()
+		if ws := hello.GetAddedWorkloads(); len(ws) != 1 || ws[0].GetInstanceName().GetWorkloadName() != "web" {
+			t.Fatalf("ServerHello carries %v, want the workload web", ws)
+		}
+		waitFor(t, 10*time.Second, "the agent on the leader", func() bool {
+			ok := false
+			l.testServer(t).store(func(s *state.Store) { _, ok = s.Agents["agent_A"] })
+			return ok
+		})
+	})
+	t.Run("the leader's refusal reaches the client unchanged", func(t *testing.T) {
+		direct := rawStream(t, l.addr, kindAgent)
+		if err := direct.Send(agentHello("agent_B", "0.1.0")); err != nil {
+			t.Fatal(err)
+		}
+		want := status.Convert(streamEnd(t, direct, 5*time.Second))
+		viaFollower := rawStream(t, f.addr, kindAgent)
+		if err := viaFollower.Send(agentHello("agent_B", "0.1.0")); err != nil {
+			t.Fatal(err)
+		}
+		got := status.Convert(streamEnd(t, viaFollower, 5*time.Second))
+		if got.Code() != codes.FailedPrecondition || got.Code() != want.Code() || got.Message() != want.Message() {
+			t.Fatalf("through the follower: %v %q; from the leader: %v %q", got.Code(), got.Message(), want.Code(), want.Message())
+		}
+	})
+	t.Run("one connection to the leader", func(t *testing.T) {
+		if n := f.pool.Len(); n != 1 {
+			t.Fatalf("the follower holds %d connections to the leader, want 1", n)
+		}
+	})
+}
+
+// A leader-aware client gets a NotLeaderError naming the leader's gRPC
+// address (FailedPrecondition), and a stream a replica already forwarded is
+// not forwarded again (Unavailable): neither is proxied.
+func TestFollowerRedirectsInsteadOfProxying(t *testing.T) {
+	rs := startReplicaSet(t, 3, 0)
+	l, f := rs.leader(), rs.follower()
+	tests := []struct {
+		name   string
+		md     []string
+		code   codes.Code
+		leader bool // the error names the leader for a redirect
+	}{
+		{"leader-aware client", []string{proxy.LeaderAwareKey, "1"}, codes.FailedPrecondition, true},
+		{"forwarded by a replica", []string{proxy.ForwardedByKey, "rs-9"}, codes.Unavailable, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := rawStream(t, f.addr, kindCLI, tc.md...)
+			_ = st.Send(commanderHello(rpc.ProtocolVersion))
+			err := streamEnd(t, st, 5*time.Second)
+			if status.Code(err) != tc.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tc.code)
+			}
+			var nl *rpc.NotLeaderError
+			got := rpc.FromStatus(err)
+			if !errors.Is(got, rpc.ErrNotLeader) {
+				t.Fatalf("%v is no ErrNotLeader", got)
+			}
+			if isNL := errors.As(got, &nl); isNL != tc.leader {
+				t.Fatalf("NotLeaderError: %v, want %v", isNL, tc.leader)
+			}
+			if tc.leader && (nl.LeaderID != l.id || nl.LeaderAddress != l.addr) {
+				t.Fatalf("redirected to %s at %s, want %s at %s", nl.LeaderID, nl.LeaderAddress, l.id, l.addr)
+			}
+			if !strings.Contains(err.Error(), l.addr) {
+				t.Errorf("%v does not name the leader's address", err)
+			}
+		})
+	}
+	if n := f.pool.Len(); n != 0 {
+		t.Fatalf("the follower opened %d proxy connections", n)
+	}
+}
+
+// When the proxying follower sees leadership move, the proxied stream
+// ends with ErrLeaderChanged (Unavailable), so that the client reconnects
+// as after a failover, even if the old leader's side stays open.
+func TestProxiedStreamEndsWhenLeadershipMoves(t *testing.T) {
+	rs := startReplicaSet(t, 3, 0)
+	l, f := rs.leader(), rs.follower()
+	st := rawStream(t, f.addr, kindCLI)
+	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
+		t.Fatal(err)
+	}
+	// A request answered proves the stream reached the leader.
+	if err := st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: &ankbase.Request{
+		RequestId: "r1", RequestContent: &ankbase.Request_CompleteStateRequest{CompleteStateRequest: &ankbase.CompleteStateRequest{}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(); err != nil || m.GetResponse().GetRequestId() != "r1" {
+		t.Fatalf("first answer: %v, %v", m, err)
+	}
+	// The leader's Raft stops; its gRPC side, and so the proxied stream to
+	// it, stays up. Only the follower's view of the leadership changes.
+	_ = l.node.Shutdown()
+	err := streamEnd(t, st, 15*time.Second)
+	if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), rpc.ErrLeaderChanged) {
+		t.Fatalf("stream ended with %v, want Unavailable LEADER_CHANGED", err)
+	}
+	if !strings.Contains(err.Error(), l.id) {
+		t.Errorf("%v does not name the former leader", err)
+	}
+}
+
+// Forwarded certificate names are believed only from a replica (or in the
+// insecure mode); anyone else sending them is refused.
+func TestClientNames(t *testing.T) {
+	withPeer := func(names []string, md ...string) context.Context {
+		ctx := context.Background()
+		if names != nil {
+			cert := &x509.Certificate{DNSNames: names}
+			ctx = peer.NewContext(ctx, &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+				VerifiedChains: [][]*x509.Certificate{{cert}},
+			}}})
+		}
+		if len(md) > 0 {
+			ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(md...))
+		}
+		return ctx
+	}
+	fwd := func(names string) []string {
+		return []string{proxy.ForwardedByKey, "rs-2", proxy.ForwardedNamesKey, names}
+	}
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		want    []string
+		wantErr error
+	}{
+		{"direct client with a certificate", withPeer([]string{"agent_A"}), []string{"agent_A"}, nil},
+		{"direct client, insecure", withPeer(nil), nil, nil},
+		{"proxied by a replica", withPeer([]string{rpc.ServerName}, fwd("agent_A,agent_B")...), []string{"agent_A", "agent_B"}, nil},
+		{"proxied, insecure", withPeer(nil, fwd("agent_A")...), []string{"agent_A"}, nil},
+		{"proxied client without names", withPeer([]string{rpc.ServerName}, fwd("")...), []string{}, nil},
+		{"forged by an agent", withPeer([]string{"agent_A"}, fwd("agent_B")...), nil, rpc.ErrUnauthenticated},
+		{"forged by a wildcard certificate", withPeer([]string{"*"}, fwd("agent_B")...), nil, rpc.ErrUnauthenticated},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := clientNames(tc.ctx)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantErr != nil {
+				if status.Code(rpc.ToStatus(err)) != codes.Unauthenticated || !strings.Contains(err.Error(), proxy.ForwardedNamesKey) {
+					t.Fatalf("refusal %v must be Unauthenticated and name the header", err)
+				}
+				return
+			}
+			if !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+				t.Fatalf("names = %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
