@@ -16,8 +16,8 @@ import (
 // address learned from gossip.
 func TestMembers_MergeGossipRaftAndHealth(t *testing.T) {
 	c := clustertest.New(t, 3)
-	leader := c.WaitLeader(waitLong)
 	c.WaitFor("every member healthy with gossip data on the leader", waitLong, func() bool {
+		leader := c.WaitLeader(waitLong)
 		ms, err := leader.Members()
 		if err != nil || len(ms) != 3 {
 			return false
@@ -32,18 +32,23 @@ func TestMembers_MergeGossipRaftAndHealth(t *testing.T) {
 		}
 		return true
 	})
-	for _, f := range c.Followers() {
-		c.WaitFor(f.ID()+" knows the leader's gRPC address", waitLong, func() bool {
-			id, raftAddr, grpcAddr := f.LeaderInfo()
-			return id == leader.ID() && raftAddr == c.Replica(id).RaftAddress && grpcAddr == c.Replica(id).GRPCAddress
+	for _, id := range c.Running() {
+		n := c.Node(id)
+		c.WaitFor(id+" knows the leader's gRPC address", waitLong, func() bool {
+			lid, raftAddr, grpcAddr := n.LeaderInfo()
+			l := c.Leader()
+			return l != nil && lid == l.ID() && raftAddr == c.Replica(lid).RaftAddress && grpcAddr == c.Replica(lid).GRPCAddress
 		})
-		ms, err := f.Members()
+		if n.IsLeader() {
+			continue
+		}
+		ms, err := n.Members()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range ms {
-			if m.ID != f.ID() && m.LastContact != -1 {
-				t.Fatalf("follower %s reports last contact %v for %s; only the leader knows it", f.ID(), m.LastContact, m.ID)
+			if m.ID != id && m.LastContact != -1 {
+				t.Fatalf("follower %s reports last contact %v for %s; only the leader knows it", id, m.LastContact, m.ID)
 			}
 		}
 	}
@@ -51,7 +56,7 @@ func TestMembers_MergeGossipRaftAndHealth(t *testing.T) {
 	victim := c.Followers()[0].ID()
 	c.Stop(victim)
 	c.WaitFor(victim+" unhealthy and dead on the leader", waitLong, func() bool {
-		ms, err := leader.Members()
+		ms, err := c.WaitLeader(waitLong).Members()
 		if err != nil {
 			return false
 		}

@@ -180,6 +180,9 @@ func NewNode(cfg Config) (*Node, error) {
 	rc.ShutdownOnRemove = false
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
+	// A buffered apply channel lets the leader loop hand over many
+	// pipelined proposals at once, so one fsync commits a whole group.
+	rc.BatchApplyCh = true
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 	}

@@ -25,13 +25,16 @@ func TestSnapshot_SaveOnOneRestoreOnAnother(t *testing.T) {
 	}
 
 	dst := clustertest.New(t, 3)
-	leader := dst.WaitLeader(waitLong)
+	dst.WaitLeader(waitLong)
 	applyAgents(t, dst, "dst", 3)
 	if err := dst.Followers()[0].RestoreSnapshot(bytes.NewReader(snap.Bytes()), int64(snap.Len()), 5*time.Second); !errors.Is(err, cluster.ErrNotLeader) {
 		t.Fatalf("restore on a follower: %v, want ErrNotLeader", err)
 	}
 	for _, size := range []int64{int64(snap.Len()), -1} {
-		if err := leader.RestoreSnapshot(bytes.NewReader(snap.Bytes()), size, 5*time.Second); err != nil {
+		err := onLeader(dst, func(l *cluster.Node) error {
+			return l.RestoreSnapshot(bytes.NewReader(snap.Bytes()), size, 5*time.Second)
+		})
+		if err != nil {
 			t.Fatalf("RestoreSnapshot(size %d): %v", size, err)
 		}
 		waitSameContent(t, dst, want)
@@ -68,24 +71,57 @@ func TestRemoveReplica(t *testing.T) {
 	}
 
 	c.Stop(a)
-	c.WaitFor(a+" dead in gossip", waitLong, func() bool { return gossipStatus(leader, a) == cluster.StatusDead })
-	if err := leader.RemoveReplica(b, time.Second); !errors.Is(err, cluster.ErrQuorum) {
+	c.WaitFor(a+" dead in gossip", waitLong, func() bool { return gossipStatus(c.WaitLeader(waitLong), a) == cluster.StatusDead })
+	var other string
+	err := onLeader(c, func(l *cluster.Node) error {
+		other = otherThan(c, l.ID())
+		return l.RemoveReplica(other, time.Second)
+	})
+	if !errors.Is(err, cluster.ErrQuorum) {
 		t.Fatalf("removing the last alive follower: %v, want ErrQuorum", err)
 	}
-	if err := leader.RemoveReplica(a, 5*time.Second); err != nil {
+	if err := onLeader(c, func(l *cluster.Node) error { return l.RemoveReplica(a, 5*time.Second) }); err != nil {
 		t.Fatalf("removing the dead follower: %v", err)
 	}
-	if voters, _ := c.Configuration(leader.ID()); !slices.Equal(voters, sorted(leader.ID(), b)) {
+	leader = c.WaitLeader(waitLong)
+	other = otherThan(c, leader.ID())
+	if voters, _ := c.Configuration(leader.ID()); !slices.Equal(voters, sorted(leader.ID(), other)) {
 		t.Fatalf("voters = %v", voters)
 	}
 
-	if err := leader.RemoveReplica(b, 5*time.Second); err != nil {
+	var removed, kept string
+	if err := onLeader(c, func(l *cluster.Node) error {
+		removed, kept = otherThan(c, l.ID()), l.ID()
+		return l.RemoveReplica(removed, 5*time.Second)
+	}); err != nil {
 		t.Fatalf("removing a live follower of two voters: %v", err)
 	}
-	holdsFor(t, 1500*time.Millisecond, b+" stays removed", func() bool {
-		voters, nonvoters := c.Configuration(leader.ID())
-		return !slices.Contains(voters, b) && !slices.Contains(nonvoters, b)
+	holdsFor(t, 1500*time.Millisecond, removed+" stays removed", func() bool {
+		voters, nonvoters := c.Configuration(kept)
+		return !slices.Contains(voters, removed) && !slices.Contains(nonvoters, removed)
 	})
+}
+
+// onLeader runs fn on the leader, again on the next one while leadership
+// moves (busy machines see spurious elections).
+func onLeader(c *clustertest.Cluster, fn func(*cluster.Node) error) error {
+	deadline := time.Now().Add(waitLong)
+	for {
+		err := fn(c.WaitLeader(waitLong))
+		if !errors.Is(err, cluster.ErrNotLeader) || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
+// otherThan is the running replica that is not id (two are running).
+func otherThan(c *clustertest.Cluster, id string) string {
+	for _, r := range c.Running() {
+		if r != id {
+			return r
+		}
+	}
+	return ""
 }
 
 // TransferLeadership moves leadership to the named voter, or to any voter,

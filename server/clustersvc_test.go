@@ -23,7 +23,15 @@ func clusterClient(t *testing.T, addr string) grapnelpb.ClusterClient {
 
 func TestStatusOfASingleReplica(t *testing.T) {
 	ts := startServer(t, nil)
-	st, err := clusterClient(t, ts.addr).Status(context.Background(), &grapnelpb.StatusRequest{})
+	var (
+		st  *grapnelpb.StatusResponse
+		err error
+	)
+	// Raft's applied_index statistic trails the first commit a moment.
+	waitFor(t, 10*time.Second, "an applied entry", func() bool {
+		st, err = clusterClient(t, ts.addr).Status(context.Background(), &grapnelpb.StatusRequest{})
+		return err != nil || st.GetAppliedIndex() > 0
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

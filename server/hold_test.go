@@ -104,7 +104,7 @@ func TestHoldExpiresWithoutALeader(t *testing.T) {
 		}
 	})
 	t.Run("leader-aware client", func(t *testing.T) {
-		_, err := client.Dial(context.Background(), client.Options{Addrs: []string{lone.addr}, Insecure: true, ResponseTimeout: 2 * hold})
+		_, err := client.Dial(context.Background(), client.Options{Addrs: []string{lone.addr}, Insecure: true, ResponseTimeout: 10 * hold})
 		if !errors.Is(err, client.ErrNoServer) || !errors.Is(err, rpc.ErrNoLeader) {
 			t.Fatalf("err = %v, want ErrNoServer and ErrNoLeader", err)
 		}

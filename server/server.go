@@ -11,7 +11,6 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server/clock"
@@ -127,17 +126,6 @@ func (s *Server) currentTerm() *term {
 	return s.term
 }
 
-// leaderGate returns the current term, or why this replica cannot serve.
-func (s *Server) leaderGate() (*term, error) {
-	if t := s.currentTerm(); t != nil {
-		return t, nil
-	}
-	addr, id := s.node.Leader()
-	if id == "" {
-		return nil, rpc.ErrNoLeader
-	}
-	return nil, &rpc.NotLeaderError{LeaderID: id, LeaderAddress: addr}
-}
 
 // ValidateStartupState checks a startup manifest the way an update is
 // checked (render, names, cycles) without proposing it, so that an

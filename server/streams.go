@@ -4,7 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -86,22 +86,46 @@ func (s *Server) serveStream(st toServerStream, kind connKind) error {
 		s.log.Warn("a second connection replaces the first", "name", c.name)
 		old.close()
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
+	sendDone := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(sendDone)
 		s.sendLoop(st, c)
 	}()
 	if !t.post(inMsg{conn: c, agentHello: hello, cliHello: kind != kindAgent}) {
 		c.close()
 	}
-	s.recvLoop(st, t, c)
+	// The receive loop runs apart so that closing the connection (term
+	// end, a replacing hello, a full queue) ends the stream at once even
+	// when the peer is idle: returning from the handler makes gRPC end the
+	// stream, which also ends the pending Recv.
+	recvDone := make(chan struct{})
+	go func() {
+		defer close(recvDone)
+		s.recvLoop(st, t, c)
+	}()
+	select {
+	case <-recvDone:
+	case <-c.closed:
+	}
 	c.close()
-	wg.Wait()
+	// Answers queued before the close (the last commits of a term) still
+	// go out; a peer that does not read gets drainTimeout, then the
+	// handler returns and gRPC cancels the stream, which ends sendLoop.
+	select {
+	case <-sendDone:
+	case <-time.After(drainTimeout):
+	}
 	if s.conns.remove(c) {
 		t.post(inMsg{conn: c, gone: true})
 	}
-	return nil
+	select {
+	case <-t.stop:
+		// The term ended: tell the peer why, so it looks for the new
+		// leader instead of taking a clean end for a goodbye.
+		return rpc.ToStatus(fmt.Errorf("%w: %s leads no more; reconnect", rpc.ErrLeaderChanged, s.node.ID()))
+	default:
+		return nil
+	}
 }
 
 func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind connKind) (*conn, *grpcapi.AgentHello, error) {
@@ -152,9 +176,28 @@ func (s *Server) sendLoop(st toServerStream, c *conn) {
 				return
 			}
 		case <-c.closed:
+			s.drain(st, c)
 			return
 		case <-st.Context().Done():
 			c.close()
+			return
+		}
+	}
+}
+
+// drainTimeout bounds how long a closing stream keeps sending what was
+// queued before the close.
+const drainTimeout = time.Second
+
+// drain sends what is already queued on a closed connection.
+func (s *Server) drain(st toServerStream, c *conn) {
+	for {
+		select {
+		case m := <-c.out:
+			if st.Send(m) != nil {
+				return
+			}
+		default:
 			return
 		}
 	}
