@@ -126,7 +126,6 @@ func (s *Server) currentTerm() *term {
 	return s.term
 }
 
-
 // ValidateStartupState checks a startup manifest the way an update is
 // checked (render, names, cycles) without proposing it, so that an
 // invalid one stops the server before it serves.
