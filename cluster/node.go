@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 )
 
 // Config configures a Node.
@@ -82,6 +83,7 @@ type Node struct {
 	store     *raftboltdb.BoltStore
 	snaps     raft.SnapshotStore
 	transport *raft.NetworkTransport
+	layer     *closingLayer
 	leaderCh  chan bool
 	// existing says the Raft had state when the node started.
 	existing bool
@@ -192,7 +194,13 @@ func NewNode(cfg Config) (*Node, error) {
 	leaderCh := make(chan bool, 16)
 	rc.NotifyCh = leaderCh
 
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(cfg.DataDir, "raft.db"),
+		// Without a synced freelist a commit writes fewer pages (bbolt
+		// rebuilds the freelist on open, as etcd's backend does); the
+		// map freelist keeps allocation cheap as the log is truncated.
+		BoltOptions: &bbolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft.db: %w", err)
 	}
@@ -206,7 +214,7 @@ func NewNode(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
-	nt, err := newRaftTransport(cfg, logger)
+	nt, layer, err := newRaftTransport(cfg, logger)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -227,7 +235,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, timing: cfg.Timing, now: cfg.Now, logger: base.Named("cluster"),
-		raft: r, store: store, snaps: snaps, transport: nt, leaderCh: leaderCh, existing: existing,
+		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, leaderCh: leaderCh, existing: existing,
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: newChangeFeed(),
 		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(),
 		obsCh: make(chan raft.Observation, 64), shutdownCh: make(chan struct{}),
@@ -341,8 +349,11 @@ func (n *Node) Shutdown() error {
 		n.wg.Wait()
 		// Closing the transport leaves pooled outgoing connections open,
 		// and with them the peers' goroutines reading them.
-		n.transport.CloseStreams()
 		n.transport.Close()
+		n.transport.CloseStreams()
+		// The goroutines serving accepted connections may still be inside
+		// a heartbeat that writes the stable store.
+		n.layer.wait()
 		if cerr := n.store.Close(); err == nil {
 			err = cerr
 		}

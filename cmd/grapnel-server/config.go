@@ -44,6 +44,8 @@ type config struct {
 	MetricsAddress  string   `yaml:"metrics_address"`
 	// LeaveOnTerminate makes SIGTERM/SIGINT a graceful leave of the cluster.
 	LeaveOnTerminate bool `yaml:"leave_on_terminate"`
+	// EnableDebug serves Go's profiler next to the metrics.
+	EnableDebug bool `yaml:"enable_debug"`
 
 	AgentReconnectGrace time.Duration `yaml:"agent_reconnect_grace"`
 	RPCHoldTimeout      time.Duration `yaml:"rpc_hold_timeout"`
@@ -99,6 +101,7 @@ func options() []option {
 		{"raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }},
 		{"raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }},
 		{"raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }},
+		{"enable-debug", "", "ENABLE_DEBUG", "serve Go's profiler under /debug/pprof/ on the metrics address", func(c *config) any { return &c.EnableDebug }},
 		{"leave-on-terminate", "", "LEAVE_ON_TERMINATE", "on SIGTERM/SIGINT leave the cluster for good instead of stopping as a member that will come back", func(c *config) any { return &c.LeaveOnTerminate }},
 		{"insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }},
 		{"ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }},

@@ -106,7 +106,7 @@ func run(cfg config) error {
 		lis.Close()
 		return err
 	}
-	stopMetrics, err := serveMetrics(cfg.MetricsAddress, metricSet, node, log)
+	stopMetrics, err := serveMetrics(cfg.MetricsAddress, cfg.EnableDebug, metricSet, node, log)
 	if err != nil {
 		srv.Shutdown()
 		node.Shutdown()

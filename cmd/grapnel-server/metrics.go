@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
@@ -18,7 +19,7 @@ var version = "0.3.0-dev"
 
 // serveMetrics serves /metrics on addr (nothing when addr is empty) and
 // returns the function that stops it.
-func serveMetrics(addr string, set *metrics.Set, node *cluster.Node, log *slog.Logger) (func(), error) {
+func serveMetrics(addr string, debug bool, set *metrics.Set, node *cluster.Node, log *slog.Logger) (func(), error) {
 	set.CollectRaft(node.Stats)
 	if addr == "" {
 		return func() {}, nil
@@ -29,6 +30,13 @@ func serveMetrics(addr string, set *metrics.Set, node *cluster.Node, log *slog.L
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", set.Registry.Handler())
+	if debug {
+		// Go's profiler, as Nomad's enable_debug: for diagnosing a replica,
+		// never on by default.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {

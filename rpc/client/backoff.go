@@ -14,7 +14,7 @@ import (
 // not to hammer them.
 const (
 	backoffMin     = 50 * time.Millisecond
-	electionCap    = 250 * time.Millisecond
+	electionCap    = 100 * time.Millisecond
 	electionWindow = 3 * time.Second
 	backoffMax     = 2 * time.Second
 )
