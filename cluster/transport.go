@@ -27,34 +27,39 @@ func (l *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 
 // newRaftTransport binds RaftAddress and builds the network transport,
 // through cfg.RaftStreamLayer when set.
-func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, error) {
+func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, *closingLayer, error) {
 	ln, err := net.Listen("tcp", cfg.RaftAddress)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: field RaftAddress: listen on %s: %w", cfg.RaftAddress, err)
+		return nil, nil, fmt.Errorf("cluster: field RaftAddress: listen on %s: %w", cfg.RaftAddress, err)
 	}
 	adv, ok := ln.Addr().(*net.TCPAddr)
 	if !ok || adv.IP.IsUnspecified() {
 		ln.Close()
-		return nil, fmt.Errorf("cluster: field RaftAddress: %q is not advertisable; give the address peers reach this replica on", cfg.RaftAddress)
+		return nil, nil, fmt.Errorf("cluster: field RaftAddress: %q is not advertisable; give the address peers reach this replica on", cfg.RaftAddress)
 	}
 	var layer raft.StreamLayer = &tcpStreamLayer{ln: ln, advertise: adv}
 	if cfg.RaftStreamLayer != nil {
 		layer = cfg.RaftStreamLayer(ln, adv)
 	}
+	cl := newClosingLayer(layer)
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: newClosingLayer(layer), MaxPool: 3, Timeout: 10 * time.Second, Logger: logger,
-	}), nil
+		Stream: cl, MaxPool: 3, Timeout: 10 * time.Second, Logger: logger,
+	}), cl, nil
 }
 
-// closingLayer closes every accepted connection when the layer closes.
-// raft's NetworkTransport.Close only closes the listener: the goroutine
-// serving each accepted connection would stay blocked on its read until
-// the peer hangs up, which a live peer never does.
+// closingLayer closes every accepted connection when the layer closes,
+// and lets Shutdown wait until the transport's goroutine serving each one
+// has returned. raft's NetworkTransport.Close only closes the listener:
+// those goroutines would stay blocked on their read until the peer hangs
+// up, which a live peer never does; and one may be handling a heartbeat,
+// which hashicorp/raft processes right there, writing the term to the
+// stable store: closing the store under it panics.
 type closingLayer struct {
 	raft.StreamLayer
-	mu     sync.Mutex
-	closed bool
-	conns  map[*acceptedConn]struct{}
+	mu       sync.Mutex
+	closed   bool
+	conns    map[*acceptedConn]struct{}
+	handlers sync.WaitGroup
 }
 
 func newClosingLayer(l raft.StreamLayer) *closingLayer {
@@ -74,6 +79,7 @@ func (l *closingLayer) Accept() (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 	l.conns[ac] = struct{}{}
+	l.handlers.Add(1)
 	return ac, nil
 }
 
@@ -81,26 +87,37 @@ func (l *closingLayer) Close() error {
 	err := l.StreamLayer.Close()
 	l.mu.Lock()
 	l.closed = true
-	conns := l.conns
-	l.conns = map[*acceptedConn]struct{}{}
+	conns := make([]*acceptedConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
 	l.mu.Unlock()
-	for c := range conns {
+	for _, c := range conns {
 		c.Conn.Close()
 	}
 	return err
 }
 
+// wait blocks until every accepted connection has been closed by the
+// goroutine serving it, that is until those goroutines are done with it.
+func (l *closingLayer) wait() { l.handlers.Wait() }
+
 // acceptedConn forgets itself in its layer when closed.
 type acceptedConn struct {
 	net.Conn
 	layer *closingLayer
+	once  sync.Once
 }
 
 func (c *acceptedConn) Close() error {
-	c.layer.mu.Lock()
-	delete(c.layer.conns, c)
-	c.layer.mu.Unlock()
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.layer.mu.Lock()
+		delete(c.layer.conns, c)
+		c.layer.mu.Unlock()
+		c.layer.handlers.Done()
+	})
+	return err
 }
 
 // contactTransport is the Raft transport with one addition: it records the
