@@ -221,6 +221,15 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	contacts := newContactTracker(cfg.Now)
 	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout}
+	recovered, err := recoverFromPeersFile(cfg, rc, logs, store, snaps, trans)
+	if err != nil {
+		nt.Close()
+		store.Close()
+		return nil, err
+	}
+	if recovered {
+		base.Warn("recovered the Raft configuration from " + PeersFile + "; the file is renamed to " + PeersFile + ".applied")
+	}
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		nt.Close()
