@@ -16,7 +16,7 @@ import (
 const clusterOpTimeout = 60 * time.Second
 
 // withCluster connects to the cluster's leader and runs f.
-func (a *app) withCluster(ctx context.Context, f func(*cli.Cluster) error) error {
+func (a *app) withCluster(ctx context.Context, f func(context.Context, *cli.Cluster) error) error {
 	if a.envErr != nil {
 		return a.envErr
 	}
@@ -38,7 +38,7 @@ func (a *app) withCluster(ctx context.Context, f func(*cli.Cluster) error) error
 	defer closeFn()
 	ctx, cancel := context.WithTimeout(ctx, clusterOpTimeout)
 	defer cancel()
-	return f(&cli.Cluster{Client: cc, Out: a.stdout, Err: a.stderr, Quiet: a.global.Quiet})
+	return f(ctx, &cli.Cluster{Client: cc, Out: a.stdout, Err: a.stderr, Quiet: a.global.Quiet})
 }
 
 func newCluster(a *app) *cobra.Command {
@@ -49,7 +49,7 @@ func newCluster(a *app) *cobra.Command {
 		Short: "List the replicas: id, role, voter, health, last contact, addresses, and the leader",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.Members(cmd.Context(), output) })
+			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.Members(ctx, output) })
 		},
 	}
 	members.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
@@ -58,7 +58,7 @@ func newCluster(a *app) *cobra.Command {
 		Short: "Take a replica out of the Raft configuration (for a replica that is gone for good)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.Remove(cmd.Context(), args[0]) })
+			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.Remove(ctx, args[0]) })
 		},
 	}
 	transfer := &cobra.Command{
@@ -66,7 +66,7 @@ func newCluster(a *app) *cobra.Command {
 		Short: "Hand leadership to another voter (--to ID, or the most up-to-date one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.TransferLeadership(cmd.Context(), to) })
+			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.TransferLeadership(ctx, to) })
 		},
 	}
 	transfer.Flags().StringVar(&to, "to", "", "replica id to transfer leadership to")
@@ -76,14 +76,14 @@ func newCluster(a *app) *cobra.Command {
 		Short: "Write a snapshot of the replicated state to FILE",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.SnapshotSave(cmd.Context(), args[0]) })
+			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.SnapshotSave(ctx, args[0]) })
 		},
 	}, &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace the replicated state on every replica with the snapshot in FILE",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withCluster(cmd.Context(), func(c *cli.Cluster) error { return c.SnapshotRestore(cmd.Context(), args[0]) })
+			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.SnapshotRestore(ctx, args[0]) })
 		},
 	})
 	cl.AddCommand(members, remove, transfer, snapshot)
