@@ -125,14 +125,14 @@ func TestConfig_ErrorsNameTheField(t *testing.T) {
 func TestTiming_Defaults(t *testing.T) {
 	got := Timing{}.withDefaults()
 	if got.Autopilot.LastContactThreshold != 200*time.Millisecond || got.Gossip.ProbeInterval != 500*time.Millisecond ||
-		got.Autopilot.MaxTrailingLogs != 250 || got.HeartbeatTimeout != 300*time.Millisecond {
+		got.Autopilot.MaxTrailingLogs != 250 || got.HeartbeatTimeout != 200*time.Millisecond {
 		t.Fatalf("defaults = %+v", got)
 	}
 	slow := Timing{HeartbeatTimeout: 900 * time.Millisecond}.withDefaults()
-	if slow.Autopilot.LastContactThreshold != 600*time.Millisecond {
-		t.Fatalf("threshold for a 900 ms heartbeat = %v, want 600ms", slow.Autopilot.LastContactThreshold)
+	if slow.Autopilot.LastContactThreshold != 900*time.Millisecond {
+		t.Fatalf("threshold for a 900 ms heartbeat = %v, want 900ms", slow.Autopilot.LastContactThreshold)
 	}
-	if rd := RaftDefaultTiming().withDefaults(); rd.Autopilot.LastContactThreshold <= 600*time.Millisecond {
+	if rd := RaftDefaultTiming().withDefaults(); rd.Autopilot.LastContactThreshold <= 900*time.Millisecond {
 		t.Fatalf("raft default timing threshold %v not scaled", rd.Autopilot.LastContactThreshold)
 	}
 }
