@@ -3,6 +3,7 @@ package server
 import (
 	"sync"
 
+	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 )
 
@@ -20,23 +21,29 @@ const (
 const sendQueueLen = 1024
 
 // conn is one open stream. The leader loop sends through out; the stream's
-// sender goroutine drains it.
+// sender goroutine drains it. out holds *grpcapi.FromServer or, for
+// broadcasts marshalled once, *rpc.Encoded.
 type conn struct {
 	name string
 	kind connKind
-	out  chan *grpcapi.FromServer
+	out  chan any
 	// closed is closed when the stream ends or the server drops it.
 	closed    chan struct{}
 	closeOnce sync.Once
 }
 
 func newConn(name string, kind connKind) *conn {
-	return &conn{name: name, kind: kind, out: make(chan *grpcapi.FromServer, sendQueueLen), closed: make(chan struct{})}
+	return &conn{name: name, kind: kind, out: make(chan any, sendQueueLen), closed: make(chan struct{})}
 }
 
 // send queues a message; a full queue means a stuck peer, which is
 // disconnected so that it reconnects and resynchronises.
-func (c *conn) send(m *grpcapi.FromServer) bool {
+func (c *conn) send(m *grpcapi.FromServer) bool { return c.enqueue(m) }
+
+// sendEncoded queues a message marshalled once for many streams.
+func (c *conn) sendEncoded(e *rpc.Encoded) bool { return c.enqueue(e) }
+
+func (c *conn) enqueue(m any) bool {
 	select {
 	case <-c.closed:
 		return false

@@ -171,7 +171,7 @@ func (s *Server) sendLoop(st toServerStream, c *conn) {
 	for {
 		select {
 		case m := <-c.out:
-			if err := st.Send(m); err != nil {
+			if err := st.SendMsg(m); err != nil {
 				c.close()
 				return
 			}
@@ -194,7 +194,7 @@ func (s *Server) drain(st toServerStream, c *conn) {
 	for {
 		select {
 		case m := <-c.out:
-			if st.Send(m) != nil {
+			if st.SendMsg(m) != nil {
 				return
 			}
 		default:

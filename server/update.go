@@ -193,10 +193,16 @@ func (l *leader) afterUpdate(p *updatePlan) {
 func (l *leader) broadcastStates(except string, ws []state.WorkloadState, index uint64) {
 	msg := &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkloadState{
 		UpdateWorkloadState: &grpcapi.UpdateWorkloadState{WorkloadStates: rpc.WorkloadStatesToProto(ws)}}}
+	// Marshalled once for every stream, not once per stream.
+	enc, err := rpc.Encode(msg)
 	for _, c := range l.s.conns.broadcastTargets(except) {
 		if g := l.greeted[c.name]; c.kind == kindAgent && (g.conn != c || g.index >= index) {
 			continue
 		}
-		c.send(msg)
+		if err != nil {
+			c.send(msg)
+			continue
+		}
+		c.sendEncoded(enc)
 	}
 }

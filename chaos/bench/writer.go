@@ -33,6 +33,11 @@ const MinPayload = 48
 // leader once one is known, so a Writer rides through a failover as the
 // CLI would. Not safe for concurrent use.
 type Writer struct {
+	// ConfigOnly makes Update write a config item of the payload size
+	// instead of the workload's runtimeConfig: a replicated write with no
+	// new instance, so no Removed state is broadcast to every stream.
+	ConfigOnly bool
+
 	opts     client.Options
 	workload string
 	payload  int
@@ -145,6 +150,9 @@ func (w *Writer) request(ctx context.Context, req *ankbase.Request) (*ankbase.Re
 // Update sets the workload's runtimeConfig to RuntimeConfig(payload, seq)
 // and returns once the server acknowledged it (after the commit).
 func (w *Writer) Update(ctx context.Context, seq int) error {
+	if w.ConfigOnly {
+		return w.updateConfig(ctx, seq)
+	}
 	cs := state.CompleteState{DesiredState: state.State{
 		APIVersion: state.APIVersion,
 		Workloads: map[string]*state.Workload{w.workload: {
@@ -155,6 +163,26 @@ func (w *Writer) Update(ctx context.Context, seq int) error {
 	req := &ankbase.Request{RequestContent: &ankbase.Request_UpdateStateRequest{UpdateStateRequest: &ankbase.UpdateStateRequest{
 		NewState:   rpc.CompleteStateToProto(&cs),
 		UpdateMask: []string{"desiredState.workloads." + w.workload},
+	}}}
+	resp, err := w.request(ctx, req)
+	if err != nil {
+		return err
+	}
+	if resp.GetUpdateStateSuccess() == nil {
+		return fmt.Errorf("%w to UpdateState: %v", ErrUnexpectedResponse, resp)
+	}
+	return nil
+}
+
+// updateConfig sets config item <workload> to RuntimeConfig(payload, seq).
+func (w *Writer) updateConfig(ctx context.Context, seq int) error {
+	cs := state.CompleteState{DesiredState: state.State{
+		APIVersion: state.APIVersion,
+		Configs:    map[string]any{w.workload: RuntimeConfig(w.payload, seq)},
+	}}
+	req := &ankbase.Request{RequestContent: &ankbase.Request_UpdateStateRequest{UpdateStateRequest: &ankbase.UpdateStateRequest{
+		NewState:   rpc.CompleteStateToProto(&cs),
+		UpdateMask: []string{"desiredState.configs." + w.workload},
 	}}}
 	resp, err := w.request(ctx, req)
 	if err != nil {
@@ -194,13 +222,14 @@ func (w *Writer) ReadSeq(ctx context.Context) (seq int, ok bool, err error) {
 // GrapnelOp returns an OpFunc for RunLoad over one Writer per client, and
 // the writers (the caller closes them). Client c updates workload
 // bench_c<c>.
-func GrapnelOp(addrs []string, clients, payload int, timeout time.Duration) (OpFunc, []*Writer, error) {
+func GrapnelOp(addrs []string, clients, payload int, timeout time.Duration, configOnly bool) (OpFunc, []*Writer, error) {
 	ws := make([]*Writer, clients)
 	for c := range ws {
 		w, err := NewWriter(addrs, fmt.Sprintf("bench_c%03d", c), payload, timeout)
 		if err != nil {
 			return nil, nil, err
 		}
+		w.ConfigOnly = configOnly
 		ws[c] = w
 	}
 	op := func(ctx context.Context, c, seq int) error { return ws[c].Update(ctx, seq) }

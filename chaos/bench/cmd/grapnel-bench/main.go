@@ -38,6 +38,7 @@ type options struct {
 	out, workDir                  string
 	keep                          bool
 	serverFlags                   []string
+	configOnly                    bool
 }
 
 type stringList []string
@@ -70,6 +71,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a fresh temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
+	fs.BoolVar(&o.configOnly, "config-updates", false, "UpdateState writes a config item instead of a workload's runtimeConfig (no new instance, no Removed broadcast)")
 	fs.Var(&extra, "server-flag", "extra grapnel-server flag, e.g. -server-flag=--raft-heartbeat-timeout=500ms (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -224,7 +226,7 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 		cfg.Clients = n
 		// Every address is given; the leader's first, so that even a
 		// client that does not follow leaders talks to it directly.
-		op, ws, err := bench.GrapnelOp(g.LeaderFirst(leader), n, o.payload, o.timeout)
+		op, ws, err := bench.GrapnelOp(g.LeaderFirst(leader), n, o.payload, o.timeout, o.configOnly)
 		if err != nil {
 			return nil, err
 		}
