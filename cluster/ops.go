@@ -33,18 +33,9 @@ func (n *Node) RemoveReplica(id string, timeout time.Duration) error {
 	if id == n.cfg.ID {
 		return fmt.Errorf("%w: the leader cannot remove itself; transfer leadership first", ErrQuorum)
 	}
-	cfg, err := n.configuration()
+	cfg, target, err := n.member(id)
 	if err != nil {
 		return err
-	}
-	var target *raft.Server
-	for i, s := range cfg.Servers {
-		if string(s.ID) == id {
-			target = &cfg.Servers[i]
-		}
-	}
-	if target == nil {
-		return fmt.Errorf("%w: %q", ErrUnknownMember, id)
 	}
 	if target.Suffrage == raft.Voter {
 		voters, alive := 0, 0
@@ -90,18 +81,9 @@ func (n *Node) TransferLeadership(id string) error {
 	if id == "" {
 		return n.transfer("", n.raft.LeadershipTransfer)
 	}
-	cfg, err := n.configuration()
+	_, target, err := n.member(id)
 	if err != nil {
 		return err
-	}
-	var target *raft.Server
-	for i, s := range cfg.Servers {
-		if string(s.ID) == id {
-			target = &cfg.Servers[i]
-		}
-	}
-	if target == nil {
-		return fmt.Errorf("%w: %q", ErrUnknownMember, id)
 	}
 	if target.Suffrage != raft.Voter {
 		return fmt.Errorf("%w: replica %q is not a voter and cannot lead", ErrNotVoter, id)
@@ -223,4 +205,19 @@ func wrapRaftErr(err error) error {
 		return fmt.Errorf("%w: %v", ErrNotLeader, err)
 	}
 	return err
+}
+
+// member returns the Raft configuration and the server id in it, or
+// ErrUnknownMember.
+func (n *Node) member(id string) (raft.Configuration, *raft.Server, error) {
+	cfg, err := n.configuration()
+	if err != nil {
+		return cfg, nil, err
+	}
+	for i, s := range cfg.Servers {
+		if string(s.ID) == id {
+			return cfg, &cfg.Servers[i], nil
+		}
+	}
+	return cfg, nil, fmt.Errorf("%w: %q", ErrUnknownMember, id)
 }

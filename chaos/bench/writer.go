@@ -160,9 +160,14 @@ func (w *Writer) Update(ctx context.Context, seq int) error {
 			RuntimeConfig: RuntimeConfig(w.payload, seq),
 		}},
 	}}
+	return w.updateState(ctx, &cs, "desiredState.workloads."+w.workload)
+}
+
+// updateState sends one UpdateState and checks it was acknowledged.
+func (w *Writer) updateState(ctx context.Context, cs *state.CompleteState, mask string) error {
 	req := &ankbase.Request{RequestContent: &ankbase.Request_UpdateStateRequest{UpdateStateRequest: &ankbase.UpdateStateRequest{
-		NewState:   rpc.CompleteStateToProto(&cs),
-		UpdateMask: []string{"desiredState.workloads." + w.workload},
+		NewState:   rpc.CompleteStateToProto(cs),
+		UpdateMask: []string{mask},
 	}}}
 	resp, err := w.request(ctx, req)
 	if err != nil {
@@ -180,18 +185,7 @@ func (w *Writer) updateConfig(ctx context.Context, seq int) error {
 		APIVersion: state.APIVersion,
 		Configs:    map[string]any{w.workload: RuntimeConfig(w.payload, seq)},
 	}}
-	req := &ankbase.Request{RequestContent: &ankbase.Request_UpdateStateRequest{UpdateStateRequest: &ankbase.UpdateStateRequest{
-		NewState:   rpc.CompleteStateToProto(&cs),
-		UpdateMask: []string{"desiredState.configs." + w.workload},
-	}}}
-	resp, err := w.request(ctx, req)
-	if err != nil {
-		return err
-	}
-	if resp.GetUpdateStateSuccess() == nil {
-		return fmt.Errorf("%w to UpdateState: %v", ErrUnexpectedResponse, resp)
-	}
-	return nil
+	return w.updateState(ctx, &cs, "desiredState.configs."+w.workload)
 }
 
 // ReadSeq reads the workload back and returns the seq its runtimeConfig
