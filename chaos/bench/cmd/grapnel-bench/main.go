@@ -143,8 +143,12 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&report, "\nThroughput: UpdateState (one workload per client, %d-byte runtimeConfig) vs etcd put (%d-byte value), %d replicas/members\n\n",
-			o.payload, o.payload, o.replicas)
+		what := fmt.Sprintf("one workload per client, %d-byte runtimeConfig", o.payload)
+		if o.configOnly {
+			what = fmt.Sprintf("one config item per client, %d bytes", o.payload)
+		}
+		fmt.Fprintf(&report, "\nThroughput: UpdateState (%s) vs etcd put (%d-byte value), %d replicas/members\n\n",
+			what, o.payload, o.replicas)
 		report.WriteString(bench.ThroughputTable(rows))
 	}
 	if o.kills > 0 {
