@@ -44,6 +44,10 @@ type leader struct {
 
 	states *ingest.States
 	loads  *ingest.Loads
+	// holdBroadcasts collects the workload-state broadcasts of the entries
+	// that settle together into bcast, sent as one message per stream.
+	holdBroadcasts bool
+	bcast          []pendingBroadcast
 	// greeted holds, per agent, the stream that received its ServerHello
 	// and the FSM index that hello showed; later entries are dispatched
 	// only there, and only if the hello did not already include them.
@@ -145,7 +149,10 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 		case m := <-inbox:
 			l.handle(m)
 		case e := <-l.pipe.done:
+			l.holdBroadcasts = true
 			l.pipe.settle(e, s.observeCommit)
+			l.holdBroadcasts = false
+			l.flushBroadcasts()
 		case g := <-expired:
 			l.graceExpired(g)
 		case <-restored:

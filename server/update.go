@@ -185,24 +185,3 @@ func (l *leader) afterUpdate(p *updatePlan) {
 	}
 }
 
-// broadcastStates sends the workload states committed at index to every
-// CLI stream and to every agent but the one named that was greeted before
-// the entry (a later hello already showed them).
-//
-// swdd~server-forwards-workload-state~1
-func (l *leader) broadcastStates(except string, ws []state.WorkloadState, index uint64) {
-	msg := &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkloadState{
-		UpdateWorkloadState: &grpcapi.UpdateWorkloadState{WorkloadStates: rpc.WorkloadStatesToProto(ws)}}}
-	// Marshalled once for every stream, not once per stream.
-	enc, err := rpc.Encode(msg)
-	for _, c := range l.s.conns.broadcastTargets(except) {
-		if g := l.greeted[c.name]; c.kind == kindAgent && (g.conn != c || g.index >= index) {
-			continue
-		}
-		if err != nil {
-			c.send(msg)
-			continue
-		}
-		c.sendEncoded(enc)
-	}
-}
