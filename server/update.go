@@ -184,4 +184,3 @@ func (l *leader) afterUpdate(p *updatePlan) {
 		l.events.RemoveWorkload(n.AgentName, n.WorkloadName)
 	}
 }
-
