@@ -105,43 +105,31 @@ func (f *FSM) Apply(l *raft.Log) any {
 	return resp
 }
 
-// applyLocked decodes one entry and executes it: one case per command type.
+// applyLocked decodes one entry and executes it: the type picks the body,
+// Execute the effect.
 func (f *FSM) applyLocked(t MessageType, buf []byte, index uint64) any {
+	var body any
 	switch t {
-	case UpdateDesiredStateType:
-		var r UpdateDesiredStateRequest
-		decode(buf, &r)
-		return Execute(f.store, t, &r, index)
-	case UpdateDesiredStateSeqType:
-		var r UpdateDesiredStateRequest
-		decode(buf, &r)
-		return Execute(f.store, t, &r, index)
+	case UpdateDesiredStateType, UpdateDesiredStateSeqType:
+		body = &UpdateDesiredStateRequest{}
 	case AgentConnectedType:
-		var r AgentConnectedRequest
-		decode(buf, &r)
-		return Execute(f.store, t, &r, index)
+		body = &AgentConnectedRequest{}
 	case AgentGoneType:
-		var r AgentGoneRequest
-		decode(buf, &r)
-		return Execute(f.store, t, &r, index)
+		body = &AgentGoneRequest{}
 	case AgentLoadType:
-		var r AgentLoadRequest
-		decode(buf, &r)
-		return Execute(f.store, t, &r, index)
+		body = &AgentLoadRequest{}
 	case WorkloadStatesType:
-		var r WorkloadStatesRequest
-		decode(buf, &r)
-		return Execute(f.store, t, &r, index)
+		body = &WorkloadStatesRequest{}
 	case WorkloadReportsType:
-		var r WorkloadReportsRequest
-		decode(buf, &r)
-		return Execute(f.store, t, &r, index)
+		body = &WorkloadReportsRequest{}
 	default:
 		if t&IgnoreUnknownTypeFlag != 0 {
 			return nil
 		}
 		panic(fmt.Sprintf("fsm: unknown command type %d", uint8(t)))
 	}
+	decode(buf, body)
+	return Execute(f.store, t, body, index)
 }
 
 // Execute applies one decoded command to a store, exactly as Apply does

@@ -50,13 +50,6 @@ func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
 	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh})
 }
 
-// RegisterCluster adds Grapnel's Cluster service for a node without a
-// Server (tools and tests): holds last DefaultHoldTimeout, and watches end
-// only with their call or the gRPC server.
-func RegisterCluster(g grpc.ServiceRegistrar, node *cluster.Node) {
-	grapnelpb.RegisterClusterServer(g, &clusterService{node: node, clk: clock.Real(), hold: DefaultHoldTimeout})
-}
-
 // Status tells the replica set and the leader this replica sees. Any
 // replica answers, leader or not: that is how a client finds the leader.
 func (c *clusterService) Status(context.Context, *grapnelpb.StatusRequest) (*grapnelpb.StatusResponse, error) {

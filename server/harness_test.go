@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -50,40 +48,7 @@ func startServer(t testing.TB, startup *state.State) *testServer {
 
 func startServerIn(t testing.TB, dir string, startup *state.State) *testServer {
 	t.Helper()
-	f := fsm.New()
-	node, err := cluster.NewNode(cluster.Config{
-		ID: "test-1", DataDir: dir, RaftAddress: freeAddr(t), FSM: f, BootstrapSelf: true,
-		Timing: cluster.Timing{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-			LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := New(Config{Node: node, FSM: f, Logger: log, StartupState: startup})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	RegisterCluster(g, node)
-	srv.Start()
-	go func() { _ = g.Serve(lis) }()
-	ts := &testServer{t: t, addr: lis.Addr().String(), srv: srv, node: node, fsm: f, g: g, dir: dir}
-	t.Cleanup(ts.stop)
-	waitFor(t, 10*time.Second, "leadership", srv.IsLeading)
-	if startup != nil {
-		waitFor(t, 10*time.Second, "startup state", func() bool {
-			rev := uint64(0)
-			f.Read(func(s *state.Store, _ uint64) { rev = s.Revision })
-			return rev != 0
-		})
-	}
-	return ts
+	return startServerCfg(t, dir, startup, nil)
 }
 
 var stopOnce sync.Map

@@ -45,6 +45,7 @@ func startServerCfg(t testing.TB, dir string, startup *state.State, mod func(*Co
 	}
 	g := grpc.NewServer()
 	srv.Register(g)
+	srv.RegisterCluster(g)
 	srv.Start()
 	go func() { _ = g.Serve(lis) }()
 	ts := &testServer{t: t, addr: lis.Addr().String(), srv: srv, node: node, fsm: f, g: g, dir: dir}

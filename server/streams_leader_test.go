@@ -3,13 +3,10 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/cluster/faultnet"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -108,16 +105,16 @@ func TestHeartbeatNoticesAHungLeader(t *testing.T) {
 	rs := startReplicaSet(t, 1, 0)
 	l := rs.leader()
 	fz := newTCPFreezer(t, l.addr)
-	c, err := client.Dial(context.Background(), client.Options{Addrs: []string{fz.addr}, Insecure: true})
+	c, err := client.Dial(context.Background(), client.Options{Addrs: []string{fz.Addr()}, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.Addr() != fz.addr {
-		t.Fatalf("connected to %s, want %s", c.Addr(), fz.addr)
+	if c.Addr() != fz.Addr() {
+		t.Fatalf("connected to %s, want %s", c.Addr(), fz.Addr())
 	}
 	completeState(t, c)
-	fz.frozen.Store(true)
+	fz.Freeze()
 	start := time.Now()
 	select {
 	case <-c.Done():
@@ -130,66 +127,13 @@ func TestHeartbeatNoticesAHungLeader(t *testing.T) {
 	t.Logf("noticed after %v", time.Since(start))
 }
 
-// tcpFreezer forwards TCP to a target and can stop passing bytes without
-// closing anything, as a hung peer looks from outside.
-type tcpFreezer struct {
-	addr   string
-	lis    net.Listener
-	frozen atomic.Bool
-
-	mu    sync.Mutex // guards conns
-	conns []net.Conn
-}
-
-func newTCPFreezer(t *testing.T, target string) *tcpFreezer {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+// newTCPFreezer puts a faultnet.Freezer in front of target for the test.
+func newTCPFreezer(t *testing.T, target string) *faultnet.Freezer {
+	t.Helper()
+	f, err := faultnet.NewFreezer(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &tcpFreezer{addr: lis.Addr().String(), lis: lis}
-	go func() {
-		for {
-			in, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			f.mu.Lock()
-			f.conns = append(f.conns, in, out)
-			f.mu.Unlock()
-			go f.pipe(out, in)
-			go f.pipe(in, out)
-		}
-	}()
-	t.Cleanup(func() {
-		lis.Close()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, c := range f.conns {
-			c.Close()
-		}
-	})
+	t.Cleanup(f.Close)
 	return f
-}
-
-func (f *tcpFreezer) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !f.frozen.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				dst.Close()
-			}
-			return
-		}
-	}
 }

@@ -197,3 +197,53 @@ func TestGossipTransport_DropsAndRefuses(t *testing.T) {
 		t.Fatal("a packet to an unregistered address was dropped")
 	}
 }
+
+// A frozen Freezer passes nothing and closes nothing; thawed, it passes
+// again.
+func TestFreezer_StopsBytesKeepsConnection(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c) }()
+		}
+	}()
+	f, err := NewFreezer(echo.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := net.Dial("tcp", f.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip := func(msg string) error {
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		buf := make([]byte, len(msg))
+		_, err := io.ReadFull(c, buf)
+		return err
+	}
+	if err := roundTrip("ping"); err != nil {
+		t.Fatalf("before freezing: %v", err)
+	}
+	f.Freeze()
+	var ne net.Error
+	if err := roundTrip("lost"); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("frozen: %v, want a read timeout on an open connection", err)
+	}
+	f.Thaw()
+	if err := roundTrip("pong"); err != nil {
+		t.Fatalf("after thawing: %v", err)
+	}
+}

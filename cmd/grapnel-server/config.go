@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -262,6 +263,15 @@ func (c config) validate() error {
 	} {
 		if d <= 0 {
 			return fmt.Errorf("%s %v: must be positive", name, d)
+		}
+	}
+	if c.GossipAddress != "" {
+		// In a cluster the gRPC address is advertised to the other
+		// replicas (the follower proxy dials it) and to clients.
+		if host, _, err := net.SplitHostPort(c.Address); err == nil {
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				return fmt.Errorf("--address %q: in a cluster give the address peers and clients reach this replica on, not a wildcard", c.Address)
+			}
 		}
 	}
 	if c.AgentReconnectGrace < 0 {

@@ -131,6 +131,7 @@ func TestClusterOptions(t *testing.T) {
 		{"single replica has no gossip", []string{"-k"}, nil, func(c config) bool { return c.GossipAddress == "" && c.BootstrapExpect == 0 }, ""},
 		{"two voters refused", []string{"-k", "--bootstrap-expect", "2"}, nil, nil, "no fault tolerance"},
 		{"bad env duration", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_RPC_HOLD_TIMEOUT": "soon"}, nil, "GRAPNEL_SERVER_RPC_HOLD_TIMEOUT"},
+		{"wildcard address in a cluster", []string{"-k", "--bootstrap-expect", "3", "-a", "0.0.0.0:25551"}, nil, nil, "not a wildcard"},
 		{"lease above heartbeat", []string{"-k", "--raft-leader-lease-timeout", "1s"}, nil, nil, "must not exceed"},
 	}
 	for _, c := range cases {

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -54,17 +53,4 @@ func readGossipKey(path string) ([]byte, error) {
 		return key, nil
 	}
 	return nil, fmt.Errorf("--gossip-key-file %s: the key has %d bytes; AES needs 16, 24 or 32", path, len(key))
-}
-
-// advertised turns a wildcard listen address into one clients can dial
-// on this host.
-func advertised(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		return net.JoinHostPort("127.0.0.1", port)
-	}
-	return addr
 }

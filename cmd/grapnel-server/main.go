@@ -82,7 +82,7 @@ func run(cfg config) error {
 	f := fsm.New()
 	node, err := cluster.NewNode(cluster.Config{
 		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
-		GRPCAddress: advertised(lis.Addr().String()), Version: version, Timing: cfg.timing(),
+		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress, GossipKey: gossipKey,
 		Join: cfg.Join, LogOutput: os.Stderr,
 	})

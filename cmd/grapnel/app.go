@@ -85,22 +85,32 @@ func (a *app) envBool(key string) bool {
 	return b
 }
 
-// session connects and returns a session for one command, and the
-// function that closes it.
-func (a *app) session(ctx context.Context) (*cli.Session, func(), error) {
+// clientOptions checks the global flags and environment and turns them
+// into connection options, printing a warning the options call for.
+func (a *app) clientOptions() (client.Options, error) {
 	if a.envErr != nil {
-		return nil, nil, a.envErr
+		return client.Options{}, a.envErr
 	}
 	if a.timeoutMs <= 0 {
-		return nil, nil, fmt.Errorf("--response-timeout must be a positive number of milliseconds, not %d", a.timeoutMs)
+		return client.Options{}, fmt.Errorf("--response-timeout must be a positive number of milliseconds, not %d", a.timeoutMs)
 	}
 	a.global.ResponseTimeout = time.Duration(a.timeoutMs) * time.Millisecond
 	o, warning, err := a.global.ClientOptions()
 	if err != nil {
-		return nil, nil, err
+		return client.Options{}, err
 	}
 	if warning != "" {
 		fmt.Fprintf(a.stderr, "warning: %s\n", warning)
+	}
+	return o, nil
+}
+
+// session connects and returns a session for one command, and the
+// function that closes it.
+func (a *app) session(ctx context.Context) (*cli.Session, func(), error) {
+	o, err := a.clientOptions()
+	if err != nil {
+		return nil, nil, err
 	}
 	c, err := a.dial(ctx, o)
 	if err != nil {

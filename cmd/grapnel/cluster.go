@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,19 +16,9 @@ const clusterOpTimeout = 60 * time.Second
 
 // withCluster connects to the cluster's leader and runs f.
 func (a *app) withCluster(ctx context.Context, f func(context.Context, *cli.Cluster) error) error {
-	if a.envErr != nil {
-		return a.envErr
-	}
-	if a.timeoutMs <= 0 {
-		return fmt.Errorf("--response-timeout must be a positive number of milliseconds, not %d", a.timeoutMs)
-	}
-	a.global.ResponseTimeout = time.Duration(a.timeoutMs) * time.Millisecond
-	o, warning, err := a.global.ClientOptions()
+	o, err := a.clientOptions()
 	if err != nil {
 		return err
-	}
-	if warning != "" {
-		fmt.Fprintf(a.stderr, "warning: %s\n", warning)
 	}
 	cc, _, closeFn, err := client.DialCluster(ctx, o)
 	if err != nil {

@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/grapnel-io/grapnel/cluster/faultnet"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -225,70 +224,13 @@ func servedBy(t *testing.T, c *Conn) string {
 	return resp.GetCompleteStateResponse().GetCompleteState().GetDesiredState().GetApiVersion()
 }
 
-// freezer is a TCP forwarder in front of a replica that can stop passing
-// bytes without closing anything: a peer that hangs, or a network that
-// drops everything, while the TCP connection looks open.
-type freezer struct {
-	addr   string
-	lis    net.Listener
-	frozen atomic.Bool
-
-	mu    sync.Mutex // guards conns
-	conns []net.Conn
-}
-
-func newFreezer(t *testing.T, target string) *freezer {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+// newFreezer puts a faultnet.Freezer in front of target for the test.
+func newFreezer(t *testing.T, target string) *faultnet.Freezer {
+	t.Helper()
+	f, err := faultnet.NewFreezer(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &freezer{addr: lis.Addr().String(), lis: lis}
-	go func() {
-		for {
-			in, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			f.mu.Lock()
-			f.conns = append(f.conns, in, out)
-			f.mu.Unlock()
-			go f.pipe(out, in)
-			go f.pipe(in, out)
-		}
-	}()
-	t.Cleanup(f.close)
+	t.Cleanup(f.Close)
 	return f
-}
-
-// pipe copies src to dst, dropping what it reads while frozen.
-func (f *freezer) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !f.frozen.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				dst.Close()
-			}
-			return
-		}
-	}
-}
-
-func (f *freezer) close() {
-	f.lis.Close()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range f.conns {
-		c.Close()
-	}
 }

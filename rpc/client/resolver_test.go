@@ -185,7 +185,7 @@ func TestHeartbeatDetectsADeadPeer(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	fc.setLeader("r1")
 	fz := newFreezer(t, fc.rep("r1").addr)
-	o := Options{Addrs: []string{fz.addr}, Insecure: true, ResponseTimeout: 5 * time.Second,
+	o := Options{Addrs: []string{fz.Addr()}, Insecure: true, ResponseTimeout: 5 * time.Second,
 		HeartbeatTimeout: timeout, HeartbeatInterval: 50 * time.Millisecond}
 	r := newResolver(t, o)
 	c, err := r.Dial(context.Background())
@@ -193,8 +193,8 @@ func TestHeartbeatDetectsADeadPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.Addr() != fz.addr {
-		t.Fatalf("connected to %s, want the replica through %s", c.Addr(), fz.addr)
+	if c.Addr() != fz.Addr() {
+		t.Fatalf("connected to %s, want the replica through %s", c.Addr(), fz.Addr())
 	}
 	// Healthy: several timeouts pass and the stream stays.
 	select {
@@ -203,7 +203,7 @@ func TestHeartbeatDetectsADeadPeer(t *testing.T) {
 	case <-time.After(4 * timeout):
 	}
 
-	fz.frozen.Store(true)
+	fz.Freeze()
 	start := time.Now()
 	select {
 	case <-c.Done():
