@@ -206,14 +206,22 @@ func leaderOf(from string, st *grapnelpb.StatusResponse) (id, addr string) {
 // find asks the replicas until one names a leader, backing off between
 // rounds, until ctx ends.
 func (r *Resolver) find(ctx context.Context) (string, error) {
-	var bo backoff
+	var (
+		bo   backoff
+		last pollRound
+	)
 	for {
 		addr, round := r.poll(ctx)
 		if addr != "" {
 			return addr, nil
 		}
+		// A round cut short by ctx says only "deadline exceeded"; a
+		// replica that answered "no leader" earlier is the better reason.
+		if round.noLeader || !last.noLeader {
+			last = round
+		}
 		if err := bo.wait(ctx); err != nil {
-			return "", round.err()
+			return "", last.err()
 		}
 	}
 }
