@@ -38,6 +38,7 @@ const defaultOpTimeout = 30 * time.Second
 type clusterService struct {
 	grapnelpb.UnimplementedClusterServer
 	node     *cluster.Node
+	conns    *registry
 	clk      clock.Clock
 	hold     time.Duration
 	shutdown <-chan struct{}
@@ -47,7 +48,7 @@ type clusterService struct {
 // the server: leader-only calls hold for Config.HoldTimeout while no
 // leader is known, and watches end on Shutdown.
 func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
-	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh})
+	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, conns: s.conns, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh})
 }
 
 // Status tells the replica set and the leader this replica sees. Any
@@ -72,6 +73,7 @@ func (c *clusterService) status() (*grapnelpb.StatusResponse, error) {
 		CommitIndex:       statUint(stats, "commit_index"),
 		AppliedIndex:      statUint(stats, "applied_index"),
 		Members:           make([]*grapnelpb.Member, 0, len(members)),
+		AttachedAgents:    c.conns.agentNames(),
 	}
 	for _, m := range members {
 		contact := int64(-1)

@@ -47,6 +47,28 @@ func TestStatusOfASingleReplica(t *testing.T) {
 	}
 }
 
+// Status names the agents attached to the leader, so that an operator (and
+// the failover measurement) sees which agents follow it; a departed agent
+// leaves the list.
+func TestStatusListsAttachedAgents(t *testing.T) {
+	ts := startServer(t, nil)
+	cc := clusterClient(t, ts.addr)
+	a := ts.agent("agent_A", nil)
+	ts.agent("agent_B", nil)
+	st, err := cc.Status(context.Background(), &grapnelpb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.GetAttachedAgents(); len(got) != 2 || got[0] != "agent_A" || got[1] != "agent_B" {
+		t.Fatalf("attached agents %v, want [agent_A agent_B]", got)
+	}
+	a.close()
+	waitFor(t, 10*time.Second, "agent_A detached", func() bool {
+		st, err := cc.Status(context.Background(), &grapnelpb.StatusRequest{})
+		return err == nil && len(st.GetAttachedAgents()) == 1 && st.GetAttachedAgents()[0] == "agent_B"
+	})
+}
+
 func TestStatusOfAReplicaSet(t *testing.T) {
 	rs := startReplicaSet(t, 3, 0)
 	l := rs.leader()

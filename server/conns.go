@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/grapnel-io/grapnel/rpc"
@@ -141,6 +142,18 @@ func (r *registry) allAgents() []*conn {
 	for _, c := range r.agents {
 		out = append(out, c)
 	}
+	return out
+}
+
+// agentNames lists the agents with an open stream, sorted.
+func (r *registry) agentNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.agents))
+	for n := range r.agents {
+		out = append(out, n)
+	}
+	slices.Sort(out)
 	return out
 }
 

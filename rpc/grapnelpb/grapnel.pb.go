@@ -206,8 +206,11 @@ type StatusResponse struct {
 	CommitIndex       uint64                 `protobuf:"varint,5,opt,name=commitIndex,proto3" json:"commitIndex,omitempty"`
 	AppliedIndex      uint64                 `protobuf:"varint,6,opt,name=appliedIndex,proto3" json:"appliedIndex,omitempty"`
 	Members           []*Member              `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Agents whose stream this replica serves as leader right now, sorted;
+	// empty on a follower (it proxies agent streams to the leader).
+	AttachedAgents []string `protobuf:"bytes,8,rep,name=attachedAgents,proto3" json:"attachedAgents,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -285,6 +288,13 @@ func (x *StatusResponse) GetAppliedIndex() uint64 {
 func (x *StatusResponse) GetMembers() []*Member {
 	if x != nil {
 		return x.Members
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetAttachedAgents() []string {
+	if x != nil {
+		return x.AttachedAgents
 	}
 	return nil
 }
@@ -701,7 +711,7 @@ const file_grapnel_proto_rawDesc = "" +
 	"\fgossipStatus\x18\v \x01(\tR\fgossipStatus\x12\x1e\n" +
 	"\n" +
 	"leaderSeen\x18\f \x01(\tR\n" +
-	"leaderSeen\"\xfd\x01\n" +
+	"leaderSeen\"\xa5\x02\n" +
 	"\x0eStatusResponse\x12\x1c\n" +
 	"\treplicaId\x18\x01 \x01(\tR\treplicaId\x12\x1a\n" +
 	"\bleaderId\x18\x02 \x01(\tR\bleaderId\x12,\n" +
@@ -709,7 +719,8 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12 \n" +
 	"\vcommitIndex\x18\x05 \x01(\x04R\vcommitIndex\x12\"\n" +
 	"\fappliedIndex\x18\x06 \x01(\x04R\fappliedIndex\x12)\n" +
-	"\amembers\x18\a \x03(\v2\x0f.grapnel.MemberR\amembers\"0\n" +
+	"\amembers\x18\a \x03(\v2\x0f.grapnel.MemberR\amembers\x12&\n" +
+	"\x0eattachedAgents\x18\b \x03(\tR\x0eattachedAgents\"0\n" +
 	"\fWatchRequest\x12 \n" +
 	"\vheartbeatMs\x18\x01 \x01(\rR\vheartbeatMs\"[\n" +
 	"\n" +
