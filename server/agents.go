@@ -63,8 +63,12 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	}, func(error) { c.close() })
 }
 
-// agentGone handles a lost agent stream. An agent in its reconnect grace
-// is left to the grace timer; one that already reconnected is kept.
+// agentGone handles a lost agent stream. An agent that said Goodbye is
+// gone at once. One whose stream broke gets the reconnect grace, as after
+// a failover: a network blip or an agent restart that ends within it
+// changes nothing anyone can see (Nomad gives its clients a heartbeat
+// grace for the same reason). An agent in its grace is left to the grace
+// timer; one that already reconnected is kept.
 func (l *leader) agentGone(c *conn) {
 	delete(l.incarnation, c)
 	if l.greeted[c.name].conn == c {
@@ -76,7 +80,11 @@ func (l *leader) agentGone(c *conn) {
 	if l.grace[c.name] != nil {
 		return
 	}
-	l.disconnectAgent(c.name)
+	if c.saidGoodbye {
+		l.disconnectAgent(c.name)
+		return
+	}
+	l.startGrace([]string{c.name})
 }
 
 // forgetAgentStream ends what a lost agent stream leaves in the leader

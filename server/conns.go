@@ -31,6 +31,10 @@ type conn struct {
 	// closed is closed when the stream ends or the server drops it.
 	closed    chan struct{}
 	closeOnce sync.Once
+	// saidGoodbye is set by the leader loop (and read only there) when an
+	// agent ends its stream with Goodbye: it left on purpose, so no
+	// reconnect grace applies.
+	saidGoodbye bool
 }
 
 func newConn(name string, kind connKind) *conn {

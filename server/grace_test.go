@@ -140,3 +140,61 @@ func TestAgentBackWithOtherTagsReconnects(t *testing.T) {
 		t.Fatal("no AgentConnected entry for changed tags")
 	}
 }
+
+// A broken agent stream gets the same reconnect grace as a failover: an
+// agent back within it changes nothing, one that stays away is gone when
+// it ends, and one that said Goodbye is gone at once.
+//
+// swdd~server-set-workload-state-on-disconnect~1
+func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		goodbye bool
+		back    bool
+	}{
+		{name: "back within the grace", back: true},
+		{name: "away past the grace"},
+		{name: "goodbye", goodbye: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+			ts := startServerCfg(t, t.TempDir(), mustState(t, twoAgents), func(c *Config) { c.Clock, c.AgentReconnectGrace = fake, testGrace })
+			count := countEntries(ts)
+			agent, _ := ts.hello("agent_A", 1, nil)
+			agent.report(1, state.WorkloadState{Instance: instA, State: state.RunningOk})
+			waitFor(t, 5e9, "running stored", func() bool { st, _ := ts.stateOf(instA); return st == state.RunningOk })
+			if tc.goodbye {
+				agent.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Goodbye{Goodbye: &grpcapi.Goodbye{}}})
+			}
+			agent.close()
+			if tc.goodbye {
+				waitFor(t, 5e9, "AgentDisconnected after goodbye", func() bool {
+					st, _ := ts.stateOf(instA)
+					return st == state.AgentDisconnected
+				})
+				return
+			}
+			waitFor(t, 5e9, "the grace timer", func() bool { return fake.Pending() == 1 })
+			fake.Advance(testGrace - time.Millisecond)
+			if tc.back {
+				ts.hello("agent_A", 1, nil)
+			}
+			ts.cli().get() // ordered after anything the timer proposed
+			if st, _ := ts.stateOf(instA); st != state.RunningOk {
+				t.Fatalf("state %v within the grace", st)
+			}
+			fake.Advance(time.Millisecond)
+			if tc.back {
+				ts.cli().get()
+				if st, _ := ts.stateOf(instA); st != state.RunningOk || count(fsm.AgentGoneType) != 0 {
+					t.Fatalf("state %v, %d AgentGone entries after coming back", st, count(fsm.AgentGoneType))
+				}
+				return
+			}
+			waitFor(t, 5e9, "AgentDisconnected after the grace", func() bool {
+				st, _ := ts.stateOf(instA)
+				return st == state.AgentDisconnected
+			})
+		})
+	}
+}

@@ -48,9 +48,12 @@ func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
 	case *grpcapi.ToServer_LogsStopResponse:
 		l.forwardLogsStop(x.LogsStopResponse)
 	case *grpcapi.ToServer_Goodbye:
-		// An agent's stream end is its goodbye; a CLI's goodbye ends its
-		// subscriptions and campaigns now.
-		if c.kind != kindAgent {
+		// An agent that says goodbye is gone when its stream ends, without
+		// a reconnect grace; a CLI's goodbye ends its subscriptions and
+		// campaigns now.
+		if c.kind == kindAgent {
+			c.saidGoodbye = true
+		} else {
 			l.cliGone(c.name)
 		}
 	case *grpcapi.ToServer_AgentHello, *grpcapi.ToServer_CommanderHello:

@@ -51,6 +51,11 @@ func run(cfg config) error {
 	}
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// An agent cut off from the network sends nothing and never closes
+		// its stream; pinging an idle connection every second and dropping
+		// it when a ping goes unanswered for a second ends such a stream
+		// within about two seconds, so its reconnect grace starts then.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Second, Timeout: time.Second}),
 	}
 	// The proxy dials the leader as a client, with this replica's own
 	// certificate, so the leader can trust the names it forwards.

@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// AgentConfig says how to start one grapnel-agent process.
+type AgentConfig struct {
+	// Bin is the grapnel-agent binary.
+	Bin string
+	// Dir holds the agent's run folder and log file.
+	Dir  string
+	Name string
+	// Servers are replica gRPC addresses (--server-url).
+	Servers []string
+	// Runtimes for --runtimes; empty leaves the agent's default.
+	Runtimes []string
+	// Extra flags, e.g. --gossip-join.
+	Extra []string
+}
+
+// Agent is one grapnel-agent process. Its run folder survives Kill and
+// Start, so a restarted agent finds the workloads it started.
+type Agent struct {
+	Name      string
+	RunFolder string
+	LogPath   string
+	bin       string
+	args      []string
+	proc      *Process
+}
+
+// StartAgent starts an insecure agent.
+func StartAgent(cfg AgentConfig) (*Agent, error) {
+	a := &Agent{
+		Name:      cfg.Name,
+		RunFolder: filepath.Join(cfg.Dir, cfg.Name+"-run"),
+		LogPath:   filepath.Join(cfg.Dir, cfg.Name+".log"),
+		bin:       cfg.Bin,
+	}
+	if err := os.MkdirAll(a.RunFolder, 0o755); err != nil {
+		return nil, err
+	}
+	a.args = []string{"-k", "--name", cfg.Name, "--server-url", strings.Join(cfg.Servers, ","), "--run-folder", a.RunFolder}
+	if len(cfg.Runtimes) > 0 {
+		a.args = append(a.args, "--runtimes", strings.Join(cfg.Runtimes, ","))
+	}
+	a.args = append(a.args, cfg.Extra...)
+	return a, a.Start()
+}
+
+// Start starts the agent (again) with its original flags.
+func (a *Agent) Start() error {
+	if a.proc != nil && a.proc.Alive() {
+		return fmt.Errorf("agent %s already runs", a.Name)
+	}
+	p, err := StartProcess(a.Name, a.bin, a.args, a.LogPath)
+	if err != nil {
+		return err
+	}
+	a.proc = p
+	return nil
+}
+
+// Kill sends SIGKILL to the agent. Its workloads run in sessions of their
+// own (the process runtime's shim, podman's conmon), so they live on.
+func (a *Agent) Kill() {
+	if a.proc != nil {
+		a.proc.Kill()
+	}
+}
+
+// Stop ends the agent with SIGTERM, as systemd does.
+func (a *Agent) Stop() {
+	if a.proc != nil {
+		a.proc.Stop(10 * time.Second)
+	}
+}
+
+// Pid is the agent's process id; 0 before Start.
+func (a *Agent) Pid() int {
+	if a.proc == nil {
+		return 0
+	}
+	return a.proc.Pid()
+}
+
+// Alive says whether the agent process runs.
+func (a *Agent) Alive() bool { return a.proc != nil && a.proc.Alive() }
+
+// Attached returns the agents replica i serves as leader right now.
+func (g *Grapnel) Attached(ctx context.Context, i int) ([]string, error) {
+	st, err := g.Status(ctx, i)
+	if err != nil {
+		return nil, err
+	}
+	return st.GetAttachedAgents(), nil
+}
+
+// WaitAttached waits until one running replica leads and every named agent
+// is attached to it; it returns that replica's index.
+func (g *Grapnel) WaitAttached(ctx context.Context, names ...string) (int, error) {
+	leader := -1
+	err := g.poll(ctx, fmt.Sprintf("agents %v attached to the leader", names), func() (bool, string) {
+		l, why := g.leaderNow(ctx)
+		if l < 0 {
+			return false, why
+		}
+		att, err := g.Attached(ctx, l)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, n := range names {
+			if !slices.Contains(att, n) {
+				return false, fmt.Sprintf("leader %s has %v attached", g.Replicas[l].Name, att)
+			}
+		}
+		leader = l
+		return true, ""
+	})
+	return leader, err
+}
+
+// leaderNow returns a running replica that says it leads, or -1 and what
+// the replicas said.
+func (g *Grapnel) leaderNow(ctx context.Context) (int, string) {
+	var seen []string
+	for i, r := range g.Replicas {
+		if !g.Running(i) {
+			continue
+		}
+		st, err := g.Status(ctx, i)
+		if err != nil {
+			seen = append(seen, r.Name+": "+err.Error())
+			continue
+		}
+		if st.GetLeaderId() == r.Name {
+			return i, ""
+		}
+		seen = append(seen, r.Name+" sees "+st.GetLeaderId())
+	}
+	return -1, "no replica leads: " + strings.Join(seen, "; ")
+}
