@@ -1,0 +1,29 @@
+// Package process is the `process` runtime: a workload is a plain child
+// process, started from a YAML runtimeConfig (command, args, env,
+// workingDir), that outlives the agent.
+//
+// The agent does not start the workload itself. As conmon does for podman,
+// Create starts a small shim — the agent's own executable re-entered
+// through RunShimIfRequested — in its own session, with its standard
+// streams on files. The shim starts the workload in its own process group,
+// appends every line of its stdout and stderr with a timestamp to a log
+// file, forwards SIGTERM and SIGINT to it, reaps it and records how it
+// ended. The agent holds no pipe to either of them, so an agent that
+// crashes, restarts or is killed with its process group leaves the
+// workload running, and a restarted agent adopts it by reading the record.
+//
+// The record is the directory <run folder>/<agent>_io/<instance>/process/:
+//
+//	spec.json    what to start (written by Create before the shim starts)
+//	shim.json    the shim's pid and start time (written by Create)
+//	record.json  the workload's pid and start time (written by the shim)
+//	start-error  why the workload could not be started (written by the shim)
+//	exit         how the workload ended: exit code or signal (by the shim)
+//	output.log   "<RFC3339Nano> <stdout|stderr> <line>" per output line
+//	shim.log     the shim's own diagnostics
+//
+// Every JSON file is written to a temporary name and renamed, so a reader
+// never sees half of one. A pid is only trusted together with its start
+// time (field 22 of /proc/<pid>/stat), so a reused pid is never taken for
+// the workload.
+package process

@@ -1,0 +1,445 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// ErrStart is wrapped when Create could not start the workload: the
+// command was not found, the working directory is missing, the shim died.
+var ErrStart = errors.New("workload process did not start")
+
+// Defaults of Config.
+const (
+	DefaultStopGrace    = 10 * time.Second
+	DefaultStartTimeout = 10 * time.Second
+)
+
+const (
+	// pollInterval is how often a waiting call looks at the record.
+	pollInterval = 10 * time.Millisecond
+	// killWait bounds the wait for a process after SIGKILL.
+	killWait = 5 * time.Second
+)
+
+// Config configures the process runtime.
+type Config struct {
+	// RunFolder is the agent's run folder (-r); records live under
+	// <RunFolder>/<agent>_io/<instance>/process/.
+	RunFolder string
+	// Shim is the executable started as the shim; "" = os.Executable().
+	// It must call RunShimIfRequested first thing.
+	Shim string
+	// StopGrace is how long Delete waits after SIGTERM before SIGKILL;
+	// 0 = DefaultStopGrace.
+	StopGrace time.Duration
+	// StartTimeout bounds how long Create waits for the shim to report
+	// the workload started; 0 = DefaultStartTimeout.
+	StartTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Runtime is the process runtime. It keeps no state of its own: all it
+// knows of an instance is in the instance's record directory, so a new
+// Runtime on the same run folder (a restarted agent) sees everything.
+type Runtime struct {
+	cfg Config
+	log *slog.Logger
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// New checks the configuration and returns the runtime.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.RunFolder == "" {
+		return nil, errors.New("process runtime: Config.RunFolder: required")
+	}
+	abs, err := filepath.Abs(cfg.RunFolder)
+	if err != nil {
+		return nil, fmt.Errorf("process runtime: Config.RunFolder: %w", err)
+	}
+	cfg.RunFolder = abs
+	if cfg.Shim == "" {
+		if cfg.Shim, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("process runtime: finding the agent's executable for the shim: %w", err)
+		}
+	}
+	if err := checkExecutable(cfg.Shim); err != nil {
+		return nil, fmt.Errorf("process runtime: Config.Shim %q: %w", cfg.Shim, err)
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = DefaultStopGrace
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Runtime{cfg: cfg, log: log.With("runtime", "process")}, nil
+}
+
+// Name is the workloads' runtime value: "process".
+func (r *Runtime) Name() string { return "process" }
+
+// Check parses a rendered runtimeConfig; errors are *ConfigError.
+func (r *Runtime) Check(runtimeConfig string) error {
+	_, err := parseConfig(runtimeConfig)
+	return err
+}
+
+// Create starts the shim for the instance and returns once the workload
+// runs, replacing an instance of the same name left over from before.
+func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error) {
+	if s.Workload == nil {
+		return "", errors.New("process runtime: Spec.Workload: required")
+	}
+	pc, err := parseConfig(s.Workload.RuntimeConfig)
+	if err != nil {
+		return "", err
+	}
+	id := runtime.ID(s.Instance.String())
+	dir, err := r.recordDir(id)
+	if err != nil {
+		return "", fmt.Errorf("process runtime: Spec.Instance: %w", err)
+	}
+	if s.RunDir != "" && filepath.Clean(s.RunDir) != filepath.Dir(dir) {
+		return "", fmt.Errorf("process runtime: Spec.RunDir %q is not %q, where the instance would be found again", s.RunDir, filepath.Dir(dir))
+	}
+	if _, err := os.Stat(dir); err == nil {
+		if err := r.Delete(ctx, id); err != nil {
+			return "", fmt.Errorf("process runtime: replacing the instance left over: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("process runtime: %w", err)
+	}
+	sp := specRecord{
+		Instance:         s.Instance.String(),
+		Command:          pc.Command,
+		Args:             pc.Args,
+		Env:              pc.Env,
+		WorkingDir:       pc.WorkingDir,
+		ControlInterface: s.ControlInterface,
+		FilesDir:         s.FilesDir,
+	}
+	if err := writeJSON(filepath.Join(dir, specFile), sp); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("process runtime: writing the record: %w", err)
+	}
+	if err := r.startShim(ctx, dir, id); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	r.log.Info("workload process started", "instance", id)
+	return id, nil
+}
+
+// startShim starts the shim detached from the agent — own session, no
+// pipes — and waits until it reports the workload started or failed.
+func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) error {
+	shimLog, err := os.OpenFile(filepath.Join(dir, shimLogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("process runtime: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        r.cfg.Shim,
+		Args:        []string{r.cfg.Shim, "grapnel-process-shim", string(id)},
+		Env:         append(withoutVar(os.Environ(), ShimEnv), ShimEnv+"="+dir),
+		Dir:         "/",
+		Stdout:      shimLog,
+		Stderr:      shimLog,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	err = cmd.Start()
+	shimLog.Close()
+	if err != nil {
+		return fmt.Errorf("%w: starting the shim %s: %v", ErrStart, r.cfg.Shim, err)
+	}
+	shim := procRef{PID: cmd.Process.Pid}
+	shim.StartTime, err = startTime(shim.PID) // a zombie until reaped below, so readable
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // reap the shim whenever it ends
+		close(exited)
+	}()
+	if err == nil {
+		err = writeJSON(filepath.Join(dir, shimFile), shim)
+	}
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("%w: recording the shim: %v", ErrStart, err)
+	}
+
+	deadline := time.NewTimer(r.cfg.StartTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		rs, err := readRecords(dir)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %v", ErrStart, err)
+		case rs.child != nil:
+			return nil
+		case rs.startErr != "":
+			r.waitGone(ctx, killWait, &shim)
+			return fmt.Errorf("%w: %s", ErrStart, rs.startErr)
+		}
+		select {
+		case <-tick.C:
+			continue
+		case <-exited:
+			if rs, err := readRecords(dir); err == nil && rs.child != nil {
+				return nil
+			} else if err == nil && rs.startErr != "" {
+				return fmt.Errorf("%w: %s", ErrStart, rs.startErr)
+			}
+			msg := tailFile(filepath.Join(dir, shimLogFile), 2000)
+			if msg == "" {
+				msg = cmd.ProcessState.String()
+			}
+			return fmt.Errorf("%w: the shim %s ended without starting it: %s", ErrStart, r.cfg.Shim, msg)
+		case <-deadline.C:
+			err = fmt.Errorf("%w: no word from the shim within %v", ErrStart, r.cfg.StartTimeout)
+		case <-ctx.Done():
+			err = fmt.Errorf("%w: %v", ErrStart, ctx.Err())
+		}
+		// Given up: stop whatever did start.
+		shim.signal(syscall.SIGKILL)
+		if rs, rerr := readRecords(dir); rerr == nil {
+			rs.childRef().signalGroup(syscall.SIGKILL)
+		}
+		return err
+	}
+}
+
+// State observes the instance through its record (see the package doc).
+func (r *Runtime) State(ctx context.Context, id runtime.ID) (state.ExecutionState, error) {
+	dir, err := r.recordDir(id)
+	if err != nil {
+		return state.ExecutionState{}, err
+	}
+	return observe(dir)
+}
+
+func observe(dir string) (state.ExecutionState, error) {
+	rs, err := readRecords(dir)
+	if err != nil {
+		return state.ExecutionState{}, err
+	}
+	lost := state.ExecutionState{State: state.StateFailed, SubState: state.SubLost}
+	switch {
+	case rs.exit != nil:
+		return rs.exit.state(), nil
+	case rs.child != nil && (rs.childRef().alive() || rs.shim.alive()):
+		// A live shim with a dead child is about to record the exit.
+		return state.RunningOk, nil
+	case rs.child == nil && rs.startErr != "":
+		return state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed, AdditionalInfo: rs.startErr}, nil
+	case rs.child == nil && rs.shim.alive():
+		return state.ExecutionState{State: state.StatePending, SubState: state.SubStarting}, nil
+	}
+	// Nothing runs. The shim may have written the exit and ended since
+	// the first read.
+	if again, err := readRecords(dir); err == nil && again.exit != nil {
+		return again.exit.state(), nil
+	}
+	if rs.child == nil {
+		lost.AdditionalInfo = "the process runtime's shim ended before the process started"
+	} else {
+		lost.AdditionalInfo = fmt.Sprintf("process %d is gone and its exit was not recorded", rs.child.PID)
+	}
+	return lost, nil
+}
+
+// Delete stops the workload (SIGTERM to its process group, SIGKILL after
+// Config.StopGrace), waits for it and its shim to end and removes the
+// record. An instance without a record is already gone.
+func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
+	dir, err := r.recordDir(id)
+	if err != nil {
+		return err
+	}
+	rs, err := readRecords(dir)
+	if errors.Is(err, runtime.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("process runtime: deleting %s: %w", id, err)
+	}
+	if rs.child == nil && rs.shim.alive() {
+		// Still starting: let the shim get the workload going (or fail),
+		// so that there is a pid to stop and nothing starts afterwards.
+		r.waitFor(ctx, r.cfg.StartTimeout, func() bool {
+			rs, err = readRecords(dir)
+			return err != nil || rs.child != nil || rs.startErr != "" || !rs.shim.alive()
+		})
+		if rs, err = readRecords(dir); err != nil {
+			return nil // removed meanwhile
+		}
+	}
+	child := rs.childRef()
+	child.signalGroup(syscall.SIGTERM)
+	if !r.waitGone(ctx, r.cfg.StopGrace, child, rs.shim) {
+		if child.alive() {
+			r.log.Warn("workload process ignored SIGTERM, killing it", "instance", id, "pid", child.PID, "grace", r.cfg.StopGrace)
+		}
+		child.signalGroup(syscall.SIGKILL)
+		if !r.waitGone(ctx, killWait, child) {
+			return fmt.Errorf("process runtime: deleting %s: process %d did not end after SIGKILL", id, child.PID)
+		}
+		// The shim records the exit and ends on its own; one that
+		// hangs is not worth keeping the record for.
+		if !r.waitGone(ctx, killWait, rs.shim) {
+			rs.shim.signal(syscall.SIGKILL)
+			r.waitGone(ctx, killWait, rs.shim)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("process runtime: deleting %s: %w", id, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("process runtime: deleting %s: %w", id, err)
+	}
+	r.log.Info("workload process deleted", "instance", id)
+	return nil
+}
+
+// waitGone waits until none of the processes is alive; false when the
+// time ran out or ctx ended first.
+func (r *Runtime) waitGone(ctx context.Context, d time.Duration, ps ...*procRef) bool {
+	return r.waitFor(ctx, d, func() bool {
+		for _, p := range ps {
+			if p.alive() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitFor polls cond until it holds, d has passed or ctx ends.
+func (r *Runtime) waitFor(ctx context.Context, d time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return cond()
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// List returns every instance with a record for the agent, running or
+// ended, for a restarted agent to adopt.
+func (r *Runtime) List(ctx context.Context, agent string) ([]runtime.Found, error) {
+	if !validPart(agent) {
+		return nil, fmt.Errorf("process runtime: agent name %q: empty or uses characters other than [a-zA-Z0-9_-]", agent)
+	}
+	ioDir := filepath.Join(r.cfg.RunFolder, agent+"_io")
+	entries, err := os.ReadDir(ioDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("process runtime: %w", err)
+	}
+	var found []runtime.Found
+	for _, e := range entries {
+		name := e.Name()
+		dir := filepath.Join(ioDir, name, recordSubdir)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			continue // an instance of another runtime
+		}
+		inst, err := recordedInstance(dir, name)
+		if err != nil {
+			r.log.Warn("skipping a process record", "dir", dir, "err", err)
+			continue
+		}
+		if inst.AgentName != agent {
+			continue
+		}
+		found = append(found, runtime.Found{Instance: inst, ID: runtime.ID(name)})
+	}
+	slices.SortFunc(found, func(a, b runtime.Found) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return found, nil
+}
+
+// recordedInstance reads the instance name from the record. A record
+// without a readable spec (the agent died while creating it) is named by
+// its directory, so that the agent can still delete it.
+func recordedInstance(dir, name string) (state.InstanceName, error) {
+	var sp specRecord
+	err := readJSON(filepath.Join(dir, specFile), &sp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return parseID(runtime.ID(name))
+	}
+	if err != nil {
+		return state.InstanceName{}, err
+	}
+	inst, err := parseID(runtime.ID(sp.Instance))
+	if err != nil {
+		return state.InstanceName{}, err
+	}
+	if sp.Instance != name {
+		return state.InstanceName{}, fmt.Errorf("the record names instance %q, its directory %q", sp.Instance, name)
+	}
+	return inst, nil
+}
+
+// PID returns the recorded pid of the workload process, for tests and
+// diagnostics that need to prove a workload was not restarted.
+func (r *Runtime) PID(id runtime.ID) (int, error) {
+	dir, err := r.recordDir(id)
+	if err != nil {
+		return 0, err
+	}
+	rs, err := readRecords(dir)
+	if err != nil {
+		return 0, err
+	}
+	if rs.child == nil {
+		return 0, fmt.Errorf("%w: instance %s has no running process recorded", runtime.ErrNotFound, id)
+	}
+	return rs.child.PID, nil
+}
+
+func withoutVar(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
