@@ -1,0 +1,63 @@
+package podman
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Bounds on podman calls, so that a wedged podman cannot hang a control
+// loop forever.
+const (
+	// callTimeout bounds quick calls: ps, rm, info.
+	callTimeout = 30 * time.Second
+	// runTimeout bounds `podman run`, which may pull an image.
+	runTimeout = 5 * time.Minute
+	// stopSlack is added to the grace period to bound `podman stop`.
+	stopSlack = 30 * time.Second
+	// waitDelay bounds how long a finished podman may keep its output
+	// pipes open through a process it left behind.
+	waitDelay = 5 * time.Second
+)
+
+// exec runs podman with args under its own timeout and returns its
+// standard output. A failure carries podman's standard error, which is
+// where podman says what went wrong.
+func (r *Runtime) exec(ctx context.Context, timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.binary, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = waitDelay
+	start := time.Now()
+	err := cmd.Run()
+	r.log.Debug("podman", "args", args, "took", time.Since(start), "err", err)
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		if msg == "" {
+			return "", fmt.Errorf("podman %s: %w", subcommand(args), err)
+		}
+		return "", fmt.Errorf("podman %s: %w: %s", subcommand(args), err, msg)
+	}
+	return stdout.String(), nil
+}
+
+// subcommand names a podman call in errors: the first argument that is
+// one of the subcommands this package uses, so that generalOptions in
+// front of `run` do not hide it.
+func subcommand(args []string) string {
+	for _, a := range args {
+		switch a {
+		case "run", "ps", "rm", "stop", "logs", "info":
+			return a
+		}
+	}
+	return strings.Join(args, " ")
+}

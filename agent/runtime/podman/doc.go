@@ -1,0 +1,25 @@
+// Package podman runs workloads as podman containers, as the Ankaios podman
+// runtime does, by calling the podman CLI.
+//
+// The runtimeConfig is YAML with the Ankaios keys: `image` (required),
+// `generalOptions` (podman options before `run`), `commandOptions`
+// (options of `podman run`) and `commandArgs` (after the image). Unlike
+// Ankaios, unknown keys are refused, so that a misspelt key is a clear
+// Pending(StartingFailed) instead of an option silently dropped.
+//
+// A container is named after its instance (<workload>.<id>.<agent>) and
+// labelled name=<instance> and agent=<agent>. Those labels are all the
+// runtime needs to find its containers again after an agent restart: List
+// asks podman for the agent's label, so running containers are adopted,
+// never recreated. Workload files are bind-mounted read-only at their
+// mount points, the control interface directory read-write at
+// /run/ankaios/control_interface.
+//
+// State shares one `podman ps --all` answer, at most a second old, among
+// the pollers of all instances (as Ankaios does); Create and Delete make
+// older answers stale, and a container is only reported gone after an
+// answer taken since the question was asked.
+//
+// scripts/podman-setup.sh installs and configures podman on a Debian host
+// and builds the offline test image localhost/grapnel-busybox:latest.
+package podman
