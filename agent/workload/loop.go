@@ -1,0 +1,432 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// loop is the control loop of one instance. Its goroutine owns the
+// instance: only it calls the runtime for it, writes its files and opens
+// and closes its control interface.
+type loop struct {
+	m       *Manager
+	inst    state.InstanceName
+	w       *state.Workload
+	rt      runtime.Runtime // nil: the agent has no such runtime
+	specErr error           // non-nil: the instance cannot be started
+	runDir  string
+	silent  bool    // a host leftover the server does not know: delete it without reports
+	adopted bool    // found on the host: watch it, do not create it
+	preds   []*loop // loops of the same workload that must end first
+	delCh   chan struct{}
+	wake    chan struct{} // capacity 1: the dependency view changed
+	done    chan struct{} // closed when the goroutine ends
+
+	// guarded by m.mu
+	delReq   bool
+	delConds map[string]state.DeleteCondition
+	id       runtime.ID
+
+	// owned by the loop goroutine
+	started    bool   // a create was issued or the instance adopted
+	ctlDir     string // the open control interface, "" when none
+	freshAdopt bool   // no poll since adoption yet
+}
+
+// stepFn is one phase of a loop; it returns the next phase, nil to end.
+type stepFn func(*loop, context.Context) stepFn
+
+func (l *loop) run() {
+	defer l.m.exited(l)
+	ctx := l.m.ctx
+	step := (*loop).waitPreds
+	switch {
+	case l.silent:
+		step = (*loop).stop
+	case l.adopted:
+		step = (*loop).resume
+	}
+	for step != nil {
+		step = step(l, ctx)
+	}
+}
+
+// requestDeleteLocked asks the loop to delete its instance once the delete
+// conditions hold. A later request only replaces the conditions when it
+// carries some: Ankaios sends them with the server's delete, not with a
+// reconcile.
+func (l *loop) requestDeleteLocked(conds map[string]state.DeleteCondition) {
+	if !l.delReq {
+		l.delReq = true
+		l.delConds = maps.Clone(conds)
+		close(l.delCh)
+		return
+	}
+	if conds != nil {
+		l.delConds = maps.Clone(conds)
+	}
+}
+
+func (l *loop) deleting() bool { return l.delReq }
+
+func (l *loop) deleteRequested() bool {
+	select {
+	case <-l.delCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (l *loop) report(s state.ExecutionState) {
+	if l.silent {
+		return
+	}
+	l.m.mu.Lock()
+	l.m.reportLocked(l.inst, s)
+	l.m.mu.Unlock()
+}
+
+func (l *loop) setID(id runtime.ID) {
+	l.m.mu.Lock()
+	l.id = id
+	l.m.mu.Unlock()
+}
+
+// waitPreds waits until the instances this one replaces are gone: an
+// update deletes the old instance before it creates the new one. Nothing
+// is reported meanwhile, so that the old instance's last reports are not
+// mixed with the new one's.
+//
+// swdd~agent-executes-update-workload-operation~1
+func (l *loop) waitPreds(ctx context.Context) stepFn {
+	for _, p := range l.preds {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	l.preds = nil
+	return (*loop).waitDeps
+}
+
+// waitDeps holds the instance in Pending(WaitingToStart) until every add
+// condition holds, re-evaluated whenever the view changes.
+//
+// swdd~agent-enqueues-unfulfilled-create~1
+// swdd~agent-keeps-workloads-with-unfulfilled-workload-dependencies-in-queue~1
+// swdd~agent-handles-workloads-with-fulfilled-dependencies~1
+func (l *loop) waitDeps(ctx context.Context) stepFn {
+	for {
+		if l.deleteRequested() {
+			return (*loop).stop
+		}
+		l.m.mu.Lock()
+		met := addConditionsMet(l.m.view, l.w.Dependencies)
+		l.m.mu.Unlock()
+		if met {
+			return (*loop).start
+		}
+		l.report(state.ExecutionState{State: state.StatePending, SubState: state.SubWaitingToStart})
+		select {
+		case <-l.wake:
+		case <-l.delCh:
+			return (*loop).stop
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// start creates the instance, retrying with backoff until it succeeds, a
+// delete cancels it, or the failure is one a retry cannot cure (unknown
+// runtime, bad runtimeConfig, bad files).
+//
+// swdd~agent-workload-control-loop-executes-create~4
+// swdd~agent-workload-control-loop-retries-workload-creation-on-create-failure~1
+// swdd~agent-workload-control-loop-exponential-backoff-retries~1
+// swdd~agent-workload-control-loop-prevents-retries-on-other-workload-commands~2
+func (l *loop) start(ctx context.Context) stepFn {
+	l.started = true
+	l.report(startingTriggered)
+	for n := 0; ; n++ {
+		if l.deleteRequested() {
+			return (*loop).stop
+		}
+		permanent, err := l.create(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			return (*loop).watch
+		}
+		if permanent {
+			l.m.log.Warn("workload cannot be started", "instance", l.inst.String(), "error", err)
+			l.report(state.ExecutionState{State: state.StatePending, SubState: state.SubStartingFailed, AdditionalInfo: err.Error()})
+			return (*loop).idle
+		}
+		l.m.log.Info("creating workload failed; retrying", "instance", l.inst.String(), "retry", n+1, "error", err)
+		l.report(retrying(n+1, err))
+		switch l.sleep(ctx, l.m.jitter(backoffCap(n)), l.delCh) {
+		case woke:
+		case deleted:
+			return (*loop).stop
+		default:
+			return nil
+		}
+	}
+}
+
+// Pending(Starting) states, as Ankaios words them.
+var startingTriggered = state.ExecutionState{State: state.StatePending, SubState: state.SubStarting, AdditionalInfo: "Triggered at runtime."}
+
+// retrying is the state of an instance whose create failed and will be
+// retried: Ankaios keeps it Pending(Starting) with "Retry N: <error>".
+func retrying(n int, err error) state.ExecutionState {
+	return state.ExecutionState{State: state.StatePending, SubState: state.SubStarting, AdditionalInfo: fmt.Sprintf("Retry %d: %v", n, err)}
+}
+
+// create makes one attempt; permanent says a retry cannot help.
+//
+// swdd~agent-skips-unknown-runtime~2
+// swdd~agent-uses-specified-runtime~1
+// swdd~agent-workload-control-loop-aborts-create-upon-workload-files-creation-error~1
+// swdd~agent-control-interface-created-for-eligible-workloads~1
+func (l *loop) create(ctx context.Context) (permanent bool, err error) {
+	if l.specErr != nil {
+		return true, l.specErr
+	}
+	if l.rt == nil {
+		return true, &reasonError{
+			msg:  fmt.Sprintf("runtime '%s' is not available on agent '%s'", l.w.Runtime, l.m.cfg.Agent),
+			kind: ErrUnknownRuntime,
+		}
+	}
+	if err := l.rt.Check(l.w.RuntimeConfig); err != nil {
+		return true, err
+	}
+	if err := os.MkdirAll(l.runDir, dirMode); err != nil {
+		return false, fmt.Errorf("run directory: %w", err)
+	}
+	spec := runtime.Spec{Instance: l.inst, Workload: l.w, RunDir: l.runDir}
+	if len(l.w.Files) > 0 {
+		spec.FilesDir = filepath.Join(l.runDir, "files")
+		if spec.Mounts, err = writeFiles(spec.FilesDir, l.w.Files); err != nil {
+			if rmErr := os.RemoveAll(spec.FilesDir); rmErr != nil {
+				l.m.log.Warn("removing workload files", "instance", l.inst.String(), "error", rmErr)
+			}
+			return true, err
+		}
+	}
+	if l.ctlDir == "" && l.w.ControlInterfaceAccess.HasAllowRules() && l.m.cfg.Control != nil {
+		dir, err := l.m.cfg.Control.Open(l.inst, l.w.ControlInterfaceAccess)
+		if err != nil {
+			return false, fmt.Errorf("control interface: %w", err)
+		}
+		l.ctlDir = dir
+	}
+	spec.ControlInterface = l.ctlDir
+	id, err := l.rt.Create(ctx, spec)
+	if err != nil {
+		return false, err
+	}
+	l.setID(id)
+	return false, nil
+}
+
+// resume takes over an instance found on the host: its control interface
+// is served again and its state watched; it is not created again.
+//
+// swdd~agent-existing-workloads-resume-existing~2
+// swdd~agent-workload-control-loop-executes-resume~1
+func (l *loop) resume(ctx context.Context) stepFn {
+	l.started = true
+	l.freshAdopt = true
+	if l.w.ControlInterfaceAccess.HasAllowRules() && l.m.cfg.Control != nil {
+		dir, err := l.m.cfg.Control.Open(l.inst, l.w.ControlInterfaceAccess)
+		if err != nil {
+			l.m.log.Warn("re-opening control interface", "instance", l.inst.String(), "error", err)
+		} else {
+			l.ctlDir = dir
+		}
+	}
+	return (*loop).watch
+}
+
+// watch polls the runtime every PollInterval, reports each change and
+// applies the restart policy.
+//
+// swdd~workload-control-loop-receives-workload-states~1
+// swdd~agent-provides-generic-state-checker-implementation~1
+func (l *loop) watch(ctx context.Context) stepFn {
+	var last state.ExecutionState
+	first := true
+	for {
+		s := l.observe(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if first || s != last {
+			first, last = false, s
+			l.report(s)
+			if l.restartWanted(s) && !l.deleteRequested() {
+				return (*loop).restart
+			}
+		}
+		l.freshAdopt = false
+		switch l.sleep(ctx, l.m.poll, l.delCh) {
+		case woke:
+		case deleted:
+			return (*loop).stop
+		default:
+			return nil
+		}
+	}
+}
+
+func (l *loop) observe(ctx context.Context) state.ExecutionState {
+	s, err := l.rt.State(ctx, l.id)
+	switch {
+	case err == nil:
+		return s
+	case errors.Is(err, runtime.ErrNotFound):
+		return state.ExecutionState{State: state.StateFailed, SubState: state.SubLost}
+	default:
+		return state.ExecutionState{State: state.StateFailed, SubState: state.SubUnknown, AdditionalInfo: err.Error()}
+	}
+}
+
+// restartWanted applies the restart policy. An adopted instance that was
+// lost while no agent watched it counts as failed.
+//
+// swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2
+func (l *loop) restartWanted(s state.ExecutionState) bool {
+	failed := s.Is(state.StateFailed, state.SubExecFailed) || (l.freshAdopt && s.Is(state.StateFailed, state.SubLost))
+	switch l.w.RestartPolicy {
+	case state.RestartOnFailure:
+		return failed
+	case state.RestartAlways:
+		return failed || s.Is(state.StateSucceeded, state.SubOk)
+	}
+	return false
+}
+
+// restart deletes the ended instance and creates it again, without
+// looking at its dependencies.
+//
+// swdd~workload-control-loop-handles-workload-restarts~2
+func (l *loop) restart(ctx context.Context) stepFn {
+	l.m.log.Info("restarting workload", "instance", l.inst.String(), "policy", string(l.w.RestartPolicy))
+	id := l.id
+	l.setID("")
+	if err := l.rt.Delete(ctx, id); err != nil && ctx.Err() == nil {
+		// Create replaces a leftover of the same instance, so go on.
+		l.m.log.Warn("deleting workload before restart", "instance", l.inst.String(), "error", err)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	l.freshAdopt = false
+	return (*loop).start
+}
+
+// idle keeps an instance that cannot start until it is deleted.
+func (l *loop) idle(ctx context.Context) stepFn {
+	select {
+	case <-l.delCh:
+		return (*loop).stop
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// stop deletes the instance once its dependents allow it, retrying a
+// failed delete, then removes what the agent kept of it and reports
+// Removed. A silent loop deletes a host leftover the server never knew,
+// without conditions or reports.
+//
+// swdd~agent-workload-control-loop-executes-delete~3
+// swdd~agent-enqueues-unfulfilled-delete~1
+// swdd~agent-workload-control-loop-delete-failed-allows-retry~1
+// swdd~agent-workload-control-loop-delete-broken-allowed~1
+func (l *loop) stop(ctx context.Context) stepFn {
+	if !l.silent {
+		for {
+			l.m.mu.Lock()
+			met := deleteConditionsMet(l.m.view, l.delConds)
+			l.m.mu.Unlock()
+			if met {
+				break
+			}
+			l.report(state.ExecutionState{State: state.StateStopping, SubState: state.SubWaitingToStop})
+			select {
+			case <-l.wake:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if l.started {
+			l.report(state.ExecutionState{State: state.StateStopping, SubState: state.SubRequestedAtRuntime})
+		}
+	}
+	if l.id != "" {
+		for n := 0; ; n++ {
+			err := l.rt.Delete(ctx, l.id)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == nil {
+				break
+			}
+			l.m.log.Warn("deleting workload failed; retrying", "instance", l.inst.String(), "error", err)
+			l.report(state.ExecutionState{State: state.StateStopping, SubState: state.SubDeleteFailed, AdditionalInfo: err.Error()})
+			if l.sleep(ctx, l.m.jitter(backoffCap(n)), nil) != woke {
+				return nil
+			}
+		}
+		l.setID("")
+	}
+	if l.ctlDir != "" {
+		l.m.cfg.Control.Close(l.inst)
+		l.ctlDir = ""
+	}
+	if err := os.RemoveAll(l.runDir); err != nil {
+		l.m.log.Warn("removing run directory", "instance", l.inst.String(), "error", err)
+	}
+	l.report(state.Removed)
+	return nil
+}
+
+type sleepResult int
+
+const (
+	woke sleepResult = iota
+	deleted
+	closed
+)
+
+// sleep waits d on the Manager's clock; a delete request (when del is not
+// nil) or Close cuts it short.
+func (l *loop) sleep(ctx context.Context, d time.Duration, del <-chan struct{}) sleepResult {
+	fired := make(chan struct{}, 1)
+	t := l.m.clock.AfterFunc(d, func() { fired <- struct{}{} })
+	select {
+	case <-fired:
+		return woke
+	case <-del:
+		t.Stop()
+		return deleted
+	case <-ctx.Done():
+		t.Stop()
+		return closed
+	}
+}
