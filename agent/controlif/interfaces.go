@@ -1,0 +1,251 @@
+package controlif
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/controlapi"
+	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// ErrFIFO is wrapped when the control interface directory or its FIFOs
+// cannot be created or opened.
+var ErrFIFO = errors.New("control interface FIFO")
+
+// ErrInstance is wrapped when an instance name cannot name a directory.
+var ErrInstance = errors.New("invalid instance name for a control interface")
+
+// ErrShutdown is returned by Open after Shutdown.
+var ErrShutdown = errors.New("control interfaces are shut down")
+
+// ErrNotConnected is what a request meets when Config.Forward is nil.
+var ErrNotConnected = errors.New("not connected to the server")
+
+// Subfolder and FIFO names, as Ankaios lays them out.
+const (
+	folderName = "control_interface"
+	inputName  = "input"  // agent → workload
+	outputName = "output" // workload → agent
+)
+
+// Config is what the control interfaces need from the agent.
+type Config struct {
+	Agent     string
+	RunFolder string
+	// Forward sends a workload's request to the server; the request id is
+	// already "<workload name>@<workload's own id>". It returns an error
+	// when not connected. It is called from the instances' goroutines,
+	// possibly at the same time.
+	Forward func(*ankbase.Request) error
+	Logger  *slog.Logger
+	// Clock times the writes to the workloads; nil is the real clock.
+	Clock clock.Clock
+}
+
+// Interfaces serves the control interfaces of the agent's instances.
+type Interfaces struct {
+	cfg    Config
+	log    *slog.Logger
+	timing timing
+
+	// mu guards sessions, seq and down.
+	mu       sync.Mutex
+	sessions map[state.InstanceName]*session
+	seq      uint64
+	down     bool
+}
+
+// New returns the agent's control interfaces; nothing is served until
+// Open.
+func New(cfg Config) *Interfaces {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	return &Interfaces{cfg: cfg, log: cfg.Logger, timing: ankaiosTiming, sessions: map[state.InstanceName]*session{}}
+}
+
+// Dir is the host directory of an instance's FIFOs:
+// <run folder>/<agent>_io/<instance>/control_interface.
+//
+// swdd~agent-control-interface-pipes-path-naming~2
+func (c *Interfaces) Dir(inst state.InstanceName) string {
+	return filepath.Join(c.cfg.RunFolder, c.cfg.Agent+"_io", inst.String(), folderName)
+}
+
+// Open creates the FIFO pair of an instance, or re-uses the one left by an
+// earlier agent, and starts serving it; it returns the directory holding
+// `input` and `output`. Opening an instance that is served already keeps
+// its connection when the rules are the same, and starts a new one (the
+// workload must say Hello again) when they changed.
+//
+// swdd~agent-create-control-interface-pipes-per-workload~2
+// swdd~agent-control-interface-created-for-eligible-workloads~1
+func (c *Interfaces) Open(inst state.InstanceName, access state.ControlInterfaceAccess) (string, error) {
+	if err := checkInstance(inst); err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down {
+		return "", ErrShutdown
+	}
+	dir := c.Dir(inst)
+	if old, ok := c.sessions[inst]; ok {
+		if sameAccess(old.access, access) {
+			return dir, nil
+		}
+		old.stop()
+		delete(c.sessions, inst)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrFIFO, err)
+	}
+	for _, name := range []string{inputName, outputName} {
+		if err := ensureFIFO(filepath.Join(dir, name)); err != nil {
+			return "", err
+		}
+	}
+	in, err := openReader(filepath.Join(dir, outputName))
+	if err != nil {
+		return "", err
+	}
+	c.seq++
+	quit := make(chan struct{})
+	s := &session{
+		inst:    inst,
+		access:  access.Clone(),
+		auth:    newAuthorizer(access),
+		prefix:  inst.WorkloadName + "@",
+		seq:     c.seq,
+		forward: c.cfg.Forward,
+		log:     c.log,
+		in:      in,
+		out:     &fifoWriter{path: filepath.Join(dir, inputName), clock: c.cfg.Clock, t: c.timing, quit: quit},
+		queue:   make(chan *controlapi.FromAnkaios, queueLen),
+		quit:    quit,
+	}
+	c.sessions[inst] = s
+	s.start()
+	return dir, nil
+}
+
+// checkInstance refuses names that could leave the run folder.
+func checkInstance(inst state.InstanceName) error {
+	for _, f := range []struct{ field, v string }{
+		{"workloadName", inst.WorkloadName}, {"id", inst.ID}, {"agentName", inst.AgentName},
+	} {
+		field, v := f.field, f.v
+		switch {
+		case v == "":
+			return fmt.Errorf("%w: instanceName.%s: required", ErrInstance, field)
+		case strings.ContainsAny(v, `/\`) || v == "." || v == "..":
+			return fmt.Errorf("%w: instanceName.%s: '%s' is not a file name", ErrInstance, field, v)
+		}
+	}
+	return nil
+}
+
+// sameAccess compares rules, taking nil and empty lists as equal.
+func sameAccess(a, b state.ControlInterfaceAccess) bool {
+	norm := func(x state.ControlInterfaceAccess) state.ControlInterfaceAccess {
+		rules := func(rs []state.AccessRule) []state.AccessRule {
+			if len(rs) == 0 {
+				return nil
+			}
+			out := make([]state.AccessRule, len(rs))
+			for i, r := range rs {
+				out[i] = r
+				if len(r.FilterMasks) == 0 {
+					out[i].FilterMasks = nil
+				}
+				if len(r.WorkloadNames) == 0 {
+					out[i].WorkloadNames = nil
+				}
+			}
+			return out
+		}
+		return state.ControlInterfaceAccess{AllowRules: rules(x.AllowRules), DenyRules: rules(x.DenyRules)}
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
+}
+
+// Close stops serving an instance and removes its control_interface
+// directory with the FIFOs.
+func (c *Interfaces) Close(inst state.InstanceName) {
+	c.mu.Lock()
+	s, ok := c.sessions[inst]
+	delete(c.sessions, inst)
+	c.mu.Unlock()
+	if ok {
+		s.stop()
+	}
+	if checkInstance(inst) != nil {
+		return
+	}
+	if err := os.RemoveAll(c.Dir(inst)); err != nil {
+		c.log.Warn("control interface: cannot remove the FIFOs", "instance", inst.String(), "err", err)
+	}
+}
+
+// Deliver routes an answer from the server to the workload named by the
+// id's prefix "<workload name>@", with the prefix removed. It reports
+// whether such a workload is served here; when several instances of that
+// workload are (during an update), the one opened last gets it.
+//
+// swdd~agent-uses-id-prefix-forward-control-interface-response-correct-workload~1
+// swdd~agent-remove-id-prefix-forwarding-control-interface-response~1
+// swdd~agent-forward-responses-to-control-interface-pipe~1
+func (c *Interfaces) Deliver(r *ankbase.Response) bool {
+	name, id, ok := rpc.SplitRequestID(r.GetRequestId())
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	var target *session
+	for inst, s := range c.sessions {
+		if inst.WorkloadName == name && (target == nil || s.seq > target.seq) {
+			target = s
+		}
+	}
+	c.mu.Unlock()
+	if target == nil {
+		return false
+	}
+	target.send(&controlapi.FromAnkaios{FromAnkaiosEnum: &controlapi.FromAnkaios_Response{
+		Response: &ankbase.Response{RequestId: id, ResponseContent: r.GetResponseContent()}}})
+	return true
+}
+
+// Shutdown stops serving every instance and waits for it; the FIFOs stay
+// for the next agent, and the workloads keep their ends.
+func (c *Interfaces) Shutdown() {
+	c.mu.Lock()
+	c.down = true
+	all := make([]*session, 0, len(c.sessions))
+	for _, s := range c.sessions {
+		all = append(all, s)
+	}
+	c.sessions = map[state.InstanceName]*session{}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.stop()
+		}()
+	}
+	wg.Wait()
+}
