@@ -180,6 +180,11 @@ func TestRepeatedHello(t *testing.T) {
 	w := connect(t, dir)
 	w.handshake()
 	w.send(helloMsg("1.2.0"))
+	// A workload restarted under the same session says Hello again and
+	// waits for the answer.
+	if w.recv().GetControlInterfaceAccepted() == nil {
+		t.Fatal("a repeated compatible Hello is not accepted")
+	}
 	w.send(requestMsg(&ankbase.Request{RequestId: "a", RequestContent: readReq("agents").RequestContent}))
 	if resp := w.recv().GetResponse(); resp.GetError().GetMessage() != "Access denied" {
 		t.Fatalf("after a compatible Hello: %v", resp)

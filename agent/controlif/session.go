@@ -158,7 +158,7 @@ func versionProblem(v string) string {
 }
 
 // serve handles a message of an accepted connection. Undecodable messages
-// are skipped; a repeated Hello is only checked for its version.
+// are skipped; a repeated Hello is checked for its version and answered.
 func (s *session) serve(msg *controlapi.ToAnkaios, err error) phase {
 	if err != nil {
 		s.log.Warn("control interface: skipping undecodable message", "instance", s.inst.String(), "err", err)
@@ -169,12 +169,18 @@ func (s *session) serve(msg *controlapi.ToAnkaios, err error) phase {
 		s.request(x.Request)
 	case *controlapi.ToAnkaios_Hello:
 		v := x.Hello.GetProtocolVersion()
-		s.log.Warn("control interface: another Hello", "instance", s.inst.String(), "protocolVersion", v)
+		s.log.Info("control interface: another Hello", "instance", s.inst.String(), "protocolVersion", v)
 		if reason := versionProblem(v); reason != "" {
 			s.send(&controlapi.FromAnkaios{FromAnkaiosEnum: &controlapi.FromAnkaios_ConnectionClosed{
 				ConnectionClosed: &controlapi.ConnectionClosed{Reason: reason}}})
 			return closed
 		}
+		// A workload restarted by its restart policy keeps the session
+		// but starts over with a Hello and waits for the answer, so a
+		// compatible Hello is always accepted (upstream answers only the
+		// first and would leave such a workload waiting).
+		s.send(&controlapi.FromAnkaios{FromAnkaiosEnum: &controlapi.FromAnkaios_ControlInterfaceAccepted{
+			ControlInterfaceAccepted: &controlapi.ControlInterfaceAccepted{}}})
 	default:
 		s.log.Warn("control interface: empty ToAnkaios message", "instance", s.inst.String())
 	}
