@@ -1,41 +1,403 @@
 package agent
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/rpc"
-	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/client"
+	"github.com/grapnel-io/grapnel/server/testcluster"
 	"github.com/grapnel-io/grapnel/state"
 )
 
-func TestAnswerWithoutRuntimes(t *testing.T) {
-	inst := state.NewInstanceName("w", "a", "cfg")
-	del := state.NewInstanceName("old", "a", "x")
-	w := &state.Workload{Runtime: "podman", RuntimeConfig: "cfg"}
-	m := &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkload{UpdateWorkload: &grpcapi.UpdateWorkload{
-		AddedWorkloads:   []*grpcapi.AddedWorkload{rpc.AddedWorkloadToProto(inst, w)},
-		DeletedWorkloads: []*grpcapi.DeletedWorkload{rpc.DeletedWorkloadToProto(del, nil)},
-	}}}
-	got := answer("a", m)
-	if len(got) != 2 || got[0].Instance != del || !got[0].State.IsRemoved() {
-		t.Fatalf("deletion answered %v", got)
+// The tests start workloads through the process runtime, whose shim is
+// this test binary.
+func TestMain(m *testing.M) {
+	process.RunShimIfRequested()
+	os.Exit(m.Run())
+}
+
+// Bounds of the waits below: generous for -race on two busy cores.
+const (
+	connectWithin = 15 * time.Second
+	runWithin     = 20 * time.Second
+	stopWithin    = 15 * time.Second
+)
+
+// syncBuffer is a log sink the test prints when it fails.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// running is an agent started by a test.
+type running struct {
+	*instance
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startAgent starts an agent on the cluster with the process runtime; the
+// test's cleanup stops it.
+func startAgent(t *testing.T, cl *testcluster.Cluster, name, runFolder string) *running {
+	t.Helper()
+	logs := &syncBuffer{}
+	cfg := Config{
+		Name: name, Servers: cl.Addrs(), Insecure: true, RunFolder: runFolder,
+		Runtimes: []string{RuntimeProcess}, LoadInterval: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
-	if got[1].Instance != inst || !got[1].State.Is(state.StatePending, state.SubStartingFailed) || got[1].State.AdditionalInfo == "" {
-		t.Fatalf("addition answered %v", got[1])
+	a, err := start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{instance: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.run(ctx) }()
+	t.Cleanup(func() {
+		r.stop(t)
+		if t.Failed() {
+			t.Logf("agent %s log:\n%s", name, logs.String())
+		}
+	})
+	return r
+}
+
+// stop ends Run and checks it returned without error; stopping twice is
+// fine.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok && err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if ok {
+			close(r.done)
+		}
+	case <-time.After(stopWithin):
+		t.Fatalf("Run did not return within %v of its context's end", stopWithin)
 	}
 }
 
-func TestCPUPercent(t *testing.T) {
-	if p := cpuPercent(cpuSample{work: 10, total: 100}, cpuSample{work: 60, total: 200}); p != 50 {
-		t.Fatalf("cpu %d%%", p)
+// waitFor polls cond until it holds, failing after timeout.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(25 * time.Millisecond)
 	}
-	if p := cpuPercent(cpuSample{total: 5}, cpuSample{total: 5}); p != 0 {
-		t.Fatalf("no time passed gives %d%%", p)
+}
+
+// read runs fn on the serving leader's store; false while none leads.
+func read(cl *testcluster.Cluster, fn func(st *state.Store)) bool {
+	id := cl.LeaderID()
+	if id == "" {
+		return false
 	}
-	if _, ok := readCPU(); !ok {
-		t.Skip("/proc/stat not readable")
+	f := cl.FSM(id)
+	if f == nil {
+		return false
 	}
-	if freeMemory() == 0 {
-		t.Fatal("MemAvailable not read")
+	f.Read(func(st *state.Store, _ uint64) { fn(st) })
+	return true
+}
+
+// stateOf is the state the leader stores for the workload's instances on
+// agent; "" when it has none.
+func stateOf(cl *testcluster.Cluster, agent, workload string) string {
+	var out string
+	read(cl, func(st *state.Store) {
+		for _, ws := range st.States.OfAgent(agent) {
+			if ws.Instance.WorkloadName == workload {
+				out = ws.State.Short()
+			}
+		}
+	})
+	return out
+}
+
+func waitState(t *testing.T, cl *testcluster.Cluster, agent, workload, want string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s on %s %s", workload, agent, want), runWithin, func() bool {
+		return stateOf(cl, agent, workload) == want
+	})
+}
+
+func connected(cl *testcluster.Cluster, agent string) bool {
+	ok := false
+	read(cl, func(st *state.Store) { _, ok = st.Agents[agent] })
+	return ok
+}
+
+// apply sends a manifest's workloads to the leader, as `grapnel apply`
+// does, retrying while leadership settles.
+func apply(t *testing.T, cl *testcluster.Cluster, manifest string) {
+	t.Helper()
+	st, _, err := state.ParseManifest([]byte(manifest))
+	if err != nil {
+		t.Fatal(err)
 	}
+	var mask []string
+	for name := range st.Workloads {
+		mask = append(mask, "desiredState.workloads."+name)
+	}
+	deadline := time.Now().Add(runWithin)
+	for {
+		err := func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c, err := client.Dial(ctx, client.Options{Addrs: cl.Addrs(), Insecure: true, ResponseTimeout: 5 * time.Second})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Request(ctx, &ankbase.Request{RequestContent: &ankbase.Request_UpdateStateRequest{
+				UpdateStateRequest: &ankbase.UpdateStateRequest{
+					NewState:   rpc.CompleteStateToProto(&state.CompleteState{DesiredState: st}),
+					UpdateMask: mask,
+				}}})
+			return err
+		}()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("apply: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sleeper is a process workload that writes its pid to pidFile and runs
+// until killed.
+func sleeper(name, agent, pidFile string) string {
+	return fmt.Sprintf(`apiVersion: v1
+workloads:
+  %s:
+    runtime: process
+    agent: %s
+    runtimeConfig: |
+      command: /bin/sh
+      args: ["-c", "echo $$ > %s; exec sleep 600"]
+`, name, agent, pidFile)
+}
+
+// pidOf reads a workload's pid file; 0 until it is there.
+func pidOf(t *testing.T, pidFile string) int {
+	t.Helper()
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+// workDir is a temporary directory for run folders and pid files. It is
+// removed at the end with retries: a workload's shim killed at the end
+// still writes its exit record for a moment.
+func workDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agent-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		deadline := time.Now().Add(stopWithin)
+		for {
+			err := os.RemoveAll(dir)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("remove %s: %v", dir, err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	return dir
+}
+
+// killAtEnd kills the workload whose pid is in pidFile when the test
+// ends: workloads outlive the agent by design.
+func killAtEnd(t *testing.T, pidFile string) {
+	t.Cleanup(func() {
+		if pid := pidOf(t, pidFile); pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// The agent connects, says hello, reports its load, and runs a workload
+// applied to it; stopping the agent leaves the workload running.
+func TestAgentRunsAWorkload(t *testing.T) {
+	cl := testcluster.New(t, 1)
+	dir := workDir(t)
+	pidFile := filepath.Join(dir, "sleeper.pid")
+	killAtEnd(t, pidFile)
+	a := startAgent(t, cl, "agent_A", filepath.Join(dir, "run"))
+
+	waitFor(t, "agent_A connected", connectWithin, func() bool { return connected(cl, "agent_A") })
+	apply(t, cl, sleeper("sleeper", "agent_A", pidFile))
+	waitState(t, cl, "agent_A", "sleeper", "Running(Ok)")
+	waitFor(t, "the workload's pid file", runWithin, func() bool { return alive(pidOf(t, pidFile)) })
+	waitFor(t, "a load report", connectWithin, func() bool {
+		ok := false
+		read(cl, func(st *state.Store) {
+			if a := st.Agents["agent_A"]; a != nil {
+				ok = a.Status.FreeMemory != nil && *a.Status.FreeMemory > 0 && a.Status.CPUUsage != nil
+			}
+		})
+		return ok
+	})
+
+	pid := pidOf(t, pidFile)
+	a.stop(t)
+	if !alive(pid) {
+		t.Fatalf("the workload (pid %d) did not outlive the agent", pid)
+	}
+}
+
+// With three replicas, the agent follows the leader: after the leader is
+// stopped it is attached to the new one, its workload kept running
+// untouched, and an update applied afterwards is carried out.
+func TestAgentFollowsANewLeader(t *testing.T) {
+	cl := testcluster.New(t, 3)
+	dir := workDir(t)
+	first, second := filepath.Join(dir, "first.pid"), filepath.Join(dir, "second.pid")
+	killAtEnd(t, first)
+	killAtEnd(t, second)
+	a := startAgent(t, cl, "agent_A", filepath.Join(dir, "run"))
+
+	old := cl.WaitServing(connectWithin)
+	waitFor(t, "agent_A attached to the leader "+old, connectWithin, func() bool { return a.conn.replica() == old })
+	apply(t, cl, sleeper("first", "agent_A", first))
+	waitState(t, cl, "agent_A", "first", "Running(Ok)")
+	waitFor(t, "the workload's pid file", runWithin, func() bool { return alive(pidOf(t, first)) })
+	pid := pidOf(t, first)
+
+	stopped := time.Now()
+	cl.Stop(old)
+	next := cl.WaitServing(connectWithin, old)
+	waitFor(t, "agent_A attached to the new leader "+next, connectWithin, func() bool { return a.conn.replica() == next })
+	t.Logf("agent attached to the new leader %s %v after the old one stopped", next, time.Since(stopped).Round(time.Millisecond))
+
+	apply(t, cl, sleeper("second", "agent_A", second))
+	waitState(t, cl, "agent_A", "second", "Running(Ok)")
+	if got := pidOf(t, first); got != pid || !alive(pid) {
+		t.Fatalf("the first workload was restarted or stopped: pid %d, then %d (alive %v)", pid, got, alive(pid))
+	}
+	if s := stateOf(cl, "agent_A", "first"); s != "Running(Ok)" {
+		t.Fatalf("the first workload is %s on the new leader", s)
+	}
+}
+
+// Every start of the agent has a greater incarnation, and the replicas
+// take the reports of the new one.
+func TestIncarnationGrowsAcrossRuns(t *testing.T) {
+	cl := testcluster.New(t, 1)
+	dir := workDir(t)
+	run := filepath.Join(dir, "run")
+	pidFile := filepath.Join(dir, "sleeper.pid")
+	killAtEnd(t, pidFile)
+	mark := func() state.ReportMark {
+		var m state.ReportMark
+		read(cl, func(st *state.Store) { m = st.ReportMarks["agent_A"] })
+		return m
+	}
+
+	a := startAgent(t, cl, "agent_A", run)
+	apply(t, cl, sleeper("sleeper", "agent_A", pidFile))
+	waitState(t, cl, "agent_A", "sleeper", "Running(Ok)")
+	waitFor(t, "a marked report", connectWithin, func() bool { return mark().Incarnation != 0 })
+	first := mark()
+	if first.Incarnation != a.conn.incarnation || first.Generation == 0 {
+		t.Fatalf("stored mark %+v, the agent's incarnation %d", first, a.conn.incarnation)
+	}
+	a.stop(t)
+
+	b := startAgent(t, cl, "agent_A", run)
+	if b.conn.incarnation <= first.Incarnation {
+		t.Fatalf("second incarnation %d, first %d", b.conn.incarnation, first.Incarnation)
+	}
+	waitFor(t, "a report of the second incarnation", connectWithin, func() bool { return mark().Incarnation == b.conn.incarnation })
+	data, err := os.ReadFile(incarnationPath(run, "agent_A"))
+	if err != nil || strings.TrimSpace(string(data)) != strconv.FormatUint(b.conn.incarnation, 10) {
+		t.Fatalf("counter file %q, %v", data, err)
+	}
+}
+
+// A state change that happens while no replica can be reached is reported
+// after the agent reconnects.
+func TestOfflineStateReportedAfterReconnect(t *testing.T) {
+	cl := testcluster.New(t, 1)
+	dir := workDir(t)
+	pidFile, trigger := filepath.Join(dir, "waiter.pid"), filepath.Join(dir, "trigger")
+	killAtEnd(t, pidFile)
+	a := startAgent(t, cl, "agent_A", filepath.Join(dir, "run"))
+	apply(t, cl, fmt.Sprintf(`apiVersion: v1
+workloads:
+  waiter:
+    runtime: process
+    agent: agent_A
+    runtimeConfig: |
+      command: /bin/sh
+      args: ["-c", "echo $$ > %s; while [ ! -e %s ]; do sleep 0.05; done"]
+`, pidFile, trigger))
+	waitState(t, cl, "agent_A", "waiter", "Running(Ok)")
+	waitFor(t, "the workload's pid file", runWithin, func() bool { return alive(pidOf(t, pidFile)) })
+
+	id := cl.IDs()[0]
+	cl.Stop(id)
+	waitFor(t, "the agent disconnected", connectWithin, func() bool { return a.conn.replica() == "" })
+	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workload ended", runWithin, func() bool { return !alive(pidOf(t, pidFile)) })
+	waitFor(t, "Succeeded(Ok) kept while offline", runWithin, func() bool {
+		for _, ws := range a.mgr.Current() {
+			if ws.Instance.WorkloadName == "waiter" && ws.State.Short() == "Succeeded(Ok)" {
+				return a.conn.out.size() > 0
+			}
+		}
+		return false
+	})
+
+	cl.Restart(id)
+	waitState(t, cl, "agent_A", "waiter", "Succeeded(Ok)")
 }

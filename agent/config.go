@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// ErrConfig is wrapped by every configuration error; the message names the
+// setting and the reason.
+var ErrConfig = errors.New("invalid agent configuration")
+
+// The runtimes an agent knows.
+const (
+	RuntimeProcess = "process"
+	RuntimePodman  = "podman"
+)
+
+// DefaultRuntimes are used when Config.Runtimes is empty; podman is then
+// optional and skipped with a warning when it is not installed.
+var DefaultRuntimes = []string{RuntimeProcess, RuntimePodman}
+
+// Defaults of Config.
+const (
+	DefaultLoadInterval  = 2 * time.Second
+	DefaultGossipAddress = "127.0.0.1:0"
+)
+
+// retryPause is the wait before a new attempt after a replica refused the
+// stream itself (credentials, a malformed hello): the Ankaios agent's
+// reconnect period.
+const retryPause = time.Second
+
+// Config configures an agent.
+type Config struct {
+	// Name is the agent name: non-empty, [a-zA-Z0-9_-].
+	Name string
+	// Servers are replica gRPC addresses (host:port); any one is enough
+	// to find the leader.
+	Servers []string
+	// Insecure connects without TLS; otherwise TLS holds the PEM files
+	// for mutual TLS.
+	Insecure bool
+	TLS      rpc.TLSFiles
+	// Tags are announced in AgentHello.
+	Tags map[string]string
+	// RunFolder holds the workloads' files, control interfaces and
+	// process records, and the incarnation counter. Default
+	// DefaultRunFolder(): $TMPDIR/ankaios, else /tmp/ankaios, as Ankaios.
+	RunFolder string
+	// Runtimes to offer, by name. Empty means DefaultRuntimes, with
+	// podman skipped when it is not available; podman listed explicitly
+	// but not available is an error.
+	Runtimes []string
+	// PodmanBinary is the podman executable; "" is podman from PATH.
+	PodmanBinary string
+	// GossipJoin are replica gossip addresses; when given, the agent
+	// joins their memberlist pool as a member of role agent.
+	GossipJoin []string
+	// GossipAddress is the bind address of the agent's memberlist member
+	// (DefaultGossipAddress: loopback, any port).
+	GossipAddress string
+	// GossipKey is the replicas' gossip encryption key (16, 24 or 32
+	// bytes); nil when gossip is not encrypted.
+	GossipKey []byte
+	Logger    *slog.Logger
+	// LoadInterval is how often CPU usage and free memory are reported
+	// (DefaultLoadInterval).
+	LoadInterval time.Duration
+	// HeartbeatTimeout and HeartbeatInterval tune the stream heartbeat
+	// (rpc/client.Options; zero means its defaults).
+	HeartbeatTimeout  time.Duration
+	HeartbeatInterval time.Duration
+}
+
+// DefaultRunFolder is $TMPDIR/ankaios, or /tmp/ankaios without TMPDIR.
+func DefaultRunFolder() string { return filepath.Join(os.TempDir(), "ankaios") }
+
+// withDefaults fills in what was left empty.
+func (c Config) withDefaults() Config {
+	if c.RunFolder == "" {
+		c.RunFolder = DefaultRunFolder()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.LoadInterval == 0 {
+		c.LoadInterval = DefaultLoadInterval
+	}
+	if c.GossipAddress == "" {
+		c.GossipAddress = DefaultGossipAddress
+	}
+	return c
+}
+
+// validate checks a configuration after withDefaults.
+func (c Config) validate() error {
+	switch {
+	case c.Name == "":
+		return fmt.Errorf("%w: name: required", ErrConfig)
+	case !state.ValidName(c.Name):
+		return fmt.Errorf("%w: name %q: use only [a-zA-Z0-9_-]", ErrConfig, c.Name)
+	case len(c.Servers) == 0:
+		return fmt.Errorf("%w: servers: no server address", ErrConfig)
+	case !c.Insecure && (c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == ""):
+		return fmt.Errorf("%w: tls: give the CA, certificate and key files, or choose insecure mode", ErrConfig)
+	case c.LoadInterval < 0:
+		return fmt.Errorf("%w: loadInterval %v: must not be negative", ErrConfig, c.LoadInterval)
+	}
+	for i, s := range c.Servers {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return fmt.Errorf("%w: servers[%d] %q: not host:port", ErrConfig, i, s)
+		}
+	}
+	for i, r := range c.Runtimes {
+		if r != RuntimeProcess && r != RuntimePodman {
+			return fmt.Errorf("%w: runtimes[%d] %q: unknown runtime (known: %s, %s)", ErrConfig, i, r, RuntimeProcess, RuntimePodman)
+		}
+		if slices.Index(c.Runtimes, r) != i {
+			return fmt.Errorf("%w: runtimes[%d] %q: listed twice", ErrConfig, i, r)
+		}
+	}
+	for i, a := range c.GossipJoin {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("%w: gossipJoin[%d] %q: not host:port (a replica's gossip_address)", ErrConfig, i, a)
+		}
+	}
+	if len(c.GossipJoin) > 0 {
+		if _, _, err := net.SplitHostPort(c.GossipAddress); err != nil {
+			return fmt.Errorf("%w: gossipAddress %q: not host:port", ErrConfig, c.GossipAddress)
+		}
+	}
+	switch len(c.GossipKey) {
+	case 0, 16, 24, 32:
+	default:
+		return fmt.Errorf("%w: gossipKey: %d bytes; AES needs 16, 24 or 32", ErrConfig, len(c.GossipKey))
+	}
+	return nil
+}

@@ -1,0 +1,400 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grapnel-io/grapnel/agent/workload"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/client"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// ErrNotConnected is returned by sends while no stream is open.
+var ErrNotConnected = errors.New("agent not connected to the server")
+
+// workloads is what the connection needs of the workload Manager.
+type workloads interface {
+	ServerHello(ctx context.Context, added []workload.Added)
+	Update(added []workload.Added, deleted []workload.Deleted)
+	States(ws []state.WorkloadState)
+	Current() []state.WorkloadState
+}
+
+// answers routes the server's answers to control interface requests.
+type answers interface {
+	Deliver(r *ankbase.Response) bool
+}
+
+// logSources runs the log campaigns the server asks for.
+type logSources interface {
+	Start(req *grpcapi.LogsRequest)
+	Cancel(requestID string)
+	StopAll()
+}
+
+// conn is the agent's side of the agent stream, across reconnections.
+type conn struct {
+	name        string
+	tags        map[string]string
+	incarnation uint64
+	loadEvery   time.Duration
+	log         *slog.Logger
+	resolver    *client.Resolver
+
+	work workloads
+	ctl  answers
+	logs logSources
+
+	out *outbox
+	// generation numbers the state reports of this incarnation; only the
+	// sender of the current session advances it.
+	generation atomic.Uint64
+
+	mu  sync.Mutex
+	cur *session // nil while disconnected
+}
+
+// session is one agent stream.
+type session struct {
+	st     *client.Stream
+	sendMu sync.Mutex // one sender at a time, as gRPC streams require
+	ended  bool       // this side ended the stream (CloseSend); guarded by sendMu
+	// ready is closed once the ServerHello was handled: state reports and
+	// load reports flow from then on.
+	ready     chan struct{}
+	readyOnce sync.Once
+	// moved says why the agent closed the stream itself (the gossip named
+	// another leader); nil otherwise.
+	moved atomic.Pointer[string]
+}
+
+func (s *session) send(m *grpcapi.ToServer) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.ended {
+		return ErrNotConnected
+	}
+	return s.st.Send(m)
+}
+
+// goodbye sends Goodbye and ends this side of the stream; nothing is sent
+// after it.
+func (s *session) goodbye() {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.ended {
+		return
+	}
+	s.ended = true
+	_ = s.st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Goodbye{Goodbye: &grpcapi.Goodbye{}}})
+	_ = s.st.CloseSend()
+}
+
+func (s *session) markReady() { s.readyOnce.Do(func() { close(s.ready) }) }
+
+// goodbyeWait bounds the wait for the server to end the stream after the
+// agent's Goodbye.
+const goodbyeWait = time.Second
+
+// errProtocol wraps the server's refusal of the agent's protocol version;
+// it ends Run.
+var errProtocol = errors.New("the server refused the agent's protocol version")
+
+// serve runs sessions one after the other until ctx ends or the server
+// refuses the protocol version. A broken stream is replaced at once.
+func (c *conn) serve(ctx context.Context) error {
+	for {
+		err := c.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, errProtocol) {
+			return err
+		}
+		c.log.Warn("connection to the server lost; reconnecting", "error", err)
+	}
+}
+
+// session opens a stream at the leader, greets it and serves it until it
+// breaks or ctx ends; on ctx it says Goodbye first.
+func (c *conn) session(ctx context.Context) error {
+	st, err := c.resolver.Open(ctx, client.KindAgent)
+	if err != nil {
+		if ctx.Err() == nil {
+			// Open gives up only when a replica refused the stream
+			// itself: try again after a pause, as Ankaios does.
+			c.log.Error("the server refused the agent stream", "error", err)
+			sleep(ctx, retryPause)
+		}
+		return err
+	}
+	s := &session{st: st, ready: make(chan struct{})}
+	hello := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
+		AgentName: c.name, ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: c.tags},
+		GrapnelIncarnation: c.incarnation,
+	}}}
+	if err := s.send(hello); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The server ended the stream; its status says why.
+			_, err = st.Recv()
+		}
+		st.Close()
+		return c.why(s, err)
+	}
+	c.log.Info("connected to the server", "server", st.Addr(), "replica", st.ReplicaID())
+	c.setCurrent(s)
+
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.sendStates(sctx, s) }()
+	go func() { defer wg.Done(); c.reportLoad(sctx, s) }()
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- c.receive(ctx, s) }()
+
+	select {
+	case err = <-recvErr:
+		c.setCurrent(nil)
+	case <-ctx.Done():
+		// Stopping on purpose: say Goodbye, end this side, and give the
+		// server a moment to end the stream before cutting it.
+		c.setCurrent(nil)
+		s.goodbye()
+		select {
+		case err = <-recvErr:
+		case <-time.After(goodbyeWait):
+			st.Close()
+			err = <-recvErr
+		}
+	}
+	cancel()
+	st.Close()
+	wg.Wait()
+	// Ankaios ServerGone: the campaigns belong to the old stream.
+	c.logs.StopAll()
+	return c.why(s, err)
+}
+
+// why classifies a stream error: a protocol-version refusal, the agent's
+// own move to another leader, or the stream's error as it is.
+func (c *conn) why(s *session, err error) error {
+	if m := s.moved.Load(); m != nil {
+		return fmt.Errorf("%w: %s", client.ErrLeaderMoved, *m)
+	}
+	if errors.Is(rpc.FromStatus(err), rpc.ErrUnsupportedProtocol) {
+		return fmt.Errorf("%w: %w", errProtocol, err)
+	}
+	return err
+}
+
+// receive serves the stream's messages until Recv fails.
+func (c *conn) receive(ctx context.Context, s *session) error {
+	for {
+		m, err := s.st.Recv()
+		if err != nil {
+			return err
+		}
+		switch m := m.GetFromServerEnum().(type) {
+		case *grpcapi.FromServer_ServerHello:
+			added := c.added(m.ServerHello.GetAddedWorkloads())
+			c.work.ServerHello(ctx, added)
+			// The new leader may have missed changes reported to the old
+			// one: report every instance's current state again, unless a
+			// newer report is pending already.
+			c.out.putMissing(c.work.Current())
+			s.markReady()
+		case *grpcapi.FromServer_UpdateWorkload:
+			u := m.UpdateWorkload
+			c.work.Update(c.added(u.GetAddedWorkloads()), deletedFromProto(u.GetDeletedWorkloads()))
+		case *grpcapi.FromServer_UpdateWorkloadState:
+			ws, err := rpc.WorkloadStatesFromProto(m.UpdateWorkloadState.GetWorkloadStates())
+			if err != nil {
+				c.log.Warn("ignoring a bad workload state broadcast", "error", err)
+				continue
+			}
+			c.work.States(ws)
+		case *grpcapi.FromServer_Response:
+			if !c.ctl.Deliver(m.Response) {
+				c.log.Debug("no control interface waits for this response", "request", m.Response.GetRequestId())
+			}
+		case *grpcapi.FromServer_LogsRequest:
+			c.logs.Start(m.LogsRequest)
+		case *grpcapi.FromServer_LogsCancelRequest:
+			c.logs.Cancel(m.LogsCancelRequest.GetRequestId())
+		}
+	}
+}
+
+// added converts the workloads the server hands over. One that does not
+// convert never reaches the Manager: it is reported Pending(StartingFailed)
+// with the reason.
+func (c *conn) added(ps []*grpcapi.AddedWorkload) []workload.Added {
+	out := make([]workload.Added, 0, len(ps))
+	var failed []state.WorkloadState
+	for _, p := range ps {
+		inst := rpc.InstanceNameFromProto(p.GetInstanceName())
+		w, err := rpc.WorkloadFromProto(p.GetWorkload(), "workload")
+		if err != nil {
+			c.log.Warn("cannot start a workload the server sent", "instance", inst.String(), "error", err)
+			failed = append(failed, state.WorkloadState{Instance: inst, State: state.ExecutionState{
+				State: state.StatePending, SubState: state.SubStartingFailed, AdditionalInfo: err.Error()}})
+			continue
+		}
+		out = append(out, workload.Added{Instance: inst, Workload: w})
+	}
+	c.out.put(failed)
+	return out
+}
+
+// deletedFromProto converts deletions; a delete condition the agent does
+// not know is taken as the stricter DEL_COND_NOT_PENDING_NOR_RUNNING.
+func deletedFromProto(ps []*grpcapi.DeletedWorkload) []workload.Deleted {
+	out := make([]workload.Deleted, 0, len(ps))
+	for _, p := range ps {
+		d := workload.Deleted{Instance: rpc.InstanceNameFromProto(p.GetInstanceName())}
+		if len(p.GetDependencies()) > 0 {
+			d.Dependencies = make(map[string]state.DeleteCondition, len(p.GetDependencies()))
+			for name, cond := range p.GetDependencies() {
+				dc := state.DelCondNotPendingNorRunning
+				if n, ok := grpcapi.DeleteCondition_name[int32(cond)]; ok {
+					dc = state.DeleteCondition(n)
+				}
+				d.Dependencies[name] = dc
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// sendStates sends the pending state reports once the session is ready,
+// each report with the next generation. A failed send puts the states back
+// and ends the stream.
+func (c *conn) sendStates(ctx context.Context, s *session) {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return
+	}
+	for {
+		if ws := c.out.take(); len(ws) > 0 {
+			m := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_UpdateWorkloadState{UpdateWorkloadState: &grpcapi.UpdateWorkloadState{
+				WorkloadStates: rpc.WorkloadStatesToProto(ws), GrapnelGeneration: c.generation.Add(1),
+			}}}
+			if err := s.send(m); err != nil {
+				c.out.putMissing(ws)
+				s.st.Close()
+				return
+			}
+		}
+		select {
+		case <-c.out.wake:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// reportLoad sends CPU usage and free memory every loadEvery once the
+// session is ready.
+func (c *conn) reportLoad(ctx context.Context, s *session) {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return
+	}
+	prev, _ := readCPU()
+	t := time.NewTicker(c.loadEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, ok := readCPU()
+		var pct uint32
+		if ok {
+			pct = cpuPercent(prev, cur)
+			prev = cur
+		}
+		m := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentLoadStatus{AgentLoadStatus: &grpcapi.AgentLoadStatus{
+			AgentName: c.name, CpuUsage: &ankbase.CpuUsage{CpuUsage: pct}, FreeMemory: &ankbase.FreeMemory{FreeMemory: freeMemory()}}}}
+		if err := s.send(m); err != nil {
+			return
+		}
+	}
+}
+
+// report takes the Manager's state changes; it never blocks.
+func (c *conn) report(ws []state.WorkloadState) { c.out.put(ws) }
+
+// send sends m on the current stream, for the log campaigns.
+func (c *conn) send(m *grpcapi.ToServer) error {
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	if s == nil {
+		return ErrNotConnected
+	}
+	return s.send(m)
+}
+
+// forward sends a control interface request to the server.
+func (c *conn) forward(r *ankbase.Request) error {
+	return c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: r}})
+}
+
+func (c *conn) setCurrent(s *session) {
+	c.mu.Lock()
+	c.cur = s
+	c.mu.Unlock()
+}
+
+// replica is the id of the replica the current stream is open to; "" when
+// disconnected or unknown.
+func (c *conn) replica() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil {
+		return ""
+	}
+	return c.cur.st.ReplicaID()
+}
+
+// hint takes the leader the replicas' gossip names. When the current
+// stream is open to another replica, the agent moves at once: it ends the
+// stream and the next session opens at the hinted leader.
+func (c *conn) hint(id, addr string) {
+	c.resolver.Hint(id, addr)
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	if s == nil || s.st.ReplicaID() == "" || s.st.ReplicaID() == id {
+		return
+	}
+	why := fmt.Sprintf("gossip names %s the leader, the stream is open to %s", id, s.st.ReplicaID())
+	if s.moved.CompareAndSwap(nil, &why) {
+		c.log.Info("moving to the leader named by gossip", "leader", id, "address", addr, "from", s.st.ReplicaID())
+		s.st.Close()
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

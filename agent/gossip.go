@@ -1,0 +1,355 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/grapnel-io/grapnel/cluster/gossipmeta"
+	"github.com/grapnel-io/grapnel/rpc"
+)
+
+// gossipView is what the agent learns from the replicas' metadata.
+type gossipView struct {
+	// Addrs are the gRPC addresses of the alive replicas, sorted.
+	Addrs []string
+	// LeaderID and LeaderAddr name the leader the replicas agree on; ""
+	// while they do not.
+	LeaderID, LeaderAddr string
+}
+
+// gossipTiming is memberlist's timing for the agent: the replicas'
+// vehicle-LAN defaults (cluster.DefaultGossipTiming), so the agent probes
+// and gossips at the pace of the pool it joins.
+type gossipTiming struct {
+	ProbeInterval, ProbeTimeout      time.Duration
+	SuspicionMult, SuspicionMaxMult  int
+	GossipInterval, PushPullInterval time.Duration
+	TCPTimeout                       time.Duration
+	// Rejoin is how often the agent joins again while it knows no alive
+	// replica (all of them were restarted, or it started first).
+	Rejoin time.Duration
+}
+
+var defaultGossipTiming = gossipTiming{
+	ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond,
+	SuspicionMult: 4, SuspicionMaxMult: 3,
+	GossipInterval: 100 * time.Millisecond, PushPullInterval: 15 * time.Second,
+	TCPTimeout: 2 * time.Second, Rejoin: 2 * time.Second,
+}
+
+// gossipMemberPrefix starts the agent's memberlist name. Replica ids use
+// only [a-zA-Z0-9_-], so an agent never takes a replica's name.
+const gossipMemberPrefix = "agent:"
+
+// gossipConfig configures the agent's memberlist member.
+type gossipConfig struct {
+	Agent  string
+	Bind   string
+	Join   []string
+	Key    []byte
+	Timing gossipTiming
+	Logger *slog.Logger
+	// OnChange gets every new view, from one goroutine, in order.
+	OnChange func(gossipView)
+}
+
+// gossipMember is the agent's member of the replicas' memberlist pool. It
+// announces role agent (the replicas ignore it for Raft) and keeps the
+// metadata of the alive server members.
+type gossipMember struct {
+	cfg  gossipConfig
+	ml   *memberlist.Memberlist
+	meta []byte
+	logw *levelWriter
+
+	mu      sync.Mutex
+	servers map[string]gossipmeta.Meta // alive server members by replica id
+	known   map[string]string          // gossip address of every replica ever seen
+	badMeta map[string]string          // last decoding error per member, logged once
+
+	changed chan struct{} // signalled (coalescing) on every change
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// startGossip binds, starts memberlist and the member's two goroutines:
+// the join loop and the view loop.
+func startGossip(cfg gossipConfig) (*gossipMember, error) {
+	meta, err := gossipmeta.Meta{Role: gossipmeta.RoleAgent, Version: rpc.ProtocolVersion}.Encode()
+	if err != nil {
+		return nil, err
+	}
+	host, portText, err := net.SplitHostPort(cfg.Bind)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gossipAddress %q: %v", ErrConfig, cfg.Bind, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("%w: gossipAddress %q: bad port", ErrConfig, cfg.Bind)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	g := &gossipMember{
+		cfg: cfg, meta: meta, servers: map[string]gossipmeta.Meta{}, known: map[string]string{}, badMeta: map[string]string{},
+		changed: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+	g.logw = &levelWriter{log: cfg.Logger.With("component", "memberlist")}
+	stdlog := log.New(g.logw, "", 0)
+	tr, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: stdlog})
+	if err != nil {
+		return nil, fmt.Errorf("gossipAddress %s: %w", cfg.Bind, err)
+	}
+	t := cfg.Timing
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = gossipMemberPrefix + cfg.Agent
+	mc.Transport = tr
+	mc.ProbeInterval, mc.ProbeTimeout = t.ProbeInterval, t.ProbeTimeout
+	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = t.SuspicionMult, t.SuspicionMaxMult
+	mc.GossipInterval, mc.PushPullInterval = t.GossipInterval, t.PushPullInterval
+	mc.GossipToTheDeadTime = t.PushPullInterval
+	mc.TCPTimeout = t.TCPTimeout
+	mc.SecretKey = cfg.Key
+	mc.Delegate = g
+	mc.Events = g
+	mc.Logger = stdlog
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		_ = tr.Shutdown()
+		return nil, fmt.Errorf("start gossip: %w", err)
+	}
+	g.ml = ml
+	g.wg.Add(2)
+	go g.joinLoop()
+	go g.viewLoop()
+	return g, nil
+}
+
+// Address is the member's own gossip address.
+func (g *gossipMember) Address() string { return g.ml.LocalNode().Address() }
+
+// Stop leaves the pool, shuts memberlist down and waits for the member's
+// goroutines.
+func (g *gossipMember) Stop() {
+	close(g.stop)
+	g.wg.Wait()
+	// memberlist's schedulers complain about the transport they lose
+	// while shutting down: expected, so no longer worth a warning.
+	g.logw.stopping.Store(true)
+	if err := g.ml.Leave(g.cfg.Timing.TCPTimeout); err != nil {
+		g.cfg.Logger.Debug("gossip leave not confirmed", "error", err)
+	}
+	_ = g.ml.Shutdown()
+}
+
+// joinLoop joins the given addresses, and joins again (those and every
+// server member last known) whenever no server member is alive, every
+// Rejoin period.
+func (g *gossipMember) joinLoop() {
+	defer g.wg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	failing := false // warn once per run of failures
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		if addrs := g.rejoinAddrs(); len(addrs) > 0 {
+			n, err := g.ml.Join(addrs)
+			switch {
+			case n > 0:
+				failing = false
+				g.cfg.Logger.Info("joined the replicas' gossip", "contacted", n)
+			case !failing:
+				failing = true
+				g.cfg.Logger.Warn("cannot join the replicas' gossip; retrying", "addresses", addrs, "every", g.cfg.Timing.Rejoin, "error", err)
+			default:
+				g.cfg.Logger.Debug("gossip join failed; retrying", "addresses", addrs, "error", err)
+			}
+		}
+		t.Reset(g.cfg.Timing.Rejoin)
+	}
+}
+
+// rejoinAddrs are the addresses to join now: none while a server member
+// is alive.
+func (g *gossipMember) rejoinAddrs() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.servers) > 0 {
+		return nil
+	}
+	out := slices.Clone(g.cfg.Join)
+	for _, id := range slices.Sorted(maps.Keys(g.known)) {
+		if a := g.known[id]; !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// viewLoop hands every changed view to OnChange.
+func (g *gossipMember) viewLoop() {
+	defer g.wg.Done()
+	var last gossipView
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-g.changed:
+		}
+		v := g.view()
+		if slices.Equal(v.Addrs, last.Addrs) && v.LeaderID == last.LeaderID && v.LeaderAddr == last.LeaderAddr {
+			continue
+		}
+		last = v
+		g.cfg.OnChange(v)
+	}
+}
+
+// view computes the current view from the server members' metadata.
+func (g *gossipMember) view() gossipView {
+	g.mu.Lock()
+	metas := maps.Clone(g.servers)
+	g.mu.Unlock()
+	return viewOf(metas)
+}
+
+// viewOf picks the replicas' gRPC addresses and the leader: the replica
+// that announces itself as leader and that more than half of the alive
+// replicas see as leader. A replica that died but is not declared dead yet
+// still announces itself; the majority rule lets the new leader win as
+// soon as the others follow it.
+func viewOf(servers map[string]gossipmeta.Meta) gossipView {
+	var v gossipView
+	votes := map[string]int{}
+	for _, id := range slices.Sorted(maps.Keys(servers)) {
+		m := servers[id]
+		if m.GRPCAddress != "" {
+			v.Addrs = append(v.Addrs, m.GRPCAddress)
+		}
+		if m.LeaderSeen != "" {
+			votes[m.LeaderSeen]++
+		}
+	}
+	slices.Sort(v.Addrs)
+	for id, n := range votes {
+		m, ok := servers[id]
+		if ok && m.LeaderSeen == id && m.GRPCAddress != "" && 2*n > len(servers) {
+			v.LeaderID, v.LeaderAddr = id, m.GRPCAddress
+		}
+	}
+	return v
+}
+
+func (g *gossipMember) signal() {
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+}
+
+// NodeMeta implements memberlist.Delegate.
+func (g *gossipMember) NodeMeta(limit int) []byte {
+	if len(g.meta) > limit {
+		return nil
+	}
+	return g.meta
+}
+
+// NotifyMsg implements memberlist.Delegate; the agent takes no messages
+// (a leaving replica's intent is for the replicas).
+func (g *gossipMember) NotifyMsg([]byte) {}
+
+// GetBroadcasts implements memberlist.Delegate.
+func (g *gossipMember) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState implements memberlist.Delegate; all state is in metadata.
+func (g *gossipMember) LocalState(join bool) []byte { return nil }
+
+// MergeRemoteState implements memberlist.Delegate.
+func (g *gossipMember) MergeRemoteState(buf []byte, join bool) {}
+
+// NotifyJoin implements memberlist.EventDelegate. Like the other event
+// callbacks it runs under memberlist's lock and must not call into it.
+func (g *gossipMember) NotifyJoin(n *memberlist.Node) { g.memberUp(n) }
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (g *gossipMember) NotifyUpdate(n *memberlist.Node) { g.memberUp(n) }
+
+// NotifyLeave implements memberlist.EventDelegate: the member died or
+// left.
+func (g *gossipMember) NotifyLeave(n *memberlist.Node) {
+	g.mu.Lock()
+	_, known := g.servers[n.Name]
+	delete(g.servers, n.Name)
+	g.mu.Unlock()
+	if known {
+		g.cfg.Logger.Info("replica gone from gossip", "replica", n.Name)
+		g.signal()
+	}
+}
+
+// memberUp records a server member from its metadata; other roles are
+// ignored, as the replicas ignore them.
+func (g *gossipMember) memberUp(n *memberlist.Node) {
+	meta, err := gossipmeta.Decode(n.Meta)
+	g.mu.Lock()
+	if err != nil {
+		first := g.badMeta[n.Name] != err.Error()
+		g.badMeta[n.Name] = err.Error()
+		g.mu.Unlock()
+		if first {
+			g.cfg.Logger.Warn("ignoring gossip member with bad metadata", "member", n.Name, "address", n.Address(), "error", err)
+		}
+		return
+	}
+	delete(g.badMeta, n.Name)
+	_, was := g.servers[n.Name]
+	if meta.Role != gossipmeta.RoleServer {
+		delete(g.servers, n.Name)
+		g.mu.Unlock()
+		if was {
+			g.signal()
+		}
+		return
+	}
+	g.servers[n.Name] = meta
+	g.known[n.Name] = n.Address()
+	g.mu.Unlock()
+	g.signal()
+}
+
+// levelWriter turns memberlist's "[LEVEL] text" log lines into slog
+// records of that level; debug only once the member is stopping.
+type levelWriter struct {
+	log      *slog.Logger
+	stopping atomic.Bool
+}
+
+func (w *levelWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	level := slog.LevelDebug
+	for prefix, l := range map[string]slog.Level{"[ERR]": slog.LevelError, "[WARN]": slog.LevelWarn, "[INFO]": slog.LevelInfo} {
+		if strings.HasPrefix(line, prefix) && !w.stopping.Load() {
+			level = l
+		}
+	}
+	w.log.Log(context.Background(), level, line)
+	return len(p), nil
+}

@@ -1,0 +1,174 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/grapnel-io/grapnel/agent/controlif"
+	"github.com/grapnel-io/grapnel/agent/logs"
+	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/agent/runtime/podman"
+	"github.com/grapnel-io/grapnel/agent/runtime/process"
+	"github.com/grapnel-io/grapnel/agent/workload"
+	"github.com/grapnel-io/grapnel/rpc/client"
+)
+
+// Run runs the agent until ctx ends: it starts the runtimes, the workload
+// Manager, the control interfaces and the log campaigns, joins the
+// replicas' gossip when asked, and serves the agent stream, reconnecting
+// after every loss. On ctx it says Goodbye and stops everything it
+// started, but the workloads keep running: the next start adopts them. A
+// configuration error, or the server's refusal of the protocol version,
+// ends it with an error.
+func Run(ctx context.Context, cfg Config) error {
+	a, err := start(cfg)
+	if err != nil {
+		return err
+	}
+	return a.run(ctx)
+}
+
+// instance is one started agent.
+type instance struct {
+	log       *slog.Logger
+	conn      *conn
+	mgr       *workload.Manager
+	ctl       *controlif.Interfaces
+	campaigns *logs.Campaigns
+	member    *gossipMember // nil without GossipJoin
+}
+
+// start checks the configuration, advances the incarnation and starts
+// everything but the stream.
+func start(cfg Config) (*instance, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if err := os.MkdirAll(cfg.RunFolder, 0o755); err != nil {
+		return nil, fmt.Errorf("run folder: %w", err)
+	}
+	incarnation, err := nextIncarnation(incarnationPath(cfg.RunFolder, cfg.Name), time.Now(), log)
+	if err != nil {
+		return nil, err
+	}
+	runtimes, err := openRuntimes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	resolver, err := client.NewResolver(client.Options{
+		Addrs: cfg.Servers, Insecure: cfg.Insecure, TLS: cfg.TLS,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{
+		name: cfg.Name, tags: cfg.Tags, incarnation: incarnation, loadEvery: cfg.LoadInterval,
+		log: log, resolver: resolver, out: newOutbox(),
+	}
+	a := &instance{log: log, conn: c}
+	a.ctl = controlif.New(controlif.Config{Agent: cfg.Name, RunFolder: cfg.RunFolder, Forward: c.forward, Logger: log})
+	a.mgr = workload.NewManager(workload.Config{
+		Agent: cfg.Name, RunFolder: cfg.RunFolder, Runtimes: runtimes,
+		Report: c.report, Control: a.ctl, Logger: log,
+	})
+	a.campaigns = logs.New(logs.Config{Lookup: a.mgr.Lookup, Send: c.send, Logger: log})
+	c.work, c.ctl, c.logs = a.mgr, a.ctl, a.campaigns
+	log.Info("agent starting", "name", cfg.Name, "incarnation", incarnation,
+		"runtimes", slices.Sorted(maps.Keys(runtimes)), "run_folder", cfg.RunFolder)
+
+	if len(cfg.GossipJoin) > 0 {
+		f := &follower{c: c}
+		a.member, err = startGossip(gossipConfig{
+			Agent: cfg.Name, Bind: cfg.GossipAddress, Join: cfg.GossipJoin, Key: cfg.GossipKey,
+			Timing: defaultGossipTiming, Logger: log, OnChange: f.onChange,
+		})
+		if err != nil {
+			a.stop()
+			return nil, err
+		}
+		log.Info("gossip member started", "address", a.member.Address(), "join", cfg.GossipJoin)
+	}
+	return a, nil
+}
+
+// run serves the stream until ctx ends, then stops what start started.
+func (a *instance) run(ctx context.Context) error {
+	err := a.conn.serve(ctx)
+	a.stop()
+	if err != nil {
+		return err
+	}
+	a.log.Info("agent stopped; its workloads keep running")
+	return nil
+}
+
+// stop ends every goroutine the agent started; the workloads keep
+// running.
+func (a *instance) stop() {
+	if a.member != nil {
+		a.member.Stop()
+	}
+	a.mgr.Close()
+	a.ctl.Shutdown()
+	a.campaigns.StopAll()
+	a.conn.resolver.Close()
+}
+
+// openRuntimes creates the runtimes the configuration asks for.
+func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
+	names, explicit := cfg.Runtimes, len(cfg.Runtimes) > 0
+	if !explicit {
+		names = DefaultRuntimes
+	}
+	out := map[string]runtime.Runtime{}
+	for _, name := range names {
+		var (
+			r   runtime.Runtime
+			err error
+		)
+		switch name {
+		case RuntimeProcess:
+			r, err = process.New(process.Config{RunFolder: cfg.RunFolder, Logger: cfg.Logger})
+		case RuntimePodman:
+			if !podman.Available(cfg.PodmanBinary) {
+				if explicit {
+					return nil, fmt.Errorf("%w: runtimes: podman is listed but not available (is it installed, and does 'podman info' work?)", ErrConfig)
+				}
+				cfg.Logger.Warn("podman is not available; its workloads will fail to start", "runtime", RuntimePodman)
+				continue
+			}
+			r, err = podman.New(podman.Config{Binary: cfg.PodmanBinary, Logger: cfg.Logger})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("runtime %s: %w", name, err)
+		}
+		out[name] = r
+	}
+	return out, nil
+}
+
+// follower applies the gossip view: every replica address goes to the
+// Resolver, and a newly agreed leader is hinted. Only a change of the
+// agreed leader is hinted: a view that still names the old leader (its
+// death not yet gossiped) must not pull the agent back to it.
+type follower struct {
+	c    *conn
+	last string // the leader last hinted
+}
+
+func (f *follower) onChange(v gossipView) {
+	f.c.resolver.AddAddrs(v.Addrs...)
+	if v.LeaderID == "" || v.LeaderID == f.last {
+		return
+	}
+	f.last = v.LeaderID
+	f.c.hint(v.LeaderID, v.LeaderAddr)
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/base64"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/grapnel-io/grapnel/agent"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Every setting comes from the file, the environment or the command line;
+// the command line wins over the environment, which wins over the file.
+func TestConfigPrecedence(t *testing.T) {
+	file := writeFile(t, "agent.yaml", `name: from-file
+server_url: https://10.0.0.1:25551, 10.0.0.2:25551
+run_folder: /file
+insecure: true
+tags:
+  zone: file
+runtimes: [process]
+gossip_join: [10.0.0.1:25571]
+log_level: warn
+`)
+	empty := writeFile(t, "empty.yaml", "")
+	ca, crt, key := writeFile(t, "ca.pem", "x"), writeFile(t, "crt.pem", "x"), writeFile(t, "key.pem", "x")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(c config) bool
+	}{
+		{"file", []string{"-x", file}, nil, func(c config) bool {
+			return c.Name == "from-file" && slices.Equal(c.ServerURL, list{"10.0.0.1:25551", "10.0.0.2:25551"}) &&
+				c.RunFolder == "/file" && c.Insecure && maps.Equal(c.Tags, map[string]string{"zone": "file"}) &&
+				slices.Equal(c.Runtimes, list{"process"}) && slices.Equal(c.GossipJoin, list{"10.0.0.1:25571"}) && c.LogLevel == "warn"
+		}},
+		{"env over file", []string{"-x", file}, map[string]string{
+			"GRAPNEL_AGENT_NAME": "from-env", "GRAPNEL_AGENT_SERVER_URL": "e1:1,e2:2", "GRAPNEL_AGENT_TAGS": "zone=env,rack=7",
+			"GRAPNEL_AGENT_RUNTIMES": "process,podman", "GRAPNEL_AGENT_RUN_FOLDER": "/env",
+		}, func(c config) bool {
+			return c.Name == "from-env" && slices.Equal(c.ServerURL, list{"e1:1", "e2:2"}) &&
+				maps.Equal(c.Tags, map[string]string{"zone": "env", "rack": "7"}) &&
+				slices.Equal(c.Runtimes, list{"process", "podman"}) && c.RunFolder == "/env" && c.LogLevel == "warn"
+		}},
+		{"command line over env", []string{"-x", file, "-n", "from-cli", "-s", "c1:1", "--server-url", "c2:2,c3:3",
+			"-t", "zone=cli", "--tag", "a=b=c", "-r", "/cli", "--gossip-join", "g1:1", "--gossip-join", "g2:2"},
+			map[string]string{"GRAPNEL_AGENT_NAME": "from-env", "GRAPNEL_AGENT_TAGS": "zone=env"}, func(c config) bool {
+				return c.Name == "from-cli" && slices.Equal(c.ServerURL, list{"c1:1", "c2:2", "c3:3"}) &&
+					maps.Equal(c.Tags, map[string]string{"zone": "cli", "a": "b=c"}) && c.RunFolder == "/cli" &&
+					slices.Equal(c.GossipJoin, list{"g1:1", "g2:2"})
+			}},
+		{"--agent-config as Ankaios", []string{"--agent-config", file}, nil, func(c config) bool { return c.Name == "from-file" }},
+		{"config path from env", nil, map[string]string{"GRAPNEL_AGENT_CONFIG": file}, func(c config) bool { return c.Name == "from-file" }},
+		{"insecure from env", []string{"-n", "a", "-x", empty}, map[string]string{"GRAPNEL_AGENT_INSECURE": "1"}, func(c config) bool { return c.Insecure }},
+		{"command line false over file true", []string{"-x", file, "--insecure=false", "--ca_pem", ca, "--crt_pem", crt, "--key_pem", key}, nil,
+			func(c config) bool { return !c.Insecure && c.CAPem == ca }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := loadConfig(tt.args, env(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want(cfg) {
+				t.Fatalf("config %+v", cfg)
+			}
+		})
+	}
+}
+
+// Without a config file the defaults hold: the Ankaios server address,
+// the Ankaios run folder, both runtimes (podman when available).
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := loadConfig([]string{"-n", "agent_A", "-k", "-x", writeFile(t, "empty.yaml", "")}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.ServerURL, list{"127.0.0.1:25551"}) || cfg.RunFolder != agent.DefaultRunFolder() ||
+		cfg.Runtimes != nil || cfg.GossipAddress != agent.DefaultGossipAddress || cfg.LogLevel != "info" {
+		t.Fatalf("defaults %+v", cfg)
+	}
+}
+
+// Bad settings are refused with a message that names the option.
+func TestConfigRefusals(t *testing.T) {
+	dir := t.TempDir()
+	absent := filepath.Join(dir, "absent.yaml")
+	empty := writeFile(t, "empty.yaml", "")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no name", []string{"-k", "-x", empty}, nil, "--name: required"},
+		{"invalid name", []string{"-n", "a.b", "-k", "-x", empty}, nil, `--name "a.b"`},
+		{"no security mode", []string{"-n", "a", "-x", empty}, nil, "--insecure/-k"},
+		{"partial certificates", []string{"-n", "a", "--ca_pem", "ca.pem", "-x", empty}, nil, "--crt_pem"},
+		{"named file missing", []string{"-n", "a", "-k", "-x", absent}, nil, absent},
+		{"file from env missing", []string{"-n", "a", "-k"}, map[string]string{"GRAPNEL_AGENT_CONFIG": absent}, absent},
+		{"unknown file key", []string{"-n", "a", "-k", "-x", writeFile(t, "bad.yaml", "name: a\nserver: x\n")}, nil, "field server not found"},
+		{"unknown runtime", []string{"-n", "a", "-k", "-x", empty, "--runtimes", "process,docker"}, nil, `--runtimes: unknown runtime "docker"`},
+		{"bad tag", []string{"-n", "a", "-k", "-x", empty, "-t", "novalue"}, nil, `"novalue": expected key=value`},
+		{"bad tag in env", []string{"-n", "a", "-k", "-x", empty}, map[string]string{"GRAPNEL_AGENT_TAGS": "=x"}, "GRAPNEL_AGENT_TAGS"},
+		{"bad boolean in env", []string{"-n", "a", "-x", empty}, map[string]string{"GRAPNEL_AGENT_INSECURE": "maybe"}, "GRAPNEL_AGENT_INSECURE"},
+		{"no server", []string{"-n", "a", "-k", "-x", empty, "-s", ","}, nil, "--server-url"},
+		{"server without port", []string{"-n", "a", "-k", "-x", empty, "-s", "https://host"}, nil, `--server-url "host": not host:port`},
+		{"gossip join without port", []string{"-n", "a", "-k", "-x", empty, "--gossip-join", "10.0.0.1"}, nil, `--gossip-join "10.0.0.1"`},
+		{"bad gossip address", []string{"-n", "a", "-k", "-x", empty, "--gossip-join", "h:1", "--gossip-address", "x"}, nil, `--gossip-address "x"`},
+		{"bad log level", []string{"-n", "a", "-k", "-x", empty, "--log-level", "loud"}, nil, "--log-level"},
+		{"stray argument", []string{"-n", "a", "-k", "-x", empty, "extra"}, nil, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadConfig(tt.args, env(tt.env))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigHelp(t *testing.T) {
+	if _, err := loadConfig([]string{"--help"}, env(nil)); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// The gossip key file holds the replicas' base64 key; anything else is
+// refused naming the option.
+func TestGossipKeyFile(t *testing.T) {
+	key := make([]byte, 32)
+	tests := []struct {
+		name, content, want string
+	}{
+		{"good", base64.StdEncoding.EncodeToString(key) + "\n", ""},
+		{"not base64", "%%%", "not base64"},
+		{"wrong size", base64.StdEncoding.EncodeToString(key[:5]), "5 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := loadConfig([]string{"-n", "a", "-k", "-x", writeFile(t, "a.yaml", ""),
+				"--gossip-key-file", writeFile(t, "key", tt.content)}, env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ac, err := cfg.agentConfig(nil)
+			switch {
+			case tt.want == "" && (err != nil || len(ac.GossipKey) != 32):
+				t.Fatalf("key %d bytes, %v", len(ac.GossipKey), err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "--gossip-key-file")):
+				t.Fatalf("err = %v, want %q naming the option", err, tt.want)
+			}
+		})
+	}
+}
+
+// The example in deploy/ uses only keys the agent knows.
+func TestDeployExampleParses(t *testing.T) {
+	cfg := defaults()
+	if err := readConfigFile("../../deploy/agent.yaml", true, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Name != "agent_A" || len(cfg.ServerURL) != 3 || len(cfg.GossipJoin) != 3 || cfg.RunFolder != "/var/lib/grapnel-agent" {
+		t.Fatalf("example parsed as %+v", cfg)
+	}
+}
