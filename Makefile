@@ -4,7 +4,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 BINARIES  := grapnel-server grapnel-agent grapnel
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build test check demo proto bench bench-quick bench-failover-short bench-micro fuzz clean tools
+.PHONY: all build test check demo proto bench bench-quick bench-failover-short bench-agents bench-micro fuzz clean tools podman-setup
 
 all: build
 
@@ -60,6 +60,17 @@ bench-quick:
 # TestFailoverShort).
 bench-failover-short:
 	./scripts/bench.sh --failover-short
+
+# Agents across leader kills: reconnect time over 20 kills, workloads
+# restarted, apply→Running for a process and a podman workload, idle RSS;
+# the report goes to chaos/bench/results/agents.txt.
+bench-agents:
+	./scripts/bench.sh --agents
+
+# Installs podman, applies the settings this machine needs and builds the
+# offline test image (root; .ci/run runs it before the tests).
+podman-setup:
+	./scripts/podman-setup.sh
 
 # In-process micro benchmarks; BENCHTIME and COUNT tune the run
 # (benchstat-friendly output).

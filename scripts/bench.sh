@@ -7,6 +7,10 @@
 #   scripts/bench.sh                  full run (a few minutes)
 #   scripts/bench.sh --quick          every part, short bounds (about a minute)
 #   scripts/bench.sh --failover-short 3 leader kills only, no etcd (for CI)
+#   scripts/bench.sh --agents         3 replicas + 2 agents: 20 leader kills
+#                                     (agent reconnect, workloads restarted),
+#                                     apply→Running, idle agent RSS; report in
+#                                     chaos/bench/results/agents.txt
 #   scripts/bench.sh [mode] -- ARGS   extra grapnel-bench flags, e.g.
 #                                     -- -server-flag=--raft-heartbeat-timeout=1s
 #
@@ -26,6 +30,7 @@ while [ $# -gt 0 ]; do
     --quick) mode=quick ;;
     --failover-short) mode=failover-short ;;
     --full) mode=full ;;
+    --agents) mode=agents ;;
     --) shift; args+=("$@"); break ;;
     *) echo "bench.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -35,6 +40,13 @@ done
 echo "== building grapnel-server and grapnel-bench into $cache" >&2
 go build -o "$cache/grapnel-server" ./cmd/grapnel-server
 go build -o "$cache/grapnel-bench" ./chaos/bench/cmd/grapnel-bench
+
+if [ "$mode" = agents ]; then
+  go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent
+  go build -o "$cache/grapnel-agent-bench" ./chaos/bench/cmd/grapnel-agent-bench
+  exec "$cache/grapnel-agent-bench" -grapnel-server "$cache/grapnel-server" -grapnel-agent "$cache/grapnel-agent" \
+    -out "$root/chaos/bench/results/agents.txt" ${args[@]+"${args[@]}"}
+fi
 
 etcd_args=()
 if [ "$mode" != failover-short ]; then

@@ -147,3 +147,12 @@ func (g *Grapnel) leaderNow(ctx context.Context) (int, string) {
 	}
 	return -1, "no replica leads: " + strings.Join(seen, "; ")
 }
+
+// Signal sends sig to the agent process alone (not its group): SIGSTOP
+// cuts it off as a hung unit would, SIGCONT brings it back.
+func (a *Agent) Signal(sig os.Signal) error {
+	if a.proc == nil {
+		return fmt.Errorf("agent %s not started", a.Name)
+	}
+	return a.proc.cmd.Process.Signal(sig)
+}

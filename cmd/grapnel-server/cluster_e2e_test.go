@@ -24,17 +24,11 @@ import (
 // e2eBuild builds the named commands of this module into a temp dir.
 func e2eBuild(t *testing.T, cmds ...string) map[string]string {
 	t.Helper()
-	dir := t.TempDir()
-	out := map[string]string{}
-	for _, c := range cmds {
-		bin := filepath.Join(dir, c)
-		build := exec.Command("go", "build", "-o", bin, "github.com/grapnel-io/grapnel/cmd/"+c)
-		if msg, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", c, err, msg)
-		}
-		out[c] = bin
+	bins, err := bench.BuildCommands(t.TempDir(), cmds...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return bins
 }
 
 // e2eCLI runs the grapnel CLI insecurely against addrs and returns its

@@ -1,0 +1,22 @@
+package bench
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+)
+
+// BuildCommands builds the named commands of this module (grapnel-server,
+// grapnel-agent, grapnel) into dir and returns their paths by name.
+func BuildCommands(dir string, cmds ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, c := range cmds {
+		bin := filepath.Join(dir, c)
+		build := exec.Command("go", "build", "-o", bin, "github.com/grapnel-io/grapnel/cmd/"+c)
+		if msg, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %v\n%s", c, err, msg)
+		}
+		out[c] = bin
+	}
+	return out, nil
+}
