@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -57,6 +58,9 @@ func (c *Cluster) Members(ctx context.Context, output string) error {
 			}
 			_, err = fmt.Fprintf(c.Out, "leader: %s, term %d, commit index %d (as seen by %s)\n",
 				leader, st.GetTerm(), st.GetCommitIndex(), st.GetReplicaId())
+			if err == nil && len(st.GetAttachedAgents()) > 0 {
+				_, err = fmt.Fprintf(c.Out, "agents attached to %s: %s\n", st.GetReplicaId(), strings.Join(st.GetAttachedAgents(), ", "))
+			}
 		}
 		return err
 	case "json", "yaml":
@@ -94,8 +98,12 @@ func statusTree(st *grapnelpb.StatusResponse) state.Tree {
 			"version": m.GetVersion(), "leaderSeen": m.GetLeaderSeen(),
 		})
 	}
+	agents := []any{}
+	for _, a := range st.GetAttachedAgents() {
+		agents = append(agents, a)
+	}
 	return state.Tree{
-		"replicaId": st.GetReplicaId(), "leaderId": st.GetLeaderId(),
+		"replicaId": st.GetReplicaId(), "leaderId": st.GetLeaderId(), "attachedAgents": agents,
 		"leaderGrpcAddress": st.GetLeaderGrpcAddress(), "term": st.GetTerm(),
 		"commitIndex": st.GetCommitIndex(), "appliedIndex": st.GetAppliedIndex(), "members": members,
 	}
