@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/cluster/gossipmeta"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -335,7 +335,7 @@ func (c config) tlsFiles() rpc.TLSFiles {
 // agentConfig turns the checked configuration into agent.Config, reading
 // the gossip key.
 func (c config) agentConfig(log *slog.Logger) (agent.Config, error) {
-	key, err := readGossipKey(c.GossipKeyFile)
+	key, err := gossipmeta.ReadKeyFile(c.GossipKeyFile)
 	if err != nil {
 		return agent.Config{}, err
 	}
@@ -345,27 +345,6 @@ func (c config) agentConfig(log *slog.Logger) (agent.Config, error) {
 		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key,
 		Logger: log,
 	}, nil
-}
-
-// readGossipKey reads the base64 AES key the replicas encrypt gossip
-// with; "" means no encryption.
-func readGossipKey(path string) ([]byte, error) {
-	if path == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--gossip-key-file: %w", err)
-	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
-	if err != nil {
-		return nil, fmt.Errorf("--gossip-key-file %s: not base64: %w", path, err)
-	}
-	switch len(key) {
-	case 16, 24, 32:
-		return key, nil
-	}
-	return nil, fmt.Errorf("--gossip-key-file %s: the key has %d bytes; AES needs 16, 24 or 32", path, len(key))
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"encoding/base64"
-	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
@@ -32,25 +28,4 @@ func stepDown(node *cluster.Node, leave bool, log *slog.Logger) {
 			log.Warn("leadership transfer before shutdown failed", "error", err)
 		}
 	}
-}
-
-// readGossipKey reads a base64 AES key for gossip encryption; no file, no
-// encryption.
-func readGossipKey(path string) ([]byte, error) {
-	if path == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--gossip-key-file: %w", err)
-	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
-	if err != nil {
-		return nil, fmt.Errorf("--gossip-key-file %s: not base64: %w", path, err)
-	}
-	switch len(key) {
-	case 16, 24, 32:
-		return key, nil
-	}
-	return nil, fmt.Errorf("--gossip-key-file %s: the key has %d bytes; AES needs 16, 24 or 32", path, len(key))
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/cluster/gossipmeta"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
@@ -76,7 +77,7 @@ func run(cfg config) error {
 		}
 		proxyCreds = credentials.NewTLS(cc)
 	}
-	gossipKey, err := readGossipKey(cfg.GossipKeyFile)
+	gossipKey, err := gossipmeta.ReadKeyFile(cfg.GossipKeyFile)
 	if err != nil {
 		return err
 	}
