@@ -37,6 +37,9 @@ type Writer struct {
 	// instead of the workload's runtimeConfig: a replicated write with no
 	// new instance, so no Removed state is broadcast to every stream.
 	ConfigOnly bool
+	// Commander makes the writer a commander (CommandConnection): it
+	// gets its own answers only, not every workload-state broadcast.
+	Commander bool
 
 	opts     client.Options
 	workload string
@@ -112,6 +115,7 @@ func (w *Writer) ensure(ctx context.Context) error {
 	}
 	w.drop()
 	if w.res == nil {
+		w.opts.Commander = w.Commander
 		r, err := client.NewResolver(w.opts)
 		if err != nil {
 			return err
@@ -216,7 +220,7 @@ func (w *Writer) ReadSeq(ctx context.Context) (seq int, ok bool, err error) {
 // GrapnelOp returns an OpFunc for RunLoad over one Writer per client, and
 // the writers (the caller closes them). Client c updates workload
 // bench_c<c>.
-func GrapnelOp(addrs []string, clients, payload int, timeout time.Duration, configOnly bool) (OpFunc, []*Writer, error) {
+func GrapnelOp(addrs []string, clients, payload int, timeout time.Duration, configOnly, commanders bool) (OpFunc, []*Writer, error) {
 	ws := make([]*Writer, clients)
 	for c := range ws {
 		w, err := NewWriter(addrs, fmt.Sprintf("bench_c%03d", c), payload, timeout)
@@ -224,6 +228,7 @@ func GrapnelOp(addrs []string, clients, payload int, timeout time.Duration, conf
 			return nil, nil, err
 		}
 		w.ConfigOnly = configOnly
+		w.Commander = commanders
 		ws[c] = w
 	}
 	op := func(ctx context.Context, c, seq int) error { return ws[c].Update(ctx, seq) }

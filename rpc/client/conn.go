@@ -49,6 +49,10 @@ type Options struct {
 	// HeartbeatInterval is how often the replica is asked to send a
 	// heartbeat. Zero means DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+	// Commander makes Dial open a CommandConnection instead of a
+	// CliConnection: a commander that gets only its own responses, not
+	// the workload-state broadcasts every CLI stream receives.
+	Commander bool
 }
 
 func (o Options) timeout() time.Duration {
@@ -119,13 +123,18 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	return c, nil
 }
 
-// Dial opens a CLI connection to the leader through r, which outlives it:
+// Dial opens a CLI connection (a commander one with Options.Commander) to
+// the leader through r, which outlives it:
 // a caller that reconnects after a broken stream keeps what r learned and
 // goes straight to the new leader.
 func (r *Resolver) Dial(ctx context.Context) (*Conn, error) {
 	octx, cancel := context.WithTimeout(ctx, r.opts.timeout())
 	defer cancel()
-	s, err := r.Open(octx, KindCLI)
+	kind := KindCLI
+	if r.opts.Commander {
+		kind = KindCommand
+	}
+	s, err := r.Open(octx, kind)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

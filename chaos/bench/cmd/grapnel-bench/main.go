@@ -39,6 +39,7 @@ type options struct {
 	keep                          bool
 	serverFlags                   []string
 	configOnly                    bool
+	commanders                    bool
 }
 
 type stringList []string
@@ -72,6 +73,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a fresh temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
 	fs.BoolVar(&o.configOnly, "config-updates", false, "UpdateState writes a config item instead of a workload's runtimeConfig (no new instance, no Removed broadcast)")
+	fs.BoolVar(&o.commanders, "commanders", false, "writers open CommandConnection (commanders: own answers only) instead of CliConnection (which also receives every workload-state broadcast)")
 	fs.Var(&extra, "server-flag", "extra grapnel-server flag, e.g. -server-flag=--raft-heartbeat-timeout=500ms (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -146,6 +148,11 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		what := fmt.Sprintf("one workload per client, %d-byte runtimeConfig", o.payload)
 		if o.configOnly {
 			what = fmt.Sprintf("one config item per client, %d bytes", o.payload)
+		}
+		if o.commanders {
+			what += ", writers on CommandConnection"
+		} else {
+			what += ", writers on CliConnection (each receives every workload-state broadcast)"
 		}
 		fmt.Fprintf(&report, "\nThroughput: UpdateState (%s) vs etcd put (%d-byte value), %d replicas/members\n\n",
 			what, o.payload, o.replicas)
@@ -230,7 +237,7 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 		cfg.Clients = n
 		// Every address is given; the leader's first, so that even a
 		// client that does not follow leaders talks to it directly.
-		op, ws, err := bench.GrapnelOp(g.LeaderFirst(leader), n, o.payload, o.timeout, o.configOnly)
+		op, ws, err := bench.GrapnelOp(g.LeaderFirst(leader), n, o.payload, o.timeout, o.configOnly, o.commanders)
 		if err != nil {
 			return nil, err
 		}
