@@ -3,6 +3,7 @@ module github.com/grapnel-io/grapnel
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/aymerick/raymond v2.0.2+incompatible
 	github.com/hashicorp/go-hclog v1.6.2
 	github.com/hashicorp/memberlist v0.6.0

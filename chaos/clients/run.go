@@ -1,0 +1,57 @@
+package clients
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/grapnel-io/grapnel/chaos/history"
+	"github.com/grapnel-io/grapnel/rpc/client"
+)
+
+// Run runs cfg.Clients clients against the cluster until ctx ends and
+// records every operation in rec. It returns once every client has
+// recorded the end of its last operation; an error means the Config was
+// unusable and nothing ran.
+func Run(ctx context.Context, cfg Config, rec *history.Recorder) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	if rec == nil {
+		return fmt.Errorf("%w: recorder: nil", ErrBadConfig)
+	}
+	workers := make([]*worker, cfg.Clients)
+	for i := range workers {
+		res, err := client.NewResolver(cfg.options())
+		if err != nil {
+			for _, w := range workers[:i] {
+				w.res.Close()
+			}
+			return fmt.Errorf("%w: client %d: %w", ErrBadConfig, i, err)
+		}
+		workers[i] = &worker{
+			id: i, cfg: cfg, rec: rec, res: res,
+			rng: rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(i))),
+		}
+	}
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Go(func() {
+			defer w.res.Close()
+			w.run(ctx)
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+func (c Config) options() client.Options {
+	o := client.Options{Addrs: c.Addrs, ResponseTimeout: c.timeout(), Commander: true}
+	if c.TLS != nil {
+		o.TLS = *c.TLS
+	} else {
+		o.Insecure = true
+	}
+	return o
+}
