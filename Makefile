@@ -4,7 +4,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 BINARIES  := grapnel-server grapnel-agent grapnel
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build test check demo proto bench bench-quick bench-failover-short bench-agents bench-micro fuzz clean tools podman-setup
+.PHONY: all build test check demo proto bench bench-quick bench-failover-short bench-agents bench-micro fuzz clean tools podman-setup chaos chaos-short
 
 all: build
 
@@ -71,6 +71,21 @@ bench-agents:
 # offline test image (root; .ci/run runs it before the tests).
 podman-setup:
 	./scripts/podman-setup.sh
+
+# Chaos campaign in network namespaces (root): faults at random from SEED
+# (0 draws one, printed) for DURATION, checkers, failover figures and a
+# comparison with hashicorp/raft's default timing; the report goes to
+# .chaos/<timestamp>/. See docs/chaos.md.
+DURATION ?= 30m
+SEED ?= 0
+chaos: build
+	$(GO) build -o bin/ ./chaos/cmd/grapnel-chaos
+	./bin/grapnel-chaos run --duration $(DURATION) --seed $(SEED)
+
+# Every fault kind once, in well under 10 minutes.
+chaos-short: build
+	$(GO) build -o bin/ ./chaos/cmd/grapnel-chaos
+	./bin/grapnel-chaos run --short --seed $(SEED)
 
 # In-process micro benchmarks; BENCHTIME and COUNT tune the run
 # (benchstat-friendly output).

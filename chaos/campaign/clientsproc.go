@@ -1,0 +1,117 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/grapnel-io/grapnel/chaos/clients"
+	"github.com/grapnel-io/grapnel/chaos/history"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/client"
+)
+
+// ClientsConfig is what the `grapnel-chaos clients` process runs: the
+// chaos clients inside the client namespace, writing their history to Out
+// when they end (Duration passed or the process was interrupted).
+type ClientsConfig struct {
+	Addrs    []string
+	Keys     []string
+	Clients  int
+	Duration time.Duration
+	Seed     int64
+	// Rate is the most operations per second of one client; it keeps
+	// the history small enough to check in seconds.
+	Rate float64
+	Out  string
+}
+
+// Args is the command line ParseClientsArgs reads back.
+func (c ClientsConfig) Args() []string {
+	return []string{"--addrs", strings.Join(c.Addrs, ","), "--keys", strings.Join(c.Keys, ","),
+		"--clients", fmt.Sprint(c.Clients), "--duration", c.Duration.String(),
+		"--seed", fmt.Sprint(c.Seed), "--rate", fmt.Sprint(c.Rate), "--out", c.Out}
+}
+
+// ParseClientsArgs reads the flags of `grapnel-chaos clients`.
+func ParseClientsArgs(args []string) (ClientsConfig, error) {
+	fs := flag.NewFlagSet("clients", flag.ContinueOnError)
+	addrs := fs.String("addrs", "", "replica gRPC addresses, comma-separated")
+	keys := fs.String("keys", "", "workload names the clients write, comma-separated")
+	var c ClientsConfig
+	fs.IntVar(&c.Clients, "clients", 8, "concurrent clients")
+	fs.DurationVar(&c.Duration, "duration", time.Minute, "longest run; an interrupt ends it earlier")
+	fs.Int64Var(&c.Seed, "seed", 1, "seed of the operation mix")
+	fs.Float64Var(&c.Rate, "rate", DefaultRate, "most operations per second of one client; 0 is unlimited")
+	fs.StringVar(&c.Out, "out", "history.json", "history file written at the end")
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	c.Addrs, c.Keys = splitList(*addrs), splitList(*keys)
+	switch {
+	case len(c.Addrs) == 0:
+		return c, fmt.Errorf("%w: --addrs: no address given", ErrConfig)
+	case len(c.Keys) == 0:
+		return c, fmt.Errorf("%w: --keys: no key given", ErrConfig)
+	case c.Rate < 0:
+		return c, fmt.Errorf("%w: --rate %v: must not be negative", ErrConfig, c.Rate)
+	case c.Duration <= 0:
+		return c, fmt.Errorf("%w: --duration %v: must be positive", ErrConfig, c.Duration)
+	}
+	return c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// RunClients runs the clients until Duration passes or ctx ends, then
+// saves the history. Keys are written without an agent (NotScheduled), so
+// the writes never disturb the agents' workloads.
+func RunClients(ctx context.Context, c ClientsConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, c.Duration)
+	defer cancel()
+	rec := history.NewRecorder()
+	err := clients.Run(ctx, clients.Config{
+		Addrs: c.Addrs, Clients: c.Clients, Keys: c.Keys,
+		ReadShare: 0.3, DeleteShare: 0.1, Seed: c.Seed, Rate: c.Rate, Timeout: 2 * time.Second,
+	}, rec)
+	return errors.Join(err, rec.Save(c.Out))
+}
+
+// finalRead reads the keys' values from the leader once the run is over,
+// for NoLostAcks; a key absent from the map is deleted.
+func finalRead(ctx context.Context, addrs, keys []string) (map[string]string, error) {
+	conn, err := client.Dial(ctx, client.Options{Addrs: addrs, Insecure: true})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	masks := make([]string, len(keys))
+	for i, k := range keys {
+		masks[i] = "desiredState.workloads." + k
+	}
+	resp, err := conn.Request(ctx, &ankbase.Request{RequestContent: &ankbase.Request_CompleteStateRequest{
+		CompleteStateRequest: &ankbase.CompleteStateRequest{FieldMask: masks}}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for name, wl := range resp.GetCompleteStateResponse().GetCompleteState().GetDesiredState().GetWorkloads().GetWorkloads() {
+		v, err := clients.ParseValue(wl.GetRuntimeConfig())
+		if err != nil {
+			v = "unparsable: " + wl.GetRuntimeConfig()
+		}
+		out[name] = v
+	}
+	return out, nil
+}

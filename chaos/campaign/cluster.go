@@ -1,0 +1,364 @@
+package campaign
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/chaos/netns"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+)
+
+// Ports every replica uses on its host's address; each host is its own
+// namespace, so they never collide.
+const (
+	GRPCPort   = 25551
+	RaftPort   = 25561
+	GossipPort = 25571
+)
+
+// statusTimeout bounds one Status call: a frozen or cut-off replica must
+// not hold up a 50 ms observation.
+const statusTimeout = 250 * time.Millisecond
+
+// replica is one grapnel-server in host i's namespace. name and gen change
+// when the replica is replaced by a fresh one.
+type replica struct {
+	host    *netns.Host
+	name    string
+	gen     int
+	dataDir string
+	logPath string
+	conn    *grpc.ClientConn
+	p       *proc
+}
+
+// agent is one grapnel-agent next to a replica.
+type agent struct {
+	host      *netns.Host
+	name      string
+	runFolder string
+	logPath   string
+	p         *proc
+}
+
+// cluster is the replicas and agents of a campaign. mu guards the
+// replicas' processes and names, which faults change while the observer
+// reads them.
+type cluster struct {
+	net   *netns.Net
+	bins  map[string]string
+	dir   string
+	grace time.Duration
+
+	mu     sync.Mutex
+	extra  []string // Raft timing flags of the current phase
+	reps   []*replica
+	agents []*agent
+}
+
+func hostAddr(h *netns.Host, port int) string {
+	return net.JoinHostPort(h.Addr, fmt.Sprint(port))
+}
+
+// newCluster prepares (does not start) a replica and an agent per host;
+// every address is checked to route over the bridge first.
+func newCluster(n *netns.Net, bins map[string]string, dir string, grace time.Duration, extra []string) (*cluster, error) {
+	c := &cluster{net: n, bins: bins, dir: dir, grace: grace, extra: extra}
+	for i, h := range n.Hosts() {
+		if err := n.CheckRoute(h.Addr); err != nil {
+			return nil, err
+		}
+		conn, err := grpc.NewClient(hostAddr(h, GRPCPort),
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
+				MinConnectTimeout: time.Second,
+			}))
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		name := fmt.Sprintf("r%d", i+1)
+		c.reps = append(c.reps, &replica{host: h, name: name, conn: conn,
+			dataDir: filepath.Join(dir, name), logPath: filepath.Join(dir, name+".log")})
+		an := fmt.Sprintf("agent_h%d", i+1)
+		c.agents = append(c.agents, &agent{host: h, name: an,
+			runFolder: filepath.Join(dir, an+"-run"), logPath: filepath.Join(dir, an+".log")})
+	}
+	return c, nil
+}
+
+// addrs are the replicas' gRPC addresses.
+func (c *cluster) addrs() []string {
+	var out []string
+	for _, r := range c.reps {
+		out = append(out, hostAddr(r.host, GRPCPort))
+	}
+	return out
+}
+
+func (c *cluster) agentNames() []string {
+	var out []string
+	for _, a := range c.agents {
+		out = append(out, a.name)
+	}
+	return out
+}
+
+// benchAgents describes the agents the way bench.HostIDs reads them.
+func (c *cluster) benchAgents() []*bench.Agent {
+	var out []*bench.Agent
+	for _, a := range c.agents {
+		out = append(out, &bench.Agent{Name: a.name, RunFolder: a.runFolder, LogPath: a.logPath})
+	}
+	return out
+}
+
+// replicaArgs are replica i's flags: host addresses, the others to join,
+// insecure, the grace and the phase's Raft timing.
+func (c *cluster) replicaArgs(i int) []string {
+	r := c.reps[i]
+	args := []string{"-k", "--name", r.name, "--log-level", "info",
+		"-a", hostAddr(r.host, GRPCPort), "--raft-address", hostAddr(r.host, RaftPort),
+		"--gossip-address", hostAddr(r.host, GossipPort), "--bootstrap-expect", fmt.Sprint(len(c.reps)),
+		"--data-dir", r.dataDir, "--agent-reconnect-grace", c.grace.String()}
+	for j, o := range c.reps {
+		if j != i {
+			args = append(args, "--join", hostAddr(o.host, GossipPort))
+		}
+	}
+	return append(args, c.extra...)
+}
+
+// startReplica starts replica i (again) with its data dir.
+func (c *cluster) startReplica(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.reps[i]
+	if r.p.alive() {
+		return fmt.Errorf("%s already runs", r.name)
+	}
+	if err := os.MkdirAll(r.dataDir, 0o755); err != nil {
+		return err
+	}
+	p, err := startProc(r.name, c.net.Command(r.host, c.bins["grapnel-server"], c.replicaArgs(i)...), r.logPath)
+	if err != nil {
+		return err
+	}
+	r.p = p
+	return nil
+}
+
+// replicaProc is replica i's process, nil when it does not run.
+func (c *cluster) replicaProc(i int) *proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.reps[i].p; p.alive() {
+		return p
+	}
+	return nil
+}
+
+func (c *cluster) replicaName(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reps[i].name
+}
+
+func (c *cluster) startAgent(i int) error {
+	a := c.agents[i]
+	if err := os.MkdirAll(a.runFolder, 0o755); err != nil {
+		return err
+	}
+	args := []string{"-k", "--name", a.name, "--server-url", strings.Join(c.addrs(), ","),
+		"--run-folder", a.runFolder, "--runtimes", "process", "--log-level", "info"}
+	p, err := startProc(a.name, c.net.Command(a.host, c.bins["grapnel-agent"], args...), a.logPath)
+	if err != nil {
+		return err
+	}
+	a.p = p
+	return nil
+}
+
+// status asks replica i for its view; an error when it does not run or
+// does not answer in statusTimeout.
+func (c *cluster) status(ctx context.Context, i int) (*grapnelpb.StatusResponse, error) {
+	if c.replicaProc(i) == nil {
+		return nil, fmt.Errorf("%s: not running", c.replicaName(i))
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	return grapnelpb.NewClusterClient(c.reps[i].conn).Status(ctx, &grapnelpb.StatusRequest{})
+}
+
+// statuses asks every replica at once; nil entries did not answer.
+func (c *cluster) statuses(ctx context.Context) []*grapnelpb.StatusResponse {
+	out := make([]*grapnelpb.StatusResponse, len(c.reps))
+	var wg sync.WaitGroup
+	for i := range c.reps {
+		wg.Go(func() {
+			if st, err := c.status(ctx, i); err == nil {
+				out[i] = st
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// leaderOf picks, among answers, the replica that says it leads in the
+// highest term: -1 when none does.
+func leaderOf(sts []*grapnelpb.StatusResponse) int {
+	l := -1
+	for i, st := range sts {
+		if st == nil || st.GetLeaderId() == "" || st.GetLeaderId() != st.GetReplicaId() {
+			continue
+		}
+		if l < 0 || st.GetTerm() > sts[l].GetTerm() {
+			l = i
+		}
+	}
+	return l
+}
+
+// leader is the index of the replica leading now, or -1.
+func (c *cluster) leader(ctx context.Context) (int, uint64) {
+	sts := c.statuses(ctx)
+	l := leaderOf(sts)
+	if l < 0 {
+		return -1, 0
+	}
+	return l, sts[l].GetTerm()
+}
+
+// settled says whether every replica runs and answers, all name the same
+// leader, the leader lists every replica as a healthy voter, and every
+// agent is attached to it; why tells what is missing.
+func (c *cluster) settled(ctx context.Context) (bool, string) {
+	sts := c.statuses(ctx)
+	l := leaderOf(sts)
+	if l < 0 {
+		return false, "no leader"
+	}
+	lid := sts[l].GetReplicaId()
+	for i, st := range sts {
+		if st == nil {
+			return false, c.replicaName(i) + " does not answer"
+		}
+		if st.GetLeaderId() != lid {
+			return false, fmt.Sprintf("%s sees leader %q, not %s", st.GetReplicaId(), st.GetLeaderId(), lid)
+		}
+	}
+	// Every replica a healthy voter; a removed one may linger in the
+	// list (gossip keeps it until it is reaped) but must not vote.
+	want := map[string]bool{}
+	for i := range c.reps {
+		want[c.replicaName(i)] = true
+	}
+	found := 0
+	for _, m := range sts[l].GetMembers() {
+		switch {
+		case want[m.GetId()] && (!m.GetVoter() || !m.GetHealthy()):
+			return false, fmt.Sprintf("member %s voter=%v healthy=%v", m.GetId(), m.GetVoter(), m.GetHealthy())
+		case want[m.GetId()]:
+			found++
+		case m.GetVoter():
+			return false, fmt.Sprintf("leader %s still counts %s as a voter", lid, m.GetId())
+		}
+	}
+	if found != len(c.reps) {
+		return false, fmt.Sprintf("leader %s lists %d of the %d replicas", lid, found, len(c.reps))
+	}
+	for _, a := range c.agentNames() {
+		if !slices.Contains(sts[l].GetAttachedAgents(), a) {
+			return false, fmt.Sprintf("agent %s not attached to %s (attached: %v)", a, lid, sts[l].GetAttachedAgents())
+		}
+	}
+	return true, ""
+}
+
+// waitSettled polls settled every 50 ms until it holds or d has passed.
+func (c *cluster) waitSettled(ctx context.Context, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	why := "not checked"
+	for {
+		var ok bool
+		if ok, why = c.settled(ctx); ok {
+			return nil
+		}
+		if err := c.checkAlive(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: cluster not settled within %v: %s", ErrNotSettled, d, why)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// checkAlive fails when a replica that should run has exited.
+func (c *cluster) checkAlive() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.reps {
+		if r.p != nil && !r.p.alive() {
+			return fmt.Errorf("%w: %s exited: %v\n%s", ErrNotSettled, r.name, r.p.err, bench.LogTail(r.logPath, 20))
+		}
+	}
+	return nil
+}
+
+// killReplica SIGKILLs replica i and waits until it is gone.
+func (c *cluster) killReplica(i int) {
+	c.mu.Lock()
+	p := c.reps[i].p
+	c.reps[i].p = nil
+	c.mu.Unlock()
+	p.kill()
+}
+
+// stopReplica ends replica i with SIGTERM.
+func (c *cluster) stopReplica(i int) {
+	c.mu.Lock()
+	p := c.reps[i].p
+	c.reps[i].p = nil
+	c.mu.Unlock()
+	p.stop(10 * time.Second)
+}
+
+// setExtra replaces the Raft timing flags used by the next starts.
+func (c *cluster) setExtra(extra []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.extra = extra
+}
+
+// close stops agents and replicas and ends the workloads they left.
+func (c *cluster) close() {
+	for _, a := range c.agents {
+		a.p.stop(5 * time.Second)
+	}
+	for i := range c.reps {
+		c.stopReplica(i)
+	}
+	bench.RemoveWorkloads(c.benchAgents())
+	for _, r := range c.reps {
+		if r.conn != nil {
+			r.conn.Close()
+		}
+	}
+}

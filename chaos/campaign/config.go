@@ -1,0 +1,95 @@
+package campaign
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of a campaign.
+var (
+	ErrConfig     = errors.New("campaign: invalid config")
+	ErrNotSettled = errors.New("campaign: cluster did not settle")
+)
+
+// Defaults of a campaign.
+const (
+	DefaultGrace   = 3 * time.Second
+	DefaultClients = 8
+	DefaultKeys    = 8
+	// DefaultRate is a client's operations per second: 8 clients give
+	// a few hundred a second, enough to see every gap in availability.
+	DefaultRate = 25
+	// ShortComparisonKills and LongComparisonKills are the leader kills
+	// measured under hashicorp/raft's default timing.
+	ShortComparisonKills = 3
+	LongComparisonKills  = 20
+)
+
+// RaftDefaults are hashicorp/raft's default timing flags, for the
+// comparison at the end of a run.
+var RaftDefaults = []string{"--raft-heartbeat-timeout", "1s", "--raft-election-timeout", "1s",
+	"--raft-leader-lease-timeout", "500ms", "--raft-commit-timeout", "50ms"}
+
+// Config is one campaign.
+type Config struct {
+	// Dir is the run directory: data dirs, logs, history and report.
+	Dir string
+	// Bins maps grapnel-server and grapnel-agent to their binaries.
+	Bins map[string]string
+	// Self is the grapnel-chaos binary, re-executed in the client
+	// namespace to run the clients.
+	Self string
+	// Seed draws the schedule and the clients' operations.
+	Seed int64
+	// Short runs every fault kind once; otherwise faults repeat until
+	// Duration has passed.
+	Short    bool
+	Duration time.Duration
+	// Steps, when set, is a scripted schedule run once instead.
+	Steps []Step
+	// Clients is the number of concurrent chaos clients.
+	Clients int
+	// Grace is the replicas' --agent-reconnect-grace.
+	Grace time.Duration
+	// ComparisonKills is the leader kills under Raft's default timing.
+	ComparisonKills int
+	// Prefix names the namespaces (netns.Config.Prefix).
+	Prefix string
+	// Logf reports progress.
+	Logf func(format string, args ...any)
+}
+
+// withDefaults fills zero fields and names the first unusable one.
+func (c Config) withDefaults() (Config, error) {
+	if c.Clients == 0 {
+		c.Clients = DefaultClients
+	}
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.ComparisonKills == 0 {
+		c.ComparisonKills = LongComparisonKills
+		if c.Short {
+			c.ComparisonKills = ShortComparisonKills
+		}
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	switch {
+	case c.Dir == "":
+		return c, fmt.Errorf("%w: Dir: empty", ErrConfig)
+	case c.Bins["grapnel-server"] == "" || c.Bins["grapnel-agent"] == "":
+		return c, fmt.Errorf("%w: Bins: need grapnel-server and grapnel-agent", ErrConfig)
+	case c.Self == "":
+		return c, fmt.Errorf("%w: Self: the grapnel-chaos binary is needed for the clients", ErrConfig)
+	case !c.Short && len(c.Steps) == 0 && c.Duration <= 0:
+		return c, fmt.Errorf("%w: Duration %v: a long campaign needs a positive duration", ErrConfig, c.Duration)
+	case c.Clients < 0:
+		return c, fmt.Errorf("%w: Clients %d: must be positive", ErrConfig, c.Clients)
+	case c.Grace < 0:
+		return c, fmt.Errorf("%w: Grace %v: must be positive", ErrConfig, c.Grace)
+	}
+	return c, nil
+}

@@ -1,0 +1,20 @@
+// Package campaign runs Grapnel's chaos campaign: three replicas and three
+// agents, each pair in its own network namespace (chaos/netns), concurrent
+// clients in a fourth namespace (chaos/clients, run as a separate process
+// through nsenter), an observer that asks every replica for its status
+// every 50 ms, and a schedule of faults — kills, a frozen leader,
+// partitions, agent cuts, a whole-cluster restart, a replica replaced,
+// packet loss and latency — drawn from a seed or scripted.
+//
+// For every fault the campaign measures the time to a new leader (when
+// the leader changed), to the next acknowledged write sent after the
+// fault, and to every agent attached to the leader. After the faults heal
+// it runs the checkers of chaos/check on what it recorded, then restarts
+// the cluster with hashicorp/raft's default timing and measures a few
+// leader kills for comparison. Everything goes into a chaos/report Report
+// in the run directory.
+//
+// The schedule (Plan) and the measurements (NewLeaderAt, NextAckAt,
+// AllAttachedAt, Figures) are pure functions, tested on synthetic data;
+// Run is the part that needs root and real processes.
+package campaign

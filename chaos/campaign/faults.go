@@ -1,0 +1,313 @@
+package campaign
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/grapnel-io/grapnel/chaos/check"
+	"github.com/grapnel-io/grapnel/chaos/netns"
+	"github.com/grapnel-io/grapnel/chaos/report"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+)
+
+// injected is one fault as it happened: the report entry and the agents
+// it cut off (for DisconnectedOnlyWhenCut and the attachment measure).
+type injected struct {
+	fault report.Fault
+	cuts  []check.Cut
+}
+
+// faultFunc injects one fault, holds it for s.Hold and heals it.
+type faultFunc func(ctx context.Context, c *cluster, s Step) (injected, error)
+
+// faults maps every kind to its function.
+var faults = map[Kind]faultFunc{
+	LeaderKill:        leaderKill,
+	FollowerKill:      followerKill,
+	LeaderStop:        leaderStop,
+	LeaderPartition:   leaderPartition,
+	MinorityPartition: minorityPartition,
+	OneWayPartition:   oneWayPartition,
+	AgentCutShort:     agentCut,
+	AgentCutLong:      agentCut,
+	ClusterRestart:    clusterRestart,
+	ReplaceReplica:    replaceReplica,
+	PacketLoss:        packetLoss,
+	Latency:           latency,
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// findLeader waits up to 10 s for a leader and returns it and a follower
+// chosen by pick.
+func findLeader(ctx context.Context, c *cluster, pick int) (leader, follower int, err error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if l, _ := c.leader(ctx); l >= 0 {
+			var others []int
+			for i := range c.reps {
+				if i != l {
+					others = append(others, i)
+				}
+			}
+			return l, others[pick%len(others)], nil
+		}
+		sleep(ctx, 50*time.Millisecond)
+	}
+	return -1, -1, fmt.Errorf("%w: no leader to inject a fault into", ErrNotSettled)
+}
+
+// othersOf is every host but c.reps[i]'s.
+func othersOf(c *cluster, i int) []*netns.Host {
+	var out []*netns.Host
+	for j, r := range c.reps {
+		if j != i {
+			out = append(out, r.host)
+		}
+	}
+	return out
+}
+
+func newFault(k Kind, target string) injected {
+	return injected{fault: report.Fault{Kind: string(k), Target: target, At: time.Now()}}
+}
+
+// cutAgent records the agent on replica i's host as cut off for the fault.
+func (in *injected) cutAgent(c *cluster, i int) {
+	in.cuts = append(in.cuts, check.Cut{Agent: c.agents[i].name, From: in.fault.At, To: in.fault.Healed})
+}
+
+func leaderKill(ctx context.Context, c *cluster, s Step) (injected, error) {
+	return kill(ctx, c, s, true)
+}
+
+func followerKill(ctx context.Context, c *cluster, s Step) (injected, error) {
+	return kill(ctx, c, s, false)
+}
+
+// kill SIGKILLs the leader or a follower and restarts it after the hold
+// with the same data dir.
+func kill(ctx context.Context, c *cluster, s Step, leader bool) (injected, error) {
+	l, f, err := findLeader(ctx, c, s.Pick)
+	if err != nil {
+		return injected{}, err
+	}
+	i := f
+	if leader {
+		i = l
+	}
+	in := newFault(s.Kind, c.replicaName(i))
+	c.killReplica(i)
+	sleep(ctx, s.Hold)
+	err = c.startReplica(i)
+	in.fault.Healed = time.Now()
+	in.fault.Detail = fmt.Sprintf("SIGKILL, restarted after %v", in.fault.Healed.Sub(in.fault.At).Round(time.Millisecond))
+	return in, err
+}
+
+// leaderStop freezes the leader with SIGSTOP: the gray failure in which
+// its connections stay open but nothing answers.
+func leaderStop(ctx context.Context, c *cluster, s Step) (injected, error) {
+	l, _, err := findLeader(ctx, c, s.Pick)
+	if err != nil {
+		return injected{}, err
+	}
+	p := c.replicaProc(l)
+	in := newFault(s.Kind, c.replicaName(l))
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return in, err
+	}
+	sleep(ctx, s.Hold)
+	err = p.signal(syscall.SIGCONT)
+	in.fault.Healed = time.Now()
+	in.fault.Detail = fmt.Sprintf("SIGSTOP, SIGCONT after %v", in.fault.Healed.Sub(in.fault.At).Round(time.Millisecond))
+	return in, err
+}
+
+// partition cuts replica i's host from the other two (both ways, or only
+// its outgoing packets when oneWay), holds and heals. The agent on that
+// host counts as cut: it keeps only its own replica.
+func partition(ctx context.Context, c *cluster, s Step, i int, oneWay bool) (injected, error) {
+	in := newFault(s.Kind, c.reps[i].host.Name+" ("+c.replicaName(i)+")")
+	var err error
+	if oneWay {
+		err = c.net.OneWay([]*netns.Host{c.reps[i].host}, othersOf(c, i))
+		in.fault.Detail = "packets from it to the others dropped"
+	} else {
+		err = c.net.Partition([]*netns.Host{c.reps[i].host}, othersOf(c, i))
+		in.fault.Detail = "cut from the others both ways"
+	}
+	if err != nil {
+		return in, err
+	}
+	sleep(ctx, s.Hold)
+	err = c.net.Heal()
+	in.fault.Healed = time.Now()
+	in.cutAgent(c, i)
+	return in, err
+}
+
+func leaderPartition(ctx context.Context, c *cluster, s Step) (injected, error) {
+	l, _, err := findLeader(ctx, c, s.Pick)
+	if err != nil {
+		return injected{}, err
+	}
+	return partition(ctx, c, s, l, false)
+}
+
+func minorityPartition(ctx context.Context, c *cluster, s Step) (injected, error) {
+	_, f, err := findLeader(ctx, c, s.Pick)
+	if err != nil {
+		return injected{}, err
+	}
+	return partition(ctx, c, s, f, false)
+}
+
+func oneWayPartition(ctx context.Context, c *cluster, s Step) (injected, error) {
+	l, _, err := findLeader(ctx, c, s.Pick)
+	if err != nil {
+		return injected{}, err
+	}
+	return partition(ctx, c, s, l, true)
+}
+
+// agentCut isolates a follower's host — its agent and its replica — for
+// s.Hold, shorter or longer than the grace depending on the kind.
+func agentCut(ctx context.Context, c *cluster, s Step) (injected, error) {
+	_, f, err := findLeader(ctx, c, s.Pick)
+	if err != nil {
+		return injected{}, err
+	}
+	h := c.reps[f].host
+	in := newFault(s.Kind, c.agents[f].name+" on "+h.Name)
+	if err := c.net.Isolate(h); err != nil {
+		return in, err
+	}
+	sleep(ctx, s.Hold)
+	err = c.net.Heal()
+	in.fault.Healed = time.Now()
+	in.fault.Detail = fmt.Sprintf("host isolated %v (grace %v)", in.fault.Healed.Sub(in.fault.At).Round(time.Millisecond), c.grace)
+	in.cutAgent(c, f)
+	return in, err
+}
+
+// clusterRestart stops every replica with SIGTERM at once and starts them
+// again after the hold; agents keep running.
+func clusterRestart(ctx context.Context, c *cluster, s Step) (injected, error) {
+	in := newFault(s.Kind, "all replicas")
+	done := make(chan struct{}, len(c.reps))
+	for i := range c.reps {
+		go func() { c.stopReplica(i); done <- struct{}{} }()
+	}
+	for range c.reps {
+		<-done
+	}
+	stopped := time.Since(in.fault.At)
+	sleep(ctx, s.Hold)
+	var errs []error
+	for i := range c.reps {
+		if err := c.startReplica(i); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	in.fault.Healed = time.Now()
+	in.fault.Detail = fmt.Sprintf("SIGTERM all (stopped in %v), started after %v", stopped.Round(time.Millisecond), in.fault.Healed.Sub(in.fault.At).Round(time.Millisecond))
+	if len(errs) > 0 {
+		return in, errs[0]
+	}
+	return in, nil
+}
+
+// replaceReplica kills a follower, removes it from the Raft configuration
+// through the leader, and starts a fresh replica (new name, empty data
+// dir) on the same host that joins through gossip.
+func replaceReplica(ctx context.Context, c *cluster, s Step) (injected, error) {
+	l, f, err := findLeader(ctx, c, s.Pick)
+	if err != nil {
+		return injected{}, err
+	}
+	old := c.replicaName(f)
+	in := newFault(s.Kind, old)
+	c.killReplica(f)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = grapnelpb.NewClusterClient(c.reps[l].conn).RemoveReplica(rctx, &grapnelpb.RemoveReplicaRequest{Id: old})
+	cancel()
+	if err != nil {
+		// Bring the old one back so the cluster keeps three voters.
+		in.fault.Detail = "remove failed: " + err.Error()
+		_ = c.startReplica(f)
+		in.fault.Healed = time.Now()
+		return in, fmt.Errorf("remove %s: %w", old, err)
+	}
+	sleep(ctx, s.Hold)
+	c.mu.Lock()
+	r := c.reps[f]
+	r.gen++
+	r.name = fmt.Sprintf("r%dg%d", f+1, r.gen)
+	r.dataDir = filepath.Join(c.dir, r.name)
+	r.logPath = filepath.Join(c.dir, r.name+".log")
+	name := r.name
+	c.mu.Unlock()
+	if err := os.RemoveAll(r.dataDir); err != nil {
+		return in, err
+	}
+	err = c.startReplica(f)
+	in.fault.Healed = time.Now()
+	in.fault.Detail = fmt.Sprintf("removed %s, fresh %s joined", old, name)
+	return in, err
+}
+
+// packetLoss drops s.Percent of the packets between the leader's host and
+// a follower's, both ways.
+func packetLoss(ctx context.Context, c *cluster, s Step) (injected, error) {
+	l, f, err := findLeader(ctx, c, s.Pick)
+	if err != nil {
+		return injected{}, err
+	}
+	in := newFault(s.Kind, c.reps[l].host.Name+" <-> "+c.reps[f].host.Name)
+	if err := c.net.Loss(c.reps[l].host, c.reps[f].host, s.Percent); err != nil {
+		return in, err
+	}
+	sleep(ctx, s.Hold)
+	err = c.net.Heal()
+	in.fault.Healed = time.Now()
+	in.fault.Detail = fmt.Sprintf("%d%% loss for %v", s.Percent, in.fault.Healed.Sub(in.fault.At).Round(time.Millisecond))
+	return in, err
+}
+
+// latency delays the leader's Raft connections to a follower by s.Delay
+// each way. The proxy only sees new connections, so the follower is
+// restarted (SIGKILL, at once) to make the leader dial it again.
+func latency(ctx context.Context, c *cluster, s Step) (injected, error) {
+	l, f, err := findLeader(ctx, c, s.Pick)
+	if err != nil {
+		return injected{}, err
+	}
+	in := newFault(s.Kind, c.replicaName(l)+" -> "+c.replicaName(f)+" raft")
+	undo, err := c.net.Delay(c.reps[l].host, c.reps[f].host, RaftPort, s.Delay)
+	if err != nil {
+		return in, err
+	}
+	c.killReplica(f)
+	if err := c.startReplica(f); err != nil {
+		_ = undo()
+		return in, err
+	}
+	sleep(ctx, s.Hold)
+	err = undo()
+	in.fault.Healed = time.Now()
+	in.fault.Detail = fmt.Sprintf("+%v per chunk on the Raft link, follower restarted to use it", s.Delay)
+	return in, err
+}

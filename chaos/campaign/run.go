@@ -1,0 +1,350 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/chaos/check"
+	"github.com/grapnel-io/grapnel/chaos/history"
+	"github.com/grapnel-io/grapnel/chaos/netns"
+	"github.com/grapnel-io/grapnel/chaos/report"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Bounds of the waits; every loop of a campaign ends.
+const (
+	settleBound   = 45 * time.Second
+	setupBound    = 90 * time.Second
+	linearTimeout = 2 * time.Minute
+	// longStepLimit caps the steps drawn for a long campaign; the
+	// duration ends it long before.
+	longStepLimit = 100000
+)
+
+// Result is a finished campaign: its report and where it was written.
+type Result struct {
+	Report *report.Report
+	Dir    string
+	// Log lists what went wrong without failing a check: faults that
+	// could not be injected, a cluster that did not settle.
+	Log []string
+}
+
+// Run runs a campaign: sets up the namespaces, starts the cluster, the
+// observer and the clients, injects the faults, runs the comparison and
+// the checkers, and writes report.json, summary.md and timeline.svg into
+// cfg.Dir. An error means the campaign could not run; failed checks are
+// in the report.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	steps := cfg.Steps
+	if len(steps) == 0 {
+		steps = Plan(cfg.Seed, cfg.Short, longStepLimit, cfg.Grace)
+	}
+	n, err := netns.Setup(netns.Config{Prefix: cfg.Prefix, Hosts: 3})
+	if err != nil {
+		return nil, err
+	}
+	n.CloseOnSignal()
+	defer n.Close()
+	c, err := newCluster(n, cfg.Bins, cfg.Dir, cfg.Grace, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	r := &runner{cfg: cfg, c: c, res: &Result{Dir: cfg.Dir}}
+	return r.res, r.run(ctx, steps)
+}
+
+// runner holds one campaign's state.
+type runner struct {
+	cfg Config
+	c   *cluster
+	res *Result
+
+	want      map[string]string // stable workload → agent
+	idsBefore map[string]string
+	keys      []string
+	faults    []injected
+	compare   []injected
+}
+
+func (r *runner) logf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.cfg.Logf("%s", msg)
+}
+
+// problem is logged and kept in the result.
+func (r *runner) problem(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.res.Log = append(r.res.Log, msg)
+	r.cfg.Logf("PROBLEM: %s", msg)
+}
+
+func (r *runner) run(ctx context.Context, steps []Step) error {
+	start := time.Now()
+	if err := r.setup(ctx); err != nil {
+		return err
+	}
+	obsCtx, stopObs := context.WithCancel(ctx)
+	o := &observer{c: r.c}
+	var obsDone sync.WaitGroup
+	obsDone.Go(func() { o.run(obsCtx) })
+	defer func() { stopObs(); obsDone.Wait() }()
+
+	histPath := filepath.Join(r.cfg.Dir, "history.json")
+	cl, err := r.startClients(histPath)
+	if err != nil {
+		return err
+	}
+	defer cl.kill()
+	sleep(ctx, 2*time.Second) // a steady state before the first fault
+
+	r.inject(ctx, steps)
+	if err := r.c.waitSettled(ctx, settleBound); err != nil {
+		r.problem("after the faults: %v", err)
+	}
+	r.comparison(ctx)
+	if err := r.c.waitSettled(ctx, settleBound); err != nil {
+		r.problem("after the comparison: %v", err)
+	}
+	sleep(ctx, time.Second)
+
+	// Stop the clients; they save the history on the interrupt.
+	_ = cl.signal(syscall.SIGINT)
+	select {
+	case <-cl.done:
+	case <-time.After(30 * time.Second):
+		cl.kill()
+		return fmt.Errorf("clients did not end within 30 s after the interrupt")
+	}
+	ops, err := history.Load(histPath)
+	if err != nil {
+		return fmt.Errorf("clients history: %w", err)
+	}
+	rep := r.check(ctx, ops, o, start)
+	r.res.Report = rep
+	return r.write(rep)
+}
+
+// setup starts the replicas and agents, applies the stable workloads
+// through the leader, waits until they run and records their pids.
+func (r *runner) setup(ctx context.Context) error {
+	for i := range r.c.reps {
+		if err := r.c.startReplica(i); err != nil {
+			return err
+		}
+	}
+	for i := range r.c.agents {
+		if err := r.c.startAgent(i); err != nil {
+			return err
+		}
+	}
+	if err := r.c.waitSettled(ctx, setupBound); err != nil {
+		return err
+	}
+	r.want = map[string]string{}
+	ws := map[string]*state.Workload{}
+	for i, a := range r.c.agents {
+		first, second := fmt.Sprintf("stable_h%d_a", i+1), fmt.Sprintf("stable_h%d_b", i+1)
+		ws[first] = &state.Workload{Agent: a.name, Runtime: "process", RestartPolicy: state.RestartNever,
+			RuntimeConfig: "command: /bin/sleep\nargs: [\"86400\"]\n"}
+		ws[second] = &state.Workload{Agent: a.name, Runtime: "process", RestartPolicy: state.RestartNever,
+			Dependencies:  map[string]state.AddCondition{first: state.AddCondRunning},
+			RuntimeConfig: "command: /bin/sleep\nargs: [\"86400\"]\n"}
+		r.want[first], r.want[second] = a.name, a.name
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := bench.ApplyWorkloads(actx, r.c.addrs(), ws); err != nil {
+		return fmt.Errorf("apply the stable workloads: %w", err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, setupBound)
+	defer wcancel()
+	states, err := bench.WaitStates(wctx, r.c.addrs(), "stable workloads running", func(s []state.WorkloadState) bool {
+		return check.Converged(r.want, s).OK
+	})
+	if err != nil {
+		return err
+	}
+	r.idsBefore, err = bench.HostIDs(r.c.benchAgents(), states)
+	if err != nil {
+		return err
+	}
+	for i := range DefaultKeys {
+		r.keys = append(r.keys, fmt.Sprintf("chaos_k%d", i))
+	}
+	r.logf("cluster up: %d replicas, agents %v, %d stable workloads", len(r.c.reps), r.c.agentNames(), len(r.idsBefore))
+	return nil
+}
+
+// startClients runs `grapnel-chaos clients` in the client namespace.
+func (r *runner) startClients(histPath string) (*proc, error) {
+	cc := ClientsConfig{Addrs: r.c.addrs(), Keys: r.keys, Clients: r.cfg.Clients,
+		Duration: 24 * time.Hour, Seed: r.cfg.Seed, Rate: DefaultRate, Out: histPath}
+	if !r.cfg.Short && len(r.cfg.Steps) == 0 {
+		cc.Duration = r.cfg.Duration + 30*time.Minute
+	} else {
+		cc.Duration = time.Hour
+	}
+	args := append([]string{"clients"}, cc.Args()...)
+	return startProc("clients", r.c.net.Command(r.c.net.Client(), r.cfg.Self, args...), filepath.Join(r.cfg.Dir, "clients.log"))
+}
+
+// inject runs the steps: each fault, then recovery (heal, every replica
+// running and unfrozen) and a settled cluster, then the step's gap. A long
+// campaign stops drawing steps once its duration has passed.
+func (r *runner) inject(ctx context.Context, steps []Step) {
+	var deadline time.Time
+	if !r.cfg.Short && len(r.cfg.Steps) == 0 {
+		deadline = time.Now().Add(r.cfg.Duration)
+	}
+	for i, s := range steps {
+		if ctx.Err() != nil || (!deadline.IsZero() && time.Now().After(deadline)) {
+			return
+		}
+		r.logf("fault %d: %s", i+1, s)
+		in, err := faults[s.Kind](ctx, r.c, s)
+		if err != nil {
+			r.problem("fault %d %s: %v", i+1, s.Kind, err)
+			in.fault.Detail += " (error: " + err.Error() + ")"
+		}
+		if !in.fault.At.IsZero() {
+			r.faults = append(r.faults, in)
+		}
+		r.recover(ctx)
+		sleep(ctx, s.Gap)
+	}
+}
+
+// recover heals the network, wakes and starts every replica, and waits
+// for a settled cluster.
+func (r *runner) recover(ctx context.Context) {
+	if err := r.c.net.Heal(); err != nil {
+		r.problem("heal: %v", err)
+	}
+	for i := range r.c.reps {
+		if p := r.c.replicaProc(i); p != nil {
+			_ = p.signal(syscall.SIGCONT)
+			continue
+		}
+		if err := r.c.startReplica(i); err != nil {
+			r.problem("restart %s: %v", r.c.replicaName(i), err)
+		}
+	}
+	if err := r.c.waitSettled(ctx, settleBound); err != nil {
+		r.problem("%v", err)
+	}
+}
+
+// comparison restarts the cluster with hashicorp/raft's default timing
+// and kills the leader cfg.ComparisonKills times.
+func (r *runner) comparison(ctx context.Context) {
+	r.logf("comparison: restarting with hashicorp/raft's default timing")
+	r.c.setExtra(RaftDefaults)
+	for i := range r.c.reps {
+		r.c.stopReplica(i)
+	}
+	r.recover(ctx)
+	for k := range r.cfg.ComparisonKills {
+		if ctx.Err() != nil {
+			return
+		}
+		s := Step{Kind: LeaderKill, Hold: time.Second, Pick: k}
+		r.logf("comparison kill %d of %d", k+1, r.cfg.ComparisonKills)
+		in, err := leaderKill(ctx, r.c, s)
+		if err != nil {
+			r.problem("comparison kill %d: %v", k+1, err)
+		}
+		if !in.fault.At.IsZero() {
+			in.fault.Kind = string(LeaderKill) + "@raft-defaults"
+			r.compare = append(r.compare, in)
+		}
+		r.recover(ctx)
+		sleep(ctx, time.Second)
+	}
+}
+
+// check reads the final state, measures the faults and runs the checkers.
+func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start time.Time) *report.Report {
+	qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	final, ferr := finalRead(qctx, r.c.addrs(), r.keys)
+	states, serr := bench.WorkloadStates(qctx, r.c.addrs())
+	var idsAfter map[string]string
+	var ierr error
+	if serr == nil {
+		idsAfter, ierr = bench.HostIDs(r.c.benchAgents(), states)
+	}
+	obs, samples, stateSamples := o.snapshot()
+	FillAcks(samples, ops)
+
+	rep := &report.Report{Seed: r.cfg.Seed, Start: start, End: time.Now(), Samples: samples, Agents: r.c.agentNames()}
+	all := append(append([]injected(nil), r.faults...), r.compare...)
+	var cuts []check.Cut
+	for _, in := range all {
+		rep.Faults = append(rep.Faults, in.fault)
+		cuts = append(cuts, in.cuts...)
+	}
+	rep.Figures = r.measure(r.faults, samples, ops)
+	rep.Comparison = r.measure(r.compare, samples, ops)
+	for k, f := range rep.Comparison {
+		delete(rep.Comparison, k)
+		rep.Comparison[string(LeaderKill)] = f
+	}
+	rep.Availability = report.Availability(samples)
+
+	failed := func(name string, err error) check.Result {
+		return check.Result{Name: name, Detail: err.Error()}
+	}
+	rep.Checks = append(rep.Checks, check.Linearizable(ops, r.cfg.Dir, linearTimeout))
+	if ferr != nil {
+		rep.Checks = append(rep.Checks, failed("no-lost-acks", fmt.Errorf("final read: %w", ferr)))
+	} else {
+		rep.Checks = append(rep.Checks, check.NoLostAcks(ops, final))
+	}
+	rep.Checks = append(rep.Checks, check.OneLeaderPerTerm(SelfClaims(obs)))
+	switch {
+	case serr != nil:
+		rep.Checks = append(rep.Checks, failed("stable-ids", serr), failed("converged", serr))
+	case ierr != nil:
+		rep.Checks = append(rep.Checks, failed("stable-ids", ierr), check.Converged(r.want, states))
+	default:
+		rep.Checks = append(rep.Checks, check.StableIDs(r.idsBefore, idsAfter), check.Converged(r.want, states))
+	}
+	rep.Checks = append(rep.Checks, check.DisconnectedOnlyWhenCut(stateSamples, cuts, r.cfg.Grace))
+	return rep
+}
+
+// measure measures every fault up to the next one.
+func (r *runner) measure(list []injected, samples []report.Sample, ops []history.Op) map[string]report.Figures {
+	var kinds []Kind
+	var ms []Measured
+	for i, in := range list {
+		var until time.Time
+		if i+1 < len(list) {
+			until = list[i+1].fault.At
+		}
+		kinds = append(kinds, Kind(in.fault.Kind))
+		ms = append(ms, MeasureFault(in.fault, len(in.cuts) > 0, samples, ops, r.c.agentNames(), until))
+	}
+	return Figures(kinds, ms)
+}
+
+// write saves the report files; the history is already in the run dir.
+func (r *runner) write(rep *report.Report) error {
+	return errors.Join(
+		rep.WriteJSON(filepath.Join(r.cfg.Dir, "report.json")),
+		rep.WriteMarkdown(filepath.Join(r.cfg.Dir, "summary.md")),
+		rep.WriteSVG(filepath.Join(r.cfg.Dir, "timeline.svg")),
+	)
+}

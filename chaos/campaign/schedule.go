@@ -1,0 +1,139 @@
+package campaign
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Kind names a fault kind; it is the key of Report.Figures.
+type Kind string
+
+// The fault kinds, each a function in faults.go.
+const (
+	LeaderKill        Kind = "leader-kill"        // SIGKILL the leader, restart it after a pause
+	FollowerKill      Kind = "follower-kill"      // SIGKILL a follower, restart it after a pause
+	LeaderStop        Kind = "leader-stop"        // SIGSTOP the leader, SIGCONT after the hold
+	LeaderPartition   Kind = "leader-partition"   // the leader's host cut from the other two
+	MinorityPartition Kind = "minority-partition" // one follower's host cut from the other two
+	OneWayPartition   Kind = "one-way-partition"  // packets leader → others dropped, back pass
+	AgentCutShort     Kind = "agent-cut-short"    // a follower's host isolated for less than the grace
+	AgentCutLong      Kind = "agent-cut-long"     // a follower's host isolated for more than the grace
+	ClusterRestart    Kind = "cluster-restart"    // SIGTERM every replica, start them again
+	ReplaceReplica    Kind = "replace-replica"    // remove a follower, join a fresh one
+	PacketLoss        Kind = "packet-loss"        // 20–30 % loss between the leader and a follower
+	Latency           Kind = "latency"            // delay on the leader's Raft link to a follower
+)
+
+// Kinds is every fault kind, in the order a short campaign uses when the
+// seed does not shuffle it.
+var Kinds = []Kind{
+	LeaderKill, FollowerKill, LeaderStop, LeaderPartition, MinorityPartition, OneWayPartition,
+	AgentCutShort, AgentCutLong, ClusterRestart, ReplaceReplica, PacketLoss, Latency,
+}
+
+// Step is one scheduled fault with its random parameters fixed by the
+// seed, so a seed reproduces the schedule exactly.
+type Step struct {
+	Kind Kind
+	// Pick chooses among equal targets (which follower, which link).
+	Pick int
+	// Hold is how long the fault lasts before it is healed (or the
+	// pause before a killed replica restarts).
+	Hold time.Duration
+	// Percent is the packet loss; Delay the added latency.
+	Percent int
+	Delay   time.Duration
+	// Gap is the quiet time after the cluster settled, before the next
+	// fault.
+	Gap time.Duration
+}
+
+func (s Step) String() string {
+	out := fmt.Sprintf("%s hold=%v pick=%d", s.Kind, s.Hold, s.Pick)
+	if s.Percent > 0 {
+		out += fmt.Sprintf(" loss=%d%%", s.Percent)
+	}
+	if s.Delay > 0 {
+		out += fmt.Sprintf(" delay=%v", s.Delay)
+	}
+	return out
+}
+
+// Plan draws n steps from seed. A short plan (short true) has every kind
+// exactly once, in an order drawn from the seed, and n is ignored; a long
+// plan repeats shuffled rounds of every kind until it has n steps, so each
+// kind comes up about equally often. grace is the replicas' agent
+// reconnect grace: the agent cuts are held below and above it.
+func Plan(seed int64, short bool, n int, grace time.Duration) []Step {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6368616f73))
+	if short {
+		n = len(Kinds)
+	}
+	var out []Step
+	for len(out) < n {
+		round := append([]Kind(nil), Kinds...)
+		rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		for _, k := range round {
+			if len(out) == n {
+				break
+			}
+			out = append(out, step(rng, k, short, grace))
+		}
+	}
+	return out
+}
+
+// between draws a duration in [lo, hi] to the millisecond.
+func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	ms := int64((hi - lo) / time.Millisecond)
+	return lo + time.Duration(rng.Int64N(ms+1))*time.Millisecond
+}
+
+// step fixes the parameters of one fault of kind k.
+func step(rng *rand.Rand, k Kind, short bool, grace time.Duration) Step {
+	s := Step{Kind: k, Pick: rng.IntN(1 << 16), Gap: between(rng, time.Second, 3*time.Second)}
+	if short {
+		s.Gap = time.Second
+	}
+	switch k {
+	case LeaderKill, FollowerKill:
+		s.Hold = between(rng, time.Second, 3*time.Second)
+	case LeaderStop:
+		s.Hold = between(rng, 2*time.Second, 4*time.Second)
+	case LeaderPartition, MinorityPartition, OneWayPartition:
+		s.Hold = between(rng, 3*time.Second, 6*time.Second)
+	case AgentCutShort:
+		s.Hold = grace / 2
+	case AgentCutLong:
+		s.Hold = 2 * grace
+	case PacketLoss:
+		s.Hold = between(rng, 4*time.Second, 8*time.Second)
+		s.Percent = 20 + rng.IntN(11)
+	case Latency:
+		s.Hold = between(rng, 4*time.Second, 8*time.Second)
+		s.Delay = between(rng, 20*time.Millisecond, 100*time.Millisecond)
+	case ClusterRestart, ReplaceReplica:
+		s.Hold = between(rng, 500*time.Millisecond, 1500*time.Millisecond)
+	}
+	return s
+}
+
+// ParseKinds reads a scripted schedule: comma-separated kind names, each
+// run once in that order with parameters drawn from seed.
+func ParseKinds(list []string, seed int64, grace time.Duration) ([]Step, error) {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6368616f73))
+	var out []Step
+	for i, name := range list {
+		k := Kind(name)
+		known := false
+		for _, x := range Kinds {
+			known = known || x == k
+		}
+		if !known {
+			return nil, fmt.Errorf("%w: faults[%d]: unknown kind %q (known: %v)", ErrConfig, i, name, Kinds)
+		}
+		out = append(out, step(rng, k, false, grace))
+	}
+	return out, nil
+}

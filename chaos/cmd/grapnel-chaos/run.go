@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/grapnel-io/grapnel/chaos/campaign"
+	"github.com/grapnel-io/grapnel/chaos/report"
+)
+
+// Goals of issue 5, printed PASS or MISS; they do not set the exit status.
+const (
+	goalNextAck  = time.Second
+	goalAttached = 1500 * time.Millisecond
+)
+
+func runCmd(args []string) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	short := fs.Bool("short", false, "every fault kind once (well under 10 minutes)")
+	duration := fs.Duration("duration", 30*time.Minute, "length of the fault phase of a long campaign")
+	seed := fs.Int64("seed", 0, "seed of the schedule and the clients; 0 draws one (printed)")
+	faultList := fs.String("faults", "", "scripted schedule: fault kinds, comma-separated, run once in order")
+	dir := fs.String("dir", "", "run directory (default .chaos/<timestamp>)")
+	binDir := fs.String("bin-dir", "", "directory with grapnel-server and grapnel-agent (default: this binary's)")
+	clients := fs.Int("clients", campaign.DefaultClients, "concurrent clients")
+	kills := fs.Int("comparison-kills", 0, "leader kills under Raft's default timing (default 3 short, 20 long)")
+	prefix := fs.String("prefix", "gch", "name prefix of the namespaces")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "grapnel-chaos run needs root (network namespaces, iptables)")
+		return 2
+	}
+	if *seed == 0 {
+		*seed = rand.Int64N(1<<31-1) + 1
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if *binDir == "" {
+		*binDir = filepath.Dir(self)
+	}
+	if *dir == "" {
+		*dir = filepath.Join(".chaos", time.Now().Format("20060102-150405"))
+	}
+	if *dir, err = filepath.Abs(*dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	cfg := campaign.Config{
+		Dir: *dir, Self: self, Seed: *seed, Short: *short, Duration: *duration,
+		Bins: map[string]string{
+			"grapnel-server": filepath.Join(*binDir, "grapnel-server"),
+			"grapnel-agent":  filepath.Join(*binDir, "grapnel-agent"),
+		},
+		Clients: *clients, ComparisonKills: *kills, Prefix: *prefix,
+		Logf: func(format string, a ...any) {
+			fmt.Printf("%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, a...))
+		},
+	}
+	if *faultList != "" {
+		if cfg.Steps, err = campaign.ParseKinds(strings.Split(*faultList, ","), *seed, campaign.DefaultGrace); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	fmt.Printf("grapnel-chaos: seed %d, run dir %s\n", *seed, *dir)
+	began := time.Now()
+	res, err := campaign.Run(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "campaign:", err)
+		return 2
+	}
+	rep := res.Report
+	fmt.Println()
+	fmt.Print(rep.Markdown())
+	fmt.Println()
+	goals(rep)
+	for _, p := range res.Log {
+		fmt.Println("note:", p)
+	}
+	fmt.Printf("took %v; report in %s\n", time.Since(began).Round(time.Second), *dir)
+	ok := true
+	for _, c := range rep.Checks {
+		if c.OK {
+			continue
+		}
+		ok = false
+		fmt.Printf("\nCHECK FAILED %s:\n%s\n", c.Name, c.Detail)
+		if len(c.Window) > 0 {
+			fmt.Printf("smallest window (%d ops):\n", len(c.Window))
+			for _, op := range c.Window {
+				fmt.Println("  ", op)
+			}
+		}
+		if c.Artifact != "" {
+			fmt.Println("visualization:", c.Artifact)
+		}
+	}
+	if !ok {
+		fmt.Printf("full history: %s\n", filepath.Join(*dir, "history.json"))
+		return 1
+	}
+	return 0
+}
+
+// goals prints the issue's goals as PASS or MISS.
+func goals(rep *report.Report) {
+	mark := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "MISS"
+	}
+	lk := rep.Figures[string(campaign.LeaderKill)]
+	fmt.Printf("goal %s: next acknowledged write after a leader kill p99 %v < %v (n=%d)\n",
+		mark(lk.NextAck.N > 0 && lk.NextAck.P99 < goalNextAck), lk.NextAck.P99, goalNextAck, lk.NextAck.N)
+	fmt.Printf("goal %s: all agents attached after a leader kill p99 %v < %v (n=%d)\n",
+		mark(lk.AllAttached.N > 0 && lk.AllAttached.P99 < goalAttached), lk.AllAttached.P99, goalAttached, lk.AllAttached.N)
+	failed := 0
+	restarted := "?"
+	for _, c := range rep.Checks {
+		if !c.OK {
+			failed++
+		}
+		if c.Name == "stable-ids" {
+			restarted = map[bool]string{true: "0", false: "some"}[c.OK]
+		}
+	}
+	fmt.Printf("goal %s: workloads restarted: %s\n", mark(restarted == "0"), restarted)
+	fmt.Printf("goal %s: checker failures: %d\n", mark(failed == 0), failed)
+}
