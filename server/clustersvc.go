@@ -63,8 +63,7 @@ func (c *clusterService) status() (*grapnelpb.StatusResponse, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the replica set: %w", err)
 	}
-	leaderID, _, leaderAddr := c.node.LeaderInfo()
-	stats := c.node.Stats()
+	leaderID, leaderAddr, stats := c.leaderAndStats()
 	resp := &grapnelpb.StatusResponse{
 		ReplicaId:         c.node.ID(),
 		LeaderId:          leaderID,
@@ -87,6 +86,26 @@ func (c *clusterService) status() (*grapnelpb.StatusResponse, error) {
 		})
 	}
 	return resp, nil
+}
+
+// leaderAndStats reads the leader and Raft's statistics so that a term
+// change between the two reads is never reported with the leader of the
+// other term: the term is read before and after the leader, and the pair
+// is used only when it did not move (a few tries; a term that keeps
+// moving is reported without a leader). A follower may still name the
+// leader it last heard of in a newer term, before it hears from the new
+// one, which is why the chaos campaign checks one leader per term on the
+// replicas' claims about themselves.
+func (c *clusterService) leaderAndStats() (id, addr string, stats map[string]string) {
+	for range 3 {
+		before := statUint(c.node.Stats(), "term")
+		id, _, addr = c.node.LeaderInfo()
+		stats = c.node.Stats()
+		if statUint(stats, "term") == before {
+			return id, addr, stats
+		}
+	}
+	return "", "", stats
 }
 
 // Watch sends the status at once, again on every leadership or membership
