@@ -164,7 +164,14 @@ func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
 			agent.report(1, state.WorkloadState{Instance: instA, State: state.RunningOk})
 			waitFor(t, 5e9, "running stored", func() bool { st, _ := ts.stateOf(instA); return st == state.RunningOk })
 			if tc.goodbye {
+				// As an agent leaves: Goodbye, then the end of what it sends;
+				// the server ends the stream once it has read both. A cancel
+				// right after the send could cut the Goodbye off.
 				agent.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Goodbye{Goodbye: &grpcapi.Goodbye{}}})
+				if err := agent.stream.CloseSend(); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, 5e9, "the server to end the stream", func() bool { return agent.streamErr() != nil })
 			}
 			agent.close()
 			if tc.goodbye {
