@@ -45,6 +45,13 @@ type fakeReplica struct {
 	claimsLead atomic.Bool
 	// silent stops Watch from sending anything, as a hung replica.
 	silent atomic.Bool
+	// names, when set, is the leader id this replica's Status names
+	// whatever the cluster says ("-" for none): a follower that still
+	// names the leader it last heard of, or an old leader that stepped
+	// down.
+	names atomic.Pointer[string]
+	// statusDelay holds Status answers back, so that others come first.
+	statusDelay atomic.Int64
 
 	statusCalls atomic.Int32
 	accepted    chan accepted
@@ -122,7 +129,15 @@ func (r *fakeReplica) status() *grapnelpb.StatusResponse {
 
 func (r *fakeReplica) Status(context.Context, *grapnelpb.StatusRequest) (*grapnelpb.StatusResponse, error) {
 	r.statusCalls.Add(1)
-	return r.status(), nil
+	time.Sleep(time.Duration(r.statusDelay.Load()))
+	st := r.status()
+	if n := r.names.Load(); n != nil {
+		st.LeaderId, st.LeaderGrpcAddress = "", ""
+		if l := r.fc.rep(*n); l != nil {
+			st.LeaderId, st.LeaderGrpcAddress = l.id, l.addr
+		}
+	}
+	return st, nil
 }
 
 func (r *fakeReplica) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStreamingServer[grapnelpb.WatchEvent]) error {

@@ -164,6 +164,19 @@ func (r *Resolver) candidatesLocked() []string {
 func (r *Resolver) observe(from string, st *grapnelpb.StatusResponse) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.observeMembersLocked(st)
+	id, addr := leaderOf(from, st)
+	switch {
+	case addr != "":
+		r.leaderID, r.leader = id, addr
+	case r.leader == from || id == "":
+		// The replica we followed leads no more, or nobody leads.
+		r.leaderID, r.leader = "", ""
+	}
+}
+
+// observeMembersLocked takes the replica set a status lists.
+func (r *Resolver) observeMembersLocked(st *grapnelpb.StatusResponse) {
 	var members []string
 	for _, m := range st.GetMembers() {
 		if a := m.GetGrpcAddress(); a != "" {
@@ -172,14 +185,6 @@ func (r *Resolver) observe(from string, st *grapnelpb.StatusResponse) {
 	}
 	if len(members) > 0 {
 		r.members = members
-	}
-	id, addr := leaderOf(from, st)
-	switch {
-	case addr != "":
-		r.leaderID, r.leader = id, addr
-	case r.leader == from || id == "":
-		// The replica we followed leads no more, or nobody leads.
-		r.leaderID, r.leader = "", ""
 	}
 }
 
@@ -247,10 +252,18 @@ type statusAnswer struct {
 	err  error
 }
 
-// poll asks every known replica at once and returns the first leader
-// named, or an upstream server to use as its own leader, or "" and what
-// each replica said. Every query is bounded by the probe timeout, so a
-// replica that swallows packets does not hold the round up for long.
+// poll asks every known replica at once and returns the leader: at once
+// the first replica that says it leads itself, which is authoritative;
+// otherwise, once every replica answered or timed out, the leader named
+// in the highest term, unless that replica answered in this round that it
+// does not lead. A follower names the leader it last heard of until it
+// hears from a new one, so right after a leader is cut off the others may
+// still name it; taking that at its word sent clients to the old leader,
+// where they waited out their deadline (the chaos campaign's leader
+// partition). An upstream server, which has no Cluster service, is its
+// own leader. Otherwise it returns "" and what each replica said. Every
+// query is bounded by the probe timeout, so a replica that swallows
+// packets does not hold the round up for long.
 func (r *Resolver) poll(ctx context.Context) (string, pollRound) {
 	r.mu.Lock()
 	addrs := r.candidatesLocked()
@@ -279,9 +292,22 @@ func (r *Resolver) poll(ctx context.Context) (string, pollRound) {
 			answers <- statusAnswer{addr: addr, st: st, err: err}
 		}()
 	}
-	var round pollRound
+	var (
+		round pollRound
+		named struct {
+			id, addr string
+			term     uint64
+		}
+	)
 	said := map[string]string{}
 	legacy := map[string]bool{}
+	notLeader := map[string]bool{} // replica ids that answered without leading
+	take := func(id, addr string) (string, pollRound) {
+		r.mu.Lock()
+		r.leaderID, r.leader = id, addr
+		r.mu.Unlock()
+		return addr, pollRound{}
+	}
 	for range addrs {
 		a := <-answers
 		switch {
@@ -291,13 +317,30 @@ func (r *Resolver) poll(ctx context.Context) (string, pollRound) {
 		case a.err != nil:
 			said[a.addr] = statusText(a.err)
 		default:
-			r.observe(a.addr, a.st)
-			if _, addr := leaderOf(a.addr, a.st); addr != "" {
-				return addr, pollRound{}
+			r.mu.Lock()
+			r.observeMembersLocked(a.st)
+			r.mu.Unlock()
+			id, addr := leaderOf(a.addr, a.st)
+			if id != "" && id == a.st.GetReplicaId() {
+				return take(id, addr)
 			}
-			said[a.addr] = "knows no leader"
-			round.noLeader = true
+			notLeader[a.st.GetReplicaId()] = true
+			if addr == "" {
+				said[a.addr] = "knows no leader"
+				round.noLeader = true
+				continue
+			}
+			said[a.addr] = "names " + id
+			if named.addr == "" || a.st.GetTerm() > named.term {
+				named.id, named.addr, named.term = id, addr, a.st.GetTerm()
+			}
 		}
+	}
+	if named.addr != "" {
+		if !notLeader[named.id] {
+			return take(named.id, named.addr)
+		}
+		round.noLeader = true
 	}
 	// Only upstream servers answered: the first one given is the leader.
 	for _, addr := range addrs {

@@ -60,6 +60,38 @@ func TestDialFindsTheLeaderThroughAFollower(t *testing.T) {
 	}
 }
 
+// Right after a leader is cut off, a follower still names it while the old
+// leader itself knows no leader: the client must not go to the old leader
+// (it would wait there for its deadline) but to the replica that says it
+// leads, even when the stale answer comes first.
+func TestFindPrefersASelfClaimOverAStaleName(t *testing.T) {
+	fc := newFakeCluster(t, 3)
+	fc.setLeader("r3")
+	r1, r2, r3 := fc.rep("r1"), fc.rep("r2"), fc.rep("r3")
+	none, old := "-", "r1"
+	r1.names.Store(&none) // the old leader stepped down
+	r2.names.Store(&old)  // a follower that has not heard of r3 yet
+	r3.statusDelay.Store(int64(100 * time.Millisecond))
+
+	r := newResolver(t, opts(r1.addr, r2.addr, r3.addr))
+	addr, err := r.Leader(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr != r3.addr || r.LeaderID() != "r3" {
+		t.Fatalf("leader %s (%s), want r3 at %s", addr, r.LeaderID(), r3.addr)
+	}
+
+	// With nobody claiming yet, the stale name is not taken either.
+	r3.names.Store(&none)
+	r.Forget(r3.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if addr, err := r.Leader(ctx); err == nil {
+		t.Fatalf("took %s while only a stale name pointed at r1, which said it does not lead", addr)
+	}
+}
+
 // A replica with a stale view names itself leader, but its stream answers
 // with a NotLeaderError: the client goes to the leader named there at
 // once, without backing off.
