@@ -1,7 +1,8 @@
 // Command grapnel-chaos runs Grapnel's chaos campaign (chaos/campaign) as
 // root: `grapnel-chaos run --short` runs every fault kind once, `run
 // --duration 30m --seed N` a randomized campaign. `grapnel-chaos clients`
-// is the clients process the campaign starts inside the client namespace.
+// is the clients process the campaign starts inside the client namespace;
+// `grapnel-chaos check --history FILE` checks a saved history again.
 package main
 
 import (
@@ -25,6 +26,8 @@ func main() {
 		code = runCmd(os.Args[2:])
 	case "clients":
 		code = clientsCmd(os.Args[2:])
+	case "check":
+		code = checkCmd(os.Args[2:])
 	default:
 		usage()
 		code = 2
@@ -35,7 +38,8 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   grapnel-chaos run [--short | --duration 30m] [--seed N] [--faults kind,...] [--dir DIR]
-  grapnel-chaos clients --addrs A,B,C --keys K1,K2 --duration D --out history.json`)
+  grapnel-chaos clients --addrs A,B,C --keys K1,K2 --duration D --out history.json
+  grapnel-chaos check --history DIR/history.json [--timeout 10m]`)
 }
 
 // clientsCmd runs the chaos clients until the duration passes or SIGINT
