@@ -63,12 +63,13 @@ func (c *clusterService) status() (*grapnelpb.StatusResponse, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the replica set: %w", err)
 	}
-	leaderID, leaderAddr, stats := c.leaderAndStats()
+	leaderID, leaderAddr, term := c.leaderAndTerm()
+	stats := c.node.Stats()
 	resp := &grapnelpb.StatusResponse{
 		ReplicaId:         c.node.ID(),
 		LeaderId:          leaderID,
 		LeaderGrpcAddress: leaderAddr,
-		Term:              statUint(stats, "term"),
+		Term:              term,
 		CommitIndex:       statUint(stats, "commit_index"),
 		AppliedIndex:      statUint(stats, "applied_index"),
 		Members:           make([]*grapnelpb.Member, 0, len(members)),
@@ -88,24 +89,24 @@ func (c *clusterService) status() (*grapnelpb.StatusResponse, error) {
 	return resp, nil
 }
 
-// leaderAndStats reads the leader and Raft's statistics so that a term
-// change between the two reads is never reported with the leader of the
-// other term: the term is read before and after the leader, and the pair
-// is used only when it did not move (a few tries; a term that keeps
-// moving is reported without a leader). A follower may still name the
-// leader it last heard of in a newer term, before it hears from the new
-// one, which is why the chaos campaign checks one leader per term on the
-// replicas' claims about themselves.
-func (c *clusterService) leaderAndStats() (id, addr string, stats map[string]string) {
+// leaderAndTerm reads the leader together with the term it belongs to:
+// the term is read before and after the leader (Raft's CurrentTerm, a
+// cheap atomic read, unlike Stats, which this status is built from every
+// heartbeat), and the pair is used only when it did not move (a few tries;
+// a term that keeps moving is reported without a leader). A follower may
+// still name the leader it last heard of in a newer term, before it hears
+// from the new one, which is why the chaos campaign checks one leader per
+// term on the replicas' claims about themselves.
+func (c *clusterService) leaderAndTerm() (id, addr string, term uint64) {
+	r := c.node.Raft()
 	for range 3 {
-		before := statUint(c.node.Stats(), "term")
+		term = r.CurrentTerm()
 		id, _, addr = c.node.LeaderInfo()
-		stats = c.node.Stats()
-		if statUint(stats, "term") == before {
-			return id, addr, stats
+		if r.CurrentTerm() == term {
+			return id, addr, term
 		}
 	}
-	return "", "", stats
+	return "", "", r.CurrentTerm()
 }
 
 // Watch sends the status at once, again on every leadership or membership
