@@ -3,218 +3,124 @@ package check
 import (
 	"fmt"
 	"hash/fnv"
-	"maps"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/grapnel-io/grapnel/chaos/history"
 )
 
-// kvInput is the input of one porcupine operation.
-type kvInput struct {
+// absent is the value of a key that is not in the desired state.
+const absent = ""
+
+// regInput is the input of one porcupine operation on one key.
+type regInput struct {
 	kind  history.Kind
-	key   string // write/delete: the key; read: "" for all keys, else one key
-	value string
+	value string // write: the value; read: what it saw (absent for none)
+	maybe bool   // write or delete that may or may not have taken effect
 	id    int64
 }
 
-// kvState is the desired state the clients own: key → value, no entry for
-// an absent key. When wild is set, the keys not in m have an unknown value
-// (the state before a window of the history); the first read fixes them.
-// States are never mutated: Step returns a new one.
-type kvState struct {
-	m    map[string]string
-	wild bool
-	h    uint64 // XOR of entryHash over m, so equal maps hash equally
+// regState is what the checker knows of one key at a point of a
+// linearization: the set of values it may have. A maybe-applied write or
+// delete adds its value to the set; a read narrows the set to what it saw.
+// any means every value is possible (the unknown start of a window).
+// States are never mutated: step returns a new one.
+type regState struct {
+	vals []string // sorted, without duplicates
+	any  bool
 }
 
-func entryHash(k, v string) uint64 {
+func known(v string) regState { return regState{vals: []string{v}} }
+
+func (s regState) has(v string) bool {
+	_, ok := slices.BinarySearch(s.vals, v)
+	return s.any || ok
+}
+
+func (s regState) with(v string) regState {
+	if s.has(v) {
+		return s
+	}
+	i, _ := slices.BinarySearch(s.vals, v)
+	return regState{vals: slices.Insert(slices.Clone(s.vals), i, v)}
+}
+
+func (s regState) step(in regInput) (bool, regState) {
+	v := in.value
+	if in.kind == history.Delete {
+		v = absent
+	}
+	switch {
+	case in.kind == history.Read:
+		return s.has(v), known(v)
+	case in.maybe:
+		return true, s.with(v)
+	}
+	return true, known(v)
+}
+
+func (s regState) equal(o regState) bool {
+	return s.any == o.any && slices.Equal(s.vals, o.vals)
+}
+
+func (s regState) hash() uint64 {
 	f := fnv.New64a()
-	f.Write([]byte(k))
-	f.Write([]byte{0})
-	f.Write([]byte(v))
+	if s.any {
+		f.Write([]byte{1})
+	}
+	for _, v := range s.vals {
+		f.Write([]byte(v))
+		f.Write([]byte{0})
+	}
 	return f.Sum64()
 }
 
-func (s kvState) set(k, v string) kvState {
-	m := maps.Clone(s.m)
-	if m == nil {
-		m = map[string]string{}
+func describe(v string) string {
+	if v == absent {
+		return "absent"
 	}
-	h := s.h
-	if old, ok := m[k]; ok {
-		h ^= entryHash(k, old)
-	}
-	if v == "" {
-		delete(m, k)
-	} else {
-		m[k] = v
-		h ^= entryHash(k, v)
-	}
-	// A known-absent key in a wild state is kept as "" so it is not wild.
-	if v == "" && s.wild {
-		m[k] = ""
-		h ^= entryHash(k, "")
-	}
-	return kvState{m: m, wild: s.wild, h: h}
+	return v
 }
 
-// read says whether a read of key ("" = all keys) may observe seen in s,
-// and returns the state with the unknown keys fixed by the observation.
-func (s kvState) read(key string, seen map[string]string) (bool, kvState) {
-	if key != "" {
-		want, known := s.m[key]
-		if !known && s.wild {
-			return true, s.set(key, seen[key])
-		}
-		return seen[key] == want, s
+func (s regState) String() string {
+	if s.any {
+		return "unknown"
 	}
-	for k, v := range s.m {
-		if seen[k] != v {
-			return false, s
-		}
+	out := make([]string, len(s.vals))
+	for i, v := range s.vals {
+		out[i] = describe(v)
 	}
-	if !s.wild {
-		for k, v := range seen {
-			if v != "" && s.m[k] != v {
-				return false, s
-			}
-		}
-		return true, s
+	if len(out) == 1 {
+		return out[0]
 	}
-	fixed := kvState{m: map[string]string{}}
-	for k, v := range seen {
-		if v != "" {
-			fixed.m[k] = v
-			fixed.h ^= entryHash(k, v)
-		}
-	}
-	return true, fixed
+	return "one of {" + strings.Join(out, ", ") + "}"
 }
 
-func (s kvState) equal(o kvState) bool {
-	if s.wild != o.wild || s.h != o.h || len(s.m) != len(o.m) {
-		return false
-	}
-	for k, v := range s.m {
-		if w, ok := o.m[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-func (s kvState) String() string {
-	keys := make([]string, 0, len(s.m))
-	for k := range s.m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString("{")
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		v := s.m[k]
-		if v == "" {
-			v = "absent"
-		}
-		fmt.Fprintf(&b, "%s=%s", k, v)
-	}
-	if s.wild {
-		b.WriteString(", others unknown")
-	}
-	b.WriteString("}")
-	return b.String()
-}
-
-// kvModel is the porcupine model of the desired state. wild starts from an
-// unknown state (used to check a window cut out of a history).
-func kvModel(wild bool) porcupine.Model {
+// regModel is the porcupine model of one key of the desired state,
+// starting from init.
+func regModel(key string, init regState) porcupine.Model {
 	return porcupine.Model{
-		Partition: partitionByKey,
-		Init:      func() any { return kvState{m: map[string]string{}, wild: wild} },
-		Step: func(st, in, out any) (bool, any) {
-			s, op := st.(kvState), in.(kvInput)
+		Init: func() any { return init },
+		Step: func(st, in, _ any) (bool, any) {
+			return st.(regState).step(in.(regInput))
+		},
+		Equal: func(a, b any) bool { return a.(regState).equal(b.(regState)) },
+		Hash:  func(st any) uint64 { return st.(regState).hash() },
+		DescribeOperation: func(in, _ any) string {
+			op := in.(regInput)
+			maybe := ""
+			if op.maybe {
+				maybe = " (maybe)"
+			}
 			switch op.kind {
 			case history.Write:
-				return true, s.set(op.key, op.value)
+				return fmt.Sprintf("#%d %s=%s%s", op.id, key, op.value, maybe)
 			case history.Delete:
-				return true, s.set(op.key, "")
-			default:
-				seen, _ := out.(map[string]string)
-				return s.read(op.key, seen)
+				return fmt.Sprintf("#%d delete %s%s", op.id, key, maybe)
 			}
+			return fmt.Sprintf("#%d read %s=%s", op.id, key, describe(op.value))
 		},
-		Equal: func(a, b any) bool { return a.(kvState).equal(b.(kvState)) },
-		Hash: func(st any) uint64 {
-			s := st.(kvState)
-			if s.wild {
-				return ^s.h
-			}
-			return s.h
-		},
-		DescribeOperation: func(in, out any) string {
-			op := in.(kvInput)
-			switch op.kind {
-			case history.Write:
-				return fmt.Sprintf("#%d %s=%s", op.id, op.key, op.value)
-			case history.Delete:
-				return fmt.Sprintf("#%d delete %s", op.id, op.key)
-			default:
-				seen, _ := out.(map[string]string)
-				return fmt.Sprintf("#%d read %s", op.id, kvState{m: seen})
-			}
-		},
-		DescribeState: func(st any) string { return st.(kvState).String() },
+		DescribeState: func(st any) string { return key + "=" + st.(regState).String() },
 	}
-}
-
-// partitionByKey splits a history into one sub-history per key: the writes
-// and deletes of the key, and every read projected onto the key (a read of
-// all keys observes each key). See the package doc for what this checks.
-func partitionByKey(ops []porcupine.Operation) [][]porcupine.Operation {
-	keys := map[string]int{}
-	var parts [][]porcupine.Operation
-	part := func(k string) int {
-		i, ok := keys[k]
-		if !ok {
-			i = len(parts)
-			keys[k] = i
-			parts = append(parts, nil)
-		}
-		return i
-	}
-	for _, op := range ops {
-		in := op.Input.(kvInput)
-		if in.kind != history.Read {
-			part(in.key)
-			continue
-		}
-		if in.key != "" {
-			part(in.key)
-			continue
-		}
-		seen, _ := op.Output.(map[string]string)
-		for k := range seen {
-			part(k)
-		}
-	}
-	for _, op := range ops {
-		in := op.Input.(kvInput)
-		if in.kind != history.Read || in.key != "" {
-			i := part(in.key)
-			parts[i] = append(parts[i], op)
-			continue
-		}
-		for k, i := range keys {
-			sub := op
-			in.key = k
-			sub.Input = in
-			parts[i] = append(parts[i], sub)
-		}
-	}
-	return parts
 }
