@@ -92,7 +92,9 @@ func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 
 // step fixes the parameters of one fault of kind k.
 func step(rng *rand.Rand, k Kind, short bool, grace time.Duration) Step {
-	s := Step{Kind: k, Pick: rng.IntN(1 << 16), Gap: between(rng, time.Second, 3*time.Second)}
+	// The gap is short: the cluster has already settled (every replica
+	// up, one leader, agents attached) before it starts.
+	s := Step{Kind: k, Pick: rng.IntN(1 << 16), Gap: between(rng, 500*time.Millisecond, 2*time.Second)}
 	if short {
 		s.Gap = time.Second
 	}
