@@ -76,6 +76,10 @@ type runner struct {
 	keys      []string
 	faults    []injected
 	compare   []injected
+	// faultsEnd is when the comparison began: the window of the last
+	// fault ends there, or its figures would count the comparison's
+	// restart as that fault's election.
+	faultsEnd time.Time
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -113,6 +117,7 @@ func (r *runner) run(ctx context.Context, steps []Step) error {
 	if err := r.c.waitSettled(ctx, settleBound); err != nil {
 		r.problem("after the faults: %v", err)
 	}
+	r.faultsEnd = time.Now()
 	r.comparison(ctx)
 	if err := r.c.waitSettled(ctx, settleBound); err != nil {
 		r.problem("after the comparison: %v", err)
@@ -296,8 +301,8 @@ func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start
 		rep.Faults = append(rep.Faults, in.fault)
 		cuts = append(cuts, in.cuts...)
 	}
-	rep.Figures = r.measure(r.faults, samples, ops)
-	rep.Comparison = r.measure(r.compare, samples, ops)
+	rep.Figures = r.measure(r.faults, samples, ops, r.faultsEnd)
+	rep.Comparison = r.measure(r.compare, samples, ops, time.Time{})
 	for k, f := range rep.Comparison {
 		delete(rep.Comparison, k)
 		rep.Comparison[string(LeaderKill)] = f
@@ -326,12 +331,13 @@ func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start
 	return rep
 }
 
-// measure measures every fault up to the next one.
-func (r *runner) measure(list []injected, samples []report.Sample, ops []history.Op) map[string]report.Figures {
+// measure computes the figures of list; each fault's window ends where the
+// next one begins, the last one's at end (zero: the end of the run).
+func (r *runner) measure(list []injected, samples []report.Sample, ops []history.Op, end time.Time) map[string]report.Figures {
 	var kinds []Kind
 	var ms []Measured
 	for i, in := range list {
-		var until time.Time
+		until := end
 		if i+1 < len(list) {
 			until = list[i+1].fault.At
 		}
