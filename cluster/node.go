@@ -354,11 +354,18 @@ func (n *Node) Shutdown() error {
 		if n.gossip != nil {
 			n.gossip.stop()
 		}
+		// Close the transport first: a peer's RPC that reaches a replica
+		// whose Raft has stopped waits for an answer until the transport
+		// closes, and a peer shutting down waits for its RPCs. When the
+		// whole cluster stopped at once, replicas waited on each other
+		// until the 10 s I/O timeout (the chaos campaign's cluster
+		// restart). Closing leaves pooled outgoing connections open, and
+		// with them the peers' goroutines reading them, hence
+		// CloseStreams.
+		n.transport.Close()
+		n.transport.CloseStreams()
 		err := n.raft.Shutdown().Error()
 		n.wg.Wait()
-		// Closing the transport leaves pooled outgoing connections open,
-		// and with them the peers' goroutines reading them.
-		n.transport.Close()
 		n.transport.CloseStreams()
 		// The goroutines serving accepted connections may still be inside
 		// a heartbeat that writes the stable store.

@@ -125,7 +125,7 @@ func (r *Resolver) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := r.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(r.creds), grpc.WithKeepaliveParams(keepaliveParams))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(r.creds), grpc.WithKeepaliveParams(keepaliveParams), rpc.Redial())
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/rpc"
 )
 
 // ErrPoolClosed is returned by Get after Close.
@@ -24,8 +26,10 @@ type Pool struct {
 
 // NewPool returns a pool whose connections use opts: the transport
 // credentials (the replica's own certificate as a client, or insecure) and
-// whatever else the caller wants, such as keepalive parameters.
+// whatever else the caller wants, such as keepalive parameters. They
+// redial a failed leader quickly (rpc.Redial) unless opts say otherwise.
 func NewPool(opts ...grpc.DialOption) *Pool {
+	opts = append([]grpc.DialOption{rpc.Redial()}, opts...)
 	return &Pool{opts: opts, conns: map[string]*grpc.ClientConn{}}
 }
 
