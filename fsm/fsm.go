@@ -112,6 +112,10 @@ func (f *FSM) applyLocked(t MessageType, buf []byte, index uint64) any {
 	switch t {
 	case UpdateDesiredStateType, UpdateDesiredStateSeqType:
 		body = &UpdateDesiredStateRequest{}
+	case UpdateDesiredStatePackedType:
+		r := &UpdateDesiredStateRequest{}
+		decodePacked(buf, r)
+		return Execute(f.store, t, r, index)
 	case AgentConnectedType:
 		body = &AgentConnectedRequest{}
 	case AgentGoneType:
@@ -143,7 +147,7 @@ func Execute(st *state.Store, t MessageType, body any, index uint64) any {
 		case UpdateDesiredStateType:
 			st.ApplyDesired(&r.Update, index)
 			return nil
-		case UpdateDesiredStateSeqType:
+		case UpdateDesiredStateSeqType, UpdateDesiredStatePackedType:
 			if st.DesiredSeq+1 != r.Seq {
 				return fmt.Errorf("%w: it is update %d, the store holds %d", ErrOutOfSequence, r.Seq, st.DesiredSeq)
 			}

@@ -239,7 +239,7 @@ func TestAgentHelloDuringCommitGetsWorkloadOnce(t *testing.T) {
 	applied, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	ts.fsm.SetObserver(func(typ fsm.MessageType, _ uint64) {
-		if typ == fsm.UpdateDesiredStateSeqType {
+		if typ == fsm.UpdateDesiredStatePackedType {
 			once.Do(func() {
 				close(applied)
 				<-resume

@@ -1,0 +1,77 @@
+package fsm
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// packedHandle is the msgpack configuration of packed bodies. Strings stay
+// strings and maps inside config items decode as map[string]any, as they
+// do from JSON, so a packed entry applies exactly like its JSON form. A
+// handle caches type information and is safe for concurrent use once set
+// up.
+var packedHandle = func() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.WriteExt = true
+	h.RawToString = true
+	h.MapType = reflect.TypeOf(map[string]any(nil))
+	return h
+}()
+
+// encodePacked writes the type byte and the msgpack body of an
+// UpdateDesiredStateRequest. A rendered workload that is the workload's
+// own spec (in PutWorkloads, mapping no config, so rendering copies it) is
+// sent without its Workload; decodePacked rebuilds it. The caller's body
+// is not changed.
+func encodePacked(t MessageType, body any) ([]byte, error) {
+	var r *UpdateDesiredStateRequest
+	switch b := body.(type) {
+	case *UpdateDesiredStateRequest:
+		r = b
+	case UpdateDesiredStateRequest:
+		r = &b
+	default:
+		return nil, fmt.Errorf("encode %s: %w: body is %T", t, ErrBadCommand, body)
+	}
+	out := *r
+	if len(r.Update.PutRendered) > 0 {
+		out.Update.PutRendered = maps.Clone(r.Update.PutRendered)
+		for n, rw := range out.Update.PutRendered {
+			if w, ok := r.Update.PutWorkloads[n]; ok && w != nil && len(w.Configs) == 0 {
+				rw.Workload = nil
+				out.Update.PutRendered[n] = rw
+			}
+		}
+	}
+	var b []byte
+	if err := codec.NewEncoderBytes(&b, packedHandle).Encode(&out); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", t, err)
+	}
+	buf := make([]byte, 1+len(b))
+	buf[0] = byte(t)
+	copy(buf[1:], b)
+	return buf, nil
+}
+
+// decodePacked decodes a packed body into r and rebuilds the rendered
+// workloads left out: each is a copy of its spec.
+func decodePacked(buf []byte, r *UpdateDesiredStateRequest) {
+	if err := codec.NewDecoderBytes(buf, packedHandle).Decode(r); err != nil {
+		// As in decode: applying anything else would fork the replicas.
+		panic(fmt.Sprintf("fsm: failed to decode committed entry: %v", err))
+	}
+	for n, rw := range r.Update.PutRendered {
+		if rw.Workload != nil {
+			continue
+		}
+		w, ok := r.Update.PutWorkloads[n]
+		if !ok || w == nil {
+			panic(fmt.Sprintf("fsm: failed to decode committed entry: rendered workload %q has neither a body nor a spec", n))
+		}
+		rw.Workload = w.Clone()
+		r.Update.PutRendered[n] = rw
+	}
+}
