@@ -181,9 +181,7 @@ func plan(r *render.Renderer, st *state.Store, next state.State, tags map[string
 	return p, nil
 }
 
-func sameWorkload(a, b *state.Workload) bool {
-	return reflect.DeepEqual(a.ToTree(), b.ToTree())
-}
+func sameWorkload(a, b *state.Workload) bool { return a.Equal(b) }
 
 func normTags(t map[string]string) map[string]string {
 	if t == nil {
