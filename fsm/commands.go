@@ -39,8 +39,8 @@ const (
 	// UpdateDesiredStatePackedType is UpdateDesiredStateSeqType with a
 	// msgpack body in which a rendered workload that is a copy of its
 	// spec (it maps no config) is left out and rebuilt from the spec on
-	// apply (see packed.go): the body is about half as long and decodes
-	// three times faster than JSON, on every replica. A replica that does
+	// apply (see packed.go): the body is about a third as long and decodes
+	// about three times faster than JSON, on every replica. A replica that does
 	// not know the type stops instead of applying it unchecked.
 	UpdateDesiredStatePackedType MessageType = 8
 )

@@ -1,8 +1,12 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -143,5 +147,44 @@ func BenchmarkDecodeUpdate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/packed.golden")
+
+// The packed format is part of the Raft log: an entry written today must
+// decode the same way in every later version. Structs are arrays of their
+// fields, so reordering or removing a field of state.DesiredUpdate or of
+// anything it holds breaks old entries; new fields go at the end.
+func TestPackedFormatIsStable(t *testing.T) {
+	path := filepath.Join("testdata", "packed.golden")
+	body := richUpdate(1)
+	buf, err := Encode(UpdateDesiredStatePackedType, &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateGolden {
+		if err := os.WriteFile(path, buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Encode(UpdateDesiredStateSeqType, &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got UpdateDesiredStateRequest
+	if err := json.Unmarshal(plain[1:], &want); err != nil {
+		t.Fatal(err)
+	}
+	decodePacked(golden[1:], &got)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the golden entry decodes to\n%+v\nwant\n%+v\n(a field of a packed struct was moved or removed?)", got, want)
+	}
+	if !bytes.Equal(buf, golden) {
+		t.Fatalf("the packed encoding changed (%d bytes, golden %d): a struct field moved, or a field was added (then rerun with -update-golden and check that old entries still decode)", len(buf), len(golden))
 	}
 }
