@@ -78,9 +78,12 @@ podman-setup:
 # .chaos/<timestamp>/. See docs/chaos.md.
 DURATION ?= 30m
 SEED ?= 0
+# Rounds of every fault kind a long campaign runs at least, past DURATION
+# if needed: the failover figures are over at least 20 faults of each kind.
+MIN_ROUNDS ?= 20
 chaos: build
 	$(GO) build -o bin/ ./chaos/cmd/grapnel-chaos
-	./bin/grapnel-chaos run --duration $(DURATION) --seed $(SEED)
+	./bin/grapnel-chaos run --duration $(DURATION) --min-rounds $(MIN_ROUNDS) --seed $(SEED)
 
 # Every fault kind once, in well under 10 minutes.
 chaos-short: build

@@ -47,9 +47,11 @@ func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, 
 	}), cl, nil
 }
 
-// closingLayer closes every accepted connection when the layer closes,
-// and lets Shutdown wait until the transport's goroutine serving each one
-// has returned. raft's NetworkTransport.Close only closes the listener:
+// closingLayer closes every accepted and every dialled connection when the
+// layer closes, and lets Shutdown wait until the transport's goroutine
+// serving each accepted one has returned. Closing the dialled ones ends
+// RPCs this replica is waiting on: a heartbeat to a peer that stopped
+// answering otherwise held Raft's shutdown until the I/O timeout. raft's NetworkTransport.Close only closes the listener:
 // those goroutines would stay blocked on their read until the peer hangs
 // up, which a live peer never does; and one may be handling a heartbeat,
 // which hashicorp/raft processes right there, writing the term to the
@@ -59,11 +61,30 @@ type closingLayer struct {
 	mu       sync.Mutex
 	closed   bool
 	conns    map[*acceptedConn]struct{}
+	dialed   map[*dialedConn]struct{}
 	handlers sync.WaitGroup
 }
 
 func newClosingLayer(l raft.StreamLayer) *closingLayer {
-	return &closingLayer{StreamLayer: l, conns: map[*acceptedConn]struct{}{}}
+	return &closingLayer{StreamLayer: l, conns: map[*acceptedConn]struct{}{}, dialed: map[*dialedConn]struct{}{}}
+}
+
+// Dial dials through the wrapped layer and tracks the connection until it
+// is closed.
+func (l *closingLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	c, err := l.StreamLayer.Dial(address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	dc := &dialedConn{Conn: c, layer: l}
+	l.dialed[dc] = struct{}{}
+	return dc, nil
 }
 
 func (l *closingLayer) Accept() (net.Conn, error) {
@@ -87,13 +108,16 @@ func (l *closingLayer) Close() error {
 	err := l.StreamLayer.Close()
 	l.mu.Lock()
 	l.closed = true
-	conns := make([]*acceptedConn, 0, len(l.conns))
+	conns := make([]net.Conn, 0, len(l.conns)+len(l.dialed))
 	for c := range l.conns {
-		conns = append(conns, c)
+		conns = append(conns, c.Conn)
+	}
+	for c := range l.dialed {
+		conns = append(conns, c.Conn)
 	}
 	l.mu.Unlock()
 	for _, c := range conns {
-		c.Conn.Close()
+		c.Close()
 	}
 	return err
 }
@@ -118,6 +142,19 @@ func (c *acceptedConn) Close() error {
 		c.layer.handlers.Done()
 	})
 	return err
+}
+
+// dialedConn forgets itself in its layer when closed.
+type dialedConn struct {
+	net.Conn
+	layer *closingLayer
+}
+
+func (c *dialedConn) Close() error {
+	c.layer.mu.Lock()
+	delete(c.layer.dialed, c)
+	c.layer.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // contactTransport is the Raft transport with one addition: it records the

@@ -46,6 +46,9 @@ type Config struct {
 	// Duration has passed.
 	Short    bool
 	Duration time.Duration
+	// MinRounds makes a long campaign go on past Duration until every
+	// fault kind has run this many times (the figures need 20 of each).
+	MinRounds int
 	// Steps, when set, is a scripted schedule run once instead.
 	Steps []Step
 	// Clients is the number of concurrent chaos clients.
@@ -84,6 +87,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: Bins: need grapnel-server and grapnel-agent", ErrConfig)
 	case c.Self == "":
 		return c, fmt.Errorf("%w: Self: the grapnel-chaos binary is needed for the clients", ErrConfig)
+	case c.MinRounds < 0:
+		return c, fmt.Errorf("%w: MinRounds %d: must not be negative", ErrConfig, c.MinRounds)
 	case !c.Short && len(c.Steps) == 0 && c.Duration <= 0:
 		return c, fmt.Errorf("%w: Duration %v: a long campaign needs a positive duration", ErrConfig, c.Duration)
 	case c.Clients < 0:

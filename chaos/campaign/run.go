@@ -208,14 +208,15 @@ func (r *runner) startClients(histPath string) (*proc, error) {
 // inject runs the steps: each fault, then recovery (heal, every replica
 // running and unfrozen) and a settled cluster, then the step's gap. A long
 // campaign stops at the first end of a round of every kind after its
-// duration has passed, so every kind runs equally often.
+// duration has passed and at least MinRounds rounds ran, so every kind
+// runs equally often.
 func (r *runner) inject(ctx context.Context, steps []Step) {
 	var deadline time.Time
 	if !r.cfg.Short && len(r.cfg.Steps) == 0 {
 		deadline = time.Now().Add(r.cfg.Duration)
 	}
 	for i, s := range steps {
-		if ctx.Err() != nil || (!deadline.IsZero() && i%len(Kinds) == 0 && time.Now().After(deadline)) {
+		if ctx.Err() != nil || (!deadline.IsZero() && i%len(Kinds) == 0 && i >= r.cfg.MinRounds*len(Kinds) && time.Now().After(deadline)) {
 			return
 		}
 		r.logf("fault %d: %s", i+1, s)

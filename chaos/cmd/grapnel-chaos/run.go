@@ -24,6 +24,7 @@ func runCmd(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	short := fs.Bool("short", false, "every fault kind once (well under 10 minutes)")
 	duration := fs.Duration("duration", 30*time.Minute, "length of the fault phase of a long campaign")
+	minRounds := fs.Int("min-rounds", 0, "a long campaign goes on past --duration until every fault kind ran this many times")
 	seed := fs.Int64("seed", 0, "seed of the schedule and the clients; 0 draws one (printed)")
 	faultList := fs.String("faults", "", "scripted schedule: fault kinds, comma-separated, run once in order")
 	dir := fs.String("dir", "", "run directory (default .chaos/<timestamp>)")
@@ -61,7 +62,7 @@ func runCmd(args []string) int {
 		return 2
 	}
 	cfg := campaign.Config{
-		Dir: *dir, Self: self, Seed: *seed, Short: *short, Duration: *duration,
+		Dir: *dir, Self: self, Seed: *seed, Short: *short, Duration: *duration, MinRounds: *minRounds,
 		Bins: map[string]string{
 			"grapnel-server": filepath.Join(*binDir, "grapnel-server"),
 			"grapnel-agent":  filepath.Join(*binDir, "grapnel-agent"),
