@@ -284,6 +284,10 @@ func packetLoss(ctx context.Context, c *cluster, s Step) (injected, error) {
 	err = c.net.Heal()
 	in.fault.Healed = time.Now()
 	in.fault.Detail = fmt.Sprintf("%d%% loss for %v", s.Percent, in.fault.Healed.Sub(in.fault.At).Round(time.Millisecond))
+	// The follower host's agent reaches the leader over the lossy link
+	// only; with 20–30 % loss its stream may stall past the heartbeat.
+	in.cutAgent(c, f)
+	in.cuts[len(in.cuts)-1].Partial = true
 	return in, err
 }
 

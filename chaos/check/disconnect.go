@@ -15,10 +15,13 @@ type StateSample struct {
 }
 
 // Cut is a time an agent was cut off from every replica. A zero To means
-// the cut had not ended when the samples were taken.
+// the cut had not ended when the samples were taken. A Partial cut is
+// packet loss on the agent's path to the leader: the agent may lose its
+// stream at any moment of it, or not at all.
 type Cut struct {
 	Agent    string
 	From, To time.Time
+	Partial  bool
 }
 
 // DisconnectTolerance is how much earlier than the grace period the server
@@ -39,6 +42,9 @@ const DisconnectSettle = 5 * time.Second
 //	c.To − c.From ≥ grace − DisconnectTolerance   (the cut lasted long enough; open cuts always do)
 //	c.From + grace − DisconnectTolerance ≤ t      (the grace period had passed)
 //	t ≤ c.To + DisconnectSettle                   (not long after the cut healed)
+//
+// For a partial cut the agent may have lost its stream just before the
+// heal, so the last bound is c.To + grace + DisconnectSettle.
 func DisconnectedOnlyWhenCut(samples []StateSample, cuts []Cut, grace time.Duration) Result {
 	res := Result{Name: "disconnected-only-when-cut"}
 	byAgent := map[string][]Cut{}
@@ -54,7 +60,11 @@ func DisconnectedOnlyWhenCut(samples []StateSample, cuts []Cut, grace time.Durat
 			if t.Before(c.From.Add(grace - DisconnectTolerance)) {
 				continue
 			}
-			if !open && t.After(c.To.Add(DisconnectSettle)) {
+			settle := DisconnectSettle
+			if c.Partial {
+				settle += grace
+			}
+			if !open && t.After(c.To.Add(settle)) {
 				continue
 			}
 			return true

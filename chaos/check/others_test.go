@@ -125,6 +125,8 @@ func TestDisconnectedOnlyWhenCut(t *testing.T) {
 		{"cut of another agent", 20, []Cut{{Agent: "agent_B", From: sec(10), To: sec(30)}}, false},
 		{"cut shorter than grace", 14.5, []Cut{{Agent: "agent_A", From: sec(10), To: sec(12)}}, false},
 		{"open cut", 100, []Cut{{Agent: "agent_A", From: sec(10)}}, true},
+		{"stream lost late in packet loss", 37, []Cut{{Agent: "agent_A", From: sec(10), To: sec(30), Partial: true}}, true},
+		{"long after packet loss", 41, []Cut{{Agent: "agent_A", From: sec(10), To: sec(30), Partial: true}}, false},
 	}
 	for _, tt := range tests {
 		res := DisconnectedOnlyWhenCut([]StateSample{{At: sec(tt.at), States: disc}, {At: sec(1), States: []state.WorkloadState{ws("a", "agent_A", state.RunningOk)}}}, tt.cuts, grace)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -108,9 +109,18 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream,
 		return nil, err
 	}
 	sctx, cancel := context.WithCancelCause(context.Background())
-	// Until the stream is accepted, ctx bounds it.
+	// Until the stream is accepted, ctx bounds it, and so does the probe
+	// timeout: a replica that does not accept within it is as good as
+	// dead. Without that bound an agent that took a leader named by a
+	// stale follower waited on it for seconds while its packets were
+	// dropped, and missed its reconnect grace (the chaos campaign's
+	// one-way partition).
 	stop := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
+	accept := time.AfterFunc(r.opts.probeTimeout(), func() {
+		cancel(fmt.Errorf("%w: %s did not accept the stream within %v", ErrConnectionLost, addr, r.opts.probeTimeout()))
+	})
 	fail := func(err error) (*Stream, error) {
+		accept.Stop()
 		stop()
 		cancel(nil)
 		if ctx.Err() != nil {
@@ -134,6 +144,11 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream,
 		if v := md.Get(proxy.ReplicaIDKey); len(v) > 0 {
 			replica = v[0]
 		}
+	}
+	if !accept.Stop() {
+		stop()
+		cancel(nil)
+		return nil, fmt.Errorf("%w: %s did not accept the stream within %v", ErrConnectionLost, addr, r.opts.probeTimeout())
 	}
 	if !stop() {
 		cancel(nil)
