@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"reflect"
@@ -54,14 +55,12 @@ func encodePacked(t MessageType, body any) ([]byte, error) {
 			}
 		}
 	}
-	var b []byte
-	if err := codec.NewEncoderBytes(&b, packedHandle).Encode(&out); err != nil {
+	// The type byte goes first; the encoder appends after it.
+	buf := bytes.NewBuffer(append(make([]byte, 0, 1024), byte(t)))
+	if err := codec.NewEncoder(buf, packedHandle).Encode(&out); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t, err)
 	}
-	buf := make([]byte, 1+len(b))
-	buf[0] = byte(t)
-	copy(buf[1:], b)
-	return buf, nil
+	return buf.Bytes(), nil
 }
 
 // decodePacked decodes a packed body into r and rebuilds the rendered

@@ -51,7 +51,7 @@ func plan(r *render.Renderer, st *state.Store, next state.State, tags map[string
 	var deletedWl []string
 	for name, w := range next.Workloads {
 		old, ok := cur.Workloads[name]
-		if ok && (old == w || sameWorkload(old, w)) {
+		if ok && (old == w || old.Equal(w)) {
 			continue
 		}
 		changed.Workloads[name] = w
@@ -104,7 +104,7 @@ func plan(r *render.Renderer, st *state.Store, next state.State, tags map[string
 			return nil, err
 		}
 		old, had := st.Rendered[n]
-		if had && old.Instance == inst && sameWorkload(old.Workload, rw) {
+		if had && old.Instance == inst && old.Workload.Equal(rw) {
 			continue
 		}
 		nr := state.Rendered{Instance: inst, Workload: rw}
@@ -180,8 +180,6 @@ func plan(r *render.Renderer, st *state.Store, next state.State, tags map[string
 		len(u.AgentTags) > 0 || len(putRendered) > 0
 	return p, nil
 }
-
-func sameWorkload(a, b *state.Workload) bool { return a.Equal(b) }
 
 func normTags(t map[string]string) map[string]string {
 	if t == nil {

@@ -326,7 +326,7 @@ workloads:
 		t.Fatal(err)
 	}
 	want := mustState(t, y)
-	if !sameWorkload(got.Workloads["full"], want.Workloads["full"]) {
+	if !got.Workloads["full"].Equal(want.Workloads["full"]) {
 		t.Fatalf("round trip lost fields:\n got %v\nwant %v", got.Workloads["full"].ToTree(), want.Workloads["full"].ToTree())
 	}
 }

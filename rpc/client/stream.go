@@ -116,9 +116,8 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream,
 	// dropped, and missed its reconnect grace (the chaos campaign's
 	// one-way partition).
 	stop := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
-	accept := time.AfterFunc(r.opts.probeTimeout(), func() {
-		cancel(fmt.Errorf("%w: %s did not accept the stream within %v", ErrConnectionLost, addr, r.opts.probeTimeout()))
-	})
+	notAccepted := fmt.Errorf("%w: %s did not accept the stream within %v", ErrConnectionLost, addr, r.opts.probeTimeout())
+	accept := time.AfterFunc(r.opts.probeTimeout(), func() { cancel(notAccepted) })
 	fail := func(err error) (*Stream, error) {
 		accept.Stop()
 		stop()
@@ -148,7 +147,7 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream,
 	if !accept.Stop() {
 		stop()
 		cancel(nil)
-		return nil, fmt.Errorf("%w: %s did not accept the stream within %v", ErrConnectionLost, addr, r.opts.probeTimeout())
+		return nil, notAccepted
 	}
 	if !stop() {
 		cancel(nil)
