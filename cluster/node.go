@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 )
 
 // Config configures a Node.
@@ -70,6 +68,10 @@ type Config struct {
 	// takes the defaults below.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// Preallocate is how many bytes of raft.db exist on disk before the
+	// first commit needs them (see DefaultPreallocate); 0 grows the file
+	// only as bbolt needs it.
+	Preallocate int64
 }
 
 // Node is one replica's Raft node, with its gossip member and, while it
@@ -126,6 +128,8 @@ func (cfg *Config) validate() error {
 		return bad("FSM", "required")
 	case cfg.BootstrapExpect < 0:
 		return bad("BootstrapExpect", "must not be negative")
+	case cfg.Preallocate < 0:
+		return bad("Preallocate", "must not be negative")
 	case cfg.BootstrapExpect > 1 && cfg.GossipAddress == "":
 		return bad("BootstrapExpect", "more than 1 needs GossipAddress to find the other replicas")
 	case cfg.BootstrapSelf && cfg.BootstrapExpect > 1:
@@ -206,15 +210,9 @@ func NewNode(cfg Config) (*Node, error) {
 	leaderCh := make(chan bool, 16)
 	rc.NotifyCh = leaderCh
 
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.DataDir, "raft.db"),
-		// Without a synced freelist a commit writes fewer pages (bbolt
-		// rebuilds the freelist on open, as etcd's backend does); the
-		// map freelist keeps allocation cheap as the log is truncated.
-		BoltOptions: &bbolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-	})
+	store, err := openLogStore(cfg.DataDir, cfg.Preallocate)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: open raft.db: %w", err)
+		return nil, err
 	}
 	logs, err := raft.NewLogCache(512, store)
 	if err != nil {

@@ -55,6 +55,12 @@ type config struct {
 	RaftElectionTimeout    time.Duration `yaml:"raft_election_timeout"`
 	RaftLeaderLeaseTimeout time.Duration `yaml:"raft_leader_lease_timeout"`
 	RaftCommitTimeout      time.Duration `yaml:"raft_commit_timeout"`
+	// RaftPreallocateMiB is how much of raft.db is allocated on disk
+	// ahead of use (0: none).
+	RaftPreallocateMiB int `yaml:"raft_preallocate_mib"`
+	// GCPercent is Go's GC target (GOGC); the GOGC variable, when set,
+	// wins.
+	GCPercent int `yaml:"gc_percent"`
 }
 
 func defaults() config {
@@ -71,6 +77,8 @@ func defaults() config {
 		RaftElectionTimeout:    t.ElectionTimeout,
 		RaftLeaderLeaseTimeout: t.LeaderLeaseTimeout,
 		RaftCommitTimeout:      t.CommitTimeout,
+		RaftPreallocateMiB:     cluster.DefaultPreallocate >> 20,
+		GCPercent:              defaultGCPercent,
 	}
 }
 
@@ -102,6 +110,8 @@ func options() []option {
 		{"raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }},
 		{"raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }},
 		{"raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }},
+		{"raft-preallocate-mib", "", "RAFT_PREALLOCATE_MIB", "MiB of raft.db allocated on disk ahead of use, so commits write in place (0: none)", func(c *config) any { return &c.RaftPreallocateMiB }},
+		{"gc-percent", "", "GC_PERCENT", "Go GC target: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }},
 		{"enable-debug", "", "ENABLE_DEBUG", "serve Go's profiler under /debug/pprof/ on the metrics address", func(c *config) any { return &c.EnableDebug }},
 		{"leave-on-terminate", "", "LEAVE_ON_TERMINATE", "on SIGTERM/SIGINT leave the cluster for good instead of stopping as a member that will come back", func(c *config) any { return &c.LeaveOnTerminate }},
 		{"insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }},
@@ -273,6 +283,12 @@ func (c config) validate() error {
 				return fmt.Errorf("--address %q: in a cluster give the address peers and clients reach this replica on, not a wildcard", c.Address)
 			}
 		}
+	}
+	if c.RaftPreallocateMiB < 0 || c.RaftPreallocateMiB > 4096 {
+		return fmt.Errorf("--raft-preallocate-mib %d: must be 0 to 4096", c.RaftPreallocateMiB)
+	}
+	if c.GCPercent < 25 {
+		return fmt.Errorf("--gc-percent %d: must be at least 25 (lower spends most of the CPU collecting)", c.GCPercent)
 	}
 	if c.AgentReconnectGrace < 0 {
 		return fmt.Errorf("--agent-reconnect-grace %v: must not be negative", c.AgentReconnectGrace)

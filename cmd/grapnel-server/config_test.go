@@ -2,8 +2,11 @@ package main
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +136,14 @@ func TestClusterOptions(t *testing.T) {
 		{"bad env duration", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_RPC_HOLD_TIMEOUT": "soon"}, nil, "GRAPNEL_SERVER_RPC_HOLD_TIMEOUT"},
 		{"wildcard address in a cluster", []string{"-k", "--bootstrap-expect", "3", "-a", "0.0.0.0:25551"}, nil, nil, "not a wildcard"},
 		{"lease above heartbeat", []string{"-k", "--raft-leader-lease-timeout", "1s"}, nil, nil, "must not exceed"},
+		{"storage and GC defaults", []string{"-k"}, nil, func(c config) bool {
+			return c.RaftPreallocateMiB == 32 && c.GCPercent == defaultGCPercent
+		}, ""},
+		{"storage and GC from env", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_RAFT_PREALLOCATE_MIB": "0", "GRAPNEL_SERVER_GC_PERCENT": "100"}, func(c config) bool {
+			return c.RaftPreallocateMiB == 0 && c.GCPercent == 100
+		}, ""},
+		{"preallocate out of range", []string{"-k", "--raft-preallocate-mib", "-1"}, nil, nil, "--raft-preallocate-mib -1"},
+		{"gc percent too low", []string{"-k", "--gc-percent", "5"}, nil, nil, "--gc-percent 5"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -160,5 +171,19 @@ func TestClusterOptions(t *testing.T) {
 				t.Fatalf("config %+v", cfg)
 			}
 		})
+	}
+}
+
+func TestGOGCWinsOverGCPercent(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	setGC(300, func(k string) (string, bool) { return "150", k == "GOGC" }, log)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("with GOGC set, the GC target changed to %d", got)
+	}
+	setGC(300, func(string) (string, bool) { return "", false }, log)
+	if got := debug.SetGCPercent(100); got != 300 {
+		t.Fatalf("GC target %d, want 300", got)
 	}
 }

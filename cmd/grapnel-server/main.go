@@ -46,6 +46,7 @@ func main() {
 
 func run(cfg config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+	setGC(cfg.GCPercent, os.LookupEnv, log)
 	startup, err := loadStartupManifest(cfg.StartupManifest, log)
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func run(cfg config) error {
 		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
 		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress, GossipKey: gossipKey,
-		Join: cfg.Join, LogOutput: os.Stderr,
+		Join: cfg.Join, LogOutput: os.Stderr, Preallocate: int64(cfg.RaftPreallocateMiB) << 20,
 	})
 	if err != nil {
 		lis.Close()
