@@ -175,7 +175,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		events:      events.NewHandler(),
 		logs:        logcampaign.NewStore(),
 		clock:       clk,
-		pipe:        newPipeline(s.node.ApplyAsync, s.cfg.ApplyTimeout, clk.Now, stopCh),
+		pipe:        newPipeline(s.node.ApplyAsync, s.cfg.ApplyTimeout, s.cfg.GroupCommitDelay, clock.Real(), stopCh),
 		greeted:     map[string]greeting{},
 		incarnation: map[*conn]uint64{},
 		grace:       map[string]*graceTimer{},

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/server/clock"
 )
 
 // fakeFuture is a Raft future the test resolves by hand.
@@ -63,7 +64,7 @@ func (r *fakeRaft) future(t *testing.T, i int) *fakeFuture {
 func TestPipelineSettlesInOrder(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 16)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, time.Now, stop)
+	p := newPipeline(r.apply, time.Second, 0, clock.Real(), stop)
 	var got []string
 	record := func(name string) func(any, uint64) {
 		return func(resp any, _ uint64) { got = append(got, name+"="+resp.(string)) }
@@ -111,7 +112,7 @@ func TestPipelineSettlesInOrder(t *testing.T) {
 func TestPipelineAbandon(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 16)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, time.Now, stop)
+	p := newPipeline(r.apply, time.Second, 0, clock.Real(), stop)
 	var failed []error
 	for i := 0; i < 3; i++ {
 		p.propose(fsm.AgentGoneType, []byte{byte(i)}, func(any, uint64) { t.Error("committed after the end of the term") },
@@ -147,7 +148,7 @@ var errLeadershipTest = errors.New("leadership lost")
 func TestPipelineBound(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 2*maxInFlight)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, time.Now, stop)
+	p := newPipeline(r.apply, time.Second, 0, clock.Real(), stop)
 	defer func() {
 		r.future(t, maxInFlight-1)
 		close(stop)
@@ -168,4 +169,79 @@ func TestPipelineBound(t *testing.T) {
 	if p.full() {
 		t.Fatal("still full after a commit")
 	}
+}
+
+// reached reports how many proposals Raft has been handed.
+func (r *fakeRaft) reached() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.futures)
+}
+
+// settleOne takes one completion off done and settles it.
+func settleOne(t *testing.T, p *pipeline) {
+	t.Helper()
+	select {
+	case e := <-p.done:
+		p.settle(e, func(fsm.MessageType, time.Duration) {})
+	case <-time.After(5 * time.Second):
+		t.Fatal("no completion")
+	}
+}
+
+// Group commit: a proposal that finds nothing outstanding goes to Raft at
+// once; those made while a batch is out wait for it to settle or for the
+// delay, then go together; a full batch goes without waiting.
+func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
+	r := &fakeRaft{added: make(chan struct{}, 4*maxBatch)}
+	stop := make(chan struct{})
+	clk := clock.NewFake(time.Unix(1000, 0))
+	p := newPipeline(r.apply, time.Second, 10*time.Millisecond, clk, stop)
+	defer func() {
+		close(stop)
+		p.stopAndWait()
+		r.resolveAll()
+	}()
+	// A lone proposal is not delayed.
+	p.propose(fsm.AgentGoneType, []byte("a"), nil, nil)
+	a := r.future(t, 0)
+	p.propose(fsm.AgentGoneType, []byte("b"), nil, nil)
+	p.propose(fsm.AgentGoneType, []byte("c"), nil, nil)
+	waitFor(t, 5*time.Second, "the delay timer", func() bool { return clk.Pending() > 0 })
+	if n := r.reached(); n != 1 {
+		t.Fatalf("%d proposals reached Raft while the first batch was out, want 1", n)
+	}
+	// The first batch settles: b and c go together.
+	close(a.done)
+	settleOne(t, p)
+	r.future(t, 2)
+	// d waits behind b and c until the delay has passed.
+	p.propose(fsm.AgentGoneType, []byte("d"), nil, nil)
+	waitFor(t, 5*time.Second, "the delay timer", func() bool { return clk.Pending() > 0 })
+	if n := r.reached(); n != 3 {
+		t.Fatalf("%d proposals reached Raft before the delay, want 3", n)
+	}
+	clk.Advance(10 * time.Millisecond)
+	r.future(t, 3)
+	// A full batch goes at once, with batches still out.
+	for i := 0; i < maxBatch; i++ {
+		p.propose(fsm.AgentGoneType, nil, nil, nil)
+	}
+	r.future(t, 3+maxBatch)
+}
+
+// With no delay every proposal goes to Raft at once.
+func TestPipelineWithoutDelay(t *testing.T) {
+	r := &fakeRaft{added: make(chan struct{}, 16)}
+	stop := make(chan struct{})
+	p := newPipeline(r.apply, time.Second, -1, clock.NewFake(time.Unix(1000, 0)), stop)
+	defer func() {
+		close(stop)
+		p.stopAndWait()
+		r.resolveAll()
+	}()
+	for i := 0; i < 5; i++ {
+		p.propose(fsm.AgentGoneType, nil, nil, nil)
+	}
+	r.future(t, 4)
 }

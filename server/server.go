@@ -28,6 +28,10 @@ type Config struct {
 	StartupState *state.State
 	// ApplyTimeout bounds one Raft proposal.
 	ApplyTimeout time.Duration
+	// GroupCommitDelay is how long a proposal made while an earlier
+	// batch is being committed may wait for more to join it
+	// (DefaultGroupCommitDelay when zero, none when negative).
+	GroupCommitDelay time.Duration
 	// AgentReconnectGrace is how long a new leader waits for the agents
 	// the FSM lists to reconnect before they count as gone
 	// (DefaultAgentReconnectGrace when zero, none when negative).
@@ -83,6 +87,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ApplyTimeout == 0 {
 		cfg.ApplyTimeout = 10 * time.Second
+	}
+	if cfg.GroupCommitDelay == 0 {
+		cfg.GroupCommitDelay = DefaultGroupCommitDelay
 	}
 	return &Server{
 		cfg:        cfg,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/server"
 )
 
 // defaultConfigPath is where the server looks for its config file.
@@ -50,6 +51,7 @@ type config struct {
 
 	AgentReconnectGrace time.Duration `yaml:"agent_reconnect_grace"`
 	RPCHoldTimeout      time.Duration `yaml:"rpc_hold_timeout"`
+	GroupCommitDelay    time.Duration `yaml:"group_commit_delay"`
 
 	RaftHeartbeatTimeout   time.Duration `yaml:"raft_heartbeat_timeout"`
 	RaftElectionTimeout    time.Duration `yaml:"raft_election_timeout"`
@@ -73,6 +75,7 @@ func defaults() config {
 		LogLevel:               "info",
 		AgentReconnectGrace:    3 * time.Second,
 		RPCHoldTimeout:         5 * time.Second,
+		GroupCommitDelay:       server.DefaultGroupCommitDelay,
 		RaftHeartbeatTimeout:   t.HeartbeatTimeout,
 		RaftElectionTimeout:    t.ElectionTimeout,
 		RaftLeaderLeaseTimeout: t.LeaderLeaseTimeout,
@@ -106,6 +109,7 @@ func options() []option {
 		{"metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on http://ADDR/metrics (off when empty)", func(c *config) any { return &c.MetricsAddress }},
 		{"agent-reconnect-grace", "", "AGENT_RECONNECT_GRACE", "after a failover, time agents get to reconnect before their workloads turn AgentDisconnected", func(c *config) any { return &c.AgentReconnectGrace }},
 		{"rpc-hold-timeout", "", "RPC_HOLD_TIMEOUT", "how long a request waits for a leader before it fails with 'no leader'", func(c *config) any { return &c.RPCHoldTimeout }},
+		{"group-commit-delay", "", "GROUP_COMMIT_DELAY", "how long an update that arrives while another batch commits may wait for more to join it (0: none)", func(c *config) any { return &c.GroupCommitDelay }},
 		{"raft-heartbeat-timeout", "", "RAFT_HEARTBEAT_TIMEOUT", "follower: time without leader contact before an election", func(c *config) any { return &c.RaftHeartbeatTimeout }},
 		{"raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }},
 		{"raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }},
@@ -289,6 +293,9 @@ func (c config) validate() error {
 	}
 	if c.GCPercent < 25 {
 		return fmt.Errorf("--gc-percent %d: must be at least 25 (lower spends most of the CPU collecting)", c.GCPercent)
+	}
+	if c.GroupCommitDelay < 0 || c.GroupCommitDelay > 100*time.Millisecond {
+		return fmt.Errorf("--group-commit-delay %v: must be 0 to 100ms", c.GroupCommitDelay)
 	}
 	if c.AgentReconnectGrace < 0 {
 		return fmt.Errorf("--agent-reconnect-grace %v: must not be negative", c.AgentReconnectGrace)

@@ -143,6 +143,8 @@ func TestClusterOptions(t *testing.T) {
 			return c.RaftPreallocateMiB == 0 && c.GCPercent == 100
 		}, ""},
 		{"preallocate out of range", []string{"-k", "--raft-preallocate-mib", "-1"}, nil, nil, "--raft-preallocate-mib -1"},
+		{"group commit delay", []string{"-k", "--group-commit-delay", "0"}, nil, func(c config) bool { return c.GroupCommitDelay == 0 }, ""},
+		{"group commit delay too long", []string{"-k", "--group-commit-delay", "1s"}, nil, nil, "--group-commit-delay 1s"},
 		{"gc percent too low", []string{"-k", "--gc-percent", "5"}, nil, nil, "--gc-percent 5"},
 	}
 	for _, c := range cases {

@@ -104,9 +104,14 @@ func run(cfg config) error {
 	if grace == 0 {
 		grace = -1 // zero means none; the server reads zero as its default
 	}
+	commitDelay := cfg.GroupCommitDelay
+	if commitDelay == 0 {
+		commitDelay = -1 // zero means none; the server reads zero as its default
+	}
 	srv, err := server.New(server.Config{
 		Node: node, FSM: f, Logger: log, StartupState: startup, Metrics: metricSet,
 		AgentReconnectGrace: grace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
+		GroupCommitDelay: commitDelay,
 	})
 	if err != nil {
 		node.Shutdown()
