@@ -148,9 +148,11 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 		select {
 		case m := <-inbox:
 			l.handle(m)
-		case e := <-l.pipe.done:
+		case batch := <-l.pipe.done:
 			l.holdBroadcasts = true
-			l.pipe.settle(e, s.observeCommit)
+			for _, e := range batch {
+				l.pipe.settle(e, s.observeCommit)
+			}
 			l.holdBroadcasts = false
 			l.flushBroadcasts()
 		case g := <-expired:

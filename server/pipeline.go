@@ -56,10 +56,6 @@ type entry struct {
 	// instead when Raft or the FSM refused the entry.
 	commit func(resp any, index uint64)
 	fail   func(err error)
-
-	// closesBatch marks the last proposal of a batch; its waiter tells
-	// the proposer the batch has settled.
-	closesBatch bool
 }
 
 // pipeline proposes entries without waiting for earlier ones to commit
@@ -71,12 +67,12 @@ type entry struct {
 // stops when stop closes and stopAndWait waits for it. It hands entries
 // over in batches: at once when no batch is outstanding, otherwise when
 // maxBatch wait, when the oldest has waited delay, or when the
-// outstanding batches have settled. For each proposed entry a waiter
-// goroutine waits for the future and posts the entry to done, never
-// blocking once stop is closed; it ends as soon as Raft resolves the
-// future, which Raft does for every entry it accepted while it runs
-// (commit, lost leadership, shutdown). The delay's timer callback only
-// posts to the buffered wake channel.
+// outstanding batches have settled. For each batch a waiter goroutine
+// waits for its futures and posts the batch to done, never blocking once
+// stop is closed; it ends as soon as Raft resolves the futures, which
+// Raft does for every entry it accepted while it runs (commit, lost
+// leadership, shutdown). The delay's timer callback only posts to the
+// buffered wake channel.
 //
 // The leader gives the pipeline the real clock even when the server runs
 // on a fake one: the pipeline's times (the delay, the commit latency it
@@ -101,7 +97,7 @@ type pipeline struct {
 	inFlight int
 
 	proposeCh chan *entry
-	done      chan *entry
+	done      chan []*entry
 	// batchDone gets one token per settled batch; wake one when the
 	// delay may have passed.
 	batchDone chan struct{}
@@ -117,7 +113,7 @@ func newPipeline(apply func([]byte, time.Duration) raft.ApplyFuture, timeout, de
 	p := &pipeline{
 		apply: apply, timeout: timeout, delay: delay, clock: clk, stop: stop,
 		proposeCh: make(chan *entry, capacity),
-		done:      make(chan *entry, capacity),
+		done:      make(chan []*entry, capacity),
 		batchDone: make(chan struct{}, capacity),
 		wake:      make(chan struct{}, 1),
 	}
@@ -134,11 +130,12 @@ func (p *pipeline) proposer() {
 	for {
 		if len(pending) > 0 && p.mayGo(pending, outstanding) {
 			n := min(len(pending), maxBatch)
-			for i, e := range pending[:n] {
+			batch := make([]*entry, n)
+			copy(batch, pending)
+			for _, e := range batch {
 				e.future = p.apply(e.buf, p.timeout)
-				e.closesBatch = i == n-1
-				go p.wait(e)
 			}
+			go p.wait(batch)
 			clear(pending[:n])
 			pending = pending[n:]
 			outstanding++
@@ -174,18 +171,20 @@ func (p *pipeline) mayGo(pending []*entry, outstanding int) bool {
 		!p.clock.Now().Before(pending[0].start.Add(p.delay))
 }
 
-// wait is the waiter of one entry.
-func (p *pipeline) wait(e *entry) {
-	e.resp, e.err = outcome(e.future)
-	if e.err == nil {
-		e.index = e.future.Index()
+// wait is the waiter of one batch. Raft settles a batch's entries in
+// order, mostly together, so one waiter per batch and one hand-over to
+// the leader loop cost less than one per entry.
+func (p *pipeline) wait(batch []*entry) {
+	for _, e := range batch {
+		e.resp, e.err = outcome(e.future)
+		if e.err == nil {
+			e.index = e.future.Index()
+		}
 	}
-	if e.closesBatch {
-		// Never blocks: there are fewer batches than the capacity.
-		p.batchDone <- struct{}{}
-	}
+	// Never blocks: there are fewer batches than the capacity.
+	p.batchDone <- struct{}{}
 	select {
-	case p.done <- e:
+	case p.done <- batch:
 	case <-p.stop:
 	}
 }

@@ -83,10 +83,13 @@ func TestPipelineSettlesInOrder(t *testing.T) {
 	close(b.done)
 	close(a.done)
 	var observed []fsm.MessageType
-	for i := 0; i < 3; i++ {
+	for n := 0; n < 3; {
 		select {
-		case e := <-p.done:
-			p.settle(e, func(t fsm.MessageType, _ time.Duration) { observed = append(observed, t) })
+		case batch := <-p.done:
+			for _, e := range batch {
+				p.settle(e, func(t fsm.MessageType, _ time.Duration) { observed = append(observed, t) })
+				n++
+			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("no completion")
 		}
@@ -164,10 +167,19 @@ func TestPipelineBound(t *testing.T) {
 	if !p.full() {
 		t.Fatal("not full at the bound")
 	}
-	close(r.future(t, 0).done)
-	p.settle(<-p.done, func(fsm.MessageType, time.Duration) {})
-	if p.full() {
-		t.Fatal("still full after a commit")
+	// Batches may hold several proposals and come back in any order;
+	// once the batches come back the pipeline takes work again.
+	r.future(t, maxInFlight-1)
+	r.resolveAll()
+	for p.full() {
+		select {
+		case batch := <-p.done:
+			for _, e := range batch {
+				p.settle(e, func(fsm.MessageType, time.Duration) {})
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("still full after the commits")
+		}
 	}
 }
 
@@ -178,12 +190,14 @@ func (r *fakeRaft) reached() int {
 	return len(r.futures)
 }
 
-// settleOne takes one completion off done and settles it.
+// settleOne takes one batch off done and settles it.
 func settleOne(t *testing.T, p *pipeline) {
 	t.Helper()
 	select {
-	case e := <-p.done:
-		p.settle(e, func(fsm.MessageType, time.Duration) {})
+	case batch := <-p.done:
+		for _, e := range batch {
+			p.settle(e, func(fsm.MessageType, time.Duration) {})
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no completion")
 	}
