@@ -19,13 +19,11 @@ test:
 
 # Longer fuzzing of the parsers: FUZZTIME per target.
 FUZZTIME ?= 30s
+FUZZPKGS = ./state/ ./server/render/ ./rpc/ ./fsm/ ./agent/controlif/
 fuzz:
-	@for t in $$($(GO) test -list 'Fuzz.*' ./state/ | grep ^Fuzz); do \
-		$(GO) test ./state/ -run XXX -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
-	@for t in $$($(GO) test -list 'Fuzz.*' ./server/render/ | grep ^Fuzz); do \
-		$(GO) test ./server/render/ -run XXX -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
-	@for t in $$($(GO) test -list 'Fuzz.*' ./rpc/ | grep ^Fuzz); do \
-		$(GO) test ./rpc/ -run XXX -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done
+	@for p in $(FUZZPKGS); do \
+		for t in $$($(GO) test -list 'Fuzz.*' $$p | grep ^Fuzz); do \
+			$(GO) test $$p -run XXX -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done; done
 
 tools:
 	@command -v protoc >/dev/null || (apt-get update -qq && apt-get install -y -qq protobuf-compiler)

@@ -43,6 +43,12 @@ const (
 	// about three times faster than JSON, on every replica. A replica that does
 	// not know the type stops instead of applying it unchecked.
 	UpdateDesiredStatePackedType MessageType = 8
+	// BatchType carries several commands of the other types in one entry
+	// (see batch.go): the leader's group commit hands Raft each batch as
+	// one entry, so Raft stores, replicates and applies one entry instead
+	// of many. A replica that does not know the type stops instead of
+	// applying it unchecked.
+	BatchType MessageType = 9
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -59,6 +65,7 @@ var typeNames = map[MessageType]string{
 	UpdateDesiredStateSeqType:    "UpdateDesiredStateSeq",
 	WorkloadReportsType:          "WorkloadReports",
 	UpdateDesiredStatePackedType: "UpdateDesiredStatePacked",
+	BatchType:                    "Batch",
 }
 
 func (t MessageType) String() string {

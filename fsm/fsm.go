@@ -89,7 +89,8 @@ func (f *FSM) Restores() uint64 {
 
 // Apply implements raft.FSM. It returns nil, an error for a command it
 // refused (the store is unchanged), or the type's response struct
-// (*AgentGoneResponse, *WorkloadReportsResponse).
+// (*AgentGoneResponse, *WorkloadReportsResponse); for a batch, a
+// BatchResponse holding one of those per command.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
@@ -98,6 +99,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 	defer f.mu.Unlock()
 	f.applied = l.Index
 	t := MessageType(l.Data[0])
+	if t == BatchType {
+		// Each command of the batch reports itself to the observer.
+		return f.applyBatchLocked(l.Data[1:], l.Index)
+	}
 	resp := f.applyLocked(t, l.Data[1:], l.Index)
 	if f.observer != nil {
 		f.observer(t, l.Index)

@@ -134,7 +134,7 @@ func TestFSM_UnknownType(t *testing.T) {
 // existing Raft log.
 func TestMessageTypeNumbersAreStable(t *testing.T) {
 	want := map[MessageType]uint8{UpdateDesiredStateType: 1, AgentConnectedType: 2, AgentGoneType: 3, AgentLoadType: 4, WorkloadStatesType: 5,
-		UpdateDesiredStateSeqType: 6, WorkloadReportsType: 7, UpdateDesiredStatePackedType: 8}
+		UpdateDesiredStateSeqType: 6, WorkloadReportsType: 7, UpdateDesiredStatePackedType: 8, BatchType: 9}
 	for typ, n := range want {
 		if uint8(typ) != n {
 			t.Errorf("%s is %d, must stay %d", typ, typ, n)

@@ -17,9 +17,13 @@ import (
 // many are out, the leader loop stops reading its inbox.
 const maxInFlight = 256
 
-// maxBatch is the most proposals handed to Raft in one go: Raft's own
-// MaxAppendEntries, so one batch is one log write and one AppendEntries.
-const maxBatch = 64
+// maxBatch is the most proposals handed to Raft in one go, and
+// maxBatchBytes the most bytes of them in one entry: a proposal larger
+// than that goes alone.
+const (
+	maxBatch      = 64
+	maxBatchBytes = 1 << 20
+)
 
 // DefaultGroupCommitDelay is how long a proposal that arrives while an
 // earlier batch is still being committed may wait for others to join it.
@@ -56,6 +60,11 @@ type entry struct {
 	// instead when Raft or the FSM refused the entry.
 	commit func(resp any, index uint64)
 	fail   func(err error)
+
+	// batched says the entry went to Raft inside a fsm.BatchType entry
+	// at position pos, and its future is the batch's.
+	batched bool
+	pos     int
 }
 
 // pipeline proposes entries without waiting for earlier ones to commit
@@ -129,12 +138,10 @@ func (p *pipeline) proposer() {
 	armed := false   // a wake is due
 	for {
 		if len(pending) > 0 && p.mayGo(pending, outstanding) {
-			n := min(len(pending), maxBatch)
+			n := batchLen(pending)
 			batch := make([]*entry, n)
 			copy(batch, pending)
-			for _, e := range batch {
-				e.future = p.apply(e.buf, p.timeout)
-			}
+			p.hand(batch)
 			go p.wait(batch)
 			clear(pending[:n])
 			pending = pending[n:]
@@ -165,6 +172,43 @@ func (p *pipeline) proposer() {
 	}
 }
 
+// batchLen is how many of the pending entries go in the next batch.
+func batchLen(pending []*entry) int {
+	n, size := 0, 0
+	for _, e := range pending {
+		if n == maxBatch || n > 0 && size+len(e.buf) > maxBatchBytes {
+			break
+		}
+		n++
+		size += len(e.buf)
+	}
+	return n
+}
+
+// hand gives a batch to Raft: several entries as one fsm.BatchType entry,
+// so that Raft writes, sends and applies one entry for all of them.
+func (p *pipeline) hand(batch []*entry) {
+	if len(batch) > 1 {
+		cmds := make([][]byte, len(batch))
+		for i, e := range batch {
+			cmds[i] = e.buf
+		}
+		if buf, err := fsm.EncodeBatch(cmds); err == nil {
+			f := p.apply(buf, p.timeout)
+			for i, e := range batch {
+				e.future, e.batched, e.pos = f, true, i
+			}
+			return
+		}
+		// Only an empty or batch command fails to join a batch, and the
+		// leader proposes neither; should one come, each entry goes
+		// alone and Raft's FSM judges it.
+	}
+	for _, e := range batch {
+		e.future = p.apply(e.buf, p.timeout)
+	}
+}
+
 // mayGo reports whether the pending entries go to Raft now.
 func (p *pipeline) mayGo(pending []*entry, outstanding int) bool {
 	return outstanding == 0 || len(pending) >= maxBatch || p.delay <= 0 ||
@@ -177,6 +221,9 @@ func (p *pipeline) mayGo(pending []*entry, outstanding int) bool {
 func (p *pipeline) wait(batch []*entry) {
 	for _, e := range batch {
 		e.resp, e.err = outcome(e.future)
+		if e.err == nil && e.batched {
+			e.resp, e.err = pick(e.resp, e.pos)
+		}
 		if e.err == nil {
 			e.index = e.future.Index()
 		}
@@ -187,6 +234,18 @@ func (p *pipeline) wait(batch []*entry) {
 	case p.done <- batch:
 	case <-p.stop:
 	}
+}
+
+// pick is the answer to the command at pos of a batch entry.
+func pick(resp any, pos int) (any, error) {
+	r, ok := resp.(fsm.BatchResponse)
+	if !ok || pos >= len(r) {
+		return nil, fmt.Errorf("%w: a batch entry was answered with %T", fsm.ErrBadCommand, resp)
+	}
+	if err, ok := r[pos].(error); ok {
+		return nil, err
+	}
+	return r[pos], nil
 }
 
 // outcome waits for a proposal and folds an FSM refusal into the error.

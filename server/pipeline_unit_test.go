@@ -28,15 +28,51 @@ type fakeRaft struct {
 	mu      sync.Mutex
 	futures []*fakeFuture
 	added   chan struct{}
+	// batches counts the batch entries among the proposals.
+	batches int
 }
 
 func (r *fakeRaft) apply(cmd []byte, _ time.Duration) raft.ApplyFuture {
+	if cmds, err := fsm.SplitBatch(cmd); err == nil {
+		// A batch entry: one future per command for the test to resolve;
+		// the entry settles when all have, and a command whose future
+		// failed answers with that error, as the FSM refuses a command.
+		b := &batchFuture{}
+		r.mu.Lock()
+		r.batches++
+		r.mu.Unlock()
+		for _, c := range cmds {
+			b.parts = append(b.parts, r.apply(c, 0).(*fakeFuture))
+		}
+		return b
+	}
 	f := &fakeFuture{done: make(chan struct{}), resp: string(cmd)}
 	r.mu.Lock()
 	r.futures = append(r.futures, f)
 	r.mu.Unlock()
 	r.added <- struct{}{}
 	return f
+}
+
+// batchFuture is the future of a batch entry in fakeRaft.
+type batchFuture struct{ parts []*fakeFuture }
+
+func (b *batchFuture) Error() error {
+	for _, p := range b.parts {
+		<-p.done
+	}
+	return nil
+}
+func (b *batchFuture) Index() uint64 { return 0 }
+func (b *batchFuture) Response() any {
+	out := make(fsm.BatchResponse, len(b.parts))
+	for i, p := range b.parts {
+		out[i] = p.resp
+		if p.err != nil {
+			out[i] = p.err
+		}
+	}
+	return out
 }
 
 func (r *fakeRaft) future(t *testing.T, i int) *fakeFuture {
@@ -225,10 +261,16 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 	if n := r.reached(); n != 1 {
 		t.Fatalf("%d proposals reached Raft while the first batch was out, want 1", n)
 	}
-	// The first batch settles: b and c go together.
+	// The first batch settles: b and c go together, as one Raft entry.
 	close(a.done)
 	settleOne(t, p)
 	r.future(t, 2)
+	r.mu.Lock()
+	batches := r.batches
+	r.mu.Unlock()
+	if batches != 1 {
+		t.Fatalf("%d batch entries for b and c, want 1", batches)
+	}
 	// d waits behind b and c until the delay has passed.
 	p.propose(fsm.AgentGoneType, []byte("d"), nil, nil)
 	waitFor(t, 5*time.Second, "the delay timer", func() bool { return clk.Pending() > 0 })

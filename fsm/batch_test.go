@@ -1,0 +1,133 @@
+package fsm
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/state"
+)
+
+func mustEncode(t *testing.T, typ MessageType, body any) []byte {
+	t.Helper()
+	buf, err := Encode(typ, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+// A batch applies its commands in order at its index, answers each as it
+// would have been answered alone, and ends in the same store as the
+// commands applied one by one; a refused command leaves the others be.
+func TestFSM_Batch(t *testing.T) {
+	up := webUpdate()
+	up.Seq = 1
+	stale := webUpdate()
+	stale.Seq = 7 // out of sequence: refused
+	cmds := [][]byte{
+		mustEncode(t, AgentConnectedType, AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"x": "y"}}),
+		mustEncode(t, UpdateDesiredStatePackedType, &up),
+		mustEncode(t, UpdateDesiredStatePackedType, &stale),
+		mustEncode(t, AgentGoneType, AgentGoneRequest{Name: "agent_A"}),
+	}
+	batch, err := EncodeBatch(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var observed []MessageType
+	f := New()
+	f.SetObserver(func(typ MessageType, idx uint64) {
+		if idx != 42 {
+			t.Errorf("%s observed at %d, want the batch's index 42", typ, idx)
+		}
+		observed = append(observed, typ)
+	})
+	resp, ok := f.Apply(&raft.Log{Index: 42, Type: raft.LogCommand, Data: batch}).(BatchResponse)
+	if !ok || len(resp) != len(cmds) {
+		t.Fatalf("response %#v, want a BatchResponse of %d", resp, len(cmds))
+	}
+	if resp[0] != nil || resp[1] != nil {
+		t.Fatalf("responses %v", resp)
+	}
+	if err, ok := resp[2].(error); !ok || !errors.Is(err, ErrOutOfSequence) {
+		t.Fatalf("the out-of-sequence update answered %v", resp[2])
+	}
+	if _, ok := resp[3].(*AgentGoneResponse); !ok {
+		t.Fatalf("AgentGone answered %T", resp[3])
+	}
+	if !reflect.DeepEqual(observed, []MessageType{AgentConnectedType, UpdateDesiredStatePackedType, UpdateDesiredStatePackedType, AgentGoneType}) {
+		t.Fatalf("observed %v", observed)
+	}
+
+	one := New()
+	for _, c := range cmds {
+		one.Apply(&raft.Log{Index: 42, Type: raft.LogCommand, Data: c})
+	}
+	got, want := read(f), read(one)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("batch store\n%+v\none by one\n%+v", got, want)
+	}
+	if got.Revision != 42 || got.DesiredSeq != 1 || got.Desired.Workloads["web"] == nil {
+		t.Fatalf("store %+v", got)
+	}
+	if s, _ := got.States.Get(inst); s != state.AgentDisconnected {
+		t.Fatalf("state of %v: %v", inst, s)
+	}
+	if f.AppliedIndex() != 42 {
+		t.Fatalf("applied %d", f.AppliedIndex())
+	}
+}
+
+func TestEncodeBatchRefusesNestingAndEmpty(t *testing.T) {
+	inner, err := EncodeBatch([][]byte{mustEncode(t, AgentGoneType, AgentGoneRequest{Name: "a"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EncodeBatch([][]byte{inner}); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("nested batch: %v", err)
+	}
+	if _, err := EncodeBatch([][]byte{{}}); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("empty command: %v", err)
+	}
+}
+
+// A committed batch that does not decode stops the FSM rather than apply
+// part of it.
+func TestFSM_MalformedBatchStops(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"length past the end": {byte(BatchType), 10, byte(AgentGoneType)},
+		"zero length":         {byte(BatchType), 0},
+		"nested":              {byte(BatchType), 2, byte(BatchType), 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("applied a malformed batch")
+				}
+			}()
+			New().Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+		})
+	}
+}
+
+func FuzzSplitBatch(f *testing.F) {
+	good, _ := EncodeBatch([][]byte{{byte(AgentGoneType), '{', '}'}, {byte(AgentLoadType), 1, 2, 3}})
+	f.Add(good[1:])
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		cmds, err := splitBatch(body)
+		if err != nil {
+			return
+		}
+		again, err := EncodeBatch(cmds)
+		if err != nil {
+			t.Fatalf("split %d commands that do not encode again: %v", len(cmds), err)
+		}
+		if string(again[1:]) != string(body) {
+			t.Fatalf("split and encode again changed the body")
+		}
+	})
+}
