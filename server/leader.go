@@ -172,12 +172,13 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 	clk := s.clockOrReal()
 	l := &leader{
-		s:           s,
-		term:        &term{inbox: make(chan inMsg, 256), stop: stopCh},
-		events:      events.NewHandler(),
-		logs:        logcampaign.NewStore(),
-		clock:       clk,
-		pipe:        newPipeline(s.node.ApplyAsync, s.cfg.ApplyTimeout, s.cfg.GroupCommitDelay, clock.Real(), stopCh),
+		s:      s,
+		term:   &term{inbox: make(chan inMsg, 256), stop: stopCh},
+		events: events.NewHandler(),
+		logs:   logcampaign.NewStore(),
+		clock:  clk,
+		pipe: newPipeline(s.node.ApplyAsync, s.cfg.ApplyTimeout, s.cfg.GroupCommitDelay, clock.Real(),
+			func(n int) { s.cfg.Metrics.ObserveBatch(fsm.BatchType.String(), n) }, stopCh),
 		greeted:     map[string]greeting{},
 		incarnation: map[*conn]uint64{},
 		grace:       map[string]*graceTimer{},

@@ -99,6 +99,8 @@ type pipeline struct {
 	// delay is the group-commit delay; 0 or less hands every entry over
 	// at once.
 	delay time.Duration
+	// onBatch, if set, learns the size of every batch handed to Raft.
+	onBatch func(n int)
 
 	// queue is owned by the leader loop: every entry not yet settled, in
 	// order. inFlight counts its proposals.
@@ -115,12 +117,12 @@ type pipeline struct {
 	wg        sync.WaitGroup
 }
 
-func newPipeline(apply func([]byte, time.Duration) raft.ApplyFuture, timeout, delay time.Duration, clk clock.Clock, stop <-chan struct{}) *pipeline {
+func newPipeline(apply func([]byte, time.Duration) raft.ApplyFuture, timeout, delay time.Duration, clk clock.Clock, onBatch func(int), stop <-chan struct{}) *pipeline {
 	// A single inbox message queues at most a few entries after the
 	// full check, hence the slack.
 	capacity := 2 * maxInFlight
 	p := &pipeline{
-		apply: apply, timeout: timeout, delay: delay, clock: clk, stop: stop,
+		apply: apply, timeout: timeout, delay: delay, clock: clk, onBatch: onBatch, stop: stop,
 		proposeCh: make(chan *entry, capacity),
 		done:      make(chan []*entry, capacity),
 		batchDone: make(chan struct{}, capacity),
@@ -143,6 +145,9 @@ func (p *pipeline) proposer() {
 			copy(batch, pending)
 			p.hand(batch)
 			go p.wait(batch)
+			if p.onBatch != nil {
+				p.onBatch(n)
+			}
 			clear(pending[:n])
 			pending = pending[n:]
 			outstanding++

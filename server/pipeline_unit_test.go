@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func (r *fakeRaft) future(t *testing.T, i int) *fakeFuture {
 func TestPipelineSettlesInOrder(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 16)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, 0, clock.Real(), stop)
+	p := newPipeline(r.apply, time.Second, 0, clock.Real(), nil, stop)
 	var got []string
 	record := func(name string) func(any, uint64) {
 		return func(resp any, _ uint64) { got = append(got, name+"="+resp.(string)) }
@@ -151,7 +152,7 @@ func TestPipelineSettlesInOrder(t *testing.T) {
 func TestPipelineAbandon(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 16)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, 0, clock.Real(), stop)
+	p := newPipeline(r.apply, time.Second, 0, clock.Real(), nil, stop)
 	var failed []error
 	for i := 0; i < 3; i++ {
 		p.propose(fsm.AgentGoneType, []byte{byte(i)}, func(any, uint64) { t.Error("committed after the end of the term") },
@@ -187,7 +188,7 @@ var errLeadershipTest = errors.New("leadership lost")
 func TestPipelineBound(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 2*maxInFlight)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, 0, clock.Real(), stop)
+	p := newPipeline(r.apply, time.Second, 0, clock.Real(), nil, stop)
 	defer func() {
 		r.future(t, maxInFlight-1)
 		close(stop)
@@ -246,7 +247,13 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 4*maxBatch)}
 	stop := make(chan struct{})
 	clk := clock.NewFake(time.Unix(1000, 0))
-	p := newPipeline(r.apply, time.Second, 10*time.Millisecond, clk, stop)
+	var sizesMu sync.Mutex
+	var sizes []int
+	p := newPipeline(r.apply, time.Second, 10*time.Millisecond, clk, func(n int) {
+		sizesMu.Lock()
+		sizes = append(sizes, n)
+		sizesMu.Unlock()
+	}, stop)
 	defer func() {
 		close(stop)
 		p.stopAndWait()
@@ -281,16 +288,24 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 	r.future(t, 3)
 	// A full batch goes at once, with batches still out.
 	for i := 0; i < maxBatch; i++ {
-		p.propose(fsm.AgentGoneType, nil, nil, nil)
+		p.propose(fsm.AgentGoneType, []byte{byte(fsm.AgentGoneType)}, nil, nil)
 	}
 	r.future(t, 3+maxBatch)
+	waitFor(t, 5*time.Second, "the batch sizes", func() bool {
+		sizesMu.Lock()
+		defer sizesMu.Unlock()
+		return len(sizes) == 4
+	})
+	if want := []int{1, 2, 1, maxBatch}; !reflect.DeepEqual(sizes, want) {
+		t.Fatalf("batch sizes %v, want %v", sizes, want)
+	}
 }
 
 // With no delay every proposal goes to Raft at once.
 func TestPipelineWithoutDelay(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 16)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, -1, clock.NewFake(time.Unix(1000, 0)), stop)
+	p := newPipeline(r.apply, time.Second, -1, clock.NewFake(time.Unix(1000, 0)), nil, stop)
 	defer func() {
 		close(stop)
 		p.stopAndWait()

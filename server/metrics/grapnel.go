@@ -15,7 +15,8 @@ type Set struct {
 	// local apply, by command type.
 	CommitSeconds *Histogram
 	// BatchSize is the number of workload states or load reports carried
-	// in one Raft entry.
+	// in one Raft entry, and (type Batch) the number of commands the
+	// leader's group commit handed to Raft at once.
 	BatchSize *Histogram
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
