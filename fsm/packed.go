@@ -1,10 +1,10 @@
 package fsm
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"reflect"
+	"sync"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -55,18 +55,39 @@ func encodePacked(t MessageType, body any) ([]byte, error) {
 			}
 		}
 	}
-	// The type byte goes first; the encoder appends after it.
-	buf := bytes.NewBuffer(append(make([]byte, 0, 1024), byte(t)))
-	if err := codec.NewEncoder(buf, packedHandle).Encode(&out); err != nil {
+	// The type byte goes first; the encoder appends after it, in the same
+	// array unless the body outgrows it.
+	buf := make([]byte, 1, 1024)
+	buf[0] = byte(t)
+	packed := buf[1:1]
+	enc := encoders.Get().(*codec.Encoder)
+	defer encoders.Put(enc)
+	enc.ResetBytes(&packed)
+	if err := enc.Encode(&out); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t, err)
 	}
-	return buf.Bytes(), nil
+	if len(packed) > 0 && &packed[0] == &buf[1:2][0] {
+		return buf[:1+len(packed)], nil
+	}
+	return append(buf[:1], packed...), nil
 }
+
+// encoders and decoders keep go-msgpack's per-call setup (buffers, type
+// caches) across calls.
+var (
+	encoders = sync.Pool{New: func() any { return codec.NewEncoderBytes(nil, packedHandle) }}
+	decoders = sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, packedHandle) }}
+)
 
 // decodePacked decodes a packed body into r and rebuilds the rendered
 // workloads left out: each is a copy of its spec.
 func decodePacked(buf []byte, r *UpdateDesiredStateRequest) {
-	if err := codec.NewDecoderBytes(buf, packedHandle).Decode(r); err != nil {
+	dec := decoders.Get().(*codec.Decoder)
+	dec.ResetBytes(buf)
+	err := dec.Decode(r)
+	dec.ResetBytes(nil)
+	decoders.Put(dec)
+	if err != nil {
 		// As in decode: applying anything else would fork the replicas.
 		panic(fmt.Sprintf("fsm: failed to decode committed entry: %v", err))
 	}
