@@ -13,6 +13,10 @@
 #                                     chaos/bench/results/agents.txt
 #   scripts/bench.sh [mode] -- ARGS   extra grapnel-bench flags, e.g.
 #                                     -- -server-flag=--raft-heartbeat-timeout=1s
+#                                     -- -commanders=false -kills 0 (writers on
+#                                        the deprecated CliConnection, which
+#                                        get every state broadcast)
+#                                     -- -config-updates -kills 0
 #
 # Binaries are cached in .bench/ (BENCH_CACHE overrides); etcd comes from the
 # Go module proxy through the separate module chaos/etcdpeer, so it never

@@ -73,7 +73,10 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a fresh temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
 	fs.BoolVar(&o.configOnly, "config-updates", false, "UpdateState writes a config item instead of a workload's runtimeConfig (no new instance, no Removed broadcast)")
-	fs.BoolVar(&o.commanders, "commanders", false, "writers open CommandConnection (commanders: own answers only) instead of CliConnection (which also receives every workload-state broadcast)")
+	// CommandConnection is Ankaios's current client stream; CliConnection
+	// is deprecated upstream and also carries every workload-state
+	// broadcast, which etcd's put clients have no counterpart of.
+	fs.BoolVar(&o.commanders, "commanders", true, "writers open CommandConnection (commanders: own answers only); -commanders=false opens the deprecated CliConnection, which also receives every workload-state broadcast")
 	fs.Var(&extra, "server-flag", "extra grapnel-server flag, e.g. -server-flag=--raft-heartbeat-timeout=500ms (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -152,7 +155,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		if o.commanders {
 			what += ", writers on CommandConnection"
 		} else {
-			what += ", writers on CliConnection (each receives every workload-state broadcast)"
+			what += ", writers on the deprecated CliConnection (each receives every workload-state broadcast)"
 		}
 		fmt.Fprintf(&report, "\nThroughput: UpdateState (%s) vs etcd put (%d-byte value), %d replicas/members\n\n",
 			what, o.payload, o.replicas)
