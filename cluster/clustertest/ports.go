@@ -77,3 +77,9 @@ func freePort(udp bool) (string, error) {
 
 func freeTCP() (string, error)    { return freePort(false) }
 func freeTCPUDP() (string, error) { return freePort(true) }
+
+// FreeAddr is a loopback address free for TCP and UDP, below the
+// ephemeral range and not handed out before in this process. Tests that
+// bind an address later (Raft, gossip) use it: a port from the ephemeral
+// range can be taken meanwhile as the source port of some connection.
+func FreeAddr() (string, error) { return freePort(true) }
