@@ -78,6 +78,10 @@ func (f *FSM) applyBatchLocked(buf []byte, index uint64) BatchResponse {
 		panic(fmt.Sprintf("fsm: failed to decode committed batch: %v", err))
 	}
 	out := make(BatchResponse, len(cmds))
+	// No reader sees the store until the batch is applied, so its
+	// desired-state updates copy the desired state once, not each.
+	f.store.BeginBatch()
+	defer f.store.EndBatch()
 	for i, c := range cmds {
 		t := MessageType(c[0])
 		out[i] = f.applyLocked(t, c[1:], index)

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -128,6 +129,56 @@ func FuzzSplitBatch(f *testing.F) {
 		}
 		if string(again[1:]) != string(body) {
 			t.Fatalf("split and encode again changed the body")
+		}
+	})
+}
+
+// BenchmarkApplyBatch applies batches of 8 workload updates to a store
+// holding 500 workloads: as one Batch entry (one copy of the desired state
+// per batch) and as 8 entries (one copy each).
+func BenchmarkApplyBatch(b *testing.B) {
+	const workloads, perBatch = 500, 8
+	update := func(i int) []byte {
+		name := fmt.Sprintf("w%03d", i%workloads)
+		w := &state.Workload{Agent: "agent_A", Runtime: "podman", RuntimeConfig: fmt.Sprintf("image: x\nseq: %d\n", i)}
+		in := state.NewInstanceName(name, "agent_A", w.RuntimeConfig)
+		r := &UpdateDesiredStateRequest{Update: state.DesiredUpdate{
+			PutWorkloads: map[string]*state.Workload{name: w},
+			PutRendered:  map[string]state.Rendered{name: {Instance: in, Workload: w}},
+		}}
+		buf, err := Encode(UpdateDesiredStateType, r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return buf
+	}
+	fill := func() *FSM {
+		f := New()
+		for i := range workloads {
+			f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: update(i)})
+		}
+		return f
+	}
+	cmds := make([][]byte, perBatch)
+	for i := range cmds {
+		cmds[i] = update(workloads + i)
+	}
+	batch, err := EncodeBatch(cmds)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("one-entry", func(b *testing.B) {
+		f := fill()
+		for i := 0; b.Loop(); i++ {
+			f.Apply(&raft.Log{Index: uint64(workloads + 1 + i), Type: raft.LogCommand, Data: batch})
+		}
+	})
+	b.Run("entry-each", func(b *testing.B) {
+		f := fill()
+		for i := 0; b.Loop(); i++ {
+			for _, c := range cmds {
+				f.Apply(&raft.Log{Index: uint64(workloads + 1 + i), Type: raft.LogCommand, Data: c})
+			}
 		}
 	})
 }

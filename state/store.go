@@ -32,7 +32,22 @@ type Store struct {
 	// ReportMarks is the newest report mark accepted from each agent, so
 	// that any leader drops reports older than what the cluster stored.
 	ReportMarks map[string]ReportMark
+
+	// inBatch and owned let the updates of one batch, applied under one
+	// hold of the FSM's lock, copy the desired state and the renderings
+	// once instead of once per update: the maps the batch's first update
+	// copied reach no reader before the batch ends (see BeginBatch).
+	inBatch, owned bool
 }
+
+// BeginBatch starts a run of commands that no reader can observe until
+// EndBatch; within it, desired-state updates after the first change the
+// maps the first one copied instead of copying again.
+func (s *Store) BeginBatch() { s.inBatch, s.owned = true, false }
+
+// EndBatch ends the run: the next update copies again, as readers may now
+// hold the maps.
+func (s *Store) EndBatch() { s.inBatch, s.owned = false, false }
 
 // NewStore returns an empty store: apiVersion v1, no workloads.
 func NewStore() *Store {
@@ -87,7 +102,12 @@ type DesiredUpdate struct {
 func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
 	s.Revision = index
 	s.DesiredSeq++
-	s.Desired, s.Rendered = ApplyDesiredUpdate(s.Desired, s.Rendered, u)
+	if s.inBatch && s.owned {
+		applyDesiredInPlace(&s.Desired, s.Rendered, u)
+	} else {
+		s.Desired, s.Rendered = ApplyDesiredUpdate(s.Desired, s.Rendered, u)
+		s.owned = s.inBatch
+	}
 	for n, rw := range u.PutRendered {
 		s.DeleteGraph.RemoveDependent(n)
 		s.DeleteGraph.Insert(n, rw.Workload)
@@ -111,6 +131,16 @@ func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
 // were, so a reader holding them keeps a consistent view.
 func ApplyDesiredUpdate(d State, r map[string]Rendered, u *DesiredUpdate) (State, map[string]Rendered) {
 	d = d.Clone()
+	r = maps.Clone(r)
+	if r == nil {
+		r = map[string]Rendered{}
+	}
+	applyDesiredInPlace(&d, r, u)
+	return d, r
+}
+
+// applyDesiredInPlace changes d's maps and r to what they are after u.
+func applyDesiredInPlace(d *State, r map[string]Rendered, u *DesiredUpdate) {
 	if u.APIVersion != "" {
 		d.APIVersion = u.APIVersion
 	}
@@ -126,17 +156,12 @@ func ApplyDesiredUpdate(d State, r map[string]Rendered, u *DesiredUpdate) (State
 	for k, v := range u.PutConfigs {
 		d.Configs[k] = v
 	}
-	r = maps.Clone(r)
-	if r == nil {
-		r = map[string]Rendered{}
-	}
 	for _, n := range u.DeleteRendered {
 		delete(r, n)
 	}
 	for n, rw := range u.PutRendered {
 		r[n] = rw
 	}
-	return d, r
 }
 
 // AgentConnected stores a newly connected agent with its tags and no load
