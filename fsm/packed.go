@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // packedHandle is the msgpack configuration of packed bodies. Strings stay
@@ -82,14 +84,12 @@ var (
 // decodePacked decodes a packed body into r and rebuilds the rendered
 // workloads left out: each is a copy of its spec.
 func decodePacked(buf []byte, r *UpdateDesiredStateRequest) {
-	dec := decoders.Get().(*codec.Decoder)
-	dec.ResetBytes(buf)
-	err := dec.Decode(r)
-	dec.ResetBytes(nil)
-	decoders.Put(dec)
-	if err != nil {
-		// As in decode: applying anything else would fork the replicas.
-		panic(fmt.Sprintf("fsm: failed to decode committed entry: %v", err))
+	if readPacked(buf, r) != nil {
+		*r = UpdateDesiredStateRequest{}
+		if err := goMsgpackDecode(buf, r); err != nil {
+			// As in decode: applying anything else would fork the replicas.
+			panic(fmt.Sprintf("fsm: failed to decode committed entry: %v", err))
+		}
 	}
 	for n, rw := range r.Update.PutRendered {
 		if rw.Workload != nil {
@@ -102,4 +102,59 @@ func decodePacked(buf []byte, r *UpdateDesiredStateRequest) {
 		rw.Workload = w.Clone()
 		r.Update.PutRendered[n] = rw
 	}
+}
+
+// goMsgpackDecode decodes a packed body with go-msgpack, for what
+// readPacked leaves to it. go-msgpack decodes every element of a map of
+// structs into one reused value, so a pointer inside the struct
+// (Rendered.Workload) ends up shared by all elements, holding the last
+// one's content: two templated workloads in one update got the same
+// rendering. packedWire takes the renderings by pointer, which go-msgpack
+// allocates anew for each element.
+func goMsgpackDecode(buf []byte, r *UpdateDesiredStateRequest) error {
+	var w packedWire
+	dec := decoders.Get().(*codec.Decoder)
+	dec.ResetBytes(buf)
+	err := dec.Decode(&w)
+	dec.ResetBytes(nil)
+	decoders.Put(dec)
+	if err != nil {
+		return err
+	}
+	u := w.Update
+	*r = UpdateDesiredStateRequest{Seq: w.Seq, Update: state.DesiredUpdate{
+		APIVersion: u.APIVersion, PutWorkloads: u.PutWorkloads, DeleteWorkloads: u.DeleteWorkloads,
+		PutConfigs: u.PutConfigs, DeleteConfigs: u.DeleteConfigs, DeleteRendered: u.DeleteRendered,
+		SetStates: u.SetStates, DeleteStates: u.DeleteStates, AgentTags: u.AgentTags,
+	}}
+	if u.PutRendered != nil {
+		r.Update.PutRendered = make(map[string]state.Rendered, len(u.PutRendered))
+		for n, rw := range u.PutRendered {
+			if rw != nil {
+				r.Update.PutRendered[n] = *rw
+			} else {
+				r.Update.PutRendered[n] = state.Rendered{}
+			}
+		}
+	}
+	return nil
+}
+
+// packedWire is UpdateDesiredStateRequest field for field, with the
+// renderings by pointer (see goMsgpackDecode).
+// TestPackedWireMatchesTheRequest keeps the fields in step.
+type packedWire struct {
+	Update struct {
+		APIVersion      string
+		PutWorkloads    map[string]*state.Workload
+		DeleteWorkloads []string
+		PutConfigs      map[string]any
+		DeleteConfigs   []string
+		PutRendered     map[string]*state.Rendered
+		DeleteRendered  []string
+		SetStates       []state.WorkloadState
+		DeleteStates    []state.InstanceName
+		AgentTags       map[string]map[string]string
+	}
+	Seq uint64
 }
