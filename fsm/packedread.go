@@ -10,15 +10,15 @@ import (
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// readPacked decodes a packed body the way go-msgpack does with
-// packedHandle, without reflection: every replica decodes every update, and
-// go-msgpack spent most of a decode finding its way through the types.
-// Config items (values of any type) are handed to go-msgpack, so they come
-// out exactly as before. It accepts exactly what the types allow; on
-// anything else it returns errUnexpected and the caller decodes the body
-// with go-msgpack instead, so a surprise costs time, never a different
-// result. TestReadPackedMatchesGoMsgpack and FuzzReadPacked hold it to
-// go-msgpack's results.
+// readPacked decodes a packed body as goMsgpackDecode does, without
+// reflection: every replica decodes every update, and go-msgpack spent
+// most of a decode finding its way through the types. Config items
+// (values of any type) are handed to go-msgpack, so they come out exactly
+// as before. It accepts exactly what the types allow; on anything else it
+// returns errUnexpected and the caller decodes the body with go-msgpack
+// instead, so a surprise costs time, never a different result.
+// TestReadPackedMatchesGoMsgpack and FuzzReadPacked hold it to
+// goMsgpackDecode's results.
 func readPacked(buf []byte, r *UpdateDesiredStateRequest) error {
 	d := &mpReader{b: buf}
 	n, ok := d.arrayLen()
