@@ -117,29 +117,14 @@ func (d *mpReader) length(n int) int {
 }
 
 // arrayLen reads an array header; ok is false for nil (and on error).
-func (d *mpReader) arrayLen() (int, bool) {
-	if d.isNil() {
-		return 0, false
-	}
-	c := d.peek()
-	if d.err != nil {
-		return 0, false
-	}
-	d.i++
-	switch {
-	case c >= 0x90 && c <= 0x9f:
-		return int(c & 0x0f), true
-	case c == 0xdc:
-		return d.length(2), d.err == nil
-	case c == 0xdd:
-		return d.length(4), d.err == nil
-	}
-	d.fail()
-	return 0, false
-}
+func (d *mpReader) arrayLen() (int, bool) { return d.header(0x90, 0xdc, 0xdd) }
 
 // mapLen reads a map header; ok is false for nil (and on error).
-func (d *mpReader) mapLen() (int, bool) {
+func (d *mpReader) mapLen() (int, bool) { return d.header(0x80, 0xde, 0xdf) }
+
+// header reads a container header: fix is the first of its 16 fixed-size
+// codes, c16 and c32 the codes with a 2- and 4-byte length.
+func (d *mpReader) header(fix, c16, c32 byte) (int, bool) {
 	if d.isNil() {
 		return 0, false
 	}
@@ -149,11 +134,11 @@ func (d *mpReader) mapLen() (int, bool) {
 	}
 	d.i++
 	switch {
-	case c >= 0x80 && c <= 0x8f:
+	case c >= fix && c <= fix+0x0f:
 		return int(c & 0x0f), true
-	case c == 0xde:
+	case c == c16:
 		return d.length(2), d.err == nil
-	case c == 0xdf:
+	case c == c32:
 		return d.length(4), d.err == nil
 	}
 	d.fail()
