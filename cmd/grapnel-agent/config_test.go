@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/internal/layered"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -50,24 +51,24 @@ log_level: warn
 		want func(c config) bool
 	}{
 		{"file", []string{"-x", file}, nil, func(c config) bool {
-			return c.Name == "from-file" && slices.Equal(c.ServerURL, list{"10.0.0.1:25551", "10.0.0.2:25551"}) &&
+			return c.Name == "from-file" && slices.Equal(c.ServerURL, layered.List{"10.0.0.1:25551", "10.0.0.2:25551"}) &&
 				c.RunFolder == "/file" && c.Insecure && maps.Equal(c.Tags, map[string]string{"zone": "file"}) &&
-				slices.Equal(c.Runtimes, list{"process"}) && slices.Equal(c.GossipJoin, list{"10.0.0.1:25571"}) && c.LogLevel == "warn"
+				slices.Equal(c.Runtimes, layered.List{"process"}) && slices.Equal(c.GossipJoin, layered.List{"10.0.0.1:25571"}) && c.LogLevel == "warn"
 		}},
 		{"env over file", []string{"-x", file}, map[string]string{
 			"GRAPNEL_AGENT_NAME": "from-env", "GRAPNEL_AGENT_SERVER_URL": "e1:1,e2:2", "GRAPNEL_AGENT_TAGS": "zone=env,rack=7",
 			"GRAPNEL_AGENT_RUNTIMES": "process,podman", "GRAPNEL_AGENT_RUN_FOLDER": "/env",
 		}, func(c config) bool {
-			return c.Name == "from-env" && slices.Equal(c.ServerURL, list{"e1:1", "e2:2"}) &&
+			return c.Name == "from-env" && slices.Equal(c.ServerURL, layered.List{"e1:1", "e2:2"}) &&
 				maps.Equal(c.Tags, map[string]string{"zone": "env", "rack": "7"}) &&
-				slices.Equal(c.Runtimes, list{"process", "podman"}) && c.RunFolder == "/env" && c.LogLevel == "warn"
+				slices.Equal(c.Runtimes, layered.List{"process", "podman"}) && c.RunFolder == "/env" && c.LogLevel == "warn"
 		}},
 		{"command line over env", []string{"-x", file, "-n", "from-cli", "-s", "c1:1", "--server-url", "c2:2,c3:3",
 			"-t", "zone=cli", "--tag", "a=b=c", "-r", "/cli", "--gossip-join", "g1:1", "--gossip-join", "g2:2"},
 			map[string]string{"GRAPNEL_AGENT_NAME": "from-env", "GRAPNEL_AGENT_TAGS": "zone=env"}, func(c config) bool {
-				return c.Name == "from-cli" && slices.Equal(c.ServerURL, list{"c1:1", "c2:2", "c3:3"}) &&
+				return c.Name == "from-cli" && slices.Equal(c.ServerURL, layered.List{"c1:1", "c2:2", "c3:3"}) &&
 					maps.Equal(c.Tags, map[string]string{"zone": "cli", "a": "b=c"}) && c.RunFolder == "/cli" &&
-					slices.Equal(c.GossipJoin, list{"g1:1", "g2:2"})
+					slices.Equal(c.GossipJoin, layered.List{"g1:1", "g2:2"})
 			}},
 		{"--agent-config as Ankaios", []string{"--agent-config", file}, nil, func(c config) bool { return c.Name == "from-file" }},
 		{"config path from env", nil, map[string]string{"GRAPNEL_AGENT_CONFIG": file}, func(c config) bool { return c.Name == "from-file" }},
@@ -95,7 +96,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(cfg.ServerURL, list{"127.0.0.1:25551"}) || cfg.RunFolder != agent.DefaultRunFolder() ||
+	if !slices.Equal(cfg.ServerURL, layered.List{"127.0.0.1:25551"}) || cfg.RunFolder != agent.DefaultRunFolder() ||
 		cfg.Runtimes != nil || cfg.GossipAddress != agent.DefaultGossipAddress || cfg.LogLevel != "info" {
 		t.Fatalf("defaults %+v", cfg)
 	}
@@ -178,7 +179,7 @@ func TestGossipKeyFile(t *testing.T) {
 // The example in deploy/ uses only keys the agent knows.
 func TestDeployExampleParses(t *testing.T) {
 	cfg := defaults()
-	if err := readConfigFile("../../deploy/agent.yaml", true, &cfg); err != nil {
+	if err := layered.ReadFile("agent config", "../../deploy/agent.yaml", true, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Name != "agent_A" || len(cfg.ServerURL) != 3 || len(cfg.GossipJoin) != 3 || cfg.RunFolder != "/var/lib/grapnel-agent" {

@@ -4,15 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-	"gopkg.in/yaml.v3"
-
 	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/server"
 )
@@ -39,11 +34,11 @@ type config struct {
 	KeyPem          string `yaml:"key_pem"`
 	LogLevel        string `yaml:"log_level"`
 
-	GossipAddress   string   `yaml:"gossip_address"`
-	GossipKeyFile   string   `yaml:"gossip_key_file"`
-	BootstrapExpect int      `yaml:"bootstrap_expect"`
-	Join            []string `yaml:"join"`
-	MetricsAddress  string   `yaml:"metrics_address"`
+	GossipAddress   string       `yaml:"gossip_address"`
+	GossipKeyFile   string       `yaml:"gossip_key_file"`
+	BootstrapExpect int          `yaml:"bootstrap_expect"`
+	Join            layered.List `yaml:"join"`
+	MetricsAddress  string       `yaml:"metrics_address"`
 	// LeaveOnTerminate makes SIGTERM/SIGINT a graceful leave of the cluster.
 	LeaveOnTerminate bool `yaml:"leave_on_terminate"`
 	// EnableDebug serves Go's profiler next to the metrics.
@@ -88,159 +83,52 @@ func defaults() config {
 // envPrefix prefixes every environment variable of the server.
 const envPrefix = "GRAPNEL_SERVER_"
 
-// option ties one setting to its flag and environment variable; the
-// config file uses the yaml tag of the field.
-type option struct {
-	flag, short, env, usage string
-	value                   func(c *config) any
-}
-
-func options() []option {
-	return []option{
-		{"startup-manifest", "m", "STARTUP_MANIFEST", "manifest loaded into a fresh cluster", func(c *config) any { return &c.StartupManifest }},
-		{"address", "a", "ADDRESS", "gRPC address for agents and CLIs", func(c *config) any { return &c.Address }},
-		{"name", "", "NAME", "replica id, unique in the cluster", func(c *config) any { return &c.Name }},
-		{"data-dir", "", "DATA_DIR", "Raft log, stable store and snapshots", func(c *config) any { return &c.DataDir }},
-		{"raft-address", "", "RAFT_ADDRESS", "Raft transport address", func(c *config) any { return &c.RaftAddress }},
-		{"gossip-address", "", "GOSSIP_ADDRESS", "memberlist address (default " + defaultGossipAddress + " when forming or joining a cluster)", func(c *config) any { return &c.GossipAddress }},
-		{"gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the base64 AES key (16, 24 or 32 bytes) that encrypts gossip", func(c *config) any { return &c.GossipKeyFile }},
-		{"bootstrap-expect", "", "BOOTSTRAP_EXPECT", "form a new cluster once this many replicas see each other (0 or 1: a single replica)", func(c *config) any { return &c.BootstrapExpect }},
-		{"join", "", "JOIN", "gossip address of a replica to join (repeatable; env: comma-separated)", func(c *config) any { return &c.Join }},
-		{"metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on http://ADDR/metrics (off when empty)", func(c *config) any { return &c.MetricsAddress }},
-		{"agent-reconnect-grace", "", "AGENT_RECONNECT_GRACE", "after a failover, time agents get to reconnect before their workloads turn AgentDisconnected", func(c *config) any { return &c.AgentReconnectGrace }},
-		{"rpc-hold-timeout", "", "RPC_HOLD_TIMEOUT", "how long a request waits for a leader before it fails with 'no leader'", func(c *config) any { return &c.RPCHoldTimeout }},
-		{"group-commit-delay", "", "GROUP_COMMIT_DELAY", "how long an update that arrives while another batch commits may wait for more to join it (0: none)", func(c *config) any { return &c.GroupCommitDelay }},
-		{"raft-heartbeat-timeout", "", "RAFT_HEARTBEAT_TIMEOUT", "follower: time without leader contact before an election", func(c *config) any { return &c.RaftHeartbeatTimeout }},
-		{"raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }},
-		{"raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }},
-		{"raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }},
-		{"raft-preallocate-mib", "", "RAFT_PREALLOCATE_MIB", "MiB of raft.db allocated on disk ahead of use, so commits write in place (0: none)", func(c *config) any { return &c.RaftPreallocateMiB }},
-		{"gc-percent", "", "GC_PERCENT", "Go GC target: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }},
-		{"enable-debug", "", "ENABLE_DEBUG", "serve Go's profiler under /debug/pprof/ on the metrics address", func(c *config) any { return &c.EnableDebug }},
-		{"leave-on-terminate", "", "LEAVE_ON_TERMINATE", "on SIGTERM/SIGINT leave the cluster for good instead of stopping as a member that will come back", func(c *config) any { return &c.LeaveOnTerminate }},
-		{"insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }},
-		{"ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }},
-		{"crt_pem", "", "CRT_PEM", "server certificate (PEM)", func(c *config) any { return &c.CrtPem }},
-		{"key_pem", "", "KEY_PEM", "server key (PEM)", func(c *config) any { return &c.KeyPem }},
-		{"log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }},
+func options() []layered.Option[config] {
+	return []layered.Option[config]{
+		layered.Opt("startup-manifest", "m", "STARTUP_MANIFEST", "manifest loaded into a fresh cluster", func(c *config) any { return &c.StartupManifest }),
+		layered.Opt("address", "a", "ADDRESS", "gRPC address for agents and CLIs", func(c *config) any { return &c.Address }),
+		layered.Opt("name", "", "NAME", "replica id, unique in the cluster", func(c *config) any { return &c.Name }),
+		layered.Opt("data-dir", "", "DATA_DIR", "Raft log, stable store and snapshots", func(c *config) any { return &c.DataDir }),
+		layered.Opt("raft-address", "", "RAFT_ADDRESS", "Raft transport address", func(c *config) any { return &c.RaftAddress }),
+		layered.Opt("gossip-address", "", "GOSSIP_ADDRESS", "memberlist address (default "+defaultGossipAddress+" when forming or joining a cluster)", func(c *config) any { return &c.GossipAddress }),
+		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the base64 AES key (16, 24 or 32 bytes) that encrypts gossip", func(c *config) any { return &c.GossipKeyFile }),
+		layered.Opt("bootstrap-expect", "", "BOOTSTRAP_EXPECT", "form a new cluster once this many replicas see each other (0 or 1: a single replica)", func(c *config) any { return &c.BootstrapExpect }),
+		layered.Opt("join", "", "JOIN", "gossip address of a replica to join (repeatable; env: comma-separated)", func(c *config) any { return &c.Join }),
+		layered.Opt("metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on http://ADDR/metrics (off when empty)", func(c *config) any { return &c.MetricsAddress }),
+		layered.Opt("agent-reconnect-grace", "", "AGENT_RECONNECT_GRACE", "after a failover, time agents get to reconnect before their workloads turn AgentDisconnected", func(c *config) any { return &c.AgentReconnectGrace }),
+		layered.Opt("rpc-hold-timeout", "", "RPC_HOLD_TIMEOUT", "how long a request waits for a leader before it fails with 'no leader'", func(c *config) any { return &c.RPCHoldTimeout }),
+		layered.Opt("group-commit-delay", "", "GROUP_COMMIT_DELAY", "how long an update that arrives while another batch commits may wait for more to join it (0: none)", func(c *config) any { return &c.GroupCommitDelay }),
+		layered.Opt("raft-heartbeat-timeout", "", "RAFT_HEARTBEAT_TIMEOUT", "follower: time without leader contact before an election", func(c *config) any { return &c.RaftHeartbeatTimeout }),
+		layered.Opt("raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }),
+		layered.Opt("raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }),
+		layered.Opt("raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }),
+		layered.Opt("raft-preallocate-mib", "", "RAFT_PREALLOCATE_MIB", "MiB of raft.db allocated on disk ahead of use, so commits write in place (0: none)", func(c *config) any { return &c.RaftPreallocateMiB }),
+		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
+		layered.Opt("enable-debug", "", "ENABLE_DEBUG", "serve Go's profiler under /debug/pprof/ on the metrics address", func(c *config) any { return &c.EnableDebug }),
+		layered.Opt("leave-on-terminate", "", "LEAVE_ON_TERMINATE", "on SIGTERM/SIGINT leave the cluster for good instead of stopping as a member that will come back", func(c *config) any { return &c.LeaveOnTerminate }),
+		layered.Opt("insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }),
+		layered.Opt("ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }),
+		layered.Opt("crt_pem", "", "CRT_PEM", "server certificate (PEM)", func(c *config) any { return &c.CrtPem }),
+		layered.Opt("key_pem", "", "KEY_PEM", "server key (PEM)", func(c *config) any { return &c.KeyPem }),
+		layered.Opt("log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }),
 	}
 }
 
 // loadConfig resolves the configuration from args, the environment
 // (lookup) and the config file.
 func loadConfig(args []string, lookup func(string) (string, bool)) (config, error) {
-	fs := pflag.NewFlagSet("grapnel-server", pflag.ContinueOnError)
-	fs.SortFlags = false
-	configPath := fs.StringP("server-config", "x", "", "server config file (YAML; default "+defaultConfigPath+" if present)")
-	cli := defaults()
-	for _, o := range options() {
-		switch p := o.value(&cli).(type) {
-		case *string:
-			fs.StringVarP(p, o.flag, o.short, *p, o.usage)
-		case *bool:
-			fs.BoolVarP(p, o.flag, o.short, *p, o.usage)
-		case *int:
-			fs.IntVarP(p, o.flag, o.short, *p, o.usage)
-		case *time.Duration:
-			fs.DurationVarP(p, o.flag, o.short, *p, o.usage)
-		case *[]string:
-			fs.StringArrayVarP(p, o.flag, o.short, nil, o.usage)
-		}
-	}
-	if err := fs.Parse(args); err != nil {
+	cfg, err := layered.Load(layered.Spec[config]{
+		Program: "grapnel-server", What: "server config", Prefix: envPrefix,
+		ConfigFlag: "server-config", ConfigShort: "x",
+		DefaultPath: defaultConfigPath, Defaults: defaults, Options: options(),
+	}, args, lookup)
+	if err != nil {
 		return config{}, err
-	}
-
-	cfg := defaults()
-	path, explicit := *configPath, fs.Changed("server-config")
-	if !explicit {
-		if v, ok := lookup(envPrefix + "CONFIG"); ok {
-			path, explicit = v, true
-		} else {
-			path = defaultConfigPath
-		}
-	}
-	if err := readConfigFile(path, explicit, &cfg); err != nil {
-		return config{}, err
-	}
-	for _, o := range options() {
-		if v, ok := lookup(envPrefix + o.env); ok {
-			if err := setFromText(o.value(&cfg), v); err != nil {
-				return config{}, fmt.Errorf("%s%s: %w", envPrefix, o.env, err)
-			}
-		}
-		if fs.Changed(o.flag) {
-			copyValue(o.value(&cfg), o.value(&cli))
-		}
 	}
 	if cfg.GossipAddress == "" && (cfg.BootstrapExpect > 1 || len(cfg.Join) > 0) {
 		cfg.GossipAddress = defaultGossipAddress
 	}
 	return cfg, cfg.validate()
-}
-
-func setFromText(dst any, v string) error {
-	switch p := dst.(type) {
-	case *string:
-		*p = v
-	case *bool:
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%q is not a boolean", v)
-		}
-		*p = b
-	case *int:
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("%q is not a whole number", v)
-		}
-		*p = n
-	case *time.Duration:
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("%q is not a duration such as 500ms or 3s", v)
-		}
-		*p = d
-	case *[]string:
-		*p = nil
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				*p = append(*p, s)
-			}
-		}
-	}
-	return nil
-}
-
-func copyValue(dst, src any) {
-	switch p := dst.(type) {
-	case *string:
-		*p = *src.(*string)
-	case *bool:
-		*p = *src.(*bool)
-	case *int:
-		*p = *src.(*int)
-	case *time.Duration:
-		*p = *src.(*time.Duration)
-	case *[]string:
-		*p = append([]string(nil), *src.(*[]string)...)
-	}
-}
-
-func readConfigFile(path string, explicit bool, cfg *config) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if !explicit && errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("server config %s: %w", path, err)
-	}
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && err.Error() != "EOF" {
-		return fmt.Errorf("server config %s: %w", path, err)
-	}
-	return nil
 }
 
 // errNoSecurityMode is the refusal to start without an explicit choice of
