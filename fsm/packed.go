@@ -113,12 +113,7 @@ func decodePacked(buf []byte, r *UpdateDesiredStateRequest) {
 // allocates anew for each element.
 func goMsgpackDecode(buf []byte, r *UpdateDesiredStateRequest) error {
 	var w packedWire
-	dec := decoders.Get().(*codec.Decoder)
-	dec.ResetBytes(buf)
-	err := dec.Decode(&w)
-	dec.ResetBytes(nil)
-	decoders.Put(dec)
-	if err != nil {
+	if err := msgpackDecode(buf, &w); err != nil {
 		return err
 	}
 	u := w.Update
@@ -138,6 +133,16 @@ func goMsgpackDecode(buf []byte, r *UpdateDesiredStateRequest) error {
 		}
 	}
 	return nil
+}
+
+// msgpackDecode decodes buf into v with a pooled go-msgpack decoder.
+func msgpackDecode(buf []byte, v any) error {
+	dec := decoders.Get().(*codec.Decoder)
+	dec.ResetBytes(buf)
+	err := dec.Decode(v)
+	dec.ResetBytes(nil)
+	decoders.Put(dec)
+	return err
 }
 
 // packedWire is UpdateDesiredStateRequest field for field, with the

@@ -1,11 +1,7 @@
 package fsm
 
 import (
-	"encoding/binary"
 	"errors"
-	"math"
-
-	"github.com/hashicorp/go-msgpack/v2/codec"
 
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -82,27 +78,13 @@ func (d *mpReader) isNil() bool {
 	return false
 }
 
+// be reads an n-byte big-endian unsigned integer (n is 1, 2, 4 or 8).
 func (d *mpReader) be(n int) uint64 {
-	p := d.next(n)
-	switch n {
-	case 1:
-		if p != nil {
-			return uint64(p[0])
-		}
-	case 2:
-		if p != nil {
-			return uint64(binary.BigEndian.Uint16(p))
-		}
-	case 4:
-		if p != nil {
-			return uint64(binary.BigEndian.Uint32(p))
-		}
-	case 8:
-		if p != nil {
-			return binary.BigEndian.Uint64(p)
-		}
+	var v uint64
+	for _, b := range d.next(n) {
+		v = v<<8 | uint64(b)
 	}
-	return 0
+	return v
 }
 
 // length reads a container or string length of n bytes, bounded by what
@@ -188,25 +170,10 @@ func (d *mpReader) uint() uint64 {
 	case c >= 0xcc && c <= 0xcf:
 		return d.be(1 << (c - 0xcc))
 	case c >= 0xd0 && c <= 0xd3:
-		v := d.be(1 << (c - 0xd0))
 		// A signed encoding of a value that is not negative.
-		switch c {
-		case 0xd0:
-			if v <= math.MaxInt8 {
-				return v
-			}
-		case 0xd1:
-			if v <= math.MaxInt16 {
-				return v
-			}
-		case 0xd2:
-			if v <= math.MaxInt32 {
-				return v
-			}
-		case 0xd3:
-			if v <= math.MaxInt64 {
-				return v
-			}
+		n := 1 << (c - 0xd0)
+		if v := d.be(n); v>>(8*n-1) == 0 {
+			return v
 		}
 	}
 	d.fail()
@@ -429,12 +396,7 @@ func (d *mpReader) configs() map[string]any {
 		return nil
 	}
 	var m map[string]any
-	dec := decoders.Get().(*codec.Decoder)
-	dec.ResetBytes(d.b[start:d.i])
-	err := dec.Decode(&m)
-	dec.ResetBytes(nil)
-	decoders.Put(dec)
-	if err != nil {
+	if err := msgpackDecode(d.b[start:d.i], &m); err != nil {
 		d.fail()
 		return nil
 	}
