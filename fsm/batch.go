@@ -70,23 +70,45 @@ func splitBatch(buf []byte) ([][]byte, error) {
 	return cmds, nil
 }
 
-// applyBatchLocked applies each command of a batch body at index.
-func (f *FSM) applyBatchLocked(buf []byte, index uint64) BatchResponse {
+// decodeBatch decodes every command of a batch body before any is
+// applied, so that a batch applies whole or halts the FSM untouched.
+func decodeBatch(buf []byte) ([]decodedCommand, error) {
 	cmds, err := splitBatch(buf)
 	if err != nil {
-		// As in decode: applying anything else would fork the replicas.
-		panic(fmt.Sprintf("fsm: failed to decode committed batch: %v", err))
+		return nil, fmt.Errorf("%w: %s: %v", ErrUndecodable, BatchType, err)
 	}
+	out := make([]decodedCommand, len(cmds))
+	for i, c := range cmds {
+		t := MessageType(c[0])
+		body, err := decodeBody(t, c[1:])
+		if err != nil {
+			return nil, fmt.Errorf("command %d: %w", i, err)
+		}
+		out[i] = decodedCommand{t: t, body: body}
+	}
+	return out, nil
+}
+
+// decodedCommand is one command of a batch, decoded.
+type decodedCommand struct {
+	t    MessageType
+	body any // nil for a type older replicas may skip
+}
+
+// applyBatchLocked applies each command of a decoded batch at index.
+func (f *FSM) applyBatchLocked(cmds []decodedCommand, index uint64) BatchResponse {
 	out := make(BatchResponse, len(cmds))
 	// No reader sees the store until the batch is applied, so its
 	// desired-state updates copy the desired state once, not each.
 	f.store.BeginBatch()
 	defer f.store.EndBatch()
 	for i, c := range cmds {
-		t := MessageType(c[0])
-		out[i] = f.applyLocked(t, c[1:], index)
+		if c.body == nil {
+			continue
+		}
+		out[i] = Execute(f.store, c.t, c.body, index)
 		if f.observer != nil {
-			f.observer(t, index)
+			f.observer(c.t, index)
 		}
 	}
 	return out

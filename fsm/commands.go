@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/grapnel-io/grapnel/state"
@@ -138,14 +137,6 @@ type AgentGoneResponse struct {
 	Disconnected []state.WorkloadState
 }
 
-// ErrOutOfSequence is the response of an UpdateDesiredStateSeqType entry
-// that does not build on the stored desired state.
-var ErrOutOfSequence = errors.New("the update does not build on the stored desired state")
-
-// ErrBadCommand is returned by Execute for a body that is not the type's
-// request struct.
-var ErrBadCommand = errors.New("bad command")
-
 // Encode writes the type byte, then the body: packed for
 // UpdateDesiredStatePackedType, JSON for every other type.
 func Encode(t MessageType, body any) ([]byte, error) {
@@ -160,12 +151,4 @@ func Encode(t MessageType, body any) ([]byte, error) {
 	out[0] = byte(t)
 	copy(out[1:], b)
 	return out, nil
-}
-
-func decode(buf []byte, v any) {
-	if err := json.Unmarshal(buf, v); err != nil {
-		// A committed entry that does not decode means a bug or a corrupt
-		// log; applying anything else would fork the replicas.
-		panic(fmt.Sprintf("fsm: failed to decode committed entry: %v", err))
-	}
 }

@@ -27,6 +27,11 @@ type FSM struct {
 	observer func(t MessageType, index uint64)
 	// restoreObserver, if set, is called after a restore, outside the lock.
 	restoreObserver func()
+
+	// halted is set once an entry could not be applied; nothing is
+	// applied after it (see HaltError).
+	halted       *HaltError
+	haltObserver func(*HaltError)
 }
 
 // Meta describes the store a Read sees.
@@ -91,54 +96,74 @@ func (f *FSM) Restores() uint64 {
 // refused (the store is unchanged), or the type's response struct
 // (*AgentGoneResponse, *WorkloadReportsResponse); for a batch, a
 // BatchResponse holding one of those per command.
-func (f *FSM) Apply(l *raft.Log) any {
+//
+// An entry it cannot apply (an unknown type, a body that does not
+// decode, a panic while applying) halts the FSM instead of crashing the
+// replica: see HaltError. From then on every entry is answered with the
+// HaltError and nothing is applied.
+func (f *FSM) Apply(l *raft.Log) (resp any) {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.applied = l.Index
-	t := MessageType(l.Data[0])
-	if t == BatchType {
-		// Each command of the batch reports itself to the observer.
-		return f.applyBatchLocked(l.Data[1:], l.Index)
+	if f.halted != nil {
+		return f.halted
 	}
-	resp := f.applyLocked(t, l.Data[1:], l.Index)
+	t := MessageType(l.Data[0])
+	defer func() {
+		if p := recover(); p != nil {
+			resp = f.haltLocked(l.Index, t, fmt.Errorf("%w: applying it panicked: %v", ErrUndecodable, p))
+		}
+	}()
+	if t == BatchType {
+		cmds, err := decodeBatch(l.Data[1:])
+		if err != nil {
+			return f.haltLocked(l.Index, t, err)
+		}
+		f.applied = l.Index
+		// Each command of the batch reports itself to the observer.
+		return f.applyBatchLocked(cmds, l.Index)
+	}
+	body, err := decodeBody(t, l.Data[1:])
+	if err != nil {
+		return f.haltLocked(l.Index, t, err)
+	}
+	f.applied = l.Index
+	if body == nil {
+		// A newer type that older replicas may skip.
+		return nil
+	}
+	resp = Execute(f.store, t, body, l.Index)
 	if f.observer != nil {
 		f.observer(t, l.Index)
 	}
 	return resp
 }
 
-// applyLocked decodes one entry and executes it: the type picks the body,
-// Execute the effect.
-func (f *FSM) applyLocked(t MessageType, buf []byte, index uint64) any {
-	var body any
-	switch t {
-	case UpdateDesiredStateType, UpdateDesiredStateSeqType:
-		body = &UpdateDesiredStateRequest{}
-	case UpdateDesiredStatePackedType:
-		r := &UpdateDesiredStateRequest{}
-		decodePacked(buf, r)
-		return Execute(f.store, t, r, index)
-	case AgentConnectedType:
-		body = &AgentConnectedRequest{}
-	case AgentGoneType:
-		body = &AgentGoneRequest{}
-	case AgentLoadType:
-		body = &AgentLoadRequest{}
-	case WorkloadStatesType:
-		body = &WorkloadStatesRequest{}
-	case WorkloadReportsType:
-		body = &WorkloadReportsRequest{}
-	default:
-		if t&IgnoreUnknownTypeFlag != 0 {
-			return nil
-		}
-		panic(fmt.Sprintf("fsm: unknown command type %d", uint8(t)))
+// haltLocked stops the FSM at the entry at index and tells the halt
+// observer. It returns the HaltError, which Raft hands to the proposer.
+func (f *FSM) haltLocked(index uint64, t MessageType, err error) *HaltError {
+	f.halted = &HaltError{Index: index, Type: t, Err: err}
+	if f.haltObserver != nil {
+		f.haltObserver(f.halted)
 	}
-	decode(buf, body)
-	return Execute(f.store, t, body, index)
+	return f.halted
+}
+
+// Halted is the reason the FSM stopped applying, or nil.
+func (f *FSM) Halted() *HaltError {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.halted
+}
+
+// SetHaltObserver installs a callback run once when the FSM halts, under
+// its lock. It must not block.
+func (f *FSM) SetHaltObserver(fn func(*HaltError)) {
+	f.mu.Lock()
+	f.haltObserver = fn
+	f.mu.Unlock()
 }
 
 // Execute applies one decoded command to a store, exactly as Apply does
@@ -204,6 +229,11 @@ func Execute(st *state.Store, t MessageType, body any, index uint64) any {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.halted != nil {
+		// The log from the halted entry on must stay, so that an upgraded
+		// replica applies it; a snapshot would let Raft compact it away.
+		return nil, f.halted
+	}
 	return &snapshot{store: f.store.Clone(), index: f.applied}, nil
 }
 
@@ -219,6 +249,9 @@ func (f *FSM) Restore(r io.ReadCloser) error {
 	f.store = s
 	f.applied = index
 	f.restores++
+	// The snapshot holds what the halted entry did, as applied by the
+	// replica that wrote it: applying may go on from there.
+	f.halted = nil
 	notify := f.restoreObserver
 	f.mu.Unlock()
 	if notify != nil {

@@ -83,12 +83,11 @@ var (
 
 // decodePacked decodes a packed body into r and rebuilds the rendered
 // workloads left out: each is a copy of its spec.
-func decodePacked(buf []byte, r *UpdateDesiredStateRequest) {
+func decodePacked(buf []byte, r *UpdateDesiredStateRequest) error {
 	if readPacked(buf, r) != nil {
 		*r = UpdateDesiredStateRequest{}
 		if err := goMsgpackDecode(buf, r); err != nil {
-			// As in decode: applying anything else would fork the replicas.
-			panic(fmt.Sprintf("fsm: failed to decode committed entry: %v", err))
+			return err
 		}
 	}
 	for n, rw := range r.Update.PutRendered {
@@ -97,11 +96,12 @@ func decodePacked(buf []byte, r *UpdateDesiredStateRequest) {
 		}
 		w, ok := r.Update.PutWorkloads[n]
 		if !ok || w == nil {
-			panic(fmt.Sprintf("fsm: failed to decode committed entry: rendered workload %q has neither a body nor a spec", n))
+			return fmt.Errorf("rendered workload %q has neither a body nor a spec", n)
 		}
 		rw.Workload = w.Clone()
 		r.Update.PutRendered[n] = rw
 	}
+	return nil
 }
 
 // goMsgpackDecode decodes a packed body with go-msgpack, for what

@@ -65,7 +65,9 @@ func TestPackedDecodesLikeJSON(t *testing.T) {
 	if err := json.Unmarshal(plain[1:], &fromJSON); err != nil {
 		t.Fatal(err)
 	}
-	decodePacked(packed[1:], &fromPacked)
+	if err := decodePacked(packed[1:], &fromPacked); err != nil {
+		t.Fatal(err)
+	}
 	if !reflect.DeepEqual(fromJSON, fromPacked) {
 		t.Fatalf("packed decodes to\n%+v\nJSON to\n%+v", fromPacked, fromJSON)
 	}
@@ -103,7 +105,7 @@ func TestFSM_UpdateDesiredStatePacked(t *testing.T) {
 	}
 }
 
-// A committed packed entry that does not decode stops the FSM rather than
+// A committed packed entry that does not decode halts the FSM rather than
 // letting the replicas differ.
 func TestPackedCorruptStops(t *testing.T) {
 	for name, data := range map[string][]byte{
@@ -118,14 +120,7 @@ func TestPackedCorruptStops(t *testing.T) {
 			return []byte(strings.Replace(string(b), "web", "wex", 1))
 		}(),
 	} {
-		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("a corrupt packed entry did not stop the FSM")
-				}
-			}()
-			New().Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
-		})
+		t.Run(name, func(t *testing.T) { requireHalts(t, New(), data) })
 	}
 }
 
@@ -140,10 +135,14 @@ func BenchmarkDecodeUpdate(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var r UpdateDesiredStateRequest
+				var err error
 				if typ == UpdateDesiredStatePackedType {
-					decodePacked(buf[1:], &r)
+					err = decodePacked(buf[1:], &r)
 				} else {
-					decode(buf[1:], &r)
+					err = json.Unmarshal(buf[1:], &r)
+				}
+				if err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
@@ -180,7 +179,9 @@ func TestPackedFormatIsStable(t *testing.T) {
 	if err := json.Unmarshal(plain[1:], &want); err != nil {
 		t.Fatal(err)
 	}
-	decodePacked(golden[1:], &got)
+	if err := decodePacked(golden[1:], &got); err != nil {
+		t.Fatal(err)
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("the golden entry decodes to\n%+v\nwant\n%+v\n(a field of a packed struct was moved or removed?)", got, want)
 	}

@@ -197,63 +197,69 @@ func (d *mpReader) bool() bool {
 	return false
 }
 
-// skip moves past one value of any type.
+// skip moves past one value of any type. It counts the values still to
+// skip instead of recursing, so that a body nested a million levels deep
+// costs a loop, not a stack.
 func (d *mpReader) skip() {
-	c := d.peek()
-	if d.err != nil {
-		return
-	}
-	d.i++
-	switch {
-	case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
-	case c >= 0x80 && c <= 0x8f:
-		d.skipN(2 * int(c&0x0f))
-	case c >= 0x90 && c <= 0x9f:
-		d.skipN(int(c & 0x0f))
-	case c >= 0xa0 && c <= 0xbf:
-		d.next(int(c & 0x1f))
-	case c == 0xc4 || c == 0xd9:
-		d.next(d.length(1))
-	case c == 0xc5 || c == 0xda:
-		d.next(d.length(2))
-	case c == 0xc6 || c == 0xdb:
-		d.next(d.length(4))
-	case c == 0xc7:
-		d.next(d.length(1) + 1)
-	case c == 0xc8:
-		d.next(d.length(2) + 1)
-	case c == 0xc9:
-		d.next(d.length(4) + 1)
-	case c == 0xca:
-		d.next(4)
-	case c == 0xcb:
-		d.next(8)
-	case c >= 0xcc && c <= 0xcf:
-		d.next(1 << (c - 0xcc))
-	case c >= 0xd0 && c <= 0xd3:
-		d.next(1 << (c - 0xd0))
-	case c >= 0xd4 && c <= 0xd8:
-		d.next(1 + 1<<(c-0xd4))
-	case c == 0xdc:
-		d.skipN(d.length(2))
-	case c == 0xdd:
-		d.skipN(d.length(4))
-	case c == 0xde:
-		d.skipN(2 * d.length(2))
-	case c == 0xdf:
-		d.skipN(2 * d.length(4))
-	default:
-		d.fail()
-	}
-}
-
-func (d *mpReader) skipN(n int) {
-	for range n {
+	for left := 1; left > 0 && d.err == nil; left-- {
+		c := d.peek()
 		if d.err != nil {
 			return
 		}
-		d.skip()
+		d.i++
+		switch {
+		case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
+		case c >= 0x80 && c <= 0x8f:
+			left += 2 * int(c&0x0f)
+		case c >= 0x90 && c <= 0x9f:
+			left += int(c & 0x0f)
+		case c >= 0xa0 && c <= 0xbf:
+			d.next(int(c & 0x1f))
+		case c == 0xc4 || c == 0xd9:
+			d.next(d.length(1))
+		case c == 0xc5 || c == 0xda:
+			d.next(d.length(2))
+		case c == 0xc6 || c == 0xdb:
+			d.next(d.length(4))
+		case c == 0xc7:
+			d.next(d.length(1) + 1)
+		case c == 0xc8:
+			d.next(d.length(2) + 1)
+		case c == 0xc9:
+			d.next(d.length(4) + 1)
+		case c == 0xca:
+			d.next(4)
+		case c == 0xcb:
+			d.next(8)
+		case c >= 0xcc && c <= 0xcf:
+			d.next(1 << (c - 0xcc))
+		case c >= 0xd0 && c <= 0xd3:
+			d.next(1 << (c - 0xd0))
+		case c >= 0xd4 && c <= 0xd8:
+			d.next(1 + 1<<(c-0xd4))
+		case c == 0xdc:
+			left += d.children(d.length(2), 1)
+		case c == 0xdd:
+			left += d.children(d.length(4), 1)
+		case c == 0xde:
+			left += d.children(d.length(2), 2)
+		case c == 0xdf:
+			left += d.children(d.length(4), 2)
+		default:
+			d.fail()
+		}
 	}
+}
+
+// children is the number of values n entries of per values each hold; a
+// count the rest of the body cannot hold (each value takes a byte at
+// least) fails the read.
+func (d *mpReader) children(n, per int) int {
+	if d.err != nil || n > (len(d.b)-d.i)/per {
+		d.fail()
+		return 0
+	}
+	return n * per
 }
 
 // strings reads a []string: nil stays nil, an empty array is empty.

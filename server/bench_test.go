@@ -56,7 +56,7 @@ func BenchmarkUpdateOneWorkloadOf10k(b *testing.B) {
 func BenchmarkPlanOneWorkloadOf10k(b *testing.B) {
 	st := state.NewStore()
 	r := render.New()
-	p, err := plan(r, st, *bigState(10000), nil, nil)
+	p, err := plan(r, state.Limits{}, st, *bigState(10000), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func BenchmarkPlanOneWorkloadOf10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := plan(r, st, next, nil, nil); err != nil {
+		if _, err := plan(r, state.Limits{}, st, next, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

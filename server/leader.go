@@ -72,6 +72,13 @@ func (s *Server) monitorLeadership() {
 		default:
 		}
 	})
+	halted := make(chan struct{}, 1)
+	s.fsm.SetHaltObserver(func(*fsm.HaltError) {
+		select {
+		case halted <- struct{}{}:
+		default:
+		}
+	})
 	var (
 		stopCh chan struct{}
 		done   chan struct{}
@@ -92,16 +99,24 @@ func (s *Server) monitorLeadership() {
 			s.leaderLoop(stopCh, restored)
 		}(stopCh, done)
 	}
-	if s.node.IsLeader() {
+	// A halted FSM cannot lead: it stops the leader loop and hands
+	// leadership on (see stepDownHalted).
+	if s.node.IsLeader() && !s.stepDownHalted() {
 		start()
 	}
 	for {
 		select {
 		case isLeader := <-s.node.LeaderCh():
-			if isLeader {
+			if isLeader && !s.stepDownHalted() {
 				start()
 			} else {
 				stop()
+			}
+		case <-halted:
+			s.log.Error("this replica stopped applying the replicated log", "error", s.fsm.Halted())
+			if s.node.IsLeader() {
+				stop()
+				s.stepDownHalted()
 			}
 		case <-s.shutdownCh:
 			stop()
@@ -238,4 +253,21 @@ func (s *Server) clockOrReal() clock.Clock {
 // observeCommit records the time from proposing an entry to its commit.
 func (s *Server) observeCommit(t fsm.MessageType, d time.Duration) {
 	s.cfg.Metrics.ObserveCommit(t.String(), d)
+}
+
+// stepDownHalted hands leadership to another voter if the FSM halted
+// (an entry this version cannot apply: see fsm.HaltError), and reports
+// whether it halted. Such a replica still holds the log, so it can win an
+// election; it must not plan on a store that stopped.
+func (s *Server) stepDownHalted() bool {
+	h := s.fsm.Halted()
+	if h == nil {
+		return false
+	}
+	if s.node.IsLeader() {
+		if err := s.node.TransferLeadership(""); err != nil {
+			s.log.Error("a halted replica could not hand on leadership", "error", err)
+		}
+	}
+	return true
 }

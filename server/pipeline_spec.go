@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/state"
@@ -42,27 +43,21 @@ func (l *leader) restoreSeen() {
 	l.broken, l.resync = true, true
 }
 
-// propose executes a command on the speculative store and sends it to
-// Raft. commit runs on the leader loop once the entry is committed, with
-// the FSM's response and the entry's index, fail if it is not; both in
-// proposal order. It returns what the command returns on the speculative
-// store.
+// propose encodes a command, decodes it again with the FSM's own decoder,
+// executes what decoded on the speculative store and sends it to Raft:
+// an entry that commits must apply on every replica, so anything that
+// does not decode or apply here is refused before it is proposed. commit
+// runs on the leader loop once the entry is committed, with the FSM's
+// response and the entry's index, fail if it is not; both in proposal
+// order. It returns what the command returns on the speculative store.
 func (l *leader) propose(t fsm.MessageType, body any, commit func(resp any, index uint64), fail func(err error)) any {
-	buf, err := fsm.Encode(t, body)
-	if err != nil {
-		l.s.log.Error("command not encoded", "type", t.String(), "error", err)
-		if fail != nil {
-			l.pipe.ordered(func() { fail(err) })
-		}
-		return err
+	buf, err := l.encodeChecked(t, body)
+	var resp any
+	if err == nil {
+		resp, err = l.executeSpec(t, buf)
 	}
-	// The speculative store never learns the entry's index; any non-zero
-	// revision tells it that the desired state was set.
-	resp := fsm.Execute(l.spec, t, body, l.spec.Revision+1)
-	if err, ok := resp.(error); ok {
-		// The leader planned a command its own store refuses: a bug, but
-		// proposing it would make spec and FSM differ.
-		l.s.log.Error("command refused by the speculative store", "type", t.String(), "error", err)
+	if err != nil {
+		l.s.log.Error("command refused before proposing", "type", t.String(), "error", err)
 		if fail != nil {
 			l.pipe.ordered(func() { fail(err) })
 		}
@@ -78,6 +73,50 @@ func (l *leader) propose(t fsm.MessageType, body any, commit func(resp any, inde
 		}
 	})
 	return resp
+}
+
+// encodeChecked encodes a command and refuses one larger than the
+// update budget: Raft would store, send and apply it on every replica.
+func (l *leader) encodeChecked(t fsm.MessageType, body any) ([]byte, error) {
+	buf, err := fsm.Encode(t, body)
+	if err != nil {
+		return nil, err
+	}
+	if max := l.s.limits.MaxUpdateBytes; max > 0 && len(buf) > max {
+		return nil, state.LimitError("", "update", "max_update_bytes", len(buf), max)
+	}
+	return buf, nil
+}
+
+// executeSpec decodes buf as every replica will and executes it on the
+// speculative store. A command that does not decode, that the store
+// refuses, or whose execution panics is an error: proposing it would make
+// the FSM differ from the plan or halt every replica. A panic may have
+// left the speculative store half-changed, so it is rebuilt once the
+// pipeline drains.
+func (l *leader) executeSpec(t fsm.MessageType, buf []byte) (resp any, err error) {
+	dt, body, err := fsm.Decode(buf)
+	if err != nil {
+		return nil, fmt.Errorf("the command does not decode as the replicas will decode it: %w", err)
+	}
+	if dt != t || body == nil {
+		return nil, fmt.Errorf("%w: %s decoded as %s", fsm.ErrBadCommand, t, dt)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			l.broken = true
+			resp, err = nil, fmt.Errorf("%w: %s panicked on the speculative store: %v", fsm.ErrBadCommand, t, p)
+		}
+	}()
+	// The speculative store never learns the entry's index; any non-zero
+	// revision tells it that the desired state was set.
+	resp = fsm.Execute(l.spec, t, body, l.spec.Revision+1)
+	if err, ok := resp.(error); ok {
+		// The leader planned a command its own store refuses: a bug, but
+		// proposing it would make spec and FSM differ.
+		return nil, err
+	}
+	return resp, nil
 }
 
 // errEarlierFailed answers an update the FSM refused because an update

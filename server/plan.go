@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"reflect"
 	"sort"
 
@@ -41,8 +42,11 @@ type updatePlan struct {
 // swdd~server-state-compares-rendered-workloads~1
 // swdd~server-state-triggers-validation-of-workload-fields~1
 // swdd~server-desired-state-field-conventions~1
-func plan(r *render.Renderer, st *state.Store, next state.State, tags map[string]map[string]string, connected func(string) bool) (*updatePlan, error) {
+func plan(r *render.Renderer, lim state.Limits, st *state.Store, next state.State, tags map[string]map[string]string, connected func(string) bool) (*updatePlan, error) {
 	if _, err := state.CheckAPIVersion(next.APIVersion); err != nil {
+		return nil, err
+	}
+	if err := next.CheckCounts(lim); err != nil {
 		return nil, err
 	}
 	cur := st.Desired
@@ -75,7 +79,15 @@ func plan(r *render.Renderer, st *state.Store, next state.State, tags map[string
 			changedCfg[k] = true
 		}
 	}
+	// The limits first: their walk stops at the first one crossed, so a
+	// hostile config costs no more than the limits allow.
+	if err := changed.CheckLimits(lim); err != nil {
+		return nil, err
+	}
 	if err := changed.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkDesiredBytes(lim, st, changed, deletedWl, deletedCfg); err != nil {
 		return nil, err
 	}
 
@@ -95,6 +107,7 @@ func plan(r *render.Renderer, st *state.Store, next state.State, tags map[string
 	}
 	putRendered := map[string]state.Rendered{}
 	readded := map[state.InstanceName]bool{}
+	rendered := 0 // bytes rendered from templates by this update
 	for _, n := range sortedSet(toRender) {
 		rw, inst, err := r.Workload(n, next.Workloads[n], next.Configs)
 		if err != nil {
@@ -102,6 +115,15 @@ func plan(r *render.Renderer, st *state.Store, next state.State, tags map[string
 		}
 		if err := state.CheckAgentName("desiredState.workloads."+n+".agent", rw.Agent); err != nil {
 			return nil, err
+		}
+		if len(next.Workloads[n].Configs) > 0 {
+			if err := rw.CheckLimits("desiredState.workloads."+n, lim); err != nil {
+				return nil, err
+			}
+			if rendered += rw.Size(); lim.MaxUpdateBytes > 0 && rendered > lim.MaxUpdateBytes {
+				return nil, state.LimitError("desiredState.workloads."+n, "the size in bytes of what the update renders, up to this workload",
+					"max_update_bytes", rendered, lim.MaxUpdateBytes)
+			}
 		}
 		old, had := st.Rendered[n]
 		if had && old.Instance == inst && old.Workload.Equal(rw) {
@@ -120,6 +142,9 @@ func plan(r *render.Renderer, st *state.Store, next state.State, tags map[string
 		if old, had := st.Rendered[n]; had {
 			p.deleted = append(p.deleted, deletion{instance: old.Instance})
 		}
+	}
+	if err := checkAgentBytes(lim, st, putRendered, deletedWl); err != nil {
+		return nil, err
 	}
 	if len(changed.Workloads) > 0 {
 		if c := state.FindCycle(next.Workloads, state.SortedKeys(changed.Workloads)); c != "" {
@@ -195,4 +220,64 @@ func sortedSet(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkDesiredBytes checks the size the desired state will have: the
+// store's, less what the update replaces or deletes, plus what it puts.
+func checkDesiredBytes(lim state.Limits, st *state.Store, changed state.State, deletedWl, deletedCfg []string) error {
+	if lim.MaxDesiredStateBytes <= 0 {
+		return nil
+	}
+	cur := st.Desired
+	total := st.DesiredBytes()
+	for n, w := range changed.Workloads {
+		total += w.Size() - cur.Workloads[n].Size()
+	}
+	for _, n := range deletedWl {
+		total -= cur.Workloads[n].Size()
+	}
+	for k, v := range changed.Configs {
+		total += state.ConfigSize(v)
+		if old, ok := cur.Configs[k]; ok {
+			total -= state.ConfigSize(old)
+		}
+	}
+	for _, k := range deletedCfg {
+		total -= state.ConfigSize(cur.Configs[k])
+	}
+	if total > lim.MaxDesiredStateBytes {
+		return state.LimitError("desiredState", "the size in bytes of the desired state after the update",
+			"max_desired_state_bytes", total, lim.MaxDesiredStateBytes)
+	}
+	return nil
+}
+
+// checkAgentBytes checks the size of each agent's rendered workloads
+// after the update: an agent's ServerHello carries them all.
+func checkAgentBytes(lim state.Limits, st *state.Store, put map[string]state.Rendered, deleted []string) error {
+	if lim.MaxAgentBytes <= 0 {
+		return nil
+	}
+	delta := map[string]int{}
+	for n, rw := range put {
+		delta[rw.Instance.AgentName] += rw.Workload.Size()
+		if old, ok := st.Rendered[n]; ok {
+			delta[old.Instance.AgentName] -= old.Workload.Size()
+		}
+	}
+	for _, n := range deleted {
+		if old, ok := st.Rendered[n]; ok {
+			delta[old.Instance.AgentName] -= old.Workload.Size()
+		}
+	}
+	for _, a := range state.SortedKeys(delta) {
+		if a == "" || delta[a] <= 0 {
+			continue
+		}
+		if total := st.AgentBytes(a) + delta[a]; total > lim.MaxAgentBytes {
+			return state.LimitError("desiredState.workloads", fmt.Sprintf("the size in bytes of the workloads agent '%s' runs after the update", a),
+				"max_agent_bytes", total, lim.MaxAgentBytes)
+		}
+	}
+	return nil
 }

@@ -18,7 +18,7 @@ func (l *leader) seedStartupState() {
 		return
 	}
 	connected := func(a string) bool { _, ok := l.spec.Agents[a]; return ok }
-	p, err := plan(l.s.renderer, l.spec, *st, nil, connected)
+	p, err := plan(l.s.renderer, l.s.limits, l.spec, *st, nil, connected)
 	if err != nil {
 		l.s.log.Error("startup manifest rejected", "error", err)
 		return

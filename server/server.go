@@ -49,6 +49,9 @@ type Config struct {
 	// The caller creates it with the replica's client credentials and
 	// closes it after Shutdown.
 	Proxy *proxy.Pool
+	// Limits bound what an update may put into the desired state (see
+	// state.Limits); nil is state.DefaultLimits.
+	Limits *state.Limits
 }
 
 // Server is the leader-side Ankaios logic of one replica.
@@ -58,6 +61,7 @@ type Server struct {
 	node     *cluster.Node
 	fsm      *fsm.FSM
 	renderer *render.Renderer
+	limits   state.Limits
 	conns    *registry
 
 	shutdownCh chan struct{}
@@ -91,12 +95,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.GroupCommitDelay == 0 {
 		cfg.GroupCommitDelay = DefaultGroupCommitDelay
 	}
+	lim := state.DefaultLimits()
+	if cfg.Limits != nil {
+		lim = *cfg.Limits
+	}
 	return &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
 		node:       cfg.Node,
 		fsm:        cfg.FSM,
-		renderer:   render.New(),
+		renderer:   render.NewLimited(lim.MaxWorkloadBytes),
+		limits:     lim,
 		conns:      newRegistry(),
 		shutdownCh: make(chan struct{}),
 	}, nil
@@ -138,8 +147,8 @@ func (s *Server) currentTerm() *term {
 // invalid one stops the server before it serves.
 //
 // swdd~server-fails-on-invalid-startup-state~1
-func ValidateStartupState(s state.State) error {
-	_, err := plan(render.New(), state.NewStore(), s, nil, nil)
+func ValidateStartupState(s state.State, lim state.Limits) error {
+	_, err := plan(render.NewLimited(lim.MaxWorkloadBytes), lim, state.NewStore(), s, nil, nil)
 	if err != nil {
 		return fmt.Errorf("invalid startup manifest: %w", err)
 	}

@@ -49,7 +49,7 @@ func (l *leader) planUpdate(req *ankbase.UpdateStateRequest) (*updatePlan, error
 		return nil, err
 	}
 	connected := func(a string) bool { _, ok := st.Agents[a]; return ok }
-	return plan(l.s.renderer, st, next, nextTags, connected)
+	return plan(l.s.renderer, l.s.limits, st, next, nextTags, connected)
 }
 
 // proposeUpdate proposes an accepted plan as the next desired state in

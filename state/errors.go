@@ -13,6 +13,8 @@ var ErrInvalid = errors.New("invalid state")
 type FieldError struct {
 	Path   string
 	Reason string
+	// limit is set for a value over a limit (see LimitError).
+	limit bool
 }
 
 func (e *FieldError) Error() string {
@@ -22,8 +24,14 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Path, e.Reason)
 }
 
-// Unwrap lets errors.Is(err, ErrInvalid) hold.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// Unwrap lets errors.Is(err, ErrInvalid) hold, and errors.Is(err,
+// ErrLimit) for a value over a limit.
+func (e *FieldError) Unwrap() []error {
+	if e.limit {
+		return []error{ErrInvalid, ErrLimit}
+	}
+	return []error{ErrInvalid}
+}
 
 func fieldErr(path, format string, args ...any) error {
 	return &FieldError{Path: path, Reason: fmt.Sprintf(format, args...)}

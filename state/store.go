@@ -38,6 +38,9 @@ type Store struct {
 	// once instead of once per update: the maps the batch's first update
 	// copied reach no reader before the batch ends (see BeginBatch).
 	inBatch, owned bool
+	// usage, once asked for, follows every desired-state update (see
+	// DesiredBytes).
+	usage *usage
 }
 
 // BeginBatch starts a run of commands that no reader can observe until
@@ -72,6 +75,7 @@ func (s *Store) Clone() *Store {
 		Revision:    s.Revision,
 		DesiredSeq:  s.DesiredSeq,
 		ReportMarks: maps.Clone(s.ReportMarks),
+		usage:       s.usage.clone(),
 	}
 }
 
@@ -102,6 +106,9 @@ type DesiredUpdate struct {
 func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
 	s.Revision = index
 	s.DesiredSeq++
+	if s.usage != nil {
+		s.usage.account(s.Desired, s.Rendered, u)
+	}
 	if s.inBatch && s.owned {
 		applyDesiredInPlace(&s.Desired, s.Rendered, u)
 	} else {

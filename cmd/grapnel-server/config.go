@@ -10,6 +10,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/server"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // defaultConfigPath is where the server looks for its config file.
@@ -58,11 +59,33 @@ type config struct {
 	// GCPercent is Go's GC target (GOGC); the GOGC variable, when set,
 	// wins.
 	GCPercent int `yaml:"gc_percent"`
+
+	// The limits on what an update may put into the desired state (see
+	// state.Limits and docs/operations.md).
+	MaxConfigDepth       int `yaml:"max_config_depth"`
+	MaxStringBytes       int `yaml:"max_string_bytes"`
+	MaxConfigItemBytes   int `yaml:"max_config_item_bytes"`
+	MaxWorkloads         int `yaml:"max_workloads"`
+	MaxConfigItems       int `yaml:"max_config_items"`
+	MaxWorkloadBytes     int `yaml:"max_workload_bytes"`
+	MaxUpdateBytes       int `yaml:"max_update_bytes"`
+	MaxDesiredStateBytes int `yaml:"max_desired_state_bytes"`
+	MaxAgentBytes        int `yaml:"max_agent_bytes"`
 }
 
 func defaults() config {
 	t := cluster.DefaultTiming()
+	lim := state.DefaultLimits()
 	return config{
+		MaxConfigDepth:         lim.MaxConfigDepth,
+		MaxStringBytes:         lim.MaxStringBytes,
+		MaxConfigItemBytes:     lim.MaxConfigItemBytes,
+		MaxWorkloads:           lim.MaxWorkloads,
+		MaxConfigItems:         lim.MaxConfigItems,
+		MaxWorkloadBytes:       lim.MaxWorkloadBytes,
+		MaxUpdateBytes:         lim.MaxUpdateBytes,
+		MaxDesiredStateBytes:   lim.MaxDesiredStateBytes,
+		MaxAgentBytes:          lim.MaxAgentBytes,
 		Address:                "127.0.0.1:25551",
 		Name:                   "server-1",
 		DataDir:                "/var/lib/grapnel",
@@ -104,6 +127,15 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }),
 		layered.Opt("raft-preallocate-mib", "", "RAFT_PREALLOCATE_MIB", "MiB of raft.db allocated on disk ahead of use, so commits write in place (0: none)", func(c *config) any { return &c.RaftPreallocateMiB }),
 		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
+		layered.Opt("max-config-depth", "", "MAX_CONFIG_DEPTH", "deepest nesting of lists and maps in one config item", func(c *config) any { return &c.MaxConfigDepth }),
+		layered.Opt("max-string-bytes", "", "MAX_STRING_BYTES", "longest string of a workload or config item (runtimeConfig, file content, value)", func(c *config) any { return &c.MaxStringBytes }),
+		layered.Opt("max-config-item-bytes", "", "MAX_CONFIG_ITEM_BYTES", "largest config item", func(c *config) any { return &c.MaxConfigItemBytes }),
+		layered.Opt("max-workloads", "", "MAX_WORKLOADS", "most workloads in the desired state", func(c *config) any { return &c.MaxWorkloads }),
+		layered.Opt("max-config-items", "", "MAX_CONFIG_ITEMS", "most config items in the desired state", func(c *config) any { return &c.MaxConfigItems }),
+		layered.Opt("max-workload-bytes", "", "MAX_WORKLOAD_BYTES", "largest workload, as written and as rendered", func(c *config) any { return &c.MaxWorkloadBytes }),
+		layered.Opt("max-update-bytes", "", "MAX_UPDATE_BYTES", "largest update: what it renders and its Raft entry", func(c *config) any { return &c.MaxUpdateBytes }),
+		layered.Opt("max-desired-state-bytes", "", "MAX_DESIRED_STATE_BYTES", "largest desired state (workloads as written and config items)", func(c *config) any { return &c.MaxDesiredStateBytes }),
+		layered.Opt("max-agent-bytes", "", "MAX_AGENT_BYTES", "largest set of rendered workloads one agent runs (its ServerHello)", func(c *config) any { return &c.MaxAgentBytes }),
 		layered.Opt("enable-debug", "", "ENABLE_DEBUG", "serve Go's profiler under /debug/pprof/ on the metrics address", func(c *config) any { return &c.EnableDebug }),
 		layered.Opt("leave-on-terminate", "", "LEAVE_ON_TERMINATE", "on SIGTERM/SIGINT leave the cluster for good instead of stopping as a member that will come back", func(c *config) any { return &c.LeaveOnTerminate }),
 		layered.Opt("insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }),
@@ -185,6 +217,9 @@ func (c config) validate() error {
 	if c.GroupCommitDelay < 0 || c.GroupCommitDelay > 100*time.Millisecond {
 		return fmt.Errorf("--group-commit-delay %v: must be 0 to 100ms", c.GroupCommitDelay)
 	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
 	if c.AgentReconnectGrace < 0 {
 		return fmt.Errorf("--agent-reconnect-grace %v: must not be negative", c.AgentReconnectGrace)
 	}
@@ -214,4 +249,42 @@ func validID(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// limits are the configured limits on the desired state.
+func (c config) limits() state.Limits {
+	return state.Limits{
+		MaxConfigDepth: c.MaxConfigDepth, MaxStringBytes: c.MaxStringBytes, MaxConfigItemBytes: c.MaxConfigItemBytes,
+		MaxWorkloads: c.MaxWorkloads, MaxConfigItems: c.MaxConfigItems, MaxWorkloadBytes: c.MaxWorkloadBytes,
+		MaxUpdateBytes: c.MaxUpdateBytes, MaxDesiredStateBytes: c.MaxDesiredStateBytes, MaxAgentBytes: c.MaxAgentBytes,
+	}
+}
+
+// maxMessageBytes is the gRPC message limit the byte limits must stay
+// under, with room for the message around what they bound.
+const maxMessageBytes = 4 << 20
+
+// validateLimits checks that every limit is set and that the ones a
+// message carries whole fit the gRPC message limit: a larger desired
+// state could be accepted and then never be read back.
+func (c config) validateLimits() error {
+	for _, l := range []struct {
+		flag      string
+		v, lo, hi int
+	}{
+		{"--max-config-depth", c.MaxConfigDepth, 1, 1000},
+		{"--max-string-bytes", c.MaxStringBytes, 1, maxMessageBytes * 7 / 8},
+		{"--max-config-item-bytes", c.MaxConfigItemBytes, 1, maxMessageBytes * 7 / 8},
+		{"--max-workloads", c.MaxWorkloads, 1, 100000},
+		{"--max-config-items", c.MaxConfigItems, 1, 100000},
+		{"--max-workload-bytes", c.MaxWorkloadBytes, 1, maxMessageBytes * 7 / 8},
+		{"--max-update-bytes", c.MaxUpdateBytes, 1, maxMessageBytes * 7 / 8},
+		{"--max-desired-state-bytes", c.MaxDesiredStateBytes, 1, maxMessageBytes * 7 / 8},
+		{"--max-agent-bytes", c.MaxAgentBytes, 1, maxMessageBytes * 7 / 8},
+	} {
+		if l.v < l.lo || l.v > l.hi {
+			return fmt.Errorf("%s %d: must be %d to %d", l.flag, l.v, l.lo, l.hi)
+		}
+	}
+	return nil
 }

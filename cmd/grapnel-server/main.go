@@ -47,7 +47,7 @@ func main() {
 func run(cfg config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
 	setGC(cfg.GCPercent, os.LookupEnv, log)
-	startup, err := loadStartupManifest(cfg.StartupManifest, log)
+	startup, err := loadStartupManifest(cfg.StartupManifest, cfg.limits(), log)
 	if err != nil {
 		return err
 	}
@@ -108,10 +108,11 @@ func run(cfg config) error {
 	if commitDelay == 0 {
 		commitDelay = -1 // zero means none; the server reads zero as its default
 	}
+	lim := cfg.limits()
 	srv, err := server.New(server.Config{
 		Node: node, FSM: f, Logger: log, StartupState: startup, Metrics: metricSet,
 		AgentReconnectGrace: grace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
-		GroupCommitDelay: commitDelay,
+		GroupCommitDelay: commitDelay, Limits: &lim,
 	})
 	if err != nil {
 		node.Shutdown()
@@ -156,7 +157,7 @@ func run(cfg config) error {
 //
 // swdd~stored-workload-spec-parses-yaml~1
 // swdd~stored-workload-spec-checks-unique-name~1
-func loadStartupManifest(path string, log *slog.Logger) (*state.State, error) {
+func loadStartupManifest(path string, lim state.Limits, log *slog.Logger) (*state.State, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -171,7 +172,7 @@ func loadStartupManifest(path string, log *slog.Logger) (*state.State, error) {
 	if warn != "" {
 		log.Warn(warn, "manifest", path)
 	}
-	if err := server.ValidateStartupState(s); err != nil {
+	if err := server.ValidateStartupState(s, lim); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &s, nil

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // swdd~server-fails-on-invalid-startup-state~1
@@ -30,7 +32,7 @@ func TestStartupManifestValidation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "m.yaml")
 			os.WriteFile(p, []byte(c.yaml), 0o600)
-			s, err := loadStartupManifest(p, log)
+			s, err := loadStartupManifest(p, state.DefaultLimits(), log)
 			if c.wantErr == "" {
 				if err != nil || s == nil {
 					t.Fatalf("rejected: %v", err)

@@ -8,10 +8,14 @@ import (
 )
 
 // Limits on the work one template may cause. raymond would do the same
-// work after the check, so the check is where it is cut off.
+// work after the check, so the check is where it is cut off: a template
+// that loops over a large config item is refused before raymond builds
+// its output.
 const (
-	maxSteps      = 1 << 18  // AST nodes visited, counting every iteration
-	maxOutputSize = 16 << 20 // bytes of rendered text
+	maxSteps = 1 << 18 // AST nodes visited, counting every iteration
+	// DefaultMaxOutput is the most text one workload renders to when the
+	// Renderer is given no limit.
+	DefaultMaxOutput = 1 << 20
 )
 
 // raymondHelpers are the names raymond resolves as helpers rather than as
@@ -32,12 +36,14 @@ type checker struct {
 	data   *frame           // current @-variable frame
 	out    *strings.Builder // nil unless predicting the output
 	size   int
+	max    int // bytes of rendered text allowed
 	steps  int
 }
 
-// check runs the strict check of t against the root context.
-func check(t *template, root map[string]any, out *strings.Builder) error {
-	c := &checker{t: t, ctx: []any{root}, data: &frame{data: map[string]any{}}, out: out}
+// check runs the strict check of t against the root context; the
+// output may be at most max bytes.
+func check(t *template, root map[string]any, out *strings.Builder, max int) error {
+	c := &checker{t: t, ctx: []any{root}, data: &frame{data: map[string]any{}}, out: out, max: max}
 	return c.program(t.prog)
 }
 
@@ -51,8 +57,8 @@ func (c *checker) step(line int) error {
 
 func (c *checker) write(line int, s string) error {
 	c.size += len(s)
-	if c.size > maxOutputSize {
-		return errorf(line, "rendered text is longer than %d bytes", maxOutputSize)
+	if c.size > c.max {
+		return errorf(line, "rendered text is longer than the %d bytes left of the limit (max_workload_bytes)", c.max)
 	}
 	if c.out != nil {
 		c.out.WriteString(s)

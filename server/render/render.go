@@ -12,11 +12,21 @@ import (
 // templates by source text and is safe for concurrent use.
 type Renderer struct {
 	cache *cache
+	// max bounds the text one workload renders to, all fields together.
+	max int
 }
 
-// New returns a Renderer with an empty template cache.
-func New() *Renderer {
-	return &Renderer{cache: newCache()}
+// New returns a Renderer with an empty template cache and the default
+// output limit.
+func New() *Renderer { return NewLimited(DefaultMaxOutput) }
+
+// NewLimited returns a Renderer whose workloads render to at most max
+// bytes of text each (DefaultMaxOutput when max is not positive).
+func NewLimited(max int) *Renderer {
+	if max <= 0 {
+		max = DefaultMaxOutput
+	}
+	return &Renderer{cache: newCache(), max: max}
 }
 
 // Workload renders one workload of the desired state. w is not modified.
@@ -50,11 +60,14 @@ func (r *Renderer) Workload(name string, w *state.Workload, configs map[string]a
 
 	out := w.Clone()
 	out.Configs = nil
+	// Every field renders within what the fields before it left of the
+	// limit, so no workload builds more than the limit in memory.
+	left := r.max
 	var err error
-	if out.RuntimeConfig, err = r.field(base+".runtimeConfig", "runtimeConfig", w.RuntimeConfig, ctx); err != nil {
+	if out.RuntimeConfig, err = r.field(base+".runtimeConfig", "runtimeConfig", w.RuntimeConfig, ctx, &left); err != nil {
 		return nil, state.InstanceName{}, err
 	}
-	if out.Agent, err = r.field(base+".agent", "agent", w.Agent, ctx); err != nil {
+	if out.Agent, err = r.field(base+".agent", "agent", w.Agent, ctx, &left); err != nil {
 		return nil, state.InstanceName{}, err
 	}
 	for i := range out.Files {
@@ -64,25 +77,27 @@ func (r *Renderer) Workload(name string, w *state.Workload, configs map[string]a
 			sub = "binaryData"
 		}
 		path := fmt.Sprintf("%s.files.%d.%s", base, i, sub)
-		if f.Content, err = r.field(path, "files with mount point "+f.MountPoint, f.Content, ctx); err != nil {
+		if f.Content, err = r.field(path, "files with mount point "+f.MountPoint, f.Content, ctx, &left); err != nil {
 			return nil, state.InstanceName{}, err
 		}
 	}
 	return out, state.NewInstanceName(name, out.Agent, out.RuntimeConfig), nil
 }
 
-// field renders one field and words a failure the way Ankaios does.
-func (r *Renderer) field(path, field, src string, ctx map[string]any) (string, error) {
-	s, err := r.render(src, ctx)
+// field renders one field within *left bytes, takes what it used from
+// *left, and words a failure the way Ankaios does.
+func (r *Renderer) field(path, field, src string, ctx map[string]any, left *int) (string, error) {
+	s, err := r.render(src, ctx, *left)
 	if err != nil {
 		return "", &state.FieldError{Path: path, Reason: fmt.Sprintf("Failed to render field '%s': '%s'", field, err)}
 	}
+	*left -= len(s)
 	return s, nil
 }
 
 // render renders one template: compile (cached), strict check, then
 // raymond. Text without "{{" cannot hold a template and is returned as is.
-func (r *Renderer) render(src string, ctx map[string]any) (string, error) {
+func (r *Renderer) render(src string, ctx map[string]any, max int) (string, error) {
 	if !strings.Contains(src, "{{") {
 		return src, nil
 	}
@@ -90,7 +105,7 @@ func (r *Renderer) render(src string, ctx map[string]any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := check(t, ctx, nil); err != nil {
+	if err := check(t, ctx, nil, max); err != nil {
 		return "", err
 	}
 	return execute(t, ctx)

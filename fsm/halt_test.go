@@ -1,0 +1,121 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// requireHalts applies data at the next index of f and checks that the
+// FSM halted there instead of panicking: the answer is the HaltError,
+// the store is unchanged, and a valid entry after it is not applied.
+func requireHalts(t *testing.T, f *FSM, data []byte) *HaltError {
+	t.Helper()
+	before := read(f)
+	applied := f.AppliedIndex()
+	var seen *HaltError
+	f.SetHaltObserver(func(h *HaltError) { seen = h })
+	resp := f.Apply(&raft.Log{Index: applied + 1, Type: raft.LogCommand, Data: data})
+	h, ok := resp.(*HaltError)
+	if !ok || !errors.Is(h, ErrHalted) || h.Index != applied+1 {
+		t.Fatalf("answer %#v, want a HaltError at %d", resp, applied+1)
+	}
+	if seen != h || f.Halted() != h {
+		t.Fatal("the halt observer or Halted did not report the halt")
+	}
+	if !strings.Contains(h.Error(), "upgrade this replica") {
+		t.Fatalf("message %q does not say what to do", h.Error())
+	}
+	if !reflect.DeepEqual(read(f), before) || f.AppliedIndex() != applied {
+		t.Fatal("a halting entry changed the store")
+	}
+	next := mustEncode(t, AgentConnectedType, AgentConnectedRequest{Name: "after_halt"})
+	if resp := f.Apply(&raft.Log{Index: applied + 2, Type: raft.LogCommand, Data: next}); resp != h {
+		t.Fatalf("an entry after the halt was answered %v", resp)
+	}
+	if _, ok := read(f).Agents["after_halt"]; ok {
+		t.Fatal("an entry after the halt was applied")
+	}
+	if _, err := f.Snapshot(); !errors.Is(err, ErrHalted) {
+		t.Fatalf("a halted FSM took a snapshot (err %v): Raft could compact the entry away", err)
+	}
+	return h
+}
+
+// Every entry this version cannot apply halts the FSM with the reason;
+// none panics.
+func TestFSM_UnapplicableEntriesHalt(t *testing.T) {
+	ok := mustEncode(t, AgentConnectedType, AgentConnectedRequest{Name: "a"})
+	nilRendering, err := Encode(UpdateDesiredStateSeqType, &UpdateDesiredStateRequest{Seq: 1, Update: state.DesiredUpdate{
+		PutRendered: map[string]state.Rendered{"web": {Instance: inst}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nilWorkload := []byte(string(rune(UpdateDesiredStateType)) + `{"Update":{"PutWorkloads":{"web":null}}}`)
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		cause error
+	}{
+		{"unknown type", []byte{126, '{', '}'}, ErrUnknownType},
+		{"JSON that does not decode", []byte{byte(AgentGoneType), '{'}, ErrUndecodable},
+		{"JSON of the wrong shape", []byte(string(rune(AgentGoneType)) + `{"Name":5}`), ErrUndecodable},
+		{"rendering without a workload", nilRendering, ErrUndecodable},
+		{"workload without a body", nilWorkload, ErrUndecodable},
+		{"packed garbage", []byte{byte(UpdateDesiredStatePackedType), 0xc1}, ErrUndecodable},
+		{"batch with an unknown command", batchOf(t, ok, []byte{126, '{', '}'}), ErrUnknownType},
+		{"batch with a bad length", []byte{byte(BatchType), 0x80}, ErrUndecodable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := requireHalts(t, New(), tc.data)
+			if !errors.Is(h, tc.cause) {
+				t.Fatalf("halt %v, want cause %v", h, tc.cause)
+			}
+		})
+	}
+}
+
+func batchOf(t *testing.T, cmds ...[]byte) []byte {
+	t.Helper()
+	b, err := EncodeBatch(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A restore replaces what the halted entry would have done, so the FSM
+// applies again after it; Decode refuses what Apply would halt on.
+func TestFSM_RestoreEndsTheHalt(t *testing.T) {
+	src := New()
+	apply(t, src, AgentConnectedType, AgentConnectedRequest{Name: "a"})
+	var snap bytes.Buffer
+	if err := WriteSnapshot(&snap, read(src), 7); err != nil {
+		t.Fatal(err)
+	}
+	f := New()
+	requireHalts(t, f, []byte{126})
+	if err := f.Restore(noClose{&snap}); err != nil {
+		t.Fatal(err)
+	}
+	if f.Halted() != nil {
+		t.Fatal("still halted after a restore")
+	}
+	next := mustEncode(t, AgentConnectedType, AgentConnectedRequest{Name: "b"})
+	if resp := f.Apply(&raft.Log{Index: 8, Type: raft.LogCommand, Data: next}); resp != nil {
+		t.Fatalf("apply after restore: %v", resp)
+	}
+	if _, _, err := Decode([]byte{126}); !errors.Is(err, ErrUnknownType) {
+		t.Fatalf("Decode of an unknown type: %v", err)
+	}
+}
+
+type noClose struct{ *bytes.Buffer }
+
+func (noClose) Close() error { return nil }
