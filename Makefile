@@ -19,7 +19,7 @@ test:
 
 # Longer fuzzing of the parsers: FUZZTIME per target.
 FUZZTIME ?= 30s
-FUZZPKGS = ./state/ ./server/render/ ./rpc/ ./fsm/ ./agent/controlif/
+FUZZPKGS = ./state/ ./server/render/ ./server/ ./rpc/ ./fsm/ ./agent/controlif/
 fuzz:
 	@for p in $(FUZZPKGS); do \
 		for t in $$($(GO) test -list 'Fuzz.*' $$p | grep ^Fuzz); do \

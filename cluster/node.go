@@ -72,6 +72,10 @@ type Config struct {
 	// first commit needs them (see DefaultPreallocate); 0 grows the file
 	// only as bbolt needs it.
 	Preallocate int64
+	// CheckEntry, when set, checks every command entry a leader sends
+	// before Raft stores it; an entry it refuses fails the AppendEntries
+	// and is never stored (see entryCheck).
+	CheckEntry func(data []byte) error
 }
 
 // Node is one replica's Raft node, with its gossip member and, while it
@@ -104,6 +108,8 @@ type Node struct {
 	obsCh      chan raft.Observation
 	observer   *raft.Observer
 	shutdownCh chan struct{}
+	// entries is the check of incoming entries, nil without one.
+	entries *entryCheck
 	shutdown   sync.Once
 	shutErr    error
 	wg         sync.WaitGroup
@@ -231,6 +237,21 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	contacts := newContactTracker(cfg.Now)
 	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout}
+	shutdownCh := make(chan struct{})
+	started := false
+	defer func() {
+		if !started {
+			close(shutdownCh) // stops the entry check
+		}
+	}()
+	if cfg.CheckEntry != nil {
+		now := cfg.Now
+		if now == nil {
+			now = time.Now
+		}
+		trans.checked = newEntryCheck(nt.Consumer(), cfg.CheckEntry, base.Named("cluster"), now, shutdownCh)
+		go trans.checked.run()
+	}
 	recovered, err := recoverFromPeersFile(cfg, rc, logs, store, snaps, trans)
 	if err != nil {
 		nt.Close()
@@ -257,8 +278,9 @@ func NewNode(cfg Config) (*Node, error) {
 		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, leaderCh: leaderCh, existing: existing,
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: newChangeFeed(),
 		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(),
-		obsCh: make(chan raft.Observation, 64), shutdownCh: make(chan struct{}),
+		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
 	}
+	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{
 		ID: cfg.ID, RaftAddress: string(nt.LocalAddr()), GRPCAddress: cfg.GRPCAddress,
 		Version: cfg.Version, Role: RoleServer, GossipStatus: "none",
@@ -288,6 +310,9 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 
 // ID is this replica's id.
 func (n *Node) ID() string { return n.cfg.ID }
+
+// DataDir is the directory holding this replica's Raft log and snapshots.
+func (n *Node) DataDir() string { return n.cfg.DataDir }
 
 // RaftAddress is the Raft address this replica advertises.
 func (n *Node) RaftAddress() string { return string(n.transport.LocalAddr()) }
@@ -396,4 +421,13 @@ func (n *Node) stopping() bool {
 	default:
 		return false
 	}
+}
+
+// RefusedEntries counts the AppendEntries this replica refused because
+// an entry failed Config.CheckEntry.
+func (n *Node) RefusedEntries() uint64 {
+	if n.entries == nil {
+		return 0
+	}
+	return n.entries.Refused()
 }

@@ -175,6 +175,18 @@ type contactTransport struct {
 	contacts *contactTracker
 	// stallLimit bounds one pipelined send; see watchedPipeline.
 	stallLimit time.Duration
+	// checked, when set, is what Raft consumes instead of the network
+	// transport's RPCs (see entryCheck).
+	checked *entryCheck
+}
+
+// Consumer is the network transport's RPCs, through the entry check when
+// there is one.
+func (t *contactTransport) Consumer() <-chan raft.RPC {
+	if t.checked != nil {
+		return t.checked.out
+	}
+	return t.NetworkTransport.Consumer()
 }
 
 // AppendEntriesPipeline wraps raft's pipeline in a watchdog.

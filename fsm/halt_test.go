@@ -119,3 +119,34 @@ func TestFSM_RestoreEndsTheHalt(t *testing.T) {
 type noClose struct{ *bytes.Buffer }
 
 func (noClose) Close() error { return nil }
+
+// CheckType passes every type this version applies or may skip, and
+// refuses the others, inside a batch too.
+func TestCheckType(t *testing.T) {
+	ok := mustEncode(t, AgentGoneType, AgentGoneRequest{Name: "a"})
+	for _, tc := range []struct {
+		name string
+		cmd  []byte
+		want error
+	}{
+		{"known", ok, nil},
+		{"ignorable", []byte{byte(IgnoreUnknownTypeFlag | 5)}, nil},
+		{"batch of known", batchOf(t, ok, ok), nil},
+		{"unknown", []byte{126}, ErrUnknownType},
+		{"zero", []byte{0}, ErrUnknownType},
+		{"batch with unknown", batchOf(t, ok, []byte{126}), ErrUnknownType},
+		{"broken batch", []byte{byte(BatchType), 9}, ErrUndecodable},
+	} {
+		if err := CheckType(tc.cmd); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	for typ := range typeNames {
+		if typ == BatchType {
+			continue
+		}
+		if err := CheckType([]byte{byte(typ)}); err != nil {
+			t.Errorf("%s refused: %v", typ, err)
+		}
+	}
+}

@@ -133,37 +133,45 @@ func checkString(path, s string, l Limits) error {
 // strings and its size. The walk stops at the first limit crossed, so a
 // hostile item costs no more than the limits allow.
 func CheckConfigLimits(path string, v any, l Limits) error {
-	size := 0
-	return walkConfig(path, v, 1, &size, l)
+	w := configWalk{root: path, l: l}
+	return w.walk(path, v, 1)
 }
 
-func walkConfig(path string, v any, depth int, size *int, l Limits) error {
-	if over(depth, l.MaxConfigDepth) {
-		return LimitError(path, "the nesting depth", "max_config_depth", depth, l.MaxConfigDepth)
+// configWalk is one check of a config item: its path and the size seen
+// so far.
+type configWalk struct {
+	root string
+	l    Limits
+	size int
+}
+
+func (w *configWalk) walk(path string, v any, depth int) error {
+	if over(depth, w.l.MaxConfigDepth) {
+		return LimitError(path, "the nesting depth", "max_config_depth", depth, w.l.MaxConfigDepth)
 	}
-	*size += sizeOverhead
+	w.size += sizeOverhead
 	switch x := v.(type) {
 	case string:
-		if err := checkString(path, x, l); err != nil {
+		if err := checkString(path, x, w.l); err != nil {
 			return err
 		}
-		*size += len(x)
+		w.size += len(x)
 	case []any:
 		for i, e := range x {
-			if err := walkConfig(fmt.Sprintf("%s.%d", path, i), e, depth+1, size, l); err != nil {
+			if err := w.walk(fmt.Sprintf("%s.%d", path, i), e, depth+1); err != nil {
 				return err
 			}
 		}
 	case map[string]any:
 		for _, k := range SortedKeys(x) {
-			*size += len(k)
-			if err := walkConfig(join(path, k), x[k], depth+1, size, l); err != nil {
+			w.size += len(k)
+			if err := w.walk(join(path, k), x[k], depth+1); err != nil {
 				return err
 			}
 		}
 	}
-	if over(*size, l.MaxConfigItemBytes) {
-		return LimitError(path, "the config item's size in bytes (at least)", "max_config_item_bytes", *size, l.MaxConfigItemBytes)
+	if over(w.size, w.l.MaxConfigItemBytes) {
+		return LimitError(w.root, "the config item's size in bytes (counted so far)", "max_config_item_bytes", w.size, w.l.MaxConfigItemBytes)
 	}
 	return nil
 }

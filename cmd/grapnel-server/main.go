@@ -92,6 +92,7 @@ func run(cfg config) error {
 		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress, GossipKey: gossipKey,
 		Join: cfg.Join, LogOutput: os.Stderr, Preallocate: int64(cfg.RaftPreallocateMiB) << 20,
+		CheckEntry: fsm.CheckType,
 	})
 	if err != nil {
 		lis.Close()

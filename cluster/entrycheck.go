@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// entryCheck sits between the Raft transport and Raft: it hands Raft
+// every RPC the transport received, except an AppendEntries that carries
+// a command entry check refuses, which it answers with an error itself.
+// Such an entry is never stored, so it never applies and never has to be
+// cut out of raft.db by hand: the replica keeps serving and restarts as
+// before. The leader sees the RPC fail and retries with Raft's backoff;
+// heartbeats (no entries) pass, so the replica does not call elections.
+// One goroutine, stopped by stop, keeps the RPCs in the order the
+// transport delivered them.
+type entryCheck struct {
+	in    <-chan raft.RPC
+	out   chan raft.RPC
+	check func(data []byte) error
+	log   hclog.Logger
+	stop  <-chan struct{}
+	now   func() time.Time
+
+	mu      sync.Mutex
+	logged  time.Time // last refusal logged
+	skipped int       // refusals since, not logged
+	refused uint64
+}
+
+// refusalLogEvery bounds the log of refused entries: a leader retries the
+// same entry at Raft's backoff for as long as it leads.
+const refusalLogEvery = 10 * time.Second
+
+func newEntryCheck(in <-chan raft.RPC, check func([]byte) error, log hclog.Logger, now func() time.Time, stop <-chan struct{}) *entryCheck {
+	return &entryCheck{in: in, out: make(chan raft.RPC), check: check, log: log, now: now, stop: stop}
+}
+
+func (c *entryCheck) run() {
+	for {
+		select {
+		case rpc := <-c.in:
+			if err := c.inspect(rpc.Command); err != nil {
+				c.refuse(err)
+				rpc.Respond(nil, err)
+				continue
+			}
+			select {
+			case c.out <- rpc:
+			case <-c.stop:
+				return
+			}
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// inspect checks the command entries of an AppendEntries.
+func (c *entryCheck) inspect(cmd any) error {
+	req, ok := cmd.(*raft.AppendEntriesRequest)
+	if !ok {
+		return nil
+	}
+	for _, e := range req.Entries {
+		if e.Type != raft.LogCommand {
+			continue
+		}
+		if err := c.check(e.Data); err != nil {
+			return fmt.Errorf("cluster: entry %d from leader %s refused, not stored: %w", e.Index, req.RPCHeader.Addr, err)
+		}
+	}
+	return nil
+}
+
+func (c *entryCheck) refuse(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refused++
+	now := c.now()
+	if !c.logged.IsZero() && now.Sub(c.logged) < refusalLogEvery {
+		c.skipped++
+		return
+	}
+	c.log.Error("refused an entry this version cannot apply; if the leader runs a newer grapnel-server, upgrade this replica",
+		"error", err, "refusals_not_logged", c.skipped)
+	c.logged, c.skipped = now, 0
+}
+
+// Refused counts the AppendEntries RPCs refused so far.
+func (c *entryCheck) Refused() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused
+}
