@@ -109,10 +109,10 @@ type Node struct {
 	observer   *raft.Observer
 	shutdownCh chan struct{}
 	// entries is the check of incoming entries, nil without one.
-	entries *entryCheck
-	shutdown   sync.Once
-	shutErr    error
-	wg         sync.WaitGroup
+	entries  *entryCheck
+	shutdown sync.Once
+	shutErr  error
+	wg       sync.WaitGroup
 }
 
 // ErrNotLeader is returned by leader-only operations on a follower.
