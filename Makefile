@@ -25,10 +25,15 @@ fuzz:
 		for t in $$($(GO) test -list 'Fuzz.*' $$p | grep ^Fuzz); do \
 			$(GO) test $$p -run XXX -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; done; done
 
+# The generators the committed .pb.go files were made with: the check
+# regenerates them and fails on any difference, the version line included.
+PROTOC_GEN_GO      ?= v1.36.12
+PROTOC_GEN_GO_GRPC ?= v1.6.2
+
 tools:
 	@command -v protoc >/dev/null || (apt-get update -qq && apt-get install -y -qq protobuf-compiler)
-	@test -x $(GOBIN)/protoc-gen-go || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.11
-	@test -x $(GOBIN)/protoc-gen-go-grpc || $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+	@$(GOBIN)/protoc-gen-go --version 2>/dev/null | grep -qx 'protoc-gen-go $(PROTOC_GEN_GO)' || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO)
+	@$(GOBIN)/protoc-gen-go-grpc --version 2>/dev/null | grep -qx 'protoc-gen-go-grpc $(PROTOC_GEN_GO_GRPC:v%=%)' || $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC)
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 
 # Static checks; any finding fails.
