@@ -27,6 +27,10 @@ var (
 	// ErrHalted is what every Apply returns once the FSM met a committed
 	// entry it cannot apply (see HaltError).
 	ErrHalted = errors.New("the state machine stopped applying")
+
+	// ErrBadSnapshot is a snapshot that is not Grapnel's, is damaged, or
+	// comes from a version this one cannot read (see ReadSnapshot).
+	ErrBadSnapshot = errors.New("not a valid Grapnel snapshot")
 )
 
 // HaltError is why the FSM stopped: a committed entry this replica's code

@@ -49,6 +49,14 @@ var ErrUnknownReplica = errors.New("no such replica")
 // without a quorum of voters.
 var ErrQuorum = errors.New("the action would lose the quorum")
 
+// ErrBadSnapshot refuses a snapshot restore whose upload is not a
+// complete, undamaged Grapnel snapshot; nothing was changed.
+var ErrBadSnapshot = errors.New("not a valid Grapnel snapshot")
+
+// ErrSnapshotTooLarge refuses a snapshot upload over the replica's size
+// cap; nothing was changed.
+var ErrSnapshotTooLarge = errors.New("snapshot too large")
+
 // NotLeaderError is ErrNotLeader with the leader this replica sees, so a
 // client can redirect without asking around. With a LeaderAddress it maps
 // to FailedPrecondition ("not here, go there"); without one to
@@ -104,6 +112,8 @@ var sentinelReasons = []struct {
 	{ErrUnsupportedProtocol, codes.FailedPrecondition, "UNSUPPORTED_PROTOCOL"},
 	{ErrBadFirstMessage, codes.InvalidArgument, "BAD_FIRST_MESSAGE"},
 	{ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
+	{ErrBadSnapshot, codes.InvalidArgument, "BAD_SNAPSHOT"},
+	{ErrSnapshotTooLarge, codes.ResourceExhausted, "SNAPSHOT_TOO_LARGE"},
 	{state.ErrInvalid, codes.InvalidArgument, "INVALID"},
 }
 

@@ -35,6 +35,8 @@ func TestToStatus(t *testing.T) {
 		{"unknown replica", WithText(ErrUnknownReplica, `no such replica in the cluster: "r9"`), codes.NotFound, `"r9"`},
 		{"quorum", fmt.Errorf("%w: 1 of 3 voters left", ErrQuorum), codes.FailedPrecondition, "1 of 3 voters left"},
 		{"no leader", fmt.Errorf("held 5s: %w", ErrNoLeader), codes.Unavailable, "no leader"},
+		{"bad snapshot", WithText(ErrBadSnapshot, "snapshot restore: not a valid Grapnel snapshot: checksum mismatch"), codes.InvalidArgument, "checksum mismatch"},
+		{"snapshot too large", fmt.Errorf("%w: over 256 MiB", ErrSnapshotTooLarge), codes.ResourceExhausted, "over 256 MiB"},
 		{"shutting down", ErrShuttingDown, codes.Unavailable, "shutting down"},
 		{"unauthenticated", fmt.Errorf("%w: agent 'a' not in certificate", ErrUnauthenticated), codes.Unauthenticated, "agent 'a'"},
 		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "deadline"},
@@ -82,6 +84,8 @@ func TestFromStatus(t *testing.T) {
 		{"not leader without address", &NotLeaderError{}, ErrNotLeader},
 		{"leader changed", ErrLeaderChanged, ErrLeaderChanged},
 		{"unknown replica", ErrUnknownReplica, ErrUnknownReplica},
+		{"bad snapshot", ErrBadSnapshot, ErrBadSnapshot},
+		{"snapshot too large", ErrSnapshotTooLarge, ErrSnapshotTooLarge},
 		// FailedPrecondition with Grapnel's detail is not taken for an
 		// upstream version rejection.
 		{"quorum", ErrQuorum, ErrQuorum},

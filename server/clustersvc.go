@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/server/clock"
@@ -42,13 +42,16 @@ type clusterService struct {
 	clk      clock.Clock
 	hold     time.Duration
 	shutdown <-chan struct{}
+	spool    *restoreSpool
 }
 
 // RegisterCluster adds Grapnel's Cluster service to a gRPC server, tied to
 // the server: leader-only calls hold for Config.HoldTimeout while no
-// leader is known, and watches end on Shutdown.
+// leader is known, and watches end on Shutdown. It removes what a restore
+// interrupted by a crash left in the restore spool.
 func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
-	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, conns: s.conns, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh})
+	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, conns: s.conns, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh,
+		spool: newRestoreSpool(s.node.DataDir(), s.cfg.MaxRestoreBytes, s.log)})
 }
 
 // Status tells the replica set and the leader this replica sees. Any
@@ -265,45 +268,24 @@ func (w *chunkWriter) flush() error {
 	return w.send(chunk)
 }
 
-// SnapshotRestore collects a saved snapshot into a temporary file, then
-// replaces the replicated state with it on every replica (leader only). It
-// answers the index of the restored snapshot.
+// SnapshotRestore collects a saved snapshot in the data directory's
+// restore spool, checks all of it, then replaces the replicated state with
+// it on every replica (leader only). It answers the index of the restored
+// snapshot. An upload over the cap or not a whole, undamaged snapshot is
+// refused before Raft sees it: the replica keeps its state and snapshots.
 func (c *clusterService) SnapshotRestore(st grpc.ClientStreamingServer[grapnelpb.SnapshotChunk, grapnelpb.SnapshotRestoreResponse]) error {
 	ctx := st.Context()
 	if err := c.requireLeader(ctx); err != nil {
 		return rpc.ToStatus(err)
 	}
-	f, err := os.CreateTemp("", "grapnel-restore-*.snap")
+	err := c.spool.restore(ctx, st.Recv, func(r io.Reader, size int64) error {
+		if err := c.node.RestoreSnapshot(r, size, opTimeout(ctx)); err != nil {
+			return fmt.Errorf("snapshot restore: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return rpc.ToStatus(fmt.Errorf("snapshot restore: temporary file: %w", err))
-	}
-	defer func() {
-		f.Close()
-		os.Remove(f.Name())
-	}()
-	var size int64
-	for {
-		chunk, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		n, err := f.Write(chunk.GetData())
-		size += int64(n)
-		if err != nil {
-			return rpc.ToStatus(fmt.Errorf("snapshot restore: writing %s: %w", f.Name(), err))
-		}
-	}
-	if size == 0 {
-		return rpc.ToStatus(fmt.Errorf("%w: snapshot: no data received", state.ErrInvalid))
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return rpc.ToStatus(err)
-	}
-	if err := c.node.RestoreSnapshot(f, size, opTimeout(ctx)); err != nil {
-		return rpc.ToStatus(c.clusterErr(fmt.Errorf("snapshot restore: %w", err)))
+		return rpc.ToStatus(c.clusterErr(err))
 	}
 	return st.SendAndClose(&grapnelpb.SnapshotRestoreResponse{Index: statUint(c.node.Stats(), "last_snapshot_index")})
 }
@@ -331,7 +313,7 @@ func (c *clusterService) requireLeader(ctx context.Context) error {
 	return &rpc.NotLeaderError{LeaderID: id, LeaderAddress: addr}
 }
 
-// clusterErr turns the cluster package's errors into rpc's, so they reach
+// clusterErr turns the cluster and fsm packages' errors into rpc's, so they reach
 // the client with their code: a lost leadership names the new leader when
 // there is one.
 func (c *clusterService) clusterErr(err error) error {
@@ -345,6 +327,8 @@ func (c *clusterService) clusterErr(err error) error {
 		return rpc.WithText(rpc.ErrUnknownReplica, err.Error())
 	case errors.Is(err, cluster.ErrQuorum):
 		return rpc.WithText(rpc.ErrQuorum, err.Error())
+	case errors.Is(err, fsm.ErrBadSnapshot):
+		return rpc.WithText(rpc.ErrBadSnapshot, err.Error())
 	}
 	return err
 }

@@ -52,6 +52,9 @@ type Config struct {
 	// Limits bound what an update may put into the desired state (see
 	// state.Limits); nil is state.DefaultLimits.
 	Limits *state.Limits
+	// MaxRestoreBytes caps a snapshot upload to restore
+	// (DefaultMaxRestoreBytes when zero).
+	MaxRestoreBytes int64
 }
 
 // Server is the leader-side Ankaios logic of one replica.

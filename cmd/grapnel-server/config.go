@@ -71,6 +71,8 @@ type config struct {
 	MaxUpdateBytes       int `yaml:"max_update_bytes"`
 	MaxDesiredStateBytes int `yaml:"max_desired_state_bytes"`
 	MaxAgentBytes        int `yaml:"max_agent_bytes"`
+	// MaxRestoreBytes caps a snapshot upload to `cluster snapshot restore`.
+	MaxRestoreBytes int `yaml:"max_restore_bytes"`
 }
 
 func defaults() config {
@@ -86,6 +88,7 @@ func defaults() config {
 		MaxUpdateBytes:         lim.MaxUpdateBytes,
 		MaxDesiredStateBytes:   lim.MaxDesiredStateBytes,
 		MaxAgentBytes:          lim.MaxAgentBytes,
+		MaxRestoreBytes:        int(server.DefaultMaxRestoreBytes),
 		Address:                "127.0.0.1:25551",
 		Name:                   "server-1",
 		DataDir:                "/var/lib/grapnel",
@@ -136,6 +139,7 @@ func options() []layered.Option[config] {
 		layered.Opt("max-update-bytes", "", "MAX_UPDATE_BYTES", "largest update: what it renders and its Raft entry", func(c *config) any { return &c.MaxUpdateBytes }),
 		layered.Opt("max-desired-state-bytes", "", "MAX_DESIRED_STATE_BYTES", "largest desired state (workloads as written and config items)", func(c *config) any { return &c.MaxDesiredStateBytes }),
 		layered.Opt("max-agent-bytes", "", "MAX_AGENT_BYTES", "largest set of rendered workloads one agent runs (its ServerHello)", func(c *config) any { return &c.MaxAgentBytes }),
+		layered.Opt("max-restore-bytes", "", "MAX_RESTORE_BYTES", "largest snapshot upload that cluster snapshot restore accepts (it is spooled under the data dir)", func(c *config) any { return &c.MaxRestoreBytes }),
 		layered.Opt("enable-debug", "", "ENABLE_DEBUG", "serve Go's profiler under /debug/pprof/ on the metrics address", func(c *config) any { return &c.EnableDebug }),
 		layered.Opt("leave-on-terminate", "", "LEAVE_ON_TERMINATE", "on SIGTERM/SIGINT leave the cluster for good instead of stopping as a member that will come back", func(c *config) any { return &c.LeaveOnTerminate }),
 		layered.Opt("insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }),
@@ -219,6 +223,9 @@ func (c config) validate() error {
 	}
 	if err := c.validateLimits(); err != nil {
 		return err
+	}
+	if c.MaxRestoreBytes <= 0 {
+		return fmt.Errorf("--max-restore-bytes %d: must be positive", c.MaxRestoreBytes)
 	}
 	if c.AgentReconnectGrace < 0 {
 		return fmt.Errorf("--agent-reconnect-grace %v: must not be negative", c.AgentReconnectGrace)

@@ -113,7 +113,7 @@ func run(cfg config) error {
 	srv, err := server.New(server.Config{
 		Node: node, FSM: f, Logger: log, StartupState: startup, Metrics: metricSet,
 		AgentReconnectGrace: grace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
-		GroupCommitDelay: commitDelay, Limits: &lim,
+		GroupCommitDelay: commitDelay, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
 	})
 	if err != nil {
 		node.Shutdown()
