@@ -26,6 +26,7 @@ func (n *Node) startFormation() error {
 		n.wg.Add(1)
 		go n.bootstrapLoop()
 	}
+	n.electAloneNow()
 	if n.gossip != nil {
 		n.wg.Add(1)
 		go n.joinLoop()
