@@ -123,15 +123,20 @@ func TestOversizedUpdatesAreRefused(t *testing.T) {
 // workloads with 2.5 MB files on one agent kept that agent from ever
 // connecting.
 func TestStateBudgets(t *testing.T) {
-	ts := startServer(t, nil)
+	dir := t.TempDir()
+	ts := startServerIn(t, dir, nil)
 	cli := ts.cli()
 	chunk := strings.Repeat("z", 900_000)
 	var refused string
 	for i := range 10 {
 		key := fmt.Sprintf("part_%d", i)
+		applied := ts.fsm.AppliedIndex()
 		r := cli.update(state.Tree{"desiredState": map[string]any{"configs": map[string]any{key: chunk}}}, "desiredState.configs."+key)
 		if msg := r.GetError().GetMessage(); msg != "" {
 			refused = msg
+			if ts.fsm.AppliedIndex() != applied {
+				t.Fatal("the refused update committed an entry")
+			}
 			break
 		}
 	}
@@ -165,4 +170,11 @@ func TestStateBudgets(t *testing.T) {
 	}
 	// The agent still connects: its ServerHello fits a message.
 	ts.agent("agent_A", nil)
+	want := snapshotBytes(t, ts)
+	ts.stop()
+	ts2 := startServerIn(t, dir, nil)
+	if !bytes.Equal(want, snapshotBytes(t, ts2)) {
+		t.Fatal("the state after a restart differs")
+	}
+	ts2.agent("agent_A", nil)
 }
