@@ -47,6 +47,7 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_ServerHello{ServerHello: &grpcapi.ServerHello{AddedWorkloads: added}}})
 	l.greeted[c.name] = greeting{conn: c, index: applied}
 	l.incarnation[c] = h.GetGrapnelIncarnation()
+	l.forgetPreviousLife(c.name, h.GetGrapnelIncarnation())
 	tags := h.GetTags().GetTags()
 	if l.endGrace(c.name) {
 		if a, ok := l.spec.Agents[c.name]; ok && maps.Equal(normTags(a.Tags), normTags(tags)) {
@@ -61,6 +62,35 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 			l.emit(state.StateDiff{Added: []string{"agents." + c.name}}, state.Tree{"agents": attrs.ToTree()})
 		}
 	}, func(error) { c.close() })
+}
+
+// forgetPreviousLife turns the states an agent reported before it
+// restarted into AgentDisconnected when a new incarnation of it says
+// hello: they describe processes of its previous life (after a power
+// cycle, none of them runs), and showing them as current until it
+// reports would show Running for what is not running. An Ankaios agent,
+// as after its stream broke, shows AgentDisconnected until it reports.
+// Server-set states (Pending(Initial), NotScheduled) stay. An Ankaios
+// agent sends no incarnation, so a reconnection of its cannot be told
+// from a restart: its states are left to its own reports.
+func (l *leader) forgetPreviousLife(agent string, incarnation uint64) {
+	if incarnation == 0 || l.spec.ReportMarks[agent].Incarnation >= incarnation {
+		return
+	}
+	var stale []state.WorkloadState
+	for _, ws := range l.spec.States.OfAgent(agent) {
+		s := ws.State
+		if s.IsPendingInitial() || s.IsRemoved() || s == state.NotScheduled || s == state.AgentDisconnected {
+			continue
+		}
+		stale = append(stale, state.WorkloadState{Instance: ws.Instance, State: state.AgentDisconnected})
+	}
+	if len(stale) == 0 {
+		return
+	}
+	// The mark of the new incarnation, before any of its reports: reports
+	// of the previous life still in flight are dropped as stale after it.
+	l.proposeReports([]ingest.Report{{Agent: agent, Mark: state.ReportMark{Incarnation: incarnation}, States: stale}}, false)
 }
 
 // agentGone handles a lost agent stream. An agent that said Goodbye is
