@@ -149,7 +149,7 @@ func (l *leader) disconnectAgent(name string) {
 	if r, ok := l.states.Flush(name); ok {
 		l.proposeReports([]ingest.Report{r}, false)
 	}
-	l.loads.Drop(name)
+	delete(l.status, name)
 	l.propose(fsm.AgentGoneType, &fsm.AgentGoneRequest{Name: name}, func(resp any, index uint64) {
 		r, _ := resp.(*fsm.AgentGoneResponse)
 		var states []state.WorkloadState
@@ -169,12 +169,38 @@ func (l *leader) disconnectAgent(name string) {
 	}, nil)
 }
 
-// agentLoad queues an agent's CPU and memory report; the newest report of
-// each agent is proposed with the others in one entry.
+// agentLoad keeps an agent's CPU and memory report in the leader's memory
+// and tells event subscribers at once: nothing of it goes through Raft
+// (see leader.status).
 //
 // swdd~server-receives-resource-availability~2
+// swdd~server-sends-event-for-updated-agent-resource-availability~1
 func (l *leader) agentLoad(name string, s *grpcapi.AgentLoadStatus) {
-	l.loads.Offer(ingest.Load{Agent: name, CPUUsage: s.GetCpuUsage().GetCpuUsage(), FreeMemory: s.GetFreeMemory().GetFreeMemory()})
+	cpu, free := s.GetCpuUsage().GetCpuUsage(), s.GetFreeMemory().GetFreeMemory()
+	l.status[name] = state.AgentStatus{CPUUsage: &cpu, FreeMemory: &free}
+	if !l.events.HasSubscribers() {
+		return
+	}
+	// After what is being committed, as a read would see it.
+	l.pipe.ordered(func() {
+		if _, ok := l.spec.Agents[name]; !ok {
+			return
+		}
+		st := l.status[name]
+		tree := state.Tree{"agents": state.AgentMap{name: {Status: st, Tags: l.spec.Agents[name].Tags}}.ToTree()}
+		l.emit(state.StateDiff{Updated: []string{"agents." + name + ".status.cpuUsage", "agents." + name + ".status.freeMemory"}}, tree)
+	})
+}
+
+// agentsWithStatus is the agent map with each agent's status from the
+// leader's memory; an agent that has not reported to this leader yet has
+// none, as Ankaios shows a newly connected agent.
+func (l *leader) agentsWithStatus(m state.AgentMap) state.AgentMap {
+	out := make(state.AgentMap, len(m))
+	for n, a := range m {
+		out[n] = &state.AgentAttributes{Status: l.status[n], Tags: a.Tags}
+	}
+	return out
 }
 
 // workloadStates queues an agent's state report in the agent's
@@ -196,17 +222,14 @@ func (l *leader) workloadStates(c *conn, u *grpcapi.UpdateWorkloadState) {
 	}
 }
 
-// proposeBatches proposes the next batch of state reports and of load
-// reports, each when none of its kind is in flight.
+// proposeBatches proposes the next batch of state reports when none is
+// in flight.
 func (l *leader) proposeBatches() {
 	if l.broken || l.pipe.full() {
 		return
 	}
 	if b, ok := l.states.Next(); ok {
 		l.proposeReports(b.Reports, true)
-	}
-	if loads, ok := l.loads.Next(); ok {
-		l.proposeLoads(loads)
 	}
 }
 
@@ -263,34 +286,3 @@ func (l *leader) proposeReports(reports []ingest.Report, batch bool) {
 	})
 }
 
-// proposeLoads proposes the newest load report of each agent as one
-// entry and sends the events once it is committed.
-//
-// swdd~server-sends-event-for-updated-agent-resource-availability~1
-func (l *leader) proposeLoads(loads []ingest.Load) {
-	body := &fsm.AgentLoadRequest{Loads: make([]fsm.AgentLoad, len(loads))}
-	names := make([]string, len(loads))
-	for i, ld := range loads {
-		body.Loads[i] = fsm.AgentLoad{Name: ld.Agent, CPUUsage: ld.CPUUsage, FreeMemory: ld.FreeMemory}
-		names[i] = ld.Agent
-	}
-	l.s.cfg.Metrics.ObserveBatch(fsm.AgentLoadType.String(), len(loads))
-	var (
-		tree state.Tree
-		diff state.StateDiff
-	)
-	l.propose(fsm.AgentLoadType, body, func(any, uint64) {
-		l.loads.Settle(true)
-		if len(diff.Updated) > 0 && l.events.HasSubscribers() {
-			l.emit(diff, tree)
-		}
-	}, func(error) { l.loads.Settle(false) })
-	// The event shows the agents as the entry leaves them (set before the
-	// commit runs).
-	tree = agentsTree(l.spec, names...)
-	for _, n := range names {
-		if _, ok := l.spec.Agents[n]; ok {
-			diff.Updated = append(diff.Updated, "agents."+n+".status.cpuUsage", "agents."+n+".status.freeMemory")
-		}
-	}
-}

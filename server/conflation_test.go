@@ -117,43 +117,37 @@ func TestStaleReportDroppedByNewLeader(t *testing.T) {
 	waitFor(t, 5e9, "new incarnation's report stored", func() bool { s, _ := ts2.stateOf(x); return s == state.RunningOk })
 }
 
-// Load reports conflate too: the newest of each agent wins.
+// Load reports never reach Raft: many of them from several agents leave
+// the Raft index where it was, and the newest of each agent is served.
 //
 // swdd~server-receives-resource-availability~2
-func TestLoadReportsConflated(t *testing.T) {
+func TestLoadReportsCreateNoEntries(t *testing.T) {
 	ts := startServer(t, nil)
 	agents := make([]*testConn, 3)
 	for i := range agents {
 		agents[i] = ts.agent(fmt.Sprintf("agent_%d", i), nil)
 	}
+	cli := ts.cli()
+	cli.get()
+	applied := ts.fsm.AppliedIndex()
 	count := countEntries(ts)
-	release := holdFSM(ts)
-	load := func(c *testConn, name string, cpu uint32) {
-		c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentLoadStatus{AgentLoadStatus: &grpcapi.AgentLoadStatus{
-			AgentName: name, CpuUsage: &ankbase.CpuUsage{CpuUsage: cpu}, FreeMemory: &ankbase.FreeMemory{FreeMemory: uint64(cpu)}}}})
-	}
-	load(agents[0], "agent_0", 1)
-	for cpu := uint32(2); cpu <= 50; cpu++ {
+	for cpu := uint32(1); cpu <= 50; cpu++ {
 		for i, c := range agents {
-			load(c, fmt.Sprintf("agent_%d", i), cpu)
+			c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentLoadStatus{AgentLoadStatus: &grpcapi.AgentLoadStatus{
+				AgentName: fmt.Sprintf("agent_%d", i), CpuUsage: &ankbase.CpuUsage{CpuUsage: cpu}, FreeMemory: &ankbase.FreeMemory{FreeMemory: uint64(cpu)}}}})
 		}
 	}
 	for i, c := range agents {
 		c.sync(fmt.Sprintf("agent_%d", i), "loads sent")
 	}
-	release()
-	waitFor(t, 5e9, "loads stored", func() bool {
-		ok := true
-		ts.store(func(s *state.Store) {
-			for i := range agents {
-				st := s.Agents[fmt.Sprintf("agent_%d", i)].Status
-				ok = ok && st.CPUUsage != nil && *st.CPUUsage == 50
-			}
-		})
-		return ok
-	})
-	if n := count(fsm.AgentLoadType); n != 2 {
-		t.Fatalf("%d load entries, want the first report and one conflated batch", n)
+	got := cli.get("agents").GetAgents().GetAgents()
+	for i := range agents {
+		if cpu := got[fmt.Sprintf("agent_%d", i)].GetStatus().GetCpuUsage().GetCpuUsage(); cpu != 50 {
+			t.Fatalf("agent_%d shows cpu %d, want the newest report's 50", i, cpu)
+		}
+	}
+	if n := count(fsm.AgentLoadType); n != 0 || ts.fsm.AppliedIndex() != applied {
+		t.Fatalf("%d load entries, Raft index %d -> %d", n, applied, ts.fsm.AppliedIndex())
 	}
 }
 

@@ -44,7 +44,7 @@ func (l *leader) readCompleteState(masks []string) *ankbase.CompleteState {
 	if len(masks) == 0 {
 		var cs *ankbase.CompleteState
 		l.s.fsm.Read(func(st *state.Store, _ uint64) {
-			cs = rpc.CompleteStateToProto(&state.CompleteState{DesiredState: st.Desired, WorkloadStates: st.States, Agents: st.Agents})
+			cs = rpc.CompleteStateToProto(&state.CompleteState{DesiredState: st.Desired, WorkloadStates: st.States, Agents: l.agentsWithStatus(st.Agents)})
 		})
 		return cs
 	}
@@ -62,7 +62,7 @@ func (l *leader) readCompleteState(masks []string) *ankbase.CompleteState {
 			t["workloadStates"] = st.States.ToTree()
 		}
 		if roots["agents"] || roots["*"] {
-			t["agents"] = st.Agents.ToTree()
+			t["agents"] = l.agentsWithStatus(st.Agents).ToTree()
 		}
 	})
 	cs, err := rpc.CompleteStateFromTree(state.FilterTree(t, masks))

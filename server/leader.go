@@ -43,7 +43,11 @@ type leader struct {
 	pendingSubs int
 
 	states *ingest.States
-	loads  *ingest.Loads
+	// status is each agent's last load report. It lives in the leader's
+	// memory only: it is refreshed every few seconds, so writing it to
+	// Raft would cost every replica's flash for nothing durable; a new
+	// leader fills it from the agents' next reports.
+	status map[string]state.AgentStatus
 	// holdBroadcasts collects the workload-state broadcasts of the entries
 	// that settle together into bcast, sent as one message per stream.
 	holdBroadcasts bool
@@ -198,7 +202,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		incarnation: map[*conn]uint64{},
 		grace:       map[string]*graceTimer{},
 		expired:     make(chan *graceTimer, 16),
-		loads:       ingest.NewLoads(ingest.DefaultMaxBatch),
+		status:      map[string]state.AgentStatus{},
 	}
 	l.rebuild()
 	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.spec.ReportMarks)

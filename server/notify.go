@@ -86,16 +86,6 @@ func partialTree(st *state.Store, p *updatePlan) state.Tree {
 	return state.Tree{"desiredState": desired, "workloadStates": states.ToTree(), "agents": agents}
 }
 
-// agentsTree is the Tree of the named agents as st holds them.
-func agentsTree(st *state.Store, names ...string) state.Tree {
-	agents := state.Tree{}
-	for _, n := range names {
-		if a, ok := st.Agents[n]; ok {
-			agents[n] = state.AgentMap{n: a}.ToTree()[n]
-		}
-	}
-	return state.Tree{"agents": agents}
-}
 
 func statesTree(ws []state.WorkloadState) state.Tree {
 	m := state.WorkloadStatesMap{}

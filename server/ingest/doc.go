@@ -7,8 +7,8 @@
 // it accepted, by the agent's (incarnation, generation) mark. A dispatcher
 // takes what is ready from all units, fairly and bounded, into one batch;
 // the leader proposes that batch as one Raft entry and asks for the next
-// only when it has settled. Load reports conflate the same way, newest per
-// agent.
+// only when it has settled. Load reports are not ingested here: they stay
+// in the leader's memory and never go through Raft.
 //
 // The package holds data structures only: no goroutines, clock or I/O. The
 // leader loop owns them and calls them from its single goroutine.

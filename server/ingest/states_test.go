@@ -164,29 +164,3 @@ func TestFlushAgent(t *testing.T) {
 		t.Fatalf("mark %v", s.Mark("a"))
 	}
 }
-
-func TestLoadsNewestPerAgent(t *testing.T) {
-	l := NewLoads(2)
-	l.Offer(Load{Agent: "a", CPUUsage: 1})
-	l.Offer(Load{Agent: "b", CPUUsage: 1})
-	l.Offer(Load{Agent: "a", CPUUsage: 2})
-	l.Offer(Load{Agent: "c", CPUUsage: 1})
-	b, ok := l.Next()
-	if !ok || !reflect.DeepEqual(b, []Load{{Agent: "a", CPUUsage: 2}, {Agent: "b", CPUUsage: 1}}) {
-		t.Fatalf("batch %v", b)
-	}
-	if _, ok := l.Next(); ok || !l.InFlight() {
-		t.Fatal("second batch while one is in flight")
-	}
-	l.Offer(Load{Agent: "b", CPUUsage: 3})
-	l.Settle(false)
-	b, _ = l.Next()
-	if !reflect.DeepEqual(b, []Load{{Agent: "a", CPUUsage: 2}, {Agent: "c", CPUUsage: 1}}) {
-		t.Fatalf("after failure %v", b)
-	}
-	l.Settle(true)
-	l.Drop("b")
-	if _, ok := l.Next(); ok {
-		t.Fatal("a dropped agent's load was batched")
-	}
-}
