@@ -285,4 +285,3 @@ func (l *leader) proposeReports(reports []ingest.Report, batch bool) {
 		}
 	})
 }
-

@@ -86,7 +86,6 @@ func partialTree(st *state.Store, p *updatePlan) state.Tree {
 	return state.Tree{"desiredState": desired, "workloadStates": states.ToTree(), "agents": agents}
 }
 
-
 func statesTree(ws []state.WorkloadState) state.Tree {
 	m := state.WorkloadStatesMap{}
 	for _, s := range ws {
