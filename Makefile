@@ -51,7 +51,7 @@ proto: tools
 	./scripts/genproto.sh
 
 # Cluster benchmarks: 3 replicas vs 3 etcd members (1/16/64 clients), then
-# 20 leader kills; the report goes to chaos/bench/results/latest.txt.
+# 20 leader kills; the report goes to .bench/results/latest.txt.
 bench:
 	./scripts/bench.sh
 
@@ -66,7 +66,7 @@ bench-failover-short:
 
 # Agents across leader kills: reconnect time over 20 kills, workloads
 # restarted, apply→Running for a process and a podman workload, idle RSS;
-# the report goes to chaos/bench/results/agents.txt.
+# the report goes to .bench/results/agents.txt.
 bench-agents:
 	./scripts/bench.sh --agents
 

@@ -2,7 +2,7 @@
 # make bench: builds grapnel-server, etcd and the etcd put client, then runs
 # chaos/bench/cmd/grapnel-bench: 3 Grapnel replicas vs 3 etcd members on
 # loopback with 1, 16 and 64 clients, then 20 leader kills. The report goes
-# to stdout and to chaos/bench/results/latest.txt.
+# to stdout and to .bench/results/latest.txt.
 #
 #   scripts/bench.sh                  full run (a few minutes)
 #   scripts/bench.sh --quick          every part, short bounds (about a minute)
@@ -10,7 +10,7 @@
 #   scripts/bench.sh --agents         3 replicas + 2 agents: 20 leader kills
 #                                     (agent reconnect, workloads restarted),
 #                                     apply→Running, idle agent RSS; report in
-#                                     chaos/bench/results/agents.txt
+#                                     .bench/results/agents.txt
 #   scripts/bench.sh [mode] -- ARGS   extra grapnel-bench flags, e.g.
 #                                     -- -server-flag=--raft-heartbeat-timeout=1s
 #                                     -- -commanders=false -kills 0 (writers on
@@ -49,7 +49,7 @@ if [ "$mode" = agents ]; then
   go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent
   go build -o "$cache/grapnel-agent-bench" ./chaos/bench/cmd/grapnel-agent-bench
   exec "$cache/grapnel-agent-bench" -grapnel-server "$cache/grapnel-server" -grapnel-agent "$cache/grapnel-agent" \
-    -out "$root/chaos/bench/results/agents.txt" ${args[@]+"${args[@]}"}
+    -out "$root/.bench/results/agents.txt" ${args[@]+"${args[@]}"}
 fi
 
 etcd_args=()
@@ -63,7 +63,7 @@ fi
 case "$mode" in
   full)
     exec "$cache/grapnel-bench" -grapnel-server "$cache/grapnel-server" "${etcd_args[@]}" \
-      -out "$root/chaos/bench/results/latest.txt" ${args[@]+"${args[@]}"} ;;
+      -out "$root/.bench/results/latest.txt" ${args[@]+"${args[@]}"} ;;
   quick)
     exec "$cache/grapnel-bench" -grapnel-server "$cache/grapnel-server" "${etcd_args[@]}" \
       -duration 2s -warmup 300ms -kills 3 -out "$cache/quick.txt" ${args[@]+"${args[@]}"} ;;
