@@ -4,7 +4,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 BINARIES  := grapnel-server grapnel-agent grapnel
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build test check demo proto bench bench-quick bench-failover-short bench-agents bench-micro fuzz clean tools podman-setup chaos chaos-short
+.PHONY: all build test check demo proto bench bench-quick bench-failover-short bench-agents bench-vehicle bench-vehicle-quick bench-micro fuzz clean tools podman-setup chaos chaos-short
 
 all: build
 
@@ -69,6 +69,17 @@ bench-failover-short:
 # the report goes to .bench/results/agents.txt.
 bench-agents:
 	./scripts/bench.sh --agents
+
+# What a vehicle asks: the idle footprint of 3 replicas and 5 agents with
+# 10 process workloads each (bytes written per hour, CPU, RSS per process),
+# single-replica exec -> first answer (empty and existing data) and the
+# start of a whole cluster with state; the report goes to
+# .bench/results/vehicle.txt. The quick version measures shorter windows.
+bench-vehicle:
+	./scripts/bench.sh --vehicle
+
+bench-vehicle-quick:
+	./scripts/bench.sh --vehicle-quick
 
 # Installs podman, applies the settings this machine needs and builds the
 # offline test image (root; .ci/run runs it before the tests).

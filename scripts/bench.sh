@@ -11,6 +11,11 @@
 #                                     (agent reconnect, workloads restarted),
 #                                     apply→Running, idle agent RSS; report in
 #                                     .bench/results/agents.txt
+#   scripts/bench.sh --vehicle        idle footprint of 3 replicas + 5 agents x
+#                                     10 process workloads, single-replica and
+#                                     cluster start times; report in
+#                                     .bench/results/vehicle.txt
+#   scripts/bench.sh --vehicle-quick  the same with short windows
 #   scripts/bench.sh [mode] -- ARGS   extra grapnel-bench flags, e.g.
 #                                     -- -server-flag=--raft-heartbeat-timeout=1s
 #                                     -- -commanders=false -kills 0 (writers on
@@ -35,6 +40,8 @@ while [ $# -gt 0 ]; do
     --failover-short) mode=failover-short ;;
     --full) mode=full ;;
     --agents) mode=agents ;;
+    --vehicle) mode=vehicle ;;
+    --vehicle-quick) mode=vehicle-quick ;;
     --) shift; args+=("$@"); break ;;
     *) echo "bench.sh: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -44,6 +51,17 @@ done
 echo "== building grapnel-server and grapnel-bench into $cache" >&2
 go build -o "$cache/grapnel-server" ./cmd/grapnel-server
 go build -o "$cache/grapnel-bench" ./chaos/bench/cmd/grapnel-bench
+
+if [ "$mode" = vehicle ] || [ "$mode" = vehicle-quick ]; then
+  go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent
+  go build -o "$cache/grapnel-vehicle-bench" ./chaos/bench/cmd/grapnel-vehicle-bench
+  quick=()
+  if [ "$mode" = vehicle-quick ]; then
+    quick=(-settle 5s -window 15s -starts 3 -cycles 3)
+  fi
+  exec "$cache/grapnel-vehicle-bench" -grapnel-server "$cache/grapnel-server" -grapnel-agent "$cache/grapnel-agent" \
+    -out "$cache/results/vehicle.txt" ${quick[@]+"${quick[@]}"} ${args[@]+"${args[@]}"}
+fi
 
 if [ "$mode" = agents ]; then
   go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent

@@ -30,6 +30,8 @@ type GrapnelConfig struct {
 	Replicas int
 	// Extra flags for every replica, e.g. Raft timing knobs.
 	Extra []string
+	// Deferred leaves every replica unstarted; Start starts each.
+	Deferred bool
 }
 
 // Replica is one grapnel-server process and its addresses.
@@ -106,6 +108,9 @@ func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
 		}
 	}
 	for i := range g.Replicas {
+		if cfg.Deferred {
+			break
+		}
 		if err := g.Start(i); err != nil {
 			g.Close()
 			return nil, err
@@ -135,6 +140,14 @@ func (g *Grapnel) Start(i int) error {
 	}
 	r.proc = p
 	return nil
+}
+
+// Pid is replica i's process id, 0 while it is down.
+func (g *Grapnel) Pid(i int) int {
+	if p := g.Replicas[i].proc; p != nil && p.Alive() {
+		return p.Pid()
+	}
+	return 0
 }
 
 // Running says whether replica i's process runs.

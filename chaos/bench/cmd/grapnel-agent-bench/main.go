@@ -88,11 +88,6 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-func processWorkload(agent, arg string) *state.Workload {
-	return &state.Workload{Agent: agent, Runtime: "process", RestartPolicy: state.RestartNever,
-		RuntimeConfig: "command: /bin/sleep\nargs: [\"" + arg + "\"]\n"}
-}
-
 func podmanWorkload(agent, arg string) *state.Workload {
 	return &state.Workload{Agent: agent, Runtime: "podman", RestartPolicy: state.RestartNever,
 		RuntimeConfig: "image: " + testImage + "\ncommandArgs: [\"sleep\", \"" + arg + "\"]\n"}
@@ -161,7 +156,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		logf("%s apply→Running: %v", kind, out)
 		return out, nil
 	}
-	procTimes, err := measure("process", processWorkload)
+	procTimes, err := measure("process", bench.ProcessWorkload)
 	if err != nil {
 		return err
 	}
@@ -176,7 +171,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	manifest := map[string]*state.Workload{}
 	for _, a := range []string{"agent_A", "agent_B"} {
 		for i := range o.perAgent {
-			manifest[fmt.Sprintf("%s_w%d", a, i)] = processWorkload(a, "3600")
+			manifest[fmt.Sprintf("%s_w%d", a, i)] = bench.ProcessWorkload(a, "3600")
 		}
 	}
 	if withPodman {
@@ -186,7 +181,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		return err
 	}
 	sctx, cancel = step()
-	ws, err := bench.WaitStates(sctx, g.Addrs(), "steady workloads running", allRunning(manifest))
+	ws, err := bench.WaitStates(sctx, g.Addrs(), "steady workloads running", bench.AllRunning(manifest))
 	cancel()
 	if err != nil {
 		return err
@@ -241,7 +236,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		}
 	}
 	sctx, cancel = step()
-	ws, err = bench.WaitStates(sctx, g.Addrs(), "steady workloads running after the kills", allRunning(manifest))
+	ws, err = bench.WaitStates(sctx, g.Addrs(), "steady workloads running after the kills", bench.AllRunning(manifest))
 	cancel()
 	if err != nil {
 		return err
@@ -283,18 +278,6 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		return os.WriteFile(o.out, []byte(b.String()), 0o644)
 	}
 	return nil
-}
-
-func allRunning(manifest map[string]*state.Workload) func([]state.WorkloadState) bool {
-	return func(ws []state.WorkloadState) bool {
-		for name := range manifest {
-			s, ok := bench.StateOf(ws, name)
-			if !ok || s.State.State != state.StateRunning {
-				return false
-			}
-		}
-		return true
-	}
 }
 
 func applyAll(ctx context.Context, addrs []string, ws map[string]*state.Workload) error {

@@ -1,0 +1,323 @@
+// Command grapnel-vehicle-bench measures what a vehicle asks of Grapnel, on
+// real binaries on loopback: the idle footprint of a cluster that runs
+// workloads and is left alone (bytes written per hour, CPU and RSS of
+// every replica and agent), a single replica's time from exec to its
+// first answer on an empty and on an existing data directory, and the
+// time from starting three replicas with existing data together to the
+// first answer. scripts/bench.sh --vehicle builds the binaries and runs
+// it (make bench-vehicle; make bench-vehicle-quick is the short run).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+type options struct {
+	serverBin, agentBin string
+	replicas, agents    int
+	perAgent            int
+	settle, window      time.Duration
+	starts, cycles      int
+	bound               time.Duration
+	out, workDir        string
+	keep                bool
+}
+
+func parse(args []string) (options, error) {
+	fs := flag.NewFlagSet("grapnel-vehicle-bench", flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.serverBin, "grapnel-server", "", "grapnel-server binary (required)")
+	fs.StringVar(&o.agentBin, "grapnel-agent", "", "grapnel-agent binary (required)")
+	fs.IntVar(&o.replicas, "replicas", 3, "replicas of the idle cluster")
+	fs.IntVar(&o.agents, "agents", 5, "agents of the idle cluster")
+	fs.IntVar(&o.perAgent, "workloads", 10, "running process workloads per agent")
+	fs.DurationVar(&o.settle, "settle", 20*time.Second, "wait after every workload runs before the idle window")
+	fs.DurationVar(&o.window, "window", 60*time.Second, "idle window measured")
+	fs.IntVar(&o.starts, "starts", 5, "single-replica starts per case (empty, existing data)")
+	fs.IntVar(&o.cycles, "cycles", 10, "starts of the whole cluster on existing data")
+	fs.DurationVar(&o.bound, "bound", 60*time.Second, "longest wait for any one step")
+	fs.StringVar(&o.out, "out", "", "also write the report to this file")
+	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a temp dir, removed unless the run fails or -keep)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case o.serverBin == "" || o.agentBin == "":
+		return o, errors.New("-grapnel-server and -grapnel-agent are required")
+	case o.replicas < 1 || o.agents < 1 || o.perAgent < 1 || o.starts < 1 || o.cycles < 1:
+		return o, errors.New("-replicas, -agents, -workloads, -starts and -cycles must be at least 1")
+	case o.window < time.Second:
+		return o, errors.New("-window must be at least 1s")
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "grapnel-vehicle-bench: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "grapnel-vehicle-bench: %v\n", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func run(ctx context.Context, o options, stdout io.Writer) (err error) {
+	dir := o.workDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "grapnel-vehicle-bench-"); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		if err != nil || o.keep {
+			logf("data dirs and logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
+	var b strings.Builder
+	fmt.Fprintf(&b, "grapnel-vehicle-bench %s\n", time.Now().UTC().Format(time.RFC3339))
+	if err := idle(ctx, o, filepath.Join(dir, "idle"), &b); err != nil {
+		return fmt.Errorf("idle footprint: %w", err)
+	}
+	if err := singleStarts(ctx, o, filepath.Join(dir, "single"), &b); err != nil {
+		return fmt.Errorf("single-replica start: %w", err)
+	}
+	if err := clusterStarts(ctx, o, filepath.Join(dir, "cluster"), &b); err != nil {
+		return fmt.Errorf("cluster start: %w", err)
+	}
+	fmt.Fprint(stdout, b.String())
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(o.out, []byte(b.String()), 0o644)
+	}
+	return nil
+}
+
+// idle runs the cluster with its agents and workloads, waits until every
+// workload runs and the settle time passed, and measures the window.
+func idle(ctx context.Context, o options, dir string, b *strings.Builder) error {
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: o.replicas})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	sctx, cancel := context.WithTimeout(ctx, o.bound)
+	_, err = g.WaitHealthy(sctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	var agents []*bench.Agent
+	defer func() { bench.RemoveWorkloads(agents) }()
+	var names []string
+	for i := range o.agents {
+		name := fmt.Sprintf("agent_%d", i+1)
+		a, err := bench.StartAgent(bench.AgentConfig{Bin: o.agentBin, Dir: dir, Name: name, Servers: g.Addrs(), Runtimes: []string{"process"}})
+		if err != nil {
+			return err
+		}
+		defer a.Kill()
+		agents = append(agents, a)
+		names = append(names, name)
+	}
+	sctx, cancel = context.WithTimeout(ctx, o.bound)
+	_, err = g.WaitAttached(sctx, names...)
+	cancel()
+	if err != nil {
+		return err
+	}
+	manifest := map[string]*state.Workload{}
+	for _, a := range names {
+		for i := range o.perAgent {
+			manifest[fmt.Sprintf("%s_w%d", a, i)] = bench.ProcessWorkload(a, "86400")
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, o.bound)
+	err = bench.ApplyWorkloads(actx, g.Addrs(), manifest)
+	cancel()
+	if err != nil {
+		return err
+	}
+	sctx, cancel = context.WithTimeout(ctx, o.bound)
+	_, err = bench.WaitStates(sctx, g.Addrs(), "every workload running", bench.AllRunning(manifest))
+	cancel()
+	if err != nil {
+		return err
+	}
+	logf("%d workloads run on %d agents; settling %v, then measuring %v", len(manifest), len(agents), o.settle, o.window)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.settle):
+	}
+	pids := map[string]int{}
+	for i, r := range g.Replicas {
+		pids["replica "+r.Name] = g.Pid(i)
+	}
+	for _, a := range agents {
+		pids["agent "+a.Name] = a.Pid()
+	}
+	fp, err := bench.MeasureIdle(ctx, pids, o.window)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "\n== idle: %d replicas, %d agents x %d process workloads, %v window after %v settle\n",
+		o.replicas, o.agents, o.perAgent, o.window, o.settle)
+	fmt.Fprintf(b, "%-16s %14s %10s %9s\n", "process", "written/hour", "CPU/core", "RSS")
+	for _, f := range fp {
+		fmt.Fprintf(b, "%-16s %10.2f MiB %9.2f%% %5.1f MiB\n", f.Name, f.BytesPerHr/(1<<20), f.CPUPercent, float64(f.RSS)/(1<<20))
+	}
+	return nil
+}
+
+// singleStarts measures a single replica from exec to its first answer,
+// on a fresh data directory each time and on one with state.
+func singleStarts(ctx context.Context, o options, dir string, b *strings.Builder) error {
+	fmt.Fprintf(b, "\n== single replica, exec -> first answer (complete state request), %d starts each\n", o.starts)
+	var empty, existing []time.Duration
+	for i := range o.starts {
+		d, err := startOnce(ctx, o, filepath.Join(dir, fmt.Sprintf("empty-%d", i)))
+		if err != nil {
+			return err
+		}
+		empty = append(empty, d)
+	}
+	kept := filepath.Join(dir, "existing")
+	if _, err := startOnce(ctx, o, kept); err != nil { // gives it state
+		return err
+	}
+	for range o.starts {
+		d, err := startOnce(ctx, o, kept)
+		if err != nil {
+			return err
+		}
+		existing = append(existing, d)
+	}
+	report(b, "empty data dir", empty)
+	report(b, "existing data", existing)
+	return nil
+}
+
+func startOnce(ctx context.Context, o options, dir string) (time.Duration, error) {
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: 1, Deferred: true})
+	if err != nil {
+		return 0, err
+	}
+	defer g.Close()
+	start := time.Now()
+	if err := g.Start(0); err != nil {
+		return 0, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, o.bound)
+	defer cancel()
+	return bench.FirstAnswer(sctx, g.Addrs()[0], start)
+}
+
+// clusterStarts starts all replicas of a cluster with state together,
+// cycles times, and measures the time to the first answer.
+func clusterStarts(ctx context.Context, o options, dir string, b *strings.Builder) error {
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: o.replicas})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	sctx, cancel := context.WithTimeout(ctx, o.bound)
+	_, err = g.WaitHealthy(sctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, o.bound)
+	err = bench.ApplyWorkloads(actx, g.Addrs(), map[string]*state.Workload{"kept": bench.ProcessWorkload("agent_none", "1")})
+	cancel()
+	if err != nil {
+		return err
+	}
+	var times []time.Duration
+	for range o.cycles {
+		for i := range g.Replicas {
+			g.Kill(i)
+		}
+		start := time.Now()
+		for i := range g.Replicas {
+			if err := g.Start(i); err != nil {
+				return err
+			}
+		}
+		sctx, cancel := context.WithTimeout(ctx, o.bound)
+		d, err := firstOf(sctx, g.Addrs(), start)
+		cancel()
+		if err != nil {
+			return err
+		}
+		times = append(times, d)
+	}
+	fmt.Fprintf(b, "\n== %d replicas with state started together -> first answer from any, %d cycles\n", o.replicas, o.cycles)
+	report(b, "cluster start", times)
+	return nil
+}
+
+// firstOf is the first answer from any of addrs.
+func firstOf(ctx context.Context, addrs []string, start time.Time) (time.Duration, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		d   time.Duration
+		err error
+	}
+	ch := make(chan result, len(addrs))
+	for _, a := range addrs {
+		go func() {
+			d, err := bench.FirstAnswer(ctx, a, start)
+			ch <- result{d, err}
+		}()
+	}
+	var last error
+	for range addrs {
+		r := <-ch
+		if r.err == nil {
+			return r.d, nil
+		}
+		last = r.err
+	}
+	return 0, last
+}
+
+func report(b *strings.Builder, what string, ds []time.Duration) {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+	fmt.Fprintf(b, "%-16s median %s  p99 %s  min %s  max %s  (n=%d)\n", what,
+		ms(bench.Percentile(s, 50)), ms(bench.Percentile(s, 99)), ms(s[0]), ms(s[len(s)-1]), len(s))
+}
