@@ -197,6 +197,25 @@ func apply(t *testing.T, cl *testcluster.Cluster, manifest string) {
 	}
 }
 
+// agentStatus asks the leader for an agent's load report; nil when it has
+// none or cannot be asked right now.
+func agentStatus(t *testing.T, cl *testcluster.Cluster, agent string) *ankbase.AgentStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Options{Addrs: cl.Addrs(), Insecure: true, ResponseTimeout: 5 * time.Second})
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	r, err := c.Request(ctx, &ankbase.Request{RequestContent: &ankbase.Request_CompleteStateRequest{
+		CompleteStateRequest: &ankbase.CompleteStateRequest{FieldMask: []string{"agents." + agent}}}})
+	if err != nil {
+		return nil
+	}
+	return r.GetCompleteStateResponse().GetCompleteState().GetAgents().GetAgents()[agent].GetStatus()
+}
+
 // sleeper is a process workload that writes its pid to pidFile and runs
 // until killed.
 func sleeper(name, agent, pidFile string) string {
@@ -276,14 +295,11 @@ func TestAgentRunsAWorkload(t *testing.T) {
 	apply(t, cl, sleeper("sleeper", "agent_A", pidFile))
 	waitState(t, cl, "agent_A", "sleeper", "Running(Ok)")
 	waitFor(t, "the workload's pid file", runWithin, func() bool { return alive(pidOf(t, pidFile)) })
+	// Loads live in the leader's memory, not in the replicated store: ask
+	// the leader, as `grapnel get agents` does.
 	waitFor(t, "a load report", connectWithin, func() bool {
-		ok := false
-		read(cl, func(st *state.Store) {
-			if a := st.Agents["agent_A"]; a != nil {
-				ok = a.Status.FreeMemory != nil && *a.Status.FreeMemory > 0 && a.Status.CPUUsage != nil
-			}
-		})
-		return ok
+		st := agentStatus(t, cl, "agent_A")
+		return st.GetFreeMemory().GetFreeMemory() > 0 && st.GetCpuUsage() != nil
 	})
 
 	pid := pidOf(t, pidFile)

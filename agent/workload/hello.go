@@ -20,7 +20,10 @@ type hostInstance struct {
 //   - an instance a loop already runs is left untouched and its current
 //     state reported once more;
 //   - an instance found on the host under the same instance name is
-//     adopted: watched again, not recreated;
+//     adopted by a loop that, as the Ankaios agent at its start, resumes
+//     it if it runs (watched again, not recreated), starts it again if it
+//     succeeded and replaces it otherwise: failed, lost, or from before a
+//     power cycle (see loop.resume);
 //   - an instance of the same workload under another instance name is
 //     replaced: the old one deleted, then the new one created;
 //   - an instance not in added is deleted (Removed is reported for the
@@ -98,10 +101,12 @@ func (m *Manager) ServerHello(ctx context.Context, added []Added) {
 		}
 		if f, ok := adopt[a.Instance]; ok {
 			// swdd~agent-existing-workloads-resume-existing~2
-			m.log.Info("adopting workload found on the host", "instance", a.Instance.String(), "id", string(f.ID))
+			m.log.Info("found workload on the host", "instance", a.Instance.String(), "id", string(f.ID))
 			l := m.newLoop(a.Instance, a.Workload)
 			l.rt, l.id, l.adopted = f.rt, f.ID, true
-			m.supersedeLocked(a.Instance.WorkloadName, l)
+			// Only waited for when the instance is started again or
+			// replaced; a running one is left running.
+			l.preds = m.supersedeLocked(a.Instance.WorkloadName, l)
 			m.startLocked(l)
 			continue
 		}

@@ -2,9 +2,12 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -68,46 +71,146 @@ func TestServerHelloAdopts(t *testing.T) {
 	h.waitState(a.Instance, state.SucceededOk)
 }
 
-// An adopted instance that ended or was lost while no agent watched it is
-// reported and its restart policy applied.
-func TestServerHelloAdoptsEndedInstance(t *testing.T) {
+// What the agent does at its start with an instance found on the host
+// under the instance name the server wants, as the Ankaios agent does:
+// running → resumed; succeeded → started again (in place when the runtime
+// can); anything else (failed, lost in a power cycle, never started) →
+// replaced. The restart policy plays no part: it is about endings the
+// agent watched.
+//
+// swdd~agent-existing-workloads-resume-existing~2
+// swdd~agent-existing-workloads-reuse-unmodified~1
+// swdd~agent-existing-workloads-replace-updated~4
+func TestServerHelloDecidesFoundInstances(t *testing.T) {
+	created := state.ExecutionState{State: state.StatePending, SubState: state.SubStarting, AdditionalInfo: "created"}
+	stopping := state.ExecutionState{State: state.StateStopping, SubState: state.SubStopping, AdditionalInfo: "stopped"}
+	resumed := []state.ExecutionState{state.RunningOk}
+	started := []state.ExecutionState{startingTriggered, state.RunningOk}
 	tests := []struct {
+		name    string
 		policy  state.RestartPolicy
 		found   state.ExecutionState
-		restart bool
+		rt      string // "plain", "restarter", "restarter failing"
+		events  []string
+		history []state.ExecutionState
 	}{
-		{state.RestartNever, lost, false},
-		{state.RestartOnFailure, lost, true},
-		{state.RestartAlways, lost, true},
-		{state.RestartOnFailure, state.SucceededOk, false},
-		{state.RestartAlways, state.SucceededOk, true},
-		{state.RestartNever, execFailed, false},
+		{"running", state.RestartNever, state.RunningOk, "plain", nil, resumed},
+		{"running restarter", state.RestartNever, state.RunningOk, "restarter", nil, resumed},
+		{"running always", state.RestartAlways, state.RunningOk, "plain", nil, resumed},
+		{"succeeded", state.RestartNever, state.SucceededOk, "plain", []string{"create svc/mem-2"}, started},
+		{"succeeded on failure", state.RestartOnFailure, state.SucceededOk, "plain", []string{"create svc/mem-2"}, started},
+		{"succeeded in place", state.RestartNever, state.SucceededOk, "restarter", []string{"start-again svc/pre-1"}, started},
+		{"succeeded in place fails", state.RestartNever, state.SucceededOk, "restarter failing",
+			[]string{"start-again-failed svc/pre-1", "create svc/mem-2"}, started},
+		{"failed", state.RestartNever, execFailed, "plain", []string{"delete svc/pre-1", "create svc/mem-2"}, started},
+		{"failed restarter", state.RestartNever, execFailed, "restarter", []string{"delete svc/pre-1", "create svc/mem-2"}, started},
+		{"lost", state.RestartNever, lost, "plain", []string{"delete svc/pre-1", "create svc/mem-2"}, started},
+		{"lost on failure", state.RestartOnFailure, lost, "plain", []string{"delete svc/pre-1", "create svc/mem-2"}, started},
+		{"never started", state.RestartNever, created, "restarter", []string{"delete svc/pre-1", "create svc/mem-2"}, started},
+		{"stopping", state.RestartNever, stopping, "plain", []string{"delete svc/pre-1", "create svc/mem-2"}, started},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%s/%s", tt.policy, tt.found.Short()), func(t *testing.T) {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
 			h := newHarness(t)
-			a := workload("svc", "cfg", withPolicy(tt.policy))
-			id := h.rt.preload(a.Instance, tt.found)
-			h.m.ServerHello(context.Background(), []Added{a})
-			h.waitState(a.Instance, tt.found)
-			if !tt.restart {
-				h.settle(10)
-				if n := h.rt.createCount(a.Instance); n != 0 {
-					t.Fatalf("restarted under %s", tt.policy)
-				}
-				return
+			switch tt.rt {
+			case "restarter":
+				h.m.cfg.Runtimes["mem"] = memRestarter{memRuntime: h.rt}
+			case "restarter failing":
+				h.m.cfg.Runtimes["mem"] = memRestarter{memRuntime: h.rt, fail: errors.New("podman start: no such container")}
 			}
+			a := workload("svc", "cfg", withPolicy(tt.policy), withAllowRule())
+			h.rt.preload(a.Instance, tt.found)
+			h.m.ServerHello(context.Background(), []Added{a})
 			h.waitLast(a.Instance, state.RunningOk)
-			want := []string{fmt.Sprintf("delete svc/%s", id)}
-			if got := h.rt.eventLog(); len(got) != 2 || got[0] != want[0] {
-				t.Fatalf("runtime calls %v, want a delete of %s then a create", got, id)
+			h.settle(10)
+			if got := h.rt.eventLog(); fmt.Sprint(got) != fmt.Sprint(tt.events) {
+				t.Fatalf("runtime calls %v, want %v", got, tt.events)
+			}
+			if got := h.rec.history(a.Instance); fmt.Sprint(got) != fmt.Sprint(tt.history) {
+				t.Fatalf("history %v, want %v", got, tt.history)
+			}
+			want := runtime.ID("mem-2")
+			if len(tt.events) == 0 || strings.HasPrefix(tt.events[len(tt.events)-1], "start-again ") {
+				want = "pre-1"
+			}
+			if _, got, ok := h.m.Lookup(a.Instance); !ok || got != want {
+				t.Fatalf("Lookup = %q %v, want %q", got, ok, want)
+			}
+			if opened, _ := h.ctl.counts(a.Instance); opened != 1 {
+				t.Fatalf("control interface opened %d times, want once", opened)
 			}
 		})
 	}
 }
 
-// A lost instance that is not freshly adopted is not restarted under
-// ON_FAILURE: in Ankaios only Failed(ExecFailed) is a failure.
+// A found instance that is replaced waits for its add conditions as a new
+// one does, after the old one is deleted; one deleted meanwhile is never
+// created.
+//
+// swdd~agent-enqueues-unfulfilled-create~1
+func TestFoundInstanceWaitsForAddConditions(t *testing.T) {
+	for _, deleteIt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deleted=%v", deleteIt), func(t *testing.T) {
+			h := newHarness(t)
+			h.allowRepeats = true // the hello re-reports the ticker
+			h.startTicker()
+			a := workload("svc", "cfg", withDeps(map[string]state.AddCondition{"db": state.AddCondRunning}))
+			h.rt.preload(a.Instance, lost)
+			h.m.ServerHello(context.Background(), []Added{workload("ticker", "tick"), a})
+			h.waitState(a.Instance, waitingToStart)
+			h.settle(10)
+			if got := h.rt.eventLog(); fmt.Sprint(got) != "[create ticker/mem-1 delete svc/pre-2]" {
+				t.Fatalf("runtime calls %v, want only the lost instance deleted", got)
+			}
+			if deleteIt {
+				h.m.Update(nil, []Deleted{{Instance: a.Instance}})
+				h.waitState(a.Instance, state.Removed)
+				want := []state.ExecutionState{waitingToStart, state.Removed}
+				if got := h.rec.history(a.Instance); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("history %v, want %v", got, want)
+				}
+				if n := h.rt.createCount(a.Instance); n != 0 {
+					t.Fatalf("created %d times after its delete", n)
+				}
+				return
+			}
+			db := state.NewInstanceName("db", "agent_B", "x")
+			h.m.States([]state.WorkloadState{{Instance: db, State: state.RunningOk}})
+			h.waitLast(a.Instance, state.RunningOk)
+			want := []state.ExecutionState{waitingToStart, startingTriggered, state.RunningOk}
+			if got := h.rec.history(a.Instance); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("history %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// While the runtime cannot say what a found instance is doing, nothing is
+// deleted or created; once it says Running, the instance is resumed.
+func TestFoundInstanceInUnknownState(t *testing.T) {
+	h := newHarness(t)
+	a := workload("svc", "cfg")
+	unknown := state.ExecutionState{State: state.StateFailed, SubState: state.SubUnknown, AdditionalInfo: "podman ps: exit status 125"}
+	id := h.rt.preload(a.Instance, unknown)
+	h.m.ServerHello(context.Background(), []Added{a})
+	h.waitState(a.Instance, unknown)
+	h.settle(10)
+	if ev := h.rt.eventLog(); len(ev) != 0 {
+		t.Fatalf("runtime calls %v while the state is unknown", ev)
+	}
+	h.rt.set(t, a.Instance, state.RunningOk)
+	h.waitLast(a.Instance, state.RunningOk)
+	h.settle(10)
+	if ev := h.rt.eventLog(); len(ev) != 0 {
+		t.Fatalf("runtime calls %v, want the instance resumed", ev)
+	}
+	if _, got, _ := h.m.Lookup(a.Instance); got != id {
+		t.Fatalf("Lookup = %q, want %q", got, id)
+	}
+}
+
+// A lost instance the agent watched is not restarted under ON_FAILURE:
+// in Ankaios only Failed(ExecFailed) is a failure.
 func TestLostWhileWatchedIsNotRestarted(t *testing.T) {
 	h := newHarness(t)
 	a := workload("svc", "cfg", withPolicy(state.RestartOnFailure))

@@ -131,6 +131,33 @@ func (r *memRuntime) Logs(ctx context.Context, id runtime.ID, o runtime.LogOptio
 	return io.NopCloser(strings.NewReader("")), nil
 }
 
+// memRestarter is a memRuntime that can start an ended instance again in
+// place, as podman does; with fail set StartAgain fails and removes the
+// instance, as the podman runtime does with a container it cannot start.
+type memRestarter struct {
+	*memRuntime
+	fail error
+}
+
+var _ runtime.Restarter = memRestarter{}
+
+func (r memRestarter) StartAgain(ctx context.Context, id runtime.ID, s runtime.Spec) (runtime.ID, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in, ok := r.insts[id]
+	if !ok || in.inst != s.Instance {
+		return "", fmt.Errorf("%s is not an instance of %s: %w", id, s.Instance, runtime.ErrNotFound)
+	}
+	if r.fail != nil {
+		delete(r.insts, id)
+		r.events = append(r.events, fmt.Sprintf("start-again-failed %s/%s", s.Instance.WorkloadName, id))
+		return "", r.fail
+	}
+	in.state = r.initial
+	r.events = append(r.events, fmt.Sprintf("start-again %s/%s", s.Instance.WorkloadName, id))
+	return id, nil
+}
+
 // preload puts an instance on the "host" as a previous agent left it.
 func (r *memRuntime) preload(inst state.InstanceName, s state.ExecutionState) runtime.ID {
 	r.mu.Lock()

@@ -24,7 +24,7 @@ type loop struct {
 	specErr error           // non-nil: the instance cannot be started
 	runDir  string
 	silent  bool    // a host leftover the server does not know: delete it without reports
-	adopted bool    // found on the host: watch it, do not create it
+	adopted bool    // found on the host: resume, start again or replace it
 	preds   []*loop // loops of the same workload that must end first
 	delCh   chan struct{}
 	wake    chan struct{} // capacity 1: the dependency view changed
@@ -36,9 +36,9 @@ type loop struct {
 	id       runtime.ID
 
 	// owned by the loop goroutine
-	started    bool   // a create was issued or the instance adopted
-	ctlDir     string // the open control interface, "" when none
-	freshAdopt bool   // no poll since adoption yet
+	started bool       // a create was issued or the instance adopted
+	ctlDir  string     // the open control interface, "" when none
+	again   runtime.ID // an ended instance the next create starts again in place
 }
 
 // stepFn is one phase of a loop; it returns the next phase, nil to end.
@@ -214,6 +214,8 @@ func (l *loop) create(ctx context.Context) (permanent bool, err error) {
 	if err := l.rt.Check(l.w.RuntimeConfig); err != nil {
 		return true, err
 	}
+	// The run directory is made again: a run folder on tmpfs is empty
+	// after a power cycle.
 	if err := os.MkdirAll(l.runDir, dirMode); err != nil {
 		return false, fmt.Errorf("run directory: %w", err)
 	}
@@ -235,6 +237,22 @@ func (l *loop) create(ctx context.Context) (permanent bool, err error) {
 		l.ctlDir = dir
 	}
 	spec.ControlInterface = l.ctlDir
+	if again := l.again; again != "" {
+		l.again = ""
+		if r, ok := l.rt.(runtime.Restarter); ok {
+			// swdd~agent-existing-workloads-reuse-unmodified~1
+			id, err := r.StartAgain(ctx, again, spec)
+			if err == nil {
+				l.setID(id)
+				return false, nil
+			}
+			if ctx.Err() != nil {
+				return false, err
+			}
+			l.m.log.Warn("starting the workload again in place failed; creating it anew", "instance", l.inst.String(), "error", err)
+		}
+	}
+	// Create replaces what is left of the same instance.
 	id, err := l.rt.Create(ctx, spec)
 	if err != nil {
 		return false, err
@@ -243,23 +261,87 @@ func (l *loop) create(ctx context.Context) (permanent bool, err error) {
 	return false, nil
 }
 
-// resume takes over an instance found on the host: its control interface
-// is served again and its state watched; it is not created again.
+// resume decides, as the Ankaios agent does at its start, what becomes
+// of an instance found on the host under the instance name the server
+// wants:
+//   - running: resumed — its control interface served again, its state
+//     watched, nothing restarted (an agent restart, a failover);
+//   - succeeded: started again, in place when the runtime can (podman
+//     keeps the container);
+//   - anything else — failed, lost, never started, from before a power
+//     cycle: replaced, the old one deleted and a new one created.
+//
+// Started again or replaced, it waits for the instances it supersedes and
+// for its add conditions as a new instance does. Whatever the restart
+// policy: a power cycle ends every workload, and the policy is about
+// endings the agent watched. While the runtime cannot say (Failed(Unknown))
+// the question is asked again every PollInterval rather than replacing a
+// workload that may be running.
 //
 // swdd~agent-existing-workloads-resume-existing~2
 // swdd~agent-workload-control-loop-executes-resume~1
+// swdd~agent-existing-workloads-reuse-unmodified~1
+// swdd~agent-existing-workloads-replace-updated~4
 func (l *loop) resume(ctx context.Context) stepFn {
 	l.started = true
-	l.freshAdopt = true
-	if l.w.ControlInterfaceAccess.HasAllowRules() && l.m.cfg.Control != nil {
-		dir, err := l.m.cfg.Control.Open(l.inst, l.w.ControlInterfaceAccess)
-		if err != nil {
-			l.m.log.Warn("re-opening control interface", "instance", l.inst.String(), "error", err)
-		} else {
-			l.ctlDir = dir
+	for {
+		if l.deleteRequested() {
+			return (*loop).stop
 		}
+		s := l.observe(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case s.State == state.StateRunning:
+			l.openControl()
+			return (*loop).watch
+		case s.Is(state.StateSucceeded, state.SubOk):
+			l.m.log.Info("starting a workload that ended before the agent started again", "instance", l.inst.String(), "id", string(l.id))
+			l.again = l.id
+			return (*loop).waitPreds
+		case s.Is(state.StateFailed, state.SubUnknown):
+			l.report(s)
+			switch l.sleep(ctx, l.m.poll, l.delCh) {
+			case woke:
+				continue
+			case deleted:
+				return (*loop).stop
+			default:
+				return nil
+			}
+		}
+		l.m.log.Info("replacing a workload found not running", "instance", l.inst.String(), "id", string(l.id), "state", s.String())
+		return (*loop).replace
 	}
-	return (*loop).watch
+}
+
+// openControl serves the control interface of a resumed instance again.
+func (l *loop) openControl() {
+	if !l.w.ControlInterfaceAccess.HasAllowRules() || l.m.cfg.Control == nil {
+		return
+	}
+	dir, err := l.m.cfg.Control.Open(l.inst, l.w.ControlInterfaceAccess)
+	if err != nil {
+		l.m.log.Warn("re-opening control interface", "instance", l.inst.String(), "error", err)
+		return
+	}
+	l.ctlDir = dir
+}
+
+// replace deletes an instance found not running, so that a new one is
+// created in its place once its add conditions hold. A failed delete is
+// not fatal: Create replaces what is left of the same instance.
+func (l *loop) replace(ctx context.Context) stepFn {
+	if err := l.rt.Delete(ctx, l.id); err != nil && ctx.Err() == nil {
+		l.m.log.Warn("deleting a workload found not running", "instance", l.inst.String(), "error", err)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	l.setID("")
+	l.started = false // from here on it is a new instance that waits to start
+	return (*loop).waitPreds
 }
 
 // watch polls the runtime every PollInterval, reports each change and
@@ -282,7 +364,6 @@ func (l *loop) watch(ctx context.Context) stepFn {
 				return (*loop).restart
 			}
 		}
-		l.freshAdopt = false
 		switch l.sleep(ctx, l.m.poll, l.delCh) {
 		case woke:
 		case deleted:
@@ -305,12 +386,12 @@ func (l *loop) observe(ctx context.Context) state.ExecutionState {
 	}
 }
 
-// restartWanted applies the restart policy. An adopted instance that was
-// lost while no agent watched it counts as failed.
+// restartWanted applies the restart policy to an ending the loop watched;
+// what ended before the agent started is resume's business.
 //
 // swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2
 func (l *loop) restartWanted(s state.ExecutionState) bool {
-	failed := s.Is(state.StateFailed, state.SubExecFailed) || (l.freshAdopt && s.Is(state.StateFailed, state.SubLost))
+	failed := s.Is(state.StateFailed, state.SubExecFailed)
 	switch l.w.RestartPolicy {
 	case state.RestartOnFailure:
 		return failed
@@ -335,7 +416,6 @@ func (l *loop) restart(ctx context.Context) stepFn {
 	if ctx.Err() != nil {
 		return nil
 	}
-	l.freshAdopt = false
 	return (*loop).start
 }
 

@@ -55,7 +55,7 @@ func (r *Runtime) exec(ctx context.Context, timeout time.Duration, args ...strin
 func subcommand(args []string) string {
 	for _, a := range args {
 		switch a {
-		case "run", "ps", "rm", "stop", "logs", "info":
+		case "run", "start", "ps", "rm", "stop", "logs", "info":
 			return a
 		}
 	}

@@ -11,7 +11,10 @@
 // labelled name=<instance> and agent=<agent>. Those labels are all the
 // runtime needs to find its containers again after an agent restart: List
 // asks podman for the agent's label, so running containers are adopted,
-// never recreated. Workload files are bind-mounted read-only at their
+// never recreated. After a power cycle podman itself marks every
+// container that ran in the earlier boot Exited; StartAgain starts one
+// that exited successfully again in place (`podman start`, the container
+// keeps its writable layer), as Ankaios does. Workload files are bind-mounted read-only at their
 // mount points, the control interface directory read-write at
 // /run/ankaios/control_interface.
 //

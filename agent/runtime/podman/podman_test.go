@@ -458,3 +458,81 @@ func TestUnknownID(t *testing.T) {
 		}
 	}
 }
+
+// StartAgain starts an ended container in place, as Ankaios does at the
+// agent's start for a container that succeeded: same id, same writable
+// layer (the marker file the first run left is still there).
+// swdd~podman-create-workload-starts-existing-workload~1
+func TestStartAgainKeepsTheContainer(t *testing.T) {
+	r := podmanRuntime(t)
+	t.Parallel()
+	agent := testAgent(t)
+	s := spec(t, agent, "init", shConfig("if [ -f /marker ]; then echo again; else touch /marker; echo first; fi"))
+	id := create(t, r, s)
+	waitState(t, r, id, state.SucceededOk)
+
+	ctx := context.Background()
+	got, err := r.StartAgain(ctx, id, s)
+	if err != nil || got != id {
+		t.Fatalf("StartAgain = %q, %v; want %q", got, err, id)
+	}
+	deadline := time.Now().Add(waitFor)
+	for {
+		logs, err := r.Logs(ctx, id, runtime.LogOptions{Tail: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := readAll(t, logs)
+		if out == "first\nagain\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("output %q, want the first run's and the second's", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitState(t, r, id, state.SucceededOk)
+	if cid, err := r.ContainerID(ctx, s.Instance); err != nil || cid != string(id) {
+		t.Fatalf("ContainerID = %q, %v; want %q", cid, err, id)
+	}
+}
+
+// StartAgain refuses a container of another instance and leaves it
+// alone; a container that cannot start (its bind-mount source is gone, as
+// on a run folder on tmpfs after a power cycle) is removed, so that
+// Create can replace it.
+func TestStartAgainFailures(t *testing.T) {
+	r := podmanRuntime(t)
+	t.Parallel()
+	agent := testAgent(t)
+	ctx := context.Background()
+
+	other := spec(t, agent, "other", shConfig("exit 0"))
+	otherID := create(t, r, other)
+	waitState(t, r, otherID, state.SucceededOk)
+	mine := spec(t, agent, "mine", shConfig("exit 0"))
+	if _, err := r.StartAgain(ctx, otherID, mine); err == nil {
+		t.Fatal("StartAgain took the container of another instance")
+	}
+	waitState(t, r, otherID, state.SucceededOk)
+
+	host := filepath.Join(t.TempDir(), "files", "msg.txt")
+	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(host, []byte("x\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	mine.Mounts = []runtime.Mount{{HostPath: host, MountPoint: "/msg.txt"}}
+	id := create(t, r, mine)
+	waitState(t, r, id, state.SucceededOk)
+	if err := os.RemoveAll(filepath.Dir(host)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.StartAgain(ctx, id, mine); err == nil {
+		t.Fatal("StartAgain succeeded without the bind-mount source")
+	}
+	if _, err := r.State(ctx, id); !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatalf("State of the container that did not start: %v, want ErrNotFound", err)
+	}
+}

@@ -122,6 +122,43 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 	return runtime.ID(id), nil
 }
 
+var _ runtime.Restarter = (*Runtime)(nil)
+
+// StartAgain starts an ended container of the instance again with
+// `podman start`, as Ankaios does at the agent's start for a container
+// that exited successfully: the container keeps its writable layer, and
+// after a power cycle (podman marks every container that ran in the
+// earlier boot Exited) the workload comes back as it was. A container
+// that is not the instance's is refused; one that cannot be started is
+// removed, so that Create can replace it.
+//
+// swdd~podman-create-workload-starts-existing-workload~1
+func (r *Runtime) StartAgain(ctx context.Context, id runtime.ID, s runtime.Spec) (runtime.ID, error) {
+	if s.Workload == nil {
+		return "", fmt.Errorf("podman: start %s again: no workload", s.Instance)
+	}
+	cfg, err := parseConfig(s.Workload.RuntimeConfig)
+	if err != nil {
+		return "", err
+	}
+	c, err := r.lookup(ctx, id, 0)
+	if err != nil {
+		return "", fmt.Errorf("podman: start %s again: %w", s.Instance, err)
+	}
+	if c.Labels[labelName] != s.Instance.String() || c.Labels[labelAgent] != s.Instance.AgentName {
+		return "", fmt.Errorf("podman: start %s again: container %s belongs to %q of agent %q", s.Instance, id, c.Labels[labelName], c.Labels[labelAgent])
+	}
+	defer r.ps.invalidate()
+	args := append(append([]string(nil), cfg.GeneralOptions...), "start", string(id))
+	if _, err := r.exec(ctx, runTimeout, args...); err != nil {
+		if rmErr := r.removeInstance(context.WithoutCancel(ctx), s.Instance); rmErr != nil {
+			r.log.Warn("podman: cannot remove a container that did not start again", "instance", s.Instance.String(), "err", rmErr)
+		}
+		return "", err
+	}
+	return id, nil
+}
+
 // State observes a container. A container podman no longer knows is
 // runtime.ErrNotFound; when podman itself cannot answer, the state is
 // Failed(Unknown) with podman's error as additional info.

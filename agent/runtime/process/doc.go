@@ -14,9 +14,10 @@
 //
 // The record is the directory <run folder>/<agent>_io/<instance>/process/:
 //
-//	spec.json    what to start (written by Create before the shim starts)
-//	shim.json    the shim's pid and start time (written by Create)
-//	record.json  the workload's pid and start time (written by the shim)
+//	spec.json    what to start, and the boot (written by Create before
+//	             the shim starts)
+//	shim.json    the shim's pid, start time and boot (written by Create)
+//	record.json  the workload's pid, start time and boot (by the shim)
 //	start-error  why the workload could not be started (written by the shim)
 //	exit         how the workload ended: exit code or signal (by the shim)
 //	output.log   "<RFC3339Nano> <stdout|stderr> <line>" per output line
@@ -24,6 +25,13 @@
 //
 // Every JSON file is written to a temporary name and renamed, so a reader
 // never sees half of one. A pid is only trusted together with its start
-// time (field 22 of /proc/<pid>/stat), so a reused pid is never taken for
-// the workload.
+// time (field 22 of /proc/<pid>/stat, clock ticks since boot) and the
+// kernel's boot id (Config.BootIDFile), so that neither a pid reused in
+// the same boot nor one of a later boot — where the same pid and even the
+// same start time may name an unrelated process — is taken for the
+// workload or signalled. The boot id is what tells boots apart on a run
+// folder that survives a power cycle; the start time alone still does it
+// in a pid namespace (which shares the kernel's boot id) and for records
+// written before boot ids were kept. A run folder on tmpfs is simply
+// empty after a reboot.
 package process

@@ -46,7 +46,7 @@ func (r *Runtime) Logs(ctx context.Context, id runtime.ID, o runtime.LogOptions)
 	context.AfterFunc(ctx, func() { pw.Close() })
 	go func() {
 		defer f.Close()
-		s := &logStream{dir: dir, opts: o, w: pw, ctx: ctx}
+		s := &logStream{dir: dir, boot: r.boot, opts: o, w: pw, ctx: ctx}
 		pw.CloseWithError(s.run(f))
 	}()
 	return &logReader{PipeReader: pr, cancel: cancel}, nil
@@ -66,6 +66,7 @@ func (l *logReader) Close() error {
 // logStream copies the selected lines of one log file to w.
 type logStream struct {
 	dir  string
+	boot string // the running boot, for observe
 	opts runtime.LogOptions
 	w    io.Writer
 	ctx  context.Context
@@ -124,7 +125,7 @@ func (s *logStream) run(f *os.File) error {
 // ended reports whether no more output can come: the workload ended (or
 // is lost) or its record was deleted.
 func (s *logStream) ended() bool {
-	st, err := observe(s.dir)
+	st, err := observe(s.dir, s.boot)
 	return err != nil || st.State == state.StateSucceeded || st.State == state.StateFailed
 }
 

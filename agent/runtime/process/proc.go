@@ -63,24 +63,32 @@ func startTime(pid int) (uint64, error) {
 	return st.StartTime, err
 }
 
-// alive reports whether the process still runs: same pid, same start
-// time, and not a zombie waiting to be reaped.
-func (p *procRef) alive() bool {
-	if p == nil || p.PID <= 0 {
-		return false
+// alive reports whether the process still runs: same boot, same pid,
+// same start time, and not a zombie waiting to be reaped. boot is the id
+// of the running boot ("" when unknown).
+func (p *procRef) alive(boot string) bool {
+	_, ok := p.stat(boot)
+	return ok
+}
+
+// stat reads the process's stat if it is still the recorded process.
+func (p *procRef) stat(boot string) (procStat, bool) {
+	if p == nil || p.PID <= 0 || !sameBoot(p.BootID, boot) {
+		return procStat{}, false
 	}
 	st, err := readStat(p.PID)
-	return err == nil && st.StartTime == p.StartTime && st.State != 'Z' && st.State != 'X'
+	if err != nil || st.StartTime != p.StartTime || st.State == 'Z' || st.State == 'X' {
+		return procStat{}, false
+	}
+	return st, true
 }
 
 // signalGroup signals the process group the workload leads, which takes
 // its children along; a workload that left its group is signalled alone.
-func (p *procRef) signalGroup(sig syscall.Signal) {
-	if p == nil || p.PID <= 0 {
-		return
-	}
-	st, err := readStat(p.PID)
-	if err != nil || st.StartTime != p.StartTime || st.State == 'Z' || st.State == 'X' {
+// A pid that is not the recorded process is never signalled.
+func (p *procRef) signalGroup(sig syscall.Signal, boot string) {
+	st, ok := p.stat(boot)
+	if !ok {
 		return
 	}
 	if st.PGID == p.PID {
@@ -91,8 +99,8 @@ func (p *procRef) signalGroup(sig syscall.Signal) {
 }
 
 // signal signals the process alone.
-func (p *procRef) signal(sig syscall.Signal) {
-	if p.alive() {
+func (p *procRef) signal(sig syscall.Signal, boot string) {
+	if p.alive(boot) {
 		_ = syscall.Kill(p.PID, sig)
 	}
 }

@@ -36,13 +36,19 @@ type specRecord struct {
 	WorkingDir       string            `json:"workingDir,omitempty"`
 	ControlInterface string            `json:"controlInterface,omitempty"`
 	FilesDir         string            `json:"filesDir,omitempty"`
+	// BootID is the boot Create ran in; the shim records its processes
+	// with it.
+	BootID string `json:"bootId,omitempty"`
 }
 
 // procRef names one process beyond pid reuse: a pid together with its
-// start time in clock ticks since boot.
+// start time in clock ticks since boot, and the boot. Pid and start time
+// are only unique within one boot: after a power cycle the same pair may
+// name an unrelated process started at the same point of a similar boot.
 type procRef struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"`
+	BootID    string `json:"bootId,omitempty"`
 }
 
 // childRecord is the record the shim writes once the workload runs.

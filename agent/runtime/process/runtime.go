@@ -49,7 +49,13 @@ type Config struct {
 	// StartTimeout bounds how long Create waits for the shim to report
 	// the workload started; 0 = DefaultStartTimeout.
 	StartTimeout time.Duration
-	Logger       *slog.Logger
+	// BootIDFile holds the id of the running boot; "" means
+	// DefaultBootIDFile. Every record keeps the boot its processes were
+	// started in, so that after a power cycle no recorded pid is taken
+	// for the workload, nor signalled. Tests point it at a file of their
+	// own to simulate a reboot.
+	BootIDFile string
+	Logger     *slog.Logger
 }
 
 // Runtime is the process runtime. It keeps no state of its own: all it
@@ -58,6 +64,10 @@ type Config struct {
 type Runtime struct {
 	cfg Config
 	log *slog.Logger
+	// boot is the id of the running boot, read once: a Runtime never
+	// outlives its boot. "" when the kernel gives none; the start times
+	// alone then tell processes apart.
+	boot string
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -86,11 +96,18 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
 	}
+	if cfg.BootIDFile == "" {
+		cfg.BootIDFile = DefaultBootIDFile
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Runtime{cfg: cfg, log: log.With("runtime", "process")}, nil
+	r := &Runtime{cfg: cfg, log: log.With("runtime", "process")}
+	if r.boot, err = readBootID(cfg.BootIDFile); err != nil {
+		r.log.Warn("no boot id: a reboot is recognised by process start times alone", "file", cfg.BootIDFile, "error", err)
+	}
+	return r, nil
 }
 
 // Name is the workloads' runtime value: "process".
@@ -136,6 +153,7 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 		WorkingDir:       pc.WorkingDir,
 		ControlInterface: s.ControlInterface,
 		FilesDir:         s.FilesDir,
+		BootID:           r.boot,
 	}
 	if err := writeJSON(filepath.Join(dir, specFile), sp); err != nil {
 		os.RemoveAll(dir)
@@ -170,7 +188,7 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 	if err != nil {
 		return fmt.Errorf("%w: starting the shim %s: %v", ErrStart, r.cfg.Shim, err)
 	}
-	shim := procRef{PID: cmd.Process.Pid}
+	shim := procRef{PID: cmd.Process.Pid, BootID: r.boot}
 	shim.StartTime, err = startTime(shim.PID) // a zombie until reaped below, so readable
 	exited := make(chan struct{})
 	go func() {
@@ -220,9 +238,9 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 			err = fmt.Errorf("%w: %v", ErrStart, ctx.Err())
 		}
 		// Given up: stop whatever did start.
-		shim.signal(syscall.SIGKILL)
+		shim.signal(syscall.SIGKILL, r.boot)
 		if rs, rerr := readRecords(dir); rerr == nil {
-			rs.childRef().signalGroup(syscall.SIGKILL)
+			rs.childRef().signalGroup(syscall.SIGKILL, r.boot)
 		}
 		return err
 	}
@@ -234,10 +252,12 @@ func (r *Runtime) State(ctx context.Context, id runtime.ID) (state.ExecutionStat
 	if err != nil {
 		return state.ExecutionState{}, err
 	}
-	return observe(dir)
+	return observe(dir, r.boot)
 }
 
-func observe(dir string) (state.ExecutionState, error) {
+// observe reads the state of the instance recorded in dir; boot is the
+// id of the running boot.
+func observe(dir, boot string) (state.ExecutionState, error) {
 	rs, err := readRecords(dir)
 	if err != nil {
 		return state.ExecutionState{}, err
@@ -246,12 +266,12 @@ func observe(dir string) (state.ExecutionState, error) {
 	switch {
 	case rs.exit != nil:
 		return rs.exit.state(), nil
-	case rs.child != nil && (rs.childRef().alive() || rs.shim.alive()):
+	case rs.child != nil && (rs.childRef().alive(boot) || rs.shim.alive(boot)):
 		// A live shim with a dead child is about to record the exit.
 		return state.RunningOk, nil
 	case rs.child == nil && rs.startErr != "":
 		return state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed, AdditionalInfo: rs.startErr}, nil
-	case rs.child == nil && rs.shim.alive():
+	case rs.child == nil && rs.shim.alive(boot):
 		return state.ExecutionState{State: state.StatePending, SubState: state.SubStarting}, nil
 	}
 	// Nothing runs. The shim may have written the exit and ended since
@@ -259,10 +279,16 @@ func observe(dir string) (state.ExecutionState, error) {
 	if again, err := readRecords(dir); err == nil && again.exit != nil {
 		return again.exit.state(), nil
 	}
-	if rs.child == nil {
-		lost.AdditionalInfo = "the process runtime's shim ended before the process started"
-	} else {
+	rebooted := rs.shim != nil && !sameBoot(rs.shim.BootID, boot)
+	switch {
+	case rs.child != nil && !sameBoot(rs.child.BootID, boot):
+		lost.AdditionalInfo = fmt.Sprintf("process %d was started before the host restarted", rs.child.PID)
+	case rs.child != nil:
 		lost.AdditionalInfo = fmt.Sprintf("process %d is gone and its exit was not recorded", rs.child.PID)
+	case rebooted:
+		lost.AdditionalInfo = "the host restarted before the process started"
+	default:
+		lost.AdditionalInfo = "the process runtime's shim ended before the process started"
 	}
 	return lost, nil
 }
@@ -282,31 +308,31 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 	if err != nil {
 		return fmt.Errorf("process runtime: deleting %s: %w", id, err)
 	}
-	if rs.child == nil && rs.shim.alive() {
+	if rs.child == nil && rs.shim.alive(r.boot) {
 		// Still starting: let the shim get the workload going (or fail),
 		// so that there is a pid to stop and nothing starts afterwards.
 		r.waitFor(ctx, r.cfg.StartTimeout, func() bool {
 			rs, err = readRecords(dir)
-			return err != nil || rs.child != nil || rs.startErr != "" || !rs.shim.alive()
+			return err != nil || rs.child != nil || rs.startErr != "" || !rs.shim.alive(r.boot)
 		})
 		if rs, err = readRecords(dir); err != nil {
 			return nil // removed meanwhile
 		}
 	}
 	child := rs.childRef()
-	child.signalGroup(syscall.SIGTERM)
+	child.signalGroup(syscall.SIGTERM, r.boot)
 	if !r.waitGone(ctx, r.cfg.StopGrace, child, rs.shim) {
-		if child.alive() {
+		if child.alive(r.boot) {
 			r.log.Warn("workload process ignored SIGTERM, killing it", "instance", id, "pid", child.PID, "grace", r.cfg.StopGrace)
 		}
-		child.signalGroup(syscall.SIGKILL)
+		child.signalGroup(syscall.SIGKILL, r.boot)
 		if !r.waitGone(ctx, killWait, child) {
 			return fmt.Errorf("process runtime: deleting %s: process %d did not end after SIGKILL", id, child.PID)
 		}
 		// The shim records the exit and ends on its own; one that
 		// hangs is not worth keeping the record for.
 		if !r.waitGone(ctx, killWait, rs.shim) {
-			rs.shim.signal(syscall.SIGKILL)
+			rs.shim.signal(syscall.SIGKILL, r.boot)
 			r.waitGone(ctx, killWait, rs.shim)
 		}
 	}
@@ -325,7 +351,7 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 func (r *Runtime) waitGone(ctx context.Context, d time.Duration, ps ...*procRef) bool {
 	return r.waitFor(ctx, d, func() bool {
 		for _, p := range ps {
-			if p.alive() {
+			if p.alive(r.boot) {
 				return false
 			}
 		}

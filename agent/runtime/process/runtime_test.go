@@ -403,7 +403,7 @@ func TestWorkloadSurvivesAgentKill(t *testing.T) {
 	if st, err := readStat(pid); err != nil || st.PGID == agent.Process.Pid || st.Session == agent.Process.Pid {
 		t.Fatalf("workload %d after the agent's group was killed: %+v, %v", pid, st, err)
 	}
-	if shim := h.records(id).shim; !shim.alive() {
+	if shim := h.records(id).shim; !shim.alive(h.rt.boot) {
 		t.Fatalf("shim %d died with the agent", shim.PID)
 	}
 	found, err := h.rt.List(context.Background(), "agentA")

@@ -72,10 +72,9 @@ func runShim(dir string) int {
 	if err != nil {
 		return failStart(dir, err)
 	}
-	child := procRef{PID: cmd.Process.Pid}
+	child := procRef{PID: cmd.Process.Pid, BootID: sp.BootID}
 	if child.StartTime, err = startTime(child.PID); err == nil {
-		var shim procRef
-		shim.PID = os.Getpid()
+		shim := procRef{PID: os.Getpid(), BootID: sp.BootID}
 		if shim.StartTime, err = startTime(shim.PID); err == nil {
 			err = writeJSON(filepath.Join(dir, recordFile),
 				childRecord{procRef: child, Shim: shim, StartedAt: time.Now().UTC()})
@@ -90,7 +89,7 @@ func runShim(dir string) int {
 
 	go func() {
 		for s := range sigs {
-			child.signalGroup(s.(syscall.Signal))
+			child.signalGroup(s.(syscall.Signal), sp.BootID)
 		}
 	}()
 	var pumps sync.WaitGroup
