@@ -178,3 +178,29 @@ func TestStateBudgets(t *testing.T) {
 	}
 	ts2.agent("agent_A", nil)
 }
+
+// A state over a limit that was lowered since can always shrink: only
+// updates that grow it past the limit are refused.
+func TestLoweredLimitLetsTheStateShrink(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServerIn(t, dir, nil)
+	cli := ts.cli()
+	chunk := strings.Repeat("z", 500_000)
+	for _, k := range []string{"a", "b", "c"} {
+		if r := cli.update(state.Tree{"desiredState": map[string]any{"configs": map[string]any{k: chunk}}}, "desiredState.configs."+k); r.GetUpdateStateSuccess() == nil {
+			t.Fatalf("config %s: %v", k, r)
+		}
+	}
+	ts.stop()
+	lower := state.DefaultLimits()
+	lower.MaxDesiredStateBytes = 1_000_000
+	ts2 := startServerCfg(t, dir, nil, func(c *Config) { c.Limits = &lower })
+	cli2 := ts2.cli()
+	r := cli2.update(state.Tree{"desiredState": map[string]any{"configs": map[string]any{"d": "small"}}}, "desiredState.configs.d")
+	if !strings.Contains(r.GetError().GetMessage(), "max_desired_state_bytes") {
+		t.Fatalf("growing a state over the lowered limit: %v", r)
+	}
+	if r := cli2.update(state.Tree{}, "desiredState.configs.a"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("shrinking a state over the lowered limit was refused: %v", r)
+	}
+}

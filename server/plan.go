@@ -224,6 +224,7 @@ func sortedSet(m map[string]bool) []string {
 
 // checkDesiredBytes checks the size the desired state will have: the
 // store's, less what the update replaces or deletes, plus what it puts.
+// Only an update that grows it past the limit is refused.
 func checkDesiredBytes(lim state.Limits, st *state.Store, changed state.State, deletedWl, deletedCfg []string) error {
 	if lim.MaxDesiredStateBytes <= 0 {
 		return nil
@@ -245,7 +246,9 @@ func checkDesiredBytes(lim state.Limits, st *state.Store, changed state.State, d
 	for _, k := range deletedCfg {
 		total -= state.ConfigSize(cur.Configs[k])
 	}
-	if total > lim.MaxDesiredStateBytes {
+	// An update that shrinks a state already over the limit (the limit
+	// was lowered) goes through: it is the way back under it.
+	if total > lim.MaxDesiredStateBytes && total > st.DesiredBytes() {
 		return state.LimitError("desiredState", "the size in bytes of the desired state after the update",
 			"max_desired_state_bytes", total, lim.MaxDesiredStateBytes)
 	}
@@ -253,7 +256,8 @@ func checkDesiredBytes(lim state.Limits, st *state.Store, changed state.State, d
 }
 
 // checkAgentBytes checks the size of each agent's rendered workloads
-// after the update: an agent's ServerHello carries them all.
+// after the update: an agent's ServerHello carries them all. Only an
+// agent whose share grows is checked, so shrinking always works.
 func checkAgentBytes(lim state.Limits, st *state.Store, put map[string]state.Rendered, deleted []string) error {
 	if lim.MaxAgentBytes <= 0 {
 		return nil
