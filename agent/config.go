@@ -34,11 +34,6 @@ const (
 	DefaultGossipAddress = "127.0.0.1:0"
 )
 
-// retryPause is the wait before a new attempt after a replica refused the
-// stream itself (credentials, a malformed hello): the Ankaios agent's
-// reconnect period.
-const retryPause = time.Second
-
 // Config configures an agent.
 type Config struct {
 	// Name is the agent name: non-empty, [a-zA-Z0-9_-].

@@ -110,7 +110,13 @@ const goodbyeWait = time.Second
 var errProtocol = errors.New("the server refused the agent's protocol version")
 
 // serve runs sessions one after the other until ctx ends or the server
-// refuses the protocol version. A broken stream is replaced at once.
+// refuses the protocol version, which only another agent (or server)
+// version can fix: it ends the agent, as it ends the Ankaios agent. A
+// broken stream is replaced at once. Any other refusal (a certificate that
+// does not allow the name, a state too large to greet with, a malformed
+// hello) may be fixed on the replicas' side while the agent runs, so the
+// agent tries again, the resolver spacing the attempts from 1 s up to
+// 30 s (client.IsRefusal); each attempt logs one line.
 func (c *conn) serve(ctx context.Context) error {
 	for {
 		err := c.session(ctx)
@@ -120,21 +126,23 @@ func (c *conn) serve(ctx context.Context) error {
 		if errors.Is(err, errProtocol) {
 			return err
 		}
+		if client.IsRefusal(err) {
+			wait, n := c.resolver.Refused()
+			c.log.Warn("the server refused the agent stream; trying again later", "error", err,
+				"refusals", n, "retry_in", wait.Round(time.Millisecond))
+			continue
+		}
 		c.log.Warn("connection to the server lost; reconnecting", "error", err)
 	}
 }
 
 // session opens a stream at the leader, greets it and serves it until it
-// breaks or ctx ends; on ctx it says Goodbye first.
+// breaks or ctx ends; on ctx it says Goodbye first. Open gives up only when
+// ctx ends or a replica refused the stream; it waits out earlier refusals
+// itself.
 func (c *conn) session(ctx context.Context) error {
 	st, err := c.resolver.Open(ctx, client.KindAgent)
 	if err != nil {
-		if ctx.Err() == nil {
-			// Open gives up only when a replica refused the stream
-			// itself: try again after a pause, as Ankaios does.
-			c.log.Error("the server refused the agent stream", "error", err)
-			sleep(ctx, retryPause)
-		}
 		return err
 	}
 	s := &session{st: st, ready: make(chan struct{})}
@@ -150,7 +158,7 @@ func (c *conn) session(ctx context.Context) error {
 		st.Close()
 		return c.why(s, err)
 	}
-	c.log.Info("connected to the server", "server", st.Addr(), "replica", st.ReplicaID())
+	c.log.Debug("agent stream open", "server", st.Addr(), "replica", st.ReplicaID())
 	c.setCurrent(s)
 
 	sctx, cancel := context.WithCancel(ctx)
@@ -205,6 +213,9 @@ func (c *conn) receive(ctx context.Context, s *session) error {
 		}
 		switch m := m.GetFromServerEnum().(type) {
 		case *grpcapi.FromServer_ServerHello:
+			// Only the ServerHello tells that the server took the hello:
+			// a refusal comes after the stream opened.
+			c.log.Info("connected to the server", "server", s.st.Addr(), "replica", s.st.ReplicaID())
 			added := c.added(m.ServerHello.GetAddedWorkloads())
 			c.work.ServerHello(ctx, added)
 			// The new leader may have missed changes reported to the old
@@ -386,15 +397,5 @@ func (c *conn) hint(id, addr string) {
 	if s.moved.CompareAndSwap(nil, &why) {
 		c.log.Info("moving to the leader named by gossip", "leader", id, "address", addr, "from", s.st.ReplicaID())
 		s.st.Close()
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }

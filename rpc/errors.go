@@ -57,6 +57,10 @@ var ErrBadSnapshot = errors.New("not a valid Grapnel snapshot")
 // cap; nothing was changed.
 var ErrSnapshotTooLarge = errors.New("snapshot too large")
 
+// ErrMessageTooLarge means a message would exceed MaxMessageBytes, which
+// gRPC would refuse on either side; the server answers with it instead.
+var ErrMessageTooLarge = errors.New("message too large")
+
 // NotLeaderError is ErrNotLeader with the leader this replica sees, so a
 // client can redirect without asking around. With a LeaderAddress it maps
 // to FailedPrecondition ("not here, go there"); without one to
@@ -114,6 +118,7 @@ var sentinelReasons = []struct {
 	{ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
 	{ErrBadSnapshot, codes.InvalidArgument, "BAD_SNAPSHOT"},
 	{ErrSnapshotTooLarge, codes.ResourceExhausted, "SNAPSHOT_TOO_LARGE"},
+	{ErrMessageTooLarge, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},
 	{state.ErrInvalid, codes.InvalidArgument, "INVALID"},
 }
 

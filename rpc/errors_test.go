@@ -37,6 +37,7 @@ func TestToStatus(t *testing.T) {
 		{"no leader", fmt.Errorf("held 5s: %w", ErrNoLeader), codes.Unavailable, "no leader"},
 		{"bad snapshot", WithText(ErrBadSnapshot, "snapshot restore: not a valid Grapnel snapshot: checksum mismatch"), codes.InvalidArgument, "checksum mismatch"},
 		{"snapshot too large", fmt.Errorf("%w: over 256 MiB", ErrSnapshotTooLarge), codes.ResourceExhausted, "over 256 MiB"},
+		{"message too large", fmt.Errorf("%w: ServerHello of 5000000 bytes", ErrMessageTooLarge), codes.ResourceExhausted, "5000000 bytes"},
 		{"shutting down", ErrShuttingDown, codes.Unavailable, "shutting down"},
 		{"unauthenticated", fmt.Errorf("%w: agent 'a' not in certificate", ErrUnauthenticated), codes.Unauthenticated, "agent 'a'"},
 		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "deadline"},
@@ -86,6 +87,7 @@ func TestFromStatus(t *testing.T) {
 		{"unknown replica", ErrUnknownReplica, ErrUnknownReplica},
 		{"bad snapshot", ErrBadSnapshot, ErrBadSnapshot},
 		{"snapshot too large", ErrSnapshotTooLarge, ErrSnapshotTooLarge},
+		{"message too large", ErrMessageTooLarge, ErrMessageTooLarge},
 		// FailedPrecondition with Grapnel's detail is not taken for an
 		// upstream version rejection.
 		{"quorum", ErrQuorum, ErrQuorum},

@@ -69,8 +69,8 @@ func (l *leader) sendBroadcasts(bs []pendingBroadcast) {
 			msg := &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkloadState{
 				UpdateWorkloadState: &grpcapi.UpdateWorkloadState{WorkloadStates: rpc.WorkloadStatesToProto(ws)}}}
 			var err error
-			if enc, err = rpc.Encode(msg); err != nil {
-				c.send(msg)
+			if enc, err = rpc.Encode(msg); err != nil || enc.Len() > c.limit {
+				c.send(msg) // the stream's sender cuts it to size
 				continue
 			}
 			encoded[string(key)] = enc

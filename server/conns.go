@@ -1,10 +1,14 @@
 package server
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 )
 
@@ -28,9 +32,14 @@ type conn struct {
 	name string
 	kind connKind
 	out  chan any
+	// limit is the largest message the stream sends (see fit).
+	limit int
 	// closed is closed when the stream ends or the server drops it.
 	closed    chan struct{}
 	closeOnce sync.Once
+	// reason says why the server ended the stream, for its status; set
+	// before closed is closed, read after.
+	reason error
 	// saidGoodbye is set by the leader loop (and read only there) when an
 	// agent ends its stream with Goodbye: it left on purpose, so no
 	// reconnect grace applies.
@@ -38,7 +47,7 @@ type conn struct {
 }
 
 func newConn(name string, kind connKind) *conn {
-	return &conn{name: name, kind: kind, out: make(chan any, sendQueueLen), closed: make(chan struct{})}
+	return &conn{name: name, kind: kind, out: make(chan any, sendQueueLen), limit: rpc.MaxMessageBytes, closed: make(chan struct{})}
 }
 
 // send queues a message; a full queue means a stuck peer, which is
@@ -63,7 +72,138 @@ func (c *conn) enqueue(m any) bool {
 	}
 }
 
-func (c *conn) close() { c.closeOnce.Do(func() { close(c.closed) }) }
+func (c *conn) close() { c.closeWith(nil) }
+
+// closeWith closes the connection with the reason the stream's status
+// gives the peer; the first close decides.
+func (c *conn) closeWith(reason error) {
+	c.closeOnce.Do(func() {
+		c.reason = reason
+		close(c.closed)
+	})
+}
+
+// why is the reason the connection was closed with; call it only after
+// closed is closed.
+func (c *conn) why() error { return c.reason }
+
+// Bounds for cutting a message (fit): what the FromServer around a run of
+// items and one item's field tag and length may add to their sizes.
+const (
+	fitMsgOverhead  = 64
+	fitItemOverhead = 8
+)
+
+// fit turns a message of n encoded bytes, more than limit, into messages
+// that fit; gRPC would refuse to send it and end the stream, and the peer
+// would meet the same message after every reconnect. The oldest states
+// written before the state budget (state.Limits) are the ones that can be
+// too large.
+//
+//   - A response becomes the Ankaios error response with the same request
+//     id, naming the size, the limit and what to ask instead.
+//   - A workload-state broadcast is cut into several: states stand alone.
+//   - An UpdateWorkload is cut into several, the deletions first: an agent
+//     handles one that way too, deleted before added, so the result is
+//     the same.
+//   - A ServerHello cannot be cut: an agent deletes every workload its
+//     hello does not list, so a partial one would stop running workloads.
+//     The error refuses the stream instead; the agent keeps its workloads
+//     running as they are and tries again later.
+//
+// The error names what could not be sent and why.
+func fit(m *grpcapi.FromServer, n, limit int, peer string) ([]*grpcapi.FromServer, error) {
+	switch v := m.GetFromServerEnum().(type) {
+	case *grpcapi.FromServer_Response:
+		r := v.Response
+		_, cs := r.GetResponseContent().(*ankbase.Response_CompleteStateResponse)
+		err := answerTooLarge(cs, n, limit)
+		return []*grpcapi.FromServer{{FromServerEnum: &grpcapi.FromServer_Response{Response: &ankbase.Response{
+			RequestId: r.GetRequestId(), ResponseContent: &ankbase.Response_Error{Error: &ankbase.Error{Message: err.Error()}}}}}}, nil
+	case *grpcapi.FromServer_UpdateWorkloadState:
+		runs, ok := chunk(v.UpdateWorkloadState.GetWorkloadStates(), limit)
+		if !ok {
+			break
+		}
+		out := make([]*grpcapi.FromServer, 0, len(runs))
+		for _, r := range runs {
+			out = append(out, &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkloadState{
+				UpdateWorkloadState: &grpcapi.UpdateWorkloadState{WorkloadStates: r}}})
+		}
+		return checkFit(out, limit)
+	case *grpcapi.FromServer_UpdateWorkload:
+		dels, ok1 := chunk(v.UpdateWorkload.GetDeletedWorkloads(), limit)
+		adds, ok2 := chunk(v.UpdateWorkload.GetAddedWorkloads(), limit)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%w: an UpdateWorkload of %d bytes for %s holds a workload that alone exceeds the message limit of %d bytes; "+
+				"shrink that workload", rpc.ErrMessageTooLarge, n, peer, limit)
+		}
+		var out []*grpcapi.FromServer
+		for _, d := range dels {
+			out = append(out, &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkload{
+				UpdateWorkload: &grpcapi.UpdateWorkload{DeletedWorkloads: d}}})
+		}
+		for _, a := range adds {
+			out = append(out, &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkload{
+				UpdateWorkload: &grpcapi.UpdateWorkload{AddedWorkloads: a}}})
+		}
+		return checkFit(out, limit)
+	case *grpcapi.FromServer_ServerHello:
+		return nil, fmt.Errorf("%w: the ServerHello for agent %s is %d bytes with %d workloads, more than the message limit of %d bytes; "+
+			"move or shrink workloads of that agent", rpc.ErrMessageTooLarge, peer, n, len(v.ServerHello.GetAddedWorkloads()), limit)
+	}
+	return nil, fmt.Errorf("%w: a message of %d bytes for %s, more than the message limit of %d bytes", rpc.ErrMessageTooLarge, n, peer, limit)
+}
+
+// chunk cuts items into runs that fit into a message of limit bytes each;
+// false when an item alone does not.
+func chunk[T proto.Message](items []T, limit int) ([][]T, bool) {
+	budget := limit - fitMsgOverhead
+	var (
+		out  [][]T
+		cur  []T
+		size int
+	)
+	for _, it := range items {
+		n := proto.Size(it) + fitItemOverhead
+		if n > budget {
+			return nil, false
+		}
+		if size+n > budget {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, it)
+		size += n
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out, true
+}
+
+// checkFit makes sure that the cut messages do fit.
+func checkFit(ms []*grpcapi.FromServer, limit int) ([]*grpcapi.FromServer, error) {
+	for _, m := range ms {
+		if n := proto.Size(m); n > limit {
+			return nil, fmt.Errorf("%w: a part of %d bytes, more than the message limit of %d bytes", rpc.ErrMessageTooLarge, n, limit)
+		}
+	}
+	return ms, nil
+}
+
+// answerTooLarge says that an answer of n bytes exceeds the message
+// limit, and what to ask instead: a complete state (the answer to a get,
+// or an event) can be read in parts.
+func answerTooLarge(completeState bool, n, limit int) error {
+	if completeState {
+		return fmt.Errorf("%w: the complete state answer is %d bytes, more than the message limit of %d bytes; "+
+			"request a narrower field mask, e.g. desiredState.workloads.<name>, desiredState.configs.<name>, "+
+			"workloadStates.<agent> or agents, and read the state in parts", rpc.ErrMessageTooLarge, n, limit)
+	}
+	return fmt.Errorf("%w: the answer is %d bytes, more than the message limit of %d bytes; nothing of it was sent",
+		rpc.ErrMessageTooLarge, n, limit)
+}
 
 // registry holds the open streams by name.
 type registry struct {

@@ -3,8 +3,11 @@ package server
 import (
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -27,10 +30,23 @@ func (l *leader) completeState(id string, req *ankbase.CompleteStateRequest) {
 	}
 	l.pipe.ordered(func() {
 		cs := l.readCompleteState(req.GetFieldMask())
-		l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_CompleteStateResponse{
-			CompleteStateResponse: &ankbase.CompleteStateResponse{CompleteState: cs}}})
+		resp := &ankbase.Response{RequestId: id, ResponseContent: &ankbase.Response_CompleteStateResponse{
+			CompleteStateResponse: &ankbase.CompleteStateResponse{CompleteState: cs}}}
 		if subscribe {
 			l.pendingSubs--
+		}
+		// gRPC would refuse an answer over the message limit and end the
+		// stream, so that the client could never read the state again;
+		// it gets the reason and what to ask instead. The size counts
+		// the whole id, a little more than goes out.
+		if n := proto.Size(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_Response{Response: resp}}); n > l.s.cfg.MaxMessageBytes {
+			l.s.log.Warn("complete state answer over the message limit; answered with an error", "request", id, "bytes", n,
+				"limit", l.s.cfg.MaxMessageBytes, "field_mask", req.GetFieldMask())
+			l.respondError(id, answerTooLarge(true, n, l.s.cfg.MaxMessageBytes))
+			return
+		}
+		l.respond(id, resp)
+		if subscribe {
 			l.events.Add(id, req.GetFieldMask())
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server/clock"
@@ -55,6 +56,9 @@ type Config struct {
 	// MaxRestoreBytes caps a snapshot upload to restore
 	// (DefaultMaxRestoreBytes when zero).
 	MaxRestoreBytes int64
+	// MaxMessageBytes is the largest message sent on a stream
+	// (rpc.MaxMessageBytes when zero; tests lower it).
+	MaxMessageBytes int
 }
 
 // Server is the leader-side Ankaios logic of one replica.
@@ -75,6 +79,9 @@ type Server struct {
 	// this replica does not lead.
 	leaderMu sync.RWMutex
 	term     *term
+
+	// refusals rate-limits the log lines of refused streams.
+	refusals *logLimiter
 }
 
 // term is one stretch of leadership. Streams accepted during it post to
@@ -102,6 +109,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Limits != nil {
 		lim = *cfg.Limits
 	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = rpc.MaxMessageBytes
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
 	return &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
@@ -111,6 +125,7 @@ func New(cfg Config) (*Server, error) {
 		limits:     lim,
 		conns:      newRegistry(),
 		shutdownCh: make(chan struct{}),
+		refusals:   newLogLimiter(clk, refusalLogWindow),
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
@@ -79,9 +80,14 @@ func (s *Server) serveStream(st toServerStream, kind connKind) error {
 	}
 	c, hello, err := s.handshake(st, first, kind)
 	if err != nil {
-		s.log.Warn("refused stream", "error", err)
+		// A refused peer may retry at once and for ever (an upstream
+		// Ankaios agent does, every second): its refusal is logged once,
+		// then at most once per refusalLogWindow with the count.
+		host := peerHost(st.Context())
+		s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
 		return rpc.ToStatus(err)
 	}
+	c.limit = s.cfg.MaxMessageBytes
 	if old := s.conns.add(c); old != nil {
 		s.log.Warn("a second connection replaces the first", "name", c.name)
 		old.close()
@@ -117,6 +123,9 @@ func (s *Server) serveStream(st toServerStream, kind connKind) error {
 	}
 	if s.conns.remove(c) {
 		t.post(inMsg{conn: c, gone: true})
+	}
+	if err := c.why(); err != nil {
+		return rpc.ToStatus(err)
 	}
 	select {
 	case <-t.stop:
@@ -171,7 +180,7 @@ func (s *Server) sendLoop(st toServerStream, c *conn) {
 	for {
 		select {
 		case m := <-c.out:
-			if err := st.SendMsg(m); err != nil {
+			if err := s.sendOut(st, c, m); err != nil {
 				c.close()
 				return
 			}
@@ -185,6 +194,53 @@ func (s *Server) sendLoop(st toServerStream, c *conn) {
 	}
 }
 
+// sendOut sends one queued message. It is marshalled here, in the
+// stream's goroutine, and the size checked before gRPC sees it: gRPC
+// would end the stream on a message over the limit, with a status the
+// peer cannot act on. One that is too large is cut or answered with an
+// error (fit); one that cannot be sent at all ends the stream with the
+// reason, without what is queued behind it (an agent refused its hello
+// must not act on the updates that follow it).
+func (s *Server) sendOut(st toServerStream, c *conn, m any) error {
+	e, ok := m.(*rpc.Encoded)
+	if !ok {
+		fm := m.(*grpcapi.FromServer)
+		var err error
+		if e, err = rpc.Encode(fm); err != nil {
+			return err
+		}
+		if e.Len() > c.limit {
+			parts, err := fit(fm, e.Len(), c.limit, c.name)
+			if err != nil {
+				s.tooLarge(c, err)
+				return err
+			}
+			s.refusals.log(s.log, slog.LevelWarn, "cut|"+c.name, "a message over the size limit was cut or answered with an error",
+				"peer", c.name, "bytes", e.Len(), "limit", c.limit, "messages", len(parts))
+			for _, p := range parts {
+				if err := st.SendMsg(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if e.Len() > c.limit {
+		// Broadcasts are cut before they are marshalled once for many
+		// streams (sendBroadcasts); this one slipped through.
+		err := fmt.Errorf("%w: a message of %d bytes for %s, more than the message limit of %d bytes", rpc.ErrMessageTooLarge, e.Len(), c.name, c.limit)
+		s.tooLarge(c, err)
+		return err
+	}
+	return st.SendMsg(e)
+}
+
+// tooLarge ends a stream whose next message cannot be sent, saying why.
+func (s *Server) tooLarge(c *conn, err error) {
+	s.refusals.log(s.log, slog.LevelError, "too large|"+c.name, "a message too large to send ends the stream", "peer", c.name, "error", err)
+	c.closeWith(err)
+}
+
 // drainTimeout bounds how long a closing stream keeps sending what was
 // queued before the close.
 const drainTimeout = time.Second
@@ -194,7 +250,7 @@ func (s *Server) drain(st toServerStream, c *conn) {
 	for {
 		select {
 		case m := <-c.out:
-			if st.SendMsg(m) != nil {
+			if s.sendOut(st, c, m) != nil {
 				return
 			}
 		default:

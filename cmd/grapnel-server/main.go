@@ -11,13 +11,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/gossipmeta"
@@ -51,14 +49,9 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	opts := []grpc.ServerOption{
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		// An agent cut off from the network sends nothing and never closes
-		// its stream; pinging an idle connection every second and dropping
-		// it when a ping goes unanswered for a second ends such a stream
-		// within about two seconds, so its reconnect grace starts then.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Second, Timeout: time.Second}),
-	}
+	// Message size, stream and keepalive limits, the same ones the
+	// clients use (rpc/limits.go).
+	opts := rpc.ServerOptions()
 	// The proxy dials the leader as a client, with this replica's own
 	// certificate, so the leader can trust the names it forwards.
 	proxyCreds := insecure.NewCredentials()

@@ -9,25 +9,16 @@ import (
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/clock"
 )
 
 // DefaultResponseTimeout is how long a request waits for its answer unless
 // Options says otherwise; the ank CLI's default.
 const DefaultResponseTimeout = 3 * time.Second
-
-// Keepalive pings let a CLI that only listens (get events, logs -f, get
-// workloads --watch) notice a server that vanished without closing the TCP
-// connection. A server must permit pings this often.
-var keepaliveParams = keepalive.ClientParameters{
-	Time:                20 * time.Second,
-	Timeout:             10 * time.Second,
-	PermitWithoutStream: true,
-}
 
 // Options says where and how to connect.
 type Options struct {
@@ -53,6 +44,9 @@ type Options struct {
 	// CliConnection: a commander that gets only its own responses, not
 	// the workload-state broadcasts every CLI stream receives.
 	Commander bool
+	// Clock drives the wait after a refusal (see Resolver.Open); nil is
+	// the system clock.
+	Clock clock.Clock
 }
 
 func (o Options) timeout() time.Duration {

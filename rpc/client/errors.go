@@ -90,6 +90,11 @@ func streamError(err error) error {
 		return fmt.Errorf("%w: credentials not accepted: %s", ErrRejected, statusText(err))
 	case codes.Unimplemented:
 		return fmt.Errorf("%w: the server does not offer the CLI connection service: %s", ErrRejected, statusText(err))
+	case codes.ResourceExhausted:
+		// gRPC ends a stream on a message over the limit, sent or
+		// received; the text alone does not say what to do.
+		return fmt.Errorf("%w: %s (a message may have at most %d bytes: ask for less, e.g. with a narrower field mask)",
+			ErrConnectionLost, statusText(err), rpc.MaxMessageBytes)
 	}
 	return fmt.Errorf("%w: %s", ErrConnectionLost, statusText(err))
 }

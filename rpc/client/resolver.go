@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/server/clock"
 )
 
 // Resolver finds the leader of a Grapnel cluster and follows it. Given one
@@ -41,6 +43,9 @@ type Resolver struct {
 	leader   string          // the leader's gRPC address; "" while unknown
 	legacy   map[string]bool // addresses without the Cluster service
 	closed   bool
+
+	// refusals holds Open back after a replica refused a stream.
+	refusals refusalBackoff
 }
 
 // NewResolver checks the options and prepares the credentials; it does not
@@ -53,7 +58,20 @@ func NewResolver(o Options) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Resolver{opts: o, creds: creds, conns: map[string]*grpc.ClientConn{}, legacy: map[string]bool{}}, nil
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	return &Resolver{opts: o, creds: creds, conns: map[string]*grpc.ClientConn{}, legacy: map[string]bool{},
+		refusals: refusalBackoff{clock: clk}}, nil
+}
+
+// Refused says how long the next Open waits because a replica refused a
+// stream, and how many refusals came in a row since one was accepted; 0
+// and 0 when nothing holds it back.
+func (r *Resolver) Refused() (time.Duration, int) {
+	d, n, _ := r.refusals.pending()
+	return d, n
 }
 
 // Leader returns the gRPC address of the leader: the one last learned, or,
@@ -125,7 +143,9 @@ func (r *Resolver) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := r.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(r.creds), grpc.WithKeepaliveParams(keepaliveParams), rpc.Redial())
+	// The keepalive and message limits are the server's (rpc/limits.go).
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(r.creds), grpc.WithKeepaliveParams(rpc.ClientKeepalive),
+		rpc.ClientLimits(), rpc.Redial())
 	if err != nil {
 		return nil, err
 	}

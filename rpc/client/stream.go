@@ -54,6 +54,9 @@ const maxRedirects = 3
 // As with any gRPC stream, one goroutine may Send while another Recvs.
 type Stream struct {
 	st      grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
+	r       *Resolver
+	kind    Kind
+	taken   bool // the server took the hello; only Recv, one goroutine, uses it
 	addr    string
 	replica string
 	ctx     context.Context
@@ -68,7 +71,19 @@ type Stream struct {
 // NotLeaderError to the leader it names at once, and backs off only while
 // no leader is known. ctx bounds the opening only; the stream lives until
 // Close, a broken connection, or a failed heartbeat.
+//
+// After a replica refused a stream of this Resolver (IsRefusal: when
+// opening it, or later with the status that ended it), Open first waits
+// out the refusal backoff, which grows with each refusal in a row and
+// starts over once a stream is accepted: a caller that reconnects in a
+// loop then tries about twice a minute instead of thousands of times a
+// second. If ctx ends first, the error wraps ErrRejected and names the
+// last refusal.
 func (r *Resolver) Open(ctx context.Context, kind Kind) (*Stream, error) {
+	if err := r.refusals.wait(ctx); err != nil {
+		d, n, last := r.refusals.pending()
+		return nil, fmt.Errorf("%w: %d refusals in a row, the last: %v; next attempt in %v", ErrRejected, n, last, d.Round(time.Millisecond))
+	}
 	var bo backoff
 	hops := 0
 	for {
@@ -90,6 +105,7 @@ func (r *Resolver) Open(ctx context.Context, kind Kind) (*Stream, error) {
 			continue
 		}
 		if errors.Is(err, ErrRejected) {
+			r.refusals.refused(err)
 			return nil, fmt.Errorf("%s: %w", addr, err)
 		}
 		r.Forget(addr)
@@ -153,7 +169,7 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream,
 		cancel(nil)
 		return nil, ctx.Err()
 	}
-	s := &Stream{st: st, addr: addr, replica: replica, ctx: sctx, cancel: cancel, watched: make(chan struct{})}
+	s := &Stream{st: st, r: r, kind: kind, addr: addr, replica: replica, ctx: sctx, cancel: cancel, watched: make(chan struct{})}
 	if legacy || r.opts.heartbeatTimeout() <= 0 {
 		close(s.watched)
 	} else {
@@ -199,11 +215,22 @@ func (s *Stream) Send(m *grpcapi.ToServer) error {
 }
 
 // Recv receives one message. After the heartbeat ended the stream, the
-// error says so.
+// error says so. A refusal status counts towards the Resolver's refusal
+// backoff; the first message that shows the server took the hello (on an
+// agent stream the ServerHello, which follows the other agents' states;
+// on a CLI stream any) starts it over.
 func (s *Stream) Recv() (*grpcapi.FromServer, error) {
 	m, err := s.st.Recv()
 	if err != nil {
-		return nil, s.why(err)
+		err = s.why(err)
+		if IsRefusal(err) {
+			s.r.refusals.refused(err)
+		}
+		return nil, err
+	}
+	if !s.taken && (s.kind != KindAgent || m.GetServerHello() != nil) {
+		s.taken = true
+		s.r.refusals.accepted()
 	}
 	return m, nil
 }

@@ -27,9 +27,10 @@ type Pool struct {
 // NewPool returns a pool whose connections use opts: the transport
 // credentials (the replica's own certificate as a client, or insecure) and
 // whatever else the caller wants, such as keepalive parameters. They
-// redial a failed leader quickly (rpc.Redial) unless opts say otherwise.
+// redial a failed leader quickly (rpc.Redial) and keep to the server's
+// message limits (rpc.ClientLimits) unless opts say otherwise.
 func NewPool(opts ...grpc.DialOption) *Pool {
-	opts = append([]grpc.DialOption{rpc.Redial()}, opts...)
+	opts = append([]grpc.DialOption{rpc.Redial(), rpc.ClientLimits()}, opts...)
 	return &Pool{opts: opts, conns: map[string]*grpc.ClientConn{}}
 }
 

@@ -1,0 +1,127 @@
+package server
+
+import (
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/clock"
+)
+
+// lockedBuffer is a log sink safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) lines(substr string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func TestLogLimiter(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	l := newLogLimiter(clk, 10*time.Second)
+	expect := func(key string, ok bool, n int) {
+		t.Helper()
+		gotOK, gotN := l.allow(key)
+		if gotOK != ok || gotN != n {
+			t.Fatalf("allow(%q) = %v, %d; want %v, %d", key, gotOK, gotN, ok, n)
+		}
+	}
+	expect("a", true, 0)
+	for range 5 {
+		expect("a", false, 0)
+	}
+	expect("b", true, 0) // another peer or reason is logged at once
+	clk.Advance(9 * time.Second)
+	expect("a", false, 0)
+	clk.Advance(time.Second)
+	expect("a", true, 6) // the window passed: one line with the count
+	expect("a", false, 0)
+	clk.Advance(10 * time.Second)
+	expect("a", true, 1)
+	clk.Advance(10 * time.Second)
+	expect("a", true, 0)
+
+	// Quiet keys are forgotten when the map is full; the others stay.
+	for i := range refusalLogKeys {
+		l.allow(string(rune('A' + i)))
+	}
+	clk.Advance(10 * time.Second)
+	l.allow("fresh")
+	l.mu.Lock()
+	n := len(l.seen)
+	l.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d keys remembered after forgetting the quiet ones, want 1", n)
+	}
+}
+
+// A peer refused over and over gets one log line, then at most one per
+// 10 s with the count of the refusals left out; another reason is logged
+// at once. Before, every refusal wrote a line: 15,682 lines (2.3 MB) in
+// 10 s for one agent whose certificate did not allow its name.
+func TestRepeatedRefusalsLoggedBounded(t *testing.T) {
+	var log lockedBuffer
+	clk := clock.NewFake(time.Now())
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&log, nil))
+		c.Clock = clk
+	})
+	refuse := func(hello *grpcapi.ToServer, code codes.Code) {
+		t.Helper()
+		c := ts.dial(kindAgent)
+		c.send(hello)
+		if _, ok := c.tryExpect(10*time.Second, func(*grpcapi.FromServer) bool { return false }); ok {
+			t.Fatal("unexpected message")
+		}
+		if got := status.Code(c.streamErr()); got != code {
+			t.Fatalf("stream ended with %v, want %v", c.streamErr(), code)
+		}
+		c.close()
+	}
+	badVersion := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
+		AgentName: "agent_A", ProtocolVersion: "99.0.0"}}}
+	const n = 50
+	for range n {
+		refuse(badVersion, codes.FailedPrecondition)
+	}
+	if got := log.lines("refused stream"); len(got) != 1 {
+		t.Fatalf("%d lines for %d refusals, want 1:\n%s", len(got), n, strings.Join(got, "\n"))
+	}
+	refuse(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{CommanderHello: &grpcapi.CommanderHello{}}}, codes.InvalidArgument)
+	if got := log.lines("refused stream"); len(got) != 2 || !strings.Contains(got[1], "No AgentHello") {
+		t.Fatalf("another reason was not logged at once:\n%s", strings.Join(got, "\n"))
+	}
+	clk.Advance(refusalLogWindow)
+	refuse(badVersion, codes.FailedPrecondition)
+	refuse(badVersion, codes.FailedPrecondition)
+	got := log.lines("refused stream")
+	if len(got) != 3 || !strings.Contains(got[2], "suppressed=49") || !strings.Contains(got[2], "Unsupported protocol version '99.0.0'") {
+		t.Fatalf("after the window: want one more line with suppressed=49 naming the reason, got:\n%s", strings.Join(got, "\n"))
+	}
+}
