@@ -35,6 +35,7 @@ type options struct {
 	bound               time.Duration
 	out, workDir        string
 	keep                bool
+	parts               string
 }
 
 func parse(args []string) (options, error) {
@@ -53,6 +54,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
+	fs.StringVar(&o.parts, "parts", "idle,single,cluster", "which measurements to run, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -105,14 +107,17 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	}()
 	var b strings.Builder
 	fmt.Fprintf(&b, "grapnel-vehicle-bench %s\n", time.Now().UTC().Format(time.RFC3339))
-	if err := idle(ctx, o, filepath.Join(dir, "idle"), &b); err != nil {
-		return fmt.Errorf("idle footprint: %w", err)
-	}
-	if err := singleStarts(ctx, o, filepath.Join(dir, "single"), &b); err != nil {
-		return fmt.Errorf("single-replica start: %w", err)
-	}
-	if err := clusterStarts(ctx, o, filepath.Join(dir, "cluster"), &b); err != nil {
-		return fmt.Errorf("cluster start: %w", err)
+	parts := strings.Split(o.parts, ",")
+	for _, p := range []struct {
+		name string
+		fn   func(context.Context, options, string, *strings.Builder) error
+	}{{"idle", idle}, {"single", singleStarts}, {"cluster", clusterStarts}} {
+		if !slices.Contains(parts, p.name) {
+			continue
+		}
+		if err := p.fn(ctx, o, filepath.Join(dir, p.name), &b); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
 	}
 	fmt.Fprint(stdout, b.String())
 	if o.out != "" {
