@@ -16,12 +16,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime/podman"
@@ -66,27 +64,7 @@ func parse(args []string) (options, error) {
 	return o, nil
 }
 
-func main() {
-	o, err := parse(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "grapnel-agent-bench: %v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "grapnel-agent-bench: %v\n", err)
-		stop()
-		os.Exit(1)
-	}
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-}
+func main() { bench.Main("grapnel-agent-bench", parse, run) }
 
 func podmanWorkload(agent, arg string) *state.Workload {
 	return &state.Workload{Agent: agent, Runtime: "podman", RestartPolicy: state.RestartNever,
@@ -94,19 +72,11 @@ func podmanWorkload(agent, arg string) *state.Workload {
 }
 
 func run(ctx context.Context, o options, stdout io.Writer) (err error) {
-	dir := o.workDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "grapnel-agent-bench-"); err != nil {
-			return err
-		}
+	dir, cleanup, err := bench.WorkDir(o.workDir, "grapnel-agent-bench-", o.keep)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		if err != nil || o.keep {
-			logf("data dirs and logs kept in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	}()
+	defer func() { cleanup(err != nil) }()
 	withPodman := podman.Available("") && exec.Command("podman", "image", "exists", testImage).Run() == nil
 	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: 3})
 	if err != nil {
@@ -153,7 +123,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 			}
 			out = append(out, d)
 		}
-		logf("%s apply→Running: %v", kind, out)
+		bench.Logf("%s apply→Running: %v", kind, out)
 		return out, nil
 	}
 	procTimes, err := measure("process", bench.ProcessWorkload)
@@ -224,7 +194,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		}
 		d := time.Since(killed)
 		reconnect = append(reconnect, d)
-		logf("kill %d: %s killed, both agents on %s after %v", k+1, g.Replicas[leader].Name, g.Replicas[next].Name, d.Round(time.Millisecond))
+		bench.Logf("kill %d: %s killed, both agents on %s after %v", k+1, g.Replicas[leader].Name, g.Replicas[next].Name, d.Round(time.Millisecond))
 		if err := g.Start(leader); err != nil {
 			return err
 		}

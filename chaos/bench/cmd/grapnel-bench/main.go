@@ -13,12 +13,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
@@ -105,42 +103,14 @@ func parse(args []string) (options, error) {
 	return o, nil
 }
 
-func main() {
-	o, err := parse(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "grapnel-bench: %v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "grapnel-bench: %v\n", err)
-		stop()
-		os.Exit(1)
-	}
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-}
+func main() { bench.Main("grapnel-bench", parse, run) }
 
 func run(ctx context.Context, o options, stdout io.Writer) (err error) {
-	dir := o.workDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "grapnel-bench-"); err != nil {
-			return err
-		}
+	dir, cleanup, err := bench.WorkDir(o.workDir, "grapnel-bench-", o.keep)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		if err != nil || o.keep {
-			logf("data dirs and logs kept in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	}()
+	defer func() { cleanup(err != nil) }()
 	var report strings.Builder
 	report.WriteString(header(o))
 	if !o.skipThroughput {
@@ -223,7 +193,7 @@ func startGrapnel(ctx context.Context, o options, dir string) (*bench.Grapnel, i
 		g.Close()
 		return nil, 0, err
 	}
-	logf("grapnel: %d replicas up in %s, leader %s", o.replicas, dir, g.Replicas[leader].Name)
+	bench.Logf("grapnel: %d replicas up in %s, leader %s", o.replicas, dir, g.Replicas[leader].Name)
 	return g, leader, nil
 }
 
@@ -260,7 +230,7 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 		sum := bench.Summarize(s)
 		rows[i].Grapnel = &sum
 		rows[i].Elections = int(elections)
-		logf("grapnel %d clients: %.0f ops/s, p50 %v, p99 %v, %d errors, %d/%d clients on the first leader, term +%d",
+		bench.Logf("grapnel %d clients: %.0f ops/s, p50 %v, p99 %v, %d errors, %d/%d clients on the first leader, term +%d",
 			n, sum.OpsPerSec, bench.FormatDuration(sum.P50), bench.FormatDuration(sum.P99), sum.Errors, onLeader, n, elections)
 	}
 	g.Close()
@@ -278,7 +248,7 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 	if err != nil {
 		return nil, err
 	}
-	logf("etcd: 3 members up")
+	bench.Logf("etcd: 3 members up")
 	for i, n := range o.clients {
 		cfg := o.load
 		cfg.Clients = n
@@ -288,7 +258,7 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 		}
 		sum := bench.Summarize(s)
 		rows[i].Etcd = &sum
-		logf("etcd %d clients: %.0f ops/s, p50 %v, p99 %v, %d errors",
+		bench.Logf("etcd %d clients: %.0f ops/s, p50 %v, p99 %v, %d errors",
 			n, sum.OpsPerSec, bench.FormatDuration(sum.P50), bench.FormatDuration(sum.P99), sum.Errors)
 	}
 	return rows, nil
@@ -301,6 +271,6 @@ func failover(ctx context.Context, o options, dir string) (bench.FailoverResult,
 	}
 	defer g.Close()
 	return bench.MeasureFailover(ctx, g, bench.FailoverConfig{
-		Kills: o.kills, Payload: o.payload, Timeout: o.timeout, Bound: o.bound, Settle: o.settle, Logf: logf,
+		Kills: o.kills, Payload: o.payload, Timeout: o.timeout, Bound: o.bound, Settle: o.settle, Logf: bench.Logf,
 	})
 }

@@ -15,11 +15,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
@@ -69,42 +67,14 @@ func parse(args []string) (options, error) {
 	return o, nil
 }
 
-func main() {
-	o, err := parse(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "grapnel-vehicle-bench: %v\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "grapnel-vehicle-bench: %v\n", err)
-		stop()
-		os.Exit(1)
-	}
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-}
+func main() { bench.Main("grapnel-vehicle-bench", parse, run) }
 
 func run(ctx context.Context, o options, stdout io.Writer) (err error) {
-	dir := o.workDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "grapnel-vehicle-bench-"); err != nil {
-			return err
-		}
+	dir, cleanup, err := bench.WorkDir(o.workDir, "grapnel-vehicle-bench-", o.keep)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		if err != nil || o.keep {
-			logf("data dirs and logs kept in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	}()
+	defer func() { cleanup(err != nil) }()
 	var b strings.Builder
 	fmt.Fprintf(&b, "grapnel-vehicle-bench %s\n", time.Now().UTC().Format(time.RFC3339))
 	parts := strings.Split(o.parts, ",")
@@ -180,7 +150,7 @@ func idle(ctx context.Context, o options, dir string, b *strings.Builder) error 
 	if err != nil {
 		return err
 	}
-	logf("%d workloads run on %d agents; settling %v, then measuring %v", len(manifest), len(agents), o.settle, o.window)
+	bench.Logf("%d workloads run on %d agents; settling %v, then measuring %v", len(manifest), len(agents), o.settle, o.window)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
