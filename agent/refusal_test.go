@@ -1,19 +1,10 @@
 package agent
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,75 +19,10 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/rpctest"
 	"github.com/grapnel-io/grapnel/server"
 	"github.com/grapnel-io/grapnel/server/clock"
 )
-
-// testPKI writes a throwaway CA and certificates signed by it.
-type testPKI struct {
-	dir  string
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	next int64
-}
-
-func newTestPKI(t *testing.T) *testPKI {
-	t.Helper()
-	p := &testPKI{dir: t.TempDir(), next: 2}
-	var err error
-	if p.key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "agent test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &p.key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.cert, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, filepath.Join(p.dir, "ca.pem"), "CERTIFICATE", der, 0o644)
-	return p
-}
-
-// issue writes a certificate for the SAN names, for server and client use.
-func (p *testPKI) issue(t *testing.T, file string, names ...string) rpc.TLSFiles {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.next), Subject: pkix.Name{CommonName: file}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	p.next++
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := rpc.TLSFiles{CA: filepath.Join(p.dir, "ca.pem"), Cert: filepath.Join(p.dir, file+".pem"), Key: filepath.Join(p.dir, file+".key")}
-	writePEM(t, f.Cert, "CERTIFICATE", der, 0o644)
-	writePEM(t, f.Key, "EC PRIVATE KEY", kb, 0o600)
-	return f
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte, mode os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // tlsReplica is a real one-voter replica serving mutual TLS, counting the
 // agent streams it is asked for.
@@ -105,7 +31,7 @@ type tlsReplica struct {
 	attempts atomic.Int32
 }
 
-func startTLSReplica(t *testing.T, pki *testPKI) *tlsReplica {
+func startTLSReplica(t *testing.T, pki *rpctest.CA) *tlsReplica {
 	t.Helper()
 	raftAddr, err := clustertest.FreeAddr()
 	if err != nil {
@@ -124,7 +50,7 @@ func startTLSReplica(t *testing.T, pki *testPKI) *tlsReplica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := rpc.ServerTLSConfig(pki.issue(t, "server", rpc.ServerName))
+	tc, err := rpc.ServerTLSConfig(pki.Issue(t, "server", rpc.ServerName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,9 +89,9 @@ func startTLSReplica(t *testing.T, pki *testPKI) *tlsReplica {
 // refusedConn is an agent connection named agent_A whose certificate
 // allows only another name, so the replica refuses every stream
 // (Unauthenticated).
-func refusedConn(t *testing.T, pki *testPKI, addr string, clk clock.Clock, log *syncBuffer) *fakeConn {
+func refusedConn(t *testing.T, pki *rpctest.CA, addr string, clk clock.Clock, log *syncBuffer) *fakeConn {
 	t.Helper()
-	r, err := client.NewResolver(client.Options{Addrs: []string{addr}, TLS: pki.issue(t, "agent", "agent_B"), Clock: clk})
+	r, err := client.NewResolver(client.Options{Addrs: []string{addr}, TLS: pki.Issue(t, "agent", "agent_B"), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +123,7 @@ func waitTimer(t *testing.T, clk *clock.Fake) {
 // Before, it reconnected at once: 15,682 attempts and 31,365 log lines in
 // 10 s against a real replica.
 func TestRefusedAgentBacksOff(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := rpctest.NewCA(t)
 	rep := startTLSReplica(t, pki)
 	clk := clock.NewFake(time.Unix(1000, 0))
 	var log syncBuffer
@@ -245,7 +171,7 @@ func TestRefusedAgentBacksOff(t *testing.T) {
 // With the system clock: the third attempt comes no sooner than 1.5 s
 // after the first (the shortest waits of the first two steps).
 func TestRefusedAgentAttemptRate(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := rpctest.NewCA(t)
 	rep := startTLSReplica(t, pki)
 	var log syncBuffer
 	fc := refusedConn(t, pki, rep.addr, nil, &log)

@@ -2,16 +2,7 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,78 +16,8 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/rpctest"
 )
-
-// certAuthority issues throwaway certificates into a temp dir.
-type certAuthority struct {
-	dir  string
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	next int64
-}
-
-func newCertAuthority(t *testing.T) *certAuthority {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "proxy test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &certAuthority{dir: t.TempDir(), cert: cert, key: key, next: 2}
-	savePEM(t, filepath.Join(ca.dir, "ca.pem"), "CERTIFICATE", der, 0o644)
-	return ca
-}
-
-// issue writes a certificate for the SAN names, usable as server and
-// client, and returns the files to load it with.
-func (ca *certAuthority) issue(t *testing.T, file string, names ...string) rpc.TLSFiles {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(ca.next), Subject: pkix.Name{CommonName: file}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	ca.next++
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := rpc.TLSFiles{CA: filepath.Join(ca.dir, "ca.pem"), Cert: filepath.Join(ca.dir, file+".pem"), Key: filepath.Join(ca.dir, file+"-key.pem")}
-	savePEM(t, f.Cert, "CERTIFICATE", der, 0o644)
-	savePEM(t, f.Key, "PRIVATE KEY", keyDER, 0o600)
-	return f
-}
-
-func savePEM(t *testing.T, path, typ string, der []byte, perm os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), perm); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, perm); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // tlsAgentStream opens an agent stream to addr over mutual TLS with the
 // client files f and the outgoing metadata md, and sends the AgentHello.
@@ -130,9 +51,9 @@ func tlsAgentStream(t *testing.T, addr string, f rpc.TLSFiles, name string, md .
 // forwards the agent's certificate names; the leader checks the agent name
 // against those, and believes forwarded names from replicas only.
 func TestProxyForwardsCertificateNames(t *testing.T) {
-	ca := newCertAuthority(t)
-	replicaFiles := ca.issue(t, "replica", rpc.ServerName)
-	agentA := ca.issue(t, "agent-a", "agent_A")
+	ca := rpctest.NewCA(t)
+	replicaFiles := ca.Issue(t, "replica", rpc.ServerName)
+	agentA := ca.Issue(t, "agent-a", "agent_A")
 
 	rs := newReplicaSet(t, 3, 0)
 	rs.tls = &replicaFiles
