@@ -344,33 +344,81 @@ func (l *loop) replace(ctx context.Context) stepFn {
 	return (*loop).waitPreds
 }
 
-// watch polls the runtime every PollInterval, reports each change and
-// applies the restart policy.
+// watch reports each change of the instance's state and applies the
+// restart policy. A runtime that can watch the instance wakes the loop
+// when the state may have changed, and the Manager's backstop round
+// catches what no event reports; any other runtime is asked every
+// PollInterval, as by Ankaios' generic state checker.
 //
 // swdd~workload-control-loop-receives-workload-states~1
 // swdd~agent-provides-generic-state-checker-implementation~1
 func (l *loop) watch(ctx context.Context) stepFn {
 	var last state.ExecutionState
-	first := true
+	first, polling := true, false
 	for {
+		// Armed before the state is read, so that no change falls
+		// between the two.
+		wctx, unwatch := context.WithCancel(ctx)
+		changed, werr := l.arm(wctx)
 		s := l.observe(ctx)
 		if ctx.Err() != nil {
+			unwatch()
 			return nil
 		}
 		if first || s != last {
 			first, last = false, s
 			l.report(s)
 			if l.restartWanted(s) && !l.deleteRequested() {
+				unwatch()
 				return (*loop).restart
 			}
 		}
-		switch l.sleep(ctx, l.m.poll, l.delCh) {
+		if (werr != nil) != polling {
+			polling = werr != nil
+			l.m.log.Debug("workload state watch", "instance", l.inst.String(), "polling", polling, "why", werr)
+		}
+		var r sleepResult
+		if polling {
+			r = l.sleep(ctx, l.m.poll, l.delCh)
+		} else {
+			r = l.await(ctx, changed)
+		}
+		unwatch()
+		switch r {
 		case woke:
 		case deleted:
 			return (*loop).stop
 		default:
 			return nil
 		}
+	}
+}
+
+// errNoWatch: the runtime cannot watch instances at all.
+var errNoWatch = errors.New("the runtime cannot watch instances")
+
+// arm asks the runtime to watch the instance until ctx ends; an error
+// means the loop polls.
+func (l *loop) arm(ctx context.Context) (<-chan struct{}, error) {
+	w, ok := l.rt.(runtime.Watcher)
+	if !ok {
+		return nil, errNoWatch
+	}
+	return w.Watch(ctx, l.id)
+}
+
+// await waits for the runtime's word that the state may have changed
+// (never, on a nil channel) or for the backstop round.
+func (l *loop) await(ctx context.Context, changed <-chan struct{}) sleepResult {
+	select {
+	case <-changed:
+		return woke
+	case <-l.m.backstopTick():
+		return woke
+	case <-l.delCh:
+		return deleted
+	case <-ctx.Done():
+		return closed
 	}
 }
 

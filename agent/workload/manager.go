@@ -45,13 +45,28 @@ type Config struct {
 	Control   ControlInterfaces           // nil: no control interfaces
 	Clock     clock.Clock                 // github.com/grapnel-io/grapnel/server/clock; nil = real
 	Logger    *slog.Logger
-	// PollInterval is how often a loop asks its runtime for the state;
+	// PollInterval is how often a loop asks its runtime for the state
+	// when the runtime cannot watch the instance (runtime.Watcher);
 	// 0 = 500 ms (Ankaios' state checker period).
 	PollInterval time.Duration
+	// Backstop is how often a loop asks a runtime that watches its
+	// instance for the state all the same; 0 = DefaultBackstop.
+	Backstop time.Duration
 }
 
 // defaultPollInterval is the period of Ankaios' generic state checker.
 const defaultPollInterval = 500 * time.Millisecond
+
+// DefaultBackstop is the period of the backstop poll. It is there for
+// the changes no event reports: an ended instance removed or started
+// again behind the agent's back (an operator's `podman rm`, a wiped run
+// folder), a container paused, an event lost through a bug. Such a
+// change is seen within 30 s; a round costs ten record reads for ten
+// process workloads, or one `podman ps` (about 0.1 s of CPU) for all
+// containers, so 30 s keeps even podman's share near 0.3 % of a core.
+// Kubernetes' kubelet, with runtime events on, likewise keeps its relist
+// as a safety net and slows it from 1 s to 300 s.
+const DefaultBackstop = 30 * time.Second
 
 // Manager owns the control loops of this agent's workload instances.
 type Manager struct {
@@ -59,6 +74,7 @@ type Manager struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	poll   time.Duration
+	back   time.Duration                           // Config.Backstop
 	jitter func(limit time.Duration) time.Duration // full jitter; tests make it deterministic
 	rep    *reporter
 	ctx    context.Context // ends with Close; every runtime call uses it
@@ -84,6 +100,10 @@ type Manager struct {
 	// view is what add and delete conditions are evaluated on: the
 	// server's broadcast merged with the own reports.
 	view state.WorkloadStatesMap
+	// tick is closed at the next backstop round, nil while no loop waits
+	// for one; tickTimer closes it.
+	tick      chan struct{}
+	tickTimer clock.Timer
 }
 
 // NewManager returns a Manager with no loops; nothing runs until the first
@@ -94,6 +114,7 @@ func NewManager(cfg Config) *Manager {
 		clock:   cfg.Clock,
 		log:     cfg.Logger,
 		poll:    cfg.PollInterval,
+		back:    cfg.Backstop,
 		jitter:  fullJitter,
 		loops:   map[state.InstanceName]*loop{},
 		all:     map[*loop]struct{}{},
@@ -108,6 +129,9 @@ func NewManager(cfg Config) *Manager {
 	}
 	if m.poll <= 0 {
 		m.poll = defaultPollInterval
+	}
+	if m.back <= 0 {
+		m.back = DefaultBackstop
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.rep = newReporter(cfg.Report)
@@ -197,6 +221,9 @@ func (m *Manager) Close() {
 	}
 	m.closed = true
 	m.cancel()
+	if m.tickTimer != nil {
+		m.tickTimer.Stop()
+	}
 	m.mu.Unlock()
 	m.wg.Wait()
 	m.rep.close()
@@ -324,4 +351,29 @@ func (m *Manager) wakeAllLocked() {
 		default:
 		}
 	}
+}
+
+// backstopTick returns a channel that is closed at the next backstop
+// round. All watching loops wait for the same round, so that it wakes
+// them together (and they share one `podman ps`) rather than each at a
+// time of its own; the timer is armed only when a loop asks for it.
+func (m *Manager) backstopTick() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil // the loops end with the Manager's context
+	}
+	if m.tick == nil {
+		tick := make(chan struct{})
+		m.tick = tick
+		m.tickTimer = m.clock.AfterFunc(m.back, func() {
+			m.mu.Lock()
+			if m.tick == tick {
+				m.tick, m.tickTimer = nil, nil
+			}
+			m.mu.Unlock()
+			close(tick)
+		})
+	}
+	return m.tick
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/agent/runtime/pidfd"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -29,7 +30,8 @@ const (
 )
 
 const (
-	// pollInterval is how often a waiting call looks at the record.
+	// pollInterval is how often Create looks for the shim's record, and
+	// how often a waiting call looks at a process where no pidfd can.
 	pollInterval = 10 * time.Millisecond
 	// killWait bounds the wait for a process after SIGKILL.
 	killWait = 5 * time.Second
@@ -106,6 +108,9 @@ func New(cfg Config) (*Runtime, error) {
 	r := &Runtime{cfg: cfg, log: log.With("runtime", "process")}
 	if r.boot, err = readBootID(cfg.BootIDFile); err != nil {
 		r.log.Warn("no boot id: a reboot is recognised by process start times alone", "file", cfg.BootIDFile, "error", err)
+	}
+	if !pidfd.Supported() {
+		r.log.Warn("no pidfd (Linux 5.3 or later): workload states are polled rather than watched")
 	}
 	return r, nil
 }
@@ -192,6 +197,7 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 	shim.StartTime, err = startTime(shim.PID) // a zombie until reaped below, so readable
 	exited := make(chan struct{})
 	go func() {
+		waitShim(shim.PID)
 		_ = cmd.Wait() // reap the shim whenever it ends
 		close(exited)
 	}()
@@ -344,19 +350,6 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 	}
 	r.log.Info("workload process deleted", "instance", id)
 	return nil
-}
-
-// waitGone waits until none of the processes is alive; false when the
-// time ran out or ctx ended first.
-func (r *Runtime) waitGone(ctx context.Context, d time.Duration, ps ...*procRef) bool {
-	return r.waitFor(ctx, d, func() bool {
-		for _, p := range ps {
-			if p.alive(r.boot) {
-				return false
-			}
-		}
-		return true
-	})
 }
 
 // waitFor polls cond until it holds, d has passed or ctx ends.
