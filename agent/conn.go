@@ -316,7 +316,9 @@ func (c *conn) sendStates(ctx context.Context, s *session) {
 }
 
 // reportLoad sends CPU usage and free memory every loadEvery once the
-// session is ready.
+// session is ready, at multiples of loadEvery on the wall clock: the
+// agents of a vehicle then report together, and the leader wakes once
+// for all of their reports instead of once for each.
 func (c *conn) reportLoad(ctx context.Context, s *session) {
 	select {
 	case <-s.ready:
@@ -324,13 +326,14 @@ func (c *conn) reportLoad(ctx context.Context, s *session) {
 		return
 	}
 	prev, _ := readCPU()
-	t := time.NewTicker(c.loadEvery)
+	t := time.NewTimer(untilMultiple(time.Now(), c.loadEvery))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			t.Reset(untilMultiple(time.Now(), c.loadEvery))
 		}
 		cur, ok := readCPU()
 		var pct uint32
@@ -344,6 +347,13 @@ func (c *conn) reportLoad(ctx context.Context, s *session) {
 			return
 		}
 	}
+}
+
+// untilMultiple is the time from now to the next multiple of d since the
+// zero time; never zero, so a timer armed right at a multiple waits for
+// the next one.
+func untilMultiple(now time.Time, d time.Duration) time.Duration {
+	return now.Truncate(d).Add(d).Sub(now)
 }
 
 // report takes the Manager's state changes; it never blocks.

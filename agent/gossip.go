@@ -44,9 +44,9 @@ type gossipTiming struct {
 }
 
 var defaultGossipTiming = gossipTiming{
-	ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond,
+	ProbeInterval: time.Second, ProbeTimeout: 200 * time.Millisecond,
 	SuspicionMult: 4, SuspicionMaxMult: 3,
-	GossipInterval: 100 * time.Millisecond, PushPullInterval: 15 * time.Second,
+	GossipInterval: 200 * time.Millisecond, PushPullInterval: 15 * time.Second,
 	TCPTimeout: 2 * time.Second, Rejoin: 2 * time.Second,
 }
 

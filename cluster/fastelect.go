@@ -8,11 +8,12 @@ import "github.com/hashicorp/raft"
 // other leader to hear from, so waiting only delays the first answer
 // after power-on. hashicorp/raft has no option for it, but a reload to a
 // shorter heartbeat timeout wakes the follower loop, which finds it has
-// never heard from a leader and stands for election; the second reload
-// puts the configured timing back, so nothing else changes (the leader
-// lease is not reloadable and stays as configured). With other voters
-// the usual timeout applies: an election that skips it could disrupt a
-// leader this replica has merely not heard from yet.
+// never heard from a leader and stands for election. So the timing is
+// reloaded longer and then back to the configured one, which is the
+// shorter of the two; nothing else changes, and the leader lease, which
+// Raft wants no longer than the heartbeat timeout, is never in the way.
+// With other voters the usual timeout applies: an election that skips it
+// could disrupt a leader this replica has merely not heard from yet.
 func (n *Node) electAloneNow() {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
@@ -28,13 +29,10 @@ func (n *Node) electAloneNow() {
 		return
 	}
 	normal := n.raft.ReloadableConfig()
-	short := normal
-	short.HeartbeatTimeout = n.timing.LeaderLeaseTimeout
-	short.ElectionTimeout = n.timing.LeaderLeaseTimeout
-	if short.HeartbeatTimeout >= normal.HeartbeatTimeout {
-		return
-	}
-	if err := n.raft.ReloadConfig(short); err != nil {
+	long := normal
+	long.HeartbeatTimeout = 2 * normal.HeartbeatTimeout
+	long.ElectionTimeout = max(normal.ElectionTimeout, long.HeartbeatTimeout)
+	if err := n.raft.ReloadConfig(long); err != nil {
 		n.logger.Warn("could not start the single voter's election early", "error", err)
 		return
 	}

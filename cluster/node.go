@@ -170,6 +170,9 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.Timing = cfg.Timing.withDefaults()
+	if err := cfg.Timing.check(); err != nil {
+		return nil, err
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

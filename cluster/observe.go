@@ -63,8 +63,15 @@ func (n *Node) observeRaft() {
 			close(stopReconcile)
 		}
 	}()
+	var paceErr string // the last failure logged, so a tick does not repeat it
 	syncLeadership := func() {
 		leading := n.raft.State() == raft.Leader
+		if err := n.paceHeartbeats(leading); err != nil && err.Error() != paceErr {
+			paceErr = err.Error()
+			n.logger.Warn("could not pace Raft heartbeats", "error", err)
+		} else if err == nil {
+			paceErr = ""
+		}
 		switch {
 		case leading && stopReconcile == nil && !n.stopping():
 			stopReconcile = make(chan struct{})

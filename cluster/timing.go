@@ -5,7 +5,7 @@ import "time"
 // Timing holds every timer and threshold of a replica: Raft's timers, the
 // gossip timers and the leader's reconciliation (autopilot) settings. The
 // defaults are chosen for a vehicle LAN (sub-millisecond round trips
-// between compute units): heartbeats every ~20–40 ms and an election after
+// between compute units): heartbeats every 50–100 ms and an election after
 // 200–600 ms without contact (a follower checks every 1–2 heartbeat
 // timeouts whether it heard the leader within one). The Raft paper measured
 // a 287 ms median outage with 150 ms election timeouts; hashicorp/raft's own
@@ -13,12 +13,36 @@ import "time"
 // leader's SIGKILL to the next acknowledged update, with 200 ms 598 ms; see
 // docs/replication.md.
 //
-// Zero fields take the value of DefaultTiming, field by field.
+// Zero fields take the value of DefaultTiming, field by field;
+// HeartbeatInterval is derived from the others.
 type Timing struct {
-	HeartbeatTimeout   time.Duration
-	ElectionTimeout    time.Duration
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	// LeaderLeaseTimeout is how long a leader goes without hearing from a
+	// quorum before it steps down. 200 ms (it was 100 ms; hashicorp/raft:
+	// half the heartbeat timeout): as long as a follower waits before it
+	// stands for election, so a leader does not give up over a gap in
+	// heartbeats that no follower would act on.
 	LeaderLeaseTimeout time.Duration
-	CommitTimeout      time.Duration
+	// CommitTimeout is how long a leader with nothing new to send waits
+	// before an AppendEntries tells the followers the commit index (one to
+	// two timeouts). Only the followers' copies of the state wait for it:
+	// the leader answers once a quorum stored an entry, and a follower
+	// that becomes leader applies what it holds before it serves. 250 ms
+	// (hashicorp/raft: 50 ms) spares an idle follower thirty wake-ups a
+	// second; a busy leader sends at once anyway.
+	CommitTimeout time.Duration
+	// HeartbeatInterval is the least time between two of the leader's
+	// heartbeats to a follower; they go out every one to two intervals.
+	// hashicorp/raft sends them every HeartbeatTimeout/10 to /5 (20–40 ms
+	// with 200 ms), five to ten per timeout, and on an idle cluster they
+	// are most of the work: every one wakes both ends. Two to four per
+	// timeout and per lease are enough: the leader keeps its lease, and no
+	// follower times out, unless heartbeats stop for more than 100 ms
+	// beyond the longest gap (two intervals). Zero means a quarter of the
+	// shorter of HeartbeatTimeout and LeaderLeaseTimeout (50 ms by default:
+	// a heartbeat every 50–100 ms); it must not exceed a third of the lease.
+	HeartbeatInterval time.Duration
 
 	Gossip    GossipTiming
 	Autopilot Autopilot
@@ -29,10 +53,10 @@ type Timing struct {
 // which leader each member sees, and feeds bootstrap and dead-server
 // removal. So it can be a little slower than Raft and must never flap.
 type GossipTiming struct {
-	// ProbeInterval is how often a member probes one random peer. 500 ms
-	// (memberlist LAN: 1 s) halves failure detection on a LAN whose round
-	// trip is far below a millisecond; a three-replica pool then costs a
-	// few small UDP packets per second.
+	// ProbeInterval is how often a member probes one random peer. 1 s
+	// (memberlist's LAN value): gossip does not drive failover, and every
+	// probe is a wake-up of two idle replicas; a dead member is still known
+	// within a few seconds (see SuspicionMult).
 	ProbeInterval time.Duration
 	// ProbeTimeout is how long to wait for a probe's ack before indirect
 	// probes. 200 ms (LAN: 500 ms) still tolerates a scheduling stall on a
@@ -41,17 +65,20 @@ type GossipTiming struct {
 	// SuspicionMult scales how long a member stays suspect before it is
 	// declared dead: SuspicionMult × max(1, log10(N)) × ProbeInterval, and up
 	// to SuspicionMaxTimeoutMult times that without confirmations. 4 (the
-	// LAN value) gives 2 s with confirmations: long enough to ride out a
+	// LAN value) gives 4 s with confirmations: long enough to ride out a
 	// short network hiccup, short enough that a dead replica is known within
 	// a few seconds.
 	SuspicionMult int
 	// SuspicionMaxTimeoutMult bounds the unconfirmed suspicion time; 3
-	// (LAN: 6) gives at most 6 s in a 3-replica pool, where only one other
+	// (LAN: 6) gives at most 12 s in a 3-replica pool, where only one other
 	// member can confirm.
 	SuspicionMaxTimeoutMult int
 	// GossipInterval is how often queued broadcasts (metadata updates such
-	// as a new leader) are sent. 100 ms (LAN: 200 ms) lets clients reading
-	// gossip learn a new leader's address within a few hundred ms.
+	// as a new leader, member state) are sent. 200 ms (memberlist's LAN
+	// value): memberlist wakes every interval whether or not anything is
+	// queued, so it is the most frequent timer of an idle replica after the
+	// Raft heartbeats. Clients learn a new leader from the replicas'
+	// Watch and Status, gossip only hints at it.
 	GossipInterval time.Duration
 	// PushPullInterval is the full state sync period. 15 s (LAN: 30 s):
 	// cheap with a handful of replicas, and repairs missed broadcasts.
@@ -114,8 +141,8 @@ func DefaultTiming() Timing {
 	return Timing{
 		HeartbeatTimeout:   200 * time.Millisecond,
 		ElectionTimeout:    200 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond,
-		CommitTimeout:      20 * time.Millisecond,
+		LeaderLeaseTimeout: 200 * time.Millisecond,
+		CommitTimeout:      250 * time.Millisecond,
 		Gossip:             DefaultGossipTiming(),
 		Autopilot:          DefaultAutopilot(),
 	}
@@ -125,11 +152,11 @@ func DefaultTiming() Timing {
 // LAN; each field's comment gives the reason.
 func DefaultGossipTiming() GossipTiming {
 	return GossipTiming{
-		ProbeInterval:           500 * time.Millisecond,
+		ProbeInterval:           time.Second,
 		ProbeTimeout:            200 * time.Millisecond,
 		SuspicionMult:           4,
 		SuspicionMaxTimeoutMult: 3,
-		GossipInterval:          100 * time.Millisecond,
+		GossipInterval:          200 * time.Millisecond,
 		PushPullInterval:        15 * time.Second,
 		TCPTimeout:              2 * time.Second,
 		DeadNodeReclaimTime:     10 * time.Second,
@@ -163,6 +190,7 @@ func RaftDefaultTiming() Timing {
 		ElectionTimeout:    time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
+		HeartbeatInterval:  100 * time.Millisecond,
 		Gossip:             DefaultGossipTiming(),
 		Autopilot:          ap,
 	}
@@ -180,6 +208,9 @@ func (t Timing) withDefaults() Timing {
 	setDur(&t.ElectionTimeout, def.ElectionTimeout)
 	setDur(&t.LeaderLeaseTimeout, def.LeaderLeaseTimeout)
 	setDur(&t.CommitTimeout, def.CommitTimeout)
+	if t.HeartbeatInterval == 0 {
+		t.HeartbeatInterval = min(t.HeartbeatTimeout, t.LeaderLeaseTimeout) / 4
+	}
 
 	g, dg := &t.Gossip, def.Gossip
 	setDur(&g.ProbeInterval, dg.ProbeInterval)

@@ -35,12 +35,18 @@ const MaxConcurrentStreams = 256
 // (too_many_pings).
 var KeepaliveEnforcement = keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}
 
-// ServerKeepalive makes a replica ping an idle connection every second and
-// drop it when a ping goes unanswered for a second: an agent cut off from
-// the network sends nothing and never closes its stream, and this ends
-// such a stream within about two seconds, so its reconnect grace starts
-// then.
-var ServerKeepalive = keepalive.ServerParameters{Time: time.Second, Timeout: time.Second}
+// ServerKeepalive makes a replica drop a connection whose peer stopped
+// acknowledging for a second: gRPC sets TCP_USER_TIMEOUT to Timeout, so
+// a connection the replica sends on (a Grapnel agent's or CLI's Watch
+// heartbeat, four times a second) ends within about a second and a
+// quarter of its peer vanishing, with no ping at all. A connection with
+// nothing to send gets a ping after Time without activity and is dropped
+// when the ping goes unanswered: an upstream Ankaios agent cut off from
+// the network, which holds no Watch, loses its stream within about six
+// seconds, and only then does its reconnect grace start. Time was 1 s: a
+// ping a second on every idle connection, the agents' spare connections
+// to the followers included, woke both ends of each for nothing.
+var ServerKeepalive = keepalive.ServerParameters{Time: 5 * time.Second, Timeout: time.Second}
 
 // ClientKeepalive lets a client that only listens (get events, logs -f,
 // get workloads --watch) notice a replica that vanished without closing
@@ -48,10 +54,22 @@ var ServerKeepalive = keepalive.ServerParameters{Time: time.Second, Timeout: tim
 // KeepaliveEnforcement.MinTime.
 var ClientKeepalive = keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}
 
-// ServerOptions are the message, stream and keepalive limits of a
+// WindowBytes is the fixed HTTP/2 flow-control window of every stream
+// and connection, either way. Setting it turns off gRPC's bandwidth
+// estimator, which answers each message received after a quiet spell with
+// a PING and a window update: on an idle cluster that doubled the packets
+// of every heartbeat and woke both ends once more each time. The estimator
+// grows windows for bulk transfer over long fat links; a vehicle LAN
+// carries small messages with sub-millisecond round trips, and 1 MiB lets
+// even a 4 MiB message through in four round trips.
+const WindowBytes = 1 << 20
+
+// ServerOptions are the message, stream, window and keepalive limits of a
 // replica's gRPC server.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.InitialWindowSize(WindowBytes),
+		grpc.InitialConnWindowSize(WindowBytes),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
@@ -65,4 +83,10 @@ func ServerOptions() []grpc.ServerOption {
 // refuses after the transfer; with it the client refuses at once.
 func ClientLimits() grpc.DialOption {
 	return grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))
+}
+
+// ClientWindows fixes a client connection's flow-control windows at
+// WindowBytes, as ServerOptions does for the replica.
+func ClientWindows() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithInitialWindowSize(WindowBytes), grpc.WithInitialConnWindowSize(WindowBytes)}
 }

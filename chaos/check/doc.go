@@ -14,7 +14,7 @@
 // applied, before the first read that saw it returned. An Unknown delete
 // may take effect at any point up to an in-flight bound after its call
 // (DefaultInFlight, 30 s), or never. The bound is an assumption: a request
-// reaches the leader within the client's timeout or the 2 s a server keeps
+// reaches the leader within the client's timeout or the 6 s a server keeps
 // a silent connection, a leader proposes what it received within
 // milliseconds (or when it thaws from a freeze of at most 4 s), and a
 // proposed entry commits with the next leader's first entry or never; the

@@ -19,7 +19,7 @@ const windowChecks = 64
 // DefaultInFlight is how long after its call a request whose outcome the
 // client never learned may still take effect. It must exceed the longest
 // fault of a campaign (8 s) plus the time a server keeps a silent
-// connection (2 s of gRPC keepalive) plus an election; see doc.go.
+// connection (6 s of gRPC keepalive) plus an election; see doc.go.
 const DefaultInFlight = 30 * time.Second
 
 // entry is one op prepared for porcupine: its times in nanoseconds since

@@ -32,6 +32,7 @@ func FastTiming() cluster.Timing {
 		ElectionTimeout:    300 * time.Millisecond,
 		LeaderLeaseTimeout: 150 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
+		HeartbeatInterval:  30 * time.Millisecond, // hashicorp/raft's own pace for 300 ms
 		Gossip: cluster.GossipTiming{
 			ProbeInterval:           150 * time.Millisecond,
 			ProbeTimeout:            100 * time.Millisecond,

@@ -53,6 +53,7 @@ type config struct {
 	RaftElectionTimeout    time.Duration `yaml:"raft_election_timeout"`
 	RaftLeaderLeaseTimeout time.Duration `yaml:"raft_leader_lease_timeout"`
 	RaftCommitTimeout      time.Duration `yaml:"raft_commit_timeout"`
+	RaftHeartbeatInterval  time.Duration `yaml:"raft_heartbeat_interval"`
 	// RaftPreallocateMiB is how much of raft.db is allocated on disk
 	// ahead of use (0: none).
 	RaftPreallocateMiB int `yaml:"raft_preallocate_mib"`
@@ -128,6 +129,7 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }),
 		layered.Opt("raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }),
 		layered.Opt("raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }),
+		layered.Opt("raft-heartbeat-interval", "", "RAFT_HEARTBEAT_INTERVAL", "leader: least time between heartbeats to a follower, which go out every one to two intervals (0: a quarter of the shorter of the heartbeat and lease timeouts)", func(c *config) any { return &c.RaftHeartbeatInterval }),
 		layered.Opt("raft-preallocate-mib", "", "RAFT_PREALLOCATE_MIB", "MiB of raft.db allocated on disk ahead of use, so commits write in place (0: none)", func(c *config) any { return &c.RaftPreallocateMiB }),
 		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
 		layered.Opt("max-config-depth", "", "MAX_CONFIG_DEPTH", "deepest nesting of lists and maps in one config item", func(c *config) any { return &c.MaxConfigDepth }),
@@ -233,6 +235,9 @@ func (c config) validate() error {
 	if c.RaftLeaderLeaseTimeout > c.RaftHeartbeatTimeout {
 		return fmt.Errorf("--raft-leader-lease-timeout %v: must not exceed --raft-heartbeat-timeout %v (Raft refuses it)", c.RaftLeaderLeaseTimeout, c.RaftHeartbeatTimeout)
 	}
+	if c.RaftHeartbeatInterval < 0 || 3*c.RaftHeartbeatInterval > c.RaftLeaderLeaseTimeout {
+		return fmt.Errorf("--raft-heartbeat-interval %v: must be 0 to a third of --raft-leader-lease-timeout %v (a leader would step down after one late heartbeat)", c.RaftHeartbeatInterval, c.RaftLeaderLeaseTimeout)
+	}
 	return nil
 }
 
@@ -246,6 +251,7 @@ func (c config) timing() cluster.Timing {
 		ElectionTimeout:    c.RaftElectionTimeout,
 		LeaderLeaseTimeout: c.RaftLeaderLeaseTimeout,
 		CommitTimeout:      c.RaftCommitTimeout,
+		HeartbeatInterval:  c.RaftHeartbeatInterval,
 	}
 }
 

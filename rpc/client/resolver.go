@@ -46,6 +46,10 @@ type Resolver struct {
 
 	// refusals holds Open back after a replica refused a stream.
 	refusals refusalBackoff
+
+	// retryDelay, when set, replaces the backoff between two rounds of
+	// find; tests stretch it to show what wakes find before it.
+	retryDelay func() time.Duration
 }
 
 // NewResolver checks the options and prepares the credentials; it does not
@@ -143,9 +147,11 @@ func (r *Resolver) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := r.conns[addr]; ok {
 		return cc, nil
 	}
-	// The keepalive and message limits are the server's (rpc/limits.go).
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(r.creds), grpc.WithKeepaliveParams(rpc.ClientKeepalive),
-		rpc.ClientLimits(), rpc.Redial())
+	// The keepalive, message limits and windows are the server's
+	// (rpc/limits.go).
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(r.creds), grpc.WithKeepaliveParams(rpc.ClientKeepalive),
+		rpc.ClientLimits(), rpc.Redial()}, rpc.ClientWindows()...)
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -228,13 +234,16 @@ func leaderOf(from string, st *grapnelpb.StatusResponse) (id, addr string) {
 	return id, ""
 }
 
-// find asks the replicas until one names a leader, backing off between
-// rounds, until ctx ends.
+// find asks the replicas until one names a leader, until ctx ends.
+// Between two rounds it backs off, but a replica's Watch that names a
+// leader ends the wait at once (see leaderWatch).
 func (r *Resolver) find(ctx context.Context) (string, error) {
 	var (
 		bo   backoff
 		last pollRound
 	)
+	w := r.newLeaderWatch(ctx)
+	defer w.stop()
 	for {
 		addr, round := r.poll(ctx)
 		if addr != "" {
@@ -245,7 +254,12 @@ func (r *Resolver) find(ctx context.Context) (string, error) {
 		if round.noLeader || !last.noLeader {
 			last = round
 		}
-		if err := bo.wait(ctx); err != nil {
+		w.add(r.Members())
+		d := bo.delay()
+		if r.retryDelay != nil {
+			d = r.retryDelay()
+		}
+		if err := w.wait(ctx, d); err != nil {
 			return "", last.err()
 		}
 	}

@@ -28,9 +28,10 @@ type Pool struct {
 // credentials (the replica's own certificate as a client, or insecure) and
 // whatever else the caller wants, such as keepalive parameters. They
 // redial a failed leader quickly (rpc.Redial) and keep to the server's
-// message limits (rpc.ClientLimits) unless opts say otherwise.
+// message limits and windows (rpc.ClientLimits, rpc.ClientWindows) unless
+// opts say otherwise.
 func NewPool(opts ...grpc.DialOption) *Pool {
-	opts = append([]grpc.DialOption{rpc.Redial(), rpc.ClientLimits()}, opts...)
+	opts = append(append([]grpc.DialOption{rpc.Redial(), rpc.ClientLimits()}, rpc.ClientWindows()...), opts...)
 	return &Pool{opts: opts, conns: map[string]*grpc.ClientConn{}}
 }
 
