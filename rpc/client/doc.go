@@ -7,7 +7,9 @@
 // Ankaios stream (agent, CLI, command) to the leader as a leader-aware
 // client: a follower answers with the leader's address instead of
 // proxying, and the Resolver goes there at once. It backs off (jittered,
-// exponential) only while no leader is known. Every stream carries a
+// exponential) only while no leader is known, and meanwhile watches every
+// replica (Cluster.Watch), so that it takes a newly elected leader at
+// once rather than at its next attempt. Every stream carries a
 // heartbeat: Cluster.Watch on the same replica, which must send something
 // every 250 ms; silence for a second, or an event naming another leader,
 // ends the stream with an error that says so, and the caller reconnects.

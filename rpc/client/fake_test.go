@@ -64,13 +64,21 @@ type accepted struct {
 }
 
 func newFakeCluster(t *testing.T, n int) *fakeCluster {
-	fc := &fakeCluster{t: t, changed: make(chan struct{})}
+	lis := make([]net.Listener, n)
 	for i := range n {
-		r := &fakeReplica{fc: fc, id: "r" + string(rune('1'+i)), accepted: make(chan accepted, 16), removed: make(chan string, 4)}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		var err error
+		if lis[i], err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
+	}
+	return newFakeClusterOn(t, lis...)
+}
+
+// newFakeClusterOn serves one fake replica on each listener.
+func newFakeClusterOn(t *testing.T, listeners ...net.Listener) *fakeCluster {
+	fc := &fakeCluster{t: t, changed: make(chan struct{})}
+	for i, lis := range listeners {
+		r := &fakeReplica{fc: fc, id: "r" + string(rune('1'+i)), accepted: make(chan accepted, 16), removed: make(chan string, 4)}
 		r.addr = lis.Addr().String()
 		g := grpc.NewServer()
 		grapnelpb.RegisterClusterServer(g, r)
