@@ -72,9 +72,11 @@ bench-agents:
 
 # What a vehicle asks: the idle footprint of 3 replicas and 5 agents with
 # 10 process workloads each (bytes written per hour, CPU, RSS per process),
-# single-replica exec -> first answer (empty and existing data) and the
-# start of a whole cluster with state; the report goes to
-# .bench/results/vehicle.txt. The quick version measures shorter windows.
+# single-replica exec -> first answer (empty and existing data), the
+# start of a whole cluster with state, and power cycles of all of it in a
+# pid namespace (power-on -> API and -> every workload Running again); the
+# report goes to .bench/results/vehicle.txt. The quick version measures
+# shorter windows and 3 power cycles.
 bench-vehicle:
 	./scripts/bench.sh --vehicle
 

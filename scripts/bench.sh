@@ -13,9 +13,13 @@
 #                                     .bench/results/agents.txt
 #   scripts/bench.sh --vehicle        idle footprint of 3 replicas + 5 agents x
 #                                     10 process workloads, single-replica and
-#                                     cluster start times; report in
+#                                     cluster start times, and 10 power cycles
+#                                     of all of it in a pid namespace
+#                                     (power-on -> API, -> all Running, stale
+#                                     Running); report in
 #                                     .bench/results/vehicle.txt
-#   scripts/bench.sh --vehicle-quick  the same with short windows
+#   scripts/bench.sh --vehicle-quick  the same with short windows and 3 cycles
+#                                     (-- -parts poweron: the power cycles only)
 #   scripts/bench.sh [mode] -- ARGS   extra grapnel-bench flags, e.g.
 #                                     -- -server-flag=--raft-heartbeat-timeout=1s
 #                                     -- -commanders=false -kills 0 (writers on

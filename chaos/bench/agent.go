@@ -38,6 +38,16 @@ type Agent struct {
 
 // StartAgent starts an insecure agent.
 func StartAgent(cfg AgentConfig) (*Agent, error) {
+	a, err := NewAgent(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return a, a.Start()
+}
+
+// NewAgent prepares an insecure agent, its run folder and its flags,
+// without starting it: Start does, or another process runs its Command.
+func NewAgent(cfg AgentConfig) (*Agent, error) {
 	a := &Agent{
 		Name:      cfg.Name,
 		RunFolder: filepath.Join(cfg.Dir, cfg.Name+"-run"),
@@ -52,7 +62,7 @@ func StartAgent(cfg AgentConfig) (*Agent, error) {
 		a.args = append(a.args, "--runtimes", strings.Join(cfg.Runtimes, ","))
 	}
 	a.args = append(a.args, cfg.Extra...)
-	return a, a.Start()
+	return a, nil
 }
 
 // Start starts the agent (again) with its original flags.

@@ -22,6 +22,8 @@ var serverBin struct {
 }
 
 func TestMain(m *testing.M) {
+	// TestPowerDomain runs this test binary as a power domain's init.
+	RunPowerInitIfRequested()
 	code := m.Run()
 	if serverBin.dir != "" {
 		os.RemoveAll(serverBin.dir)

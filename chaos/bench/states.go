@@ -26,6 +26,15 @@ func WorkloadStates(ctx context.Context, addrs []string) ([]state.WorkloadState,
 	if err != nil {
 		return nil, err
 	}
+	return statesOf(resp)
+}
+
+// statesOf reads the workload states from the answer to a complete state
+// request.
+func statesOf(resp *ankbase.Response) ([]state.WorkloadState, error) {
+	if resp.GetCompleteStateResponse() == nil {
+		return nil, fmt.Errorf("answered %v", resp)
+	}
 	var out []state.WorkloadState
 	m := resp.GetCompleteStateResponse().GetCompleteState().GetWorkloadStates().GetAgentStateMap()
 	for agent, wls := range m {

@@ -4,7 +4,10 @@
 // every replica and agent), a single replica's time from exec to its
 // first answer on an empty and on an existing data directory, and the
 // time from starting three replicas with existing data together to the
-// first answer. scripts/bench.sh --vehicle builds the binaries and runs
+// first answer, and power cycles of replicas, agents and workloads in one
+// pid namespace (poweron.go): power-on to the first answer and to every
+// workload running again, and whether a Running was shown for a workload
+// that did not run. scripts/bench.sh --vehicle builds the binaries and runs
 // it (make bench-vehicle; make bench-vehicle-quick is the short run).
 package main
 
@@ -30,10 +33,11 @@ type options struct {
 	perAgent            int
 	settle, window      time.Duration
 	starts, cycles      int
-	bound               time.Duration
+	bound, poll         time.Duration
 	out, workDir        string
 	keep                bool
 	parts               string
+	replicaNice         int
 }
 
 func parse(args []string) (options, error) {
@@ -47,12 +51,15 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.settle, "settle", 20*time.Second, "wait after every workload runs before the idle window")
 	fs.DurationVar(&o.window, "window", 60*time.Second, "idle window measured")
 	fs.IntVar(&o.starts, "starts", 5, "single-replica starts per case (empty, existing data)")
-	fs.IntVar(&o.cycles, "cycles", 10, "starts of the whole cluster on existing data")
+	fs.IntVar(&o.cycles, "cycles", 10, "starts of the whole cluster on existing data, and power cycles")
 	fs.DurationVar(&o.bound, "bound", 60*time.Second, "longest wait for any one step")
+	fs.DurationVar(&o.poll, "poll", 20*time.Millisecond, "how often the power-on part reads the workload states")
+	fs.IntVar(&o.replicaNice, "replica-nice", 0, "nice value of the replicas in the power-on part (e.g. -10, as Nice= in their unit would set it)")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
-	fs.StringVar(&o.parts, "parts", "idle,single,cluster", "which measurements to run, comma-separated")
+	fs.StringVar(&o.parts, "parts", "idle,single,cluster,poweron",
+		"which measurements to run, comma-separated: idle, single, cluster, poweron, poweron-tmpfs (run folders on a tmpfs that each power cut empties)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -63,11 +70,39 @@ func parse(args []string) (options, error) {
 		return o, errors.New("-replicas, -agents, -workloads, -starts and -cycles must be at least 1")
 	case o.window < time.Second:
 		return o, errors.New("-window must be at least 1s")
+	case o.poll <= 0:
+		return o, errors.New("-poll must be positive")
+	}
+	for _, p := range strings.Split(o.parts, ",") {
+		if !slices.Contains(partNames, p) {
+			return o, fmt.Errorf("-parts: unknown part %q (known: %s)", p, strings.Join(partNames, ", "))
+		}
 	}
 	return o, nil
 }
 
-func main() { bench.Main("grapnel-vehicle-bench", parse, run) }
+func main() {
+	// The power-on part re-executes this binary as the init of a pid
+	// namespace.
+	bench.RunPowerInitIfRequested()
+	bench.Main("grapnel-vehicle-bench", parse, run)
+}
+
+type part struct {
+	name string
+	fn   func(context.Context, options, string, *strings.Builder) error
+}
+
+var parts = []part{{"idle", idle}, {"single", singleStarts}, {"cluster", clusterStarts},
+	{"poweron", powerOnCycles}, {"poweron-tmpfs", powerOnCyclesTmpfs}}
+
+var partNames = func() []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p.name)
+	}
+	return out
+}()
 
 func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	dir, cleanup, err := bench.WorkDir(o.workDir, "grapnel-vehicle-bench-", o.keep)
@@ -77,12 +112,9 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	defer func() { cleanup(err != nil) }()
 	var b strings.Builder
 	fmt.Fprintf(&b, "grapnel-vehicle-bench %s\n", time.Now().UTC().Format(time.RFC3339))
-	parts := strings.Split(o.parts, ",")
-	for _, p := range []struct {
-		name string
-		fn   func(context.Context, options, string, *strings.Builder) error
-	}{{"idle", idle}, {"single", singleStarts}, {"cluster", clusterStarts}} {
-		if !slices.Contains(parts, p.name) {
+	chosen := strings.Split(o.parts, ",")
+	for _, p := range parts {
+		if !slices.Contains(chosen, p.name) {
 			continue
 		}
 		if err := p.fn(ctx, o, filepath.Join(dir, p.name), &b); err != nil {
