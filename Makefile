@@ -1,7 +1,7 @@
 # Grapnel build, test and check targets. `make test` is what CI runs.
 GO        ?= go
 GOBIN     := $(shell $(GO) env GOPATH)/bin
-BINARIES  := grapnel-server grapnel-agent grapnel
+BINARIES  := grapnel-server grapnel-agent grapnel-process-shim grapnel
 TEST_TIMEOUT ?= 15m
 
 .PHONY: all build test check demo proto bench bench-quick bench-failover-short bench-agents bench-vehicle bench-vehicle-quick bench-micro fuzz clean tools podman-setup chaos chaos-short

@@ -58,6 +58,8 @@ go build -o "$cache/grapnel-bench" ./chaos/bench/cmd/grapnel-bench
 
 if [ "$mode" = vehicle ] || [ "$mode" = vehicle-quick ]; then
   go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent
+  # the shim the agent starts its process workloads through, found next to it
+  go build -o "$cache/grapnel-process-shim" ./cmd/grapnel-process-shim
   go build -o "$cache/grapnel-vehicle-bench" ./chaos/bench/cmd/grapnel-vehicle-bench
   quick=()
   if [ "$mode" = vehicle-quick ]; then
@@ -69,6 +71,8 @@ fi
 
 if [ "$mode" = agents ]; then
   go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent
+  # the shim the agent starts its process workloads through, found next to it
+  go build -o "$cache/grapnel-process-shim" ./cmd/grapnel-process-shim
   go build -o "$cache/grapnel-agent-bench" ./chaos/bench/cmd/grapnel-agent-bench
   exec "$cache/grapnel-agent-bench" -grapnel-server "$cache/grapnel-server" -grapnel-agent "$cache/grapnel-agent" \
     -out "$root/.bench/results/agents.txt" ${args[@]+"${args[@]}"}

@@ -12,7 +12,9 @@ import (
 
 // AgentConfig says how to start one grapnel-agent process.
 type AgentConfig struct {
-	// Bin is the grapnel-agent binary.
+	// Bin is the grapnel-agent binary. It starts its process workloads
+	// through grapnel-process-shim when that is next to it (BuildCommands
+	// and scripts/bench.sh build both), through itself otherwise.
 	Bin string
 	// Dir holds the agent's run folder and log file.
 	Dir  string

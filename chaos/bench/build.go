@@ -4,11 +4,17 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 )
 
 // BuildCommands builds the named commands of this module (grapnel-server,
 // grapnel-agent, grapnel) into dir and returns their paths by name.
+// grapnel-agent comes with grapnel-process-shim, the shim it starts its
+// process workloads through when it finds it next to itself, as installed.
 func BuildCommands(dir string, cmds ...string) (map[string]string, error) {
+	if slices.Contains(cmds, "grapnel-agent") && !slices.Contains(cmds, "grapnel-process-shim") {
+		cmds = append(slices.Clip(cmds), "grapnel-process-shim")
+	}
 	out := map[string]string{}
 	for _, c := range cmds {
 		bin := filepath.Join(dir, c)

@@ -19,7 +19,8 @@ import (
 )
 
 func main() {
-	// A workload process is started through this binary as its shim.
+	// Without grapnel-process-shim next to this binary, a workload process
+	// is started through this binary as its shim.
 	process.RunShimIfRequested()
 	os.Exit(run(os.Args[1:]))
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/grapnel-io/grapnel/agent/runtime/process/shim"
 )
 
 // DefaultBootIDFile is where Linux gives every boot a random id of its
@@ -34,6 +36,4 @@ func readBootID(path string) (string, error) {
 // one of the running boot now. An empty side is unknown (a record from
 // before boot ids were kept, a kernel without the file): the start time
 // alone then decides.
-func sameBoot(recorded, now string) bool {
-	return recorded == "" || now == "" || recorded == now
-}
+func sameBoot(recorded, now string) bool { return shim.SameBoot(recorded, now) }

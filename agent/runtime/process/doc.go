@@ -3,9 +3,10 @@
 // workingDir), that outlives the agent.
 //
 // The agent does not start the workload itself. As conmon does for podman,
-// Create starts a small shim — the agent's own executable re-entered
-// through RunShimIfRequested — in its own session, with its standard
-// streams on files. The shim starts the workload in its own process group,
+// Create starts a small shim (package shim) in its own session, with its
+// standard streams on files: the command grapnel-process-shim next to the
+// agent's executable, or without one the agent's own executable re-entered
+// through RunShimIfRequested (Config.Shim). The shim starts the workload in its own process group,
 // appends every line of its stdout and stderr with a timestamp to a log
 // file, forwards SIGTERM and SIGINT to it, reaps it and records how it
 // ended. The agent holds no pipe to either of them, so an agent that

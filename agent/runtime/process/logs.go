@@ -183,7 +183,7 @@ func (s *logStream) emit(text []byte) error {
 
 // parseLogLine splits "<RFC3339Nano> <stream> <text>\n".
 func parseLogLine(line []byte) (time.Time, []byte, bool) {
-	line = trimNewline(line)
+	line = bytes.TrimSuffix(line, []byte{'\n'})
 	ts, rest, ok := bytes.Cut(line, []byte{' '})
 	if !ok {
 		return time.Time{}, nil, false

@@ -18,8 +18,12 @@ import (
 )
 
 // testAgentEnv turns the test binary into a stand-in agent that starts
-// one workload and waits to be killed (see TestWorkloadSurvivesAgentKill).
-const testAgentEnv = "GRAPNEL_PROCESS_TEST_AGENT"
+// one workload and waits to be killed (see TestWorkloadSurvivesAgentKill);
+// testAgentShimEnv, when set, is its Config.Shim.
+const (
+	testAgentEnv     = "GRAPNEL_PROCESS_TEST_AGENT"
+	testAgentShimEnv = "GRAPNEL_PROCESS_TEST_AGENT_SHIM"
+)
 
 func TestMain(m *testing.M) {
 	RunShimIfRequested()
@@ -35,10 +39,12 @@ func TestMain(m *testing.M) {
 }
 
 // runTestAgent creates a `sleep` workload, prints its ID and pid and
-// blocks until killed.
+// blocks until killed. It logs to stderr.
 func runTestAgent(runFolder string) int {
+	shim := os.Getenv(testAgentShimEnv)
 	os.Unsetenv(testAgentEnv)
-	rt, err := New(Config{RunFolder: runFolder, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	os.Unsetenv(testAgentShimEnv)
+	rt, err := New(Config{RunFolder: runFolder, Shim: shim, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

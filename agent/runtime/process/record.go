@@ -1,70 +1,44 @@
 package process
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/agent/runtime/process/shim"
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// Names of the files in a record directory (see the package doc).
+// Names of the files in a record directory (see the package doc); the
+// shim's are shared with package shim.
 const (
 	recordSubdir   = "process"
-	specFile       = "spec.json"
+	specFile       = shim.SpecFile
 	shimFile       = "shim.json"
-	recordFile     = "record.json"
-	startErrorFile = "start-error"
-	exitFile       = "exit"
-	logFile        = "output.log"
+	recordFile     = shim.RecordFile
+	startErrorFile = shim.StartErrorFile
+	exitFile       = shim.ExitFile
+	logFile        = shim.LogFile
 	shimLogFile    = "shim.log"
 )
 
-// specRecord is what the shim starts: the parsed runtimeConfig and the
-// paths the runtime exposes in the environment.
-type specRecord struct {
-	Instance         string            `json:"instance"`
-	Command          string            `json:"command"`
-	Args             []string          `json:"args,omitempty"`
-	Env              map[string]string `json:"env,omitempty"`
-	WorkingDir       string            `json:"workingDir,omitempty"`
-	ControlInterface string            `json:"controlInterface,omitempty"`
-	FilesDir         string            `json:"filesDir,omitempty"`
-	// BootID is the boot Create ran in; the shim records its processes
-	// with it.
-	BootID string `json:"bootId,omitempty"`
-}
-
-// procRef names one process beyond pid reuse: a pid together with its
-// start time in clock ticks since boot, and the boot. Pid and start time
-// are only unique within one boot: after a power cycle the same pair may
-// name an unrelated process started at the same point of a similar boot.
-type procRef struct {
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"startTime"`
-	BootID    string `json:"bootId,omitempty"`
-}
-
-// childRecord is the record the shim writes once the workload runs.
-type childRecord struct {
-	procRef
-	Shim      procRef   `json:"shim"`
-	StartedAt time.Time `json:"startedAt"`
-}
-
-// exitRecord says how the workload ended: an exit code, or the signal
-// that killed it.
-type exitRecord struct {
-	Code   int       `json:"code"`
-	Signal int       `json:"signal,omitempty"`
-	At     time.Time `json:"at"`
-}
+// The records the shim reads and writes are package shim's, which the
+// small grapnel-process-shim binary builds from.
+type (
+	// specRecord is what the shim starts (written by Create).
+	specRecord = shim.Spec
+	// childRecord is the record the shim writes once the workload runs.
+	childRecord = shim.ChildRecord
+	// procRef names one process beyond pid reuse (see shim.ProcRef).
+	procRef shim.ProcRef
+	// exitRecord says how the workload ended: an exit code, or the
+	// signal that killed it.
+	exitRecord shim.ExitRecord
+)
 
 // state is the execution state this ending stands for.
 func (e exitRecord) state() state.ExecutionState {
@@ -102,47 +76,10 @@ func parseID(id runtime.ID) (state.InstanceName, error) {
 
 func validPart(s string) bool { return s != "" && state.ValidName(s) }
 
-// writeFileAtomic writes data to a temporary file next to path, syncs it
-// and renames it over path, so a reader sees the old file or the new one.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-func writeJSON(path string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(data, '\n'))
-}
+func writeJSON(path string, v any) error { return shim.WriteJSON(path, v) }
 
 // readJSON reads one record file; a missing file gives fs.ErrNotExist.
-func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	return nil
-}
+func readJSON(path string, v any) error { return shim.ReadJSON(path, v) }
 
 // records is a snapshot of what a record directory holds.
 type records struct {
@@ -157,7 +94,7 @@ func (rs records) childRef() *procRef {
 	if rs.child == nil {
 		return nil
 	}
-	return &rs.child.procRef
+	return (*procRef)(&rs.child.ProcRef)
 }
 
 // readRecords reads the record directory; it wraps runtime.ErrNotFound
@@ -192,7 +129,7 @@ func readRecords(dir string) (records, error) {
 		return rs, err
 	}
 	if rs.child != nil && rs.shim == nil {
-		rs.shim = &rs.child.Shim
+		rs.shim = (*procRef)(&rs.child.Shim)
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, startErrorFile)); err == nil {
 		rs.startErr = strings.TrimSpace(string(data))

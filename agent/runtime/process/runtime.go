@@ -42,8 +42,10 @@ type Config struct {
 	// RunFolder is the agent's run folder (-r); records live under
 	// <RunFolder>/<agent>_io/<instance>/process/.
 	RunFolder string
-	// Shim is the executable started as the shim; "" = os.Executable().
-	// It must call RunShimIfRequested first thing.
+	// Shim is the executable started as the shim; "" = the command
+	// grapnel-process-shim (ShimCommand) next to os.Executable() when it
+	// is there and executable, else os.Executable() itself. It must call
+	// RunShimIfRequested first thing.
 	Shim string
 	// StopGrace is how long Delete waits after SIGTERM before SIGKILL;
 	// 0 = DefaultStopGrace.
@@ -84,10 +86,17 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("process runtime: Config.RunFolder: %w", err)
 	}
 	cfg.RunFolder = abs
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("runtime", "process")
 	if cfg.Shim == "" {
-		if cfg.Shim, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("process runtime: finding the agent's executable for the shim: %w", err)
+		if cfg.Shim, err = defaultShim(log); err != nil {
+			return nil, err
 		}
+	} else {
+		log.Info("workload processes start through the configured shim", "shim", cfg.Shim)
 	}
 	if err := checkExecutable(cfg.Shim); err != nil {
 		return nil, fmt.Errorf("process runtime: Config.Shim %q: %w", cfg.Shim, err)
@@ -101,11 +110,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.BootIDFile == "" {
 		cfg.BootIDFile = DefaultBootIDFile
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	r := &Runtime{cfg: cfg, log: log.With("runtime", "process")}
+	r := &Runtime{cfg: cfg, log: log}
 	if r.boot, err = readBootID(cfg.BootIDFile); err != nil {
 		r.log.Warn("no boot id: a reboot is recognised by process start times alone", "file", cfg.BootIDFile, "error", err)
 	}
@@ -113,6 +118,30 @@ func New(cfg Config) (*Runtime, error) {
 		r.log.Warn("no pidfd (Linux 5.3 or later): workload states are polled rather than watched")
 	}
 	return r, nil
+}
+
+// defaultShim is the shim when Config.Shim is empty: grapnel-process-shim
+// in the directory of the running executable, which is far smaller and
+// starts with a fraction of the CPU the whole agent takes, or the running
+// executable itself when there is none, so that an install of the agent
+// alone keeps working. os.Executable has symlinks resolved on Linux: the
+// shim is looked for next to the real file.
+func defaultShim(log *slog.Logger) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("process runtime: finding the agent's executable for the shim: %w", err)
+	}
+	sibling := filepath.Join(filepath.Dir(exe), ShimCommand)
+	err = checkExecutable(sibling)
+	if err == nil {
+		log.Info("workload processes start through "+ShimCommand, "shim", sibling)
+		return sibling, nil
+	}
+	if _, serr := os.Stat(sibling); serr == nil {
+		log.Warn("not using "+ShimCommand+" next to the agent", "shim", sibling, "error", err)
+	}
+	log.Info("workload processes start through the agent's own executable: no "+ShimCommand+" next to it", "shim", exe)
+	return exe, nil
 }
 
 // Name is the workloads' runtime value: "process".
@@ -452,13 +481,4 @@ func withoutVar(env []string, name string) []string {
 		}
 	}
 	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

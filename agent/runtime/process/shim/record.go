@@ -1,0 +1,102 @@
+package shim
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Names of the files in a record directory (see the process package's
+// doc) that the shim reads or writes.
+const (
+	SpecFile       = "spec.json"
+	RecordFile     = "record.json"
+	StartErrorFile = "start-error"
+	ExitFile       = "exit"
+	LogFile        = "output.log"
+)
+
+// Spec is what the shim starts: the parsed runtimeConfig and the paths
+// the runtime exposes in the environment.
+type Spec struct {
+	Instance         string            `json:"instance"`
+	Command          string            `json:"command"`
+	Args             []string          `json:"args,omitempty"`
+	Env              map[string]string `json:"env,omitempty"`
+	WorkingDir       string            `json:"workingDir,omitempty"`
+	ControlInterface string            `json:"controlInterface,omitempty"`
+	FilesDir         string            `json:"filesDir,omitempty"`
+	// BootID is the boot Create ran in; the shim records its processes
+	// with it.
+	BootID string `json:"bootId,omitempty"`
+}
+
+// ProcRef names one process beyond pid reuse: a pid together with its
+// start time in clock ticks since boot, and the boot. Pid and start time
+// are only unique within one boot: after a power cycle the same pair may
+// name an unrelated process started at the same point of a similar boot.
+type ProcRef struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"`
+	BootID    string `json:"bootId,omitempty"`
+}
+
+// ChildRecord is the record the shim writes once the workload runs.
+type ChildRecord struct {
+	ProcRef
+	Shim      ProcRef   `json:"shim"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// ExitRecord says how the workload ended: an exit code, or the signal
+// that killed it.
+type ExitRecord struct {
+	Code   int       `json:"code"`
+	Signal int       `json:"signal,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// WriteFileAtomic writes data to a temporary file next to path, syncs it
+// and renames it over path, so a reader sees the old file or the new one.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// WriteJSON writes one record file atomically.
+func WriteJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, append(data, '\n'))
+}
+
+// ReadJSON reads one record file; a missing file gives fs.ErrNotExist.
+func ReadJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return nil
+}

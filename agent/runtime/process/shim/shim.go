@@ -1,0 +1,343 @@
+// Package shim is the process runtime's shim: the small process that
+// starts one workload, logs its output, forwards SIGTERM and SIGINT to it
+// and records how it ended (see package process for the record). It runs
+// as the command grapnel-process-shim, or inside grapnel-agent when no
+// such command is installed next to it.
+//
+// The package uses the standard library only, so that the shim binary
+// stays small and starts quickly: a vehicle's power-on starts a shim for
+// every process workload at once.
+package shim
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Env is the environment variable that turns a process into a shim; its
+// value is the record directory of the instance.
+const Env = "GRAPNEL_PROCESS_SHIM"
+
+// The runtime's variables, the same as agent/runtime's ControlInterfaceEnv
+// and FilesEnv (the process runtime's tests check it); that package is
+// not imported here, to keep the shim small.
+const (
+	ControlInterfaceEnv = "ANKAIOS_CONTROL_INTERFACE"
+	FilesEnv            = "GRAPNEL_FILES"
+)
+
+const (
+	// drainTimeout bounds how long the shim keeps reading output after
+	// the workload exited, for a background child still holding a pipe.
+	drainTimeout = 2 * time.Second
+)
+
+// MaxLine is the longest line the shim logs: it splits longer output
+// lines, bounding its memory.
+const MaxLine = 64 << 10
+
+// RunIfRequested runs the shim and exits when the process was started as
+// one (Env is set); otherwise it returns at once. It must be the first
+// call in main.
+func RunIfRequested() {
+	dir := os.Getenv(Env)
+	if dir == "" {
+		return
+	}
+	os.Exit(Run(dir))
+}
+
+// Run starts the workload described in the record directory dir, logs
+// its output, and records its pid and, at the end, how it exited; it
+// returns the shim's exit code.
+func Run(dir string) int {
+	// Create already made us a session leader (then this fails with
+	// EPERM); a shim started any other way leaves the caller's session
+	// here, so that a signal to that session or group cannot reach it.
+	_, _ = syscall.Setsid()
+	// Caught, not ignored: an ignored signal would stay ignored in the
+	// workload across exec. A full channel drops them.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGPIPE)
+	// Signals that arrive while the workload starts wait in the channel
+	// and are forwarded as soon as it runs.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+
+	var sp Spec
+	if err := ReadJSON(filepath.Join(dir, SpecFile), &sp); err != nil {
+		return failStart(dir, fmt.Errorf("reading the spec: %w", err))
+	}
+	out, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return failStart(dir, fmt.Errorf("opening the log: %w", err))
+	}
+	defer out.Close()
+	lw := &lineWriter{f: out}
+
+	cmd, pipes, err := startChild(&sp)
+	if err != nil {
+		return failStart(dir, err)
+	}
+	child := ProcRef{PID: cmd.Process.Pid, BootID: sp.BootID}
+	if child.StartTime, err = StartTime(child.PID); err == nil {
+		shim := ProcRef{PID: os.Getpid(), BootID: sp.BootID}
+		if shim.StartTime, err = StartTime(shim.PID); err == nil {
+			err = WriteJSON(filepath.Join(dir, RecordFile),
+				ChildRecord{ProcRef: child, Shim: shim, StartedAt: time.Now().UTC()})
+		}
+	}
+	if err != nil {
+		// Without a record nobody could find the workload again.
+		_ = syscall.Kill(-child.PID, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return failStart(dir, fmt.Errorf("recording the workload's pid: %w", err))
+	}
+
+	go func() {
+		for s := range sigs {
+			child.SignalGroup(s.(syscall.Signal), sp.BootID)
+		}
+	}()
+	var pumps sync.WaitGroup
+	for _, p := range pipes {
+		pumps.Add(1)
+		go func() {
+			defer pumps.Done()
+			pump(p.r, p.stream, lw)
+		}()
+	}
+
+	waitErr := cmd.Wait()
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainTimeout):
+		for _, p := range pipes {
+			p.r.Close() // ends the pumps' reads
+		}
+		<-drained
+	}
+
+	ex := ExitRecord{At: time.Now().UTC()}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case ok && ws.Signaled():
+		ex.Signal = int(ws.Signal())
+	case ok:
+		ex.Code = ws.ExitStatus()
+	default:
+		ex.Code = cmd.ProcessState.ExitCode()
+	}
+	if err := WriteJSON(filepath.Join(dir, ExitFile), ex); err != nil {
+		fmt.Fprintf(os.Stderr, "grapnel process shim: recording the exit (%v): %v\n", waitErr, err)
+		return 1
+	}
+	return 0
+}
+
+// failStart records why the workload did not start, for Create to report.
+func failStart(dir string, err error) int {
+	fmt.Fprintf(os.Stderr, "grapnel process shim: %v\n", err)
+	if werr := WriteFileAtomic(filepath.Join(dir, StartErrorFile), []byte(err.Error()+"\n")); werr != nil {
+		fmt.Fprintf(os.Stderr, "grapnel process shim: recording the start error: %v\n", werr)
+	}
+	return 1
+}
+
+type outPipe struct {
+	r      *os.File
+	stream string
+}
+
+// startChild starts the workload in its own process group, stdin on
+// /dev/null and stdout and stderr on pipes the shim reads.
+func startChild(sp *Spec) (*exec.Cmd, []outPipe, error) {
+	env := childEnv(os.Environ(), sp)
+	dir := sp.WorkingDir
+	if dir == "" {
+		dir = "/"
+	} else if err := checkDir(dir); err != nil {
+		// Checked here: exec reports a failed chdir as if the command
+		// were missing.
+		return nil, nil, fmt.Errorf("runtimeConfig.workingDir %q: %w", dir, err)
+	}
+	path, err := lookCommand(sp.Command, env, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, err
+	}
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        append([]string{sp.Command}, sp.Args...),
+		Env:         env,
+		Dir:         dir,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, nil, fmt.Errorf("starting %q: %w", sp.Command, err)
+	}
+	return cmd, []outPipe{{outR, "stdout"}, {errR, "stderr"}}, nil
+}
+
+// childEnv is the shim's environment (the agent's) without the shim
+// marker and the runtime's own variables, then the configured variables,
+// then the runtime's variables for this instance.
+func childEnv(base []string, sp *Spec) []string {
+	drop := map[string]bool{Env: true, ControlInterfaceEnv: true, FilesEnv: true}
+	for k := range sp.Env {
+		drop[k] = true
+	}
+	env := make([]string, 0, len(base)+len(sp.Env)+2)
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(sp.Env)) {
+		env = append(env, k+"="+sp.Env[k])
+	}
+	if sp.ControlInterface != "" {
+		env = append(env, ControlInterfaceEnv+"="+sp.ControlInterface)
+	}
+	if sp.FilesDir != "" {
+		env = append(env, FilesEnv+"="+sp.FilesDir)
+	}
+	return env
+}
+
+// lookCommand resolves the command as a shell would, but with the PATH
+// the workload gets rather than the shim's. A command with a slash is
+// taken relative to the working directory.
+func lookCommand(command string, env []string, dir string) (string, error) {
+	if strings.Contains(command, "/") {
+		path := command
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		if err := CheckExecutable(path); err != nil {
+			return "", fmt.Errorf("command %q: %w", command, err)
+		}
+		return path, nil
+	}
+	pathVar := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	for _, d := range filepath.SplitList(pathVar) {
+		if !filepath.IsAbs(d) {
+			continue // a relative PATH entry would depend on the working directory
+		}
+		path := filepath.Join(d, command)
+		if CheckExecutable(path) == nil {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("command %q not found in PATH %q", command, pathVar)
+}
+
+func checkDir(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errors.New("no such file or directory")
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return errors.New("not a directory")
+	}
+	return nil
+}
+
+// CheckExecutable checks that path is a file with an execute bit.
+func CheckExecutable(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		if errors.Is(err, fs.ErrNotExist) {
+			return errors.New("no such file")
+		}
+		return err
+	case fi.IsDir():
+		return errors.New("is a directory")
+	case fi.Mode()&0o111 == 0:
+		return errors.New("not executable")
+	}
+	return nil
+}
+
+// lineWriter appends timestamped lines to the log; each line is one
+// write, so a reader never sees two streams interleaved within a line.
+type lineWriter struct {
+	mu sync.Mutex // guards f
+	f  *os.File
+}
+
+func (w *lineWriter) line(stream string, text []byte) {
+	buf := make([]byte, 0, len(text)+48)
+	buf = time.Now().UTC().AppendFormat(buf, time.RFC3339Nano)
+	buf = append(buf, ' ')
+	buf = append(buf, stream...)
+	buf = append(buf, ' ')
+	buf = append(buf, text...)
+	buf = append(buf, '\n')
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := w.f.Write(buf); err != nil {
+		fmt.Fprintf(os.Stderr, "grapnel process shim: writing the log: %v\n", err)
+	}
+}
+
+// pump copies one stream into the log line by line until it ends.
+func pump(r io.ReadCloser, stream string, w *lineWriter) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, MaxLine)
+	for {
+		b, err := br.ReadSlice('\n')
+		if len(b) > 0 {
+			w.line(stream, trimNewline(b))
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+func trimNewline(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		return b[:n-1]
+	}
+	return b
+}
