@@ -26,8 +26,14 @@ func (n *Node) startFormation() error {
 		n.wg.Add(1)
 		go n.bootstrapLoop()
 	}
-	n.electAloneNow()
+	if !n.cfg.DeferSoloElection {
+		n.electAloneNow()
+	}
 	if n.gossip != nil {
+		if n.existing {
+			n.wg.Add(1)
+			go n.electEarly()
+		}
 		n.wg.Add(1)
 		go n.joinLoop()
 	}

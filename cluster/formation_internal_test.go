@@ -163,3 +163,66 @@ type nopFSM struct{}
 func (nopFSM) Apply(*raft.Log) any                 { return nil }
 func (nopFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, errors.New("none") }
 func (nopFSM) Restore(r io.ReadCloser) error       { return r.Close() }
+
+func TestEarlyTurn(t *testing.T) {
+	voters := func(ids ...string) raft.Configuration {
+		var c raft.Configuration
+		for _, id := range ids {
+			c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":1")})
+		}
+		return c
+	}
+	alive := func(ids ...string) map[string]peerInfo {
+		m := map[string]peerInfo{}
+		for _, id := range ids {
+			m[id] = peerInfo{ID: id, Role: RoleServer, GossipStatus: StatusAlive}
+		}
+		return m
+	}
+	three := voters("n1", "n2", "n3")
+	withNonvoter := voters("n1", "n2")
+	withNonvoter.Servers = append(withNonvoter.Servers, raft.Server{Suffrage: raft.Nonvoter, ID: "n3", Address: "n3:1"})
+	leaderSeen := alive("n1", "n2", "n3")
+	p := leaderSeen["n3"]
+	p.LeaderSeen = "n3"
+	leaderSeen["n3"] = p
+	dead := alive("n2", "n3")
+	dead["n1"] = peerInfo{ID: "n1", Role: RoleServer, GossipStatus: StatusDead}
+	othersDead := map[string]peerInfo{
+		"n2": {ID: "n2", Role: RoleServer, GossipStatus: StatusDead},
+		"n3": {ID: "n3", Role: RoleServer, GossipStatus: StatusLeft},
+	}
+	agent := alive("n2")
+	agent["n1"] = peerInfo{ID: "n1", Role: "agent", GossipStatus: StatusAlive}
+
+	for _, tc := range []struct {
+		name  string
+		self  string
+		cfg   raft.Configuration
+		peers map[string]peerInfo
+		turn  int
+		ok    bool
+	}{
+		{"all up, first in line", "n1", three, alive("n1", "n2", "n3"), 0, true},
+		{"all up, second", "n2", three, alive("n1", "n2", "n3"), 1, true},
+		{"all up, third", "n3", three, alive("n1", "n2", "n3"), 2, true},
+		{"first is down: second goes first", "n2", three, alive("n2", "n3"), 0, true},
+		{"gossip view without itself yet", "n2", three, alive("n3"), 0, true},
+		{"alone is no majority", "n1", three, alive("n1"), 0, false},
+		{"dead and departed members do not count", "n1", three, othersDead, 0, false},
+		{"dead members do not come first", "n3", three, dead, 1, true},
+		{"a member sees a leader", "n1", three, leaderSeen, 0, false},
+		{"a nonvoter never stands", "n3", withNonvoter, alive("n1", "n2", "n3"), 0, false},
+		{"voters next to a nonvoter", "n2", withNonvoter, alive("n1", "n2", "n3"), 1, true},
+		{"a single voter is electAloneNow's", "n1", voters("n1"), alive("n1"), 0, false},
+		{"not in the configuration", "n4", three, alive("n1", "n2", "n3", "n4"), 0, false},
+		{"an agent with a voter's name is not that voter", "n2", three, agent, 0, false},
+		{"five voters, three up", "n4", voters("n1", "n2", "n3", "n4", "n5"), alive("n2", "n4", "n5"), 1, true},
+		{"five voters, two up", "n4", voters("n1", "n2", "n3", "n4", "n5"), alive("n2", "n4"), 0, false},
+	} {
+		turn, ok := earlyTurn(tc.self, tc.cfg, tc.peers)
+		if turn != tc.turn || ok != tc.ok {
+			t.Errorf("%s: turn %d, %v; want %d, %v", tc.name, turn, ok, tc.turn, tc.ok)
+		}
+	}
+}

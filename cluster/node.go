@@ -7,12 +7,12 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // Config configures a Node.
@@ -35,6 +35,13 @@ type Config struct {
 	// BootstrapSelf makes a node with no Raft state bootstrap a
 	// one-voter cluster of itself (the same as BootstrapExpect 1).
 	BootstrapSelf bool
+	// DeferSoloElection leaves the immediate election of a replica that
+	// is the only voter of its configuration to the caller, who calls
+	// ElectAloneNow once it watches LeaderCh; otherwise NewNode starts it.
+	// A watcher that starts by asking IsLeader would otherwise, when the
+	// election was quicker than the watcher's start, see the leadership
+	// twice: in IsLeader and again on LeaderCh.
+	DeferSoloElection bool
 	// BootstrapExpect is the number of replicas that form a new cluster.
 	// 0 with no Join: a single replica that bootstraps itself. 0 with Join:
 	// never bootstrap, wait to be added by a leader. 1: bootstrap itself.
@@ -69,9 +76,14 @@ type Config struct {
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	// Preallocate is how many bytes of raft.db exist on disk before the
-	// first commit needs them (see DefaultPreallocate); 0 grows the file
+	// first commits need them (see DefaultPreallocate). A node fills the
+	// file in the background shortly after it started, so an empty data
+	// directory starts as fast as one with state. 0 grows the file
 	// only as bbolt needs it.
 	Preallocate int64
+	// preallocateAfter delays the preallocation (tests shorten it; zero
+	// is the package's preallocateAfter).
+	preallocateAfter time.Duration
 	// CheckEntry, when set, checks every command entry a leader sends
 	// before Raft stores it; an entry it refuses fails the AppendEntries
 	// and is never stored (see entryCheck).
@@ -86,7 +98,7 @@ type Node struct {
 	now       func() time.Time
 	logger    hclog.Logger
 	raft      *raft.Raft
-	store     *raftboltdb.BoltStore
+	store     *logStore
 	snaps     raft.SnapshotStore
 	transport *raft.NetworkTransport
 	layer     *closingLayer
@@ -108,11 +120,17 @@ type Node struct {
 	obsCh      chan raft.Observation
 	observer   *raft.Observer
 	shutdownCh chan struct{}
+	// followed is set once this node has seen another replica lead
+	// (FollowedLeader).
+	followed atomic.Bool
 	// entries is the check of incoming entries, nil without one.
-	entries  *entryCheck
-	shutdown sync.Once
-	shutErr  error
-	wg       sync.WaitGroup
+	entries *entryCheck
+	// preallocated is closed once raft.db has its preallocated size, or
+	// the node stopped before (or the fill failed: it is logged).
+	preallocated chan struct{}
+	shutdown     sync.Once
+	shutErr      error
+	wg           sync.WaitGroup
 }
 
 // ErrNotLeader is returned by leader-only operations on a follower.
@@ -219,7 +237,7 @@ func NewNode(cfg Config) (*Node, error) {
 	leaderCh := make(chan bool, 16)
 	rc.NotifyCh = leaderCh
 
-	store, err := openLogStore(cfg.DataDir, cfg.Preallocate)
+	store, err := openLogStore(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -282,6 +300,7 @@ func NewNode(cfg Config) (*Node, error) {
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: newChangeFeed(),
 		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(),
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
+		preallocated: make(chan struct{}),
 	}
 	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{
@@ -305,6 +324,8 @@ func NewNode(cfg Config) (*Node, error) {
 		n.Shutdown()
 		return nil, err
 	}
+	n.wg.Add(1)
+	go n.preallocateLater()
 	return n, nil
 }
 

@@ -87,6 +87,7 @@ func (n *Node) observeRaft() {
 		case o := <-n.obsCh:
 			switch d := o.Data.(type) {
 			case raft.LeaderObservation, raft.RaftState:
+				n.noteLeader()
 				syncLeadership()
 				n.feed.notify()
 				if n.gossip != nil {
@@ -102,12 +103,31 @@ func (n *Node) observeRaft() {
 				n.triggerReconcile()
 			}
 		case <-tick.C:
+			n.noteLeader()
 			syncLeadership()
 		case <-n.shutdownCh:
 			return
 		}
 	}
 }
+
+// noteLeader records that another replica leads (FollowedLeader).
+func (n *Node) noteLeader() {
+	if _, id := n.raft.LeaderWithID(); id != "" && string(id) != n.cfg.ID {
+		n.followed.Store(true)
+	}
+}
+
+// FollowedLeader reports whether this node has seen another replica lead
+// since it started. A leader that never did was elected by a cluster
+// that started together (a power-on, or a restart of every replica) or
+// is the only voter: whatever its store says of the agents dates from
+// before that start, and nothing it heard since confirms it. A leader
+// elected after following another took over a live cluster. It is
+// recorded at every leadership observation and every tick, so a leader
+// seen for less than a tick may be missed; that errs on the side of not
+// trusting the store.
+func (n *Node) FollowedLeader() bool { return n.followed.Load() }
 
 // triggerReconcile wakes the leader's reconciler; signals coalesce.
 func (n *Node) triggerReconcile() {

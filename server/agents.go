@@ -93,6 +93,46 @@ func (l *leader) forgetPreviousLife(agent string, incarnation uint64) {
 	l.proposeReports([]ingest.Report{{Agent: agent, Mark: state.ReportMark{Incarnation: incarnation}, States: stale}}, false)
 }
 
+// unconfirmStoredStates runs when this leader was elected without ever
+// following another since its process started: the whole cluster started
+// together (a power-on) or it is the only voter. The workload states in
+// the store then date from before that start, and an agent that lost
+// power with it left nothing running of what they say, so serving them
+// would show Running for what is not running. Until an agent reports,
+// its workloads show Pending(Initial), what an Ankaios server shows after
+// it starts for an agent that has not reported yet; a Grapnel agent
+// reports every instance's state after its ServerHello, so a live agent's
+// states are back within a round trip, and the reconnect grace still
+// decides when an agent that does not come back is AgentDisconnected. An
+// Ankaios agent (no incarnation) reports only changes, so its states are
+// left as they are. Server-set states (Pending(Initial), NotScheduled,
+// Removed) stay.
+func (l *leader) unconfirmStoredStates() {
+	var reports []ingest.Report
+	for _, agent := range state.SortedKeys(l.spec.Agents) {
+		if l.spec.ReportMarks[agent].IsZero() {
+			continue
+		}
+		var states []state.WorkloadState
+		for _, ws := range l.spec.States.OfAgent(agent) {
+			s := ws.State
+			if s.IsPendingInitial() || s.IsRemoved() || s == state.NotScheduled {
+				continue
+			}
+			states = append(states, state.WorkloadState{Instance: ws.Instance, State: state.PendingInitial})
+		}
+		if len(states) > 0 {
+			// A zero mark: the agent's own marks, and so the order of its
+			// reports, stay as they were.
+			reports = append(reports, ingest.Report{Agent: agent, States: states})
+		}
+	}
+	if len(reports) > 0 {
+		l.s.log.Info("elected without following a leader since start: stored workload states are unconfirmed until their agents report", "agents", len(reports))
+		l.proposeReports(reports, false)
+	}
+}
+
 // agentGone handles a lost agent stream. An agent that said Goodbye is
 // gone at once. One whose stream broke gets the reconnect grace, as after
 // a failover: a network blip or an agent restart that ends within it

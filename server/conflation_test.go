@@ -99,7 +99,10 @@ func TestStaleReportDroppedByNewLeader(t *testing.T) {
 	ts.stop()
 
 	// A fake clock that never moves keeps agent_A in its grace.
-	ts2 := startServerCfg(t, dir, nil, func(c *Config) { c.Clock = clock.NewFake(time.Unix(0, 0)) })
+	// (The restart stands in for a failover: the stored states are trusted.)
+	ts2 := startServerCfg(t, dir, nil, func(c *Config) {
+		c.Clock, c.TrustStoredStatesAtStart = clock.NewFake(time.Unix(0, 0)), true
+	})
 	agent2, _ := ts2.hello("agent_A", 7, nil)
 	failed := state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed}
 	agent2.report(9, state.WorkloadState{Instance: x, State: failed})

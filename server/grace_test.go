@@ -39,7 +39,12 @@ func failover(t *testing.T) (*testServer, *clock.Fake, *grpcapi.ServerHello) {
 	agent.sync("agent_A", "load handled")
 	ts.stop()
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-	ts2 := startServerCfg(t, dir, nil, func(c *Config) { c.Clock, c.AgentReconnectGrace = fake, testGrace })
+	// The restart of the only replica stands in for a failover: the new
+	// leader trusts the stored states, as one that followed the old
+	// leader does.
+	ts2 := startServerCfg(t, dir, nil, func(c *Config) {
+		c.Clock, c.AgentReconnectGrace, c.TrustStoredStatesAtStart = fake, testGrace, true
+	})
 	if fake.Pending() != 1 {
 		t.Fatalf("%d grace timers, want one for agent_A", fake.Pending())
 	}

@@ -19,8 +19,11 @@ const DefaultHoldTimeout = 5 * time.Second
 
 // termRecheck is how often a hold re-checks while this replica is the Raft
 // leader but has not opened its term yet (the Barrier is still running):
-// that moment sends no signal on node.Changes().
-const termRecheck = 10 * time.Millisecond
+// that moment sends no signal on node.Changes(). It lasts a few
+// milliseconds per leadership change, and a replica's first answer after
+// power-on waits in it, so the re-check is short (10 ms was a fifth of a
+// single replica's start).
+const termRecheck = time.Millisecond
 
 // errHoldExpired is what holdFor returns when the bound passes; callers
 // turn it into an error that says what was missing.

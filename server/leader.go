@@ -207,6 +207,9 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 	l.rebuild()
 	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.spec.ReportMarks)
 	l.startGrace(state.SortedKeys(l.spec.Agents))
+	if !s.node.FollowedLeader() && !s.cfg.TrustStoredStatesAtStart {
+		l.unconfirmStoredStates()
+	}
 	l.seedStartupState()
 	s.leaderMu.Lock()
 	s.term = l.term

@@ -45,3 +45,40 @@ func TestRestartedAgentStatesAreNotShownAsCurrent(t *testing.T) {
 		t.Fatalf("an agent without incarnation changed the state to %v", s)
 	}
 }
+
+// A replica restarted on its own (here the only voter; in a cluster, all
+// of them powered on together) never followed a leader since it started,
+// so the states in its store date from before: a Grapnel agent's
+// workloads show Pending(Initial) until the agent reports, and then what
+// it reports. An Ankaios agent reports only changes, so its states stay.
+func TestFreshLeaderDoesNotServeStatesFromBeforeItsStart(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServerIn(t, dir, mustState(t, twoAgents))
+	var instA, instB state.InstanceName
+	ts.store(func(s *state.Store) { instA, instB = s.Rendered["wl_a"].Instance, s.Rendered["wl_b"].Instance })
+	waitState := func(ts *testServer, inst state.InstanceName, what string, want state.ExecutionState) {
+		t.Helper()
+		waitFor(t, 10*time.Second, what, func() bool { s, _ := ts.stateOf(inst); return s == want })
+	}
+	a, _ := ts.hello("agent_A", 7, nil) // a Grapnel agent
+	a.report(1, state.WorkloadState{Instance: instA, State: state.RunningOk})
+	b, _ := ts.hello("agent_B", 0, nil) // an Ankaios agent
+	b.report(0, state.WorkloadState{Instance: instB, State: state.RunningOk})
+	waitState(ts, instA, "agent_A's Running", state.RunningOk)
+	waitState(ts, instB, "agent_B's Running", state.RunningOk)
+	a.close()
+	b.close()
+	ts.stop()
+
+	ts2 := startServerIn(t, dir, nil)
+	defer ts2.stop()
+	waitState(ts2, instA, "agent_A's workload unconfirmed after the restart", state.PendingInitial)
+	if s, _ := ts2.stateOf(instB); s != state.RunningOk {
+		t.Fatalf("the Ankaios agent's workload shows %v after the restart, want its last report Running(Ok)", s)
+	}
+	// The same agent process reconnects and reports again, as a Grapnel
+	// agent does after every ServerHello.
+	a2, _ := ts2.hello("agent_A", 7, nil)
+	a2.report(2, state.WorkloadState{Instance: instA, State: state.RunningOk})
+	waitState(ts2, instA, "agent_A's report after the restart", state.RunningOk)
+}

@@ -37,6 +37,14 @@ type Config struct {
 	// the FSM lists to reconnect before they count as gone
 	// (DefaultAgentReconnectGrace when zero, none when negative).
 	AgentReconnectGrace time.Duration
+	// TrustStoredStatesAtStart keeps the stored workload states of
+	// Grapnel agents when a leader is elected without having followed
+	// another since it started (every replica restarted, or the only
+	// voter did): right for a restart of the replicas alone while every
+	// agent and workload ran on, wrong after a power-on, when they are
+	// from before it. False (the default) shows Pending(Initial) until
+	// each agent reports (leader.unconfirmStoredStates).
+	TrustStoredStatesAtStart bool
 	// Clock drives the leader's timers; nil is the system clock.
 	Clock clock.Clock
 	// Metrics records commit latency, batch sizes and leader changes; nil
@@ -138,10 +146,17 @@ func (s *Server) Register(g *grpc.Server) {
 	grpcapi.RegisterCommandConnectionServer(g, commandService{s: s})
 }
 
-// Start runs the leadership monitor.
+// Start runs the leadership monitor. It returns once the monitor runs, so
+// that a leadership the node gains afterwards (cluster.Node.ElectAloneNow)
+// reaches the monitor on LeaderCh, not in its first look at IsLeader too.
 func (s *Server) Start() {
 	s.monitorWG.Add(1)
-	go s.monitorLeadership()
+	running := make(chan struct{})
+	go func() {
+		close(running)
+		s.monitorLeadership()
+	}()
+	<-running
 }
 
 // Shutdown stops the leader loop and closes every stream.
