@@ -43,9 +43,25 @@ func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, 
 	}
 	cl := newClosingLayer(layer)
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: cl, MaxPool: 3, Timeout: 10 * time.Second, Logger: logger,
+		Stream: cl, MaxPool: raftPoolPerPeer, Timeout: 10 * time.Second, Logger: logger,
 	}), cl, nil
 }
+
+// raftPoolPerPeer is how many idle outgoing connections the transport
+// keeps to each peer. Each costs hashicorp/raft a 256 KiB write buffer
+// here and a 256 KiB read buffer and a goroutine on the peer, for as
+// long as it stays in the pool. One is all a steady cluster reuses: the
+// leader's heartbeats to a follower take turns on one connection (its
+// pipelined AppendEntries hold their own, outside the pool), and a
+// candidate asks each peer for its pre-vote and then its vote one after
+// the other. A second RPC to the same peer while one is under way (a
+// vote while a slow pre-vote is still out; a snapshot install; an
+// AppendEntries while the pipeline restarts) dials a connection, which
+// is closed when it is done instead of being kept. With 3, the
+// elections at a cluster's start left each replica holding up
+// to 3 connections to every peer: about 3 MiB of buffers per replica that
+// sat idle from then on.
+const raftPoolPerPeer = 1
 
 // closingLayer closes every accepted and every dialled connection when the
 // layer closes, and lets Shutdown wait until the transport's goroutine

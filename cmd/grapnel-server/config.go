@@ -57,9 +57,11 @@ type config struct {
 	// RaftPreallocateMiB is how much of raft.db is allocated on disk
 	// ahead of use (0: none).
 	RaftPreallocateMiB int `yaml:"raft_preallocate_mib"`
-	// GCPercent is Go's GC target (GOGC); the GOGC variable, when set,
-	// wins.
-	GCPercent int `yaml:"gc_percent"`
+	// GCPercent is Go's GC target (GOGC) while the replica allocates
+	// fast, GCIdlePercent otherwise (see gcTuner); the GOGC variable,
+	// when set, wins over both.
+	GCPercent     int `yaml:"gc_percent"`
+	GCIdlePercent int `yaml:"gc_idle_percent"`
 
 	// The limits on what an update may put into the desired state (see
 	// state.Limits and docs/operations.md).
@@ -104,6 +106,7 @@ func defaults() config {
 		RaftCommitTimeout:      t.CommitTimeout,
 		RaftPreallocateMiB:     cluster.DefaultPreallocate >> 20,
 		GCPercent:              defaultGCPercent,
+		GCIdlePercent:          defaultGCIdlePercent,
 	}
 }
 
@@ -131,7 +134,8 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }),
 		layered.Opt("raft-heartbeat-interval", "", "RAFT_HEARTBEAT_INTERVAL", "leader: least time between heartbeats to a follower, which go out every one to two intervals (0: a quarter of the shorter of the heartbeat and lease timeouts)", func(c *config) any { return &c.RaftHeartbeatInterval }),
 		layered.Opt("raft-preallocate-mib", "", "RAFT_PREALLOCATE_MIB", "MiB of raft.db allocated on disk ahead of use, so commits write in place (0: none)", func(c *config) any { return &c.RaftPreallocateMiB }),
-		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
+		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target while the replica allocates fast (2 MiB/s or more) and at the start: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
+		layered.Opt("gc-idle-percent", "", "GC_IDLE_PERCENT", "Go GC target while the replica allocates little (under 1 MiB/s), which keeps an idle replica's heap small (at least --gc-percent: that target always; the GOGC variable wins)", func(c *config) any { return &c.GCIdlePercent }),
 		layered.Opt("max-config-depth", "", "MAX_CONFIG_DEPTH", "deepest nesting of lists and maps in one config item", func(c *config) any { return &c.MaxConfigDepth }),
 		layered.Opt("max-string-bytes", "", "MAX_STRING_BYTES", "longest string of a workload or config item (runtimeConfig, file content, value)", func(c *config) any { return &c.MaxStringBytes }),
 		layered.Opt("max-config-item-bytes", "", "MAX_CONFIG_ITEM_BYTES", "largest config item", func(c *config) any { return &c.MaxConfigItemBytes }),
@@ -219,6 +223,9 @@ func (c config) validate() error {
 	}
 	if c.GCPercent < 25 {
 		return fmt.Errorf("--gc-percent %d: must be at least 25 (lower spends most of the CPU collecting)", c.GCPercent)
+	}
+	if c.GCIdlePercent < 25 {
+		return fmt.Errorf("--gc-idle-percent %d: must be at least 25 (lower spends most of the CPU collecting)", c.GCIdlePercent)
 	}
 	if c.GroupCommitDelay < 0 || c.GroupCommitDelay > 100*time.Millisecond {
 		return fmt.Errorf("--group-commit-delay %v: must be 0 to 100ms", c.GroupCommitDelay)

@@ -137,15 +137,16 @@ func TestClusterOptions(t *testing.T) {
 		{"wildcard address in a cluster", []string{"-k", "--bootstrap-expect", "3", "-a", "0.0.0.0:25551"}, nil, nil, "not a wildcard"},
 		{"lease above heartbeat", []string{"-k", "--raft-leader-lease-timeout", "1s"}, nil, nil, "must not exceed"},
 		{"storage and GC defaults", []string{"-k"}, nil, func(c config) bool {
-			return c.RaftPreallocateMiB == 32 && c.GCPercent == defaultGCPercent
+			return c.RaftPreallocateMiB == 32 && c.GCPercent == defaultGCPercent && c.GCIdlePercent == defaultGCIdlePercent
 		}, ""},
-		{"storage and GC from env", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_RAFT_PREALLOCATE_MIB": "0", "GRAPNEL_SERVER_GC_PERCENT": "100"}, func(c config) bool {
-			return c.RaftPreallocateMiB == 0 && c.GCPercent == 100
+		{"storage and GC from env", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_RAFT_PREALLOCATE_MIB": "0", "GRAPNEL_SERVER_GC_PERCENT": "100", "GRAPNEL_SERVER_GC_IDLE_PERCENT": "80"}, func(c config) bool {
+			return c.RaftPreallocateMiB == 0 && c.GCPercent == 100 && c.GCIdlePercent == 80
 		}, ""},
 		{"preallocate out of range", []string{"-k", "--raft-preallocate-mib", "-1"}, nil, nil, "--raft-preallocate-mib -1"},
 		{"group commit delay", []string{"-k", "--group-commit-delay", "0"}, nil, func(c config) bool { return c.GroupCommitDelay == 0 }, ""},
 		{"group commit delay too long", []string{"-k", "--group-commit-delay", "1s"}, nil, nil, "--group-commit-delay 1s"},
 		{"gc percent too low", []string{"-k", "--gc-percent", "5"}, nil, nil, "--gc-percent 5"},
+		{"gc idle percent too low", []string{"-k", "--gc-idle-percent", "10"}, nil, nil, "--gc-idle-percent 10"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -180,12 +181,28 @@ func TestGOGCWinsOverGCPercent(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	old := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(old)
-	setGC(300, func(k string) (string, bool) { return "150", k == "GOGC" }, log)
+	setGC(300, 300, func(k string) (string, bool) { return "150", k == "GOGC" }, log)()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("with GOGC set, the GC target changed to %d", got)
 	}
-	setGC(300, func(string) (string, bool) { return "", false }, log)
+	setGC(300, 300, func(string) (string, bool) { return "", false }, log)()
 	if got := debug.SetGCPercent(100); got != 300 {
 		t.Fatalf("GC target %d, want 300", got)
+	}
+	// An idle target at or above the busy one means the busy one always.
+	setGC(300, 500, func(string) (string, bool) { return "", false }, log)()
+	if got := debug.SetGCPercent(100); got != 300 {
+		t.Fatalf("GC target %d, want 300", got)
+	}
+	// With a lower idle target a replica starts at the busy one, and
+	// the tuner (gc_test.go) takes it from there.
+	setGC(300, 60, func(string) (string, bool) { return "", false }, log)()
+	if got := debug.SetGCPercent(100); got != 300 {
+		t.Fatalf("GC target %d at the start, want the busy 300", got)
+	}
+	// With GOGC set there is no switching either.
+	setGC(300, 50, func(k string) (string, bool) { return "150", k == "GOGC" }, log)()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("with GOGC set, the GC target changed to %d", got)
 	}
 }

@@ -2,22 +2,227 @@ package main
 
 import (
 	"log/slog"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
 )
 
 // defaultGCPercent lets the heap grow to five times its live data between
-// collections instead of Go's twice. A replica's live heap is small (the
-// desired state and the leader's queues: a few MiB), so this costs tens
-// of MiB, and under a steady stream of updates it saved about a tenth of
-// the CPU per update (docs/replication.md, "Where the time goes").
+// collections instead of Go's twice while the replica is busy. A
+// replica's live heap is small (the desired state and the leader's
+// queues: a few MiB), so this costs tens of MiB, and under a steady
+// stream of updates it saved about a tenth of the CPU per update
+// (docs/replication.md, "Where the time goes").
 const defaultGCPercent = 400
 
-// setGC applies the GC target unless the GOGC variable is set: Go has
-// already read it, and an operator who sets it means it.
-func setGC(percent int, lookup func(string) (string, bool), log *slog.Logger) {
+// defaultGCIdlePercent is the GC target while the replica allocates
+// little, which is most of a vehicle's life: the heap may grow by a
+// quarter of its live data. At idle a replica allocates a few hundred KiB
+// a second (gossip, heartbeats, the agents' Watch), so this is a
+// collection every few seconds of a 2–3 MiB heap, a millisecond or two
+// of CPU each, and the heap stays a few MiB instead of the 16 MiB that
+// 400 lets it reach (Go's heap minimum is 4 MiB times the target).
+const defaultGCIdlePercent = 25
+
+// A replica is busy when it allocated at least gcBusyRate bytes a second
+// over the collections of at least gcMinWindow (a rate over a shorter
+// span is noise: the collection that a switch to the idle target starts
+// comes milliseconds after it), and idle again when it allocated less
+// than gcIdleRate a second over gcCheckEvery. The GC's CPU grows with the
+// allocation rate divided by the target, whatever the size of the live
+// heap: at the idle target a replica spends 1–2 ms of CPU per MiB
+// allocated, so below gcBusyRate the idle target costs at most a few
+// tenths of a percent of a core; above it the busy target saves what it
+// was chosen for. Idle, with 3 replicas and 5 agents, a follower
+// allocates about 0.3 MiB/s and the leader 0.35–0.4 MiB/s, well below
+// gcIdleRate. The two rates differ so that a load near the threshold does
+// not flip the target at every collection.
+const (
+	gcBusyRate   = 2 << 20
+	gcIdleRate   = 1 << 20
+	gcCheckEvery = 5 * time.Second
+	gcMinWindow  = time.Second
+)
+
+// setGC applies the GC targets unless the GOGC variable is set: Go has
+// already read it, and an operator who sets it means it. With an idle
+// target below the busy one it starts a gcTuner, and returns its stop
+// function (a no-op otherwise).
+func setGC(busy, idle int, lookup func(string) (string, bool), log *slog.Logger) (stop func()) {
 	if v, ok := lookup("GOGC"); ok {
-		log.Info("GOGC is set; --gc-percent is not applied", "GOGC", v)
+		log.Info("GOGC is set; --gc-percent and --gc-idle-percent are not applied", "GOGC", v)
+		return func() {}
+	}
+	if idle >= busy {
+		debug.SetGCPercent(busy)
+		return func() {}
+	}
+	t := newGCTuner(busy, idle, log)
+	t.start()
+	armGCHook(t.gcDone)
+	return t.stop
+}
+
+// gcTuner switches Go's GC target between busy (while the replica
+// allocates fast, and at the start) and idle (otherwise). It looks at the allocation rate
+// after every collection, which at idle happens every few seconds
+// anyway, and, only while busy, every gcCheckEvery: an idle replica at
+// the busy target may go minutes without a collection, and would keep
+// the heap it grew until then. So an idle replica has no timer of its
+// own.
+type gcTuner struct {
+	busy, idle int
+	log        *slog.Logger
+	// set applies a GC percent (debug.SetGCPercent).
+	set func(int)
+	// allocs is the number of heap bytes allocated since the start.
+	allocs func() uint64
+	now    func() time.Time
+	// after runs f once after d (time.AfterFunc) and returns what stops it.
+	after func(d time.Duration, f func()) (stop func() bool)
+
+	mu        sync.Mutex
+	isBusy    bool
+	stopped   bool
+	gcAt      time.Time // start of the window judged at the next collection
+	gcAllocs  uint64
+	chkAt     time.Time // the previous check while busy
+	chkAllocs uint64
+	stopTimer func() bool
+}
+
+func newGCTuner(busy, idle int, log *slog.Logger) *gcTuner {
+	return &gcTuner{
+		busy: busy, idle: idle, log: log,
+		set:    func(p int) { debug.SetGCPercent(p) },
+		allocs: heapAllocs,
+		now:    time.Now,
+		after: func(d time.Duration, f func()) func() bool {
+			return time.AfterFunc(d, f).Stop
+		},
+	}
+}
+
+// start applies the busy target: a replica starts busy (reading its log
+// and snapshot, electing, answering the agents that reconnect), and at
+// the idle target its first second spent a collection every 20 ms. The
+// first check comes gcCheckEvery later.
+func (t *gcTuner) start() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now, allocs := t.now(), t.allocs()
+	t.gcAt, t.gcAllocs = now, allocs
+	t.chkAt, t.chkAllocs = now, allocs
+	t.isBusy = true
+	t.set(t.busy)
+	t.stopTimer = t.after(gcCheckEvery, t.check)
+}
+
+// gcDone runs after each collection; it reports whether it wants to hear
+// of the next one.
+func (t *gcTuner) gcDone() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
+	now, allocs := t.now(), t.allocs()
+	if now.Sub(t.gcAt) < gcMinWindow {
+		return true
+	}
+	rate := perSecond(allocs-t.gcAllocs, now.Sub(t.gcAt))
+	t.gcAt, t.gcAllocs = now, allocs
+	if !t.isBusy && rate >= gcBusyRate {
+		t.isBusy = true
+		t.chkAt, t.chkAllocs = now, allocs
+		t.set(t.busy)
+		t.stopTimer = t.after(gcCheckEvery, t.check)
+		t.log.Debug("GC target: busy", "percent", t.busy, "allocatedPerSecond", uint64(rate))
+	}
+	return true
+}
+
+// check runs every gcCheckEvery while busy.
+func (t *gcTuner) check() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped || !t.isBusy {
 		return
 	}
-	debug.SetGCPercent(percent)
+	now, allocs := t.now(), t.allocs()
+	rate := perSecond(allocs-t.chkAllocs, now.Sub(t.chkAt))
+	t.chkAt, t.chkAllocs = now, allocs
+	if rate >= gcIdleRate {
+		t.stopTimer = t.after(gcCheckEvery, t.check)
+		return
+	}
+	t.isBusy = false
+	t.stopTimer = nil
+	t.gcAt, t.gcAllocs = now, allocs
+	// Below the heap the busy target allowed, the lower target starts a
+	// collection at the next allocation; the runtime then returns the
+	// pages above the new goal to the OS in the background.
+	t.set(t.idle)
+	t.log.Debug("GC target: idle", "percent", t.idle, "allocatedPerSecond", uint64(rate))
 }
+
+// stop ends the switching; the target stays where it is.
+func (t *gcTuner) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	if t.stopTimer != nil {
+		t.stopTimer()
+		t.stopTimer = nil
+	}
+}
+
+func perSecond(bytes uint64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) / d.Seconds()
+}
+
+// gcSentinel is allocated only to be collected: its cleanup tells of the
+// collection. It holds a pointer so that the tiny allocator, which packs
+// small pointer-free objects together, never places it.
+type gcSentinel struct{ _ *byte }
+
+// armGCHook calls fn after the next collection, and after each one after
+// that for as long as fn returns true.
+func armGCHook(fn func() bool) {
+	runtime.AddCleanup(new(gcSentinel), func(fn func() bool) {
+		if fn() {
+			armGCHook(fn)
+		}
+	}, fn)
+}
+
+// heapAllocs reads the cumulative bytes allocated on the heap; unlike
+// runtime.ReadMemStats it does not stop the world.
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// defaultMemProfileRate is the runtime's heap profile sampling rate
+// before init turned it off (GODEBUG=memprofilerate sets it too).
+var defaultMemProfileRate = runtime.MemProfileRate
+
+// Sampling the heap for a profile that only --enable-debug can serve
+// costs a replica a hash table of stacks that grows with every new one
+// it samples (about a MiB, most of it touched). It is off from here on
+// and back on with --enable-debug (enableHeapProfile); a heap profile
+// then misses only what was allocated between this init and reading the
+// configuration.
+func init() { runtime.MemProfileRate = 0 }
+
+// enableHeapProfile turns heap profile sampling back on.
+func enableHeapProfile() { runtime.MemProfileRate = defaultMemProfileRate }

@@ -44,7 +44,10 @@ func main() {
 
 func run(cfg config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
-	setGC(cfg.GCPercent, os.LookupEnv, log)
+	if cfg.EnableDebug {
+		enableHeapProfile()
+	}
+	defer setGC(cfg.GCPercent, cfg.GCIdlePercent, os.LookupEnv, log)()
 	startup, err := loadStartupManifest(cfg.StartupManifest, cfg.limits(), log)
 	if err != nil {
 		return err
@@ -85,7 +88,7 @@ func run(cfg config) error {
 		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress, GossipKey: gossipKey,
 		Join: cfg.Join, LogOutput: os.Stderr, Preallocate: int64(cfg.RaftPreallocateMiB) << 20,
-		CheckEntry: fsm.CheckType,
+		CheckEntry: fsm.CheckType, DeferSoloElection: true,
 	})
 	if err != nil {
 		lis.Close()
@@ -113,6 +116,10 @@ func run(cfg config) error {
 		lis.Close()
 		return err
 	}
+	srv.Start()
+	// Only now, with the server watching leadership, may a lone replica
+	// elect itself.
+	node.ElectAloneNow()
 	stopMetrics, err := serveMetrics(cfg.MetricsAddress, cfg.EnableDebug, metricSet, node, log)
 	if err != nil {
 		srv.Shutdown()
@@ -124,7 +131,6 @@ func run(cfg config) error {
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
-	srv.Start()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
