@@ -251,20 +251,30 @@ func (g *gossip) NodeMeta(limit int) []byte {
 // sends every member; its name follows.
 const msgLeaveIntent = 1
 
-// sendLeaveIntent sends the leave intent to every other member over TCP,
-// all at once, waiting for the sends.
+// sendLeaveIntent sends the leave intent to every other replica over TCP,
+// all at once, waiting for the sends. The addresses come from the peer
+// table, copied when memberlist reported each member: the *Node values
+// Members returns are memberlist's own, which it rewrites under its lock
+// while SendReliable would read them without (a data race -race caught).
+// Agents ignore the intent, so they are not sent it.
 func (g *gossip) sendLeaveIntent() {
 	msg := append([]byte{msgLeaveIntent}, g.n.cfg.ID...)
 	var wg sync.WaitGroup
-	for _, m := range g.ml.Members() {
-		if m.Name == g.n.cfg.ID {
+	for id, p := range g.n.peers.all() {
+		if id == g.n.cfg.ID || p.Role != RoleServer || p.GossipStatus != StatusAlive || p.GossipAddress == "" {
 			continue
 		}
+		host, port, err := net.SplitHostPort(p.GossipAddress)
+		n, perr := strconv.ParseUint(port, 10, 16)
+		if err != nil || perr != nil || net.ParseIP(host) == nil {
+			continue
+		}
+		node := &memberlist.Node{Name: id, Addr: net.ParseIP(host), Port: uint16(n)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := g.ml.SendReliable(m, msg); err != nil {
-				g.logger.Debug("leave intent not delivered", "to", m.Name, "error", err)
+			if err := g.ml.SendReliable(node, msg); err != nil {
+				g.logger.Debug("leave intent not delivered", "to", id, "error", err)
 			}
 		}()
 	}
