@@ -112,8 +112,19 @@ func (wh *watchHarness) rounds(n int) {
 	for range n {
 		start := wh.poll.pollCount()
 		wh.clk.Advance(100 * time.Millisecond)
+		// The ticker arms its next timer just after it polled; an Advance
+		// that came first passed it by. Wait for the ticker to arm it
+		// (it is then the earliest timer) before the next round.
 		eventually(wh.t, "the ticker to poll", func() bool { return wh.poll.pollCount() > start })
+		eventually(wh.t, "the ticker to wait again", func() bool { return wh.pollArmed() })
 	}
+}
+
+// pollArmed reports whether a timer is pending within one poll interval:
+// the ticker's, since the backstop round is seconds away.
+func (wh *watchHarness) pollArmed() bool {
+	next, ok := wh.clk.Next()
+	return ok && !next.After(wh.clk.Now().Add(100*time.Millisecond))
 }
 
 func TestWatchedInstanceIsNotPolled(t *testing.T) {

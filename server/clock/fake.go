@@ -89,3 +89,16 @@ func (t *fakeTimer) Stop() bool {
 	}
 	return false
 }
+
+// Next is the deadline of the earliest pending timer; false when none is.
+func (c *Fake) Next() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Time
+	for _, t := range c.timers {
+		if next.IsZero() || t.at.Before(next) {
+			next = t.at
+		}
+	}
+	return next, !next.IsZero()
+}
