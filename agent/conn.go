@@ -302,7 +302,7 @@ func (c *conn) sendStates(ctx context.Context, s *session) {
 				WorkloadStates: rpc.WorkloadStatesToProto(ws), GrapnelGeneration: c.generation.Add(1),
 			}}}
 			if err := s.send(m); err != nil {
-				c.out.putMissing(ws)
+				c.out.putBack(ws)
 				s.st.Close()
 				return
 			}

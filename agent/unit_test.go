@@ -116,9 +116,40 @@ func TestOutbox(t *testing.T) {
 	// A failed send puts back what it took; a report that came meanwhile
 	// stays.
 	o.put([]state.WorkloadState{{Instance: a, State: succeeded}})
-	o.putMissing(got)
+	o.putBack(got)
 	if got := o.take(); !slices.Equal(got, []state.WorkloadState{{Instance: a, State: succeeded}, {Instance: b, State: running}}) {
 		t.Fatalf("after put back: %v", got)
+	}
+}
+
+// A Removed, or an exit, is never overwritten by the same instance name
+// starting again before it was sent: the CLI's and ank's wait lists end a
+// deletion on Removed. A failed send puts it back ahead of newer states.
+func TestOutboxKeepsEndedLives(t *testing.T) {
+	a := state.NewInstanceName("a", "agent_A", "1")
+	b := state.NewInstanceName("b", "agent_A", "1")
+	stopping := state.ExecutionState{State: state.StateStopping, SubState: state.SubStopping}
+	removed := state.ExecutionState{State: state.StateRemoved, SubState: string(state.StateRemoved)}
+	starting := state.ExecutionState{State: state.StatePending, SubState: state.SubStarting}
+	running := state.ExecutionState{State: state.StateRunning, SubState: state.SubOk}
+	failed := state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed}
+	o := newOutbox()
+	for _, s := range []state.ExecutionState{stopping, removed, starting} {
+		o.put([]state.WorkloadState{{Instance: b, State: s}})
+	}
+	o.put([]state.WorkloadState{{Instance: a, State: running}, {Instance: a, State: failed}, {Instance: a, State: starting}})
+	got := o.take()
+	want := []state.WorkloadState{{Instance: a, State: failed}, {Instance: a, State: starting},
+		{Instance: b, State: removed}, {Instance: b, State: starting}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("took %v, want %v", got, want)
+	}
+	o.put([]state.WorkloadState{{Instance: b, State: running}})
+	o.putBack(got)
+	want = []state.WorkloadState{{Instance: a, State: failed}, {Instance: a, State: starting},
+		{Instance: b, State: removed}, {Instance: b, State: running}}
+	if got := o.take(); !slices.Equal(got, want) {
+		t.Fatalf("after put back: %v, want %v", got, want)
 	}
 }
 

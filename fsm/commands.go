@@ -125,10 +125,14 @@ type WorkloadReportsRequest struct {
 }
 
 // WorkloadReportsResponse is what applying a WorkloadReportsType entry
-// returns when it dropped stale reports: the agents whose report was
-// older than the stored mark. Nothing is returned when none was dropped.
+// returns when it dropped stale reports or created states: the agents
+// whose report was older than the stored mark, and the instances that had
+// no state before the entry. Events call a state added, not updated, when
+// its instance had none (as Ankaios does). Nothing is returned when
+// neither happened.
 type WorkloadReportsResponse struct {
 	Stale []string
+	New   []state.InstanceName
 }
 
 // AgentGoneResponse is what applying an AgentGoneType entry returns: the

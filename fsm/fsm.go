@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -207,14 +208,24 @@ func Execute(st *state.Store, t MessageType, body any, index uint64) any {
 		}
 	case *WorkloadReportsRequest:
 		if t == WorkloadReportsType {
-			var stale []string
+			var (
+				stale []string
+				fresh []state.InstanceName
+			)
 			for _, rep := range r.Reports {
+				n := len(fresh)
+				for _, ws := range rep.States {
+					if _, ok := st.States.Get(ws.Instance); !ok && !slices.Contains(fresh[n:], ws.Instance) {
+						fresh = append(fresh, ws.Instance)
+					}
+				}
 				if !st.ApplyReport(rep.Agent, rep.Mark, rep.States) {
 					stale = append(stale, rep.Agent)
+					fresh = fresh[:n]
 				}
 			}
-			if stale != nil {
-				return &WorkloadReportsResponse{Stale: stale}
+			if stale != nil || fresh != nil {
+				return &WorkloadReportsResponse{Stale: stale, New: fresh}
 			}
 			return nil
 		}

@@ -80,8 +80,19 @@ func TestFSM_WorkloadReports(t *testing.T) {
 			States: []state.WorkloadState{{Instance: in, State: s}}}
 	}
 	if resp := applyResp(t, f, WorkloadReportsType, WorkloadReportsRequest{Reports: []AgentReport{
-		report("agent_A", 2, 5, state.RunningOk, inst), report("agent_B", 0, 0, state.RunningOk, other)}}); resp != nil {
-		t.Fatalf("fresh reports: %v", resp)
+		report("agent_A", 2, 5, state.RunningOk, inst), report("agent_B", 0, 0, state.RunningOk, other)}}); !reflect.DeepEqual(resp,
+		&WorkloadReportsResponse{New: []state.InstanceName{other}}) {
+		t.Fatalf("fresh reports: %v, want %v new (%v had a state)", resp, other, inst)
+	}
+	// A stale report creates nothing; a Removed then a new life in one
+	// report names the instance new only if it had no state before.
+	gone := state.NewInstanceName("gone", "agent_B", "g")
+	if resp := applyResp(t, f, WorkloadReportsType, WorkloadReportsRequest{Reports: []AgentReport{
+		report("agent_A", 1, 1, state.RunningOk, state.NewInstanceName("x", "agent_A", "x")),
+		{Agent: "agent_B", States: []state.WorkloadState{{Instance: other, State: state.Removed}, {Instance: other, State: state.RunningOk},
+			{Instance: gone, State: state.Removed}}}}}); !reflect.DeepEqual(resp,
+		&WorkloadReportsResponse{Stale: []string{"agent_A"}, New: []state.InstanceName{gone}}) {
+		t.Fatalf("mixed reports: %+v", resp)
 	}
 	cases := []struct {
 		name      string

@@ -295,10 +295,12 @@ func (l *leader) proposeReports(reports []ingest.Report, batch bool) {
 			l.states.Settle(true)
 		}
 		stale := map[string]bool{}
+		var fresh []state.InstanceName
 		if r, ok := resp.(*fsm.WorkloadReportsResponse); ok {
 			for _, a := range r.Stale {
 				stale[a] = true
 			}
+			fresh = r.New
 		}
 		var all []state.WorkloadState
 		for _, r := range body.Reports {
@@ -309,15 +311,9 @@ func (l *leader) proposeReports(reports []ingest.Report, batch bool) {
 			all = append(all, r.States...)
 		}
 		if len(all) > 0 && l.events.HasSubscribers() {
-			var diff state.StateDiff
-			for _, ws := range all {
-				if ws.State.IsRemoved() {
-					diff.Removed = append(diff.Removed, statePath(ws.Instance))
-				} else {
-					diff.Updated = append(diff.Updated, statePath(ws.Instance))
-				}
+			for _, ev := range stateEvents(all, fresh) {
+				l.emit(ev.diff, statesTree(ev.states))
 			}
-			l.emit(diff, statesTree(all))
 		}
 	}, func(error) {
 		if batch {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"slices"
+
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/state"
@@ -119,4 +121,53 @@ func (l *leader) cliGone(conn string) {
 	for _, id := range l.logs.RemoveByConnection(conn) {
 		l.sendLogsCancel(id)
 	}
+}
+
+// stateEvent is one event's worth of committed workload states.
+type stateEvent struct {
+	diff   state.StateDiff
+	states []state.WorkloadState
+}
+
+// stateEvents turns committed states, in commit order, into events as
+// Ankaios reports them: a state of an instance that had none is added, a
+// Removed is removed, any other is updated. An instance whose life ended
+// and started again within the states (Removed, then Pending) gets one
+// event per life, so that no event names a path twice. fresh lists the
+// instances that had no state before.
+func stateEvents(all []state.WorkloadState, fresh []state.InstanceName) []stateEvent {
+	exists := map[state.InstanceName]bool{}
+	for _, ws := range all {
+		if _, seen := exists[ws.Instance]; !seen {
+			exists[ws.Instance] = !slices.Contains(fresh, ws.Instance)
+		}
+	}
+	var (
+		out []stateEvent
+		cur stateEvent
+		in  = map[state.InstanceName]bool{}
+	)
+	for _, ws := range all {
+		if in[ws.Instance] {
+			out = append(out, cur)
+			cur, in = stateEvent{}, map[state.InstanceName]bool{}
+		}
+		in[ws.Instance] = true
+		p := statePath(ws.Instance)
+		switch {
+		case ws.State.IsRemoved():
+			cur.diff.Removed = append(cur.diff.Removed, p)
+			exists[ws.Instance] = false
+		case !exists[ws.Instance]:
+			cur.diff.Added = append(cur.diff.Added, p)
+			exists[ws.Instance] = true
+		default:
+			cur.diff.Updated = append(cur.diff.Updated, p)
+		}
+		cur.states = append(cur.states, ws)
+	}
+	if len(cur.states) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }

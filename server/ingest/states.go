@@ -1,6 +1,10 @@
 package ingest
 
-import "github.com/grapnel-io/grapnel/state"
+import (
+	"math"
+
+	"github.com/grapnel-io/grapnel/state"
+)
 
 // DefaultMaxBatch bounds the instances carried in one batch.
 const DefaultMaxBatch = 1024
@@ -31,9 +35,11 @@ func (b *Batch) Len() int {
 type unit struct {
 	// last is the newest mark accepted from the agent, pending or stored.
 	last state.ReportMark
-	// pending holds the newest state of each instance not yet handed out;
-	// order keeps the instances in the order they first arrived.
-	pending map[state.InstanceName]state.ExecutionState
+	// pending holds, per instance not yet handed out, the newest state of
+	// its current life after the states that ended earlier lives
+	// (state.Conflate); order keeps the instances in the order they first
+	// arrived.
+	pending map[state.InstanceName][]state.ExecutionState
 	order   []state.InstanceName
 	// mark is the newest mark among the pending reports.
 	mark   state.ReportMark
@@ -67,7 +73,7 @@ func NewStates(maxBatch int, marks map[string]state.ReportMark) *States {
 func (s *States) unitOf(agent string) *unit {
 	u := s.units[agent]
 	if u == nil {
-		u = &unit{pending: map[state.InstanceName]state.ExecutionState{}}
+		u = &unit{pending: map[state.InstanceName][]state.ExecutionState{}}
 		s.units[agent] = u
 	}
 	return u
@@ -75,7 +81,8 @@ func (s *States) unitOf(agent string) *unit {
 
 // Offer adds a report to its agent's unit. A report older than the newest
 // one accepted from the agent is dropped and Offer returns false. Within a
-// unit the newest state of an instance replaces the pending one.
+// unit the newest state of an instance replaces the pending one of the
+// same life; a state that ended a life is kept and handed out ahead of it.
 func (s *States) Offer(r Report) bool {
 	u := s.unitOf(r.Agent)
 	if r.Mark.StaleAfter(u.last) {
@@ -89,7 +96,7 @@ func (s *States) Offer(r Report) bool {
 		if _, ok := u.pending[ws.Instance]; !ok {
 			u.order = append(u.order, ws.Instance)
 		}
-		u.pending[ws.Instance] = ws.State
+		u.pending[ws.Instance] = state.Conflate(u.pending[ws.Instance], ws.State, 0)
 	}
 	if len(u.pending) > 0 && !u.queued {
 		u.queued = true
@@ -127,20 +134,27 @@ func (s *States) Next() (*Batch, bool) {
 	return b, true
 }
 
-// take removes up to n pending states of the unit in arrival order. The
+// take removes the pending states of the unit's instances in arrival
+// order, each instance's states in the order they came, up to n states
+// (at least one instance). The
 // report carries the unit's mark only when it takes everything; a partial
 // report is unmarked so that the rest, sent later with the mark, is not
 // mistaken for a repeat.
 func (u *unit) take(agent string, n int) (Report, bool) {
-	if n > len(u.order) {
-		n = len(u.order)
-	}
-	r := Report{Agent: agent, States: make([]state.WorkloadState, 0, n)}
-	for _, in := range u.order[:n] {
-		r.States = append(r.States, state.WorkloadState{Instance: in, State: u.pending[in]})
+	r := Report{Agent: agent, States: make([]state.WorkloadState, 0, min(n, len(u.order)))}
+	taken := 0
+	for _, in := range u.order {
+		q := u.pending[in]
+		if taken > 0 && len(r.States)+len(q) > n {
+			break
+		}
+		for _, st := range q {
+			r.States = append(r.States, state.WorkloadState{Instance: in, State: st})
+		}
 		delete(u.pending, in)
+		taken++
 	}
-	u.order = u.order[n:]
+	u.order = u.order[taken:]
 	if len(u.order) > 0 {
 		return r, false
 	}
@@ -150,7 +164,8 @@ func (u *unit) take(agent string, n int) (Report, bool) {
 }
 
 // Settle ends the batch in flight. A batch that was not stored gives its
-// states back to their units, except where a newer state arrived since.
+// states back to their units, ahead of what arrived since (which is
+// newer and replaces them within the same life).
 func (s *States) Settle(ok bool) {
 	b := s.inFlight
 	s.inFlight = nil
@@ -160,13 +175,18 @@ func (s *States) Settle(ok bool) {
 	for _, r := range b.Reports {
 		u := s.unitOf(r.Agent)
 		u.mark = u.mark.Max(r.Mark)
+		older := map[state.InstanceName][]state.ExecutionState{}
 		var back []state.InstanceName
 		for _, ws := range r.States {
-			if _, newer := u.pending[ws.Instance]; newer {
-				continue
+			if _, seen := older[ws.Instance]; !seen {
+				if _, queued := u.pending[ws.Instance]; !queued {
+					back = append(back, ws.Instance)
+				}
 			}
-			u.pending[ws.Instance] = ws.State
-			back = append(back, ws.Instance)
+			older[ws.Instance] = append(older[ws.Instance], ws.State)
+		}
+		for in, q := range older {
+			u.pending[in] = state.ConflateAll(q, u.pending[in], 0)
 		}
 		u.order = append(back, u.order...)
 		if len(u.pending) > 0 && !u.queued {
@@ -187,7 +207,7 @@ func (s *States) Flush(agent string) (Report, bool) {
 	if u == nil || len(u.order) == 0 {
 		return Report{}, false
 	}
-	r, _ := u.take(agent, len(u.order))
+	r, _ := u.take(agent, math.MaxInt)
 	u.queued = false
 	for i, a := range s.ready {
 		if a == agent {
@@ -198,7 +218,7 @@ func (s *States) Flush(agent string) (Report, bool) {
 	return r, true
 }
 
-// Pending counts the states waiting in all units.
+// Pending counts the instances with states waiting in all units.
 func (s *States) Pending() int {
 	n := 0
 	for _, u := range s.units {

@@ -164,3 +164,31 @@ func TestFlushAgent(t *testing.T) {
 		t.Fatalf("mark %v", s.Mark("a"))
 	}
 }
+
+// A Removed is handed out ahead of the next life of the same instance
+// name, also when a batch that was not stored comes back behind it, and a
+// batch never splits one instance's states.
+func TestEndedLivesKept(t *testing.T) {
+	s := NewStates(2, nil)
+	stopping := state.ExecutionState{State: state.StateStopping, SubState: state.SubStopping}
+	s.Offer(report("a", 1, 1, stopping, 1, 2))
+	s.Offer(report("a", 1, 2, state.Removed, 1))
+	b, _ := s.Next()
+	want := []state.WorkloadState{{Instance: inst("a", 1), State: state.Removed}, {Instance: inst("a", 2), State: stopping}}
+	if !reflect.DeepEqual(b.Reports[0].States, want) {
+		t.Fatalf("first batch %v", b.Reports[0].States)
+	}
+	s.Offer(report("a", 1, 3, pending, 1))
+	s.Offer(report("a", 1, 4, state.RunningOk, 1))
+	s.Settle(false)
+	b, _ = s.Next()
+	if want := want[1:]; !reflect.DeepEqual(b.Reports[0].States, want) || b.Reports[0].Mark.Generation != 0 {
+		t.Fatalf("after the batch came back: %+v", b.Reports[0])
+	}
+	s.Settle(true)
+	b, _ = s.Next()
+	want = []state.WorkloadState{{Instance: inst("a", 1), State: state.Removed}, {Instance: inst("a", 1), State: state.RunningOk}}
+	if !reflect.DeepEqual(b.Reports[0].States, want) || b.Reports[0].Mark.Generation != 4 {
+		t.Fatalf("last batch %+v", b.Reports[0])
+	}
+}
