@@ -23,28 +23,47 @@ func eventOrder(path []string) []string {
 	return nil
 }
 
-// EventTree is the printed form of one event: the time it was received
-// (RFC 3339), the altered field paths when the server sent them (the
-// initial state of -c has none), and the complete state it carried.
+// EventTree is the printed form of one event, as ank prints it: the time
+// it was received (see EventTimestamp), the altered field paths the server
+// sent, each list left out when it is empty (the initial state of -c has
+// none), and the complete state it carried, without the fields `get state`
+// leaves out when they are empty.
 // swdd~cli-outputs-events-with-timestamp~1
 func EventTree(at time.Time, resp *ankbase.CompleteStateResponse) map[string]any {
-	ev := map[string]any{
-		"timestamp":     at.Format(time.RFC3339Nano),
-		"completeState": rpc.CompleteStateToTree(resp.GetCompleteState()),
+	ev := map[string]any{"timestamp": plainScalar(EventTimestamp(at))}
+	if cs := resp.GetCompleteState(); cs != nil {
+		ev["completeState"] = printedState(rpc.CompleteStateToTree(cs))
 	}
-	if af := resp.GetAlteredFields(); af != nil {
-		ev["addedFields"] = nonNil(af.GetAddedFields())
-		ev["updatedFields"] = nonNil(af.GetUpdatedFields())
-		ev["removedFields"] = nonNil(af.GetRemovedFields())
+	af := resp.GetAlteredFields()
+	for key, paths := range map[string][]string{
+		"addedFields":   af.GetAddedFields(),
+		"updatedFields": af.GetUpdatedFields(),
+		"removedFields": af.GetRemovedFields(),
+	} {
+		if len(paths) > 0 {
+			ev[key] = paths
+		}
 	}
 	return ev
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
+// EventTimestamp formats the receive time of an event as ank does
+// (chrono's DateTime<Utc>::to_rfc3339): RFC 3339 in UTC with the offset
+// written "+00:00", and as many fraction digits (none, 3, 6 or 9) as the
+// time needs.
+func EventTimestamp(at time.Time) string {
+	at = at.UTC()
+	frac := ""
+	switch ns := at.Nanosecond(); {
+	case ns == 0:
+	case ns%1_000_000 == 0:
+		frac = fmt.Sprintf(".%03d", ns/1_000_000)
+	case ns%1_000 == 0:
+		frac = fmt.Sprintf(".%06d", ns/1_000)
+	default:
+		frac = fmt.Sprintf(".%09d", ns)
 	}
-	return s
+	return at.Format("2006-01-02T15:04:05") + frac + "+00:00"
 }
 
 // FormatEvent renders one event: a YAML document opened by "---", or one
@@ -93,11 +112,12 @@ func (s *Session) GetEvents(ctx context.Context, masks []string, f Format, inclu
 	}
 	s.debugf("subscribed for events with request id %s", id)
 	if includeCurrent {
-		ev := EventTree(s.now(), first.GetCompleteStateResponse())
 		// The current state is not a change: it carries no altered fields.
-		delete(ev, "addedFields")
-		delete(ev, "updatedFields")
-		delete(ev, "removedFields")
+		cs := first.GetCompleteStateResponse().GetCompleteState()
+		if cs == nil {
+			cs = &ankbase.CompleteState{}
+		}
+		ev := EventTree(s.now(), &ankbase.CompleteStateResponse{CompleteState: cs})
 		if err := s.printEvent(ev, f); err != nil {
 			return err
 		}

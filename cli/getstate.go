@@ -12,10 +12,13 @@ import (
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// FormatState renders a complete-state tree as `get state` prints it.
+// FormatState renders a complete-state tree as `get state` prints it,
+// without the fields Ankaios leaves out when they are empty (see
+// printedState).
 // swdd~cli-shall-support-desired-state-yaml~1
 // swdd~cli-shall-support-desired-state-json~1
 func FormatState(cs state.Tree, f Format) (string, error) {
+	cs = printedState(cs)
 	if f == FormatJSON {
 		out, err := EncodeJSON(cs, completeStateOrder, true)
 		return out + "\n", err

@@ -101,6 +101,13 @@ func orderedKeys(m map[string]any, order []string) []string {
 	return append(keys, rest...)
 }
 
+// plainScalar is a string that YAML prints without quotes, as serde_yaml
+// (ank's serializer) does for text that reads back as a string in YAML
+// 1.2, while yaml.v3 would quote it because YAML 1.1 reads it as another
+// type (an RFC 3339 time). Only text that is safe as a plain scalar may be
+// one. JSON writes it as a string.
+type plainScalar string
+
 // EncodeYAML renders a tree as a YAML document; multi-line strings become
 // literal blocks.
 func EncodeYAML(v any, order KeyOrder) (string, error) {
@@ -156,6 +163,9 @@ func yamlNode(v any, path []string, order KeyOrder) (*yaml.Node, error) {
 			l[i] = e
 		}
 		return yamlNode(l, path, order)
+	case plainScalar:
+		// Without a tag the encoder neither resolves nor quotes the value.
+		return &yaml.Node{Kind: yaml.ScalarNode, Value: string(x)}, nil
 	case string:
 		n := &yaml.Node{}
 		if err := n.Encode(x); err != nil {
@@ -231,6 +241,8 @@ func writeJSON(b *bytes.Buffer, v any, path []string, order KeyOrder) error {
 			l[i] = e
 		}
 		return writeJSON(b, l, path, order)
+	case plainScalar:
+		return jsonScalar(b, string(x))
 	}
 	return jsonScalar(b, v)
 }

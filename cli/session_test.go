@@ -430,7 +430,7 @@ func TestGetEventsUntilInterrupted(t *testing.T) {
 	if len(docs) != 4 || docs[0] != "" {
 		t.Fatalf("want 3 YAML documents, got:\n%s", out.String())
 	}
-	if strings.Contains(docs[1], "addedFields") || !strings.Contains(docs[1], "timestamp: \"2026-01-02T03:04:05Z\"") {
+	if strings.Contains(docs[1], "addedFields") || !strings.Contains(docs[1], "timestamp: 2026-01-02T03:04:05+00:00\n") {
 		t.Fatalf("current state event:\n%s", docs[1])
 	}
 	if !strings.Contains(docs[3], "addedFields:\n  - agents.a1\n") {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -59,17 +60,20 @@ func (r WorkloadRow) cells() []string {
 
 // WorkloadRows builds the rows of `get workloads` from a complete-state
 // tree: one per instance in workloadStates, plus one per desired workload
-// that has no instance state yet, showing its configured agent. The
-// runtime comes from the desired workload when it is assigned to the
-// instance's agent, as in ank.
+// that has no instance state yet, showing its agent. The runtime comes from
+// the desired workload when it is assigned to the instance's agent, as in
+// ank. A templated agent ("{{node.agent}}") is compared as the server
+// rendered it, with the config items the workload maps
+// (swdd~agent-from-agent-field~1: the agent field is used rendered).
 func WorkloadRows(cs state.Tree) []WorkloadRow {
 	desired := node(cs, "desiredState", "workloads")
+	agents := desiredAgents(desired, node(cs, "desiredState", "configs"))
 	var rows []WorkloadRow
 	hasState := map[string]bool{}
 	for _, ws := range workloadStates(cs) {
 		hasState[ws.Instance.WorkloadName] = true
 		row := WorkloadRow{Instance: ws.Instance, State: ws.State}
-		if w := node(desired, ws.Instance.WorkloadName); w != nil && str(w, "agent") == ws.Instance.AgentName {
+		if w := node(desired, ws.Instance.WorkloadName); w != nil && agents[ws.Instance.WorkloadName] == ws.Instance.AgentName {
 			row.Runtime = str(w, "runtime")
 		}
 		rows = append(rows, row)
@@ -80,12 +84,41 @@ func WorkloadRows(cs state.Tree) []WorkloadRow {
 		}
 		wm, _ := w.(map[string]any)
 		rows = append(rows, WorkloadRow{
-			Instance: state.InstanceName{WorkloadName: name, AgentName: str(wm, "agent")},
+			Instance: state.InstanceName{WorkloadName: name, AgentName: agents[name]},
 			Runtime:  str(wm, "runtime"),
 		})
 	}
 	sortRows(rows)
 	return rows
+}
+
+// desiredAgents maps each desired workload to the agent it is assigned to:
+// its agent field, rendered when it holds a template. A template that does
+// not render (which the server would have refused) stays as it is and so
+// matches no instance.
+func desiredAgents(workloads, configs map[string]any) map[string]string {
+	agents := make(map[string]string, len(workloads))
+	var r *render.Renderer
+	for name, w := range workloads {
+		wm, _ := w.(map[string]any)
+		agent := str(wm, "agent")
+		agents[name] = agent
+		if !strings.Contains(agent, "{{") {
+			continue
+		}
+		// The config mappings are a string map, as tags are.
+		aliases, err := state.DecodeTags(wm["configs"], "configs")
+		if err != nil {
+			continue
+		}
+		if r == nil {
+			r = render.New()
+		}
+		if rw, _, err := r.Workload(name, &state.Workload{Agent: agent, Configs: aliases}, configs); err == nil {
+			agents[name] = rw.Agent
+		}
+	}
+	return agents
 }
 
 // sortRows orders rows by workload name, then agent and id, so a table

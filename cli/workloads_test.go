@@ -193,3 +193,75 @@ func TestConfigTable(t *testing.T) {
 		t.Fatalf("empty: got %q", got)
 	}
 }
+
+// TestWorkloadRowsTemplatedAgent: a workload whose agent is a template
+// ("{{node.agent}}", as the greeter of `make demo`) is matched to its
+// instances by the agent the server rendered, so RUNTIME is filled in.
+// swdd~agent-from-agent-field~1
+// swdd~config-renderer-renders-workload-configuration~2
+func TestWorkloadRowsTemplatedAgent(t *testing.T) {
+	const desired = `
+desiredState:
+  apiVersion: v1
+  workloads:
+    greeter:
+      agent: "{{node.agent}}"
+      runtime: process
+      runtimeConfig: "command: /bin/true"
+      configs: {node: demo_node}
+    lost:
+      agent: "{{missing.agent}}"
+      runtime: process
+      runtimeConfig: "command: /bin/true"
+      configs: {missing: no_such_config}
+    plain:
+      agent: "{{not_mapped}}"
+      runtime: podman
+      runtimeConfig: "image: x"
+  configs:
+    demo_node: {agent: agent_A}
+`
+	tests := []struct {
+		name     string
+		workload string // the rows of this workload are compared
+		states   string
+		want     []string
+	}{
+		{"rendered agent matches the instance", "greeter", `
+workloadStates:
+  agent_A:
+    greeter: {"1111": {state: Running, subState: Ok}}
+`, []string{"greeter|agent_A|process|Running(Ok)|"}},
+		{"old instance on another agent", "greeter", `
+workloadStates:
+  agent_A:
+    greeter: {"1111": {state: Running, subState: Ok}}
+  agent_B:
+    greeter: {"2222": {state: Stopping, subState: RequestedAtRuntime}}
+`, []string{"greeter|agent_A|process|Running(Ok)|", "greeter|agent_B||Stopping(RequestedAtRuntime)|"}},
+		{"no state yet shows the rendered agent", "greeter", ``, []string{"greeter|agent_A|process||"}},
+		{"a template that does not render matches nothing", "lost", `
+workloadStates:
+  agent_A:
+    lost: {"3333": {state: Pending, subState: Initial}}
+`, []string{"lost|agent_A||Pending(Initial)|"}},
+		{"a template without config mappings is not rendered", "plain", `
+workloadStates:
+  agent_A:
+    plain: {"4444": {state: Pending, subState: Initial}}
+`, []string{"plain|agent_A||Pending(Initial)|"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, r := range WorkloadRows(tree(t, desired+tt.states)) {
+				if r.Instance.WorkloadName == tt.workload {
+					got = append(got, strings.Join(r.cells(), "|"))
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}

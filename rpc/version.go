@@ -16,17 +16,17 @@ const supportedMajor = 1
 
 // CheckProtocolVersion accepts a peer's protocol version if it is a
 // semantic version (MAJOR.MINOR.PATCH with optional pre-release and build
-// suffixes) with major 1. Every rejection wraps ErrUnsupportedProtocol, so
-// the server answers FailedPrecondition as upstream does.
+// suffixes) with major 1. Every rejection, of a version that is not
+// semantic ("1") or of another major, has Ankaios' text
+// ("Unsupported protocol version '1'. Currently supported '1'", as
+// check_version_compatibility in Ankaios' common crate words it) and wraps
+// ErrUnsupportedProtocol, so the server answers FailedPrecondition as
+// upstream does.
 func CheckProtocolVersion(v string) error {
-	major, err := semverMajor(v)
-	if err != nil {
-		return fmt.Errorf("%w: could not parse '%s': %v", ErrUnsupportedProtocol, v, err)
+	if major, err := semverMajor(v); err == nil && major == supportedMajor {
+		return nil
 	}
-	if major != supportedMajor {
-		return WithText(ErrUnsupportedProtocol, fmt.Sprintf("Unsupported protocol version '%s'. Currently supported '%d'", v, supportedMajor))
-	}
-	return nil
+	return WithText(ErrUnsupportedProtocol, fmt.Sprintf("Unsupported protocol version '%s'. Currently supported '%d'", v, supportedMajor))
 }
 
 // semverMajor validates v as a semantic version 2.0.0 and returns its
