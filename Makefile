@@ -8,9 +8,18 @@ TEST_TIMEOUT ?= 15m
 
 all: build
 
+# --version prints the commit Go stamps into a build from this work tree;
+# COMMIT is what it prints when the stamp is missing (GOFLAGS=-buildvcs=false).
+# VERSION, when set, replaces the version in internal/buildinfo.
+# The programs are built static (CGO_ENABLED=0): no libc mapped, about
+# 1 MiB less RSS per process (docs/operations.md).
+BUILDINFO := github.com/grapnel-io/grapnel/internal/buildinfo
+COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS   := -X $(BUILDINFO).Commit=$(COMMIT) $(if $(VERSION),-X $(BUILDINFO).Version=$(VERSION))
+
 build:
 	@mkdir -p bin
-	$(GO) build -o bin/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 # Unit, integration and end-to-end tests with the race detector. Fuzz
 # targets run over their seed corpus as ordinary tests.
@@ -19,7 +28,7 @@ test:
 
 # Longer fuzzing of the parsers: FUZZTIME per target.
 FUZZTIME ?= 30s
-FUZZPKGS = ./state/ ./server/render/ ./server/ ./rpc/ ./fsm/ ./agent/controlif/
+FUZZPKGS = ./state/ ./server/render/ ./server/ ./rpc/ ./fsm/ ./agent/controlif/ ./internal/ankconf/
 fuzz:
 	@for p in $(FUZZPKGS); do \
 		for t in $$($(GO) test -list 'Fuzz.*' $$p | grep ^Fuzz); do \

@@ -21,11 +21,16 @@ var ErrMissingCredentials = errors.New("missing certificate files")
 // GlobalOptions are the options every command shares.
 type GlobalOptions struct {
 	// ServerURL is a comma-separated list of replica addresses.
-	ServerURL       string
-	Insecure        bool
-	CAPem           string
-	CrtPem          string
-	KeyPem          string
+	ServerURL string
+	Insecure  bool
+	CAPem     string
+	CrtPem    string
+	KeyPem    string
+	// The PEM contents an Ankaios CLI config file may give instead of
+	// the files (ca_pem_content, ...); a path wins over its content.
+	CAPemContent    string
+	CrtPemContent   string
+	KeyPemContent   string
 	ResponseTimeout time.Duration
 	NoWait          bool
 	Verbose         bool
@@ -76,7 +81,7 @@ func (g GlobalOptions) ClientOptions() (client.Options, string, error) {
 		return client.Options{}, "", err
 	}
 	o := client.Options{Addrs: addrs, ResponseTimeout: g.ResponseTimeout}
-	anyPem := g.CAPem != "" || g.CrtPem != "" || g.KeyPem != ""
+	anyPem := g.CAPem != "" || g.CrtPem != "" || g.KeyPem != "" || g.CAPemContent != "" || g.CrtPemContent != "" || g.KeyPemContent != ""
 	if g.Insecure {
 		o.Insecure = true
 		if anyPem {
@@ -85,8 +90,10 @@ func (g GlobalOptions) ClientOptions() (client.Options, string, error) {
 		return o, "", nil
 	}
 	var missing []string
-	for _, p := range []struct{ flag, val string }{{"--ca_pem", g.CAPem}, {"--crt_pem", g.CrtPem}, {"--key_pem", g.KeyPem}} {
-		if p.val == "" {
+	for _, p := range []struct{ flag, val, content string }{
+		{"--ca_pem", g.CAPem, g.CAPemContent}, {"--crt_pem", g.CrtPem, g.CrtPemContent}, {"--key_pem", g.KeyPem, g.KeyPemContent},
+	} {
+		if p.val == "" && p.content == "" {
 			missing = append(missing, p.flag)
 		}
 	}
@@ -96,6 +103,7 @@ func (g GlobalOptions) ClientOptions() (client.Options, string, error) {
 		}
 		return o, "", fmt.Errorf("%w: %s not given", ErrMissingCredentials, strings.Join(missing, ", "))
 	}
-	o.TLS = rpc.TLSFiles{CA: g.CAPem, Cert: g.CrtPem, Key: g.KeyPem}
+	o.TLS = rpc.TLSFiles{CA: g.CAPem, Cert: g.CrtPem, Key: g.KeyPem,
+		CAPEM: g.CAPemContent, CertPEM: g.CrtPemContent, KeyPEM: g.KeyPemContent}
 	return o, "", nil
 }

@@ -52,14 +52,16 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+# The programs are built static (CGO_ENABLED=0), as they ship: no libc
+# mapped, about 1 MiB less RSS per process.
 echo "== building grapnel-server and grapnel-bench into $cache" >&2
-go build -o "$cache/grapnel-server" ./cmd/grapnel-server
+CGO_ENABLED=0 go build -o "$cache/grapnel-server" ./cmd/grapnel-server
 go build -o "$cache/grapnel-bench" ./chaos/bench/cmd/grapnel-bench
 
 if [ "$mode" = vehicle ] || [ "$mode" = vehicle-quick ]; then
-  go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent
+  CGO_ENABLED=0 go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent
   # the shim the agent starts its process workloads through, found next to it
-  go build -o "$cache/grapnel-process-shim" ./cmd/grapnel-process-shim
+  CGO_ENABLED=0 go build -o "$cache/grapnel-process-shim" ./cmd/grapnel-process-shim
   go build -o "$cache/grapnel-vehicle-bench" ./chaos/bench/cmd/grapnel-vehicle-bench
   quick=()
   if [ "$mode" = vehicle-quick ]; then
@@ -70,9 +72,9 @@ if [ "$mode" = vehicle ] || [ "$mode" = vehicle-quick ]; then
 fi
 
 if [ "$mode" = agents ]; then
-  go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent
+  CGO_ENABLED=0 go build -o "$cache/grapnel-agent" ./cmd/grapnel-agent
   # the shim the agent starts its process workloads through, found next to it
-  go build -o "$cache/grapnel-process-shim" ./cmd/grapnel-process-shim
+  CGO_ENABLED=0 go build -o "$cache/grapnel-process-shim" ./cmd/grapnel-process-shim
   go build -o "$cache/grapnel-agent-bench" ./chaos/bench/cmd/grapnel-agent-bench
   exec "$cache/grapnel-agent-bench" -grapnel-server "$cache/grapnel-server" -grapnel-agent "$cache/grapnel-agent" \
     -out "$root/.bench/results/agents.txt" ${args[@]+"${args[@]}"}

@@ -3,19 +3,23 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 
 	"github.com/grapnel-io/grapnel/agent"
 	"github.com/grapnel-io/grapnel/cluster/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/ankconf"
+	"github.com/grapnel-io/grapnel/internal/buildinfo"
 	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
 
 // defaultConfigPath is where the agent looks for its config file.
-const defaultConfigPath = "/etc/grapnel/agent.yaml"
+var defaultConfigPath = "/etc/grapnel/agent.yaml"
 
 // envPrefix prefixes every environment variable of the agent.
 const envPrefix = "GRAPNEL_AGENT_"
@@ -37,6 +41,11 @@ type config struct {
 	GossipAddress string            `yaml:"gossip_address"`
 	GossipKeyFile string            `yaml:"gossip_key_file"`
 	LogLevel      string            `yaml:"log_level"`
+	// The PEM contents an Ankaios config file may give instead of the
+	// paths (ca_pem_content, ...); a path, from any layer, wins.
+	CAPemContent  string `yaml:"-"`
+	CrtPemContent string `yaml:"-"`
+	KeyPemContent string `yaml:"-"`
 }
 
 func defaults() config {
@@ -55,10 +64,11 @@ func options() []layered.Option[config] {
 		layered.Opt("run-folder", "r", "RUN_FOLDER", "workload files, control interfaces, process records and the incarnation counter", func(c *config) any { return &c.RunFolder }),
 		layered.Opt("tag", "t", "TAGS", "agent tag key=value (repeatable; env: comma-separated)", func(c *config) any { return &c.Tags }),
 		layered.Opt("runtimes", "", "RUNTIMES", "runtimes to offer, comma-separated: process, podman (default both, podman only when available)", func(c *config) any { return &c.Runtimes }),
-		layered.Opt("insecure", "k", "INSECURE", "connect without TLS (development only)", func(c *config) any { return &c.Insecure }),
-		layered.Opt("ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }),
-		layered.Opt("crt_pem", "", "CRT_PEM", "agent certificate (PEM)", func(c *config) any { return &c.CrtPem }),
-		layered.Opt("key_pem", "", "KEY_PEM", "agent key (PEM)", func(c *config) any { return &c.KeyPem }),
+		// The Ankaios agent reads these four from ANKAGENT_* variables too.
+		layered.Opt("insecure", "k", "INSECURE", "connect without TLS (development only)", func(c *config) any { return &c.Insecure }).Upstream("ANKAGENT_INSECURE"),
+		layered.Opt("ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }).Upstream("ANKAGENT_CA_PEM"),
+		layered.Opt("crt_pem", "", "CRT_PEM", "agent certificate (PEM)", func(c *config) any { return &c.CrtPem }).Upstream("ANKAGENT_CRT_PEM"),
+		layered.Opt("key_pem", "", "KEY_PEM", "agent key (PEM)", func(c *config) any { return &c.KeyPem }).Upstream("ANKAGENT_KEY_PEM"),
 		layered.Opt("gossip-join", "", "GOSSIP_JOIN", "gossip address of a replica: join the replicas' memberlist pool as an agent member (repeatable; env: comma-separated)", func(c *config) any { return &c.GossipJoin }),
 		layered.Opt("gossip-address", "", "GOSSIP_ADDRESS", "bind address of the agent's gossip member", func(c *config) any { return &c.GossipAddress }),
 		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the replicas' base64 gossip key", func(c *config) any { return &c.GossipKeyFile }),
@@ -66,20 +76,89 @@ func options() []layered.Option[config] {
 	}
 }
 
+// upstreamConfigPath is the Ankaios agent's config file, read when
+// defaultConfigPath is absent.
+var upstreamConfigPath = ankconf.AgentPath
+
 // loadConfig resolves the configuration from args, the environment
-// (lookup) and the config file, and checks it.
+// (lookup) and the config file, and checks it; --version goes to stdout
+// and the warnings about an Ankaios config file to stderr.
 func loadConfig(args []string, lookup func(string) (string, bool)) (config, error) {
+	return loadConfigTo(args, lookup, os.Stdout, os.Stderr)
+}
+
+// loadConfigTo is loadConfig writing to stdout and stderr.
+func loadConfigTo(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) (config, error) {
 	cfg, err := layered.Load(layered.Spec[config]{
 		Program: "grapnel-agent", What: "agent config", Prefix: envPrefix,
 		// The Ankaios agent calls it --agent-config.
 		ConfigFlag: "config", ConfigShort: "x", ConfigAliases: []string{"agent-config"},
 		DefaultPath: defaultConfigPath, Defaults: defaults, Options: options(),
+		UpstreamPath: upstreamConfigPath, Upstream: applyAnkaiosConfig,
+		Version: func() string { return buildinfo.Line("grapnel-agent", rpc.ProtocolVersion) }, Out: stdout,
+		Warn: func(w string) { fmt.Fprintf(stderr, "grapnel-agent: warning: %s\n", w) },
 	}, args, lookup)
 	if err != nil {
 		return config{}, err
 	}
 	cfg.ServerURL = trimSchemes(cfg.ServerURL)
 	return cfg, cfg.validate()
+}
+
+// Ankaios runtimes Grapnel has no counterpart for; an Ankaios agent
+// config that names them gets a warning.
+var ankaiosOnlyRuntimes = map[string]bool{"containerd": true, "podman-kube": true}
+
+// applyAnkaiosConfig applies an Ankaios agent config file (TOML) to c:
+// every key it has maps to the Grapnel setting of the same name.
+// server_url may list several replicas, comma-separated; runtimes the
+// Ankaios agent has and Grapnel has not are left out with a warning.
+func applyAnkaiosConfig(path string, data []byte, c *config) ([]string, error) {
+	f, err := ankconf.Parse(ankconf.Agent, path, data)
+	if err != nil {
+		return nil, err
+	}
+	warnings := f.Warnings
+	for key, dst := range map[string]*string{
+		"name": &c.Name, "run_folder": &c.RunFolder,
+		"ca_pem": &c.CAPem, "crt_pem": &c.CrtPem, "key_pem": &c.KeyPem,
+		"ca_pem_content": &c.CAPemContent, "crt_pem_content": &c.CrtPemContent, "key_pem_content": &c.KeyPemContent,
+	} {
+		if v, ok := f.String(key); ok {
+			*dst = v
+		}
+	}
+	if v, ok := f.String("server_url"); ok {
+		c.ServerURL = layered.SplitList(v)
+	}
+	if v, ok := f.Bool("insecure"); ok {
+		c.Insecure = v
+	}
+	if v, ok := f.Table("tags"); ok {
+		c.Tags = v
+	}
+	if names, ok := f.List("runtimes"); ok {
+		var keep, dropped layered.List
+		for _, r := range names {
+			switch {
+			case r == agent.RuntimeProcess || r == agent.RuntimePodman:
+				keep = append(keep, r)
+			case ankaiosOnlyRuntimes[r]:
+				dropped = append(dropped, r)
+			default:
+				return nil, f.Fail(ankconf.Agent.What, "runtimes", "unknown runtime %q (Grapnel has %s and %s)", r, agent.RuntimeProcess, agent.RuntimePodman)
+			}
+		}
+		if len(dropped) > 0 {
+			warnings = append(warnings, fmt.Sprintf("%s %s: key 'runtimes': Grapnel has no %s runtime; left out",
+				ankconf.Agent.What, path, strings.Join(dropped, ", ")))
+		}
+		if len(keep) == 0 {
+			return nil, f.Fail(ankconf.Agent.What, "runtimes", "no runtime Grapnel has (%s, %s) is listed, so the agent could run nothing", agent.RuntimeProcess, agent.RuntimePodman)
+		}
+		c.Runtimes = keep
+	}
+	return warnings, nil
 }
 
 // trimSchemes drops the https:// an Ankaios server URL carries: the
@@ -112,7 +191,7 @@ func (c config) validate() error {
 		return errors.New("--server-url: no server address")
 	}
 	if !c.Insecure {
-		if c.CAPem == "" || c.CrtPem == "" || c.KeyPem == "" {
+		if c.CAPem == "" && c.CAPemContent == "" || c.CrtPem == "" && c.CrtPemContent == "" || c.KeyPem == "" && c.KeyPemContent == "" {
 			return errNoSecurityMode
 		}
 		if err := rpc.CheckPEMPermissions(c.tlsFiles()); err != nil {
@@ -147,7 +226,8 @@ func (c config) validate() error {
 }
 
 func (c config) tlsFiles() rpc.TLSFiles {
-	return rpc.TLSFiles{CA: c.CAPem, Cert: c.CrtPem, Key: c.KeyPem}
+	return rpc.TLSFiles{CA: c.CAPem, Cert: c.CrtPem, Key: c.KeyPem,
+		CAPEM: c.CAPemContent, CertPEM: c.CrtPemContent, KeyPEM: c.KeyPemContent}
 }
 
 // agentConfig turns the checked configuration into agent.Config, reading

@@ -3,10 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/internal/ankconf"
+	"github.com/grapnel-io/grapnel/internal/buildinfo"
 	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/server"
@@ -14,7 +18,7 @@ import (
 )
 
 // defaultConfigPath is where the server looks for its config file.
-const defaultConfigPath = "/etc/grapnel/server.yaml"
+var defaultConfigPath = "/etc/grapnel/server.yaml"
 
 // defaultGossipAddress is used when the replica forms or joins a cluster
 // and no gossip address was given.
@@ -34,6 +38,11 @@ type config struct {
 	CrtPem          string `yaml:"crt_pem"`
 	KeyPem          string `yaml:"key_pem"`
 	LogLevel        string `yaml:"log_level"`
+	// The PEM contents an Ankaios config file may give instead of the
+	// paths (ca_pem_content, ...); a path, from any layer, wins.
+	CAPemContent  string `yaml:"-"`
+	CrtPemContent string `yaml:"-"`
+	KeyPemContent string `yaml:"-"`
 
 	GossipAddress   string       `yaml:"gossip_address"`
 	GossipKeyFile   string       `yaml:"gossip_key_file"`
@@ -115,8 +124,9 @@ const envPrefix = "GRAPNEL_SERVER_"
 
 func options() []layered.Option[config] {
 	return []layered.Option[config]{
-		layered.Opt("startup-manifest", "m", "STARTUP_MANIFEST", "manifest loaded into a fresh cluster", func(c *config) any { return &c.StartupManifest }),
-		layered.Opt("address", "a", "ADDRESS", "gRPC address for agents and CLIs", func(c *config) any { return &c.Address }),
+		// -c and --startup-config are the Ankaios server's older names.
+		layered.Opt("startup-manifest", "m", "STARTUP_MANIFEST", "manifest loaded into a fresh cluster", func(c *config) any { return &c.StartupManifest }).Alias("startup-config/c"),
+		layered.Opt("address", "a", "ADDRESS", "gRPC address for agents and CLIs", func(c *config) any { return &c.Address }).Upstream("ANKSERVER_SERVER_URL"),
 		layered.Opt("name", "", "NAME", "replica id, unique in the cluster", func(c *config) any { return &c.Name }),
 		layered.Opt("data-dir", "", "DATA_DIR", "Raft log, stable store and snapshots", func(c *config) any { return &c.DataDir }),
 		layered.Opt("raft-address", "", "RAFT_ADDRESS", "Raft transport address", func(c *config) any { return &c.RaftAddress }),
@@ -148,21 +158,36 @@ func options() []layered.Option[config] {
 		layered.Opt("max-restore-bytes", "", "MAX_RESTORE_BYTES", "largest snapshot upload that cluster snapshot restore accepts (it is spooled under the data dir)", func(c *config) any { return &c.MaxRestoreBytes }),
 		layered.Opt("enable-debug", "", "ENABLE_DEBUG", "serve Go's profiler under /debug/pprof/ on the metrics address", func(c *config) any { return &c.EnableDebug }),
 		layered.Opt("leave-on-terminate", "", "LEAVE_ON_TERMINATE", "on SIGTERM/SIGINT leave the cluster for good instead of stopping as a member that will come back", func(c *config) any { return &c.LeaveOnTerminate }),
-		layered.Opt("insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }),
-		layered.Opt("ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }),
-		layered.Opt("crt_pem", "", "CRT_PEM", "server certificate (PEM)", func(c *config) any { return &c.CrtPem }),
-		layered.Opt("key_pem", "", "KEY_PEM", "server key (PEM)", func(c *config) any { return &c.KeyPem }),
+		// The Ankaios server reads these four from ANKSERVER_* variables too.
+		layered.Opt("insecure", "k", "INSECURE", "serve without TLS (development only)", func(c *config) any { return &c.Insecure }).Upstream("ANKSERVER_INSECURE"),
+		layered.Opt("ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }).Upstream("ANKSERVER_CA_PEM"),
+		layered.Opt("crt_pem", "", "CRT_PEM", "server certificate (PEM)", func(c *config) any { return &c.CrtPem }).Upstream("ANKSERVER_CRT_PEM"),
+		layered.Opt("key_pem", "", "KEY_PEM", "server key (PEM)", func(c *config) any { return &c.KeyPem }).Upstream("ANKSERVER_KEY_PEM"),
 		layered.Opt("log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }),
 	}
 }
 
+// upstreamConfigPath is the Ankaios server's config file, read when
+// defaultConfigPath is absent.
+var upstreamConfigPath = ankconf.ServerPath
+
 // loadConfig resolves the configuration from args, the environment
-// (lookup) and the config file.
+// (lookup) and the config file; --version goes to stdout and the warnings
+// about an Ankaios config file to stderr.
 func loadConfig(args []string, lookup func(string) (string, bool)) (config, error) {
+	return loadConfigTo(args, lookup, os.Stdout, os.Stderr)
+}
+
+// loadConfigTo is loadConfig writing to stdout and stderr.
+func loadConfigTo(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) (config, error) {
 	cfg, err := layered.Load(layered.Spec[config]{
 		Program: "grapnel-server", What: "server config", Prefix: envPrefix,
+		// The Ankaios server's flag has the same name.
 		ConfigFlag: "server-config", ConfigShort: "x",
 		DefaultPath: defaultConfigPath, Defaults: defaults, Options: options(),
+		UpstreamPath: upstreamConfigPath, Upstream: applyAnkaiosConfig,
+		Version: func() string { return buildinfo.Line("grapnel-server", rpc.ProtocolVersion) }, Out: stdout,
+		Warn: func(w string) { fmt.Fprintf(stderr, "grapnel-server: warning: %s\n", w) },
 	}, args, lookup)
 	if err != nil {
 		return config{}, err
@@ -171,6 +196,28 @@ func loadConfig(args []string, lookup func(string) (string, bool)) (config, erro
 		cfg.GossipAddress = defaultGossipAddress
 	}
 	return cfg, cfg.validate()
+}
+
+// applyAnkaiosConfig applies an Ankaios server config file (TOML) to c:
+// every key it has maps to the Grapnel setting of the same name.
+func applyAnkaiosConfig(path string, data []byte, c *config) ([]string, error) {
+	f, err := ankconf.Parse(ankconf.Server, path, data)
+	if err != nil {
+		return nil, err
+	}
+	for key, dst := range map[string]*string{
+		"startup_manifest": &c.StartupManifest, "address": &c.Address,
+		"ca_pem": &c.CAPem, "crt_pem": &c.CrtPem, "key_pem": &c.KeyPem,
+		"ca_pem_content": &c.CAPemContent, "crt_pem_content": &c.CrtPemContent, "key_pem_content": &c.KeyPemContent,
+	} {
+		if v, ok := f.String(key); ok {
+			*dst = v
+		}
+	}
+	if v, ok := f.Bool("insecure"); ok {
+		c.Insecure = v
+	}
+	return f.Warnings, nil
 }
 
 // errNoSecurityMode is the refusal to start without an explicit choice of
@@ -184,7 +231,7 @@ var errNoSecurityMode = errors.New("missing certificate files: give --ca_pem, --
 func (c config) validate() error {
 	files := c.tlsFiles()
 	if !c.Insecure {
-		if c.CAPem == "" || c.CrtPem == "" || c.KeyPem == "" {
+		if c.CAPem == "" && c.CAPemContent == "" || c.CrtPem == "" && c.CrtPemContent == "" || c.KeyPem == "" && c.KeyPemContent == "" {
 			return errNoSecurityMode
 		}
 		if err := rpc.CheckPEMPermissions(files); err != nil {
@@ -249,7 +296,8 @@ func (c config) validate() error {
 }
 
 func (c config) tlsFiles() rpc.TLSFiles {
-	return rpc.TLSFiles{CA: c.CAPem, Cert: c.CrtPem, Key: c.KeyPem}
+	return rpc.TLSFiles{CA: c.CAPem, Cert: c.CrtPem, Key: c.KeyPem,
+		CAPEM: c.CAPemContent, CertPEM: c.CrtPemContent, KeyPEM: c.KeyPemContent}
 }
 
 func (c config) timing() cluster.Timing {

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/internal/buildinfo"
 	"github.com/grapnel-io/grapnel/server/metrics"
 )
 
 // version is the binary's version, carried in gossip metadata.
-var version = "0.3.0-dev"
+var version = buildinfo.Version
 
 // serveMetrics serves /metrics on addr (nothing when addr is empty) and
 // returns the function that stops it.

@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/grapnel-io/grapnel/cli"
+	"github.com/grapnel-io/grapnel/internal/ankconf"
 	"github.com/grapnel-io/grapnel/rpc/client"
 )
 
@@ -20,6 +26,18 @@ const (
 	envCrtPem    = "GRAPNEL_CRT_PEM"
 	envKeyPem    = "GRAPNEL_KEY_PEM"
 )
+
+// The Ankaios CLI's names of the same variables; the GRAPNEL_ ones win.
+const (
+	ankServerURL = "ANK_SERVER_URL"
+	ankInsecure  = "ANK_INSECURE"
+	ankCAPem     = "ANK_CA_PEM"
+	ankCrtPem    = "ANK_CRT_PEM"
+	ankKeyPem    = "ANK_KEY_PEM"
+)
+
+// defaultTimeoutMs is the default --response-timeout, as in ank.
+const defaultTimeoutMs = 3000
 
 // conn is an open server connection.
 type conn interface {
@@ -35,9 +53,22 @@ type app struct {
 	stderr io.Writer
 	dial   func(context.Context, client.Options) (conn, error)
 
-	global    cli.GlobalOptions
+	// flags is what the global flags say, global what a command uses:
+	// the flags that were given over the environment over the Ankaios
+	// CLI config file over the defaults (resolve).
+	flags     cli.GlobalOptions
 	timeoutMs int
-	envErr    error // a malformed environment variable, reported when a command runs
+	ankConfig string
+	global    cli.GlobalOptions
+	// flagSet holds the global flags; serverURLFlags are every flag that
+	// sets the server URL (the global one and the local --server-url of
+	// the commands where -s means something else).
+	flagSet        *pflag.FlagSet
+	serverURLFlags []*pflag.Flag
+	// systemCLIConfig and systemAnkConfig are the system-wide Grapnel
+	// and Ankaios CLI config files (ankConfigFile).
+	systemCLIConfig string
+	systemAnkConfig string
 
 	output         string
 	filter         cli.WorkloadFilter
@@ -59,42 +90,174 @@ func newApp(getenv func(string) string, stdin io.Reader, stdout, stderr io.Write
 		dial: func(ctx context.Context, o client.Options) (conn, error) {
 			return client.Dial(ctx, o)
 		},
+		systemCLIConfig: cliSystemPath,
+		systemAnkConfig: ankconf.CLISystemPath,
 	}
 }
 
-// envDefault returns the environment's value for a flag, or def.
-func (a *app) envDefault(key, def string) string {
-	if v := a.getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-// envBool reads a boolean environment variable; a malformed value is kept
-// as an error for when a command runs.
-func (a *app) envBool(key string) bool {
-	v := a.getenv(key)
-	if v == "" {
+// changed reports whether the global flag name was given.
+func (a *app) changed(name string) bool {
+	if name == "server-url" {
+		for _, f := range a.serverURLFlags {
+			if f.Changed {
+				return true
+			}
+		}
 		return false
 	}
-	b, err := strconv.ParseBool(v)
+	f := a.flagSet.Lookup(name)
+	return f != nil && f.Changed
+}
+
+// resolve sets a.global from its layers, lowest first: the defaults, the
+// Ankaios CLI config file, the ANK_ variables, the GRAPNEL_ variables and
+// the flags that were given. An empty variable counts as not set.
+func (a *app) resolve() error {
+	g := cli.GlobalOptions{ServerURL: cli.DefaultServerURL}
+	timeoutMs := int64(defaultTimeoutMs)
+	f, err := a.ankConfigFile()
 	if err != nil {
-		a.envErr = fmt.Errorf("%s: '%s' is not a boolean (use true or false)", key, v)
-		return false
+		return err
 	}
-	return b
+	if f != nil {
+		for key, dst := range map[string]*string{
+			"server_url": &g.ServerURL, "ca_pem": &g.CAPem, "crt_pem": &g.CrtPem, "key_pem": &g.KeyPem,
+			"ca_pem_content": &g.CAPemContent, "crt_pem_content": &g.CrtPemContent, "key_pem_content": &g.KeyPemContent,
+		} {
+			if v, ok := f.String(key); ok {
+				*dst = v
+			}
+		}
+		for key, dst := range map[string]*bool{"insecure": &g.Insecure, "verbose": &g.Verbose, "quiet": &g.Quiet, "no_wait": &g.NoWait} {
+			if v, ok := f.Bool(key); ok {
+				*dst = v
+			}
+		}
+		if v, ok := f.Uint("response_timeout"); ok {
+			if v == 0 || v > math.MaxInt64/uint64(time.Millisecond) {
+				return f.Fail(ankconf.CLI.What, "response_timeout", "%d: must be a positive number of milliseconds", v)
+			}
+			timeoutMs = int64(v)
+		}
+		for _, w := range f.Warnings {
+			fmt.Fprintf(a.stderr, "warning: %s\n", w)
+		}
+	}
+	for _, v := range []struct {
+		vars [2]string
+		dst  *string
+	}{
+		{[2]string{ankServerURL, envServerURL}, &g.ServerURL},
+		{[2]string{ankCAPem, envCAPem}, &g.CAPem},
+		{[2]string{ankCrtPem, envCrtPem}, &g.CrtPem},
+		{[2]string{ankKeyPem, envKeyPem}, &g.KeyPem},
+	} {
+		for _, name := range v.vars {
+			if s := a.getenv(name); s != "" {
+				*v.dst = s
+			}
+		}
+	}
+	for _, name := range []string{ankInsecure, envInsecure} {
+		if s := a.getenv(name); s != "" {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return fmt.Errorf("%s: '%s' is not a boolean (use true or false)", name, s)
+			}
+			g.Insecure = b
+		}
+	}
+	for name, p := range map[string][2]*string{
+		"server-url": {&g.ServerURL, &a.flags.ServerURL}, "ca_pem": {&g.CAPem, &a.flags.CAPem},
+		"crt_pem": {&g.CrtPem, &a.flags.CrtPem}, "key_pem": {&g.KeyPem, &a.flags.KeyPem},
+	} {
+		if a.changed(name) {
+			*p[0] = *p[1]
+		}
+	}
+	for name, p := range map[string][2]*bool{
+		"insecure": {&g.Insecure, &a.flags.Insecure}, "verbose": {&g.Verbose, &a.flags.Verbose},
+		"quiet": {&g.Quiet, &a.flags.Quiet}, "no-wait": {&g.NoWait, &a.flags.NoWait},
+	} {
+		if a.changed(name) {
+			*p[0] = *p[1]
+		}
+	}
+	if a.changed("response-timeout") {
+		if a.timeoutMs <= 0 {
+			return fmt.Errorf("--response-timeout must be a positive number of milliseconds, not %d", a.timeoutMs)
+		}
+		timeoutMs = int64(a.timeoutMs)
+	}
+	g.ResponseTimeout = time.Duration(timeoutMs) * time.Millisecond
+	a.global = g
+	return nil
 }
 
-// clientOptions checks the global flags and environment and turns them
-// into connection options, printing a warning the options call for.
+// The CLI's own config file (YAML, the keys of ank.conf): under $HOME,
+// then the system one; read before the Ankaios files.
+const (
+	cliUserPath   = ".config/grapnel/cli.yaml"
+	cliSystemPath = "/etc/grapnel/cli.yaml"
+	cliWhat       = "grapnel CLI config"
+)
+
+// ankConfigFile reads the CLI config file: the one -x/--ank-config names
+// (Ankaios TOML or Grapnel YAML, as ankconf.IsTOML tells), else the first
+// of $HOME/.config/grapnel/cli.yaml, /etc/grapnel/cli.yaml,
+// $HOME/.config/ankaios/ank.conf and /etc/ankaios/ank.conf that exists
+// (nil when none does).
+func (a *app) ankConfigFile() (*ankconf.File, error) {
+	parse := func(path string, data []byte) (*ankconf.File, error) {
+		if ankconf.IsTOML(path, data) {
+			return ankconf.Parse(ankconf.CLI, path, data)
+		}
+		return ankconf.ParseYAML(ankconf.CLI, cliWhat, path, data)
+	}
+	if a.changed("ank-config") {
+		data, err := os.ReadFile(a.ankConfig)
+		if err != nil {
+			what := cliWhat
+			if ankconf.IsTOML(a.ankConfig, nil) {
+				what = ankconf.CLI.What
+			}
+			return nil, &ankconf.Error{What: what, Path: a.ankConfig, Reason: err.Error()}
+		}
+		return parse(a.ankConfig, data)
+	}
+	type candidate struct{ path, what string }
+	var paths []candidate
+	home := a.getenv("HOME")
+	if home != "" {
+		paths = append(paths, candidate{filepath.Join(home, cliUserPath), cliWhat})
+	}
+	paths = append(paths, candidate{a.systemCLIConfig, cliWhat})
+	if home != "" {
+		paths = append(paths, candidate{filepath.Join(home, ankconf.CLIUserPath), ankconf.CLI.What})
+	}
+	paths = append(paths, candidate{a.systemAnkConfig, ankconf.CLI.What})
+	for _, p := range paths {
+		data, err := os.ReadFile(p.path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, &ankconf.Error{What: p.what, Path: p.path, Reason: err.Error()}
+		}
+		if p.what == cliWhat {
+			return ankconf.ParseYAML(ankconf.CLI, cliWhat, p.path, data)
+		}
+		return ankconf.Parse(ankconf.CLI, p.path, data)
+	}
+	return nil, nil
+}
+
+// clientOptions resolves the global options and turns them into
+// connection options, printing a warning the options call for.
 func (a *app) clientOptions() (client.Options, error) {
-	if a.envErr != nil {
-		return client.Options{}, a.envErr
+	if err := a.resolve(); err != nil {
+		return client.Options{}, err
 	}
-	if a.timeoutMs <= 0 {
-		return client.Options{}, fmt.Errorf("--response-timeout must be a positive number of milliseconds, not %d", a.timeoutMs)
-	}
-	a.global.ResponseTimeout = time.Duration(a.timeoutMs) * time.Millisecond
 	o, warning, err := a.global.ClientOptions()
 	if err != nil {
 		return client.Options{}, err

@@ -5,7 +5,12 @@ import "strings"
 // Global flags that take a value; the others are switches.
 var globalValueFlags = map[string]bool{
 	"--server-url": true, "-s": true, "--ca_pem": true, "--crt_pem": true, "--key_pem": true, "--response-timeout": true,
+	"--ank-config": true,
 }
+
+// globalValueShort is the shorthand of a global value flag other than -s
+// (-x, --ank-config): its value is passed on as it is.
+const globalValueShort = 'x'
 
 // Shorthands of global switches that may precede s in a group like -ks.
 const globalSwitches = "kvqh"
@@ -36,6 +41,14 @@ func spellOutGlobalS(args []string) []string {
 		// A shorthand group: switches, optionally ending in s[VALUE].
 		group := a[1:]
 		j := strings.IndexFunc(group, func(r rune) bool { return !strings.ContainsRune(globalSwitches, r) })
+		if j >= 0 && group[j] == globalValueShort {
+			out = append(out, a)
+			if j == len(group)-1 && i+1 < len(args) {
+				i++
+				out = append(out, args[i])
+			}
+			continue
+		}
 		if j < 0 || group[j] != 's' {
 			out = append(out, a)
 			continue

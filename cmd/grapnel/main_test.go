@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ var errStop = errors.New("stop here")
 type invocation struct {
 	app    *app
 	code   int
+	stdout string
 	stderr string
 	dialed *client.Options
 }
@@ -27,15 +29,23 @@ type invocation struct {
 // the test sees what the flags and environment turned into.
 func invoke(t *testing.T, env map[string]string, args ...string) invocation {
 	t.Helper()
+	return invokeSys(t, env, filepath.Join(t.TempDir(), "absent.conf"), args...)
+}
+
+// invokeSys is invoke with system as /etc/ankaios/ank.conf.
+func invokeSys(t *testing.T, env map[string]string, system string, args ...string) invocation {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	a := newApp(func(k string) string { return env[k] }, strings.NewReader(""), &out, &errOut)
+	a.systemAnkConfig = system
+	a.systemCLIConfig = filepath.Join(t.TempDir(), "absent-cli.yaml")
 	inv := invocation{app: a}
 	a.dial = func(_ context.Context, o client.Options) (conn, error) {
 		inv.dialed = &o
 		return nil, errStop
 	}
 	inv.code = run(context.Background(), args, a)
-	inv.stderr = errOut.String()
+	inv.stdout, inv.stderr = out.String(), errOut.String()
 	return inv
 }
 
@@ -248,6 +258,7 @@ func TestCommandArguments(t *testing.T) {
 func TestCompletionCommandExists(t *testing.T) {
 	var out bytes.Buffer
 	a := newApp(func(string) string { return "" }, strings.NewReader(""), &out, &out)
+	a.systemAnkConfig = filepath.Join(t.TempDir(), "absent.conf")
 	if code := run(context.Background(), []string{"completion", "bash"}, a); code != exitOK {
 		t.Fatalf("exit code %d: %s", code, out.String())
 	}
@@ -259,6 +270,7 @@ func TestCompletionCommandExists(t *testing.T) {
 func TestInterruptedExitCode(t *testing.T) {
 	var out bytes.Buffer
 	a := newApp(func(string) string { return "" }, strings.NewReader(""), &out, &out)
+	a.systemAnkConfig = filepath.Join(t.TempDir(), "absent.conf")
 	a.dial = func(ctx context.Context, _ client.Options) (conn, error) { return nil, ctx.Err() }
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -286,7 +298,11 @@ func TestSpellOutGlobalS(t *testing.T) {
 		{"logs wl -s T", "logs wl -s T"},
 		{"-q get state -s a:1", "-q get state -s a:1"},
 		{"-s", "--server-url"},
-		{"-x -s a get", "-x --server-url a get"},
+		{"-z -s a get", "-z --server-url a get"},
+		{"-x f.conf -s a logs wl -s T", "-x f.conf --server-url a logs wl -s T"},
+		{"-kx f.conf -s a logs", "-kx f.conf --server-url a logs"},
+		{"-xf.conf -s a logs", "-xf.conf --server-url a logs"},
+		{"--ank-config f.conf -s a logs", "--ank-config f.conf --server-url a logs"},
 		{"", ""},
 	}
 	for _, tt := range tests {
@@ -346,6 +362,7 @@ func TestShellCompletionOffersNames(t *testing.T) {
 	for _, tt := range tests {
 		var out bytes.Buffer
 		a := newApp(func(string) string { return "" }, strings.NewReader(""), &out, &bytes.Buffer{})
+		a.systemAnkConfig = filepath.Join(t.TempDir(), "absent.conf")
 		a.dial = func(context.Context, client.Options) (conn, error) { return stateConn{cs}, nil }
 		if code := run(context.Background(), tt.args, a); code != exitOK {
 			t.Fatalf("%v: exit code %d", tt.args, code)

@@ -8,10 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/grapnel-io/grapnel/cli"
+	"github.com/grapnel-io/grapnel/internal/ankconf"
+	"github.com/grapnel-io/grapnel/internal/buildinfo"
+	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
 
-const serverURLUsage = "replica addresses host:port, comma-separated, tried in order (env " + envServerURL + ")"
+const serverURLUsage = "replica addresses host:port, comma-separated, tried in order (env " + envServerURL + " or " + ankServerURL + ") (default \"" + cli.DefaultServerURL + "\")"
 
 // newRoot builds the command tree; the flags write into a.
 func newRoot(a *app) *cobra.Command {
@@ -24,16 +27,24 @@ func newRoot(a *app) *cobra.Command {
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
+	// The flags' defaults are the built-in ones: the environment and the
+	// Ankaios CLI config file come in below the flags given (resolve).
 	pf := root.PersistentFlags()
-	pf.StringVarP(&a.global.ServerURL, "server-url", "s", a.envDefault(envServerURL, cli.DefaultServerURL), serverURLUsage)
-	pf.BoolVarP(&a.global.Insecure, "insecure", "k", a.envBool(envInsecure), "connect without TLS (env "+envInsecure+")")
-	pf.StringVar(&a.global.CAPem, "ca_pem", a.getenv(envCAPem), "CA certificate PEM file (env "+envCAPem+")")
-	pf.StringVar(&a.global.CrtPem, "crt_pem", a.getenv(envCrtPem), "client certificate PEM file (env "+envCrtPem+")")
-	pf.StringVar(&a.global.KeyPem, "key_pem", a.getenv(envKeyPem), "client private key PEM file (env "+envKeyPem+")")
-	pf.IntVar(&a.timeoutMs, "response-timeout", 3000, "milliseconds to wait for the server's answer")
-	pf.BoolVar(&a.global.NoWait, "no-wait", false, "do not wait for workloads to reach their states after a change")
-	pf.BoolVarP(&a.global.Verbose, "verbose", "v", false, "print debug information on stderr")
-	pf.BoolVarP(&a.global.Quiet, "quiet", "q", false, "print only the requested data")
+	a.flagSet = pf
+	pf.StringVarP(&a.flags.ServerURL, "server-url", "s", "", serverURLUsage)
+	a.serverURLFlags = append(a.serverURLFlags, pf.Lookup("server-url"))
+	pf.BoolVarP(&a.flags.Insecure, "insecure", "k", false, "connect without TLS (env "+envInsecure+" or "+ankInsecure+")")
+	pf.StringVar(&a.flags.CAPem, "ca_pem", "", "CA certificate PEM file (env "+envCAPem+" or "+ankCAPem+")")
+	pf.StringVar(&a.flags.CrtPem, "crt_pem", "", "client certificate PEM file (env "+envCrtPem+" or "+ankCrtPem+")")
+	pf.StringVar(&a.flags.KeyPem, "key_pem", "", "client private key PEM file (env "+envKeyPem+" or "+ankKeyPem+")")
+	pf.IntVar(&a.timeoutMs, "response-timeout", defaultTimeoutMs, "milliseconds to wait for the server's answer")
+	pf.BoolVar(&a.flags.NoWait, "no-wait", false, "do not wait for workloads to reach their states after a change")
+	pf.BoolVarP(&a.flags.Verbose, "verbose", "v", false, "print debug information on stderr")
+	pf.BoolVarP(&a.flags.Quiet, "quiet", "q", false, "print only the requested data")
+	pf.StringVarP(&a.ankConfig, "ank-config", "x", "", "CLI config file: Ankaios TOML (.conf, .toml) or Grapnel YAML, the same keys (default the first present of $HOME/"+cliUserPath+", "+cliSystemPath+", $HOME/"+ankconf.CLIUserPath+", "+ankconf.CLISystemPath+")")
+	root.Version = buildinfo.Describe(rpc.ProtocolVersion)
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	root.Flags().BoolP("version", "V", false, "print the version and exit")
 
 	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a))
 	return root
@@ -44,7 +55,8 @@ func newRoot(a *app) *cobra.Command {
 // writes the same field as the global flag; a -s before the subcommand
 // still means the server (see spellOutGlobalS).
 func shadowServerURL(a *app, cmd *cobra.Command) {
-	cmd.Flags().StringVar(&a.global.ServerURL, "server-url", a.envDefault(envServerURL, cli.DefaultServerURL), serverURLUsage)
+	cmd.Flags().StringVar(&a.flags.ServerURL, "server-url", "", serverURLUsage)
+	a.serverURLFlags = append(a.serverURLFlags, cmd.Flags().Lookup("server-url"))
 }
 
 func newGet(a *app) *cobra.Command {

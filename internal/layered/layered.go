@@ -1,13 +1,16 @@
-// Package layered loads a program's settings from four layers, each
-// overriding the one before: the defaults, a YAML config file, the
-// environment and the command line. grapnel-server and grapnel-agent
-// describe their settings as Options and share this loader, so both
-// programs treat files, variables and flags the same way.
+// Package layered loads a program's settings from layers, each
+// overriding the one before: the defaults, a config file (Grapnel's YAML
+// or, in its place, the Ankaios TOML file), the Ankaios environment
+// variables, Grapnel's environment variables and the command line.
+// grapnel-server and grapnel-agent describe their settings as Options and
+// share this loader, so both programs treat files, variables and flags
+// the same way.
 //
 // A setting is a field of the program's config struct: the file uses the
-// field's yaml tag, the environment Prefix+Option.Env, the command line
-// Option.Flag. A list or a map given in a later layer replaces the
-// earlier value as a whole.
+// field's yaml tag, the environment Prefix+Option.Env (and, for some,
+// Option.UpstreamEnv, the Ankaios name), the command line Option.Flag. A
+// list or a map given in a later layer replaces the earlier value as a
+// whole.
 package layered
 
 import (
@@ -23,20 +26,46 @@ import (
 
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
+
+	"github.com/grapnel-io/grapnel/internal/ankconf"
 )
+
+// ErrVersion is returned by Load after it printed the version for
+// --version; it wraps pflag.ErrHelp, so a program that exits quietly on
+// --help does so on --version too.
+var ErrVersion = fmt.Errorf("version printed: %w", pflag.ErrHelp)
 
 // Option ties one setting to its flag and environment variable. Value
 // returns a pointer to the field in a config: *string, *bool, *int,
 // *time.Duration, *List or *map[string]string.
 type Option[T any] struct {
 	Flag, Short, Env, Usage string
-	Value                   func(c *T) any
+	// UpstreamEnv is the whole name of the Ankaios variable with the same
+	// meaning ("ANKSERVER_CA_PEM"), or "". It is read below Prefix+Env,
+	// and an empty value counts as not set.
+	UpstreamEnv string
+	// Aliases are other names of the flag (the Ankaios program's older
+	// ones), each "name" or "name/x" with a one-letter form; hidden.
+	Aliases []string
+	Value   func(c *T) any
 }
 
 // Opt is an Option: the flag, its one-letter form (or ""), the variable
 // after the prefix, the usage text and the field.
 func Opt[T any](flag, short, env, usage string, value func(c *T) any) Option[T] {
 	return Option[T]{Flag: flag, Short: short, Env: env, Usage: usage, Value: value}
+}
+
+// Upstream returns o with the Ankaios variable name that presets it too.
+func (o Option[T]) Upstream(env string) Option[T] {
+	o.UpstreamEnv = env
+	return o
+}
+
+// Alias returns o with other names of its flag: "name" or "name/x".
+func (o Option[T]) Alias(names ...string) Option[T] {
+	o.Aliases = append(slices.Clip(o.Aliases), names...)
+	return o
 }
 
 // Spec describes a program's settings.
@@ -54,8 +83,24 @@ type Spec[T any] struct {
 	ConfigAliases           []string
 	// DefaultPath is read when no file is named; it may be absent.
 	DefaultPath string
-	Defaults    func() T
-	Options     []Option[T]
+	// UpstreamPath is the Ankaios config file (TOML) read when no file is
+	// named and DefaultPath is absent; it may be absent too. "": none.
+	UpstreamPath string
+	// Upstream applies an Ankaios config file, data read from path, to
+	// cfg and returns its warnings. A file named by the flag or variable
+	// goes to Upstream when ankconf.IsTOML says it is TOML. nil: the
+	// program reads no Ankaios file.
+	Upstream func(path string, data []byte, cfg *T) (warnings []string, err error)
+	Defaults func() T
+	Options  []Option[T]
+	// Version, when set, returns the line --version (-V) prints; called
+	// only then (reading the build info costs memory a server keeps).
+	Version func() string
+	// Out receives the version (os.Stdout when nil); Warn the warnings of
+	// an Ankaios file (printed to os.Stderr after the program's name when
+	// nil).
+	Out  io.Writer
+	Warn func(string)
 }
 
 // Load resolves the settings from args, the environment (lookup) and the
@@ -66,10 +111,19 @@ func Load[T any](s Spec[T], args []string, lookup func(string) (string, bool)) (
 	fs := pflag.NewFlagSet(s.Program, pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.SetOutput(io.Discard)
-	configPath := fs.StringP(s.ConfigFlag, s.ConfigShort, "", s.What+" file (YAML; default "+s.DefaultPath+" if present)")
+	configUsage := s.What + " file (YAML; default " + s.DefaultPath + " if present)"
+	if s.Upstream != nil {
+		configUsage = s.What + " file: Grapnel YAML or Ankaios TOML (.conf, .toml); default " + s.DefaultPath +
+			", else " + s.UpstreamPath + ", if present"
+	}
+	configPath := fs.StringP(s.ConfigFlag, s.ConfigShort, "", configUsage)
 	for _, alias := range s.ConfigAliases {
 		fs.StringVar(configPath, alias, "", "same as --"+s.ConfigFlag)
 		_ = fs.MarkHidden(alias)
+	}
+	var version *bool
+	if s.Version != nil {
+		version = fs.BoolP("version", "V", false, "print the version and exit")
 	}
 	cli := s.Defaults()
 	for _, o := range s.Options {
@@ -89,12 +143,26 @@ func Load[T any](s Spec[T], args []string, lookup func(string) (string, bool)) (
 		default:
 			panic(fmt.Sprintf("layered: option %s: unsupported type %T", o.Flag, p))
 		}
+		main := fs.Lookup(o.Flag)
+		for _, a := range o.Aliases {
+			name, short, _ := strings.Cut(a, "/")
+			fs.AddFlag(&pflag.Flag{Name: name, Shorthand: short, Usage: "same as --" + o.Flag, Value: main.Value,
+				DefValue: main.DefValue, NoOptDefVal: main.NoOptDefVal, Hidden: true})
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(os.Stderr, "Usage of %s:\n%s", s.Program, fs.FlagUsages())
 		}
 		return zero, err
+	}
+	if version != nil && *version {
+		out := s.Out
+		if out == nil {
+			out = os.Stdout
+		}
+		fmt.Fprintln(out, s.Version())
+		return zero, ErrVersion
 	}
 	if fs.NArg() > 0 {
 		return zero, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -112,20 +180,71 @@ func Load[T any](s Spec[T], args []string, lookup func(string) (string, bool)) (
 			path = s.DefaultPath
 		}
 	}
-	if err := ReadFile(s.What, path, explicit, &cfg); err != nil {
+	if err := s.readConfig(path, explicit, &cfg); err != nil {
 		return zero, err
 	}
 	for _, o := range s.Options {
+		if o.UpstreamEnv != "" {
+			if v, ok := lookup(o.UpstreamEnv); ok && v != "" {
+				if err := setFromText(o.Value(&cfg), v); err != nil {
+					return zero, fmt.Errorf("%s: %w", o.UpstreamEnv, err)
+				}
+			}
+		}
 		if v, ok := lookup(s.Prefix + o.Env); ok {
 			if err := setFromText(o.Value(&cfg), v); err != nil {
 				return zero, fmt.Errorf("%s%s: %w", s.Prefix, o.Env, err)
 			}
 		}
-		if fs.Changed(o.Flag) {
+		changed := fs.Changed(o.Flag)
+		for _, a := range o.Aliases {
+			name, _, _ := strings.Cut(a, "/")
+			changed = changed || fs.Changed(name)
+		}
+		if changed {
 			copyValue(o.Value(&cfg), o.Value(&cli))
 		}
 	}
 	return cfg, nil
+}
+
+// readConfig applies the config file to cfg: the one at path when it was
+// named (explicit), in whichever format it is; otherwise DefaultPath, or
+// UpstreamPath when DefaultPath is absent, or none when both are.
+func (s Spec[T]) readConfig(path string, explicit bool, cfg *T) error {
+	data, err := os.ReadFile(path)
+	if !explicit && errors.Is(err, os.ErrNotExist) && s.Upstream != nil && s.UpstreamPath != "" {
+		path = s.UpstreamPath
+		if data, err = os.ReadFile(path); err == nil {
+			return s.readUpstream(path, data, cfg)
+		}
+	}
+	if err != nil {
+		if !explicit && errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("%s %s: %w", s.What, path, err)
+	}
+	if explicit && s.Upstream != nil && ankconf.IsTOML(path, data) {
+		return s.readUpstream(path, data, cfg)
+	}
+	return decodeYAML(s.What, path, data, cfg)
+}
+
+// readUpstream applies an Ankaios config file and passes on its warnings.
+func (s Spec[T]) readUpstream(path string, data []byte, cfg *T) error {
+	warnings, err := s.Upstream(path, data, cfg)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		if s.Warn != nil {
+			s.Warn(w)
+		} else {
+			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", s.Program, w)
+		}
+	}
+	return nil
 }
 
 // ReadFile decodes the config file at path into cfg; unknown keys are an
@@ -139,6 +258,11 @@ func ReadFile(what, path string, explicit bool, cfg any) error {
 		}
 		return fmt.Errorf("%s %s: %w", what, path, err)
 	}
+	return decodeYAML(what, path, data, cfg)
+}
+
+// decodeYAML decodes a YAML config file; unknown keys are an error.
+func decodeYAML(what, path string, data []byte, cfg any) error {
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {

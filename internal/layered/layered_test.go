@@ -1,6 +1,7 @@
 package layered
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/grapnel-io/grapnel/internal/ankconf"
 )
 
 type toy struct {
@@ -101,4 +104,92 @@ func writeFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// upstreamToy reads a toy "Ankaios" file: TOML with version and name.
+func upstreamToy(path string, data []byte, c *toy) ([]string, error) {
+	f, err := ankconf.Parse(ankconf.Format{What: "Ankaios toy config", Keys: []ankconf.Key{
+		{Name: "name", Kind: ankconf.String}, {Name: "gone", Kind: ankconf.Any, Unsupported: "no such thing"},
+	}}, path, data)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := f.String("name"); ok {
+		c.Name = v
+	}
+	return f.Warnings, nil
+}
+
+// The Ankaios file stands in for an absent default file, a named file
+// may be either, and the Ankaios variable comes in below Grapnel's.
+func TestUpstreamLayers(t *testing.T) {
+	dir := t.TempDir()
+	yml := writeFile(t, dir, "toy.yaml", "name: yaml\n")
+	up := writeFile(t, dir, "toy.conf", "version = 'v1'\nname = 'upstream'\ngone = 1\n")
+	upNoExt := writeFile(t, dir, "toyconf", "version = 'v1'\nname = 'sniffed'\n")
+	absent := filepath.Join(dir, "absent")
+	badUp := writeFile(t, dir, "bad.conf", "version = 'v1'\nnmae = 'x'\n")
+	spec := func(def, upstream string) Spec[toy] {
+		s := toySpec(def)
+		s.UpstreamPath, s.Upstream = upstream, upstreamToy
+		s.Options[0] = s.Options[0].Upstream("ANKTOY_NAME")
+		return s
+	}
+	cases := []struct {
+		name          string
+		def, upstream string
+		args          []string
+		env           map[string]string
+		want          string // the name
+		warnings      int
+		err           string
+	}{
+		{"default file", yml, up, nil, nil, "yaml", 0, ""},
+		{"upstream when the default is absent", absent, up, nil, nil, "upstream", 1, ""},
+		{"neither", absent, absent, nil, nil, "default", 0, ""},
+		{"named TOML file", yml, absent, []string{"-x", up}, nil, "upstream", 1, ""},
+		{"named TOML file without extension", yml, absent, []string{"-x", upNoExt}, nil, "sniffed", 0, ""},
+		{"named YAML file", absent, up, []string{"-x", yml}, nil, "yaml", 0, ""},
+		{"upstream variable over the file", yml, up, nil, map[string]string{"ANKTOY_NAME": "ank"}, "ank", 0, ""},
+		{"empty upstream variable is not set", yml, up, nil, map[string]string{"ANKTOY_NAME": ""}, "yaml", 0, ""},
+		{"Grapnel variable over the upstream one", yml, up, nil, map[string]string{"ANKTOY_NAME": "ank", "TOY_NAME": "toy"}, "toy", 0, ""},
+		{"flag over both", yml, up, []string{"-n", "cli"}, map[string]string{"ANKTOY_NAME": "ank", "TOY_NAME": "toy"}, "cli", 0, ""},
+		{"bad upstream default file", absent, badUp, nil, nil, "", 0, "Ankaios toy config " + badUp + ": key 'nmae': unknown key"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := spec(c.def, c.upstream)
+			var warnings []string
+			s.Warn = func(w string) { warnings = append(warnings, w) }
+			got, err := Load(s, c.args, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("got %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || got.Name != c.want || len(warnings) != c.warnings {
+				t.Fatalf("got %q, %v, warnings %q", got.Name, err, warnings)
+			}
+			if c.warnings > 0 && !strings.Contains(warnings[0], "key 'gone' has no Grapnel equivalent") {
+				t.Fatalf("warning %q", warnings[0])
+			}
+		})
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	s := toySpec("/nonexistent")
+	s.Version = func() string { return "toy 1.0" }
+	var out bytes.Buffer
+	s.Out = &out
+	for _, flag := range []string{"--version", "-V"} {
+		out.Reset()
+		if _, err := Load(s, []string{flag}, func(string) (string, bool) { return "", false }); !errors.Is(err, ErrVersion) || !errors.Is(err, pflag.ErrHelp) || out.String() != "toy 1.0\n" {
+			t.Fatalf("%s: %v, %q", flag, err, out.String())
+		}
+	}
+	if _, err := Load(toySpec("/nonexistent"), []string{"--version"}, func(string) (string, bool) { return "", false }); err == nil {
+		t.Fatal("--version without a Version was accepted")
+	}
 }
