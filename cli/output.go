@@ -35,9 +35,11 @@ func ParseFormat(s string) (Format, error) {
 // list index.
 type KeyOrder func(path []string) []string
 
+// The order of a workload's fields is the order of upstream ank's
+// FilteredWorkloadSpec (controlInterfaceAccess before configs), files last.
 var (
 	stateFields    = []string{"apiVersion", "workloads", "configs"}
-	workloadFields = []string{"agent", "tags", "dependencies", "restartPolicy", "runtime", "runtimeConfig", "configs", "files", "controlInterfaceAccess"}
+	workloadFields = []string{"agent", "tags", "dependencies", "restartPolicy", "runtime", "runtimeConfig", "controlInterfaceAccess", "configs", "files"}
 	ruleFields     = []string{"type", "operation", "filterMasks", "workloadNames"}
 )
 

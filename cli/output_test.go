@@ -356,11 +356,6 @@ desiredState:
         owner: me
       dependencies:
         db: ADD_COND_RUNNING
-      configs:
-        c: cfg
-      files:
-        - mountPoint: /a
-          data: x
       controlInterfaceAccess:
         allowRules:
           - type: StateRule
@@ -369,6 +364,11 @@ desiredState:
         denyRules:
           - type: LogRule
             workloadNames: []
+      configs:
+        c: cfg
+      files:
+        - mountPoint: /a
+          data: x
   configs:
     cfg: {}
     list: []
