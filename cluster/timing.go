@@ -28,9 +28,12 @@ type Timing struct {
 	// before an AppendEntries tells the followers the commit index (one to
 	// two timeouts). Only the followers' copies of the state wait for it:
 	// the leader answers once a quorum stored an entry, and a follower
-	// that becomes leader applies what it holds before it serves. 250 ms
-	// (hashicorp/raft: 50 ms) spares an idle follower thirty wake-ups a
-	// second; a busy leader sends at once anyway.
+	// that becomes leader applies what it holds before it serves. 1 s
+	// (hashicorp/raft: 50 ms): every timeout is a pipelined AppendEntries
+	// to each follower, a wake-up at both ends, even when nothing is new;
+	// at 250 ms they were about a tenth of an idle leader's CPU. A busy
+	// leader sends at once anyway, and the heartbeats, not these, keep the
+	// followers from standing for election.
 	CommitTimeout time.Duration
 	// HeartbeatInterval is the least time between two of the leader's
 	// heartbeats to a follower; they go out every one to two intervals.
@@ -74,11 +77,12 @@ type GossipTiming struct {
 	// member can confirm.
 	SuspicionMaxTimeoutMult int
 	// GossipInterval is how often queued broadcasts (metadata updates such
-	// as a new leader, member state) are sent. 200 ms (memberlist's LAN
-	// value): memberlist wakes every interval whether or not anything is
-	// queued, so it is the most frequent timer of an idle replica after the
-	// Raft heartbeats. Clients learn a new leader from the replicas'
-	// Watch and Status, gossip only hints at it.
+	// as a new leader, member state) are sent. 500 ms (memberlist's LAN
+	// value: 200 ms): memberlist wakes every interval whether or not
+	// anything is queued, so it is the most frequent timer of an idle
+	// replica after the Raft heartbeats. Clients learn a new leader from
+	// the replicas' Watch and Status, gossip only hints at it, so a new
+	// leader's name may spread a few hundred milliseconds later.
 	GossipInterval time.Duration
 	// PushPullInterval is the full state sync period. 15 s (LAN: 30 s):
 	// cheap with a handful of replicas, and repairs missed broadcasts.
@@ -142,7 +146,7 @@ func DefaultTiming() Timing {
 		HeartbeatTimeout:   200 * time.Millisecond,
 		ElectionTimeout:    200 * time.Millisecond,
 		LeaderLeaseTimeout: 200 * time.Millisecond,
-		CommitTimeout:      250 * time.Millisecond,
+		CommitTimeout:      time.Second,
 		Gossip:             DefaultGossipTiming(),
 		Autopilot:          DefaultAutopilot(),
 	}
@@ -156,7 +160,7 @@ func DefaultGossipTiming() GossipTiming {
 		ProbeTimeout:            200 * time.Millisecond,
 		SuspicionMult:           4,
 		SuspicionMaxTimeoutMult: 3,
-		GossipInterval:          200 * time.Millisecond,
+		GossipInterval:          500 * time.Millisecond,
 		PushPullInterval:        15 * time.Second,
 		TCPTimeout:              2 * time.Second,
 		DeadNodeReclaimTime:     10 * time.Second,

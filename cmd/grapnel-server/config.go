@@ -71,6 +71,9 @@ type config struct {
 	// when set, wins over both.
 	GCPercent     int `yaml:"gc_percent"`
 	GCIdlePercent int `yaml:"gc_idle_percent"`
+	// IdleProcs is GOMAXPROCS while the replica is idle (0: unchanged;
+	// see gcTuner).
+	IdleProcs int `yaml:"idle_procs"`
 
 	// The limits on what an update may put into the desired state (see
 	// state.Limits and docs/operations.md).
@@ -116,6 +119,7 @@ func defaults() config {
 		RaftPreallocateMiB:     cluster.DefaultPreallocate >> 20,
 		GCPercent:              defaultGCPercent,
 		GCIdlePercent:          defaultGCIdlePercent,
+		IdleProcs:              defaultIdleProcs,
 	}
 }
 
@@ -146,6 +150,7 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-preallocate-mib", "", "RAFT_PREALLOCATE_MIB", "MiB of raft.db allocated on disk ahead of use, so commits write in place (0: none)", func(c *config) any { return &c.RaftPreallocateMiB }),
 		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target while the replica allocates fast (2 MiB/s or more) and at the start: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
 		layered.Opt("gc-idle-percent", "", "GC_IDLE_PERCENT", "Go GC target while the replica allocates little (under 1 MiB/s), which keeps an idle replica's heap small (at least --gc-percent: that target always; the GOGC variable wins)", func(c *config) any { return &c.GCIdlePercent }),
+		layered.Opt("idle-procs", "", "IDLE_PROCS", "Ps (GOMAXPROCS) the replica runs on while it allocates little, as for --gc-idle-percent; all of them again within about a second of load (0: all always; the GOMAXPROCS variable wins)", func(c *config) any { return &c.IdleProcs }),
 		layered.Opt("max-config-depth", "", "MAX_CONFIG_DEPTH", "deepest nesting of lists and maps in one config item", func(c *config) any { return &c.MaxConfigDepth }),
 		layered.Opt("max-string-bytes", "", "MAX_STRING_BYTES", "longest string of a workload or config item (runtimeConfig, file content, value)", func(c *config) any { return &c.MaxStringBytes }),
 		layered.Opt("max-config-item-bytes", "", "MAX_CONFIG_ITEM_BYTES", "largest config item", func(c *config) any { return &c.MaxConfigItemBytes }),
@@ -270,6 +275,9 @@ func (c config) validate() error {
 	}
 	if c.GCPercent < 25 {
 		return fmt.Errorf("--gc-percent %d: must be at least 25 (lower spends most of the CPU collecting)", c.GCPercent)
+	}
+	if c.IdleProcs < 0 {
+		return fmt.Errorf("--idle-procs %d: must be 0 (all) or more", c.IdleProcs)
 	}
 	if c.GCIdlePercent < 25 {
 		return fmt.Errorf("--gc-idle-percent %d: must be at least 25 (lower spends most of the CPU collecting)", c.GCIdlePercent)

@@ -181,27 +181,27 @@ func TestGOGCWinsOverGCPercent(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	old := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(old)
-	setGC(300, 300, func(k string) (string, bool) { return "150", k == "GOGC" }, log)()
+	setGC(300, 300, 0, func(k string) (string, bool) { return "150", k == "GOGC" }, log)()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("with GOGC set, the GC target changed to %d", got)
 	}
-	setGC(300, 300, func(string) (string, bool) { return "", false }, log)()
+	setGC(300, 300, 0, func(string) (string, bool) { return "", false }, log)()
 	if got := debug.SetGCPercent(100); got != 300 {
 		t.Fatalf("GC target %d, want 300", got)
 	}
 	// An idle target at or above the busy one means the busy one always.
-	setGC(300, 500, func(string) (string, bool) { return "", false }, log)()
+	setGC(300, 500, 0, func(string) (string, bool) { return "", false }, log)()
 	if got := debug.SetGCPercent(100); got != 300 {
 		t.Fatalf("GC target %d, want 300", got)
 	}
 	// With a lower idle target a replica starts at the busy one, and
 	// the tuner (gc_test.go) takes it from there.
-	setGC(300, 60, func(string) (string, bool) { return "", false }, log)()
+	setGC(300, 60, 0, func(string) (string, bool) { return "", false }, log)()
 	if got := debug.SetGCPercent(100); got != 300 {
 		t.Fatalf("GC target %d at the start, want the busy 300", got)
 	}
 	// With GOGC set there is no switching either.
-	setGC(300, 50, func(k string) (string, bool) { return "150", k == "GOGC" }, log)()
+	setGC(300, 50, 0, func(k string) (string, bool) { return "150", k == "GOGC" }, log)()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("with GOGC set, the GC target changed to %d", got)
 	}

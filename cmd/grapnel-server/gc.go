@@ -26,6 +26,9 @@ const defaultGCPercent = 400
 // 400 lets it reach (Go's heap minimum is 4 MiB times the target).
 const defaultGCIdlePercent = 25
 
+// defaultIdleProcs is GOMAXPROCS at idle (see gcTuner).
+const defaultIdleProcs = 1
+
 // A replica is busy when it allocated at least gcBusyRate bytes a second
 // over the collections of at least gcMinWindow (a rate over a shorter
 // span is noise: the collection that a switch to the idle target starts
@@ -47,26 +50,53 @@ const (
 )
 
 // setGC applies the GC targets unless the GOGC variable is set: Go has
-// already read it, and an operator who sets it means it. With an idle
-// target below the busy one it starts a gcTuner, and returns its stop
-// function (a no-op otherwise).
-func setGC(busy, idle int, lookup func(string) (string, bool), log *slog.Logger) (stop func()) {
+// already read it, and an operator who sets it means it. idleProcs, when
+// more than 0 and under GOMAXPROCS, is the number of Ps the replica runs
+// on while idle, unless the GOMAXPROCS variable is set. It starts a
+// gcTuner when either target switches, and returns its stop function (a
+// no-op otherwise).
+func setGC(busy, idle, idleProcs int, lookup func(string) (string, bool), log *slog.Logger) (stop func()) {
+	busyProcs := runtime.GOMAXPROCS(0)
+	if v, ok := lookup("GOMAXPROCS"); ok {
+		if idleProcs > 0 {
+			log.Info("GOMAXPROCS is set; --idle-procs is not applied", "GOMAXPROCS", v)
+		}
+		idleProcs = 0
+	}
+	if idleProcs >= busyProcs {
+		idleProcs = 0
+	}
+	setPercent := func(p int) { debug.SetGCPercent(p) }
 	if v, ok := lookup("GOGC"); ok {
 		log.Info("GOGC is set; --gc-percent and --gc-idle-percent are not applied", "GOGC", v)
-		return func() {}
-	}
-	if idle >= busy {
+		setPercent = func(int) {}
+	} else if idle >= busy {
 		debug.SetGCPercent(busy)
+		setPercent = func(int) {}
+	}
+	if idleProcs == 0 && (lookupSet(lookup, "GOGC") || idle >= busy) {
 		return func() {}
 	}
 	t := newGCTuner(busy, idle, log)
+	t.set = setPercent
+	t.busyProcs, t.idleProcs = busyProcs, idleProcs
 	t.start()
 	armGCHook(t.gcDone)
 	return t.stop
 }
 
-// gcTuner switches Go's GC target between busy (while the replica
-// allocates fast, and at the start) and idle (otherwise). It looks at the allocation rate
+func lookupSet(lookup func(string) (string, bool), key string) bool {
+	_, ok := lookup(key)
+	return ok
+}
+
+// gcTuner switches Go's GC target, and the number of Ps, between busy
+// (while the replica allocates fast, and at the start) and idle
+// (otherwise). One P at idle: a replica's idle work is wake-ups (Raft
+// heartbeats, gossip, Watch heartbeats), and with a second P every
+// wake-up also wakes an idle thread to look for more work, which finds
+// none and sleeps again; that was about a fifth of an idle replica's
+// CPU. Busy, the replica gets every P back within about a second. It looks at the allocation rate
 // after every collection, which at idle happens every few seconds
 // anyway, and, only while busy, every gcCheckEvery: an idle replica at
 // the busy target may go minutes without a collection, and would keep
@@ -77,6 +107,10 @@ type gcTuner struct {
 	log        *slog.Logger
 	// set applies a GC percent (debug.SetGCPercent).
 	set func(int)
+	// busyProcs and idleProcs are the GOMAXPROCS of either mode; procs
+	// applies one (runtime.GOMAXPROCS). idleProcs 0: not switched.
+	busyProcs, idleProcs int
+	procs                func(int)
 	// allocs is the number of heap bytes allocated since the start.
 	allocs func() uint64
 	now    func() time.Time
@@ -97,6 +131,7 @@ func newGCTuner(busy, idle int, log *slog.Logger) *gcTuner {
 	return &gcTuner{
 		busy: busy, idle: idle, log: log,
 		set:    func(p int) { debug.SetGCPercent(p) },
+		procs:  func(n int) { runtime.GOMAXPROCS(n) },
 		allocs: heapAllocs,
 		now:    time.Now,
 		after: func(d time.Duration, f func()) func() bool {
@@ -138,8 +173,11 @@ func (t *gcTuner) gcDone() bool {
 		t.isBusy = true
 		t.chkAt, t.chkAllocs = now, allocs
 		t.set(t.busy)
+		if t.idleProcs > 0 {
+			t.procs(t.busyProcs)
+		}
 		t.stopTimer = t.after(gcCheckEvery, t.check)
-		t.log.Debug("GC target: busy", "percent", t.busy, "allocatedPerSecond", uint64(rate))
+		t.log.Debug("GC target: busy", "percent", t.busy, "procs", t.busyProcs, "allocatedPerSecond", uint64(rate))
 	}
 	return true
 }
@@ -165,7 +203,10 @@ func (t *gcTuner) check() {
 	// collection at the next allocation; the runtime then returns the
 	// pages above the new goal to the OS in the background.
 	t.set(t.idle)
-	t.log.Debug("GC target: idle", "percent", t.idle, "allocatedPerSecond", uint64(rate))
+	if t.idleProcs > 0 {
+		t.procs(t.idleProcs)
+	}
+	t.log.Debug("GC target: idle", "percent", t.idle, "procs", t.idleProcs, "allocatedPerSecond", uint64(rate))
 }
 
 // stop ends the switching; the target stays where it is.

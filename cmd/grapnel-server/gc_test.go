@@ -15,6 +15,7 @@ type fakeGC struct {
 	now      time.Time
 	allocs   uint64
 	percents []int
+	procs    []int
 	pending  func()
 	delay    time.Duration
 	stops    int
@@ -23,6 +24,7 @@ type fakeGC struct {
 func newFakeTuner(f *fakeGC) *gcTuner {
 	t := newGCTuner(400, 50, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.set = func(p int) { f.percents = append(f.percents, p) }
+	t.procs = func(n int) { f.procs = append(f.procs, n) }
 	t.allocs = func() uint64 { return f.allocs }
 	t.now = func() time.Time { return f.now }
 	t.after = func(d time.Duration, fn func()) func() bool {
@@ -217,5 +219,27 @@ func TestHeapProfileOffUnlessDebug(t *testing.T) {
 	defer func() { runtime.MemProfileRate = 0 }()
 	if runtime.MemProfileRate != defaultMemProfileRate {
 		t.Fatalf("rate %d after enableHeapProfile, want %d", runtime.MemProfileRate, defaultMemProfileRate)
+	}
+}
+
+// An idle replica runs on idleProcs Ps and gets busyProcs back with its
+// busy GC target; with idleProcs 0 the Ps are never touched.
+func TestGCTunerSwitchesProcs(t *testing.T) {
+	for _, idleProcs := range []int{0, 1} {
+		f := &fakeGC{now: time.Unix(1000, 0)}
+		g := newFakeTuner(f)
+		g.busyProcs, g.idleProcs = 2, idleProcs
+		g.start()
+		f.advance(gcCheckEvery, 1<<20)
+		f.fire(t) // quiet: idle
+		f.advance(2*time.Second, 8<<20)
+		g.gcDone() // 4 MiB/s: busy
+		want := []int{1, 2}
+		if idleProcs == 0 {
+			want = nil
+		}
+		if !slices.Equal(f.percents, []int{400, 50, 400}) || !slices.Equal(f.procs, want) {
+			t.Fatalf("idleProcs %d: percents %v, procs %v; want procs %v", idleProcs, f.percents, f.procs, want)
+		}
 	}
 }

@@ -47,7 +47,7 @@ func run(cfg config) error {
 	if cfg.EnableDebug {
 		enableHeapProfile()
 	}
-	defer setGC(cfg.GCPercent, cfg.GCIdlePercent, os.LookupEnv, log)()
+	defer setGC(cfg.GCPercent, cfg.GCIdlePercent, cfg.IdleProcs, os.LookupEnv, log)()
 	startup, err := loadStartupManifest(cfg.StartupManifest, cfg.limits(), log)
 	if err != nil {
 		return err
