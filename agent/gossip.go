@@ -17,7 +17,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/grapnel-io/grapnel/cluster/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/rpc"
 )
 

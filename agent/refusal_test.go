@@ -16,12 +16,12 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/rpctest"
 	"github.com/grapnel-io/grapnel/server"
-	"github.com/grapnel-io/grapnel/server/clock"
 )
 
 // tlsReplica is a real one-voter replica serving mutual TLS, counting the

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grapnel-io/grapnel/cluster/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/state"

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
 // startFormation bootstraps, or starts the goroutines that bootstrap and
@@ -108,7 +110,7 @@ func bootstrapSet(peers map[string]peerInfo, self string, expect int) ([]raft.Se
 		return nil, "this replica is not alive in gossip yet"
 	}
 	for _, p := range peers {
-		if p.Role != RoleServer || p.GossipStatus != StatusAlive {
+		if p.Role != gossipmeta.RoleServer || p.GossipStatus != StatusAlive {
 			continue
 		}
 		if p.Expect != expect {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
 // ElectAloneNow starts an election at once when this replica is the only
@@ -143,7 +145,7 @@ func earlyTurn(self string, cfg raft.Configuration, peers map[string]peerInfo) (
 	}
 	sort.Strings(voters)
 	for _, p := range peers {
-		if p.ID != self && p.Role == RoleServer && p.GossipStatus == StatusAlive && p.LeaderSeen != "" {
+		if p.ID != self && p.Role == gossipmeta.RoleServer && p.GossipStatus == StatusAlive && p.LeaderSeen != "" {
 			return 0, false
 		}
 	}
@@ -154,7 +156,7 @@ func earlyTurn(self string, cfg raft.Configuration, peers map[string]peerInfo) (
 		case id == self:
 			voter = true
 			alive++
-		case p.Role == RoleServer && p.GossipStatus == StatusAlive:
+		case p.Role == gossipmeta.RoleServer && p.GossipStatus == StatusAlive:
 			alive++
 			if !voter {
 				turn++

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
 func TestBootstrapSet(t *testing.T) {
 	srv := func(id string, expect int, mod ...func(*peerInfo)) peerInfo {
-		p := peerInfo{ID: id, Role: RoleServer, RaftAddress: id + ":1", GossipStatus: StatusAlive, Expect: expect}
+		p := peerInfo{ID: id, Role: gossipmeta.RoleServer, RaftAddress: id + ":1", GossipStatus: StatusAlive, Expect: expect}
 		for _, m := range mod {
 			m(&p)
 		}
@@ -175,7 +177,7 @@ func TestEarlyTurn(t *testing.T) {
 	alive := func(ids ...string) map[string]peerInfo {
 		m := map[string]peerInfo{}
 		for _, id := range ids {
-			m[id] = peerInfo{ID: id, Role: RoleServer, GossipStatus: StatusAlive}
+			m[id] = peerInfo{ID: id, Role: gossipmeta.RoleServer, GossipStatus: StatusAlive}
 		}
 		return m
 	}
@@ -187,10 +189,10 @@ func TestEarlyTurn(t *testing.T) {
 	p.LeaderSeen = "n3"
 	leaderSeen["n3"] = p
 	dead := alive("n2", "n3")
-	dead["n1"] = peerInfo{ID: "n1", Role: RoleServer, GossipStatus: StatusDead}
+	dead["n1"] = peerInfo{ID: "n1", Role: gossipmeta.RoleServer, GossipStatus: StatusDead}
 	othersDead := map[string]peerInfo{
-		"n2": {ID: "n2", Role: RoleServer, GossipStatus: StatusDead},
-		"n3": {ID: "n3", Role: RoleServer, GossipStatus: StatusLeft},
+		"n2": {ID: "n2", Role: gossipmeta.RoleServer, GossipStatus: StatusDead},
+		"n3": {ID: "n3", Role: gossipmeta.RoleServer, GossipStatus: StatusLeft},
 	}
 	agent := alive("n2")
 	agent["n1"] = peerInfo{ID: "n1", Role: "agent", GossipStatus: StatusAlive}

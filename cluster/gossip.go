@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
 // Gossip status values of a member. memberlist v0.6.0 does not expose
@@ -37,7 +39,7 @@ type gossip struct {
 	announceCh chan struct{}
 
 	mu      sync.Mutex
-	meta    memberMeta
+	meta    gossipmeta.Meta
 	encoded []byte
 	badMeta map[string]string
 
@@ -74,7 +76,7 @@ func startGossip(n *Node, logger hclog.Logger) (*gossip, error) {
 	}
 	g := &gossip{n: n, logger: logger, announceCh: make(chan struct{}, 1), badMeta: map[string]string{}}
 	g.meta = n.localMeta()
-	if g.encoded, err = g.meta.encode(); err != nil {
+	if g.encoded, err = g.meta.Encode(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	stdlog := logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
@@ -126,10 +128,10 @@ func (g *gossip) memberlistConfig(tr memberlist.Transport, stdlog *log.Logger) *
 }
 
 // localMeta is what this replica announces now.
-func (n *Node) localMeta() memberMeta {
+func (n *Node) localMeta() gossipmeta.Meta {
 	_, leader := n.raft.LeaderWithID()
-	return memberMeta{
-		Role: RoleServer, RaftAddress: n.RaftAddress(), GRPCAddress: n.cfg.GRPCAddress,
+	return gossipmeta.Meta{
+		Role: gossipmeta.RoleServer, RaftAddress: n.RaftAddress(), GRPCAddress: n.cfg.GRPCAddress,
 		Version: n.cfg.Version, Expect: n.cfg.BootstrapExpect, LeaderSeen: string(leader),
 		HasState: n.hasState(),
 	}
@@ -171,7 +173,7 @@ func (g *gossip) refreshMeta() {
 		g.mu.Unlock()
 		return
 	}
-	enc, err := m.encode()
+	enc, err := m.Encode()
 	if err != nil {
 		g.mu.Unlock()
 		g.logger.Error("cannot announce metadata", "error", err)
@@ -261,7 +263,7 @@ func (g *gossip) sendLeaveIntent() {
 	msg := append([]byte{msgLeaveIntent}, g.n.cfg.ID...)
 	var wg sync.WaitGroup
 	for id, p := range g.n.peers.all() {
-		if id == g.n.cfg.ID || p.Role != RoleServer || p.GossipStatus != StatusAlive || p.GossipAddress == "" {
+		if id == g.n.cfg.ID || p.Role != gossipmeta.RoleServer || p.GossipStatus != StatusAlive || p.GossipAddress == "" {
 			continue
 		}
 		host, port, err := net.SplitHostPort(p.GossipAddress)
@@ -291,7 +293,7 @@ func (g *gossip) NotifyMsg(buf []byte) {
 	id := string(buf[1:])
 	changed := false
 	g.n.peers.update(id, func(p *peerInfo) {
-		if p.Role != RoleServer {
+		if p.Role != gossipmeta.RoleServer {
 			return
 		}
 		p.Leaving = true
@@ -329,7 +331,7 @@ func (g *gossip) NotifyUpdate(node *memberlist.Node) { g.memberUp(node, false) }
 func (g *gossip) NotifyLeave(node *memberlist.Node) {
 	known, st := false, StatusDead
 	g.n.peers.update(node.Name, func(p *peerInfo) {
-		if p.Role != RoleServer {
+		if p.Role != gossipmeta.RoleServer {
 			return
 		}
 		known = true
@@ -350,7 +352,7 @@ func (g *gossip) NotifyLeave(node *memberlist.Node) {
 // memberUp records an alive or updated member from its metadata; a
 // (re)joined member is no longer leaving.
 func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
-	meta, err := decodeMeta(node.Meta)
+	meta, err := gossipmeta.Decode(node.Meta)
 	if err != nil {
 		g.mu.Lock()
 		first := g.badMeta[node.Name] != err.Error()
@@ -361,7 +363,7 @@ func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
 		}
 		return
 	}
-	if meta.Role != RoleServer {
+	if meta.Role != gossipmeta.RoleServer {
 		return
 	}
 	now := g.n.now()

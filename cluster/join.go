@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
 // joinLoop first joins the gossip pool through Config.Join, retrying with
@@ -71,7 +73,7 @@ func (n *Node) reconnectTargets() []string {
 	now := n.now()
 	var out []string
 	for _, p := range n.peers.all() {
-		if p.ID == n.cfg.ID || p.Role != RoleServer || p.GossipStatus != StatusDead || p.GossipAddress == "" {
+		if p.ID == n.cfg.ID || p.Role != gossipmeta.RoleServer || p.GossipStatus != StatusDead || p.GossipAddress == "" {
 			continue
 		}
 		if inConfig[p.ID] || now.Sub(p.StatusSince) < n.timing.Autopilot.DeadServerTimeout {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
 // Member is one replica as this node sees it: Raft configuration, Raft
@@ -217,7 +219,7 @@ func (n *Node) SetPeerAddresses(id, raftAddr, grpcAddr string) {
 	n.peers.update(id, func(p *peerInfo) {
 		p.ID, p.RaftAddress, p.GRPCAddress = id, raftAddr, grpcAddr
 		if p.Role == "" {
-			p.Role = RoleServer
+			p.Role = gossipmeta.RoleServer
 		}
 		if p.GossipStatus == "" {
 			p.GossipStatus = StatusNone

@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
 // Config configures a Node.
@@ -305,7 +307,7 @@ func NewNode(cfg Config) (*Node, error) {
 	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{
 		ID: cfg.ID, RaftAddress: string(nt.LocalAddr()), GRPCAddress: cfg.GRPCAddress,
-		Version: cfg.Version, Role: RoleServer, GossipStatus: "none",
+		Version: cfg.Version, Role: gossipmeta.RoleServer, GossipStatus: "none",
 	})
 	// Gossip first: the goroutines started below read n.gossip unlocked.
 	if cfg.GossipAddress != "" {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
 // reconciler is the leader's loop state for one leadership term.
@@ -131,7 +133,7 @@ func (r *reconciler) addMembers(peers map[string]peerInfo, inConfig map[string]r
 	n := r.n
 	for _, id := range slices.Sorted(maps.Keys(peers)) {
 		p := peers[id]
-		if id == n.cfg.ID || p.Role != RoleServer || p.GossipStatus != StatusAlive || p.RaftAddress == "" {
+		if id == n.cfg.ID || p.Role != gossipmeta.RoleServer || p.GossipStatus != StatusAlive || p.RaftAddress == "" {
 			continue
 		}
 		addr := raft.ServerAddress(p.RaftAddress)

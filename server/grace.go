@@ -3,7 +3,7 @@ package server
 import (
 	"time"
 
-	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // DefaultAgentReconnectGrace is how long a new leader waits for the agents

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
-	"github.com/grapnel-io/grapnel/server/clock"
 )
 
 // DefaultHoldTimeout is how long a request that arrives while no leader is

@@ -5,7 +5,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/server/events"
 	"github.com/grapnel-io/grapnel/server/ingest"
 	"github.com/grapnel-io/grapnel/server/logcampaign"

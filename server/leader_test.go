@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/state"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // fakeFuture is a Raft future the test resolves by hand.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
-	"github.com/grapnel-io/grapnel/server/clock"
 )
 
 // replicaSet is a cluster of real replicas in one process: Raft, gossip and

@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc/peer"
 
-	"github.com/grapnel-io/grapnel/server/clock"
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // refusalLogWindow is how often a repeated refusal is logged at most: a

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/controlapi"
-	"github.com/grapnel-io/grapnel/server/clock"
 	"github.com/grapnel-io/grapnel/state"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
-	"github.com/grapnel-io/grapnel/server/clock"
 )
 
 func logEntries(id string, size int) *ankbase.Response {

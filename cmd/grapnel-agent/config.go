@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/grapnel-io/grapnel/agent"
-	"github.com/grapnel-io/grapnel/cluster/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"

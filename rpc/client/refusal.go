@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
-	"github.com/grapnel-io/grapnel/server/clock"
 )
 
 // Bounds of the wait after a refusal. A replica that refuses a stream
