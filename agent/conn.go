@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -141,7 +142,7 @@ func (c *conn) serve(ctx context.Context) error {
 // ctx ends or a replica refused the stream; it waits out earlier refusals
 // itself.
 func (c *conn) session(ctx context.Context) error {
-	st, err := c.resolver.Open(ctx, client.KindAgent)
+	st, err := c.resolver.Open(ctx, wire.KindAgent)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
-	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -141,7 +141,7 @@ func (r *fakeReplica) ConnectAgent(st grpcapi.AgentConnection_ConnectAgentServer
 		l := r.set.rep(leader)
 		return rpc.ToStatus(&rpc.NotLeaderError{LeaderID: leader, LeaderAddress: l.addr})
 	}
-	if err := st.SendHeader(metadata.Pairs(proxy.ReplicaIDKey, r.id)); err != nil {
+	if err := st.SendHeader(metadata.Pairs(wire.ReplicaIDKey, r.id)); err != nil {
 		return err
 	}
 	m, err := st.Recv()

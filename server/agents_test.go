@@ -6,6 +6,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -65,7 +66,7 @@ func TestStartupStateLoadedWithInitialStates(t *testing.T) {
 // swdd~server-default-communication-grpc~1
 func TestAgentHelloGetsItsWorkloads(t *testing.T) {
 	ts := startServer(t, mustState(t, twoAgents))
-	c := ts.dial(kindAgent)
+	c := ts.dial(wire.KindAgent)
 	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: "agent_A", ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: map[string]string{"zone": "front"}}}}})
 	hello := c.expect("ServerHello", func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil }).GetServerHello()
@@ -104,7 +105,7 @@ func TestWorkloadStatesStoredAndForwarded(t *testing.T) {
 		return s == state.RunningOk
 	})
 	// A newly connected agent learns the states of the others, not its own.
-	b := ts.dial(kindAgent)
+	b := ts.dial(wire.KindAgent)
 	b.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: "agent_B", ProtocolVersion: rpc.ProtocolVersion}}})
 	first := b.expect("states of other agents", func(m *grpcapi.FromServer) bool { return m.GetUpdateWorkloadState() != nil })
 	for _, ws := range first.GetUpdateWorkloadState().GetWorkloadStates() {
@@ -175,7 +176,7 @@ func TestAgentLoadServedFromLeaderMemory(t *testing.T) {
 // refusal names both versions.
 func TestProtocolVersionMismatchRefused(t *testing.T) {
 	ts := startServer(t, nil)
-	c := ts.dial(kindAgent)
+	c := ts.dial(wire.KindAgent)
 	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: "a", ProtocolVersion: "2.0.0"}}})
 	waitFor(t, 5e9, "stream refused", func() bool { return c.streamErr() != nil })
 	err := c.streamErr().Error()
@@ -184,7 +185,7 @@ func TestProtocolVersionMismatchRefused(t *testing.T) {
 			t.Errorf("refusal %q lacks %q", err, want)
 		}
 	}
-	cli := ts.dial(kindCLI)
+	cli := ts.dial(wire.KindCLI)
 	cli.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: "a"}}})
 	waitFor(t, 5e9, "CLI stream refused", func() bool { return cli.streamErr() != nil })
 	if !contains(cli.streamErr().Error(), "No CommanderHello received.") {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -55,7 +56,7 @@ func (l *leader) sendBroadcasts(bs []pendingBroadcast) {
 		)
 		g := l.greeted[c.name]
 		for i, b := range bs {
-			if c.name == b.except || c.kind == kindAgent && (g.conn != c || g.index >= b.index) {
+			if c.name == b.except || c.kind == wire.KindAgent && (g.conn != c || g.index >= b.index) {
 				continue
 			}
 			key = binary.AppendUvarint(key, uint64(i))

@@ -10,15 +10,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
-)
-
-// connKind tells which service a stream came in on.
-type connKind int
-
-const (
-	kindAgent     connKind = iota
-	kindCLI                // CliConnection: also receives workload-state broadcasts
-	kindCommander          // CommandConnection: receives only its responses
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // sendQueueLen bounds what may wait for a slow peer before the server
@@ -30,7 +22,7 @@ const sendQueueLen = 1024
 // broadcasts marshalled once, *rpc.Encoded.
 type conn struct {
 	name string
-	kind connKind
+	kind wire.Kind
 	out  chan any
 	// limit is the largest message the stream sends (see fit).
 	limit int
@@ -46,7 +38,7 @@ type conn struct {
 	saidGoodbye bool
 }
 
-func newConn(name string, kind connKind) *conn {
+func newConn(name string, kind wire.Kind) *conn {
 	return &conn{name: name, kind: kind, out: make(chan any, sendQueueLen), limit: rpc.MaxMessageBytes, closed: make(chan struct{})}
 }
 
@@ -222,7 +214,7 @@ func (r *registry) add(c *conn) *conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.clis
-	if c.kind == kindAgent {
+	if c.kind == wire.KindAgent {
 		m = r.agents
 	}
 	old := m[c.name]
@@ -235,7 +227,7 @@ func (r *registry) remove(c *conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.clis
-	if c.kind == kindAgent {
+	if c.kind == wire.KindAgent {
 		m = r.agents
 	}
 	if m[c.name] == c {
@@ -272,7 +264,7 @@ func (r *registry) broadcastTargets(except string) []*conn {
 		}
 	}
 	for _, c := range r.clis {
-		if c.kind == kindCLI {
+		if c.kind == wire.KindCLI {
 			out = append(out, c)
 		}
 	}

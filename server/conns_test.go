@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // The leader loop talks to streams only through bounded asynchronous
@@ -12,7 +13,7 @@ import (
 //
 // swdd~server-uses-async-channels~1
 func TestSendQueueDropsStuckPeer(t *testing.T) {
-	c := newConn("stuck", kindAgent)
+	c := newConn("stuck", wire.KindAgent)
 	msg := &grpcapi.FromServer{}
 	for i := 0; i < sendQueueLen; i++ {
 		if !c.send(msg) {
@@ -34,7 +35,7 @@ func TestSendQueueDropsStuckPeer(t *testing.T) {
 
 func TestRegistryReplacesSameName(t *testing.T) {
 	r := newRegistry()
-	a1, a2 := newConn("a", kindAgent), newConn("a", kindAgent)
+	a1, a2 := newConn("a", wire.KindAgent), newConn("a", wire.KindAgent)
 	if old := r.add(a1); old != nil {
 		t.Fatal("unexpected old connection")
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -91,7 +92,7 @@ type testConn struct {
 	nextID int
 }
 
-func (ts *testServer) dial(kind connKind) *testConn {
+func (ts *testServer) dial(kind wire.Kind) *testConn {
 	t := ts.t
 	t.Helper()
 	cc, err := grpc.NewClient(ts.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -101,14 +102,7 @@ func (ts *testServer) dial(kind connKind) *testConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &testConn{t: t, cc: cc, cancel: cancel}
 	c.cond = sync.NewCond(&c.mu)
-	switch kind {
-	case kindAgent:
-		c.stream, err = grpcapi.NewAgentConnectionClient(cc).ConnectAgent(ctx)
-	case kindCLI:
-		c.stream, err = grpcapi.NewCliConnectionClient(cc).ConnectCli(ctx)
-	default:
-		c.stream, err = grpcapi.NewCommandConnectionClient(cc).ConnectCommand(ctx)
-	}
+	c.stream, err = kind.Open(ctx, cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +126,7 @@ func (ts *testServer) dial(kind connKind) *testConn {
 }
 
 func (ts *testServer) agent(name string, tags map[string]string) *testConn {
-	c := ts.dial(kindAgent)
+	c := ts.dial(wire.KindAgent)
 	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: name, ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: tags}}}})
 	c.expect("ServerHello", func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil })
@@ -145,7 +139,7 @@ func (ts *testServer) agent(name string, tags map[string]string) *testConn {
 }
 
 func (ts *testServer) cli() *testConn {
-	c := ts.dial(kindCLI)
+	c := ts.dial(wire.KindCLI)
 	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{CommanderHello: &grpcapi.CommanderHello{ProtocolVersion: rpc.ProtocolVersion}}})
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // TestHelloProtocolVersionRefusalText: a hello whose protocol version is
@@ -17,20 +18,20 @@ func TestHelloProtocolVersionRefusalText(t *testing.T) {
 	ts := startServer(t, nil)
 	tests := []struct {
 		name    string
-		kind    connKind
+		kind    wire.Kind
 		version string
 	}{
-		{"agent, not semantic", kindAgent, "1"},
-		{"agent, empty", kindAgent, ""},
-		{"agent, other major", kindAgent, "2.0.0"},
-		{"cli, not semantic", kindCLI, "1"},
-		{"cli, two parts", kindCLI, "1.0"},
+		{"agent, not semantic", wire.KindAgent, "1"},
+		{"agent, empty", wire.KindAgent, ""},
+		{"agent, other major", wire.KindAgent, "2.0.0"},
+		{"cli, not semantic", wire.KindCLI, "1"},
+		{"cli, two parts", wire.KindCLI, "1.0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := ts.dial(tt.kind)
 			hello := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{CommanderHello: &grpcapi.CommanderHello{ProtocolVersion: tt.version}}}
-			if tt.kind == kindAgent {
+			if tt.kind == wire.KindAgent {
 				hello = &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: "agent_A", ProtocolVersion: tt.version}}}
 			}
 			c.send(hello)

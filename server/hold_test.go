@@ -16,6 +16,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // A stream that arrives while the cluster has no leader yet (one of three
@@ -26,7 +27,7 @@ func TestHoldUntilALeaderIsElected(t *testing.T) {
 	first := rs.reps[0]
 	first.start()
 
-	st := rawStream(t, first.addr, kindCLI)
+	st := rawStream(t, first.addr, wire.KindCLI)
 	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestHoldExpiresWithoutALeader(t *testing.T) {
 			t.Fatalf("failed after %v, before the hold of %v", elapsed, hold)
 		}
 	}
-	for kind, name := range map[connKind]string{kindAgent: "agent stream", kindCLI: "cli stream", kindCommander: "command stream"} {
+	for kind, name := range map[wire.Kind]string{wire.KindAgent: "agent stream", wire.KindCLI: "cli stream", wire.KindCommand: "command stream"} {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			st := rawStream(t, lone.addr, kind)
@@ -120,7 +121,7 @@ func TestHoldRunsOnTheServersClock(t *testing.T) {
 	rs.clk = fake
 	lone := rs.reps[0]
 	lone.start()
-	st := rawStream(t, lone.addr, kindCLI)
+	st := rawStream(t, lone.addr, wire.KindCLI)
 	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestHoldEndsOnShutdown(t *testing.T) {
 	rs := newReplicaSet(t, 3, time.Minute)
 	lone := rs.reps[0]
 	lone.start()
-	st := rawStream(t, lone.addr, kindCLI)
+	st := rawStream(t, lone.addr, wire.KindCLI)
 	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // handle dispatches one inbox message. It runs on the leader loop only.
@@ -21,7 +22,7 @@ func (l *leader) handle(m inMsg) {
 	case m.cliHello:
 		// A commander needs nothing until it asks.
 	case m.gone:
-		if c.kind == kindAgent {
+		if c.kind == wire.KindAgent {
 			l.agentGone(c)
 		} else {
 			l.cliGone(c.name)
@@ -36,11 +37,11 @@ func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
 	case *grpcapi.ToServer_Request:
 		l.handleRequest(c, x.Request)
 	case *grpcapi.ToServer_UpdateWorkloadState:
-		if c.kind == kindAgent {
+		if c.kind == wire.KindAgent {
 			l.workloadStates(c, x.UpdateWorkloadState)
 		}
 	case *grpcapi.ToServer_AgentLoadStatus:
-		if c.kind == kindAgent {
+		if c.kind == wire.KindAgent {
 			l.agentLoad(c.name, x.AgentLoadStatus)
 		}
 	case *grpcapi.ToServer_LogEntriesResponse:
@@ -51,7 +52,7 @@ func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
 		// An agent that says goodbye is gone when its stream ends, without
 		// a reconnect grace; a CLI's goodbye ends its subscriptions and
 		// campaigns now.
-		if c.kind == kindAgent {
+		if c.kind == wire.KindAgent {
 			c.saidGoodbye = true
 		} else {
 			l.cliGone(c.name)

@@ -14,6 +14,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -113,7 +114,7 @@ func TestAgentMessagesOverTheLimit(t *testing.T) {
 	}
 
 	// The agent reconnects: its ServerHello would list 100 kB.
-	again := ts.dial(kindAgent)
+	again := ts.dial(wire.KindAgent)
 	again.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: "agent_A", ProtocolVersion: rpc.ProtocolVersion, GrapnelIncarnation: 1}}})
 	if m, ok := again.tryExpect(10*time.Second, func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil || m.GetUpdateWorkload() != nil }); ok {

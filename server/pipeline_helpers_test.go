@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -71,7 +72,7 @@ func countEntries(ts *testServer) func(fsm.MessageType) int64 {
 // hello opens an agent stream with an incarnation and waits for its
 // ServerHello.
 func (ts *testServer) hello(name string, incarnation uint64, tags map[string]string) (*testConn, *grpcapi.ServerHello) {
-	c := ts.dial(kindAgent)
+	c := ts.dial(wire.KindAgent)
 	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: name, ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: tags}, GrapnelIncarnation: incarnation}}})
 	m := c.expect("ServerHello", func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil })

@@ -10,6 +10,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -248,7 +249,7 @@ func TestAgentHelloDuringCommitGetsWorkloadOnce(t *testing.T) {
 	})
 	cli.send(workloadUpdate(t, "add", "w", "x"))
 	<-applied
-	agent := ts.dial(kindAgent)
+	agent := ts.dial(wire.KindAgent)
 	agent.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: "agent_A", ProtocolVersion: rpc.ProtocolVersion}}})
 	waitFor(t, 5e9, "agent stream registered", func() bool { return ts.srv.conns.agent("agent_A") != nil })

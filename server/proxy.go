@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"slices"
 
-	"google.golang.org/grpc"
-
 	"github.com/grapnel-io/grapnel/rpc"
-	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // elsewhere answers a stream that this replica cannot serve because the
@@ -22,14 +20,14 @@ import (
 //     the client reconnects;
 //   - any other client is proxied to the leader, when a proxy pool is
 //     configured.
-func (s *Server) elsewhere(st toServerStream, kind connKind, d destination) error {
+func (s *Server) elsewhere(st toServerStream, kind wire.Kind, d destination) error {
 	ctx := st.Context()
 	switch {
-	case proxy.IsLeaderAware(ctx):
+	case wire.IsLeaderAware(ctx):
 		return rpc.ToStatus(&rpc.NotLeaderError{LeaderID: d.leaderID, LeaderAddress: d.addr})
-	case proxy.ForwardedBy(ctx) != "":
+	case wire.ForwardedBy(ctx) != "":
 		return rpc.ToStatus(fmt.Errorf("%w; replica %s forwarded this stream here, but the leader is %s at %s",
-			rpc.ErrNotLeader, proxy.ForwardedBy(ctx), d.leaderID, d.addr))
+			rpc.ErrNotLeader, wire.ForwardedBy(ctx), d.leaderID, d.addr))
 	case s.cfg.Proxy == nil:
 		return rpc.ToStatus(fmt.Errorf("%w; the leader is %s at %s, and this replica does not proxy",
 			rpc.ErrNotLeader, d.leaderID, d.addr))
@@ -42,7 +40,7 @@ func (s *Server) elsewhere(st toServerStream, kind connKind, d destination) erro
 // unchanged. If leadership moves away from d.leaderID the stream ends
 // with rpc.ErrLeaderChanged, and on shutdown with rpc.ErrShuttingDown: the
 // client reconnects as after a failover.
-func (s *Server) proxyStream(st toServerStream, kind connKind, d destination) error {
+func (s *Server) proxyStream(st toServerStream, kind wire.Kind, d destination) error {
 	cc, err := s.cfg.Proxy.Get(d.addr)
 	if errors.Is(err, proxy.ErrPoolClosed) {
 		return rpc.ToStatus(fmt.Errorf("%w: %v", rpc.ErrShuttingDown, err))
@@ -64,23 +62,14 @@ func (s *Server) proxyStream(st toServerStream, kind connKind, d destination) er
 	}()
 
 	s.log.Debug("proxying a stream to the leader", "leader", d.leaderID, "address", d.addr)
-	err = proxy.Forward(ctx, st, func(ctx context.Context) (toServerClient, error) {
-		ctx = proxy.Outgoing(ctx, s.node.ID(), names)
-		switch kind {
-		case kindAgent:
-			return grpcapi.NewAgentConnectionClient(cc).ConnectAgent(ctx)
-		case kindCLI:
-			return grpcapi.NewCliConnectionClient(cc).ConnectCli(ctx)
-		}
-		return grpcapi.NewCommandConnectionClient(cc).ConnectCommand(ctx)
+	err = proxy.Forward(ctx, st, func(ctx context.Context) (wire.Stream, error) {
+		return kind.Open(wire.Outgoing(ctx, s.node.ID(), names), cc)
 	})
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return rpc.ToStatus(cause)
 	}
 	return err
 }
-
-type toServerClient = grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
 
 // endOnLeaderChange cancels ctx with rpc.ErrLeaderChanged once the leader
 // is no longer leaderID, and with rpc.ErrShuttingDown on shutdown. The
@@ -118,13 +107,13 @@ func (s *Server) endOnLeaderChange(ctx context.Context, cancel context.CancelCau
 // any client claim any agent name.
 func clientNames(ctx context.Context) ([]string, error) {
 	peer := rpc.PeerNames(ctx)
-	fwd, ok := proxy.ForwardedNames(ctx)
+	fwd, ok := wire.ForwardedNames(ctx)
 	if !ok {
 		return peer, nil
 	}
 	if peer != nil && !slices.Contains(peer, rpc.ServerName) {
 		return nil, fmt.Errorf("%w: %s may only be sent by a replica (certificate name %s)",
-			rpc.ErrUnauthenticated, proxy.ForwardedNamesKey, rpc.ServerName)
+			rpc.ErrUnauthenticated, wire.ForwardedNamesKey, rpc.ServerName)
 	}
 	return fwd, nil
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
-	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -38,7 +38,7 @@ type rawClient = grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
 
 // rawStream opens an Ankaios stream of kind to addr with the outgoing
 // metadata pairs md.
-func rawStream(t *testing.T, addr string, kind connKind, md ...string) rawClient {
+func rawStream(t *testing.T, addr string, kind wire.Kind, md ...string) rawClient {
 	t.Helper()
 	cc := dialRaw(t, addr)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -46,18 +46,7 @@ func rawStream(t *testing.T, addr string, kind connKind, md ...string) rawClient
 	if len(md) > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, md...)
 	}
-	var (
-		st  rawClient
-		err error
-	)
-	switch kind {
-	case kindAgent:
-		st, err = grpcapi.NewAgentConnectionClient(cc).ConnectAgent(ctx)
-	case kindCLI:
-		st, err = grpcapi.NewCliConnectionClient(cc).ConnectCli(ctx)
-	default:
-		st, err = grpcapi.NewCommandConnectionClient(cc).ConnectCommand(ctx)
-	}
+	st, err := kind.Open(ctx, cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +110,7 @@ func TestFollowerProxiesAnkaiosStreams(t *testing.T) {
 		}
 	})
 	t.Run("an agent connects through a follower", func(t *testing.T) {
-		a := f.testServer(t).dial(kindAgent)
+		a := f.testServer(t).dial(wire.KindAgent)
 		a.send(agentHello("agent_A", rpc.ProtocolVersion))
 		hello := a.expect("ServerHello", func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil }).GetServerHello()
 		if ws := hello.GetAddedWorkloads(); len(ws) != 1 || ws[0].GetInstanceName().GetWorkloadName() != "web" {
@@ -134,12 +123,12 @@ func TestFollowerProxiesAnkaiosStreams(t *testing.T) {
 		})
 	})
 	t.Run("the leader's refusal reaches the client unchanged", func(t *testing.T) {
-		direct := rawStream(t, l.addr, kindAgent)
+		direct := rawStream(t, l.addr, wire.KindAgent)
 		if err := direct.Send(agentHello("agent_B", "0.1.0")); err != nil {
 			t.Fatal(err)
 		}
 		want := status.Convert(streamEnd(t, direct, 5*time.Second))
-		viaFollower := rawStream(t, f.addr, kindAgent)
+		viaFollower := rawStream(t, f.addr, wire.KindAgent)
 		if err := viaFollower.Send(agentHello("agent_B", "0.1.0")); err != nil {
 			t.Fatal(err)
 		}
@@ -167,12 +156,12 @@ func TestFollowerRedirectsInsteadOfProxying(t *testing.T) {
 		code   codes.Code
 		leader bool // the error names the leader for a redirect
 	}{
-		{"leader-aware client", []string{proxy.LeaderAwareKey, "1"}, codes.FailedPrecondition, true},
-		{"forwarded by a replica", []string{proxy.ForwardedByKey, "rs-9"}, codes.Unavailable, false},
+		{"leader-aware client", []string{wire.LeaderAwareKey, "1"}, codes.FailedPrecondition, true},
+		{"forwarded by a replica", []string{wire.ForwardedByKey, "rs-9"}, codes.Unavailable, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st := rawStream(t, f.addr, kindCLI, tc.md...)
+			st := rawStream(t, f.addr, wire.KindCLI, tc.md...)
 			_ = st.Send(commanderHello(rpc.ProtocolVersion))
 			err := streamEnd(t, st, 5*time.Second)
 			if status.Code(err) != tc.code {
@@ -205,7 +194,7 @@ func TestFollowerRedirectsInsteadOfProxying(t *testing.T) {
 func TestProxiedStreamEndsWhenLeadershipMoves(t *testing.T) {
 	rs := startReplicaSet(t, 3, 0)
 	l, f := rs.leader(), rs.follower()
-	st := rawStream(t, f.addr, kindCLI)
+	st := rawStream(t, f.addr, wire.KindCLI)
 	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +235,7 @@ func TestClientNames(t *testing.T) {
 		return ctx
 	}
 	fwd := func(names string) []string {
-		return []string{proxy.ForwardedByKey, "rs-2", proxy.ForwardedNamesKey, names}
+		return []string{wire.ForwardedByKey, "rs-2", wire.ForwardedNamesKey, names}
 	}
 	tests := []struct {
 		name    string
@@ -269,7 +258,7 @@ func TestClientNames(t *testing.T) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
 			if tc.wantErr != nil {
-				if status.Code(rpc.ToStatus(err)) != codes.Unauthenticated || !strings.Contains(err.Error(), proxy.ForwardedNamesKey) {
+				if status.Code(rpc.ToStatus(err)) != codes.Unauthenticated || !strings.Contains(err.Error(), wire.ForwardedNamesKey) {
 					t.Fatalf("refusal %v must be Unauthenticated and name the header", err)
 				}
 				return

@@ -15,8 +15,8 @@ import (
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
-	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/rpc/rpctest"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // tlsAgentStream opens an agent stream to addr over mutual TLS with the
@@ -79,11 +79,11 @@ func TestProxyForwardsCertificateNames(t *testing.T) {
 		}
 	})
 	t.Run("forwarded names forged by an agent", func(t *testing.T) {
-		st := tlsAgentStream(t, l.addr, agentA, "agent_B", proxy.ForwardedByKey, f.id, proxy.ForwardedNamesKey, "agent_B")
+		st := tlsAgentStream(t, l.addr, agentA, "agent_B", wire.ForwardedByKey, f.id, wire.ForwardedNamesKey, "agent_B")
 		err := streamEnd(t, st, 10*time.Second)
 		if status.Code(err) != codes.Unauthenticated || !errors.Is(rpc.FromStatus(err), rpc.ErrUnauthenticated) ||
-			!strings.Contains(err.Error(), proxy.ForwardedNamesKey) {
-			t.Fatalf("err = %v, want Unauthenticated about %s", err, proxy.ForwardedNamesKey)
+			!strings.Contains(err.Error(), wire.ForwardedNamesKey) {
+			t.Fatalf("err = %v, want Unauthenticated about %s", err, wire.ForwardedNamesKey)
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // lockedBuffer is a log sink safe for the server's goroutines.
@@ -94,7 +95,7 @@ func TestRepeatedRefusalsLoggedBounded(t *testing.T) {
 	})
 	refuse := func(hello *grpcapi.ToServer, code codes.Code) {
 		t.Helper()
-		c := ts.dial(kindAgent)
+		c := ts.dial(wire.KindAgent)
 		c.send(hello)
 		if _, ok := c.tryExpect(10*time.Second, func(*grpcapi.FromServer) bool { return false }); ok {
 			t.Fatal("unexpected message")

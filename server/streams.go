@@ -12,7 +12,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
-	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -32,7 +32,7 @@ type agentService struct {
 }
 
 func (a agentService) ConnectAgent(st grpcapi.AgentConnection_ConnectAgentServer) error {
-	return a.s.serveStream(st, kindAgent)
+	return a.s.serveStream(st, wire.KindAgent)
 }
 
 type cliService struct {
@@ -41,7 +41,7 @@ type cliService struct {
 }
 
 func (c cliService) ConnectCli(st grpcapi.CliConnection_ConnectCliServer) error {
-	return c.s.serveStream(st, kindCLI)
+	return c.s.serveStream(st, wire.KindCLI)
 }
 
 type commandService struct {
@@ -50,7 +50,7 @@ type commandService struct {
 }
 
 func (c commandService) ConnectCommand(st grpcapi.CommandConnection_ConnectCommandServer) error {
-	return c.s.serveStream(st, kindCommander)
+	return c.s.serveStream(st, wire.KindCommand)
 }
 
 type toServerStream = grpc.BidiStreamingServer[grpcapi.ToServer, grpcapi.FromServer]
@@ -62,7 +62,7 @@ type toServerStream = grpc.BidiStreamingServer[grpcapi.ToServer, grpcapi.FromSer
 //
 // swdd~communication-to-from-server-middleware~1
 // swdd~server-default-communication-grpc~1
-func (s *Server) serveStream(st toServerStream, kind connKind) error {
+func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 	d, err := s.findLeader(st.Context())
 	if err != nil {
 		return rpc.ToStatus(err)
@@ -73,7 +73,7 @@ func (s *Server) serveStream(st toServerStream, kind connKind) error {
 	t := d.t
 	// The header tells a leader-aware client at once that the leader took
 	// the stream; a refusal would come as the status instead.
-	_ = st.SendHeader(metadata.Pairs(proxy.ReplicaIDKey, s.node.ID()))
+	_ = st.SendHeader(metadata.Pairs(wire.ReplicaIDKey, s.node.ID()))
 	first, err := st.Recv()
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func (s *Server) serveStream(st toServerStream, kind connKind) error {
 		defer close(sendDone)
 		s.sendLoop(st, c)
 	}()
-	if !t.post(inMsg{conn: c, agentHello: hello, cliHello: kind != kindAgent}) {
+	if !t.post(inMsg{conn: c, agentHello: hello, cliHello: kind != wire.KindAgent}) {
 		c.close()
 	}
 	// The receive loop runs apart so that closing the connection (term
@@ -137,11 +137,11 @@ func (s *Server) serveStream(st toServerStream, kind connKind) error {
 	}
 }
 
-func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind connKind) (*conn, *grpcapi.AgentHello, error) {
+func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire.Kind) (*conn, *grpcapi.AgentHello, error) {
 	if first == nil || first.ToServerEnum == nil {
 		return nil, nil, rpc.WithText(rpc.ErrBadFirstMessage, "Empty")
 	}
-	if kind == kindAgent {
+	if kind == wire.KindAgent {
 		h := first.GetAgentHello()
 		if h == nil {
 			return nil, nil, rpc.WithText(rpc.ErrBadFirstMessage, "No AgentHello received.")
@@ -160,7 +160,7 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind conn
 		if !rpc.NameAllowed(names, name) {
 			return nil, nil, fmt.Errorf("%w: the client certificate does not allow agent name '%s'", rpc.ErrUnauthenticated, name)
 		}
-		return newConn(name, kindAgent), h, nil
+		return newConn(name, wire.KindAgent), h, nil
 	}
 	h := first.GetCommanderHello()
 	if h == nil {
@@ -170,7 +170,7 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind conn
 		return nil, nil, err
 	}
 	prefix := "cli-conn-"
-	if kind == kindCommander {
+	if kind == wire.KindCommand {
 		prefix = "commander-conn-"
 	}
 	return newConn(prefix+randomID(), kind), nil, nil
@@ -278,7 +278,7 @@ func (s *Server) recvLoop(st toServerStream, t *term, c *conn) {
 		if !t.post(inMsg{conn: c, msg: m}) {
 			return
 		}
-		if m.GetGoodbye() != nil && c.kind != kindAgent {
+		if m.GetGoodbye() != nil && c.kind != wire.KindAgent {
 			return
 		}
 	}

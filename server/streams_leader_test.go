@@ -10,6 +10,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 func completeState(t *testing.T, c *client.Conn) *ankbase.CompleteState {
@@ -81,7 +82,7 @@ func TestResolverOpensAnAgentStreamAtTheLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	s, err := r.Open(context.Background(), client.KindAgent)
+	s, err := r.Open(context.Background(), wire.KindAgent)
 	if err != nil {
 		t.Fatal(err)
 	}

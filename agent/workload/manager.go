@@ -43,7 +43,7 @@ type Config struct {
 	Runtimes  map[string]runtime.Runtime  // by Name()
 	Report    func([]state.WorkloadState) // state changes of own instances, only on change
 	Control   ControlInterfaces           // nil: no control interfaces
-	Clock     clock.Clock                 // github.com/grapnel-io/grapnel/server/clock; nil = real
+	Clock     clock.Clock                 // github.com/grapnel-io/grapnel/internal/clock; nil = real
 	Logger    *slog.Logger
 	// PollInterval is how often a loop asks its runtime for the state
 	// when the runtime cannot watch the instance (runtime.Watcher);

@@ -9,6 +9,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // errStreamEnded means the stream ended while a request waited for its
@@ -28,7 +29,7 @@ type session struct {
 // open opens a commander stream to the leader through r and greets it.
 // An error means nothing of a later request was sent.
 func open(ctx context.Context, r *client.Resolver) (*session, error) {
-	st, err := r.Open(ctx, client.KindCommand)
+	st, err := r.Open(ctx, wire.KindCommand)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // DefaultResponseTimeout is how long a request waits for its answer unless
@@ -124,9 +125,9 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 func (r *Resolver) Dial(ctx context.Context) (*Conn, error) {
 	octx, cancel := context.WithTimeout(ctx, r.opts.timeout())
 	defer cancel()
-	kind := KindCLI
+	kind := wire.KindCLI
 	if r.opts.Commander {
-		kind = KindCommand
+		kind = wire.KindCommand
 	}
 	s, err := r.Open(octx, kind)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
-	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // fakeCluster is a set of fake Grapnel replicas that agree on a leader the
@@ -200,7 +200,7 @@ func (r *fakeReplica) serve(st grpc.BidiStreamingServer[grpcapi.ToServer, grpcap
 	case id != r.id:
 		return rpc.ToStatus(&rpc.NotLeaderError{LeaderID: id, LeaderAddress: l.addr})
 	}
-	if err := st.SendHeader(metadata.Pairs(proxy.ReplicaIDKey, r.id)); err != nil {
+	if err := st.SendHeader(metadata.Pairs(wire.ReplicaIDKey, r.id)); err != nil {
 		return err
 	}
 	md, _ := metadata.FromIncomingContext(st.Context())

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // deadAddr is an address nobody listens on.
@@ -69,7 +71,7 @@ func TestHintNamesTheLeader(t *testing.T) {
 	}
 	calls := fc.rep("r1").statusCalls.Load() + fc.rep("r2").statusCalls.Load() + fc.rep("r3").statusCalls.Load()
 	fc.setLeader("r3")
-	s, err := r.Open(ctx, KindAgent)
+	s, err := r.Open(ctx, wire.KindAgent)
 	if err != nil {
 		t.Fatal(err)
 	}

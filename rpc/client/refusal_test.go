@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 func TestIsRefusal(t *testing.T) {
@@ -171,7 +172,7 @@ func TestResolverWaitsAfterRefusal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.Open(ctx, KindCLI)
+		_, err := r.Open(ctx, wire.KindCLI)
 		done <- err
 	}()
 	waitPending(t, clk, 1)

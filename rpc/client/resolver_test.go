@@ -10,7 +10,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
-	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 func opts(addrs ...string) Options {
@@ -45,8 +45,8 @@ func TestDialFindsTheLeaderThroughAFollower(t *testing.T) {
 		t.Fatalf("connected to %s (%s), want r2 at %s", c.Addr(), c.stream.ReplicaID(), r2.addr)
 	}
 	a := r2.expectAccepted(t, "cli")
-	if got := a.md.Get(proxy.LeaderAwareKey); !slices.Equal(got, []string{"1"}) {
-		t.Fatalf("%s = %v, want [1]", proxy.LeaderAwareKey, got)
+	if got := a.md.Get(wire.LeaderAwareKey); !slices.Equal(got, []string{"1"}) {
+		t.Fatalf("%s = %v, want [1]", wire.LeaderAwareKey, got)
 	}
 	if by := servedBy(t, c); by != "r2" {
 		t.Fatalf("served by %s", by)
@@ -103,7 +103,7 @@ func TestOpenFollowsNotLeaderAtOnce(t *testing.T) {
 
 	r := newResolver(t, opts(stale.addr))
 	start := time.Now()
-	s, err := r.Open(context.Background(), KindAgent)
+	s, err := r.Open(context.Background(), wire.KindAgent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,13 +356,5 @@ func TestBackoffDelays(t *testing.T) {
 			t.Fatalf("delay %d = %v, want within [%v, %v]", i, d, want/2, want)
 		}
 		next = min(2*next, backoffMax)
-	}
-}
-
-func TestKindNames(t *testing.T) {
-	for k, want := range map[Kind]string{KindCLI: "CliConnection", KindCommand: "CommandConnection", KindAgent: "AgentConnection", Kind(9): "Kind(9)"} {
-		if k.String() != want {
-			t.Errorf("%d: %s", int(k), k)
-		}
 	}
 }

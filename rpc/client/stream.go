@@ -6,39 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
-	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
-
-// Kind names the Ankaios stream to open.
-type Kind int
-
-// The Ankaios streams.
-const (
-	// KindCLI is CliConnection.ConnectCli: a commander that also gets the
-	// workload-state broadcasts.
-	KindCLI Kind = iota
-	// KindCommand is CommandConnection.ConnectCommand: a commander that
-	// gets only its responses.
-	KindCommand
-	// KindAgent is AgentConnection.ConnectAgent.
-	KindAgent
-)
-
-func (k Kind) String() string {
-	switch k {
-	case KindCLI:
-		return "CliConnection"
-	case KindCommand:
-		return "CommandConnection"
-	case KindAgent:
-		return "AgentConnection"
-	}
-	return fmt.Sprintf("Kind(%d)", int(k))
-}
 
 // maxRedirects bounds how often one Open follows a NotLeaderError before
 // it backs off: replicas that name each other while leadership moves must
@@ -53,9 +24,9 @@ const maxRedirects = 3
 //
 // As with any gRPC stream, one goroutine may Send while another Recvs.
 type Stream struct {
-	st      grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer]
+	st      wire.Stream
 	r       *Resolver
-	kind    Kind
+	kind    wire.Kind
 	taken   bool // the server took the hello; only Recv, one goroutine, uses it
 	addr    string
 	replica string
@@ -79,7 +50,7 @@ type Stream struct {
 // loop then tries about twice a minute instead of thousands of times a
 // second. If ctx ends first, the error wraps ErrRejected and names the
 // last refusal.
-func (r *Resolver) Open(ctx context.Context, kind Kind) (*Stream, error) {
+func (r *Resolver) Open(ctx context.Context, kind wire.Kind) (*Stream, error) {
 	if err := r.refusals.wait(ctx); err != nil {
 		d, n, last := r.refusals.pending()
 		return nil, fmt.Errorf("%w: %d refusals in a row, the last: %v; next attempt in %v", ErrRejected, n, last, d.Round(time.Millisecond))
@@ -119,7 +90,7 @@ func (r *Resolver) Open(ctx context.Context, kind Kind) (*Stream, error) {
 // openAt opens the stream at addr and waits until the replica accepts it
 // (its response header) or refuses it (its status). An upstream server is
 // not waited for: it sends no header before its first message.
-func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream, error) {
+func (r *Resolver) openAt(ctx context.Context, addr string, kind wire.Kind) (*Stream, error) {
 	cc, err := r.conn(addr)
 	if err != nil {
 		return nil, err
@@ -143,7 +114,7 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream,
 		}
 		return nil, err
 	}
-	st, err := openKind(proxy.WithLeaderAware(sctx), cc, kind)
+	st, err := kind.Open(wire.WithLeaderAware(sctx), cc)
 	if err != nil {
 		return fail(openError(err))
 	}
@@ -156,7 +127,7 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream,
 			_, rerr := st.Recv()
 			return fail(openError(rerr))
 		}
-		if v := md.Get(proxy.ReplicaIDKey); len(v) > 0 {
+		if v := md.Get(wire.ReplicaIDKey); len(v) > 0 {
 			replica = v[0]
 		}
 	}
@@ -176,16 +147,6 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind Kind) (*Stream,
 		go r.heartbeat(s, cc)
 	}
 	return s, nil
-}
-
-func openKind(ctx context.Context, cc *grpc.ClientConn, kind Kind) (grpc.BidiStreamingClient[grpcapi.ToServer, grpcapi.FromServer], error) {
-	switch kind {
-	case KindAgent:
-		return grpcapi.NewAgentConnectionClient(cc).ConnectAgent(ctx)
-	case KindCommand:
-		return grpcapi.NewCommandConnectionClient(cc).ConnectCommand(ctx)
-	}
-	return grpcapi.NewCliConnectionClient(cc).ConnectCli(ctx)
 }
 
 // openError classifies why a replica did not take a stream: a
@@ -228,7 +189,7 @@ func (s *Stream) Recv() (*grpcapi.FromServer, error) {
 		}
 		return nil, err
 	}
-	if !s.taken && (s.kind != KindAgent || m.GetServerHello() != nil) {
+	if !s.taken && (s.kind != wire.KindAgent || m.GetServerHello() != nil) {
 		s.taken = true
 		s.r.refusals.accepted()
 	}
