@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/workload"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -199,7 +200,7 @@ func (c *conn) why(s *session, err error) error {
 	if m := s.moved.Load(); m != nil {
 		return fmt.Errorf("%w: %s", client.ErrLeaderMoved, *m)
 	}
-	if errors.Is(rpc.FromStatus(err), rpc.ErrUnsupportedProtocol) {
+	if errors.Is(rpc.FromStatus(err), errs.ErrUnsupportedProtocol) {
 		return fmt.Errorf("%w: %w", errProtocol, err)
 	}
 	return err

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grapnel-io/grapnel/agent/workload"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -139,7 +140,7 @@ func (r *fakeReplica) ConnectAgent(st grpcapi.AgentConnection_ConnectAgentServer
 	r.set.mu.Unlock()
 	if leader != r.id {
 		l := r.set.rep(leader)
-		return rpc.ToStatus(&rpc.NotLeaderError{LeaderID: leader, LeaderAddress: l.addr})
+		return rpc.ToStatus(&errs.NotLeaderError{LeaderID: leader, LeaderAddress: l.addr})
 	}
 	if err := st.SendHeader(metadata.Pairs(wire.ReplicaIDKey, r.id)); err != nil {
 		return err
@@ -445,7 +446,7 @@ func TestConnServesTheStream(t *testing.T) {
 
 	// A broken stream: the campaigns are dropped and the agent is back at
 	// once, greeting again with the same incarnation.
-	fs.end <- rpc.ToStatus(rpc.ErrShuttingDown)
+	fs.end <- rpc.ToStatus(errs.ErrShuttingDown)
 	again := set.rep("r1").accepted(t)
 	if again.hello.GetGrapnelIncarnation() != 7 {
 		t.Fatalf("second hello %v", again.hello)

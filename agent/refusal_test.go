@@ -17,6 +17,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -61,7 +62,7 @@ func startTLSReplica(t *testing.T, pki *rpctest.CA) *tlsReplica {
 		}
 		return h(s, ss)
 	}
-	g := grpc.NewServer(append(rpc.ServerOptions(), grpc.Creds(credentials.NewTLS(tc)), grpc.StreamInterceptor(count))...)
+	g := grpc.NewServer(append(append(rpc.ServerOptions(), rpc.StatusInterceptors()...), grpc.Creds(credentials.NewTLS(tc)), grpc.StreamInterceptor(count))...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.Start()
@@ -203,7 +204,7 @@ func TestAgentBackoffStartsOverAfterAcceptance(t *testing.T) {
 	fc.conn = &conn{name: "agent_A", incarnation: 7, loadEvery: time.Second, log: quiet, resolver: r,
 		work: fc.work, ctl: fc.ans, logs: fc.logs, out: newOutbox()}
 	fc.start(t)
-	refusal := rpc.ToStatus(fmt.Errorf("%w: not this name", rpc.ErrUnauthenticated))
+	refusal := rpc.ToStatus(fmt.Errorf("%w: not this name", errs.ErrUnauthenticated))
 	hello := &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_ServerHello{ServerHello: &grpcapi.ServerHello{}}}
 
 	refuseNext := func(step time.Duration, greet bool) {

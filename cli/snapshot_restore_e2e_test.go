@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 )
@@ -126,7 +127,7 @@ func TestSnapshotRestoreRefusedEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := c.SnapshotRestore(ctx, file)
-		if status.Code(err) != codes.InvalidArgument || !errors.Is(rpc.FromStatus(err), rpc.ErrBadSnapshot) ||
+		if status.Code(err) != codes.InvalidArgument || !errors.Is(rpc.FromStatus(err), errs.ErrBadSnapshot) ||
 			!strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("restore of %s: %v; want InvalidArgument saying %q", tc.name, err, tc.want)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/errs"
 )
 
 // Losing the leader elects a new one in a higher term, and every entry
@@ -53,7 +54,7 @@ func TestPartitionedLeaderCannotCommit(t *testing.T) {
 	if err == nil {
 		t.Fatal("isolated leader committed an entry")
 	}
-	if !errors.Is(err, cluster.ErrNotLeader) {
+	if !errors.Is(err, errs.ErrNotLeader) {
 		t.Logf("isolated leader's apply failed with %v", err)
 	}
 

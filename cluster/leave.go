@@ -1,16 +1,13 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
-)
 
-// ErrLeaveTimeout: the replica announced its leave but was still in the
-// Raft configuration when the timeout ran out.
-var ErrLeaveTimeout = errors.New("still in the Raft configuration after leaving")
+	"github.com/grapnel-io/grapnel/internal/errs"
+)
 
 // Leave takes this replica out of the cluster gracefully: a leader first
 // hands leadership to the most up-to-date voter; then the replica
@@ -38,7 +35,7 @@ func (n *Node) Leave(timeout time.Duration) error {
 				return err
 			}
 		} else if n.gossip == nil {
-			return fmt.Errorf("%w: without gossip a follower cannot announce its leave; remove it on the leader", ErrNotLeader)
+			return fmt.Errorf("%w: without gossip a follower cannot announce its leave; remove it on the leader", errs.ErrNotLeader)
 		}
 	}
 	if n.gossip != nil {
@@ -71,9 +68,9 @@ func (n *Node) leaveLeadership(cfg raft.Configuration, timeout time.Duration) er
 		n.logger.Warn("leadership transfer before leave failed; removing self instead", "error", err)
 	}
 	if voters == 0 {
-		return fmt.Errorf("%w: this replica is the only voter; its non-voters would be left without a cluster", ErrQuorum)
+		return fmt.Errorf("%w: this replica is the only voter; its non-voters would be left without a cluster", errs.ErrQuorum)
 	}
-	return wrapRaftErr(n.raft.RemoveServer(raft.ServerID(n.cfg.ID), 0, timeout).Error())
+	return FoldRaftError(n.raft.RemoveServer(raft.ServerID(n.cfg.ID), 0, timeout).Error())
 }
 
 // waitOutOfConfig polls the local configuration, and wakes on changes,

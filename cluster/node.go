@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -134,12 +133,6 @@ type Node struct {
 	shutErr      error
 	wg           sync.WaitGroup
 }
-
-// ErrNotLeader is returned by leader-only operations on a follower.
-var ErrNotLeader = errors.New("this replica is not the leader")
-
-// ErrConfig wraps every configuration error of NewNode.
-var ErrConfig = errors.New("invalid cluster configuration")
 
 func (cfg *Config) validate() error {
 	bad := func(field, why string) error { return fmt.Errorf("%w: field %s: %s", ErrConfig, field, why) }
@@ -372,7 +365,7 @@ func (n *Node) Leader() (addr, id string) {
 func (n *Node) Apply(cmd []byte, timeout time.Duration) (any, uint64, error) {
 	f := n.raft.Apply(cmd, timeout)
 	if err := f.Error(); err != nil {
-		return nil, 0, wrapRaftErr(err)
+		return nil, 0, FoldRaftError(err)
 	}
 	resp := f.Response()
 	if err, ok := resp.(error); ok {

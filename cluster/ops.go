@@ -9,16 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-)
 
-// Sentinel errors of the operator actions.
-var (
-	// ErrUnknownMember names a replica that is not in the configuration.
-	ErrUnknownMember = errors.New("no such replica in the cluster")
-	// ErrQuorum refuses an action that would leave too few voters.
-	ErrQuorum = errors.New("the action would lose the quorum")
-	// ErrNotVoter refuses to hand leadership to a non-voter.
-	ErrNotVoter = errors.New("the replica is not a voter")
+	"github.com/grapnel-io/grapnel/internal/errs"
 )
 
 // RemoveReplica takes a replica out of the Raft configuration. Only the
@@ -28,10 +20,10 @@ var (
 // not re-added until it restarts or leaves.
 func (n *Node) RemoveReplica(id string, timeout time.Duration) error {
 	if !n.IsLeader() {
-		return ErrNotLeader
+		return errs.ErrNotLeader
 	}
 	if id == n.cfg.ID {
-		return fmt.Errorf("%w: the leader cannot remove itself; transfer leadership first", ErrQuorum)
+		return fmt.Errorf("%w: the leader cannot remove itself; transfer leadership first", errs.ErrQuorum)
 	}
 	cfg, target, err := n.member(id)
 	if err != nil {
@@ -49,13 +41,13 @@ func (n *Node) RemoveReplica(id string, timeout time.Duration) error {
 			}
 		}
 		if alive*2 <= voters {
-			return fmt.Errorf("%w: after removing %q only %d of %d voters would be alive", ErrQuorum, id, alive, voters)
+			return fmt.Errorf("%w: after removing %q only %d of %d voters would be alive", errs.ErrQuorum, id, alive, voters)
 		}
 	}
 	if p, ok := n.peers.get(id); ok && p.GossipStatus == StatusAlive {
 		n.removed.add(id)
 	}
-	return wrapRaftErr(n.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error())
+	return FoldRaftError(n.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error())
 }
 
 // seemsAlive: this node, a member alive in gossip, or without
@@ -76,7 +68,7 @@ func (n *Node) seemsAlive(id string) bool {
 // up-to-date voter when id is empty, and waits until it is done.
 func (n *Node) TransferLeadership(id string) error {
 	if !n.IsLeader() {
-		return ErrNotLeader
+		return errs.ErrNotLeader
 	}
 	if id == "" {
 		return n.transfer("", n.raft.LeadershipTransfer)
@@ -101,7 +93,7 @@ func (n *Node) TransferLeadership(id string) error {
 // after all counts as done.
 func (n *Node) transfer(id string, start func() raft.Future) error {
 	for attempt := 1; ; attempt++ {
-		err := wrapRaftErr(start().Error())
+		err := FoldRaftError(start().Error())
 		if err == nil || !strings.Contains(err.Error(), "leadership transfer timeout") {
 			return err
 		}
@@ -124,7 +116,7 @@ func (n *Node) transfer(id string, start func() raft.Future) error {
 func (n *Node) SaveSnapshot(w io.Writer) (uint64, error) {
 	f := n.raft.Snapshot()
 	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-		return 0, wrapRaftErr(err)
+		return 0, FoldRaftError(err)
 	}
 	if f.Error() != nil {
 		// Nothing new since the last snapshot: use the latest one.
@@ -166,7 +158,7 @@ func (n *Node) copyLatestSnapshot(w io.Writer) (uint64, error) {
 // in the data directory to learn it.
 func (n *Node) RestoreSnapshot(r io.Reader, size int64, timeout time.Duration) error {
 	if !n.IsLeader() {
-		return ErrNotLeader
+		return errs.ErrNotLeader
 	}
 	if size < 0 {
 		f, err := os.CreateTemp(n.cfg.DataDir, "restore-*.snap")
@@ -184,7 +176,7 @@ func (n *Node) RestoreSnapshot(r io.Reader, size int64, timeout time.Duration) e
 		r = f
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: size}
-	return wrapRaftErr(n.raft.Restore(meta, r, timeout))
+	return FoldRaftError(n.raft.Restore(meta, r, timeout))
 }
 
 func (n *Node) configuration() (raft.Configuration, error) {
@@ -195,20 +187,8 @@ func (n *Node) configuration() (raft.Configuration, error) {
 	return f.Configuration(), nil
 }
 
-// wrapRaftErr maps Raft's leadership errors onto ErrNotLeader so callers
-// need to know only one sentinel.
-func wrapRaftErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-		return fmt.Errorf("%w: %v", ErrNotLeader, err)
-	}
-	return err
-}
-
 // member returns the Raft configuration and the server id in it, or
-// ErrUnknownMember.
+// errs.ErrUnknownReplica.
 func (n *Node) member(id string) (raft.Configuration, *raft.Server, error) {
 	cfg, err := n.configuration()
 	if err != nil {
@@ -219,5 +199,5 @@ func (n *Node) member(id string) (raft.Configuration, *raft.Server, error) {
 			return cfg, &cfg.Servers[i], nil
 		}
 	}
-	return cfg, nil, fmt.Errorf("%w: %q", ErrUnknownMember, id)
+	return cfg, nil, fmt.Errorf("%w: %q", errs.ErrUnknownReplica, id)
 }

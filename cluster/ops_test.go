@@ -9,6 +9,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/errs"
 )
 
 // A snapshot saved on one cluster and restored on another leaves every
@@ -27,8 +28,8 @@ func TestSnapshot_SaveOnOneRestoreOnAnother(t *testing.T) {
 	dst := clustertest.New(t, 3)
 	dst.WaitLeader(waitLong)
 	applyAgents(t, dst, "dst", 3)
-	if err := dst.Followers()[0].RestoreSnapshot(bytes.NewReader(snap.Bytes()), int64(snap.Len()), 5*time.Second); !errors.Is(err, cluster.ErrNotLeader) {
-		t.Fatalf("restore on a follower: %v, want ErrNotLeader", err)
+	if err := dst.Followers()[0].RestoreSnapshot(bytes.NewReader(snap.Bytes()), int64(snap.Len()), 5*time.Second); !errors.Is(err, errs.ErrNotLeader) {
+		t.Fatalf("restore on a follower: %v, want errs.ErrNotLeader", err)
 	}
 	for _, size := range []int64{int64(snap.Len()), -1} {
 		err := onLeader(dst, func(l *cluster.Node) error {
@@ -60,9 +61,9 @@ func TestRemoveReplica(t *testing.T) {
 		id   string
 		want error
 	}{
-		{"on a follower", followers[0], b, cluster.ErrNotLeader},
-		{"the leader itself", leader, leader.ID(), cluster.ErrQuorum},
-		{"unknown id", leader, "nobody", cluster.ErrUnknownMember},
+		{"on a follower", followers[0], b, errs.ErrNotLeader},
+		{"the leader itself", leader, leader.ID(), errs.ErrQuorum},
+		{"unknown id", leader, "nobody", errs.ErrUnknownReplica},
 	}
 	for _, ck := range checks {
 		if err := ck.node.RemoveReplica(ck.id, time.Second); !errors.Is(err, ck.want) {
@@ -77,8 +78,8 @@ func TestRemoveReplica(t *testing.T) {
 		other = otherThan(c, l.ID())
 		return l.RemoveReplica(other, time.Second)
 	})
-	if !errors.Is(err, cluster.ErrQuorum) {
-		t.Fatalf("removing the last alive follower: %v, want ErrQuorum", err)
+	if !errors.Is(err, errs.ErrQuorum) {
+		t.Fatalf("removing the last alive follower: %v, want errs.ErrQuorum", err)
 	}
 	if err := onLeader(c, func(l *cluster.Node) error { return l.RemoveReplica(a, 5*time.Second) }); err != nil {
 		t.Fatalf("removing the dead follower: %v", err)
@@ -108,7 +109,7 @@ func onLeader(c *clustertest.Cluster, fn func(*cluster.Node) error) error {
 	deadline := time.Now().Add(waitLong)
 	for {
 		err := fn(c.WaitLeader(waitLong))
-		if !errors.Is(err, cluster.ErrNotLeader) || time.Now().After(deadline) {
+		if !errors.Is(err, errs.ErrNotLeader) || time.Now().After(deadline) {
 			return err
 		}
 	}
@@ -130,10 +131,10 @@ func TestTransferLeadership(t *testing.T) {
 	c := clustertest.New(t, 3)
 	leader := c.WaitLeader(waitLong)
 	target := c.Followers()[0]
-	if err := target.TransferLeadership(""); !errors.Is(err, cluster.ErrNotLeader) {
+	if err := target.TransferLeadership(""); !errors.Is(err, errs.ErrNotLeader) {
 		t.Fatalf("on a follower: %v", err)
 	}
-	if err := leader.TransferLeadership("nobody"); !errors.Is(err, cluster.ErrUnknownMember) {
+	if err := leader.TransferLeadership("nobody"); !errors.Is(err, errs.ErrUnknownReplica) {
 		t.Fatalf("unknown id: %v", err)
 	}
 	if err := leader.TransferLeadership(target.ID()); err != nil {

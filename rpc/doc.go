@@ -7,13 +7,15 @@
 //     state: typed fast paths for the hot paths (agent updates, state
 //     reports) and a Tree view that keeps partial objects, which field-masked
 //     reads and update masks work on;
-//   - the sentinel errors shared by server, agent and CLI, and the single
-//     place where they become gRPC status codes (ToStatus) and back
-//     (FromStatus);
+//   - the single place where the sentinel errors of internal/errs and
+//     state become gRPC status codes (ToStatus, which the server
+//     interceptors UnaryStatus and StreamStatus apply to every handler's
+//     error) and back (FromStatus);
 //   - the Ankaios protocol version check;
 //   - mTLS configuration and the peer-name check that binds an agent name to
 //     its client certificate;
 //   - request-id prefixes that route responses back to their connection.
 //
-// The package depends only on state and the generated code.
+// The package depends only on state, the leaf internal/errs and the
+// generated code.
 package rpc

@@ -3,96 +3,14 @@ package rpc
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/state"
 )
-
-// ErrNotLeader is returned by a replica that is not the Raft leader for
-// work only the leader does. Returned as a *NotLeaderError when the leader
-// is known, so that the caller can go there directly.
-var ErrNotLeader = errors.New("not the leader")
-
-// ErrNoLeader means the cluster has no leader right now (an election is
-// running or quorum is lost); retrying later may succeed.
-var ErrNoLeader = errors.New("no leader")
-
-// ErrUnsupportedProtocol means the peer speaks an Ankaios protocol version
-// whose major differs from ProtocolVersion. Clients stop instead of
-// reconnecting when they see it.
-var ErrUnsupportedProtocol = errors.New("unsupported protocol version")
-
-// ErrBadFirstMessage means a stream did not open with the hello message its
-// service expects (AgentHello or CommanderHello).
-var ErrBadFirstMessage = errors.New("bad first message")
-
-// ErrUnauthenticated means the peer's certificate does not allow what it
-// asked for, e.g. an agent name missing from the certificate's SAN.
-var ErrUnauthenticated = errors.New("unauthenticated")
-
-// ErrShuttingDown means the replica is stopping; the caller should use
-// another one.
-var ErrShuttingDown = errors.New("shutting down")
-
-// ErrLeaderChanged ends a stream that a follower proxied to the leader
-// when leadership moves: the client reconnects, as after a failover.
-var ErrLeaderChanged = errors.New("the leader changed")
-
-// ErrUnknownReplica names a replica that is not in the cluster.
-var ErrUnknownReplica = errors.New("no such replica")
-
-// ErrQuorum refuses an operator action that would leave the cluster
-// without a quorum of voters.
-var ErrQuorum = errors.New("the action would lose the quorum")
-
-// ErrBadSnapshot refuses a snapshot restore whose upload is not a
-// complete, undamaged Grapnel snapshot; nothing was changed.
-var ErrBadSnapshot = errors.New("not a valid Grapnel snapshot")
-
-// ErrSnapshotTooLarge refuses a snapshot upload over the replica's size
-// cap; nothing was changed.
-var ErrSnapshotTooLarge = errors.New("snapshot too large")
-
-// ErrMessageTooLarge means a message would exceed MaxMessageBytes, which
-// gRPC would refuse on either side; the server answers with it instead.
-var ErrMessageTooLarge = errors.New("message too large")
-
-// NotLeaderError is ErrNotLeader with the leader this replica sees, so a
-// client can redirect without asking around. With a LeaderAddress it maps
-// to FailedPrecondition ("not here, go there"); without one to
-// Unavailable, as the bare ErrNotLeader ("try again later"). Only
-// leader-aware clients get it: an unmodified Ankaios client stops for good
-// on FailedPrecondition, so a follower proxies those instead.
-type NotLeaderError struct {
-	LeaderID      string
-	LeaderAddress string
-}
-
-func (e *NotLeaderError) Error() string {
-	if e.LeaderAddress == "" {
-		return ErrNotLeader.Error()
-	}
-	return fmt.Sprintf("%s; the leader is %s at %s", ErrNotLeader, e.LeaderID, e.LeaderAddress)
-}
-
-// Is makes errors.Is(err, ErrNotLeader) hold.
-func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
-
-// WithText returns an error that is kind for errors.Is but reads exactly
-// text, for messages that must keep the upstream wording.
-func WithText(kind error, text string) error { return &textError{kind: kind, text: text} }
-
-type textError struct {
-	kind error
-	text string
-}
-
-func (e *textError) Error() string { return e.text }
-func (e *textError) Unwrap() error { return e.kind }
 
 // errorDomain and the reasons below travel in a google.rpc.ErrorInfo
 // detail, so FromStatus never has to parse message text.
@@ -107,18 +25,18 @@ var sentinelReasons = []struct {
 	code   codes.Code
 	reason string
 }{
-	{ErrNotLeader, codes.Unavailable, "NOT_LEADER"},
-	{ErrNoLeader, codes.Unavailable, "NO_LEADER"},
-	{ErrShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
-	{ErrLeaderChanged, codes.Unavailable, "LEADER_CHANGED"},
-	{ErrUnknownReplica, codes.NotFound, "UNKNOWN_REPLICA"},
-	{ErrQuorum, codes.FailedPrecondition, "QUORUM"},
-	{ErrUnsupportedProtocol, codes.FailedPrecondition, "UNSUPPORTED_PROTOCOL"},
-	{ErrBadFirstMessage, codes.InvalidArgument, "BAD_FIRST_MESSAGE"},
-	{ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
-	{ErrBadSnapshot, codes.InvalidArgument, "BAD_SNAPSHOT"},
-	{ErrSnapshotTooLarge, codes.ResourceExhausted, "SNAPSHOT_TOO_LARGE"},
-	{ErrMessageTooLarge, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},
+	{errs.ErrNotLeader, codes.Unavailable, "NOT_LEADER"},
+	{errs.ErrNoLeader, codes.Unavailable, "NO_LEADER"},
+	{errs.ErrShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
+	{errs.ErrLeaderChanged, codes.Unavailable, "LEADER_CHANGED"},
+	{errs.ErrUnknownReplica, codes.NotFound, "UNKNOWN_REPLICA"},
+	{errs.ErrQuorum, codes.FailedPrecondition, "QUORUM"},
+	{errs.ErrUnsupportedProtocol, codes.FailedPrecondition, "UNSUPPORTED_PROTOCOL"},
+	{errs.ErrBadFirstMessage, codes.InvalidArgument, "BAD_FIRST_MESSAGE"},
+	{errs.ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
+	{errs.ErrBadSnapshot, codes.InvalidArgument, "BAD_SNAPSHOT"},
+	{errs.ErrSnapshotTooLarge, codes.ResourceExhausted, "SNAPSHOT_TOO_LARGE"},
+	{errs.ErrMessageTooLarge, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},
 	{state.ErrInvalid, codes.InvalidArgument, "INVALID"},
 }
 
@@ -133,7 +51,7 @@ func ToStatus(err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
-	var nl *NotLeaderError
+	var nl *errs.NotLeaderError
 	if errors.As(err, &nl) {
 		meta := map[string]string{metaLeaderID: nl.LeaderID, metaLeaderAddress: nl.LeaderAddress}
 		code := codes.FailedPrecondition
@@ -169,10 +87,10 @@ func withInfo(code codes.Code, msg, reason string, meta map[string]string) error
 
 // FromStatus turns a status error received by a client back into
 // Grapnel's errors: a NOT_LEADER detail naming a leader gives a
-// *NotLeaderError,
+// *errs.NotLeaderError,
 // the other sentinels an error that errors.Is matches and that still
 // carries the status. A FailedPrecondition without details (an upstream
-// server) is taken as ErrUnsupportedProtocol, the only use Ankaios makes of
+// server) is taken as errs.ErrUnsupportedProtocol, the only use Ankaios makes of
 // that code. Anything else is returned unchanged.
 func FromStatus(err error) error {
 	st, ok := status.FromError(err)
@@ -185,7 +103,7 @@ func FromStatus(err error) error {
 			continue
 		}
 		if info.GetReason() == "NOT_LEADER" && info.GetMetadata()[metaLeaderAddress] != "" {
-			return &NotLeaderError{LeaderID: info.GetMetadata()[metaLeaderID], LeaderAddress: info.GetMetadata()[metaLeaderAddress]}
+			return &errs.NotLeaderError{LeaderID: info.GetMetadata()[metaLeaderID], LeaderAddress: info.GetMetadata()[metaLeaderAddress]}
 		}
 		for _, s := range sentinelReasons {
 			if s.reason == info.GetReason() {
@@ -194,7 +112,7 @@ func FromStatus(err error) error {
 		}
 	}
 	if st.Code() == codes.FailedPrecondition {
-		return &statusError{kind: ErrUnsupportedProtocol, st: err, msg: st.Message()}
+		return &statusError{kind: errs.ErrUnsupportedProtocol, st: err, msg: st.Message()}
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -24,22 +25,22 @@ func TestToStatus(t *testing.T) {
 		{"invalid state", &state.FieldError{Path: "desiredState.workloads.w.runtime", Reason: "missing field"}, codes.InvalidArgument, "desiredState.workloads.w.runtime: missing field"},
 		{"wrapped invalid", fmt.Errorf("update: %w", state.ErrInvalid), codes.InvalidArgument, "update: invalid state"},
 		{"unsupported protocol", CheckProtocolVersion("2.0.0"), codes.FailedPrecondition, "Unsupported protocol version '2.0.0'. Currently supported '1'"},
-		{"bad first message", WithText(ErrBadFirstMessage, "No AgentHello received."), codes.InvalidArgument, "No AgentHello received."},
+		{"bad first message", errs.WithText(errs.ErrBadFirstMessage, "No AgentHello received."), codes.InvalidArgument, "No AgentHello received."},
 		// A leader-aware client goes where it is told at once.
-		{"not leader", &NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}, codes.FailedPrecondition, "10.0.0.2:25551"},
-		{"wrapped not leader", fmt.Errorf("apply: %w", &NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}), codes.FailedPrecondition, "apply: not the leader"},
+		{"not leader", &errs.NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}, codes.FailedPrecondition, "10.0.0.2:25551"},
+		{"wrapped not leader", fmt.Errorf("apply: %w", &errs.NotLeaderError{LeaderID: "n2", LeaderAddress: "10.0.0.2:25551"}), codes.FailedPrecondition, "apply: not the leader"},
 		// Without an address there is nowhere to go: try again later.
-		{"not leader without address", &NotLeaderError{LeaderID: "n2"}, codes.Unavailable, "not the leader"},
-		{"not leader sentinel", ErrNotLeader, codes.Unavailable, "not the leader"},
-		{"leader changed", fmt.Errorf("%w: reconnect", ErrLeaderChanged), codes.Unavailable, "the leader changed: reconnect"},
-		{"unknown replica", WithText(ErrUnknownReplica, `no such replica in the cluster: "r9"`), codes.NotFound, `"r9"`},
-		{"quorum", fmt.Errorf("%w: 1 of 3 voters left", ErrQuorum), codes.FailedPrecondition, "1 of 3 voters left"},
-		{"no leader", fmt.Errorf("held 5s: %w", ErrNoLeader), codes.Unavailable, "no leader"},
-		{"bad snapshot", WithText(ErrBadSnapshot, "snapshot restore: not a valid Grapnel snapshot: checksum mismatch"), codes.InvalidArgument, "checksum mismatch"},
-		{"snapshot too large", fmt.Errorf("%w: over 256 MiB", ErrSnapshotTooLarge), codes.ResourceExhausted, "over 256 MiB"},
-		{"message too large", fmt.Errorf("%w: ServerHello of 5000000 bytes", ErrMessageTooLarge), codes.ResourceExhausted, "5000000 bytes"},
-		{"shutting down", ErrShuttingDown, codes.Unavailable, "shutting down"},
-		{"unauthenticated", fmt.Errorf("%w: agent 'a' not in certificate", ErrUnauthenticated), codes.Unauthenticated, "agent 'a'"},
+		{"not leader without address", &errs.NotLeaderError{LeaderID: "n2"}, codes.Unavailable, "not the leader"},
+		{"not leader sentinel", errs.ErrNotLeader, codes.Unavailable, "not the leader"},
+		{"leader changed", fmt.Errorf("%w: reconnect", errs.ErrLeaderChanged), codes.Unavailable, "the leader changed: reconnect"},
+		{"unknown replica", errs.WithText(errs.ErrUnknownReplica, `no such replica in the cluster: "r9"`), codes.NotFound, `"r9"`},
+		{"quorum", fmt.Errorf("%w: 1 of 3 voters left", errs.ErrQuorum), codes.FailedPrecondition, "1 of 3 voters left"},
+		{"no leader", fmt.Errorf("held 5s: %w", errs.ErrNoLeader), codes.Unavailable, "no leader"},
+		{"bad snapshot", errs.WithText(errs.ErrBadSnapshot, "snapshot restore: not a valid Grapnel snapshot: checksum mismatch"), codes.InvalidArgument, "checksum mismatch"},
+		{"snapshot too large", fmt.Errorf("%w: over 256 MiB", errs.ErrSnapshotTooLarge), codes.ResourceExhausted, "over 256 MiB"},
+		{"message too large", fmt.Errorf("%w: ServerHello of 5000000 bytes", errs.ErrMessageTooLarge), codes.ResourceExhausted, "5000000 bytes"},
+		{"shutting down", errs.ErrShuttingDown, codes.Unavailable, "shutting down"},
+		{"unauthenticated", fmt.Errorf("%w: agent 'a' not in certificate", errs.ErrUnauthenticated), codes.Unauthenticated, "agent 'a'"},
 		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "deadline"},
 		{"canceled", context.Canceled, codes.Canceled, "canceled"},
 		{"already a status", already, codes.NotFound, "gone"},
@@ -76,21 +77,21 @@ func TestFromStatus(t *testing.T) {
 		err  error
 		is   error
 	}{
-		{"no leader", ErrNoLeader, ErrNoLeader},
-		{"shutting down", ErrShuttingDown, ErrShuttingDown},
-		{"unsupported", CheckProtocolVersion("0.1.0"), ErrUnsupportedProtocol},
-		{"bad first message", ErrBadFirstMessage, ErrBadFirstMessage},
-		{"unauthenticated", ErrUnauthenticated, ErrUnauthenticated},
+		{"no leader", errs.ErrNoLeader, errs.ErrNoLeader},
+		{"shutting down", errs.ErrShuttingDown, errs.ErrShuttingDown},
+		{"unsupported", CheckProtocolVersion("0.1.0"), errs.ErrUnsupportedProtocol},
+		{"bad first message", errs.ErrBadFirstMessage, errs.ErrBadFirstMessage},
+		{"unauthenticated", errs.ErrUnauthenticated, errs.ErrUnauthenticated},
 		{"invalid", &state.FieldError{Path: "p", Reason: "r"}, state.ErrInvalid},
-		{"not leader without address", &NotLeaderError{}, ErrNotLeader},
-		{"leader changed", ErrLeaderChanged, ErrLeaderChanged},
-		{"unknown replica", ErrUnknownReplica, ErrUnknownReplica},
-		{"bad snapshot", ErrBadSnapshot, ErrBadSnapshot},
-		{"snapshot too large", ErrSnapshotTooLarge, ErrSnapshotTooLarge},
-		{"message too large", ErrMessageTooLarge, ErrMessageTooLarge},
+		{"not leader without address", &errs.NotLeaderError{}, errs.ErrNotLeader},
+		{"leader changed", errs.ErrLeaderChanged, errs.ErrLeaderChanged},
+		{"unknown replica", errs.ErrUnknownReplica, errs.ErrUnknownReplica},
+		{"bad snapshot", errs.ErrBadSnapshot, errs.ErrBadSnapshot},
+		{"snapshot too large", errs.ErrSnapshotTooLarge, errs.ErrSnapshotTooLarge},
+		{"message too large", errs.ErrMessageTooLarge, errs.ErrMessageTooLarge},
 		// FailedPrecondition with Grapnel's detail is not taken for an
 		// upstream version rejection.
-		{"quorum", ErrQuorum, ErrQuorum},
+		{"quorum", errs.ErrQuorum, errs.ErrQuorum},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,10 +115,10 @@ func TestFromStatus(t *testing.T) {
 }
 
 func TestFromStatusNotLeaderRedirect(t *testing.T) {
-	sent := ToStatus(fmt.Errorf("write: %w", &NotLeaderError{LeaderID: "n3", LeaderAddress: "[fe80::1]:25551"}))
-	var nl *NotLeaderError
-	if got := FromStatus(sent); !errors.As(got, &nl) || !errors.Is(got, ErrNotLeader) {
-		t.Fatalf("FromStatus = %v, want *NotLeaderError", got)
+	sent := ToStatus(fmt.Errorf("write: %w", &errs.NotLeaderError{LeaderID: "n3", LeaderAddress: "[fe80::1]:25551"}))
+	var nl *errs.NotLeaderError
+	if got := FromStatus(sent); !errors.As(got, &nl) || !errors.Is(got, errs.ErrNotLeader) {
+		t.Fatalf("FromStatus = %v, want *errs.NotLeaderError", got)
 	}
 	if nl.LeaderID != "n3" || nl.LeaderAddress != "[fe80::1]:25551" {
 		t.Fatalf("leader = %+v", nl)
@@ -135,28 +136,28 @@ func TestFromStatusPassesOthers(t *testing.T) {
 	}
 	// An upstream Ankaios server sends FailedPrecondition without details.
 	upstream := status.Error(codes.FailedPrecondition, "Unsupported protocol version '0.5.0'. Currently supported '1'")
-	if got := FromStatus(upstream); !errors.Is(got, ErrUnsupportedProtocol) {
+	if got := FromStatus(upstream); !errors.Is(got, errs.ErrUnsupportedProtocol) {
 		t.Fatalf("upstream version rejection = %v", got)
 	}
 	// Unavailable from anyone else (a dead connection) is no redirect.
-	if got := FromStatus(status.Error(codes.Unavailable, "connection refused")); errors.Is(got, ErrNotLeader) {
+	if got := FromStatus(status.Error(codes.Unavailable, "connection refused")); errors.Is(got, errs.ErrNotLeader) {
 		t.Fatal("plain Unavailable taken for a redirect")
 	}
 }
 
 func TestNotLeaderError(t *testing.T) {
-	e := &NotLeaderError{LeaderID: "n1", LeaderAddress: "a:1"}
-	if !errors.Is(e, ErrNotLeader) || errors.Is(e, ErrNoLeader) {
+	e := &errs.NotLeaderError{LeaderID: "n1", LeaderAddress: "a:1"}
+	if !errors.Is(e, errs.ErrNotLeader) || errors.Is(e, errs.ErrNoLeader) {
 		t.Fatal("Is is wrong")
 	}
-	if !strings.Contains(e.Error(), "a:1") || (&NotLeaderError{}).Error() != ErrNotLeader.Error() {
-		t.Fatalf("messages: %q, %q", e.Error(), (&NotLeaderError{}).Error())
+	if !strings.Contains(e.Error(), "a:1") || (&errs.NotLeaderError{}).Error() != errs.ErrNotLeader.Error() {
+		t.Fatalf("messages: %q, %q", e.Error(), (&errs.NotLeaderError{}).Error())
 	}
 }
 
 func TestWithText(t *testing.T) {
-	err := WithText(ErrBadFirstMessage, "No CommanderHello received.")
-	if err.Error() != "No CommanderHello received." || !errors.Is(err, ErrBadFirstMessage) {
+	err := errs.WithText(errs.ErrBadFirstMessage, "No CommanderHello received.")
+	if err.Error() != "No CommanderHello received." || !errors.Is(err, errs.ErrBadFirstMessage) {
 		t.Fatalf("got %q", err)
 	}
 }
@@ -169,8 +170,8 @@ func TestFailedPreconditionKinds(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"not leader", &NotLeaderError{LeaderID: "n2", LeaderAddress: "n2:25551"}},
-		{"quorum", ErrQuorum},
+		{"not leader", &errs.NotLeaderError{LeaderID: "n2", LeaderAddress: "n2:25551"}},
+		{"quorum", errs.ErrQuorum},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,7 +179,7 @@ func TestFailedPreconditionKinds(t *testing.T) {
 			if status.Code(sent) != codes.FailedPrecondition {
 				t.Fatalf("code = %v", status.Code(sent))
 			}
-			if got := FromStatus(sent); errors.Is(got, ErrUnsupportedProtocol) {
+			if got := FromStatus(sent); errors.Is(got, errs.ErrUnsupportedProtocol) {
 				t.Fatalf("FromStatus = %v, taken for an unsupported protocol", got)
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/grapnel-io/grapnel/internal/errs"
 )
 
 // ProtocolVersion is the Ankaios protocol version Grapnel speaks; it is
@@ -20,13 +22,13 @@ const supportedMajor = 1
 // semantic ("1") or of another major, has Ankaios' text
 // ("Unsupported protocol version '1'. Currently supported '1'", as
 // check_version_compatibility in Ankaios' common crate words it) and wraps
-// ErrUnsupportedProtocol, so the server answers FailedPrecondition as
+// errs.ErrUnsupportedProtocol, so the server answers FailedPrecondition as
 // upstream does.
 func CheckProtocolVersion(v string) error {
 	if major, err := semverMajor(v); err == nil && major == supportedMajor {
 		return nil
 	}
-	return WithText(ErrUnsupportedProtocol, fmt.Sprintf("Unsupported protocol version '%s'. Currently supported '%d'", v, supportedMajor))
+	return errs.WithText(errs.ErrUnsupportedProtocol, fmt.Sprintf("Unsupported protocol version '%s'. Currently supported '%d'", v, supportedMajor))
 }
 
 // semverMajor validates v as a semantic version 2.0.0 and returns its

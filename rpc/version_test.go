@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/grapnel-io/grapnel/internal/errs"
 )
 
 // TestCheckProtocolVersion: every rejection, of another major or of a
@@ -56,8 +58,8 @@ func TestCheckProtocolVersion(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			if !errors.Is(err, ErrUnsupportedProtocol) {
-				t.Errorf("%v does not wrap ErrUnsupportedProtocol", err)
+			if !errors.Is(err, errs.ErrUnsupportedProtocol) {
+				t.Errorf("%v does not wrap errs.ErrUnsupportedProtocol", err)
 			}
 			want := "Unsupported protocol version '" + tc.v + "'. Currently supported '1'"
 			if err.Error() != want {

@@ -13,7 +13,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
-	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -57,8 +57,7 @@ func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
 // Status tells the replica set and the leader this replica sees. Any
 // replica answers, leader or not: that is how a client finds the leader.
 func (c *clusterService) Status(context.Context, *grapnelpb.StatusRequest) (*grapnelpb.StatusResponse, error) {
-	st, err := c.status()
-	return st, rpc.ToStatus(err)
+	return c.status()
 }
 
 func (c *clusterService) status() (*grapnelpb.StatusResponse, error) {
@@ -115,14 +114,14 @@ func (c *clusterService) leaderAndTerm() (id, addr string, term uint64) {
 // Watch sends the status at once, again on every leadership or membership
 // change, and repeats the last one as a heartbeat whenever nothing was
 // sent for the interval the client asked for. It ends with the call, or
-// with rpc.ErrShuttingDown when the replica stops.
+// with errs.ErrShuttingDown when the replica stops.
 func (c *clusterService) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStreamingServer[grapnelpb.WatchEvent]) error {
 	interval := watchInterval(req.GetHeartbeatMs())
 	changes, unsubscribe := c.node.Changes()
 	defer unsubscribe()
 	last, err := c.status()
 	if err != nil {
-		return rpc.ToStatus(err)
+		return err
 	}
 	if err := st.Send(&grapnelpb.WatchEvent{Status: last}); err != nil {
 		return err
@@ -146,14 +145,14 @@ func (c *clusterService) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStream
 		select {
 		case <-changes:
 			if last, err = c.status(); err != nil {
-				return rpc.ToStatus(err)
+				return err
 			}
 			ev = &grapnelpb.WatchEvent{Status: last}
 		case <-beat:
 		case <-st.Context().Done():
 			return nil
 		case <-c.shutdown:
-			return rpc.ToStatus(fmt.Errorf("%w: replica %s stops", rpc.ErrShuttingDown, c.node.ID()))
+			return fmt.Errorf("%w: replica %s stops", errs.ErrShuttingDown, c.node.ID())
 		}
 		timer.Stop()
 		select {
@@ -193,13 +192,13 @@ func watchInterval(ms uint32) time.Duration {
 // only).
 func (c *clusterService) RemoveReplica(ctx context.Context, req *grapnelpb.RemoveReplicaRequest) (*grapnelpb.RemoveReplicaResponse, error) {
 	if req.GetId() == "" {
-		return nil, rpc.ToStatus(fmt.Errorf("%w: id: the replica to remove must be named", state.ErrInvalid))
+		return nil, fmt.Errorf("%w: id: the replica to remove must be named", state.ErrInvalid)
 	}
 	if err := c.requireLeader(ctx); err != nil {
-		return nil, rpc.ToStatus(err)
+		return nil, err
 	}
 	if err := c.node.RemoveReplica(req.GetId(), opTimeout(ctx)); err != nil {
-		return nil, rpc.ToStatus(c.clusterErr(err))
+		return nil, c.clusterErr(err)
 	}
 	return &grapnelpb.RemoveReplicaResponse{}, nil
 }
@@ -208,11 +207,11 @@ func (c *clusterService) RemoveReplica(ctx context.Context, req *grapnelpb.Remov
 // answers once a new leader is known, naming it.
 func (c *clusterService) TransferLeadership(ctx context.Context, req *grapnelpb.TransferLeadershipRequest) (*grapnelpb.TransferLeadershipResponse, error) {
 	if err := c.requireLeader(ctx); err != nil {
-		return nil, rpc.ToStatus(err)
+		return nil, err
 	}
 	self := c.node.ID()
 	if err := c.node.TransferLeadership(req.GetTo()); err != nil {
-		return nil, rpc.ToStatus(c.clusterErr(err))
+		return nil, c.clusterErr(err)
 	}
 	if req.GetTo() == self {
 		return &grapnelpb.TransferLeadershipResponse{NewLeaderId: self}, nil
@@ -224,10 +223,10 @@ func (c *clusterService) TransferLeadership(ctx context.Context, req *grapnelpb.
 		return id != "" && id != self, false
 	})
 	if errors.Is(err, errHoldExpired) {
-		return nil, rpc.ToStatus(fmt.Errorf("%w: %s handed leadership over, but no new leader was seen; waited %v", rpc.ErrNoLeader, self, c.hold))
+		return nil, fmt.Errorf("%w: %s handed leadership over, but no new leader was seen; waited %v", errs.ErrNoLeader, self, c.hold)
 	}
 	if err != nil {
-		return nil, rpc.ToStatus(err)
+		return nil, err
 	}
 	return &grapnelpb.TransferLeadershipResponse{NewLeaderId: newLeader}, nil
 }
@@ -238,9 +237,9 @@ func (c *clusterService) TransferLeadership(ctx context.Context, req *grapnelpb.
 func (c *clusterService) SnapshotSave(_ *grapnelpb.SnapshotSaveRequest, st grpc.ServerStreamingServer[grapnelpb.SnapshotChunk]) error {
 	w := &chunkWriter{send: st.Send}
 	if _, err := c.node.SaveSnapshot(w); err != nil {
-		return rpc.ToStatus(c.clusterErr(err))
+		return c.clusterErr(err)
 	}
-	return rpc.ToStatus(w.flush())
+	return w.flush()
 }
 
 // chunkWriter cuts what is written to it into SnapshotChunks.
@@ -286,7 +285,7 @@ func (w *chunkWriter) flush() error {
 func (c *clusterService) SnapshotRestore(st grpc.ClientStreamingServer[grapnelpb.SnapshotChunk, grapnelpb.SnapshotRestoreResponse]) error {
 	ctx := st.Context()
 	if err := c.requireLeader(ctx); err != nil {
-		return rpc.ToStatus(err)
+		return err
 	}
 	err := c.spool.restore(ctx, st.Recv, func(r io.Reader, size int64) error {
 		if err := c.node.RestoreSnapshot(r, size, opTimeout(ctx)); err != nil {
@@ -295,7 +294,7 @@ func (c *clusterService) SnapshotRestore(st grpc.ClientStreamingServer[grapnelpb
 		return nil
 	})
 	if err != nil {
-		return rpc.ToStatus(c.clusterErr(err))
+		return c.clusterErr(err)
 	}
 	return st.SendAndClose(&grapnelpb.SnapshotRestoreResponse{Index: statUint(c.node.Stats(), "last_snapshot_index")})
 }
@@ -320,25 +319,24 @@ func (c *clusterService) requireLeader(ctx context.Context) error {
 		return nil
 	}
 	id, _, addr := c.node.LeaderInfo()
-	return &rpc.NotLeaderError{LeaderID: id, LeaderAddress: addr}
+	return &errs.NotLeaderError{LeaderID: id, LeaderAddress: addr}
 }
 
-// clusterErr turns the cluster and fsm packages' errors into rpc's, so they reach
-// the client with their code: a lost leadership names the new leader when
-// there is one.
+// clusterErr prepares an error of the cluster package for the client. The
+// sentinels are shared (internal/errs) and need no translation; what is
+// left: a not-leader error names the leader this replica sees, when it
+// knows one, so that the client goes there directly; and fsm's
+// ErrBadSnapshot, which fsm declares itself because it may import only
+// state, becomes errs.ErrBadSnapshot with its text kept.
 func (c *clusterService) clusterErr(err error) error {
+	var nl *errs.NotLeaderError
 	switch {
-	case errors.Is(err, cluster.ErrNotLeader):
+	case errors.Is(err, errs.ErrNotLeader) && !errors.As(err, &nl):
 		if id, _, addr := c.node.LeaderInfo(); id != "" && id != c.node.ID() && addr != "" {
-			return &rpc.NotLeaderError{LeaderID: id, LeaderAddress: addr}
+			return &errs.NotLeaderError{LeaderID: id, LeaderAddress: addr}
 		}
-		return rpc.WithText(rpc.ErrNotLeader, err.Error())
-	case errors.Is(err, cluster.ErrUnknownMember):
-		return rpc.WithText(rpc.ErrUnknownReplica, err.Error())
-	case errors.Is(err, cluster.ErrQuorum):
-		return rpc.WithText(rpc.ErrQuorum, err.Error())
 	case errors.Is(err, fsm.ErrBadSnapshot):
-		return rpc.WithText(rpc.ErrBadSnapshot, err.Error())
+		return errs.WithText(errs.ErrBadSnapshot, err.Error())
 	}
 	return err
 }

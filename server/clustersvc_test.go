@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -179,7 +180,7 @@ func TestWatchEndsOnShutdown(t *testing.T) {
 		if err == nil {
 			continue
 		}
-		if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), rpc.ErrShuttingDown) {
+		if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), errs.ErrShuttingDown) {
 			t.Fatalf("watch ended with %v", err)
 		}
 		return
@@ -327,7 +328,7 @@ func TestOperatorActions(t *testing.T) {
 	l, f := rs.leader(), rs.follower()
 
 	_, err := clusterClient(t, f.addr).RemoveReplica(context.Background(), &grapnelpb.RemoveReplicaRequest{Id: l.id})
-	var nl *rpc.NotLeaderError
+	var nl *errs.NotLeaderError
 	if status.Code(err) != codes.FailedPrecondition || !errors.As(rpc.FromStatus(err), &nl) || nl.LeaderID != l.id || nl.LeaderAddress != l.addr {
 		t.Fatalf("follower: %v, want FailedPrecondition naming %s at %s", err, l.id, l.addr)
 	}
@@ -347,8 +348,8 @@ func TestOperatorActions(t *testing.T) {
 		is   error
 	}{
 		{"unnamed", "", codes.InvalidArgument, state.ErrInvalid},
-		{"unknown", "rs-9", codes.NotFound, rpc.ErrUnknownReplica},
-		{"the leader itself", l.id, codes.FailedPrecondition, rpc.ErrQuorum},
+		{"unknown", "rs-9", codes.NotFound, errs.ErrUnknownReplica},
+		{"the leader itself", l.id, codes.FailedPrecondition, errs.ErrQuorum},
 	}
 	for _, tc := range tests {
 		t.Run("remove "+tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -128,7 +129,7 @@ func fit(m *grpcapi.FromServer, n, limit int, peer string) ([]*grpcapi.FromServe
 		adds, ok2 := chunk(v.UpdateWorkload.GetAddedWorkloads(), limit)
 		if !ok1 || !ok2 {
 			return nil, fmt.Errorf("%w: an UpdateWorkload of %d bytes for %s holds a workload that alone exceeds the message limit of %d bytes; "+
-				"shrink that workload", rpc.ErrMessageTooLarge, n, peer, limit)
+				"shrink that workload", errs.ErrMessageTooLarge, n, peer, limit)
 		}
 		var out []*grpcapi.FromServer
 		for _, d := range dels {
@@ -142,9 +143,9 @@ func fit(m *grpcapi.FromServer, n, limit int, peer string) ([]*grpcapi.FromServe
 		return checkFit(out, limit)
 	case *grpcapi.FromServer_ServerHello:
 		return nil, fmt.Errorf("%w: the ServerHello for agent %s is %d bytes with %d workloads, more than the message limit of %d bytes; "+
-			"move or shrink workloads of that agent", rpc.ErrMessageTooLarge, peer, n, len(v.ServerHello.GetAddedWorkloads()), limit)
+			"move or shrink workloads of that agent", errs.ErrMessageTooLarge, peer, n, len(v.ServerHello.GetAddedWorkloads()), limit)
 	}
-	return nil, fmt.Errorf("%w: a message of %d bytes for %s, more than the message limit of %d bytes", rpc.ErrMessageTooLarge, n, peer, limit)
+	return nil, fmt.Errorf("%w: a message of %d bytes for %s, more than the message limit of %d bytes", errs.ErrMessageTooLarge, n, peer, limit)
 }
 
 // chunk cuts items into runs that fit into a message of limit bytes each;
@@ -178,7 +179,7 @@ func chunk[T proto.Message](items []T, limit int) ([][]T, bool) {
 func checkFit(ms []*grpcapi.FromServer, limit int) ([]*grpcapi.FromServer, error) {
 	for _, m := range ms {
 		if n := proto.Size(m); n > limit {
-			return nil, fmt.Errorf("%w: a part of %d bytes, more than the message limit of %d bytes", rpc.ErrMessageTooLarge, n, limit)
+			return nil, fmt.Errorf("%w: a part of %d bytes, more than the message limit of %d bytes", errs.ErrMessageTooLarge, n, limit)
 		}
 	}
 	return ms, nil
@@ -191,10 +192,10 @@ func answerTooLarge(completeState bool, n, limit int) error {
 	if completeState {
 		return fmt.Errorf("%w: the complete state answer is %d bytes, more than the message limit of %d bytes; "+
 			"request a narrower field mask, e.g. desiredState.workloads.<name>, desiredState.configs.<name>, "+
-			"workloadStates.<agent> or agents, and read the state in parts", rpc.ErrMessageTooLarge, n, limit)
+			"workloadStates.<agent> or agents, and read the state in parts", errs.ErrMessageTooLarge, n, limit)
 	}
 	return fmt.Errorf("%w: the answer is %d bytes, more than the message limit of %d bytes; nothing of it was sent",
-		rpc.ErrMessageTooLarge, n, limit)
+		errs.ErrMessageTooLarge, n, limit)
 }
 
 // registry holds the open streams by name.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/internal/clock"
-	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/internal/errs"
 )
 
 // DefaultHoldTimeout is how long a request that arrives while no leader is
@@ -34,7 +34,7 @@ var errHoldExpired = errors.New("hold expired")
 // termRecheck even without a signal, for what sends none (a term being
 // opened). It fails with errHoldExpired once clk
 // says bound has passed, with the context's error when ctx ends first, and
-// with rpc.ErrShuttingDown when shutdown closes.
+// with errs.ErrShuttingDown when shutdown closes.
 func holdFor(ctx context.Context, node *cluster.Node, clk clock.Clock, bound time.Duration, shutdown <-chan struct{}, ready func() (ok, recheck bool)) error {
 	// Subscribe before the first look, so no change falls in between.
 	changes, unsubscribe := node.Changes()
@@ -64,7 +64,7 @@ func holdFor(ctx context.Context, node *cluster.Node, clk clock.Clock, bound tim
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-shutdown:
-			err = rpc.ErrShuttingDown
+			err = errs.ErrShuttingDown
 		}
 		if recheckTimer != nil {
 			recheckTimer.Stop()
@@ -75,17 +75,17 @@ func holdFor(ctx context.Context, node *cluster.Node, clk clock.Clock, bound tim
 	}
 }
 
-// noLeader is the error for a hold that expired: rpc.ErrNoLeader, saying
+// noLeader is the error for a hold that expired: errs.ErrNoLeader, saying
 // what this replica knows.
 func noLeader(node *cluster.Node, waited time.Duration) error {
 	id, _, _ := node.LeaderInfo()
 	switch {
 	case id == "":
-		return fmt.Errorf("%w: no replica is known to lead; waited %v", rpc.ErrNoLeader, waited)
+		return fmt.Errorf("%w: no replica is known to lead; waited %v", errs.ErrNoLeader, waited)
 	case id == node.ID():
-		return fmt.Errorf("%w: replica %s was elected but is not serving yet; waited %v", rpc.ErrNoLeader, id, waited)
+		return fmt.Errorf("%w: replica %s was elected but is not serving yet; waited %v", errs.ErrNoLeader, id, waited)
 	}
-	return fmt.Errorf("%w: the gRPC address of the leader %s is not known here yet; waited %v", rpc.ErrNoLeader, id, waited)
+	return fmt.Errorf("%w: the gRPC address of the leader %s is not known here yet; waited %v", errs.ErrNoLeader, id, waited)
 }
 
 // destination says where a stream goes: this replica's current term, or

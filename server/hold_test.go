@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -76,7 +77,7 @@ func TestHoldExpiresWithoutALeader(t *testing.T) {
 
 	check := func(t *testing.T, err error, elapsed time.Duration) {
 		t.Helper()
-		if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), rpc.ErrNoLeader) {
+		if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), errs.ErrNoLeader) {
 			t.Fatalf("err = %v, want Unavailable NO_LEADER", err)
 		}
 		if msg := status.Convert(err).Message(); !strings.HasPrefix(msg, "no leader: ") || !strings.Contains(msg, "waited "+hold.String()) {
@@ -106,7 +107,7 @@ func TestHoldExpiresWithoutALeader(t *testing.T) {
 	})
 	t.Run("leader-aware client", func(t *testing.T) {
 		_, err := client.Dial(context.Background(), client.Options{Addrs: []string{lone.addr}, Insecure: true, ResponseTimeout: 10 * hold})
-		if !errors.Is(err, client.ErrNoServer) || !errors.Is(err, rpc.ErrNoLeader) {
+		if !errors.Is(err, client.ErrNoServer) || !errors.Is(err, errs.ErrNoLeader) {
 			t.Fatalf("err = %v, want ErrNoServer and ErrNoLeader", err)
 		}
 	})
@@ -128,7 +129,7 @@ func TestHoldRunsOnTheServersClock(t *testing.T) {
 	waitFor(t, 10*time.Second, "the hold's timer", func() bool { return fake.Pending() > 0 })
 	fake.Advance(hold)
 	err := streamEnd(t, st, 10*time.Second)
-	if !errors.Is(rpc.FromStatus(err), rpc.ErrNoLeader) || !strings.Contains(err.Error(), "waited 1h0m0s") {
+	if !errors.Is(rpc.FromStatus(err), errs.ErrNoLeader) || !strings.Contains(err.Error(), "waited 1h0m0s") {
 		t.Fatalf("err = %v, want no leader after the fake hour", err)
 	}
 }
@@ -144,7 +145,7 @@ func TestHoldEndsOnShutdown(t *testing.T) {
 	}
 	time.AfterFunc(200*time.Millisecond, lone.srv.Shutdown)
 	err := streamEnd(t, st, 10*time.Second)
-	if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), rpc.ErrShuttingDown) {
+	if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), errs.ErrShuttingDown) {
 		t.Fatalf("err = %v, want Unavailable SHUTTING_DOWN", err)
 	}
 }

@@ -3,9 +3,9 @@ package server
 import (
 	"time"
 
-	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/server/events"
 	"github.com/grapnel-io/grapnel/server/ingest"
 	"github.com/grapnel-io/grapnel/server/logcampaign"
@@ -228,7 +228,7 @@ func (l *leader) revoke() {
 	s.leaderMu.Lock()
 	s.term = nil
 	s.leaderMu.Unlock()
-	l.pipe.abandon(cluster.ErrNotLeader)
+	l.pipe.abandon(errs.ErrNotLeader)
 	l.stopGrace()
 	l.pipe.stopAndWait()
 	s.conns.closeAll()

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -256,10 +255,7 @@ func pick(resp any, pos int) (any, error) {
 // outcome waits for a proposal and folds an FSM refusal into the error.
 func outcome(f raft.ApplyFuture) (any, error) {
 	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return nil, fmt.Errorf("%w: %v", cluster.ErrNotLeader, err)
-		}
-		return nil, err
+		return nil, cluster.FoldRaftError(err)
 	}
 	resp := f.Response()
 	if err, ok := resp.(error); ok {

@@ -44,7 +44,7 @@ func startServerCfg(t testing.TB, dir string, startup *state.State, mod func(*Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(rpc.StatusInterceptors()...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.Start()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/rpc/wire"
@@ -24,13 +25,13 @@ func (s *Server) elsewhere(st toServerStream, kind wire.Kind, d destination) err
 	ctx := st.Context()
 	switch {
 	case wire.IsLeaderAware(ctx):
-		return rpc.ToStatus(&rpc.NotLeaderError{LeaderID: d.leaderID, LeaderAddress: d.addr})
+		return &errs.NotLeaderError{LeaderID: d.leaderID, LeaderAddress: d.addr}
 	case wire.ForwardedBy(ctx) != "":
-		return rpc.ToStatus(fmt.Errorf("%w; replica %s forwarded this stream here, but the leader is %s at %s",
-			rpc.ErrNotLeader, wire.ForwardedBy(ctx), d.leaderID, d.addr))
+		return fmt.Errorf("%w; replica %s forwarded this stream here, but the leader is %s at %s",
+			errs.ErrNotLeader, wire.ForwardedBy(ctx), d.leaderID, d.addr)
 	case s.cfg.Proxy == nil:
-		return rpc.ToStatus(fmt.Errorf("%w; the leader is %s at %s, and this replica does not proxy",
-			rpc.ErrNotLeader, d.leaderID, d.addr))
+		return fmt.Errorf("%w; the leader is %s at %s, and this replica does not proxy",
+			errs.ErrNotLeader, d.leaderID, d.addr)
 	}
 	return s.proxyStream(st, kind, d)
 }
@@ -38,16 +39,16 @@ func (s *Server) elsewhere(st toServerStream, kind wire.Kind, d destination) err
 // proxyStream forwards the stream to the leader and copies messages both
 // ways until either side ends. The leader's status reaches the client
 // unchanged. If leadership moves away from d.leaderID the stream ends
-// with rpc.ErrLeaderChanged, and on shutdown with rpc.ErrShuttingDown: the
+// with errs.ErrLeaderChanged, and on shutdown with errs.ErrShuttingDown: the
 // client reconnects as after a failover.
 func (s *Server) proxyStream(st toServerStream, kind wire.Kind, d destination) error {
 	cc, err := s.cfg.Proxy.Get(d.addr)
 	if errors.Is(err, proxy.ErrPoolClosed) {
-		return rpc.ToStatus(fmt.Errorf("%w: %v", rpc.ErrShuttingDown, err))
+		return fmt.Errorf("%w: %v", errs.ErrShuttingDown, err)
 	}
 	if err != nil {
-		return rpc.ToStatus(fmt.Errorf("%w; the leader is %s at %s, and this replica cannot reach it: %v",
-			rpc.ErrNotLeader, d.leaderID, d.addr, err))
+		return fmt.Errorf("%w; the leader is %s at %s, and this replica cannot reach it: %v",
+			errs.ErrNotLeader, d.leaderID, d.addr, err)
 	}
 	// Connections to earlier leaders serve nothing any more.
 	s.cfg.Proxy.Retain(d.addr)
@@ -66,13 +67,13 @@ func (s *Server) proxyStream(st toServerStream, kind wire.Kind, d destination) e
 		return kind.Open(wire.Outgoing(ctx, s.node.ID(), names), cc)
 	})
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return rpc.ToStatus(cause)
+		return cause
 	}
 	return err
 }
 
-// endOnLeaderChange cancels ctx with rpc.ErrLeaderChanged once the leader
-// is no longer leaderID, and with rpc.ErrShuttingDown on shutdown. The
+// endOnLeaderChange cancels ctx with errs.ErrLeaderChanged once the leader
+// is no longer leaderID, and with errs.ErrShuttingDown on shutdown. The
 // returned channel closes when its goroutine, owned by the proxied stream,
 // has ended; it ends with ctx.
 func (s *Server) endOnLeaderChange(ctx context.Context, cancel context.CancelCauseFunc, leaderID string) <-chan struct{} {
@@ -85,11 +86,11 @@ func (s *Server) endOnLeaderChange(ctx context.Context, cancel context.CancelCau
 			select {
 			case <-changes:
 				if id, _, _ := s.node.LeaderInfo(); id != leaderID {
-					cancel(fmt.Errorf("%w: %s leads no more; reconnect", rpc.ErrLeaderChanged, leaderID))
+					cancel(fmt.Errorf("%w: %s leads no more; reconnect", errs.ErrLeaderChanged, leaderID))
 					return
 				}
 			case <-s.shutdownCh:
-				cancel(fmt.Errorf("%w: the replica that proxied this stream stops", rpc.ErrShuttingDown))
+				cancel(fmt.Errorf("%w: the replica that proxied this stream stops", errs.ErrShuttingDown))
 				return
 			case <-ctx.Done():
 				return
@@ -113,7 +114,7 @@ func clientNames(ctx context.Context) ([]string, error) {
 	}
 	if peer != nil && !slices.Contains(peer, rpc.ServerName) {
 		return nil, fmt.Errorf("%w: %s may only be sent by a replica (certificate name %s)",
-			rpc.ErrUnauthenticated, wire.ForwardedNamesKey, rpc.ServerName)
+			errs.ErrUnauthenticated, wire.ForwardedNamesKey, rpc.ServerName)
 	}
 	return fwd, nil
 }

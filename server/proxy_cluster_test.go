@@ -123,7 +123,7 @@ func (r *replica) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(serverOpts...)
+	g := grpc.NewServer(append(serverOpts, rpc.StatusInterceptors()...)...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.Start()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -167,9 +168,9 @@ func TestFollowerRedirectsInsteadOfProxying(t *testing.T) {
 			if status.Code(err) != tc.code {
 				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tc.code)
 			}
-			var nl *rpc.NotLeaderError
+			var nl *errs.NotLeaderError
 			got := rpc.FromStatus(err)
-			if !errors.Is(got, rpc.ErrNotLeader) {
+			if !errors.Is(got, errs.ErrNotLeader) {
 				t.Fatalf("%v is no ErrNotLeader", got)
 			}
 			if isNL := errors.As(got, &nl); isNL != tc.leader {
@@ -210,7 +211,7 @@ func TestProxiedStreamEndsWhenLeadershipMoves(t *testing.T) {
 	// it, stays up. Only the follower's view of the leadership changes.
 	_ = l.node.Shutdown()
 	err := streamEnd(t, st, 15*time.Second)
-	if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), rpc.ErrLeaderChanged) {
+	if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), errs.ErrLeaderChanged) {
 		t.Fatalf("stream ended with %v, want Unavailable LEADER_CHANGED", err)
 	}
 	if !strings.Contains(err.Error(), l.id) {
@@ -248,8 +249,8 @@ func TestClientNames(t *testing.T) {
 		{"proxied by a replica", withPeer([]string{rpc.ServerName}, fwd("agent_A,agent_B")...), []string{"agent_A", "agent_B"}, nil},
 		{"proxied, insecure", withPeer(nil, fwd("agent_A")...), []string{"agent_A"}, nil},
 		{"proxied client without names", withPeer([]string{rpc.ServerName}, fwd("")...), []string{}, nil},
-		{"forged by an agent", withPeer([]string{"agent_A"}, fwd("agent_B")...), nil, rpc.ErrUnauthenticated},
-		{"forged by a wildcard certificate", withPeer([]string{"*"}, fwd("agent_B")...), nil, rpc.ErrUnauthenticated},
+		{"forged by an agent", withPeer([]string{"agent_A"}, fwd("agent_B")...), nil, errs.ErrUnauthenticated},
+		{"forged by a wildcard certificate", withPeer([]string{"*"}, fwd("agent_B")...), nil, errs.ErrUnauthenticated},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

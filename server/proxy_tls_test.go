@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/rpctest"
@@ -81,7 +82,7 @@ func TestProxyForwardsCertificateNames(t *testing.T) {
 	t.Run("forwarded names forged by an agent", func(t *testing.T) {
 		st := tlsAgentStream(t, l.addr, agentA, "agent_B", wire.ForwardedByKey, f.id, wire.ForwardedNamesKey, "agent_B")
 		err := streamEnd(t, st, 10*time.Second)
-		if status.Code(err) != codes.Unauthenticated || !errors.Is(rpc.FromStatus(err), rpc.ErrUnauthenticated) ||
+		if status.Code(err) != codes.Unauthenticated || !errors.Is(rpc.FromStatus(err), errs.ErrUnauthenticated) ||
 			!strings.Contains(err.Error(), wire.ForwardedNamesKey) {
 			t.Fatalf("err = %v, want Unauthenticated about %s", err, wire.ForwardedNamesKey)
 		}

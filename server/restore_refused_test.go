@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -131,7 +132,7 @@ func TestSnapshotRestoreRefusesRandomBytes(t *testing.T) {
 	for i := range random {
 		random[i] = byte(rng.Uint32())
 	}
-	r.refuse(random, codes.InvalidArgument, rpc.ErrBadSnapshot, "not a valid Grapnel snapshot: bad magic")
+	r.refuse(random, codes.InvalidArgument, errs.ErrBadSnapshot, "not a valid Grapnel snapshot: bad magic")
 	r.servesAndRestarts()
 }
 
@@ -139,7 +140,7 @@ func TestSnapshotRestoreRefusesTruncated(t *testing.T) {
 	r := newRefusedRestore(t, nil)
 	n := len(r.saved)
 	for _, cut := range []int{10, 20, n / 3, n / 2, n - 5, n - 4, n - 1} {
-		r.refuse(r.saved[:cut], codes.InvalidArgument, rpc.ErrBadSnapshot, "truncated")
+		r.refuse(r.saved[:cut], codes.InvalidArgument, errs.ErrBadSnapshot, "truncated")
 	}
 	r.servesAndRestarts()
 }
@@ -148,7 +149,7 @@ func TestSnapshotRestoreRefusesFlippedByte(t *testing.T) {
 	r := newRefusedRestore(t, nil)
 	flipped := bytes.Clone(r.saved)
 	flipped[bytes.Index(flipped, []byte("image: nginx"))+7] ^= 0x20 // nginx -> Nginx
-	r.refuse(flipped, codes.InvalidArgument, rpc.ErrBadSnapshot, "checksum mismatch")
+	r.refuse(flipped, codes.InvalidArgument, errs.ErrBadSnapshot, "checksum mismatch")
 	r.servesAndRestarts()
 }
 
@@ -157,7 +158,7 @@ func TestSnapshotRestoreRefusesFlippedByte(t *testing.T) {
 func TestSnapshotRestoreRefusesOversized(t *testing.T) {
 	r := newRefusedRestore(t, func(c *Config) { c.MaxRestoreBytes = 64 << 10 })
 	big := make([]byte, 1<<20)
-	r.refuse(big, codes.ResourceExhausted, rpc.ErrSnapshotTooLarge, "larger than this replica accepts (65536 bytes, --max-restore-bytes)")
+	r.refuse(big, codes.ResourceExhausted, errs.ErrSnapshotTooLarge, "larger than this replica accepts (65536 bytes, --max-restore-bytes)")
 	r.servesAndRestarts()
 
 	maxBytes := int64(len(r.saved))

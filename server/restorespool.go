@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -101,7 +101,7 @@ func (s *restoreSpool) receive(f *os.File, recv func() (*grapnelpb.SnapshotChunk
 			return 0, err
 		}
 		if size+int64(len(chunk.GetData())) > s.max {
-			return 0, rpc.WithText(rpc.ErrSnapshotTooLarge, fmt.Sprintf(
+			return 0, errs.WithText(errs.ErrSnapshotTooLarge, fmt.Sprintf(
 				"snapshot restore: the upload is larger than this replica accepts (%d bytes, --max-restore-bytes); nothing was changed", s.max))
 		}
 		n, err := f.Write(chunk.GetData())

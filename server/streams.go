@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
@@ -65,7 +66,7 @@ type toServerStream = grpc.BidiStreamingServer[grpcapi.ToServer, grpcapi.FromSer
 func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 	d, err := s.findLeader(st.Context())
 	if err != nil {
-		return rpc.ToStatus(err)
+		return err
 	}
 	if d.t == nil {
 		return s.elsewhere(st, kind, d)
@@ -85,7 +86,7 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 		// then at most once per refusalLogWindow with the count.
 		host := peerHost(st.Context())
 		s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
-		return rpc.ToStatus(err)
+		return err
 	}
 	c.limit = s.cfg.MaxMessageBytes
 	if old := s.conns.add(c); old != nil {
@@ -125,13 +126,13 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 		t.post(inMsg{conn: c, gone: true})
 	}
 	if err := c.why(); err != nil {
-		return rpc.ToStatus(err)
+		return err
 	}
 	select {
 	case <-t.stop:
 		// The term ended: tell the peer why, so it looks for the new
 		// leader instead of taking a clean end for a goodbye.
-		return rpc.ToStatus(fmt.Errorf("%w: %s leads no more; reconnect", rpc.ErrLeaderChanged, s.node.ID()))
+		return fmt.Errorf("%w: %s leads no more; reconnect", errs.ErrLeaderChanged, s.node.ID())
 	default:
 		return nil
 	}
@@ -139,12 +140,12 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 
 func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire.Kind) (*conn, *grpcapi.AgentHello, error) {
 	if first == nil || first.ToServerEnum == nil {
-		return nil, nil, rpc.WithText(rpc.ErrBadFirstMessage, "Empty")
+		return nil, nil, errs.WithText(errs.ErrBadFirstMessage, "Empty")
 	}
 	if kind == wire.KindAgent {
 		h := first.GetAgentHello()
 		if h == nil {
-			return nil, nil, rpc.WithText(rpc.ErrBadFirstMessage, "No AgentHello received.")
+			return nil, nil, errs.WithText(errs.ErrBadFirstMessage, "No AgentHello received.")
 		}
 		if err := rpc.CheckProtocolVersion(h.GetProtocolVersion()); err != nil {
 			return nil, nil, err
@@ -158,13 +159,13 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 			return nil, nil, err
 		}
 		if !rpc.NameAllowed(names, name) {
-			return nil, nil, fmt.Errorf("%w: the client certificate does not allow agent name '%s'", rpc.ErrUnauthenticated, name)
+			return nil, nil, fmt.Errorf("%w: the client certificate does not allow agent name '%s'", errs.ErrUnauthenticated, name)
 		}
 		return newConn(name, wire.KindAgent), h, nil
 	}
 	h := first.GetCommanderHello()
 	if h == nil {
-		return nil, nil, rpc.WithText(rpc.ErrBadFirstMessage, "No CommanderHello received.")
+		return nil, nil, errs.WithText(errs.ErrBadFirstMessage, "No CommanderHello received.")
 	}
 	if err := rpc.CheckProtocolVersion(h.GetProtocolVersion()); err != nil {
 		return nil, nil, err
@@ -228,7 +229,7 @@ func (s *Server) sendOut(st toServerStream, c *conn, m any) error {
 	if e.Len() > c.limit {
 		// Broadcasts are cut before they are marshalled once for many
 		// streams (sendBroadcasts); this one slipped through.
-		err := fmt.Errorf("%w: a message of %d bytes for %s, more than the message limit of %d bytes", rpc.ErrMessageTooLarge, e.Len(), c.name, c.limit)
+		err := fmt.Errorf("%w: a message of %d bytes for %s, more than the message limit of %d bytes", errs.ErrMessageTooLarge, e.Len(), c.name, c.limit)
 		s.tooLarge(c, err)
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/faultnet"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -365,7 +366,7 @@ func (c *Cluster) Apply(cmd []byte) (uint64, error) {
 			if _, idx, err = leader.Apply(cmd, 2*time.Second); err == nil {
 				return idx, nil
 			}
-			if !errors.Is(err, cluster.ErrNotLeader) {
+			if !errors.Is(err, errs.ErrNotLeader) {
 				return 0, err
 			}
 		}

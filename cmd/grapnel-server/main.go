@@ -53,8 +53,9 @@ func run(cfg config) error {
 		return err
 	}
 	// Message size, stream and keepalive limits, the same ones the
-	// clients use (rpc/limits.go).
-	opts := rpc.ServerOptions()
+	// clients use (rpc/limits.go), and the interceptors that give the
+	// handlers' errors their gRPC status (rpc/interceptor.go).
+	opts := append(rpc.ServerOptions(), rpc.StatusInterceptors()...)
 	// The proxy dials the leader as a client, with this replica's own
 	// certificate, so the leader can trust the names it forwards.
 	proxyCreds := insecure.NewCredentials()

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
@@ -103,7 +104,7 @@ func unary[T any](ctx context.Context, l *leaderCluster, call func(grapnelpb.Clu
 			return zero, err
 		}
 		v, err := call(c)
-		var nl *rpc.NotLeaderError
+		var nl *errs.NotLeaderError
 		if err != nil && hops < maxRedirects && errors.As(rpc.FromStatus(err), &nl) && nl.LeaderAddress != "" {
 			l.r.redirect(nl.LeaderID, nl.LeaderAddress)
 			continue

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 )
 
@@ -78,9 +79,9 @@ func streamError(err error) error {
 	}
 	kind := rpc.FromStatus(err)
 	switch {
-	case errors.Is(kind, rpc.ErrUnsupportedProtocol), errors.Is(kind, rpc.ErrBadFirstMessage):
+	case errors.Is(kind, errs.ErrUnsupportedProtocol), errors.Is(kind, errs.ErrBadFirstMessage):
 		return fmt.Errorf("%w: %s", ErrRejected, statusText(err))
-	case errors.Is(kind, rpc.ErrUnauthenticated):
+	case errors.Is(kind, errs.ErrUnauthenticated):
 		return fmt.Errorf("%w: credentials not accepted: %s", ErrRejected, statusText(err))
 	}
 	switch status.Code(err) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grapnel-io/grapnel/cluster/faultnet"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -173,7 +174,7 @@ func (r *fakeReplica) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStreaming
 
 func (r *fakeReplica) RemoveReplica(_ context.Context, req *grapnelpb.RemoveReplicaRequest) (*grapnelpb.RemoveReplicaResponse, error) {
 	if id, addr, _ := r.view(); id != r.id {
-		return nil, rpc.ToStatus(&rpc.NotLeaderError{LeaderID: id, LeaderAddress: addr})
+		return nil, rpc.ToStatus(&errs.NotLeaderError{LeaderID: id, LeaderAddress: addr})
 	}
 	r.removed <- req.GetId()
 	return &grapnelpb.RemoveReplicaResponse{}, nil
@@ -196,9 +197,9 @@ func (r *fakeReplica) serve(st grpc.BidiStreamingServer[grpcapi.ToServer, grpcap
 	r.fc.mu.Unlock()
 	switch {
 	case id == "":
-		return rpc.ToStatus(rpc.ErrNoLeader)
+		return rpc.ToStatus(errs.ErrNoLeader)
 	case id != r.id:
-		return rpc.ToStatus(&rpc.NotLeaderError{LeaderID: id, LeaderAddress: l.addr})
+		return rpc.ToStatus(&errs.NotLeaderError{LeaderID: id, LeaderAddress: l.addr})
 	}
 	if err := st.SendHeader(metadata.Pairs(wire.ReplicaIDKey, r.id)); err != nil {
 		return err

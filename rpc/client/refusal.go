@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 )
 
@@ -35,7 +36,7 @@ func IsRefusal(err error) bool {
 	if err == nil {
 		return false
 	}
-	var nl *rpc.NotLeaderError
+	var nl *errs.NotLeaderError
 	if errors.As(rpc.FromStatus(err), &nl) {
 		return false
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
@@ -24,14 +25,14 @@ func TestIsRefusal(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{"unauthenticated", rpc.ToStatus(fmt.Errorf("%w: name 'a' not allowed", rpc.ErrUnauthenticated)), true},
+		{"unauthenticated", rpc.ToStatus(fmt.Errorf("%w: name 'a' not allowed", errs.ErrUnauthenticated)), true},
 		{"permission denied", status.Error(codes.PermissionDenied, "no"), true},
 		{"protocol", rpc.ToStatus(rpc.CheckProtocolVersion("9.0.0")), true},
-		{"bad hello", rpc.ToStatus(rpc.ErrBadFirstMessage), true},
-		{"too large", rpc.ToStatus(rpc.ErrMessageTooLarge), true},
+		{"bad hello", rpc.ToStatus(errs.ErrBadFirstMessage), true},
+		{"too large", rpc.ToStatus(errs.ErrMessageTooLarge), true},
 		{"rejected at open", fmt.Errorf("a:1: %w", ErrRejected), true},
-		{"redirect", rpc.ToStatus(&rpc.NotLeaderError{LeaderID: "r2", LeaderAddress: "a:2"}), false},
-		{"leader changed", rpc.ToStatus(rpc.ErrLeaderChanged), false},
+		{"redirect", rpc.ToStatus(&errs.NotLeaderError{LeaderID: "r2", LeaderAddress: "a:2"}), false},
+		{"leader changed", rpc.ToStatus(errs.ErrLeaderChanged), false},
 		{"unavailable", status.Error(codes.Unavailable, "connection refused"), false},
 		{"heartbeat", fmt.Errorf("%w: %w", ErrConnectionLost, ErrHeartbeatLost), false},
 		{"canceled", context.Canceled, false},
@@ -138,7 +139,7 @@ func TestResolverWaitsAfterRefusal(t *testing.T) {
 	addr := serve(t, &stub{handle: func(s grpcapi.CliConnection_ConnectCliServer) error {
 		streams.Add(1)
 		if refuse.Load() {
-			return rpc.ToStatus(fmt.Errorf("%w: the certificate does not allow this", rpc.ErrUnauthenticated))
+			return rpc.ToStatus(fmt.Errorf("%w: the certificate does not allow this", errs.ErrUnauthenticated))
 		}
 		return answerer(1)(s)
 	}})

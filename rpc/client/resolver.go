@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
@@ -275,7 +276,7 @@ type pollRound struct {
 // err says why no leader was found, naming every address asked.
 func (p pollRound) err() error {
 	if p.noLeader {
-		return fmt.Errorf("%w: %w: asked %s", ErrNoServer, rpc.ErrNoLeader, strings.Join(p.said, ", "))
+		return fmt.Errorf("%w: %w: asked %s", ErrNoServer, errs.ErrNoLeader, strings.Join(p.said, ", "))
 	}
 	return fmt.Errorf("%w: tried %s", ErrNoServer, strings.Join(p.said, ", "))
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
@@ -143,8 +143,8 @@ func TestDialBacksOffWhileNoLeader(t *testing.T) {
 		start := time.Now()
 		_, err := Dial(context.Background(), Options{Addrs: []string{fc.rep("r1").addr}, Insecure: true, ResponseTimeout: bound})
 		elapsed := time.Since(start)
-		if !errors.Is(err, ErrNoServer) || !errors.Is(err, rpc.ErrNoLeader) {
-			t.Fatalf("err = %v, want ErrNoServer and rpc.ErrNoLeader", err)
+		if !errors.Is(err, ErrNoServer) || !errors.Is(err, errs.ErrNoLeader) {
+			t.Fatalf("err = %v, want ErrNoServer and errs.ErrNoLeader", err)
 		}
 		for _, r := range fc.reps {
 			if !strings.Contains(err.Error(), r.addr) {

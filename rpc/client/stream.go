@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
@@ -69,7 +70,7 @@ func (r *Resolver) Open(ctx context.Context, kind wire.Kind) (*Stream, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrNoServer, addr, err)
 		}
-		var nl *rpc.NotLeaderError
+		var nl *errs.NotLeaderError
 		if errors.As(err, &nl) && nl.LeaderAddress != "" && nl.LeaderAddress != addr && hops < maxRedirects {
 			hops++
 			r.redirect(nl.LeaderID, nl.LeaderAddress)
@@ -150,10 +151,10 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind wire.Kind) (*St
 }
 
 // openError classifies why a replica did not take a stream: a
-// *rpc.NotLeaderError to follow, a rejection to report, or a failure after
+// *errs.NotLeaderError to follow, a rejection to report, or a failure after
 // which another attempt may succeed.
 func openError(err error) error {
-	var nl *rpc.NotLeaderError
+	var nl *errs.NotLeaderError
 	if kind := rpc.FromStatus(err); errors.As(kind, &nl) {
 		return nl
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server"
 )
@@ -71,7 +72,7 @@ func (c *Cluster) serve(r *clustertest.Replica) {
 		c.t.Errorf("testcluster: server %s: %v", r.ID, err)
 		return
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(rpc.StatusInterceptors()...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.Start()

@@ -1,0 +1,36 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/errs"
+)
+
+// The cluster's own sentinels. Those it shares with the rest of Grapnel
+// (errs.ErrNotLeader, errs.ErrQuorum, errs.ErrUnknownReplica) are in
+// internal/errs.
+var (
+	// ErrConfig wraps every configuration error of NewNode.
+	ErrConfig = errors.New("invalid cluster configuration")
+	// ErrNotVoter refuses to hand leadership to a non-voter.
+	ErrNotVoter = errors.New("the replica is not a voter")
+	// ErrLeaveTimeout: the replica announced its leave but was still in
+	// the Raft configuration when the timeout ran out.
+	ErrLeaveTimeout = errors.New("still in the Raft configuration after leaving")
+)
+
+// FoldRaftError folds Raft's leadership errors into errs.ErrNotLeader, so
+// that callers (the operator actions here, the server's proposals) know
+// one sentinel: the replica does not lead, or stopped leading before the
+// operation was done, and the work belongs to the leader. Raft's text is
+// kept after the sentinel's; other errors pass unchanged.
+func FoldRaftError(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		return fmt.Errorf("%w: %v", errs.ErrNotLeader, err)
+	}
+	return err
+}

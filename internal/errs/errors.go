@@ -1,0 +1,91 @@
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotLeader is returned by a replica that is not the Raft leader for
+// work only the leader does, and by a leader that lost leadership while
+// the work was under way (cluster.FoldRaftError folds Raft's errors into
+// it). A replica that knows the leader answers a *NotLeaderError, so that
+// the caller can go there directly.
+var ErrNotLeader = errors.New("not the leader")
+
+// ErrNoLeader means the cluster has no leader right now (an election is
+// running or quorum is lost); retrying later may succeed.
+var ErrNoLeader = errors.New("no leader")
+
+// ErrUnsupportedProtocol means the peer speaks an Ankaios protocol version
+// whose major differs from rpc.ProtocolVersion. Clients stop instead of
+// reconnecting when they see it.
+var ErrUnsupportedProtocol = errors.New("unsupported protocol version")
+
+// ErrBadFirstMessage means a stream did not open with the hello message its
+// service expects (AgentHello or CommanderHello).
+var ErrBadFirstMessage = errors.New("bad first message")
+
+// ErrUnauthenticated means the peer's certificate does not allow what it
+// asked for, e.g. an agent name missing from the certificate's SAN.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// ErrShuttingDown means the replica is stopping; the caller should use
+// another one.
+var ErrShuttingDown = errors.New("shutting down")
+
+// ErrLeaderChanged ends a stream that a follower proxied to the leader
+// when leadership moves: the client reconnects, as after a failover.
+var ErrLeaderChanged = errors.New("the leader changed")
+
+// ErrUnknownReplica names a replica that is not in the cluster's Raft
+// configuration.
+var ErrUnknownReplica = errors.New("no such replica in the cluster")
+
+// ErrQuorum refuses an operator action that would leave the cluster
+// without a quorum of voters (or a leader that would remove itself).
+var ErrQuorum = errors.New("the action would lose the quorum")
+
+// ErrBadSnapshot refuses a snapshot restore whose upload is not a
+// complete, undamaged Grapnel snapshot; nothing was changed.
+var ErrBadSnapshot = errors.New("not a valid Grapnel snapshot")
+
+// ErrSnapshotTooLarge refuses a snapshot upload over the replica's size
+// cap; nothing was changed.
+var ErrSnapshotTooLarge = errors.New("snapshot too large")
+
+// ErrMessageTooLarge means a message would exceed MaxMessageBytes, which
+// gRPC would refuse on either side; the server answers with it instead.
+var ErrMessageTooLarge = errors.New("message too large")
+
+// NotLeaderError is ErrNotLeader with the leader this replica sees, so a
+// client can redirect without asking around. With a LeaderAddress it maps
+// to FailedPrecondition ("not here, go there"); without one to
+// Unavailable, as the bare ErrNotLeader ("try again later"). Only
+// leader-aware clients get it: an unmodified Ankaios client stops for good
+// on FailedPrecondition, so a follower proxies those instead.
+type NotLeaderError struct {
+	LeaderID      string
+	LeaderAddress string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderAddress == "" {
+		return ErrNotLeader.Error()
+	}
+	return fmt.Sprintf("%s; the leader is %s at %s", ErrNotLeader, e.LeaderID, e.LeaderAddress)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// WithText returns an error that is kind for errors.Is but reads exactly
+// text, for messages that must keep the upstream wording.
+func WithText(kind error, text string) error { return &textError{kind: kind, text: text} }
+
+type textError struct {
+	kind error
+	text string
+}
+
+func (e *textError) Error() string { return e.text }
+func (e *textError) Unwrap() error { return e.kind }
