@@ -1,0 +1,227 @@
+package deps
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// module is the import path prefix of our packages.
+const module = "github.com/grapnel-io/grapnel/"
+
+// rule says which of our folders a folder's packages may import (besides
+// their own folder and, when leaves is set, the leaf packages under
+// internal/). Folders are paths below the module; a folder covers its
+// subfolders. Only the packages' own imports count, not their tests':
+// integration tests (agent's against a real server, say) link what they
+// exercise.
+type rule struct {
+	folder string
+	may    []string
+	leaves bool
+	// notImported are packages (ours or not, with those below them) that
+	// the folder's packages must not import themselves.
+	notImported []string
+	// notLinked are packages that must not be among the folder's
+	// dependencies at all, directly or through others.
+	notLinked []string
+	why       string
+}
+
+// impure is what brief §2 keeps out of state and fsm: gRPC, gossip, the
+// network and randomness (scripts/check-purity.sh checks the clock and
+// goroutines in their source). Files (os) are kept out of their own
+// imports only: fmt links os.
+var impure = []string{"google.golang.org/grpc", "github.com/hashicorp/memberlist", "net", "math/rand", "math/rand/v2", "crypto/rand"}
+
+// rules are the import rules of brief §2 ("Layout"), plus the leaf rule of
+// issue 14: a package under internal/ imports only other leaves, so that
+// anyone may import it.
+var rules = []rule{
+	// state links none of it, not even through a library.
+	{folder: "state", why: "brief §2: state imports nothing of ours (pure model)",
+		notImported: []string{"os"}, notLinked: append([]string{"github.com/hashicorp/raft"}, impure...)},
+	// fsm implements raft.FSM, so it links Raft and what Raft links; it
+	// must not use the impure parts itself.
+	{folder: "fsm", may: []string{"state"}, why: "brief §2: fsm imports only state (deterministic)",
+		notImported: append([]string{"os"}, impure...)},
+	{folder: "cluster", may: []string{"fsm", "state"}, leaves: true, why: "brief §2: cluster imports fsm and state"},
+	{folder: "server", may: []string{"state", "fsm", "cluster", "rpc"}, leaves: true, why: "brief §2: server imports state, fsm, cluster and rpc"},
+	{folder: "rpc", may: []string{"state"}, leaves: true, why: "brief §2: rpc imports state"},
+	{folder: "agent", may: []string{"state", "rpc"}, leaves: true, why: "brief §2: the agent imports state and rpc (so it links no cluster, server, fsm or Raft)",
+		notLinked: []string{"github.com/hashicorp/raft", module + "cluster", module + "server", module + "fsm"}},
+	{folder: "internal", leaves: true, why: "issue 14: leaf packages import nothing of ours but other leaves"},
+	{folder: "cmd", may: []string{""}, why: "brief §2: cmd wires everything"},
+	{folder: "chaos", may: []string{""}, why: "brief §2: chaos is test-only and may import everything"},
+	{folder: "cli", may: []string{""}, why: "docs/architecture.md: cli holds the commands of cmd/grapnel and may import all"},
+}
+
+// pkg is one package as go list reports it.
+type pkg struct {
+	path    string
+	imports []string
+}
+
+// listPackages returns every package ours depend on, with its imports.
+func listPackages(t *testing.T) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}|{{join .Imports \" \"}}", module+"...")
+	cmd.Dir = "../.." // the module root, from internal/deps
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	pkgs := map[string]pkg{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		path, imports, _ := strings.Cut(sc.Text(), "|")
+		pkgs[path] = pkg{path: path, imports: strings.Fields(imports)}
+	}
+	return pkgs
+}
+
+// within reports whether the package below the module, rel, is in folder.
+func within(rel, folder string) bool {
+	return folder == "" || rel == folder || strings.HasPrefix(rel, folder+"/")
+}
+
+// ruleFor returns the rule of the folder that holds rel, the longest match.
+func ruleFor(rel string) (rule, bool) {
+	var best rule
+	found := false
+	for _, r := range rules {
+		if within(rel, r.folder) && (!found || len(r.folder) > len(best.folder)) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// violations checks every package of ours in pkgs against rules and
+// returns one line per broken rule.
+func violations(pkgs map[string]pkg) []string {
+	var bad []string
+	for path, p := range pkgs {
+		rel, ours := strings.CutPrefix(path, module)
+		if !ours {
+			continue
+		}
+		r, ok := ruleFor(rel)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s: no rule covers its folder; add one to the table", rel))
+			continue
+		}
+		for _, imp := range p.imports {
+			dep, ours := strings.CutPrefix(imp, module)
+			if !ours || within(dep, r.folder) || (r.leaves && within(dep, "internal")) ||
+				slices.ContainsFunc(r.may, func(f string) bool { return within(dep, f) }) {
+				continue
+			}
+			bad = append(bad, fmt.Sprintf("%s imports %s, but %s", rel, dep, r.why))
+		}
+		for _, imp := range p.imports {
+			if slices.ContainsFunc(r.notImported, func(f string) bool { return imp == f || strings.HasPrefix(imp, f+"/") }) {
+				bad = append(bad, fmt.Sprintf("%s imports %s, but %s", rel, imp, r.why))
+			}
+		}
+		for _, forbidden := range r.notLinked {
+			if chain := linkChain(pkgs, path, forbidden); chain != nil {
+				bad = append(bad, fmt.Sprintf("%s links %s (%s), but %s", rel, forbidden, strings.Join(chain, " → "), r.why))
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// linkChain returns an import chain from the package from to a package
+// that is target or lies below it, or nil when there is none.
+func linkChain(pkgs map[string]pkg, from, target string) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur != from && (cur == target || strings.HasPrefix(cur, target+"/")) {
+			var chain []string
+			for p := cur; p != ""; p = prev[p] {
+				chain = append([]string{strings.TrimPrefix(p, module)}, chain...)
+			}
+			return chain
+		}
+		for _, imp := range pkgs[cur].imports {
+			if _, seen := prev[imp]; !seen {
+				prev[imp] = cur
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return nil
+}
+
+// The packages keep the import rules of the brief.
+func TestImportRules(t *testing.T) {
+	pkgs := listPackages(t)
+	if _, ok := pkgs[module+"state"]; !ok {
+		t.Fatalf("go list did not report %sstate; the test runs from the wrong place", module)
+	}
+	for _, v := range violations(pkgs) {
+		t.Error(v)
+	}
+}
+
+// The check catches a broken rule of each kind.
+func TestImportRulesCatchViolations(t *testing.T) {
+	m := func(rel string) string { return module + rel }
+	tests := []struct {
+		name string
+		pkgs []pkg
+		want string
+	}{
+		{"state imports ours", []pkg{{m("state"), []string{m("internal/clock")}}}, "state imports internal/clock"},
+		{"fsm imports a leaf", []pkg{{m("fsm"), []string{m("state"), m("internal/errs")}}}, "fsm imports internal/errs"},
+		{"cluster imports rpc", []pkg{{m("cluster"), []string{m("fsm"), m("rpc")}}}, "cluster imports rpc"},
+		{"rpc imports server", []pkg{{m("rpc/client"), []string{m("rpc"), m("server/clock")}}}, "rpc/client imports server/clock"},
+		{"agent imports cluster", []pkg{{m("agent"), []string{m("rpc"), m("cluster/gossipmeta")}}}, "agent imports cluster/gossipmeta"},
+		{"server imports agent", []pkg{{m("server"), []string{m("cluster"), m("agent/runtime")}}}, "server imports agent/runtime"},
+		{"a leaf imports rpc", []pkg{{m("internal/clock"), []string{m("rpc")}}}, "internal/clock imports rpc"},
+		{"agent links raft through a leaf", []pkg{
+			{m("agent"), []string{m("internal/errs")}},
+			{m("internal/errs"), []string{"github.com/hashicorp/raft"}},
+		}, "agent links github.com/hashicorp/raft (agent → internal/errs → github.com/hashicorp/raft)"},
+		{"state links the network", []pkg{{m("state"), []string{"gopkg.in/yaml.v3"}}, {"gopkg.in/yaml.v3", []string{"net"}}}, "state links net (state → gopkg.in/yaml.v3 → net)"},
+		{"fsm uses randomness", []pkg{{m("fsm"), []string{m("state"), "math/rand/v2"}}}, "fsm imports math/rand/v2"},
+		{"a folder without a rule", []pkg{{m("newthing"), nil}}, "newthing: no rule covers its folder"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pkgs := map[string]pkg{}
+			for _, p := range tc.pkgs {
+				pkgs[p.path] = p
+			}
+			got := violations(pkgs)
+			if !slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, tc.want) }) {
+				t.Fatalf("violations = %q, want one starting %q", got, tc.want)
+			}
+		})
+	}
+	// What the rules allow passes.
+	ok := map[string]pkg{
+		m("agent"):                  {m("agent"), []string{m("agent/runtime"), m("rpc/client"), m("state"), m("internal/gossipmeta")}},
+		m("server"):                 {m("server"), []string{m("server/render"), m("cluster"), m("fsm"), m("rpc/wire"), m("internal/clock")}},
+		m("internal/errs"):          {m("internal/errs"), []string{"errors"}},
+		m("fsm"):                    {m("fsm"), []string{m("state"), "github.com/hashicorp/raft"}},
+		"github.com/hashicorp/raft": {"github.com/hashicorp/raft", []string{"net", "math/rand"}},
+		m("cmd/grapnel"):            {m("cmd/grapnel"), []string{m("server"), m("agent")}},
+	}
+	if got := violations(ok); len(got) != 0 {
+		t.Fatalf("allowed imports reported: %q", got)
+	}
+}
