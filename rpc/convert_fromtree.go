@@ -52,7 +52,7 @@ func stateFromTree(v any, path string) (*ankbase.State, error) {
 	}
 	s := &ankbase.State{}
 	if v, ok := present(m, "apiVersion"); ok {
-		if s.ApiVersion, err = asString(v, joinPath(path, "apiVersion")); err != nil {
+		if s.ApiVersion, err = state.AsString(v, joinPath(path, "apiVersion")); err != nil {
 			return nil, err
 		}
 	}
@@ -108,7 +108,7 @@ func workloadFromTree(v any, path string) (*ankbase.Workload, error) {
 	}
 	if v, ok := present(m, "restartPolicy"); ok {
 		p := joinPath(path, "restartPolicy")
-		s, err := asString(v, p)
+		s, err := state.AsString(v, p)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +126,7 @@ func workloadFromTree(v any, path string) (*ankbase.Workload, error) {
 		}
 		w.Dependencies = &ankbase.Dependencies{Dependencies: make(map[string]ankbase.AddCondition, len(deps))}
 		for _, k := range state.SortedKeys(deps) {
-			s, err := asString(deps[k], joinPath(p, k))
+			s, err := state.AsString(deps[k], joinPath(p, k))
 			if err != nil {
 				return nil, err
 			}
@@ -165,7 +165,7 @@ func workloadFromTree(v any, path string) (*ankbase.Workload, error) {
 }
 
 func filesFromTree(v any, path string) (*ankbase.Files, error) {
-	list, err := asList(v, path)
+	list, err := state.AsList(v, path)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func filesFromTree(v any, path string) (*ankbase.Files, error) {
 		}
 		f := &ankbase.File{}
 		if v, ok := present(m, "mountPoint"); ok {
-			if f.MountPoint, err = asString(v, joinPath(p, "mountPoint")); err != nil {
+			if f.MountPoint, err = state.AsString(v, joinPath(p, "mountPoint")); err != nil {
 				return nil, err
 			}
 		}
@@ -191,13 +191,13 @@ func filesFromTree(v any, path string) (*ankbase.Files, error) {
 		case hasData && hasBin:
 			return nil, fieldErr(p, "a file has either data or binaryData, not both")
 		case hasData:
-			s, err := asString(data, joinPath(p, "data"))
+			s, err := state.AsString(data, joinPath(p, "data"))
 			if err != nil {
 				return nil, err
 			}
 			f.FileContent = &ankbase.File_Data{Data: s}
 		case hasBin:
-			s, err := asString(bin, joinPath(p, "binaryData"))
+			s, err := state.AsString(bin, joinPath(p, "binaryData"))
 			if err != nil {
 				return nil, err
 			}
@@ -227,7 +227,7 @@ func accessFromTree(v any, path string) (*ankbase.ControlInterfaceAccess, error)
 }
 
 func rulesFromTree(v any, path string) ([]*ankbase.AccessRightsRule, error) {
-	list, err := asList(v, path)
+	list, err := state.AsList(v, path)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func rulesFromTree(v any, path string) ([]*ankbase.AccessRightsRule, error) {
 		if !ok {
 			return nil, fieldErr(joinPath(p, "type"), "missing field (StateRule or LogRule)")
 		}
-		typ, err := asString(tv, joinPath(p, "type"))
+		typ, err := state.AsString(tv, joinPath(p, "type"))
 		if err != nil {
 			return nil, err
 		}
@@ -253,7 +253,7 @@ func rulesFromTree(v any, path string) ([]*ankbase.AccessRightsRule, error) {
 			}
 			r := &ankbase.StateRule{}
 			if v, ok := present(m, "operation"); ok {
-				s, err := asString(v, joinPath(p, "operation"))
+				s, err := state.AsString(v, joinPath(p, "operation"))
 				if err != nil {
 					return nil, err
 				}
@@ -338,7 +338,7 @@ func execFromTree(v any, path string) (*ankbase.ExecutionState, error) {
 		}
 		return e, nil
 	}
-	s, err := asString(sv, joinPath(path, "state"))
+	s, err := state.AsString(sv, joinPath(path, "state"))
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +348,7 @@ func execFromTree(v any, path string) (*ankbase.ExecutionState, error) {
 	}
 	var code int32
 	if hasSub {
-		sub, err := asString(subv, joinPath(path, "subState"))
+		sub, err := state.AsString(subv, joinPath(path, "subState"))
 		if err != nil {
 			return nil, err
 		}

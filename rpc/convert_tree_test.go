@@ -106,6 +106,9 @@ func TestFromTreeRejects(t *testing.T) {
 		{"apiVersion number", state.Tree{"desiredState": m{"apiVersion": int64(1)}}, "desiredState.apiVersion"},
 		{"workloads list", state.Tree{"desiredState": m{"workloads": []any{}}}, "desiredState.workloads"},
 		{"workload string", state.Tree{"desiredState": m{"workloads": m{"w": "x"}}}, "desiredState.workloads.w"},
+		// A null is not an empty map on the wire (state.AsMap would take it).
+		{"workload null", state.Tree{"desiredState": m{"workloads": m{"w": nil}}}, "desiredState.workloads.w"},
+		{"agent null", state.Tree{"agents": m{"a": nil}}, "agents.a"},
 		{"config item null", state.Tree{"desiredState": m{"configs": m{"c": m{"k": nil}}}}, "desiredState.configs.c.k"},
 		{"unknown workload key", wl(m{"image": "x"}), "desiredState.workloads.w.image"},
 		{"agent number", wl(m{"agent": int64(3)}), "desiredState.workloads.w.agent"},
@@ -119,6 +122,7 @@ func TestFromTreeRejects(t *testing.T) {
 		{"configs value list", wl(m{"configs": m{"a": []any{}}}), "desiredState.workloads.w.configs.a"},
 		{"files map", wl(m{"files": m{}}), "desiredState.workloads.w.files"},
 		{"file string", wl(m{"files": []any{"x"}}), "desiredState.workloads.w.files.0"},
+		{"file null", wl(m{"files": []any{nil}}), "desiredState.workloads.w.files.0"},
 		{"file both contents", wl(m{"files": []any{m{"mountPoint": "/a", "data": "x", "binaryData": "eA=="}}}), "desiredState.workloads.w.files.0"},
 		{"file unknown key", wl(m{"files": []any{m{"path": "/a"}}}), "desiredState.workloads.w.files.0.path"},
 		{"file data number", wl(m{"files": []any{m{"data": int64(1)}}}), "desiredState.workloads.w.files.0.data"},

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -73,30 +72,14 @@ func present(m map[string]any, key string) (any, bool) {
 	return v, ok && v != nil
 }
 
+// asMap is state.AsMap without its leniency for null: a tree for the wire
+// holds only present values, so a null where a map belongs (a workload, an
+// agent, a file or a rule) is refused, not read as an empty map.
 func asMap(v any, path string) (map[string]any, error) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fieldErr(path, "expected a map, got %s", describe(v))
+	if v == nil {
+		return nil, fieldErr(path, "expected a map, got %s", state.TypeName(v))
 	}
-	return m, nil
-}
-
-func asList(v any, path string) ([]any, error) {
-	switch x := v.(type) {
-	case []any:
-		return x, nil
-	case nil:
-		return nil, nil
-	}
-	return nil, fieldErr(path, "expected a list, got %s", describe(v))
-}
-
-func asString(v any, path string) (string, error) {
-	s, ok := v.(string)
-	if !ok {
-		return "", fieldErr(path, "expected a string, got %s", describe(v))
-	}
-	return s, nil
+	return state.AsMap(v, path)
 }
 
 func optStringPtr(m map[string]any, key, path string) (*string, error) {
@@ -104,7 +87,7 @@ func optStringPtr(m map[string]any, key, path string) (*string, error) {
 	if !ok {
 		return nil, nil
 	}
-	s, err := asString(v, joinPath(path, key))
+	s, err := state.AsString(v, joinPath(path, key))
 	if err != nil {
 		return nil, err
 	}
@@ -134,29 +117,10 @@ func asUint(v any, path string, limit uint64) (uint64, error) {
 		}
 		n = uint64(x)
 	default:
-		return 0, fieldErr(path, "expected a number, got %s", describe(v))
+		return 0, fieldErr(path, "expected a number, got %s", state.TypeName(v))
 	}
 	if n > limit {
 		return 0, fieldErr(path, "%d is larger than %d", n, limit)
 	}
 	return n, nil
-}
-
-// describe names the kind of a tree value for error messages.
-func describe(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "nothing"
-	case string:
-		return fmt.Sprintf("the string '%s'", x)
-	case bool:
-		return "a boolean"
-	case int, int64, uint64, float64:
-		return "a number"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a map"
-	}
-	return fmt.Sprintf("a %T", v)
 }

@@ -16,14 +16,14 @@ func DecodeState(t Tree, path string) (State, error) {
 		return s, err
 	}
 	if v, ok := t["apiVersion"]; ok && v != nil {
-		str, err := asString(v, join(path, "apiVersion"))
+		str, err := AsString(v, join(path, "apiVersion"))
 		if err != nil {
 			return s, err
 		}
 		s.APIVersion = str
 	}
 	if v, ok := t["workloads"]; ok && v != nil {
-		m, err := asMap(v, join(path, "workloads"))
+		m, err := AsMap(v, join(path, "workloads"))
 		if err != nil {
 			return s, err
 		}
@@ -36,7 +36,7 @@ func DecodeState(t Tree, path string) (State, error) {
 		}
 	}
 	if v, ok := t["configs"]; ok && v != nil {
-		m, err := asMap(v, join(path, "configs"))
+		m, err := AsMap(v, join(path, "configs"))
 		if err != nil {
 			return s, err
 		}
@@ -53,7 +53,7 @@ func DecodeState(t Tree, path string) (State, error) {
 
 // DecodeWorkload converts the Tree view of one workload.
 func DecodeWorkload(v any, path, apiVersion string) (*Workload, error) {
-	t, err := asMap(v, path)
+	t, err := AsMap(v, path)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func DecodeWorkload(v any, path, apiVersion string) (*Workload, error) {
 		return nil, err
 	}
 	if v, ok := t["restartPolicy"]; ok && v != nil {
-		s, err := asString(v, join(path, "restartPolicy"))
+		s, err := AsString(v, join(path, "restartPolicy"))
 		if err != nil {
 			return nil, err
 		}
@@ -96,13 +96,13 @@ func DecodeWorkload(v any, path, apiVersion string) (*Workload, error) {
 		return nil, err
 	}
 	if v, ok := t["dependencies"]; ok && v != nil {
-		m, err := asMap(v, join(path, "dependencies"))
+		m, err := AsMap(v, join(path, "dependencies"))
 		if err != nil {
 			return nil, err
 		}
 		w.Dependencies = make(map[string]AddCondition, len(m))
 		for _, k := range SortedKeys(m) {
-			s, err := asString(m[k], join(path, "dependencies."+k))
+			s, err := AsString(m[k], join(path, "dependencies."+k))
 			if err != nil {
 				return nil, err
 			}
@@ -128,14 +128,14 @@ func DecodeWorkload(v any, path, apiVersion string) (*Workload, error) {
 }
 
 func decodeFiles(v any, path string) ([]File, error) {
-	list, err := asList(v, path)
+	list, err := AsList(v, path)
 	if err != nil {
 		return nil, err
 	}
 	files := make([]File, 0, len(list))
 	for i, e := range list {
 		p := fmt.Sprintf("%s.%d", path, i)
-		m, err := asMap(e, p)
+		m, err := AsMap(e, p)
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +169,7 @@ func decodeFiles(v any, path string) ([]File, error) {
 
 func decodeAccess(v any, path string) (ControlInterfaceAccess, error) {
 	var a ControlInterfaceAccess
-	m, err := asMap(v, path)
+	m, err := AsMap(v, path)
 	if err != nil {
 		return a, err
 	}
@@ -187,14 +187,14 @@ func decodeRules(v any, path string) ([]AccessRule, error) {
 	if v == nil {
 		return nil, nil
 	}
-	list, err := asList(v, path)
+	list, err := AsList(v, path)
 	if err != nil {
 		return nil, err
 	}
 	var rules []AccessRule
 	for i, e := range list {
 		p := fmt.Sprintf("%s.%d", path, i)
-		m, err := asMap(e, p)
+		m, err := AsMap(e, p)
 		if err != nil {
 			return nil, err
 		}
@@ -209,7 +209,7 @@ func decodeRules(v any, path string) ([]AccessRule, error) {
 			}
 			r := AccessRule{Operation: RWNothing}
 			if op, ok := m["operation"]; ok && op != nil {
-				s, err := asString(op, join(p, "operation"))
+				s, err := AsString(op, join(p, "operation"))
 				if err != nil {
 					return nil, err
 				}
@@ -255,7 +255,7 @@ func decodeTags(v any, path, apiVersion string) (map[string]string, error) {
 		out := make(map[string]string, len(list))
 		for i, e := range list {
 			p := fmt.Sprintf("%s.%d", path, i)
-			m, err := asMap(e, p)
+			m, err := AsMap(e, p)
 			if err != nil {
 				return nil, err
 			}
@@ -287,7 +287,7 @@ func decodeStringMap(v any, path string) (map[string]string, error) {
 	if v == nil {
 		return map[string]string{}, nil
 	}
-	m, err := asMap(v, path)
+	m, err := AsMap(v, path)
 	if err != nil {
 		return nil, err
 	}
@@ -310,13 +310,13 @@ func decodeStrings(v any, path string) ([]string, error) {
 	if v == nil {
 		return nil, nil
 	}
-	list, err := asList(v, path)
+	list, err := AsList(v, path)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]string, len(list))
 	for i, e := range list {
-		if out[i], err = asString(e, fmt.Sprintf("%s.%d", path, i)); err != nil {
+		if out[i], err = AsString(e, fmt.Sprintf("%s.%d", path, i)); err != nil {
 			return nil, err
 		}
 	}
@@ -348,7 +348,7 @@ func DecodeConfigItem(v any, path string) (any, error) {
 		}
 		return out, nil
 	case map[any]any:
-		m, err := asMap(x, path)
+		m, err := AsMap(x, path)
 		if err != nil {
 			return nil, err
 		}
@@ -384,13 +384,19 @@ func optString(t map[string]any, key, path string) (string, error) {
 	if !ok || v == nil {
 		return "", nil
 	}
-	return asString(v, join(path, key))
+	return AsString(v, join(path, key))
 }
 
-func asString(v any, path string) (string, error) {
+// The As helpers read one value of a Tree (as YAML, JSON or a field-masked
+// read leaves it) as the kind a field needs, or return a FieldError for
+// path naming what was there instead. The wire conversions of package rpc
+// use them too.
+
+// AsString reads a string.
+func AsString(v any, path string) (string, error) {
 	s, ok := v.(string)
 	if !ok {
-		return "", fieldErr(path, "expected a string, got %s", typeName(v))
+		return "", fieldErr(path, "expected a string, got %s", TypeName(v))
 	}
 	return s, nil
 }
@@ -415,10 +421,12 @@ func asScalarString(v any, path string) (string, error) {
 		}
 		return strconv.FormatFloat(x, 'g', -1, 64), nil
 	}
-	return "", fieldErr(path, "expected a string, got %s", typeName(v))
+	return "", fieldErr(path, "expected a string, got %s", TypeName(v))
 }
 
-func asMap(v any, path string) (map[string]any, error) {
+// AsMap reads a map with string keys; a null is an empty map, as an empty
+// `workloads:` in a manifest is no workloads.
+func AsMap(v any, path string) (map[string]any, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		return x, nil
@@ -427,7 +435,7 @@ func asMap(v any, path string) (map[string]any, error) {
 		for k, e := range x {
 			ks, ok := k.(string)
 			if !ok {
-				return nil, fieldErr(path, "map keys must be strings, got %s", typeName(k))
+				return nil, fieldErr(path, "map keys must be strings, got %s", TypeName(k))
 			}
 			out[ks] = e
 		}
@@ -435,20 +443,22 @@ func asMap(v any, path string) (map[string]any, error) {
 	case nil:
 		return map[string]any{}, nil
 	}
-	return nil, fieldErr(path, "expected a map, got %s", typeName(v))
+	return nil, fieldErr(path, "expected a map, got %s", TypeName(v))
 }
 
-func asList(v any, path string) ([]any, error) {
+// AsList reads a list; a null is an empty one.
+func AsList(v any, path string) ([]any, error) {
 	switch x := v.(type) {
 	case []any:
 		return x, nil
 	case nil:
 		return nil, nil
 	}
-	return nil, fieldErr(path, "expected a list, got %s", typeName(v))
+	return nil, fieldErr(path, "expected a list, got %s", TypeName(v))
 }
 
-func typeName(v any) string {
+// TypeName names the kind of a Tree value for error messages.
+func TypeName(v any) string {
 	switch v.(type) {
 	case nil:
 		return "nothing"

@@ -27,7 +27,7 @@ func ParseTree(data []byte) (Tree, error) {
 	}
 	t, ok := n.(map[string]any)
 	if !ok {
-		return nil, &FieldError{Reason: fmt.Sprintf("expected a map at the top level, got %s", typeName(n))}
+		return nil, &FieldError{Reason: fmt.Sprintf("expected a map at the top level, got %s", TypeName(n))}
 	}
 	return t, nil
 }
@@ -47,7 +47,7 @@ func Normalize(v any, path string) (any, error) {
 		}
 		return out, nil
 	case map[any]any:
-		m, err := asMap(x, path)
+		m, err := AsMap(x, path)
 		if err != nil {
 			return nil, err
 		}

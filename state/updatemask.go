@@ -122,7 +122,7 @@ func (u *updater) ownConfigs() {
 // replaceAll is the empty-mask update.
 func (u *updater) replaceAll() error {
 	ds := u.newState[keyDesiredState]
-	m, err := asMap(ds, keyDesiredState)
+	m, err := AsMap(ds, keyDesiredState)
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func (u *updater) replaceAll() error {
 	}
 	u.setState(s)
 	av := u.newState[keyAgents]
-	agents, err := asMap(av, keyAgents)
+	agents, err := AsMap(av, keyAgents)
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (u *updater) replaceAll() error {
 			continue
 		}
 		p := keyAgents + "." + name
-		em, err := asMap(entry, p)
+		em, err := AsMap(entry, p)
 		if err != nil {
 			return err
 		}
@@ -201,7 +201,7 @@ func (u *updater) desired(mask string, rest []string, v any, present bool) error
 			u.setState(State{})
 			return nil
 		}
-		m, err := asMap(v, keyDesiredState)
+		m, err := AsMap(v, keyDesiredState)
 		if err != nil {
 			return err
 		}
@@ -238,7 +238,7 @@ func (u *updater) apiVersion(mask string, deeper []string, v any, present bool) 
 		u.res.APIVersion = ""
 		return nil
 	}
-	s, err := asString(v, p)
+	s, err := AsString(v, p)
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (u *updater) workloads(mask string, rest []string, v any, present bool) err
 	if len(rest) == 0 {
 		wls := map[string]*Workload{}
 		if present {
-			m, err := asMap(v, base)
+			m, err := AsMap(v, base)
 			if err != nil {
 				return err
 			}
@@ -336,7 +336,7 @@ func (u *updater) configs(mask string, rest []string, v any, present bool) error
 	if len(rest) == 0 {
 		cfgs := map[string]any{}
 		if present {
-			m, err := asMap(v, base)
+			m, err := AsMap(v, base)
 			if err != nil {
 				return err
 			}
@@ -436,5 +436,5 @@ func editTree(mask, prefix string, t any, path []string, v any, present bool) (a
 	if _, isList := parent.([]any); isList {
 		return nil, false, fieldErr(mask, "cannot set field: %s is a list and '%s' is not an index in it", at, path[blocked])
 	}
-	return nil, false, fieldErr(mask, "cannot set field: %s is %s, not a map", at, typeName(parent))
+	return nil, false, fieldErr(mask, "cannot set field: %s is %s, not a map", at, TypeName(parent))
 }
