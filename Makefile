@@ -53,7 +53,8 @@ check: tools
 	@echo "go mod tidy"; cp go.mod /tmp/grapnel.go.mod; cp go.sum /tmp/grapnel.go.sum; $(GO) mod tidy; \
 		if ! diff -q go.mod /tmp/grapnel.go.mod >/dev/null || ! diff -q go.sum /tmp/grapnel.go.sum >/dev/null; then \
 		echo "go.mod/go.sum not tidy"; cp /tmp/grapnel.go.mod go.mod; cp /tmp/grapnel.go.sum go.sum; exit 1; fi
-	@echo "generated code in sync"; ./scripts/genproto.sh && git diff --exit-code -- 'rpc/*/*.pb.go'
+	@echo "generated code in sync"; ./scripts/genproto.sh && git diff --exit-code -- 'rpc/*/*.pb.go' 'fsm/*/*.pb.go' && \
+		test -z "$$(git status --porcelain -- 'rpc/*/*.pb.go' 'fsm/*/*.pb.go')"
 	@./scripts/check-purity.sh
 
 proto: tools

@@ -19,7 +19,7 @@ func BenchmarkApply3(b *testing.B) {
 			c := clustertest.New(b, 3)
 			c.WaitLeader(10 * time.Second)
 			payload := strings.Repeat("x", 256)
-			cmd, err := fsm.Encode(fsm.AgentConnectedType, fsm.AgentConnectedRequest{Name: "a", Tags: map[string]string{"p": payload}})
+			cmd, err := fsm.Encode(&fsm.AgentConnectedRequest{Name: "a", Tags: map[string]string{"p": payload}})
 			if err != nil {
 				b.Fatal(err)
 			}

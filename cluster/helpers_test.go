@@ -16,7 +16,7 @@ import (
 // replicated state the tests build and compare.
 func agentCmd(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := fsm.Encode(fsm.AgentConnectedType, fsm.AgentConnectedRequest{Name: name, Tags: map[string]string{"n": name}})
+	b, err := fsm.Encode(&fsm.AgentConnectedRequest{Name: name, Tags: map[string]string{"n": name}})
 	if err != nil {
 		t.Fatal(err)
 	}

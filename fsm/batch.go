@@ -72,43 +72,36 @@ func splitBatch(buf []byte) ([][]byte, error) {
 
 // decodeBatch decodes every command of a batch body before any is
 // applied, so that a batch applies whole or halts the FSM untouched.
-func decodeBatch(buf []byte) ([]decodedCommand, error) {
+func decodeBatch(buf []byte) ([]Command, error) {
 	cmds, err := splitBatch(buf)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrUndecodable, BatchType, err)
 	}
-	out := make([]decodedCommand, len(cmds))
+	out := make([]Command, len(cmds))
 	for i, c := range cmds {
-		t := MessageType(c[0])
-		body, err := decodeBody(t, c[1:])
+		body, err := decodeBody(MessageType(c[0]), c[1:])
 		if err != nil {
 			return nil, fmt.Errorf("command %d: %w", i, err)
 		}
-		out[i] = decodedCommand{t: t, body: body}
+		out[i] = body // nil for a type older replicas may skip
 	}
 	return out, nil
 }
 
-// decodedCommand is one command of a batch, decoded.
-type decodedCommand struct {
-	t    MessageType
-	body any // nil for a type older replicas may skip
-}
-
 // applyBatchLocked applies each command of a decoded batch at index.
-func (f *FSM) applyBatchLocked(cmds []decodedCommand, index uint64) BatchResponse {
+func (f *FSM) applyBatchLocked(cmds []Command, index uint64) BatchResponse {
 	out := make(BatchResponse, len(cmds))
 	// No reader sees the store until the batch is applied, so its
 	// desired-state updates copy the desired state once, not each.
 	f.store.BeginBatch()
 	defer f.store.EndBatch()
 	for i, c := range cmds {
-		if c.body == nil {
+		if c == nil {
 			continue
 		}
-		out[i] = Execute(f.store, c.t, c.body, index)
+		out[i] = Execute(f.store, c, index)
 		if f.observer != nil {
-			f.observer(c.t, index)
+			f.observer(c.Type(), index)
 		}
 	}
 	return out

@@ -13,12 +13,10 @@ import (
 // benchmarks below encode, decode and apply it.
 type benchCommand struct {
 	name string
-	typ  MessageType
-	body any
+	cmd  Command
 }
 
 func benchCommands() []benchCommand {
-	rich := richUpdate(1)
 	reports := &WorkloadReportsRequest{}
 	for a := range 4 {
 		agent := fmt.Sprintf("agent_%d", a)
@@ -30,10 +28,10 @@ func benchCommands() []benchCommand {
 		reports.Reports = append(reports.Reports, rep)
 	}
 	return []benchCommand{
-		{"UpdateDesiredState", UpdateDesiredStatePackedType, &rich},
-		{"AgentConnected", AgentConnectedType, &AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"region": "eu", "tier": "gold"}}},
-		{"AgentGone", AgentGoneType, &AgentGoneRequest{Name: "agent_A"}},
-		{"WorkloadReports", WorkloadReportsType, reports},
+		{"UpdateDesiredState", richUpdate(1)},
+		{"AgentConnected", &AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"region": "eu", "tier": "gold"}}},
+		{"AgentGone", &AgentGoneRequest{Name: "agent_A"}},
+		{"WorkloadReports", reports},
 	}
 }
 
@@ -41,7 +39,7 @@ func benchCommands() []benchCommand {
 // entry-bytes is the entry's length.
 func BenchmarkDecodeEntry(b *testing.B) {
 	for _, c := range benchCommands() {
-		buf, err := Encode(c.typ, c.body)
+		buf, err := Encode(c.cmd)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -63,7 +61,7 @@ func BenchmarkEncodeEntry(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Encode(c.typ, c.body); err != nil {
+				if _, err := Encode(c.cmd); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -75,7 +73,7 @@ func BenchmarkEncodeEntry(b *testing.B) {
 // decode, the store's work, and New.
 func BenchmarkApplyEntry(b *testing.B) {
 	for _, c := range benchCommands() {
-		buf, err := Encode(c.typ, c.body)
+		buf, err := Encode(c.cmd)
 		if err != nil {
 			b.Fatal(err)
 		}

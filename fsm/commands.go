@@ -1,46 +1,59 @@
 package fsm
 
 import (
-	"encoding/json"
 	"fmt"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/grapnel-io/grapnel/state"
 )
 
 // MessageType is the first byte of every Raft log entry Grapnel writes.
 // Values are never renumbered or reused: a retired type keeps its number
-// with a Deprecated comment, so old logs still decode.
+// with a Deprecated comment.
 type MessageType uint8
 
-// Command types.
+// Command types. Every body is a protobuf message of fsm/proto/commands.proto,
+// marshalled deterministically (codec.go). The bodies of types 2, 3, 7 and
+// 8 were JSON or msgpack before that; no deployment held logs of them
+// then, so the encoding changed under the same numbers. Types 1, 4, 5 and
+// 6 were retired at the same time: no version writes them, and an entry
+// of one of them is refused at the transport (CheckType) and halts the
+// FSM if it was committed all the same (decodeBody panics, naming it).
 const (
-	// UpdateDesiredStateType applies an accepted UpdateState.
+	// UpdateDesiredStateType applied an unsequenced UpdateState.
+	//
+	// Deprecated: retired; UpdateDesiredStatePackedType replaces it.
 	UpdateDesiredStateType MessageType = 1
 	// AgentConnectedType records an agent's hello.
 	AgentConnectedType MessageType = 2
 	// AgentGoneType records an agent's disconnection.
 	AgentGoneType MessageType = 3
-	// AgentLoadType records agents' load reports, batched.
+	// AgentLoadType recorded agents' load reports.
+	//
+	// Deprecated: retired; agent load lives in the leader's memory and
+	// is not replicated.
 	AgentLoadType MessageType = 4
-	// WorkloadStatesType records workload state reports, batched, without
-	// report marks. Kept for logs written before WorkloadReportsType.
+	// WorkloadStatesType recorded workload state reports without report
+	// marks.
+	//
+	// Deprecated: retired; WorkloadReportsType replaces it.
 	WorkloadStatesType MessageType = 5
-	// UpdateDesiredStateSeqType applies an accepted UpdateState that the
-	// leader planned on top of the desired state numbered Seq-1. It is
-	// refused when the store is elsewhere, so that a pipelined update never
-	// builds on an earlier one that failed. A replica that does not know
-	// the type stops instead of applying it unchecked.
+	// UpdateDesiredStateSeqType applied a sequenced UpdateState as JSON.
+	//
+	// Deprecated: retired; UpdateDesiredStatePackedType replaces it.
 	UpdateDesiredStateSeqType MessageType = 6
 	// WorkloadReportsType records conflated workload state reports of
 	// several agents with their report marks; a report older than the
 	// agent's stored mark is dropped.
 	WorkloadReportsType MessageType = 7
-	// UpdateDesiredStatePackedType is UpdateDesiredStateSeqType with a
-	// msgpack body in which a rendered workload that is a copy of its
-	// spec (it maps no config) is left out and rebuilt from the spec on
-	// apply (see packed.go): the body is about a third as long and decodes
-	// about three times faster than JSON, on every replica. A replica that does
-	// not know the type stops instead of applying it unchecked.
+	// UpdateDesiredStatePackedType applies an accepted UpdateState that
+	// the leader planned on top of the desired state numbered Seq-1. It is
+	// refused when the store is elsewhere, so that a pipelined update
+	// never builds on an earlier one that failed. A rendered workload that
+	// is a copy of its spec (it maps no config) is left out of the body
+	// and rebuilt from the spec on apply. A replica that does not know the
+	// type stops instead of applying it unchecked.
 	UpdateDesiredStatePackedType MessageType = 8
 	// BatchType carries several commands of the other types in one entry
 	// (see batch.go): the leader's group commit hands Raft each batch as
@@ -67,6 +80,14 @@ var typeNames = map[MessageType]string{
 	BatchType:                    "Batch",
 }
 
+// retired says why each retired type is no longer applied.
+var retired = map[MessageType]string{
+	UpdateDesiredStateType:    "replaced by UpdateDesiredStatePacked (8)",
+	AgentLoadType:             "agent load is kept in the leader's memory, not replicated",
+	WorkloadStatesType:        "replaced by WorkloadReports (7)",
+	UpdateDesiredStateSeqType: "replaced by UpdateDesiredStatePacked (8)",
+}
+
 func (t MessageType) String() string {
 	if n, ok := typeNames[t]; ok {
 		return n
@@ -74,13 +95,21 @@ func (t MessageType) String() string {
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }
 
-// UpdateDesiredStateRequest is the body of UpdateDesiredStateType,
-// UpdateDesiredStateSeqType and UpdateDesiredStatePackedType.
+// Command is the body of one entry. The type byte comes from the body, so
+// the two cannot disagree; Encode writes both, Decode returns the body
+// Apply executes.
+type Command interface {
+	// Type is the entry's type byte.
+	Type() MessageType
+	// message is the body's protobuf form (codec.go).
+	message() (proto.Message, error)
+}
+
+// UpdateDesiredStateRequest is the body of UpdateDesiredStatePackedType.
 type UpdateDesiredStateRequest struct {
 	Update state.DesiredUpdate
-	// Seq is the store's DesiredSeq once the update is applied; only
-	// UpdateDesiredStateSeqType checks it.
-	Seq uint64 `json:",omitempty"`
+	// Seq is the store's DesiredSeq once the update is applied.
+	Seq uint64
 }
 
 // AgentConnectedRequest is the body of AgentConnectedType.
@@ -92,23 +121,6 @@ type AgentConnectedRequest struct {
 // AgentGoneRequest is the body of AgentGoneType.
 type AgentGoneRequest struct {
 	Name string
-}
-
-// AgentLoad is one agent's load report.
-type AgentLoad struct {
-	Name       string
-	CPUUsage   uint32
-	FreeMemory uint64
-}
-
-// AgentLoadRequest is the body of AgentLoadType.
-type AgentLoadRequest struct {
-	Loads []AgentLoad
-}
-
-// WorkloadStatesRequest is the body of WorkloadStatesType.
-type WorkloadStatesRequest struct {
-	States []state.WorkloadState
 }
 
 // AgentReport is the conflated state report of one agent: the newest
@@ -123,6 +135,18 @@ type AgentReport struct {
 type WorkloadReportsRequest struct {
 	Reports []AgentReport
 }
+
+// Type implements Command.
+func (*UpdateDesiredStateRequest) Type() MessageType { return UpdateDesiredStatePackedType }
+
+// Type implements Command.
+func (*AgentConnectedRequest) Type() MessageType { return AgentConnectedType }
+
+// Type implements Command.
+func (*AgentGoneRequest) Type() MessageType { return AgentGoneType }
+
+// Type implements Command.
+func (*WorkloadReportsRequest) Type() MessageType { return WorkloadReportsType }
 
 // WorkloadReportsResponse is what applying a WorkloadReportsType entry
 // returns when it dropped stale reports or created states: the agents
@@ -139,20 +163,4 @@ type WorkloadReportsResponse struct {
 // states it turned AgentDisconnected.
 type AgentGoneResponse struct {
 	Disconnected []state.WorkloadState
-}
-
-// Encode writes the type byte, then the body: packed for
-// UpdateDesiredStatePackedType, JSON for every other type.
-func Encode(t MessageType, body any) ([]byte, error) {
-	if t == UpdateDesiredStatePackedType {
-		return encodePacked(t, body)
-	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", t, err)
-	}
-	out := make([]byte, 1+len(b))
-	out[0] = byte(t)
-	copy(out[1:], b)
-	return out, nil
 }

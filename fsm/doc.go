@@ -2,6 +2,12 @@
 // command types every replica applies in log order, and the snapshot
 // format.
 //
+// An entry is a command's type byte and its body, a protobuf message of
+// fsm/proto/commands.proto (generated into fsm/fsmpb), both written by
+// Encode from one Command value, so that the two cannot disagree. Apply
+// decodes the entry, then executes the command (Execute). The types, the
+// retired ones among them, are in commands.go.
+//
 // Apply is deterministic: it reads neither the clock nor randomness and
 // does no I/O. Whatever must be decided (time, ids, renderings, initial
 // states) is decided by the leader and carried in the command.

@@ -8,16 +8,17 @@ import (
 // The FSM's sentinel errors. Callers test them with errors.Is; the server
 // maps them to answers in one place.
 var (
-	// ErrOutOfSequence is the response of an UpdateDesiredStateSeqType
+	// ErrOutOfSequence is the response of an UpdateDesiredStatePackedType
 	// entry that does not build on the stored desired state.
 	ErrOutOfSequence = errors.New("the update does not build on the stored desired state")
 
-	// ErrBadCommand is returned by Execute for a body that is not the
-	// type's request struct.
+	// ErrBadCommand is returned by Execute for a body that is not a
+	// command this version applies, and by Encode for a body that cannot
+	// be encoded.
 	ErrBadCommand = errors.New("bad command")
 
-	// ErrUnknownType is a command type this version does not know and
-	// may not skip.
+	// ErrUnknownType is a command type this version does not know, or no
+	// longer applies (a retired type), and may not skip.
 	ErrUnknownType = errors.New("unknown command type")
 
 	// ErrUndecodable is a command whose body does not decode into its

@@ -135,7 +135,7 @@ func (f *FSM) Apply(l *raft.Log) (resp any) {
 		// A newer type that older replicas may skip.
 		return nil
 	}
-	resp = Execute(f.store, t, body, l.Index)
+	resp = Execute(f.store, body, l.Index)
 	if f.observer != nil {
 		f.observer(t, l.Index)
 	}
@@ -169,70 +169,45 @@ func (f *FSM) SetHaltObserver(fn func(*HaltError)) {
 
 // Execute applies one decoded command to a store, exactly as Apply does
 // after decoding. The leader runs it on its speculative copy of the store
-// so that it plans the next update on what the FSM will hold. body is a
-// pointer to the type's request struct.
-func Execute(st *state.Store, t MessageType, body any, index uint64) any {
-	switch r := body.(type) {
+// so that it plans the next update on what the FSM will hold.
+func Execute(st *state.Store, cmd Command, index uint64) any {
+	switch r := cmd.(type) {
 	case *UpdateDesiredStateRequest:
-		switch t {
-		case UpdateDesiredStateType:
-			st.ApplyDesired(&r.Update, index)
-			return nil
-		case UpdateDesiredStateSeqType, UpdateDesiredStatePackedType:
-			if st.DesiredSeq+1 != r.Seq {
-				return fmt.Errorf("%w: it is update %d, the store holds %d", ErrOutOfSequence, r.Seq, st.DesiredSeq)
-			}
-			st.ApplyDesired(&r.Update, index)
-			return nil
+		if st.DesiredSeq+1 != r.Seq {
+			return fmt.Errorf("%w: it is update %d, the store holds %d", ErrOutOfSequence, r.Seq, st.DesiredSeq)
 		}
+		st.ApplyDesired(&r.Update, index)
+		return nil
 	case *AgentConnectedRequest:
-		if t == AgentConnectedType {
-			st.AgentConnected(r.Name, r.Tags)
-			return nil
-		}
+		st.AgentConnected(r.Name, r.Tags)
+		return nil
 	case *AgentGoneRequest:
-		if t == AgentGoneType {
-			return &AgentGoneResponse{Disconnected: st.AgentGone(r.Name)}
-		}
-	case *AgentLoadRequest:
-		if t == AgentLoadType {
-			for _, l := range r.Loads {
-				st.AgentLoad(l.Name, l.CPUUsage, l.FreeMemory)
-			}
-			return nil
-		}
-	case *WorkloadStatesRequest:
-		if t == WorkloadStatesType {
-			st.ApplyStates(r.States)
-			return nil
-		}
+		return &AgentGoneResponse{Disconnected: st.AgentGone(r.Name)}
 	case *WorkloadReportsRequest:
-		if t == WorkloadReportsType {
-			var (
-				stale []string
-				fresh []state.InstanceName
-			)
-			for _, rep := range r.Reports {
-				n := len(fresh)
-				for _, ws := range rep.States {
-					if _, ok := st.States.Get(ws.Instance); !ok && !slices.Contains(fresh[n:], ws.Instance) {
-						fresh = append(fresh, ws.Instance)
-					}
-				}
-				if !st.ApplyReport(rep.Agent, rep.Mark, rep.States) {
-					stale = append(stale, rep.Agent)
-					fresh = fresh[:n]
+		var (
+			stale []string
+			fresh []state.InstanceName
+		)
+		for _, rep := range r.Reports {
+			n := len(fresh)
+			for _, ws := range rep.States {
+				if _, ok := st.States.Get(ws.Instance); !ok && !slices.Contains(fresh[n:], ws.Instance) {
+					fresh = append(fresh, ws.Instance)
 				}
 			}
-			if stale != nil || fresh != nil {
-				return &WorkloadReportsResponse{Stale: stale, New: fresh}
+			if !st.ApplyReport(rep.Agent, rep.Mark, rep.States) {
+				stale = append(stale, rep.Agent)
+				fresh = fresh[:n]
 			}
-			return nil
 		}
+		if stale != nil || fresh != nil {
+			return &WorkloadReportsResponse{Stale: stale, New: fresh}
+		}
+		return nil
 	}
 	// Only a programming error on the leader gets here: a committed entry
-	// always decodes into its own type's struct.
-	return fmt.Errorf("%w: %s cannot carry a %T", ErrBadCommand, t, body)
+	// always decodes into one of the commands above.
+	return fmt.Errorf("%w: %T is not a command", ErrBadCommand, cmd)
 }
 
 // Snapshot implements raft.FSM: it copies the store (Apply is blocked while

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -16,16 +18,23 @@ import (
 
 var index uint64
 
-func apply(t *testing.T, f *FSM, typ MessageType, body any) {
+// apply applies c at the next index and fails on an error. An update
+// without a sequence number gets the one that follows the store's.
+func apply(t *testing.T, f *FSM, c Command) {
 	t.Helper()
-	buf, err := Encode(typ, body)
+	if u, ok := c.(*UpdateDesiredStateRequest); ok && u.Seq == 0 {
+		next := *u
+		next.Seq = read(f).DesiredSeq + 1
+		c = &next
+	}
+	buf, err := Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	index++
 	if resp := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: buf}); resp != nil {
 		if _, ok := resp.(*AgentGoneResponse); !ok {
-			t.Fatalf("apply %s: %v", typ, resp)
+			t.Fatalf("apply %s: %v", c.Type(), resp)
 		}
 	}
 }
@@ -38,10 +47,10 @@ func read(f *FSM) *state.Store {
 
 var inst = state.NewInstanceName("web", "agent_A", "image: nginx")
 
-func webUpdate() UpdateDesiredStateRequest {
+func webUpdate() *UpdateDesiredStateRequest {
 	w := &state.Workload{Agent: "agent_A", Runtime: "podman", RuntimeConfig: "image: nginx", RestartPolicy: state.RestartAlways,
 		Dependencies: map[string]state.AddCondition{"db": state.AddCondRunning}, Tags: map[string]string{"a": "b"}}
-	return UpdateDesiredStateRequest{Update: state.DesiredUpdate{
+	return &UpdateDesiredStateRequest{Update: state.DesiredUpdate{
 		APIVersion:   state.APIVersion,
 		PutWorkloads: map[string]*state.Workload{"web": w},
 		PutConfigs:   map[string]any{"cfg": map[string]any{"k": "v", "l": []any{"x"}}},
@@ -52,7 +61,7 @@ func webUpdate() UpdateDesiredStateRequest {
 
 func TestFSM_UpdateDesiredState(t *testing.T) {
 	f := New()
-	apply(t, f, UpdateDesiredStateType, webUpdate())
+	apply(t, f, webUpdate())
 	s := read(f)
 	if s.Desired.Workloads["web"] == nil || s.Rendered["web"].Instance != inst || s.Revision != index {
 		t.Fatalf("store %+v", s)
@@ -63,7 +72,7 @@ func TestFSM_UpdateDesiredState(t *testing.T) {
 	if s.DeleteGraph["db"]["web"] != state.DelCondNotPendingNorRunning {
 		t.Fatalf("delete graph %v", s.DeleteGraph)
 	}
-	apply(t, f, UpdateDesiredStateType, UpdateDesiredStateRequest{Update: state.DesiredUpdate{
+	apply(t, f, &UpdateDesiredStateRequest{Update: state.DesiredUpdate{
 		DeleteWorkloads: []string{"web"}, DeleteRendered: []string{"web"}, DeleteConfigs: []string{"cfg"}, DeleteStates: []state.InstanceName{inst}}})
 	s = read(f)
 	if len(s.Desired.Workloads)+len(s.Rendered)+len(s.Desired.Configs)+s.States.Len()+len(s.DeleteGraph) != 0 {
@@ -73,12 +82,12 @@ func TestFSM_UpdateDesiredState(t *testing.T) {
 
 func TestFSM_AgentConnectedAndGone(t *testing.T) {
 	f := New()
-	apply(t, f, UpdateDesiredStateType, webUpdate())
-	apply(t, f, AgentConnectedType, AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"z": "1"}})
+	apply(t, f, webUpdate())
+	apply(t, f, &AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"z": "1"}})
 	if a := read(f).Agents["agent_A"]; a == nil || a.Tags["z"] != "1" || a.Status.CPUUsage != nil {
 		t.Fatalf("agent %+v", a)
 	}
-	resp := applyResp(t, f, AgentGoneType, AgentGoneRequest{Name: "agent_A"})
+	resp := applyResp(t, f, &AgentGoneRequest{Name: "agent_A"})
 	if r, ok := resp.(*AgentGoneResponse); !ok || len(r.Disconnected) != 1 || r.Disconnected[0] != (state.WorkloadState{Instance: inst, State: state.AgentDisconnected}) {
 		t.Fatalf("response %v", resp)
 	}
@@ -91,29 +100,27 @@ func TestFSM_AgentConnectedAndGone(t *testing.T) {
 	}
 }
 
-func TestFSM_AgentLoad(t *testing.T) {
-	f := New()
-	apply(t, f, AgentConnectedType, AgentConnectedRequest{Name: "a"})
-	apply(t, f, AgentLoadType, AgentLoadRequest{Loads: []AgentLoad{{Name: "a", CPUUsage: 5, FreeMemory: 6}, {Name: "unknown", CPUUsage: 1}}})
-	s := read(f)
-	if st := s.Agents["a"].Status; *st.CPUUsage != 5 || *st.FreeMemory != 6 {
-		t.Fatalf("status %+v", st)
-	}
-	if _, ok := s.Agents["unknown"]; ok {
-		t.Fatal("load of an unknown agent created it")
-	}
-}
-
-func TestFSM_WorkloadStates(t *testing.T) {
-	f := New()
-	apply(t, f, UpdateDesiredStateType, webUpdate())
-	apply(t, f, WorkloadStatesType, WorkloadStatesRequest{States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}})
-	if got, _ := read(f).States.Get(inst); got != state.RunningOk {
-		t.Fatalf("state %v", got)
-	}
-	apply(t, f, WorkloadStatesType, WorkloadStatesRequest{States: []state.WorkloadState{{Instance: inst, State: state.Removed}}})
-	if _, ok := read(f).States.Get(inst); ok {
-		t.Fatal("Removed state kept")
+// A retired type halts the FSM with a message that names it and says why
+// it is no longer applied; the transport check refuses it first.
+func TestFSM_RetiredTypesHalt(t *testing.T) {
+	for typ, why := range retired {
+		t.Run(typ.String(), func(t *testing.T) {
+			h := requireHalts(t, New(), []byte{byte(typ), '{', '}'})
+			if !errors.Is(h, ErrUndecodable) || !strings.Contains(h.Error(), "retired: "+why) || !strings.Contains(h.Error(), typ.String()) {
+				t.Fatalf("halt %v", h)
+			}
+			if err := CheckType([]byte{byte(typ)}); !errors.Is(err, ErrUnknownType) {
+				t.Fatalf("CheckType: %v", err)
+			}
+			func() {
+				defer func() {
+					if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "retired") {
+						t.Fatalf("Decode did not panic on a retired type: %v", p)
+					}
+				}()
+				_, _, _ = Decode([]byte{byte(typ)})
+			}()
+		})
 	}
 }
 
@@ -165,13 +172,12 @@ func (m *memSink) Close() error  { return nil }
 // A state holding every record type survives Snapshot → Persist → Restore.
 func TestSnapshotRoundTrip(t *testing.T) {
 	f := New()
-	apply(t, f, UpdateDesiredStateType, webUpdate())
-	apply(t, f, AgentConnectedType, AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"z": "1"}})
-	apply(t, f, AgentLoadType, AgentLoadRequest{Loads: []AgentLoad{{Name: "agent_A", CPUUsage: 3, FreeMemory: 4}}})
-	apply(t, f, WorkloadStatesType, WorkloadStatesRequest{States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}})
-	apply(t, f, WorkloadReportsType, WorkloadReportsRequest{Reports: []AgentReport{
+	apply(t, f, webUpdate())
+	apply(t, f, &AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"z": "1"}})
+	apply(t, f, &WorkloadReportsRequest{Reports: []AgentReport{{Agent: "agent_A", States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}}}})
+	apply(t, f, &WorkloadReportsRequest{Reports: []AgentReport{
 		{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 3, Generation: 9}, States: []state.WorkloadState{{Instance: inst, State: state.SucceededOk}}}}})
-	apply(t, f, UpdateDesiredStateSeqType, UpdateDesiredStateRequest{Seq: 2, Update: state.DesiredUpdate{PutConfigs: map[string]any{"n": "2"}}})
+	apply(t, f, &UpdateDesiredStateRequest{Seq: 2, Update: state.DesiredUpdate{PutConfigs: map[string]any{"n": "2"}}})
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +245,7 @@ func recordTypes(t *testing.T, data []byte) map[SnapshotType]int {
 // A restore replaces the store, counts itself and tells the observer.
 func TestRestoreCountsAndNotifies(t *testing.T) {
 	f := New()
-	apply(t, f, UpdateDesiredStateType, webUpdate())
+	apply(t, f, webUpdate())
 	var buf bytes.Buffer
 	if err := WriteSnapshot(&buf, read(f), f.AppliedIndex()); err != nil {
 		t.Fatal(err)

@@ -8,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
-	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/fsm/fsmpb"
 )
 
 // requireHalts applies data at the next index of f and checks that the
@@ -35,7 +36,7 @@ func requireHalts(t *testing.T, f *FSM, data []byte) *HaltError {
 	if !reflect.DeepEqual(read(f), before) || f.AppliedIndex() != applied {
 		t.Fatal("a halting entry changed the store")
 	}
-	next := mustEncode(t, AgentConnectedType, AgentConnectedRequest{Name: "after_halt"})
+	next := mustEncode(t, &AgentConnectedRequest{Name: "after_halt"})
 	if resp := f.Apply(&raft.Log{Index: applied + 2, Type: raft.LogCommand, Data: next}); resp != h {
 		t.Fatalf("an entry after the halt was answered %v", resp)
 	}
@@ -51,24 +52,25 @@ func requireHalts(t *testing.T, f *FSM, data []byte) *HaltError {
 // Every entry this version cannot apply halts the FSM with the reason;
 // none panics.
 func TestFSM_UnapplicableEntriesHalt(t *testing.T) {
-	ok := mustEncode(t, AgentConnectedType, AgentConnectedRequest{Name: "a"})
-	nilRendering, err := Encode(UpdateDesiredStateSeqType, &UpdateDesiredStateRequest{Seq: 1, Update: state.DesiredUpdate{
-		PutRendered: map[string]state.Rendered{"web": {Instance: inst}}}})
+	ok := mustEncode(t, &AgentConnectedRequest{Name: "a"})
+	// Encode refuses a rendering without a workload; written by hand.
+	nilRendering, err := proto.Marshal(&fsmpb.UpdateDesiredState{Seq: 1, Update: &fsmpb.DesiredUpdate{
+		PutRendered: []*fsmpb.Rendered{{Name: "web", Instance: &fsmpb.InstanceName{WorkloadName: "web"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nilWorkload := []byte(string(rune(UpdateDesiredStateType)) + `{"Update":{"PutWorkloads":{"web":null}}}`)
+	nilRendering = append([]byte{byte(UpdateDesiredStatePackedType)}, nilRendering...)
 	for _, tc := range []struct {
 		name  string
 		data  []byte
 		cause error
 	}{
 		{"unknown type", []byte{126, '{', '}'}, ErrUnknownType},
-		{"JSON that does not decode", []byte{byte(AgentGoneType), '{'}, ErrUndecodable},
-		{"JSON of the wrong shape", []byte(string(rune(AgentGoneType)) + `{"Name":5}`), ErrUndecodable},
+		{"JSON", []byte{byte(AgentGoneType), '{'}, ErrUndecodable},
 		{"rendering without a workload", nilRendering, ErrUndecodable},
-		{"workload without a body", nilWorkload, ErrUndecodable},
-		{"packed garbage", []byte{byte(UpdateDesiredStatePackedType), 0xc1}, ErrUndecodable},
+		{"truncated varint", []byte{byte(UpdateDesiredStatePackedType), 0xc1}, ErrUndecodable},
+		{"invalid UTF-8", []byte{byte(AgentGoneType), 0x0a, 0x01, 0xff}, ErrUndecodable},
+		{"retired type", []byte{byte(WorkloadStatesType)}, ErrUndecodable},
 		{"batch with an unknown command", batchOf(t, ok, []byte{126, '{', '}'}), ErrUnknownType},
 		{"batch with a bad length", []byte{byte(BatchType), 0x80}, ErrUndecodable},
 	} {
@@ -94,7 +96,7 @@ func batchOf(t *testing.T, cmds ...[]byte) []byte {
 // applies again after it; Decode refuses what Apply would halt on.
 func TestFSM_RestoreEndsTheHalt(t *testing.T) {
 	src := New()
-	apply(t, src, AgentConnectedType, AgentConnectedRequest{Name: "a"})
+	apply(t, src, &AgentConnectedRequest{Name: "a"})
 	var snap bytes.Buffer
 	if err := WriteSnapshot(&snap, read(src), 7); err != nil {
 		t.Fatal(err)
@@ -107,7 +109,7 @@ func TestFSM_RestoreEndsTheHalt(t *testing.T) {
 	if f.Halted() != nil {
 		t.Fatal("still halted after a restore")
 	}
-	next := mustEncode(t, AgentConnectedType, AgentConnectedRequest{Name: "b"})
+	next := mustEncode(t, &AgentConnectedRequest{Name: "b"})
 	if resp := f.Apply(&raft.Log{Index: 8, Type: raft.LogCommand, Data: next}); resp != nil {
 		t.Fatalf("apply after restore: %v", resp)
 	}
@@ -123,7 +125,7 @@ func (noClose) Close() error { return nil }
 // CheckType passes every type this version applies or may skip, and
 // refuses the others, inside a batch too.
 func TestCheckType(t *testing.T) {
-	ok := mustEncode(t, AgentGoneType, AgentGoneRequest{Name: "a"})
+	ok := mustEncode(t, &AgentGoneRequest{Name: "a"})
 	for _, tc := range []struct {
 		name string
 		cmd  []byte
@@ -142,11 +144,15 @@ func TestCheckType(t *testing.T) {
 		}
 	}
 	for typ := range typeNames {
+		_, old := retired[typ]
 		if typ == BatchType {
 			continue
 		}
-		if err := CheckType([]byte{byte(typ)}); err != nil {
-			t.Errorf("%s refused: %v", typ, err)
+		if err := CheckType([]byte{byte(typ)}); (err != nil) != old {
+			t.Errorf("%s (retired %v): %v", typ, old, err)
 		}
+	}
+	if err := CheckType(batchOf(t, ok, []byte{byte(AgentLoadType)})); !errors.Is(err, ErrUnknownType) {
+		t.Errorf("a retired type in a batch: %v", err)
 	}
 }

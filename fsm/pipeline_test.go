@@ -11,9 +11,9 @@ import (
 )
 
 // applyResp applies one entry and returns the FSM's response.
-func applyResp(t *testing.T, f *FSM, typ MessageType, body any) any {
+func applyResp(t *testing.T, f *FSM, c Command) any {
 	t.Helper()
-	buf, err := Encode(typ, body)
+	buf, err := Encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestFSM_UpdateDesiredStateSeq(t *testing.T) {
 	f := New()
 	first := webUpdate()
 	first.Seq = 1
-	if resp := applyResp(t, f, UpdateDesiredStateSeqType, first); resp != nil {
+	if resp := applyResp(t, f, first); resp != nil {
 		t.Fatalf("first update refused: %v", resp)
 	}
 	s := read(f)
@@ -46,7 +46,7 @@ func TestFSM_UpdateDesiredStateSeq(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			resp := applyResp(t, f, UpdateDesiredStateSeqType, UpdateDesiredStateRequest{Seq: c.seq,
+			resp := applyResp(t, f, &UpdateDesiredStateRequest{Seq: c.seq,
 				Update: state.DesiredUpdate{DeleteWorkloads: []string{"web"}, DeleteRendered: []string{"web"}}})
 			err, _ := resp.(error)
 			if !errors.Is(err, ErrOutOfSequence) {
@@ -58,14 +58,9 @@ func TestFSM_UpdateDesiredStateSeq(t *testing.T) {
 			}
 		})
 	}
-	if resp := applyResp(t, f, UpdateDesiredStateSeqType, UpdateDesiredStateRequest{Seq: 2,
+	if resp := applyResp(t, f, &UpdateDesiredStateRequest{Seq: 2,
 		Update: state.DesiredUpdate{PutConfigs: map[string]any{"k": "v"}}}); resp != nil {
 		t.Fatalf("the next update in sequence was refused: %v", resp)
-	}
-	// A legacy entry is applied unchecked and still counted.
-	apply(t, f, UpdateDesiredStateType, UpdateDesiredStateRequest{Update: state.DesiredUpdate{DeleteConfigs: []string{"k"}}})
-	if s := read(f); s.DesiredSeq != 3 || len(s.Desired.Configs) != 1 {
-		t.Fatalf("after a legacy update: seq %d configs %v", s.DesiredSeq, s.Desired.Configs)
 	}
 }
 
@@ -73,13 +68,13 @@ func TestFSM_UpdateDesiredStateSeq(t *testing.T) {
 // and drops a report older than it, so a new leader drops it too.
 func TestFSM_WorkloadReports(t *testing.T) {
 	f := New()
-	apply(t, f, UpdateDesiredStateType, webUpdate())
+	apply(t, f, webUpdate())
 	other := state.NewInstanceName("db", "agent_B", "db")
 	report := func(agent string, inc, gen uint64, s state.ExecutionState, in state.InstanceName) AgentReport {
 		return AgentReport{Agent: agent, Mark: state.ReportMark{Incarnation: inc, Generation: gen},
 			States: []state.WorkloadState{{Instance: in, State: s}}}
 	}
-	if resp := applyResp(t, f, WorkloadReportsType, WorkloadReportsRequest{Reports: []AgentReport{
+	if resp := applyResp(t, f, &WorkloadReportsRequest{Reports: []AgentReport{
 		report("agent_A", 2, 5, state.RunningOk, inst), report("agent_B", 0, 0, state.RunningOk, other)}}); !reflect.DeepEqual(resp,
 		&WorkloadReportsResponse{New: []state.InstanceName{other}}) {
 		t.Fatalf("fresh reports: %v, want %v new (%v had a state)", resp, other, inst)
@@ -87,7 +82,7 @@ func TestFSM_WorkloadReports(t *testing.T) {
 	// A stale report creates nothing; a Removed then a new life in one
 	// report names the instance new only if it had no state before.
 	gone := state.NewInstanceName("gone", "agent_B", "g")
-	if resp := applyResp(t, f, WorkloadReportsType, WorkloadReportsRequest{Reports: []AgentReport{
+	if resp := applyResp(t, f, &WorkloadReportsRequest{Reports: []AgentReport{
 		report("agent_A", 1, 1, state.RunningOk, state.NewInstanceName("x", "agent_A", "x")),
 		{Agent: "agent_B", States: []state.WorkloadState{{Instance: other, State: state.Removed}, {Instance: other, State: state.RunningOk},
 			{Instance: gone, State: state.Removed}}}}}); !reflect.DeepEqual(resp,
@@ -110,7 +105,7 @@ func TestFSM_WorkloadReports(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			resp := applyResp(t, f, WorkloadReportsType, WorkloadReportsRequest{Reports: []AgentReport{c.report}})
+			resp := applyResp(t, f, &WorkloadReportsRequest{Reports: []AgentReport{c.report}})
 			if c.stale {
 				r, ok := resp.(*WorkloadReportsResponse)
 				if !ok || !reflect.DeepEqual(r.Stale, []string{"agent_A"}) {
@@ -138,27 +133,23 @@ func TestFSM_WorkloadReports(t *testing.T) {
 func TestExecuteMatchesApply(t *testing.T) {
 	f := New()
 	spec := state.NewStore()
-	cmds := []struct {
-		t    MessageType
-		body any
-	}{
-		{UpdateDesiredStateSeqType, &UpdateDesiredStateRequest{Seq: 1, Update: webUpdate().Update}},
-		{AgentConnectedType, &AgentConnectedRequest{Name: "agent_A"}},
-		{AgentLoadType, &AgentLoadRequest{Loads: []AgentLoad{{Name: "agent_A", CPUUsage: 1, FreeMemory: 2}}}},
-		{WorkloadReportsType, &WorkloadReportsRequest{Reports: []AgentReport{{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 1, Generation: 1},
-			States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}}}}},
-		{AgentGoneType, &AgentGoneRequest{Name: "agent_A"}},
+	cmds := []Command{
+		&UpdateDesiredStateRequest{Seq: 1, Update: webUpdate().Update},
+		&AgentConnectedRequest{Name: "agent_A"},
+		&WorkloadReportsRequest{Reports: []AgentReport{{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 1, Generation: 1},
+			States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}}}},
+		&AgentGoneRequest{Name: "agent_A"},
 	}
 	for _, c := range cmds {
-		resp := applyResp(t, f, c.t, c.body)
-		if got := Execute(spec, c.t, c.body, index); !reflect.DeepEqual(got, resp) {
-			t.Fatalf("%s: Execute %v, Apply %v", c.t, got, resp)
+		resp := applyResp(t, f, c)
+		if got := Execute(spec, c, index); !reflect.DeepEqual(got, resp) {
+			t.Fatalf("%s: Execute %v, Apply %v", c.Type(), got, resp)
 		}
 	}
 	if got, want := normalize(spec), normalize(read(f)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("speculative store differs:\n%v\n%v", got, want)
 	}
-	if err, _ := Execute(spec, AgentGoneType, &AgentConnectedRequest{}, 1).(error); !errors.Is(err, ErrBadCommand) {
+	if err, _ := Execute(spec, nil, 1).(error); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("a wrong body: %v", err)
 	}
 }

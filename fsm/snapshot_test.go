@@ -19,10 +19,10 @@ import (
 func fullSnapshot(t *testing.T) ([]byte, *state.Store, uint64) {
 	t.Helper()
 	f := New()
-	apply(t, f, UpdateDesiredStateType, webUpdate())
-	apply(t, f, AgentConnectedType, AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"z": "1"}})
-	apply(t, f, WorkloadStatesType, WorkloadStatesRequest{States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}})
-	apply(t, f, WorkloadReportsType, WorkloadReportsRequest{Reports: []AgentReport{
+	apply(t, f, webUpdate())
+	apply(t, f, &AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"z": "1"}})
+	apply(t, f, &WorkloadReportsRequest{Reports: []AgentReport{{Agent: "agent_A", States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}}}})
+	apply(t, f, &WorkloadReportsRequest{Reports: []AgentReport{
 		{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 3, Generation: 9}, States: []state.WorkloadState{{Instance: inst, State: state.SucceededOk}}}}})
 	st := read(f)
 	var buf bytes.Buffer
@@ -237,8 +237,8 @@ func TestVerifySnapshotEveryCutAndFlip(t *testing.T) {
 func TestRestoreRefusedLeavesStore(t *testing.T) {
 	good, _, _ := fullSnapshot(t)
 	f := New()
-	apply(t, f, UpdateDesiredStateType, webUpdate())
-	apply(t, f, AgentConnectedType, AgentConnectedRequest{Name: "agent_B"})
+	apply(t, f, webUpdate())
+	apply(t, f, &AgentConnectedRequest{Name: "agent_B"})
 	notified := 0
 	f.SetRestoreObserver(func() { notified++ })
 	before, applied := read(f), f.AppliedIndex()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the Go code of rpc/proto/*.proto. The Ankaios protos carry no
-# go_package option (as upstream), so the Go import paths are given here.
+# Regenerates the Go code of rpc/proto/*.proto and fsm/proto/*.proto. The
+# Ankaios protos carry no go_package option (as upstream), so the Go import
+# paths are given here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
@@ -23,3 +24,9 @@ for f in "${!pkg[@]}"; do
     --go-grpc_out=. --go-grpc_opt=module="$mod",$goopt \
     "rpc/proto/$f"
 done
+# The FSM's command bodies: messages only, no service, so no gRPC code
+# (fsm/ must not import gRPC).
+rm -f fsm/fsmpb/*.pb.go
+protoc -I fsm/proto \
+  --go_out=. --go_opt=module="$mod",Mcommands.proto="$mod/fsm/fsmpb" \
+  fsm/proto/commands.proto

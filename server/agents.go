@@ -56,7 +56,7 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 		}
 	}
 	body := &fsm.AgentConnectedRequest{Name: c.name, Tags: tags}
-	l.propose(fsm.AgentConnectedType, body, func(any, uint64) {
+	l.propose(body, func(any, uint64) {
 		if l.events.HasSubscribers() {
 			attrs := state.AgentMap{c.name: &state.AgentAttributes{Tags: normTags(tags)}}
 			l.emit(state.StateDiff{Added: []string{"agents." + c.name}}, state.Tree{"agents": attrs.ToTree()})
@@ -190,7 +190,7 @@ func (l *leader) disconnectAgent(name string) {
 		l.proposeReports([]ingest.Report{r}, false)
 	}
 	delete(l.status, name)
-	l.propose(fsm.AgentGoneType, &fsm.AgentGoneRequest{Name: name}, func(resp any, index uint64) {
+	l.propose(&fsm.AgentGoneRequest{Name: name}, func(resp any, index uint64) {
 		r, _ := resp.(*fsm.AgentGoneResponse)
 		var states []state.WorkloadState
 		if r != nil {
@@ -290,7 +290,7 @@ func (l *leader) proposeReports(reports []ingest.Report, batch bool) {
 		n += len(r.States)
 	}
 	l.s.cfg.Metrics.ObserveBatch(fsm.WorkloadReportsType.String(), n)
-	l.propose(fsm.WorkloadReportsType, body, func(resp any, index uint64) {
+	l.propose(body, func(resp any, index uint64) {
 		if batch {
 			l.states.Settle(true)
 		}

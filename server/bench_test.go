@@ -86,7 +86,7 @@ func BenchmarkGetWorkloadStates1000x10(b *testing.B) {
 			ws = append(ws, state.WorkloadState{Instance: state.NewInstanceName(fmt.Sprintf("wl_%d", w), fmt.Sprintf("agent_%d", a), fmt.Sprint(a, w)), State: state.RunningOk})
 		}
 	}
-	buf, err := fsm.Encode(fsm.WorkloadStatesType, fsm.WorkloadStatesRequest{States: ws})
+	buf, err := fsm.Encode(&fsm.WorkloadReportsRequest{Reports: []fsm.AgentReport{{Agent: "bench", States: ws}}})
 	if err != nil {
 		b.Fatal(err)
 	}

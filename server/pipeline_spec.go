@@ -50,8 +50,9 @@ func (l *leader) restoreSeen() {
 // runs on the leader loop once the entry is committed, with the FSM's
 // response and the entry's index, fail if it is not; both in proposal
 // order. It returns what the command returns on the speculative store.
-func (l *leader) propose(t fsm.MessageType, body any, commit func(resp any, index uint64), fail func(err error)) any {
-	buf, err := l.encodeChecked(t, body)
+func (l *leader) propose(cmd fsm.Command, commit func(resp any, index uint64), fail func(err error)) any {
+	t := cmd.Type()
+	buf, err := l.encodeChecked(cmd)
 	var resp any
 	if err == nil {
 		resp, err = l.executeSpec(t, buf)
@@ -77,8 +78,8 @@ func (l *leader) propose(t fsm.MessageType, body any, commit func(resp any, inde
 
 // encodeChecked encodes a command and refuses one larger than the
 // update budget: Raft would store, send and apply it on every replica.
-func (l *leader) encodeChecked(t fsm.MessageType, body any) ([]byte, error) {
-	buf, err := fsm.Encode(t, body)
+func (l *leader) encodeChecked(cmd fsm.Command) ([]byte, error) {
+	buf, err := fsm.Encode(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func (l *leader) executeSpec(t fsm.MessageType, buf []byte) (resp any, err error
 	}()
 	// The speculative store never learns the entry's index; any non-zero
 	// revision tells it that the desired state was set.
-	resp = fsm.Execute(l.spec, t, body, l.spec.Revision+1)
+	resp = fsm.Execute(l.spec, body, l.spec.Revision+1)
 	if err, ok := resp.(error); ok {
 		// The leader planned a command its own store refuses: a bug, but
 		// proposing it would make spec and FSM differ.

@@ -195,7 +195,7 @@ func TestUpdateOutOfSequenceRefused(t *testing.T) {
 	}
 	var seq uint64
 	ts.store(func(s *state.Store) { seq = s.DesiredSeq })
-	buf, err := fsm.Encode(fsm.UpdateDesiredStateSeqType, fsm.UpdateDesiredStateRequest{Seq: seq + 1,
+	buf, err := fsm.Encode(&fsm.UpdateDesiredStateRequest{Seq: seq + 1,
 		Update: state.DesiredUpdate{PutConfigs: map[string]any{"foreign": "x"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func FuzzProposalPath(f *testing.F) {
 			if !p.changed {
 				return nil, false
 			}
-			buf, err := fsm.Encode(fsm.UpdateDesiredStatePackedType, &fsm.UpdateDesiredStateRequest{Update: p.update, Seq: leader.DesiredSeq + 1})
+			buf, err := fsm.Encode(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: leader.DesiredSeq + 1})
 			if err != nil {
 				t.Fatalf("an accepted update does not encode: %v", err)
 			}
@@ -78,7 +78,7 @@ func FuzzProposalPath(f *testing.F) {
 				t.Fatalf("restore: %v", err)
 			}
 			index++
-			if resp := fsm.Execute(leader, typ, body, index); resp != nil {
+			if resp := fsm.Execute(leader, body, index); resp != nil {
 				t.Fatalf("the speculative store refused an accepted update: %v", resp)
 			}
 			for _, rep := range []*fsm.FSM{fresh, restored} {

@@ -63,7 +63,7 @@ func (l *leader) proposeUpdate(p *updatePlan, answer func(), fail func(error)) {
 		before = partialTree(l.spec, p)
 	}
 	body := &fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.spec.DesiredSeq + 1}
-	l.propose(fsm.UpdateDesiredStatePackedType, body, func(_ any, index uint64) {
+	l.propose(body, func(_ any, index uint64) {
 		// dispatch and after were filled in below, before the commit.
 		if answer != nil {
 			answer()
