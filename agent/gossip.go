@@ -46,7 +46,7 @@ type gossipTiming struct {
 var defaultGossipTiming = gossipTiming{
 	ProbeInterval: time.Second, ProbeTimeout: 200 * time.Millisecond,
 	SuspicionMult: 4, SuspicionMaxMult: 3,
-	GossipInterval: 200 * time.Millisecond, PushPullInterval: 15 * time.Second,
+	GossipInterval: 500 * time.Millisecond, PushPullInterval: 15 * time.Second,
 	TCPTimeout: 2 * time.Second, Rejoin: 2 * time.Second,
 }
 
@@ -123,6 +123,8 @@ func startGossip(cfg gossipConfig) (*gossipMember, error) {
 	mc.GossipToTheDeadTime = t.PushPullInterval
 	mc.TCPTimeout = t.TCPTimeout
 	mc.SecretKey = cfg.Key
+	// As the replicas: no compression of the tiny probe messages.
+	mc.EnableCompression = false
 	mc.Delegate = g
 	mc.Events = g
 	mc.Logger = stdlog

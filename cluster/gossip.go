@@ -121,6 +121,11 @@ func (g *gossip) memberlistConfig(tr memberlist.Transport, stdlog *log.Logger) *
 	// Tell the dead for as long as a push/pull period, as the LAN default.
 	mc.GossipToTheDeadTime = t.PushPullInterval
 	mc.SecretKey = g.n.cfg.GossipKey
+	// The LAN default compresses every message, probes and acks of a few
+	// dozen bytes included: a few percent of an idle replica's CPU for
+	// nothing on a vehicle LAN. Members still read compressed messages, so
+	// a pool may mix both.
+	mc.EnableCompression = false
 	mc.Delegate = g
 	mc.Events = g
 	mc.Logger = stdlog
