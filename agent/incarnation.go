@@ -23,12 +23,15 @@ func incarnationPath(runFolder, agent string) string {
 // The replicas keep the newest incarnation they accepted from every agent
 // in their replicated state and drop reports of older ones, so the number
 // must never go back, not even when the counter is lost: the default run
-// folder lives under /tmp, which a reboot empties. The next value is
-// therefore the stored one plus one, but at least the current Unix time
-// in seconds, which stays ahead of a counter that advanced once per start
-// unless the agent restarted more than once a second on average. A
-// missing file starts from the clock; an unreadable one too, with a
-// warning.
+// folder lives under /tmp, and a run folder on a tmpfs loses it at every
+// power cut. The next value is therefore the stored one plus one, but at
+// least the current Unix time in milliseconds, which stays ahead of a
+// counter that advanced once per start unless the agent restarted more
+// than once a millisecond on average. (It was seconds: two power cycles
+// within one second gave a tmpfs agent the same number twice, and the
+// second life's reports were dropped as stale.) Milliseconds are ahead of
+// any count of seconds an older agent stored. A missing file starts from
+// the clock; an unreadable one too, with a warning.
 func nextIncarnation(path string, now time.Time, log *slog.Logger) (uint64, error) {
 	var prev uint64
 	data, err := os.ReadFile(path)
@@ -44,7 +47,7 @@ func nextIncarnation(path string, now time.Time, log *slog.Logger) (uint64, erro
 		}
 	}
 	next := prev + 1
-	if clock := now.Unix(); clock > 0 && uint64(clock) > next {
+	if clock := now.UnixMilli(); clock > 0 && uint64(clock) > next {
 		next = uint64(clock)
 	}
 	if err := writeFileSync(path, []byte(strconv.FormatUint(next, 10)+"\n")); err != nil {

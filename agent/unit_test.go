@@ -46,10 +46,12 @@ func TestNextIncarnation(t *testing.T) {
 		now     time.Time
 		want    uint64
 	}{
-		{"first start takes the clock", nil, epoch, 1_000},
-		{"counter ahead of the clock grows by one", ptr("5000\n"), epoch, 5_001},
-		{"clock ahead of the counter wins", ptr("7"), epoch, 1_000},
-		{"damaged file starts from the clock", ptr("garbage"), epoch, 1_000},
+		{"first start takes the clock in milliseconds", nil, epoch, 1_000_000},
+		{"a lost counter a few milliseconds later differs", nil, epoch.Add(7 * time.Millisecond), 1_000_007},
+		{"counter ahead of the clock grows by one", ptr("5000000\n"), epoch, 5_000_001},
+		{"clock ahead of the counter wins", ptr("7"), epoch, 1_000_000},
+		{"a count of seconds from an older agent is overtaken", ptr("1000"), epoch, 1_000_000},
+		{"damaged file starts from the clock", ptr("garbage"), epoch, 1_000_000},
 		{"a clock before 1970 leaves the counter", ptr("41"), time.Unix(-5, 0), 42},
 	}
 	for _, tt := range tests {

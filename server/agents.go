@@ -46,8 +46,9 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	}
 	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_ServerHello{ServerHello: &grpcapi.ServerHello{AddedWorkloads: added}}})
 	l.greeted[c.name] = greeting{conn: c, index: applied}
-	l.incarnation[c] = h.GetGrapnelIncarnation()
-	l.forgetPreviousLife(c.name, h.GetGrapnelIncarnation())
+	inc := l.lifeOf(c.name, h.GetGrapnelIncarnation())
+	l.incarnation[c] = inc
+	l.forgetPreviousLife(c.name, inc)
 	tags := h.GetTags().GetTags()
 	if l.endGrace(c.name) {
 		if a, ok := l.spec.Agents[c.name]; ok && maps.Equal(normTags(a.Tags), normTags(tags)) {
@@ -62,6 +63,26 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 			l.emit(state.StateDiff{Added: []string{"agents." + c.name}}, state.Tree{"agents": attrs.ToTree()})
 		}
 	}, func(error) { c.close() })
+}
+
+// lifeOf is the incarnation the reports of an agent's stream are marked
+// with: the one its hello gave, unless that is below the newest one
+// stored. A live agent process never goes back, so a lower one is a new
+// process whose counter was lost (a run folder on a tmpfs) while its
+// clock is behind the previous life's (a unit without a battery-backed
+// clock boots in the past): all its reports would be dropped as stale,
+// and its workloads never shown again. It gets the next number after the
+// stored one instead. A reconnection of such a process looks the same
+// and counts as a new life too: its states show AgentDisconnected for
+// the round trip until it reports them again.
+func (l *leader) lifeOf(agent string, hello uint64) uint64 {
+	stored := l.spec.ReportMarks[agent].Incarnation
+	if hello == 0 || hello >= stored {
+		return hello
+	}
+	l.s.log.Warn("agent's incarnation is behind the stored one (counter lost, clock behind); its reports count as the next one",
+		"agent", agent, "incarnation", hello, "stored", stored, "taken", stored+1)
+	return stored + 1
 }
 
 // forgetPreviousLife turns the states an agent reported before it

@@ -38,10 +38,18 @@ func TestRestartedAgentStatesAreNotShownAsCurrent(t *testing.T) {
 	c2.report(1, state.WorkloadState{Instance: inst, State: state.SucceededOk})
 	waitState("the new incarnation's report", state.SucceededOk)
 
+	// The agent restarts with its counter lost and its clock behind: a
+	// lower incarnation. Its reports still count, as the next life's.
 	c2.close()
+	c3, _ := ts.hello("agent_A", 1, nil)
+	waitState("AgentDisconnected after a restart that went back, before any report", state.AgentDisconnected)
+	c3.report(1, state.WorkloadState{Instance: inst, State: state.RunningOk})
+	waitState("the report of a restart that went back", state.RunningOk)
+
+	c3.close()
 	c0, _ := ts.hello("agent_A", 0, nil) // an Ankaios agent sends no incarnation
 	c0.sync("agent_A", "ankaios")
-	if s, _ := ts.stateOf(inst); s != state.SucceededOk {
+	if s, _ := ts.stateOf(inst); s != state.RunningOk {
 		t.Fatalf("an agent without incarnation changed the state to %v", s)
 	}
 }
