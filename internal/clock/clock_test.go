@@ -60,3 +60,64 @@ func TestRealClockFires(t *testing.T) {
 		t.Fatal("zero time")
 	}
 }
+
+func TestFakeChanTimerAndTicker(t *testing.T) {
+	c := NewFake(time.Unix(0, 0))
+	tm := NewTimer(c, time.Second)
+	tk := NewTicker(c, 400*time.Millisecond)
+	defer tk.Stop()
+	recv := func(ch <-chan time.Time, what string) time.Time {
+		t.Helper()
+		select {
+		case v := <-ch:
+			return v
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: nothing received", what)
+			return time.Time{}
+		}
+	}
+	c.Advance(400 * time.Millisecond)
+	if got := recv(tk.C, "first tick"); !got.Equal(time.Unix(0, 400e6)) {
+		t.Fatalf("tick at %v", got)
+	}
+	// The ticker re-arms in its callback: wait until it is pending again.
+	for c.Pending() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	c.Advance(600 * time.Millisecond)
+	recv(tm.C, "timer")
+	recv(tk.C, "second tick")
+	if tm.Stop() {
+		t.Fatal("Stop of a fired timer reported it pending")
+	}
+	if tm.Reset(time.Second) {
+		t.Fatal("Reset of a stopped timer reported it pending")
+	}
+	if !tm.Stop() {
+		t.Fatal("Stop of a reset timer did not report it pending")
+	}
+	c.Advance(2 * time.Second)
+	select {
+	case <-tm.C:
+		t.Fatal("a stopped timer fired")
+	case <-time.After(20 * time.Millisecond):
+	}
+	if d := Since(c, time.Unix(0, 0)); d != 3*time.Second {
+		t.Fatalf("Since %v", d)
+	}
+	if d := Until(c, time.Unix(5, 0)); d != 2*time.Second {
+		t.Fatalf("Until %v", d)
+	}
+}
+
+func TestRealChanTimer(t *testing.T) {
+	select {
+	case <-After(Real(), time.Millisecond):
+	case <-time.After(5 * time.Second):
+		t.Fatal("real After did not fire")
+	}
+	tk := NewTicker(Real(), time.Millisecond)
+	<-tk.C
+	<-tk.C
+	tk.Stop()
+}
