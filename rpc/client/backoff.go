@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // Backoff bounds between attempts while no leader is known. An election
@@ -24,17 +26,21 @@ const (
 type backoff struct {
 	next  time.Duration
 	start time.Time
-	now   func() time.Time // nil is time.Now; tests drive it
+	clock clock.Clock // nil is the system clock; tests use a fake
+}
+
+func (b *backoff) clk() clock.Clock {
+	if b.clock == nil {
+		return clock.Real()
+	}
+	return b.clock
 }
 
 // delay returns the next wait: a random duration in [d/2, d] where d
 // doubles from backoffMin up to the current cap, so that many clients that
 // lost the same leader do not come back in step.
 func (b *backoff) delay() time.Duration {
-	now := time.Now()
-	if b.now != nil {
-		now = b.now()
-	}
+	now := b.clk().Now()
 	if b.next == 0 {
 		b.next = backoffMin
 		b.start = now
@@ -50,7 +56,7 @@ func (b *backoff) delay() time.Duration {
 
 // wait sleeps for the next delay, or until ctx ends.
 func (b *backoff) wait(ctx context.Context) error {
-	t := time.NewTimer(b.delay())
+	t := clock.NewTimer(b.clk(), b.delay())
 	defer t.Stop()
 	select {
 	case <-t.C:

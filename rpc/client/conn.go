@@ -48,6 +48,21 @@ type Options struct {
 	// Clock drives the wait after a refusal (see Resolver.Open); nil is
 	// the system clock.
 	Clock clock.Clock
+	// Timers drives the connection's own timers: the heartbeat and probe
+	// timeouts, the response timeout, the backoff between rounds of
+	// finding the leader and between attempts to open a stream, and the
+	// waits on closing. Nil is the system clock. It is apart from Clock
+	// so that a test that advances the refusal backoff by hand does not
+	// also have to drive every heartbeat.
+	Timers clock.Clock
+}
+
+// timers is Timers, or the system clock.
+func (o Options) timers() clock.Clock {
+	if o.Timers != nil {
+		return o.Timers
+	}
+	return clock.Real()
 }
 
 func (o Options) timeout() time.Duration {
@@ -86,6 +101,7 @@ func (o Options) probeTimeout() time.Duration {
 type Conn struct {
 	stream  *Stream
 	owned   *Resolver // closed with the Conn when Dial created it
+	clock   clock.Clock
 	timeout time.Duration
 	done    chan struct{} // closed when the receive goroutine has ended
 
@@ -138,6 +154,7 @@ func (r *Resolver) Dial(ctx context.Context) (*Conn, error) {
 	}
 	c := &Conn{
 		stream:  s,
+		clock:   r.opts.timers(),
 		timeout: r.opts.timeout(),
 		done:    make(chan struct{}),
 		waiters: map[string]*waiter{},
@@ -208,7 +225,7 @@ func (c *Conn) Close() error {
 		// is read before the cancellation resets the stream.
 		select {
 		case <-c.done:
-		case <-time.After(200 * time.Millisecond):
+		case <-clock.After(c.clock, 200*time.Millisecond):
 		}
 	}
 	c.stream.Close()
@@ -302,7 +319,7 @@ func (c *Conn) send(msg *grpcapi.ToServer) error {
 	select {
 	case <-c.done:
 		return c.Err()
-	case <-time.After(time.Second):
+	case <-clock.After(c.clock, time.Second):
 		return fmt.Errorf("%w: %v", ErrConnectionLost, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
 
@@ -33,8 +34,11 @@ func (r *Resolver) heartbeat(s *Stream, cc *grpc.ClientConn) {
 		r.Forget(s.addr)
 		s.cancel(fmt.Errorf("%w: %w: %s", ErrConnectionLost, ErrHeartbeatLost, fmt.Sprintf(format, args...)))
 	}
-	timer := time.AfterFunc(timeout, func() { lost("no heartbeat from %s for %v", s.addr, timeout) })
-	defer timer.Stop()
+	arm := func() clock.Timer {
+		return r.opts.timers().AfterFunc(timeout, func() { lost("no heartbeat from %s for %v", s.addr, timeout) })
+	}
+	timer := arm()
+	defer func() { timer.Stop() }()
 	w, err := grapnelpb.NewClusterClient(cc).Watch(s.ctx, &grapnelpb.WatchRequest{
 		HeartbeatMs: uint32(r.opts.heartbeatInterval().Milliseconds()),
 	})
@@ -57,7 +61,8 @@ func (r *Resolver) heartbeat(s *Stream, cc *grpc.ClientConn) {
 			}
 			return
 		}
-		timer.Reset(timeout)
+		timer.Stop()
+		timer = arm()
 		st := ev.GetStatus()
 		r.observe(s.addr, st)
 		if st.GetLeaderId() != st.GetReplicaId() {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
 
@@ -70,7 +71,7 @@ func (w *leaderWatch) stop() {
 
 // wait returns after d, when a watch names a leader, or when ctx ends.
 func (w *leaderWatch) wait(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
+	t := clock.NewTimer(w.r.opts.timers(), d)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -128,7 +129,7 @@ func (w *leaderWatch) watch(addr string) {
 		select {
 		case <-w.ctx.Done():
 			return
-		case <-time.After(leaderWatchRetry):
+		case <-clock.After(w.r.opts.timers(), leaderWatchRetry):
 		}
 	}
 }

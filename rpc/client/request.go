@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"time"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 )
@@ -86,7 +86,7 @@ func (c *Conn) Request(ctx context.Context, req *ankbase.Request) (*ankbase.Resp
 		forget()
 		return nil, err
 	}
-	timer := time.NewTimer(c.timeout)
+	timer := clock.NewTimer(c.clock, c.timeout)
 	defer timer.Stop()
 	select {
 	case r := <-w.ch:

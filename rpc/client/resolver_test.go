@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/wire"
@@ -340,12 +341,12 @@ func TestDialReplicaWithoutLeader(t *testing.T) {
 
 // During an election window the wait stays short; after it, it grows.
 func TestBackoffDelays(t *testing.T) {
-	now := time.Unix(1000, 0)
-	b := backoff{now: func() time.Time { return now }}
+	clk := clock.NewFake(time.Unix(1000, 0))
+	b := backoff{clock: clk}
 	next := backoffMin
 	for i := range 12 {
 		if i == 6 {
-			now = now.Add(electionWindow)
+			clk.Advance(electionWindow)
 		}
 		want := next
 		if i < 6 {

@@ -56,7 +56,7 @@ func (r *Resolver) Open(ctx context.Context, kind wire.Kind) (*Stream, error) {
 		d, n, last := r.refusals.pending()
 		return nil, fmt.Errorf("%w: %d refusals in a row, the last: %v; next attempt in %v", ErrRejected, n, last, d.Round(time.Millisecond))
 	}
-	var bo backoff
+	bo := backoff{clock: r.opts.timers()}
 	hops := 0
 	for {
 		addr, err := r.Leader(ctx)
@@ -105,7 +105,7 @@ func (r *Resolver) openAt(ctx context.Context, addr string, kind wire.Kind) (*St
 	// one-way partition).
 	stop := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
 	notAccepted := fmt.Errorf("%w: %s did not accept the stream within %v", ErrConnectionLost, addr, r.opts.probeTimeout())
-	accept := time.AfterFunc(r.opts.probeTimeout(), func() { cancel(notAccepted) })
+	accept := r.opts.timers().AfterFunc(r.opts.probeTimeout(), func() { cancel(notAccepted) })
 	fail := func(err error) (*Stream, error) {
 		accept.Stop()
 		stop()
