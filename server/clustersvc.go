@@ -342,9 +342,10 @@ func (c *clusterService) clusterErr(err error) error {
 }
 
 // opTimeout is what is left of the caller's deadline, or defaultOpTimeout.
+// A context's deadline is on the system clock.
 func opTimeout(ctx context.Context) time.Duration {
 	if d, ok := ctx.Deadline(); ok {
-		return max(time.Until(d), time.Millisecond)
+		return max(clock.Until(clock.Real(), d), time.Millisecond)
 	}
 	return defaultOpTimeout
 }

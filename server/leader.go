@@ -139,10 +139,12 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 		} else {
 			s.log.Warn("barrier failed, retrying", "error", err)
 		}
+		retry := clock.NewTimer(s.clock(), 100*time.Millisecond)
 		select {
 		case <-stopCh:
+			retry.Stop()
 			return
-		case <-time.After(100 * time.Millisecond):
+		case <-retry.C:
 		}
 	}
 	// Drop a restore notice from before the Barrier: establish reads the
@@ -189,7 +191,7 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 // agents' reconnect grace, seeds the startup manifest into a fresh cluster
 // and opens the gate for streams.
 func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
-	clk := s.clockOrReal()
+	clk := s.clock()
 	l := &leader{
 		s:      s,
 		term:   &term{inbox: make(chan inMsg, 256), stop: stopCh},
@@ -247,14 +249,6 @@ func (l *leader) step() {
 		l.rebuild()
 	}
 	l.proposeBatches()
-}
-
-// clockOrReal is the configured clock, or the system clock.
-func (s *Server) clockOrReal() clock.Clock {
-	if s.cfg.Clock != nil {
-		return s.cfg.Clock
-	}
-	return clock.Real()
 }
 
 // observeCommit records the time from proposing an entry to its commit.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -118,10 +119,12 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 	// Answers queued before the close (the last commits of a term) still
 	// go out; a peer that does not read gets drainTimeout, then the
 	// handler returns and gRPC cancels the stream, which ends sendLoop.
+	drain := clock.NewTimer(s.clock(), drainTimeout)
 	select {
 	case <-sendDone:
-	case <-time.After(drainTimeout):
+	case <-drain.C:
 	}
+	drain.Stop()
 	if s.conns.remove(c) {
 		t.post(inMsg{conn: c, gone: true})
 	}

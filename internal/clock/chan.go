@@ -77,6 +77,8 @@ func (t *ChanTimer) Reset(d time.Duration) bool {
 }
 
 // After sends the time on the returned channel once d has passed on c.
+// Its timer stays pending until then, and a Fake counts it: where another
+// case of a select usually wins, take NewTimer and Stop it.
 func After(c Clock, d time.Duration) <-chan time.Time { return NewTimer(c, d).C }
 
 // Ticker sends the time on C every period, as time.Ticker: a tick the
