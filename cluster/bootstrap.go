@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
@@ -70,7 +70,7 @@ func (n *Node) bootstrapLoop() {
 	defer n.wg.Done()
 	changes, cancel := n.feed.subscribe()
 	defer cancel()
-	tick := time.NewTicker(n.timing.Gossip.ProbeInterval)
+	tick := clock.NewTicker(n.cfg.Clock, n.timing.Gossip.ProbeInterval)
 	defer tick.Stop()
 	lastReason := ""
 	for {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
@@ -84,7 +85,7 @@ func (n *Node) electEarly() {
 	changes, cancel := n.feed.subscribe()
 	defer cancel()
 	stagger := n.timing.HeartbeatTimeout / 4
-	timer := time.NewTimer(time.Hour)
+	timer := clock.NewTimer(n.cfg.Clock, time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	var since time.Time // when the conditions began to hold
@@ -102,7 +103,7 @@ func (n *Node) electEarly() {
 			since = time.Time{}
 			timer.Stop()
 		default:
-			now := time.Now()
+			now := n.cfg.Clock.Now()
 			if since.IsZero() {
 				since = now
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
@@ -155,7 +156,7 @@ func (g *gossip) announce() {
 // stops on Shutdown.
 func (g *gossip) loop() {
 	defer g.n.wg.Done()
-	tick := time.NewTicker(g.n.timing.Gossip.ProbeInterval)
+	tick := clock.NewTicker(g.n.cfg.Clock, g.n.timing.Gossip.ProbeInterval)
 	defer tick.Stop()
 	for {
 		select {

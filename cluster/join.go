@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
@@ -97,7 +98,7 @@ func joinBackoff(attempt int, minD, maxD time.Duration, rnd func() float64) time
 
 // sleep waits d; false when the node shuts down first.
 func (n *Node) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
+	t := clock.NewTimer(n.cfg.Clock, d)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 )
 
@@ -20,7 +21,7 @@ import (
 // instead (Raft steps it down once that commits) and a follower cannot
 // leave (remove it from the leader with RemoveReplica).
 func (n *Node) Leave(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	deadline := n.cfg.Clock.Now().Add(timeout)
 	cfg, err := n.configuration()
 	if err != nil {
 		return err
@@ -31,7 +32,7 @@ func (n *Node) Leave(timeout time.Duration) error {
 	}
 	if self && others > 0 {
 		if n.IsLeader() {
-			if err := n.leaveLeadership(cfg, time.Until(deadline)); err != nil {
+			if err := n.leaveLeadership(cfg, clock.Until(n.cfg.Clock, deadline)); err != nil {
 				return err
 			}
 		} else if n.gossip == nil {
@@ -39,7 +40,7 @@ func (n *Node) Leave(timeout time.Duration) error {
 		}
 	}
 	if n.gossip != nil {
-		if err := n.gossip.leave(max(time.Until(deadline), time.Millisecond)); err != nil {
+		if err := n.gossip.leave(max(clock.Until(n.cfg.Clock, deadline), time.Millisecond)); err != nil {
 			n.logger.Warn("leave broadcast not confirmed", "error", err)
 		}
 		n.feed.notify()
@@ -78,9 +79,9 @@ func (n *Node) leaveLeadership(cfg raft.Configuration, timeout time.Duration) er
 func (n *Node) waitOutOfConfig(deadline time.Time) error {
 	changes, cancel := n.feed.subscribe()
 	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := clock.NewTicker(n.cfg.Clock, 50*time.Millisecond)
 	defer tick.Stop()
-	timer := time.NewTimer(time.Until(deadline))
+	timer := clock.NewTimer(n.cfg.Clock, clock.Until(n.cfg.Clock, deadline))
 	defer timer.Stop()
 	for {
 		cfg, err := n.configuration()

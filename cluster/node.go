@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
@@ -60,8 +61,13 @@ type Config struct {
 	// Join lists gossip addresses of replicas to join; retried with backoff
 	// until one answers or the node shuts down.
 	Join []string
-	// Now is the clock for health and timeouts; nil is time.Now.
+	// Now is the clock for health and timeouts; nil is Clock.Now.
 	Now func() time.Time
+	// Clock drives the node's own tickers and timers (reconcile,
+	// bootstrap, gossip probes, early election, leave, join backoff and
+	// the pipeline watchdog); nil is the system clock. Raft's and
+	// memberlist's timers are their own.
+	Clock clock.Clock
 	// RaftStreamLayer, when set, builds Raft's stream layer over the bound
 	// listener (tests put a fault network in between); nil is plain TCP.
 	RaftStreamLayer func(ln net.Listener, advertise net.Addr) raft.StreamLayer
@@ -186,8 +192,11 @@ func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.Timing.check(); err != nil {
 		return nil, err
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Clock.Now
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
@@ -252,7 +261,7 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	contacts := newContactTracker(cfg.Now)
-	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout}
+	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout, clock: cfg.Clock}
 	shutdownCh := make(chan struct{})
 	started := false
 	defer func() {
@@ -261,11 +270,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}()
 	if cfg.CheckEntry != nil {
-		now := cfg.Now
-		if now == nil {
-			now = time.Now
-		}
-		trans.checked = newEntryCheck(nt.Consumer(), cfg.CheckEntry, base.Named("cluster"), now, shutdownCh)
+		trans.checked = newEntryCheck(nt.Consumer(), cfg.CheckEntry, base.Named("cluster"), cfg.Now, shutdownCh)
 		go trans.checked.run()
 	}
 	recovered, err := recoverFromPeersFile(cfg, rc, logs, store, snaps, trans)

@@ -2,9 +2,10 @@ package cluster
 
 import (
 	"sync"
-	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // changeFeed fans a "something changed" signal out to subscribers. A
@@ -55,7 +56,7 @@ func (n *Node) Changes() (<-chan struct{}, func()) { return n.feed.subscribe() }
 // It stops on Shutdown.
 func (n *Node) observeRaft() {
 	defer n.wg.Done()
-	tick := time.NewTicker(n.timing.Autopilot.ReconcileInterval)
+	tick := clock.NewTicker(n.cfg.Clock, n.timing.Autopilot.ReconcileInterval)
 	defer tick.Stop()
 	var stopReconcile chan struct{}
 	defer func() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
@@ -29,7 +30,7 @@ func (n *Node) reconcileLoop(stop <-chan struct{}) {
 	defer n.wg.Done()
 	n.health.reset()
 	r := &reconciler{n: n, missingSince: map[string]time.Time{}, warned: map[string]string{}}
-	tick := time.NewTicker(n.timing.Autopilot.ReconcileInterval)
+	tick := clock.NewTicker(n.cfg.Clock, n.timing.Autopilot.ReconcileInterval)
 	defer tick.Stop()
 	for {
 		if n.IsLeader() {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // tcpStreamLayer is Raft's plain TCP stream layer over a listener we bind
@@ -191,6 +193,7 @@ type contactTransport struct {
 	contacts *contactTracker
 	// stallLimit bounds one pipelined send; see watchedPipeline.
 	stallLimit time.Duration
+	clock      clock.Clock // runs the watchdog; nil is the system clock
 	// checked, when set, is what Raft consumes instead of the network
 	// transport's RPCs (see entryCheck).
 	checked *entryCheck
@@ -211,7 +214,7 @@ func (t *contactTransport) AppendEntriesPipeline(id raft.ServerID, target raft.S
 	if err != nil {
 		return nil, err
 	}
-	return &watchedPipeline{AppendPipeline: p, limit: t.stallLimit}, nil
+	return &watchedPipeline{AppendPipeline: p, limit: t.stallLimit, clock: t.clock}, nil
 }
 
 // watchedPipeline closes the pipeline when one send blocks longer than
@@ -228,10 +231,15 @@ func (t *contactTransport) AppendEntriesPipeline(id raft.ServerID, target raft.S
 type watchedPipeline struct {
 	raft.AppendPipeline
 	limit time.Duration
+	clock clock.Clock // nil is the system clock
 }
 
 func (p *watchedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
-	watchdog := time.AfterFunc(p.limit, func() { _ = p.AppendPipeline.Close() })
+	clk := p.clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	watchdog := clk.AfterFunc(p.limit, func() { _ = p.AppendPipeline.Close() })
 	defer watchdog.Stop()
 	return p.AppendPipeline.AppendEntries(args, resp)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // GossipTransport wraps a replica's memberlist transport: packets to a
@@ -48,7 +50,7 @@ func (t *gossipTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 
 func (t *gossipTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	if !t.nw.Connected(t.id, t.peer(a)) {
-		return time.Now(), nil
+		return clock.Real().Now(), nil
 	}
 	return t.inner.WriteToAddress(b, a)
 }
