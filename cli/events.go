@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 )
@@ -159,7 +160,7 @@ func (s *Session) printEvent(ev map[string]any, f Format) error {
 // firstResponse waits for the first answer of a subscription, bounded by
 // the response timeout.
 func (s *Session) firstResponse(ctx context.Context, ch <-chan *ankbase.Response) (*ankbase.Response, error) {
-	timer := time.NewTimer(s.timeout())
+	timer := clock.NewTimer(s.clock(), s.timeout())
 	defer timer.Stop()
 	select {
 	case resp, ok := <-ch:

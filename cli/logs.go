@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/state"
@@ -146,7 +146,7 @@ func (s *Session) Logs(ctx context.Context, o LogsOptions) error {
 	campaign := newLogCampaign(instances)
 	withNames := o.Names || len(instances) > 1
 	accepted := false
-	acceptTimer := time.NewTimer(s.timeout())
+	acceptTimer := clock.NewTimer(s.clock(), s.timeout())
 	defer acceptTimer.Stop()
 	for {
 		var resp *ankbase.Response

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/state"
@@ -49,17 +50,28 @@ type Session struct {
 	Quiet, Verbose bool
 	// Timeout bounds the wait for the first answer of a subscription.
 	Timeout time.Duration
-	// Now stamps events; nil means time.Now.
+	// Now stamps events; nil means Clock.Now.
 	Now func() time.Time
 	// Tick is the spinner period of live tables; 0 means 100ms.
 	Tick time.Duration
+	// Clock drives the response timeouts and the spinner; nil is the
+	// system clock.
+	Clock clock.Clock
+}
+
+// clock is Clock, or the system clock.
+func (s *Session) clock() clock.Clock {
+	if s.Clock != nil {
+		return s.Clock
+	}
+	return clock.Real()
 }
 
 func (s *Session) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
 	}
-	return time.Now()
+	return s.clock().Now()
 }
 
 func (s *Session) timeout() time.Duration {

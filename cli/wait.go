@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/state"
@@ -224,7 +225,7 @@ func (s *Session) wait(ctx context.Context, wl *WaitList, updates <-chan []*ankb
 	}
 	var tick <-chan time.Time
 	if live {
-		t := time.NewTicker(s.tick())
+		t := clock.NewTicker(s.clock(), s.tick())
 		defer t.Stop()
 		tick = t.C
 		draw()
