@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -74,6 +75,11 @@ type Config struct {
 	// (rpc/client.Options; zero means its defaults).
 	HeartbeatTimeout  time.Duration
 	HeartbeatInterval time.Duration
+	// Clock drives every timer of the agent: the load reports, the
+	// gossip rejoin, the stream's timers (rpc/client.Options Clock and
+	// Timers), the runtimes' polls and timeouts, the workload restarts
+	// and the control interfaces' waits. Nil is the system clock.
+	Clock clock.Clock
 }
 
 // DefaultRunFolder is $TMPDIR/ankaios, or /tmp/ankaios without TMPDIR.
@@ -83,6 +89,9 @@ func DefaultRunFolder() string { return filepath.Join(os.TempDir(), "ankaios") }
 func (c Config) withDefaults() Config {
 	if c.RunFolder == "" {
 		c.RunFolder = DefaultRunFolder()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

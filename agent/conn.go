@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/workload"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -51,6 +52,7 @@ type conn struct {
 	loadEvery   time.Duration
 	log         *slog.Logger
 	resolver    *client.Resolver
+	clock       clock.Clock // nil is the system clock
 
 	work workloads
 	ctl  answers
@@ -63,6 +65,14 @@ type conn struct {
 
 	mu  sync.Mutex
 	cur *session // nil while disconnected
+}
+
+// clk is the agent's clock, or the system clock.
+func (c *conn) clk() clock.Clock {
+	if c.clock == nil {
+		return clock.Real()
+	}
+	return c.clock
 }
 
 // session is one agent stream.
@@ -179,12 +189,14 @@ func (c *conn) session(ctx context.Context) error {
 		// server a moment to end the stream before cutting it.
 		c.setCurrent(nil)
 		s.goodbye()
+		wait := clock.NewTimer(c.clk(), goodbyeWait)
 		select {
 		case err = <-recvErr:
-		case <-time.After(goodbyeWait):
+		case <-wait.C:
 			st.Close()
 			err = <-recvErr
 		}
+		wait.Stop()
 	}
 	cancel()
 	st.Close()
@@ -328,14 +340,14 @@ func (c *conn) reportLoad(ctx context.Context, s *session) {
 		return
 	}
 	prev, _ := readCPU()
-	t := time.NewTimer(untilMultiple(time.Now(), c.loadEvery))
+	t := clock.NewTimer(c.clk(), untilMultiple(c.clk().Now(), c.loadEvery))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			t.Reset(untilMultiple(time.Now(), c.loadEvery))
+			t.Reset(untilMultiple(c.clk().Now(), c.loadEvery))
 		}
 		cur, ok := readCPU()
 		var pct uint32

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/rpc"
 )
@@ -64,6 +65,8 @@ type gossipConfig struct {
 	Logger *slog.Logger
 	// OnChange gets every new view, from one goroutine, in order.
 	OnChange func(gossipView)
+	// Clock paces the rejoins; nil is the system clock.
+	Clock clock.Clock
 }
 
 // gossipMember is the agent's member of the replicas' memberlist pool. It
@@ -157,12 +160,20 @@ func (g *gossipMember) Stop() {
 	_ = g.ml.Shutdown()
 }
 
+// clk is the configured clock, or the system clock.
+func (g *gossipMember) clk() clock.Clock {
+	if g.cfg.Clock == nil {
+		return clock.Real()
+	}
+	return g.cfg.Clock
+}
+
 // joinLoop joins the given addresses, and joins again (those and every
 // server member last known) whenever no server member is alive, every
 // Rejoin period.
 func (g *gossipMember) joinLoop() {
 	defer g.wg.Done()
-	t := time.NewTimer(0)
+	t := clock.NewTimer(g.clk(), 0)
 	defer t.Stop()
 	failing := false // warn once per run of failures
 	for {

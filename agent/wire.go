@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/grapnel-io/grapnel/agent/controlif"
 	"github.com/grapnel-io/grapnel/agent/logs"
@@ -54,7 +53,7 @@ func start(cfg Config) (*instance, error) {
 	if err := os.MkdirAll(cfg.RunFolder, 0o755); err != nil {
 		return nil, fmt.Errorf("run folder: %w", err)
 	}
-	incarnation, err := nextIncarnation(incarnationPath(cfg.RunFolder, cfg.Name), time.Now(), log)
+	incarnation, err := nextIncarnation(incarnationPath(cfg.RunFolder, cfg.Name), cfg.Clock.Now(), log)
 	if err != nil {
 		return nil, err
 	}
@@ -65,21 +64,22 @@ func start(cfg Config) (*instance, error) {
 	resolver, err := client.NewResolver(client.Options{
 		Addrs: cfg.Servers, Insecure: cfg.Insecure, TLS: cfg.TLS,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
+		Clock: cfg.Clock, Timers: cfg.Clock,
 	})
 	if err != nil {
 		return nil, err
 	}
 	c := &conn{
 		name: cfg.Name, tags: cfg.Tags, incarnation: incarnation, loadEvery: cfg.LoadInterval,
-		log: log, resolver: resolver, out: newOutbox(),
+		log: log, resolver: resolver, out: newOutbox(), clock: cfg.Clock,
 	}
 	a := &instance{log: log, conn: c}
-	a.ctl = controlif.New(controlif.Config{Agent: cfg.Name, RunFolder: cfg.RunFolder, Forward: c.forward, Logger: log})
+	a.ctl = controlif.New(controlif.Config{Agent: cfg.Name, RunFolder: cfg.RunFolder, Forward: c.forward, Logger: log, Clock: cfg.Clock})
 	a.mgr = workload.NewManager(workload.Config{
 		Agent: cfg.Name, RunFolder: cfg.RunFolder, Runtimes: runtimes,
-		Report: c.report, Control: a.ctl, Logger: log,
+		Report: c.report, Control: a.ctl, Logger: log, Clock: cfg.Clock,
 	})
-	a.campaigns = logs.New(logs.Config{Lookup: a.mgr.Lookup, Send: c.send, Logger: log})
+	a.campaigns = logs.New(logs.Config{Lookup: a.mgr.Lookup, Send: c.send, Logger: log, Clock: cfg.Clock})
 	c.work, c.ctl, c.logs = a.mgr, a.ctl, a.campaigns
 	log.Info("agent starting", "name", cfg.Name, "incarnation", incarnation,
 		"runtimes", slices.Sorted(maps.Keys(runtimes)), "run_folder", cfg.RunFolder)
@@ -88,7 +88,7 @@ func start(cfg Config) (*instance, error) {
 		f := &follower{c: c}
 		a.member, err = startGossip(gossipConfig{
 			Agent: cfg.Name, Bind: cfg.GossipAddress, Join: cfg.GossipJoin, Key: cfg.GossipKey,
-			Timing: defaultGossipTiming, Logger: log, OnChange: f.onChange,
+			Timing: defaultGossipTiming, Logger: log, OnChange: f.onChange, Clock: cfg.Clock,
 		})
 		if err != nil {
 			a.stop()
@@ -136,7 +136,7 @@ func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
 		)
 		switch name {
 		case RuntimeProcess:
-			r, err = process.New(process.Config{RunFolder: cfg.RunFolder, Logger: cfg.Logger})
+			r, err = process.New(process.Config{RunFolder: cfg.RunFolder, Logger: cfg.Logger, Clock: cfg.Clock})
 		case RuntimePodman:
 			if !podman.Available(cfg.PodmanBinary) {
 				if explicit {
@@ -145,7 +145,7 @@ func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
 				cfg.Logger.Warn("podman is not available; its workloads will fail to start", "runtime", RuntimePodman)
 				continue
 			}
-			r, err = podman.New(podman.Config{Binary: cfg.PodmanBinary, Logger: cfg.Logger})
+			r, err = podman.New(podman.Config{Binary: cfg.PodmanBinary, Logger: cfg.Logger, Clock: cfg.Clock})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("runtime %s: %w", name, err)

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // Bounds on podman calls, so that a wedged podman cannot hang a control
@@ -33,9 +35,9 @@ func (r *Runtime) exec(ctx context.Context, timeout time.Duration, args ...strin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = waitDelay
-	start := time.Now()
+	start := r.clk().Now()
 	err := cmd.Run()
-	r.log.Debug("podman", "args", args, "took", time.Since(start), "err", err)
+	r.log.Debug("podman", "args", args, "took", clock.Since(r.clk(), start), "err", err)
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if ctx.Err() != nil {

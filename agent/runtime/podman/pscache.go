@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // stateMaxAge is how old a `podman ps` answer may be to serve State, as
@@ -16,6 +18,7 @@ const stateMaxAge = time.Second
 // is polled twice a second.
 type psCache struct {
 	fetch func(context.Context) ([]container, error)
+	clock clock.Clock // dates the calls; nil is the system clock
 
 	mu sync.Mutex
 	// The following fields are guarded by mu.
@@ -39,11 +42,19 @@ type fetchCall struct {
 	err     error
 }
 
+// clk is the cache's clock, or the system clock.
+func (c *psCache) clk() clock.Clock {
+	if c.clock == nil {
+		return clock.Real()
+	}
+	return c.clock
+}
+
 // invalidate makes every answer from a call started before now stale:
 // the caller just created or removed a container.
 func (c *psCache) invalidate() {
 	c.mu.Lock()
-	c.floor = time.Now()
+	c.floor = c.clk().Now()
 	c.mu.Unlock()
 }
 
@@ -66,7 +77,7 @@ func (c *psCache) get(ctx context.Context, notBefore time.Time) (*snapshot, erro
 		}
 		f := c.running
 		if f == nil {
-			f = &fetchCall{started: time.Now(), done: make(chan struct{})}
+			f = &fetchCall{started: c.clk().Now(), done: make(chan struct{})}
 			c.running = f
 			go c.run(f)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	StopGrace time.Duration
 	// Logger receives debug lines for every podman call; nil discards.
 	Logger *slog.Logger
+	// Clock dates the `podman ps` answers and times the calls; nil is
+	// the system clock.
+	Clock clock.Clock
 }
 
 // Runtime runs workloads as podman containers through the podman CLI.
@@ -41,7 +45,16 @@ type Runtime struct {
 	binary string
 	grace  time.Duration
 	log    *slog.Logger
+	clock  clock.Clock // nil is the system clock
 	ps     psCache
+}
+
+// clk is the configured clock, or the system clock.
+func (r *Runtime) clk() clock.Clock {
+	if r.clock == nil {
+		return clock.Real()
+	}
+	return r.clock
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -57,7 +70,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("podman runtime: %w", err)
 	}
-	r := &Runtime{binary: path, grace: cfg.StopGrace, log: cfg.Logger}
+	r := &Runtime{binary: path, grace: cfg.StopGrace, log: cfg.Logger, clock: cfg.Clock}
 	if r.grace <= 0 {
 		r.grace = DefaultStopGrace
 	}
@@ -65,6 +78,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	r.ps.fetch = r.psAll
+	r.ps.clock = r.clk()
 	return r, nil
 }
 
@@ -180,7 +194,7 @@ func (r *Runtime) lookup(ctx context.Context, id runtime.ID, maxAge time.Duratio
 	if !validID(string(id)) {
 		return container{}, fmt.Errorf("container id %q: %w", id, runtime.ErrNotFound)
 	}
-	begin := time.Now()
+	begin := r.clk().Now()
 	snap, err := r.ps.get(ctx, begin.Add(-maxAge))
 	if err != nil {
 		return container{}, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -46,7 +47,7 @@ func (r *Runtime) Logs(ctx context.Context, id runtime.ID, o runtime.LogOptions)
 	context.AfterFunc(ctx, func() { pw.Close() })
 	go func() {
 		defer f.Close()
-		s := &logStream{dir: dir, boot: r.boot, opts: o, w: pw, ctx: ctx}
+		s := &logStream{dir: dir, boot: r.boot, opts: o, w: pw, ctx: ctx, clock: r.cfg.Clock}
 		pw.CloseWithError(s.run(f))
 	}()
 	return &logReader{PipeReader: pr, cancel: cancel}, nil
@@ -70,6 +71,8 @@ type logStream struct {
 	opts runtime.LogOptions
 	w    io.Writer
 	ctx  context.Context
+	// clock paces the follow polls and tells when Until has passed.
+	clock clock.Clock
 	// partial holds the start of a line the shim is still writing.
 	partial []byte
 	// pastUntil is set once a line later than Until was read.
@@ -102,7 +105,7 @@ func (s *logStream) run(f *os.File) error {
 	if !s.opts.Follow {
 		return nil
 	}
-	tick := time.NewTicker(followInterval)
+	tick := clock.NewTicker(s.clock, followInterval)
 	defer tick.Stop()
 	for {
 		// Look at the end before reading, so that the read that follows
@@ -111,7 +114,7 @@ func (s *logStream) run(f *os.File) error {
 		if err := s.readLines(br, s.emit); err != nil {
 			return err
 		}
-		if ended || s.pastUntil || (!s.opts.Until.IsZero() && time.Now().After(s.opts.Until)) {
+		if ended || s.pastUntil || (!s.opts.Until.IsZero() && s.clock.Now().After(s.opts.Until)) {
 			return nil
 		}
 		select {

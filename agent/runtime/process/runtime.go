@@ -16,6 +16,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/agent/runtime/pidfd"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -60,6 +61,9 @@ type Config struct {
 	// own to simulate a reboot.
 	BootIDFile string
 	Logger     *slog.Logger
+	// Clock drives the start timeout, the polls and the waits of Delete;
+	// nil is the system clock.
+	Clock clock.Clock
 }
 
 // Runtime is the process runtime. It keeps no state of its own: all it
@@ -109,6 +113,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if cfg.BootIDFile == "" {
 		cfg.BootIDFile = DefaultBootIDFile
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
 	}
 	r := &Runtime{cfg: cfg, log: log}
 	if r.boot, err = readBootID(cfg.BootIDFile); err != nil {
@@ -238,9 +245,9 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 		return fmt.Errorf("%w: recording the shim: %v", ErrStart, err)
 	}
 
-	deadline := time.NewTimer(r.cfg.StartTimeout)
+	deadline := clock.NewTimer(r.cfg.Clock, r.cfg.StartTimeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
+	tick := clock.NewTicker(r.cfg.Clock, pollInterval)
 	defer tick.Stop()
 	for {
 		rs, err := readRecords(dir)
@@ -383,9 +390,9 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 
 // waitFor polls cond until it holds, d has passed or ctx ends.
 func (r *Runtime) waitFor(ctx context.Context, d time.Duration, cond func() bool) bool {
-	deadline := time.NewTimer(d)
+	deadline := clock.NewTimer(r.cfg.Clock, d)
 	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
+	tick := clock.NewTicker(r.cfg.Clock, pollInterval)
 	defer tick.Stop()
 	for !cond() {
 		select {

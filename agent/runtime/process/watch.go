@@ -8,6 +8,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/agent/runtime/pidfd"
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 var _ runtime.Watcher = (*Runtime)(nil)
@@ -92,13 +93,14 @@ func (r *Runtime) waitGone(ctx context.Context, d time.Duration, ps ...*procRef)
 	if !pidfd.Supported() {
 		return r.waitFor(ctx, d, gone)
 	}
-	deadline := time.Now().Add(d)
+	// The context's deadline is on the system clock, and so is this one.
+	deadline := clock.Real().Now().Add(d)
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	for _, p := range ps {
 		proc, err := r.openProc(p)
 		if err != nil {
-			return r.waitFor(ctx, time.Until(deadline), gone)
+			return r.waitFor(ctx, clock.Until(clock.Real(), deadline), gone)
 		}
 		if proc != nil && proc.Wait(wctx) != nil {
 			break // time is up, or ctx ended

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // Env is the environment variable that turns a process into a shim; its
@@ -96,7 +98,7 @@ func Run(dir string) int {
 		shim := ProcRef{PID: os.Getpid(), BootID: sp.BootID}
 		if shim.StartTime, err = StartTime(shim.PID); err == nil {
 			err = WriteJSON(filepath.Join(dir, RecordFile),
-				ChildRecord{ProcRef: child, Shim: shim, StartedAt: time.Now().UTC()})
+				ChildRecord{ProcRef: child, Shim: shim, StartedAt: shimClock.Now().UTC()})
 		}
 	}
 	if err != nil {
@@ -125,14 +127,14 @@ func Run(dir string) int {
 	go func() { pumps.Wait(); close(drained) }()
 	select {
 	case <-drained:
-	case <-time.After(drainTimeout):
+	case <-clock.After(shimClock, drainTimeout):
 		for _, p := range pipes {
 			p.r.Close() // ends the pumps' reads
 		}
 		<-drained
 	}
 
-	ex := ExitRecord{At: time.Now().UTC()}
+	ex := ExitRecord{At: shimClock.Now().UTC()}
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
 	case ok && ws.Signaled():
@@ -298,6 +300,10 @@ func CheckExecutable(path string) error {
 	return nil
 }
 
+// shimClock is the shim's clock. The shim is a process of its own, started
+// by the runtime, so nothing injects one: it is the system clock.
+var shimClock = clock.Real()
+
 // lineWriter appends timestamped lines to the log; each line is one
 // write, so a reader never sees two streams interleaved within a line.
 type lineWriter struct {
@@ -307,7 +313,7 @@ type lineWriter struct {
 
 func (w *lineWriter) line(stream string, text []byte) {
 	buf := make([]byte, 0, len(text)+48)
-	buf = time.Now().UTC().AppendFormat(buf, time.RFC3339Nano)
+	buf = shimClock.Now().UTC().AppendFormat(buf, time.RFC3339Nano)
 	buf = append(buf, ' ')
 	buf = append(buf, stream...)
 	buf = append(buf, ' ')
