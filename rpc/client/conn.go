@@ -223,10 +223,12 @@ func (c *Conn) Close() error {
 		c.sendMu.Unlock()
 		// Give the server a moment to end the stream itself, so Goodbye
 		// is read before the cancellation resets the stream.
+		t := clock.NewTimer(c.clock, 200*time.Millisecond)
 		select {
 		case <-c.done:
-		case <-clock.After(c.clock, 200*time.Millisecond):
+		case <-t.C:
 		}
+		t.Stop()
 	}
 	c.stream.Close()
 	<-c.done
@@ -316,10 +318,12 @@ func (c *Conn) send(msg *grpcapi.ToServer) error {
 		return nil
 	}
 	// io.EOF from Send means the stream is over; Recv has the reason.
+	t := clock.NewTimer(c.clock, time.Second)
+	defer t.Stop()
 	select {
 	case <-c.done:
 		return c.Err()
-	case <-clock.After(c.clock, time.Second):
+	case <-t.C:
 		return fmt.Errorf("%w: %v", ErrConnectionLost, err)
 	}
 }

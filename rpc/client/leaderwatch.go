@@ -126,10 +126,12 @@ func (w *leaderWatch) watch(addr string) {
 		if status.Code(err) == codes.Unimplemented || w.r.isClosed() {
 			return // an upstream server, or the connections are gone
 		}
+		retry := clock.NewTimer(w.r.opts.timers(), leaderWatchRetry)
 		select {
 		case <-w.ctx.Done():
+			retry.Stop()
 			return
-		case <-clock.After(w.r.opts.timers(), leaderWatchRetry):
+		case <-retry.C:
 		}
 	}
 }
