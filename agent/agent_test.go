@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -105,18 +106,6 @@ func (r *running) stop(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, failing after timeout.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 // read runs fn on the serving leader's store; false while none leads.
 func read(cl *testcluster.Cluster, fn func(st *state.Store)) bool {
 	id := cl.LeaderID()
@@ -147,9 +136,9 @@ func stateOf(cl *testcluster.Cluster, agent, workload string) string {
 
 func waitState(t *testing.T, cl *testcluster.Cluster, agent, workload, want string) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%s on %s %s", workload, agent, want), runWithin, func() bool {
+	testwait.For(t, runWithin, func() bool {
 		return stateOf(cl, agent, workload) == want
-	})
+	}, "%s on %s %s", workload, agent, want)
 }
 
 func connected(cl *testcluster.Cluster, agent string) bool {
@@ -291,16 +280,16 @@ func TestAgentRunsAWorkload(t *testing.T) {
 	killAtEnd(t, pidFile)
 	a := startAgent(t, cl, "agent_A", filepath.Join(dir, "run"))
 
-	waitFor(t, "agent_A connected", connectWithin, func() bool { return connected(cl, "agent_A") })
+	testwait.For(t, connectWithin, func() bool { return connected(cl, "agent_A") }, "agent_A connected")
 	apply(t, cl, sleeper("sleeper", "agent_A", pidFile))
 	waitState(t, cl, "agent_A", "sleeper", "Running(Ok)")
-	waitFor(t, "the workload's pid file", runWithin, func() bool { return alive(pidOf(t, pidFile)) })
+	testwait.For(t, runWithin, func() bool { return alive(pidOf(t, pidFile)) }, "the workload's pid file")
 	// Loads live in the leader's memory, not in the replicated store: ask
 	// the leader, as `grapnel get agents` does.
-	waitFor(t, "a load report", connectWithin, func() bool {
+	testwait.For(t, connectWithin, func() bool {
 		st := agentStatus(t, cl, "agent_A")
 		return st.GetFreeMemory().GetFreeMemory() > 0 && st.GetCpuUsage() != nil
-	})
+	}, "a load report")
 
 	pid := pidOf(t, pidFile)
 	a.stop(t)
@@ -321,16 +310,16 @@ func TestAgentFollowsANewLeader(t *testing.T) {
 	a := startAgent(t, cl, "agent_A", filepath.Join(dir, "run"))
 
 	old := cl.WaitServing(connectWithin)
-	waitFor(t, "agent_A attached to the leader "+old, connectWithin, func() bool { return a.conn.replica() == old })
+	testwait.For(t, connectWithin, func() bool { return a.conn.replica() == old }, "%s", "agent_A attached to the leader "+old)
 	apply(t, cl, sleeper("first", "agent_A", first))
 	waitState(t, cl, "agent_A", "first", "Running(Ok)")
-	waitFor(t, "the workload's pid file", runWithin, func() bool { return alive(pidOf(t, first)) })
+	testwait.For(t, runWithin, func() bool { return alive(pidOf(t, first)) }, "the workload's pid file")
 	pid := pidOf(t, first)
 
 	stopped := time.Now()
 	cl.Stop(old)
 	next := cl.WaitServing(connectWithin, old)
-	waitFor(t, "agent_A attached to the new leader "+next, connectWithin, func() bool { return a.conn.replica() == next })
+	testwait.For(t, connectWithin, func() bool { return a.conn.replica() == next }, "%s", "agent_A attached to the new leader "+next)
 	t.Logf("agent attached to the new leader %s %v after the old one stopped", next, time.Since(stopped).Round(time.Millisecond))
 
 	apply(t, cl, sleeper("second", "agent_A", second))
@@ -360,7 +349,7 @@ func TestIncarnationGrowsAcrossRuns(t *testing.T) {
 	a := startAgent(t, cl, "agent_A", run)
 	apply(t, cl, sleeper("sleeper", "agent_A", pidFile))
 	waitState(t, cl, "agent_A", "sleeper", "Running(Ok)")
-	waitFor(t, "a marked report", connectWithin, func() bool { return mark().Incarnation != 0 })
+	testwait.For(t, connectWithin, func() bool { return mark().Incarnation != 0 }, "a marked report")
 	first := mark()
 	if first.Incarnation != a.conn.incarnation || first.Generation == 0 {
 		t.Fatalf("stored mark %+v, the agent's incarnation %d", first, a.conn.incarnation)
@@ -371,7 +360,7 @@ func TestIncarnationGrowsAcrossRuns(t *testing.T) {
 	if b.conn.incarnation <= first.Incarnation {
 		t.Fatalf("second incarnation %d, first %d", b.conn.incarnation, first.Incarnation)
 	}
-	waitFor(t, "a report of the second incarnation", connectWithin, func() bool { return mark().Incarnation == b.conn.incarnation })
+	testwait.For(t, connectWithin, func() bool { return mark().Incarnation == b.conn.incarnation }, "a report of the second incarnation")
 	data, err := os.ReadFile(incarnationPath(run, "agent_A"))
 	if err != nil || strings.TrimSpace(string(data)) != strconv.FormatUint(b.conn.incarnation, 10) {
 		t.Fatalf("counter file %q, %v", data, err)
@@ -396,23 +385,23 @@ workloads:
       args: ["-c", "echo $$ > %s; while [ ! -e %s ]; do sleep 0.05; done"]
 `, pidFile, trigger))
 	waitState(t, cl, "agent_A", "waiter", "Running(Ok)")
-	waitFor(t, "the workload's pid file", runWithin, func() bool { return alive(pidOf(t, pidFile)) })
+	testwait.For(t, runWithin, func() bool { return alive(pidOf(t, pidFile)) }, "the workload's pid file")
 
 	id := cl.IDs()[0]
 	cl.Stop(id)
-	waitFor(t, "the agent disconnected", connectWithin, func() bool { return a.conn.replica() == "" })
+	testwait.For(t, connectWithin, func() bool { return a.conn.replica() == "" }, "the agent disconnected")
 	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the workload ended", runWithin, func() bool { return !alive(pidOf(t, pidFile)) })
-	waitFor(t, "Succeeded(Ok) kept while offline", runWithin, func() bool {
+	testwait.For(t, runWithin, func() bool { return !alive(pidOf(t, pidFile)) }, "the workload ended")
+	testwait.For(t, runWithin, func() bool {
 		for _, ws := range a.mgr.Current() {
 			if ws.Instance.WorkloadName == "waiter" && ws.State.Short() == "Succeeded(Ok)" {
 				return a.conn.out.size() > 0
 			}
 		}
 		return false
-	})
+	}, "Succeeded(Ok) kept while offline")
 
 	cl.Restart(id)
 	waitState(t, cl, "agent_A", "waiter", "Succeeded(Ok)")

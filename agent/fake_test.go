@@ -13,6 +13,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -425,11 +426,11 @@ func TestConnServesTheStream(t *testing.T) {
 	fs.out <- &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_Response{Response: &ankbase.Response{RequestId: "w@1"}}}
 	fs.out <- &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_LogsRequest{LogsRequest: &grpcapi.LogsRequest{RequestId: "logs-1"}}}
 	fs.out <- &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_LogsCancelRequest{LogsCancelRequest: &grpcapi.LogsCancelRequest{RequestId: "logs-1"}}}
-	waitFor(t, "every message handed over", connectWithin, func() bool {
+	testwait.For(t, connectWithin, func() bool {
 		_, u, s := fc.work.counts()
 		started, cancelled, _ := fc.logs.get()
 		return u == 1 && s == 1 && len(fc.ans.delivered()) == 1 && len(started) == 1 && len(cancelled) == 1
-	})
+	}, "every message handed over")
 	fc.work.mu.Lock()
 	u := fc.work.updates[0]
 	fc.work.mu.Unlock()
@@ -510,7 +511,7 @@ func TestConnMovesOnGossipHint(t *testing.T) {
 	fc := newFakeConn(t, set)
 	fc.start(t)
 	set.rep("r1").accepted(t)
-	waitFor(t, "attached to r1", connectWithin, func() bool { return fc.replica() == "r1" })
+	testwait.For(t, connectWithin, func() bool { return fc.replica() == "r1" }, "attached to r1")
 
 	set.mu.Lock()
 	set.leader = "r2" // r1 still claims to lead in its status and heartbeat
@@ -520,7 +521,7 @@ func TestConnMovesOnGossipHint(t *testing.T) {
 	f := &follower{c: fc.conn}
 	f.onChange(gossipView{Addrs: set.addrs(), LeaderID: "r2", LeaderAddr: set.rep("r2").addr})
 	set.rep("r2").accepted(t)
-	waitFor(t, "attached to r2", connectWithin, func() bool { return fc.replica() == "r2" })
+	testwait.For(t, connectWithin, func() bool { return fc.replica() == "r2" }, "attached to r2")
 	if d := time.Since(start); d > client.DefaultHeartbeatTimeout {
 		t.Fatalf("moving took %v, longer than a heartbeat timeout", d)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -107,7 +108,7 @@ func refusedConn(t *testing.T, pki *rpctest.CA, addr string, clk clock.Clock, lo
 
 func waitAttempts(t *testing.T, r *tlsReplica, n int32) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("attempt %d at the replica", n), connectWithin, func() bool { return r.attempts.Load() >= n })
+	testwait.For(t, connectWithin, func() bool { return r.attempts.Load() >= n }, "attempt %d at the replica", n)
 	if got := r.attempts.Load(); got != n {
 		t.Fatalf("the replica saw %d attempts, want %d", got, n)
 	}
@@ -115,7 +116,7 @@ func waitAttempts(t *testing.T, r *tlsReplica, n int32) {
 
 func waitTimer(t *testing.T, clk *clock.Fake) {
 	t.Helper()
-	waitFor(t, "the agent waiting out its backoff", connectWithin, func() bool { return clk.Pending() == 1 })
+	testwait.For(t, connectWithin, func() bool { return clk.Pending() == 1 }, "the agent waiting out its backoff")
 }
 
 // An agent the replica refuses (its certificate does not allow its name)
@@ -177,9 +178,9 @@ func TestRefusedAgentAttemptRate(t *testing.T) {
 	var log syncBuffer
 	fc := refusedConn(t, pki, rep.addr, nil, &log)
 	fc.start(t)
-	waitFor(t, "the first attempt", connectWithin, func() bool { return rep.attempts.Load() >= 1 })
+	testwait.For(t, connectWithin, func() bool { return rep.attempts.Load() >= 1 }, "the first attempt")
 	first := time.Now()
-	waitFor(t, "the third attempt", connectWithin, func() bool { return rep.attempts.Load() >= 3 })
+	testwait.For(t, connectWithin, func() bool { return rep.attempts.Load() >= 3 }, "the third attempt")
 	if d := time.Since(first); d < 1500*time.Millisecond-50*time.Millisecond {
 		t.Fatalf("three attempts within %v", d)
 	}
@@ -212,13 +213,13 @@ func TestAgentBackoffStartsOverAfterAcceptance(t *testing.T) {
 		fs := set.rep("r1").accepted(t)
 		if greet {
 			fs.out <- hello
-			waitFor(t, "the backoff starting over after the hello", connectWithin, func() bool {
+			testwait.For(t, connectWithin, func() bool {
 				wait, n := r.Refused()
 				return wait == 0 && n == 0
-			})
+			}, "the backoff starting over after the hello")
 		}
 		fs.end <- refusal
-		waitFor(t, "the agent waiting out its backoff", connectWithin, func() bool { return clk.Pending() == 1 })
+		testwait.For(t, connectWithin, func() bool { return clk.Pending() == 1 }, "the agent waiting out its backoff")
 		wait, _ := r.Refused()
 		if wait < step/2 || wait > step {
 			t.Fatalf("wait %v, want within [%v, %v]", wait, step/2, step)

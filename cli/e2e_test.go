@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -163,27 +164,15 @@ func (a *scriptedAgent) run() {
 	}
 }
 
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestEndToEnd(t *testing.T) {
 	addr := startServer(t)
 	s, out := e2eSession(t, addr)
 	ctx := context.Background()
 	startAgent(t, addr, "agent_A")
-	waitFor(t, "agent_A to connect", func() bool {
+	testwait.For(t, 10*time.Second, func() bool {
 		cs, err := s.CompleteState(ctx, []string{"agents"})
 		return err == nil && node(cs, "agents", "agent_A") != nil
-	})
+	}, "agent_A to connect")
 
 	dir := t.TempDir()
 	manifest := filepath.Join(dir, "app.yaml")
@@ -251,11 +240,11 @@ configs:
 	evSession, evOut := e2eSession(t, addr)
 	evDone := make(chan error, 1)
 	go func() { evDone <- evSession.GetEvents(evCtx, []string{"desiredState.configs"}, FormatJSON, true) }()
-	waitFor(t, "the current state event", func() bool { return strings.Contains(syncString(evSession), "\"completeState\"") })
+	testwait.For(t, 10*time.Second, func() bool { return strings.Contains(syncString(evSession), "\"completeState\"") }, "the current state event")
 	step("delete config", func() error { return s.DeleteConfigs(ctx, []string{"site"}) })
-	waitFor(t, "the config event", func() bool {
+	testwait.For(t, 10*time.Second, func() bool {
 		return strings.Contains(syncString(evSession), `"removedFields":["desiredState.configs.site"]`)
-	})
+	}, "the config event")
 	stopEvents()
 	if err := <-evDone; err != nil {
 		t.Fatalf("get events: %v", err)

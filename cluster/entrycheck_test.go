@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
 // fakeLeader sends AppendEntries to a replica's Raft port the way any
@@ -135,11 +137,6 @@ func TestUnknownEntryTypeRefusedAtTheTransport(t *testing.T) {
 
 func waitApplied(t *testing.T, f *fsm.FSM, index uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.AppliedIndex() < index {
-		if time.Now().After(deadline) {
-			t.Fatalf("index %d not applied (at %d)", index, f.AppliedIndex())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, func() bool { return f.AppliedIndex() >= index },
+		"index %d applied (at %v)", index, testwait.Lazy(func() string { return fmt.Sprint(f.AppliedIndex()) }))
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"testing"
 
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -99,11 +100,11 @@ func TestWorkloadStatesStoredAndForwarded(t *testing.T) {
 	if s, _ := rpc.ExecutionStateFromProto(got.GetWorkloadStates()[0].GetExecutionState()); s != state.RunningOk {
 		t.Fatalf("CLI got %v", s)
 	}
-	waitFor(t, 5e9, "state stored", func() bool {
+	testwait.For(t, 5e9, func() bool {
 		var s state.ExecutionState
 		ts.store(func(st *state.Store) { s, _ = st.States.Get(instA) })
 		return s == state.RunningOk
-	})
+	}, "state stored")
 	// A newly connected agent learns the states of the others, not its own.
 	b := ts.dial(wire.KindAgent)
 	b.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: "agent_B", ProtocolVersion: rpc.ProtocolVersion}}})
@@ -140,11 +141,11 @@ func TestAgentGoneMarksDisconnected(t *testing.T) {
 	if !hasInstance(m.GetUpdateWorkloadState(), instA) {
 		t.Fatalf("wrong instance: %v", m)
 	}
-	waitFor(t, 5e9, "agent_A removed", func() bool {
+	testwait.For(t, 5e9, func() bool {
 		gone := false
 		ts.store(func(s *state.Store) { _, ok := s.Agents["agent_A"]; gone = !ok })
 		return gone
-	})
+	}, "agent_A removed")
 }
 
 // A load report is kept in the leader's memory and served from there; it
@@ -178,7 +179,7 @@ func TestProtocolVersionMismatchRefused(t *testing.T) {
 	ts := startServer(t, nil)
 	c := ts.dial(wire.KindAgent)
 	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: "a", ProtocolVersion: "2.0.0"}}})
-	waitFor(t, 5e9, "stream refused", func() bool { return c.streamErr() != nil })
+	testwait.For(t, 5e9, func() bool { return c.streamErr() != nil }, "stream refused")
 	err := c.streamErr().Error()
 	for _, want := range []string{"FailedPrecondition", "2.0.0", "'1'"} {
 		if !contains(err, want) {
@@ -187,7 +188,7 @@ func TestProtocolVersionMismatchRefused(t *testing.T) {
 	}
 	cli := ts.dial(wire.KindCLI)
 	cli.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: "a"}}})
-	waitFor(t, 5e9, "CLI stream refused", func() bool { return cli.streamErr() != nil })
+	testwait.For(t, 5e9, func() bool { return cli.streamErr() != nil }, "CLI stream refused")
 	if !contains(cli.streamErr().Error(), "No CommanderHello received.") {
 		t.Errorf("CLI refusal: %v", cli.streamErr())
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -29,10 +30,10 @@ func TestStatusOfASingleReplica(t *testing.T) {
 		err error
 	)
 	// Raft's applied_index statistic trails the first commit a moment.
-	waitFor(t, 10*time.Second, "an applied entry", func() bool {
+	testwait.For(t, 10*time.Second, func() bool {
 		st, err = clusterClient(t, ts.addr).Status(context.Background(), &grapnelpb.StatusRequest{})
 		return err != nil || st.GetAppliedIndex() > 0
-	})
+	}, "an applied entry")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,10 +65,10 @@ func TestStatusListsAttachedAgents(t *testing.T) {
 		t.Fatalf("attached agents %v, want [agent_A agent_B]", got)
 	}
 	a.close()
-	waitFor(t, 10*time.Second, "agent_A detached", func() bool {
+	testwait.For(t, 10*time.Second, func() bool {
 		st, err := cc.Status(context.Background(), &grapnelpb.StatusRequest{})
 		return err == nil && len(st.GetAttachedAgents()) == 1 && st.GetAttachedAgents()[0] == "agent_B"
-	})
+	}, "agent_A detached")
 }
 
 func TestStatusOfAReplicaSet(t *testing.T) {
@@ -254,7 +255,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	if resp.GetIndex() == 0 {
 		t.Fatal("no index answered")
 	}
-	waitFor(t, 10*time.Second, "the restored workload", has)
+	testwait.For(t, 10*time.Second, has, "the restored workload")
 }
 
 func TestSnapshotRestoreRefusesNothing(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -56,7 +57,7 @@ func TestStateReportsConflatedAndBatched(t *testing.T) {
 	agent.sync("agent_A", "reports sent")
 	release()
 
-	waitFor(t, 5e9, "the conflated batch", func() bool { return count(fsm.WorkloadReportsType) == 2 })
+	testwait.For(t, 5e9, func() bool { return count(fsm.WorkloadReportsType) == 2 }, "the conflated batch")
 	if s, _ := ts.stateOf(x); s != state.RunningOk {
 		t.Fatalf("stored state of %v: %v, want the newest report's", x, s)
 	}
@@ -95,7 +96,7 @@ func TestStaleReportDroppedByNewLeader(t *testing.T) {
 	agent, _ := ts.hello("agent_A", 7, nil)
 	x := state.NewInstanceName("wl_a", "agent_A", "image: a")
 	agent.report(10, state.WorkloadState{Instance: x, State: state.RunningOk})
-	waitFor(t, 5e9, "report stored", func() bool { s, _ := ts.stateOf(x); return s == state.RunningOk })
+	testwait.For(t, 5e9, func() bool { s, _ := ts.stateOf(x); return s == state.RunningOk }, "report stored")
 	ts.stop()
 
 	// A fake clock that never moves keeps agent_A in its grace.
@@ -113,11 +114,11 @@ func TestStaleReportDroppedByNewLeader(t *testing.T) {
 		t.Fatalf("a stale report overwrote the state: %v", s)
 	}
 	agent2.report(11, state.WorkloadState{Instance: x, State: failed})
-	waitFor(t, 5e9, "newer report stored", func() bool { s, _ := ts2.stateOf(x); return s == failed })
+	testwait.For(t, 5e9, func() bool { s, _ := ts2.stateOf(x); return s == failed }, "newer report stored")
 	// A new incarnation starts its generations again.
 	agent3, _ := ts2.hello("agent_A", 8, nil)
 	agent3.report(1, state.WorkloadState{Instance: x, State: state.RunningOk})
-	waitFor(t, 5e9, "new incarnation's report stored", func() bool { s, _ := ts2.stateOf(x); return s == state.RunningOk })
+	testwait.For(t, 5e9, func() bool { s, _ := ts2.stateOf(x); return s == state.RunningOk }, "new incarnation's report stored")
 }
 
 // Load reports never reach Raft: many of them from several agents leave

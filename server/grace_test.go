@@ -9,6 +9,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/state"
@@ -28,14 +29,14 @@ func failover(t *testing.T) (*testServer, *clock.Fake, *grpcapi.ServerHello) {
 	agent.report(1, state.WorkloadState{Instance: instA, State: state.RunningOk})
 	agent.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentLoadStatus{AgentLoadStatus: &grpcapi.AgentLoadStatus{
 		AgentName: "agent_A", CpuUsage: &ankbase.CpuUsage{CpuUsage: 42}, FreeMemory: &ankbase.FreeMemory{FreeMemory: 7}}}})
-	waitFor(t, 5e9, "state stored", func() bool {
+	testwait.For(t, 5e9, func() bool {
 		ok := false
 		ts.store(func(s *state.Store) {
 			st, _ := s.States.Get(instA)
 			ok = st == state.RunningOk && s.Agents["agent_A"] != nil
 		})
 		return ok
-	})
+	}, "state stored")
 	agent.sync("agent_A", "load handled")
 	ts.stop()
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
@@ -118,11 +119,11 @@ func TestAgentNotBackWithinGraceIsGone(t *testing.T) {
 	other.expect("AgentDisconnected", func(m *grpcapi.FromServer) bool {
 		return stateIn(m.GetUpdateWorkloadState(), instA) == state.AgentDisconnected
 	})
-	waitFor(t, 5e9, "agent_A removed", func() bool {
+	testwait.For(t, 5e9, func() bool {
 		gone := false
 		ts.store(func(s *state.Store) { _, ok := s.Agents["agent_A"]; gone = !ok })
 		return gone
-	})
+	}, "agent_A removed")
 	if st, _ := ts.stateOf(instA); st != state.AgentDisconnected {
 		t.Fatalf("stored %v", st)
 	}
@@ -136,11 +137,11 @@ func TestAgentBackWithOtherTagsReconnects(t *testing.T) {
 	ts, _, _ := failover(t)
 	count := countEntries(ts)
 	ts.hello("agent_A", 2, map[string]string{"zone": "rear"})
-	waitFor(t, 5e9, "new tags", func() bool {
+	testwait.For(t, 5e9, func() bool {
 		ok := false
 		ts.store(func(s *state.Store) { ok = s.Agents["agent_A"] != nil && s.Agents["agent_A"].Tags["zone"] == "rear" })
 		return ok
-	})
+	}, "new tags")
 	if count(fsm.AgentConnectedType) != 1 {
 		t.Fatal("no AgentConnected entry for changed tags")
 	}
@@ -167,7 +168,7 @@ func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
 			count := countEntries(ts)
 			agent, _ := ts.hello("agent_A", 1, nil)
 			agent.report(1, state.WorkloadState{Instance: instA, State: state.RunningOk})
-			waitFor(t, 5e9, "running stored", func() bool { st, _ := ts.stateOf(instA); return st == state.RunningOk })
+			testwait.For(t, 5e9, func() bool { st, _ := ts.stateOf(instA); return st == state.RunningOk }, "running stored")
 			if tc.goodbye {
 				// As an agent leaves: Goodbye, then the end of what it sends;
 				// the server ends the stream once it has read both. A cancel
@@ -176,17 +177,17 @@ func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
 				if err := agent.stream.CloseSend(); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, 5e9, "the server to end the stream", func() bool { return agent.streamErr() != nil })
+				testwait.For(t, 5e9, func() bool { return agent.streamErr() != nil }, "the server to end the stream")
 			}
 			agent.close()
 			if tc.goodbye {
-				waitFor(t, 5e9, "AgentDisconnected after goodbye", func() bool {
+				testwait.For(t, 5e9, func() bool {
 					st, _ := ts.stateOf(instA)
 					return st == state.AgentDisconnected
-				})
+				}, "AgentDisconnected after goodbye")
 				return
 			}
-			waitFor(t, 5e9, "the grace timer", func() bool { return fake.Pending() == 1 })
+			testwait.For(t, 5e9, func() bool { return fake.Pending() == 1 }, "the grace timer")
 			fake.Advance(testGrace - time.Millisecond)
 			if tc.back {
 				ts.hello("agent_A", 1, nil)
@@ -203,10 +204,10 @@ func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, 5e9, "AgentDisconnected after the grace", func() bool {
+			testwait.For(t, 5e9, func() bool {
 				st, _ := ts.stateOf(instA)
 				return st == state.AgentDisconnected
-			})
+			}, "AgentDisconnected after the grace")
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -60,19 +61,6 @@ func (ts *testServer) stop() {
 	ts.srv.Shutdown()
 	ts.g.Stop()
 	_ = ts.node.Shutdown()
-}
-
-// waitFor polls cond until it holds or the bound passes. Bounds are
-// generous: they catch hangs, not slowness.
-func waitFor(t testing.TB, bound time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", bound, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func (ts *testServer) store(fn func(s *state.Store)) {
@@ -130,11 +118,11 @@ func (ts *testServer) agent(name string, tags map[string]string) *testConn {
 	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: name, ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: tags}}}})
 	c.expect("ServerHello", func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil })
-	waitFor(ts.t, 10*time.Second, "agent "+name+" in the agent map", func() bool {
+	testwait.For(ts.t, 10*time.Second, func() bool {
 		ok := false
 		ts.store(func(s *state.Store) { _, ok = s.Agents[name] })
 		return ok
-	})
+	}, "%s", "agent "+name+" in the agent map")
 	return c
 }
 

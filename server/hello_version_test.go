@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
@@ -35,7 +36,7 @@ func TestHelloProtocolVersionRefusalText(t *testing.T) {
 				hello = &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{AgentName: "agent_A", ProtocolVersion: tt.version}}}
 			}
 			c.send(hello)
-			waitFor(t, 5e9, "stream refused", func() bool { return c.streamErr() != nil })
+			testwait.For(t, 5e9, func() bool { return c.streamErr() != nil }, "stream refused")
 			st := status.Convert(c.streamErr())
 			want := "Unsupported protocol version '" + tt.version + "'. Currently supported '1'"
 			if st.Code() != codes.FailedPrecondition || st.Message() != want {

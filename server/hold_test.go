@@ -12,6 +12,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -126,7 +127,7 @@ func TestHoldRunsOnTheServersClock(t *testing.T) {
 	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the hold's timer", func() bool { return fake.Pending() > 0 })
+	testwait.For(t, 10*time.Second, func() bool { return fake.Pending() > 0 }, "the hold's timer")
 	fake.Advance(hold)
 	err := streamEnd(t, st, 10*time.Second)
 	if !errors.Is(rpc.FromStatus(err), errs.ErrNoLeader) || !strings.Contains(err.Error(), "waited 1h0m0s") {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -16,11 +17,11 @@ func TestEndOfTermStopsLeaderWork(t *testing.T) {
 	dir := t.TempDir()
 	ts := startServerCfg(t, dir, mustState(t, twoAgents), nil)
 	ts.hello("agent_A", 1, nil)
-	waitFor(t, 5e9, "agent_A stored", func() bool {
+	testwait.For(t, 5e9, func() bool {
 		ok := false
 		ts.store(func(s *state.Store) { _, ok = s.Agents["agent_A"] })
 		return ok
-	})
+	}, "agent_A stored")
 	ts.stop()
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	ts2 := startServerCfg(t, dir, nil, func(c *Config) { c.Clock = fake })

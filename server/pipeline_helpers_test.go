@@ -12,6 +12,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -51,13 +52,13 @@ func startServerCfg(t testing.TB, dir string, startup *state.State, mod func(*Co
 	go func() { _ = g.Serve(lis) }()
 	ts := &testServer{t: t, addr: lis.Addr().String(), srv: srv, node: node, fsm: f, g: g, dir: dir}
 	t.Cleanup(ts.stop)
-	waitFor(t, 10*time.Second, "leadership", srv.IsLeading)
+	testwait.For(t, 10*time.Second, srv.IsLeading, "leadership")
 	if startup != nil {
-		waitFor(t, 10*time.Second, "startup state", func() bool {
+		testwait.For(t, 10*time.Second, func() bool {
 			rev := uint64(0)
 			f.Read(func(s *state.Store, _ uint64) { rev = s.Revision })
 			return rev != 0
-		})
+		}, "startup state")
 	}
 	return ts
 }

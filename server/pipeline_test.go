@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -252,7 +253,7 @@ func TestAgentHelloDuringCommitGetsWorkloadOnce(t *testing.T) {
 	agent := ts.dial(wire.KindAgent)
 	agent.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: "agent_A", ProtocolVersion: rpc.ProtocolVersion}}})
-	waitFor(t, 5e9, "agent stream registered", func() bool { return ts.srv.conns.agent("agent_A") != nil })
+	testwait.For(t, 5e9, func() bool { return ts.srv.conns.agent("agent_A") != nil }, "agent stream registered")
 	close(resume)
 	hello := agent.expect("ServerHello", func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil }).GetServerHello()
 	if r := cli.expect("answer", isResponse).GetResponse(); r.GetUpdateStateSuccess() == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
 // fakeFuture is a Raft future the test resolves by hand.
@@ -264,7 +265,7 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 	a := r.future(t, 0)
 	p.propose(fsm.AgentGoneType, []byte("b"), nil, nil)
 	p.propose(fsm.AgentGoneType, []byte("c"), nil, nil)
-	waitFor(t, 5*time.Second, "the delay timer", func() bool { return clk.Pending() > 0 })
+	testwait.For(t, 5*time.Second, func() bool { return clk.Pending() > 0 }, "the delay timer")
 	if n := r.reached(); n != 1 {
 		t.Fatalf("%d proposals reached Raft while the first batch was out, want 1", n)
 	}
@@ -280,7 +281,7 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 	}
 	// d waits behind b and c until the delay has passed.
 	p.propose(fsm.AgentGoneType, []byte("d"), nil, nil)
-	waitFor(t, 5*time.Second, "the delay timer", func() bool { return clk.Pending() > 0 })
+	testwait.For(t, 5*time.Second, func() bool { return clk.Pending() > 0 }, "the delay timer")
 	if n := r.reached(); n != 3 {
 		t.Fatalf("%d proposals reached Raft before the delay, want 3", n)
 	}
@@ -291,11 +292,11 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 		p.propose(fsm.AgentGoneType, []byte{byte(fsm.AgentGoneType)}, nil, nil)
 	}
 	r.future(t, 3+maxBatch)
-	waitFor(t, 5*time.Second, "the batch sizes", func() bool {
+	testwait.For(t, 5*time.Second, func() bool {
 		sizesMu.Lock()
 		defer sizesMu.Unlock()
 		return len(sizes) == 4
-	})
+	}, "the batch sizes")
 	if want := []int{1, 2, 1, maxBatch}; !reflect.DeepEqual(sizes, want) {
 		t.Fatalf("batch sizes %v, want %v", sizes, want)
 	}

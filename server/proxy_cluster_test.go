@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 )
@@ -151,7 +152,7 @@ func (r *replica) stop() {
 func (rs *replicaSet) leader() *replica {
 	rs.t.Helper()
 	var l *replica
-	waitFor(rs.t, 20*time.Second, "a leader every replica knows", func() bool {
+	testwait.For(rs.t, 20*time.Second, func() bool {
 		l = nil
 		for _, r := range rs.running() {
 			if r.srv.IsLeading() {
@@ -167,7 +168,7 @@ func (rs *replicaSet) leader() *replica {
 			}
 		}
 		return true
-	})
+	}, "a leader every replica knows")
 	return l
 }
 

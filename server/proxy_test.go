@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -100,11 +101,11 @@ func TestFollowerProxiesAnkaiosStreams(t *testing.T) {
 			t.Fatalf("response %v", r)
 		}
 		for _, rep := range rs.running() {
-			waitFor(t, 10*time.Second, "the workload on "+rep.id, func() bool {
+			testwait.For(t, 10*time.Second, func() bool {
 				ok := false
 				rep.testServer(t).store(func(s *state.Store) { _, ok = s.Desired.Workloads["web"] })
 				return ok
-			})
+			}, "%s", "the workload on "+rep.id)
 		}
 		if got := cli.get("desiredState.workloads.web"); got.GetDesiredState().GetWorkloads().GetWorkloads()["web"] == nil {
 			t.Fatalf("read through the follower: %v", got)
@@ -117,11 +118,11 @@ func TestFollowerProxiesAnkaiosStreams(t *testing.T) {
 		if ws := hello.GetAddedWorkloads(); len(ws) != 1 || ws[0].GetInstanceName().GetWorkloadName() != "web" {
 			t.Fatalf("ServerHello carries %v, want the workload web", ws)
 		}
-		waitFor(t, 10*time.Second, "the agent on the leader", func() bool {
+		testwait.For(t, 10*time.Second, func() bool {
 			ok := false
 			l.testServer(t).store(func(s *state.Store) { _, ok = s.Agents["agent_A"] })
 			return ok
-		})
+		}, "the agent on the leader")
 	})
 	t.Run("the leader's refusal reaches the client unchanged", func(t *testing.T) {
 		direct := rawStream(t, l.addr, wire.KindAgent)

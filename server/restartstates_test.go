@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -18,7 +19,7 @@ func TestRestartedAgentStatesAreNotShownAsCurrent(t *testing.T) {
 	ts.store(func(s *state.Store) { inst = s.Rendered["wl_a"].Instance })
 	waitState := func(what string, want state.ExecutionState) {
 		t.Helper()
-		waitFor(t, 10*time.Second, what, func() bool { s, _ := ts.stateOf(inst); return s == want })
+		testwait.For(t, 10*time.Second, func() bool { s, _ := ts.stateOf(inst); return s == want }, "%s", what)
 	}
 
 	c1, _ := ts.hello("agent_A", 1, nil)
@@ -66,7 +67,7 @@ func TestFreshLeaderDoesNotServeStatesFromBeforeItsStart(t *testing.T) {
 	ts.store(func(s *state.Store) { instA, instB = s.Rendered["wl_a"].Instance, s.Rendered["wl_b"].Instance })
 	waitState := func(ts *testServer, inst state.InstanceName, what string, want state.ExecutionState) {
 		t.Helper()
-		waitFor(t, 10*time.Second, what, func() bool { s, _ := ts.stateOf(inst); return s == want })
+		testwait.For(t, 10*time.Second, func() bool { s, _ := ts.stateOf(inst); return s == want }, "%s", what)
 	}
 	a, _ := ts.hello("agent_A", 7, nil) // a Grapnel agent
 	a.report(1, state.WorkloadState{Instance: instA, State: state.RunningOk})

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -172,11 +173,11 @@ func TestSnapshotRestoreRefusesOversized(t *testing.T) {
 	if _, err := restoreSnapshot(clusterClient(t, ts.addr), r.saved); err != nil {
 		t.Fatalf("a snapshot exactly at the cap: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the restored workload", func() bool {
+	testwait.For(t, 10*time.Second, func() bool {
 		ok := false
 		ts.store(func(s *state.Store) { _, ok = s.Desired.Workloads["nginx"] })
 		return ok
-	})
+	}, "the restored workload")
 }
 
 // What a restore interrupted by a crash left in the spool is removed when

@@ -10,6 +10,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -21,11 +22,11 @@ func TestSnapshotRestoreRebuildsLeaderMemory(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	ts := startServerCfg(t, t.TempDir(), mustState(t, nginx), func(c *Config) { c.Clock = fake })
 	agent, before := ts.hello("agent_A", 1, nil)
-	waitFor(t, 5e9, "agent_A stored", func() bool {
+	testwait.For(t, 5e9, func() bool {
 		ok := false
 		ts.store(func(s *state.Store) { _, ok = s.Agents["agent_A"] })
 		return ok
-	})
+	}, "agent_A stored")
 	var snap bytes.Buffer
 	var seq uint64
 	ts.fsm.Read(func(s *state.Store, applied uint64) {
@@ -46,7 +47,7 @@ func TestSnapshotRestoreRebuildsLeaderMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The leader drops the agent's stream and waits for it to come back.
-	waitFor(t, 5e9, "grace for agent_A", func() bool { return fake.Pending() == 1 })
+	testwait.For(t, 5e9, func() bool { return fake.Pending() == 1 }, "grace for agent_A")
 	_, after := ts.hello("agent_A", 1, nil)
 	if !proto.Equal(before, after) {
 		t.Fatalf("ServerHello after the restore:\n%v\nwant\n%v", after, before)

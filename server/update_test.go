@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -277,14 +278,14 @@ func TestRemovedStateCleansUp(t *testing.T) {
 	a.expect("delete", isUpdateWorkload)
 	app := state.NewInstanceName("app", "agent_A", "app")
 	a.send(statesMsg(state.WorkloadState{Instance: app, State: state.Removed}))
-	waitFor(t, 5e9, "cleanup", func() bool {
+	testwait.For(t, 5e9, func() bool {
 		clean := false
 		ts.store(func(s *state.Store) {
 			_, has := s.States.Get(app)
 			clean = !has && len(s.DeleteGraph) == 0
 		})
 		return clean
-	})
+	}, "cleanup")
 }
 
 // A manifest applied through the real conversion keeps every field.

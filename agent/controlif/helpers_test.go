@@ -246,17 +246,6 @@ func within(t *testing.T, what string, f func()) {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 var errOffline = errors.New("offline")
 
 // quiet keeps the agent's logs out of the test output.

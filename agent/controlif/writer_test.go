@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 )
 
@@ -86,7 +87,7 @@ func TestWorkloadGone(t *testing.T) {
 				t.Fatal("not delivered")
 			}
 			waits := 0
-			eventually(t, "the agent gives up", func() bool {
+			testwait.For(t, wait, func() bool {
 				if clk.Pending() > 0 {
 					waits++
 					clk.Advance(ankaiosTiming.writeTimeout)
@@ -102,7 +103,7 @@ func TestWorkloadGone(t *testing.T) {
 					}
 					return false
 				}
-			})
+			}, "the agent gives up")
 			// A wait may be counted twice when the clock is read while a
 			// failing attempt has just armed its timeout, never less.
 			if waits < tt.waits {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -69,10 +70,10 @@ func powerOn(t *testing.T, logPath string, cmds ...[]string) *domain {
 		close(d.done)
 	}()
 	t.Cleanup(func() { d.cut(t) })
-	eventually(t, func() string { return "the namespace's pid 1" }, func() bool {
+	testwait.For(t, waitWithin, func() bool {
 		d.init = childOf(d.cmd.Process.Pid)
 		return d.init > 0
-	})
+	}, "%v", testwait.Lazy(func() string { return "the namespace's pid 1" }))
 	return d
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime/podman"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/agent/workload"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -82,17 +83,6 @@ func (r *recorder) last(inst state.InstanceName) state.ExecutionState {
 	return h[len(h)-1]
 }
 
-func eventually(t *testing.T, what func() string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitWithin)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // rig is one runtime as the tests drive it.
 type rig struct {
 	name string
@@ -149,7 +139,7 @@ func processRig(t *testing.T, runFolder string) rig {
 				if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
 					t.Fatalf("kill %d: %v", p, err)
 				}
-				eventually(t, func() string { return fmt.Sprintf("process %d to end", p) }, func() bool { return gone(p) })
+				testwait.For(t, waitWithin, func() bool { return gone(p) }, "%v", testwait.Lazy(func() string { return fmt.Sprintf("process %d to end", p) }))
 			}
 		},
 	}
@@ -355,9 +345,9 @@ func testStartRules(t *testing.T, r rig, runFolder string, reboot, wipe bool) {
 		a  workload.Added
 		ok func(state.ExecutionState) bool
 	}{{running, isRunning}, {init_, succeeded}, {job, execFailed}, {oldSpec, isRunning}, {lost, isRunning}} {
-		eventually(t, func() string {
+		testwait.For(t, waitWithin, func() bool { return first.rec.index(c.a.Instance, c.ok) >= 0 }, "%v", testwait.Lazy(func() string {
 			return fmt.Sprintf("%s in the first run (history %v)", c.a.Instance.WorkloadName, first.rec.history(c.a.Instance))
-		}, func() bool { return first.rec.index(c.a.Instance, c.ok) >= 0 })
+		}))
 	}
 	before := map[string]string{}
 	for _, a := range []workload.Added{running, init_, job, oldSpec, lost} {
@@ -412,13 +402,13 @@ func testStartRules(t *testing.T, r rig, runFolder string, reboot, wipe bool) {
 	final := map[*workload.Added]func(state.ExecutionState) bool{&running: isRunning, &init_: succeeded,
 		&job: execFailed, &newSpec: isRunning, &lost: isRunning, &unknown: isRunning}
 	for a, ok := range final {
-		eventually(t, func() string {
-			return fmt.Sprintf("%s in the second run (history %v)", a.Instance.WorkloadName, second.rec.history(a.Instance))
-		}, func() bool {
+		testwait.For(t, waitWithin, func() bool {
 			// After a start the first report is Pending: wait for the
 			// end state after it.
 			return ok(second.rec.last(a.Instance)) && (want[a] == resumed || second.rec.index(a.Instance, triggered) >= 0)
-		})
+		}, "%v", testwait.Lazy(func() string {
+			return fmt.Sprintf("%s in the second run (history %v)", a.Instance.WorkloadName, second.rec.history(a.Instance))
+		}))
 	}
 
 	for a, exp := range want {
@@ -492,8 +482,7 @@ func TestPodmanCreatedContainerReplaced(t *testing.T) {
 	ag := startManager(t, *r, agent, t.TempDir(), "boot-2")
 	t.Cleanup(ag.m.Close)
 	ag.m.ServerHello(context.Background(), []workload.Added{a})
-	eventually(t, func() string { return fmt.Sprintf("svc running (history %v)", ag.rec.history(a.Instance)) },
-		func() bool { return ag.rec.last(a.Instance) == state.RunningOk })
+	testwait.For(t, waitWithin, func() bool { return ag.rec.last(a.Instance) == state.RunningOk }, "%v", testwait.Lazy(func() string { return fmt.Sprintf("svc running (history %v)", ag.rec.history(a.Instance)) }))
 	if now := r.hostID(t, ag.rt, a.Instance); now == left || now == "" {
 		t.Fatalf("container %q, want a new one in place of %s", now, left)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -24,7 +25,7 @@ func TestServerHelloResumesUntouched(t *testing.T) {
 	id, _ := h.rt.liveID(a.Instance)
 
 	h.m.ServerHello(context.Background(), []Added{workload("svc", "cfg", withAllowRule())})
-	eventually(t, "the re-report", func() bool { return len(h.rec.history(a.Instance)) == 3 })
+	testwait.For(t, waitWithin, func() bool { return len(h.rec.history(a.Instance)) == 3 }, "the re-report")
 	h.settle(10)
 	want := []state.ExecutionState{startingTriggered, state.RunningOk, state.RunningOk}
 	if got := h.rec.history(a.Instance); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -248,7 +249,7 @@ func TestServerHelloReconciles(t *testing.T) {
 	h.waitState(newSvc.Instance, state.RunningOk)
 	h.waitState(missing.Instance, state.RunningOk)
 	h.waitState(managed.Instance, state.Removed)
-	eventually(t, "the leftover to be deleted", func() bool { _, ok := h.rt.liveID(leftover.Instance); return !ok })
+	testwait.For(t, waitWithin, func() bool { _, ok := h.rt.liveID(leftover.Instance); return !ok }, "the leftover to be deleted")
 
 	// Replace: the old svc instance is deleted before the new one is
 	// created, and without reports (the server never knew it).

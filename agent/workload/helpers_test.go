@@ -14,6 +14,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -380,34 +381,25 @@ func (h *harness) close() {
 	}
 }
 
-// eventually waits up to 10 s for cond; the bound is generous because the
-// machine is shared and the tests run with -race.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+// waitWithin bounds every wait; it is generous because the machine is
+// shared and the tests run with -race.
+const waitWithin = 10 * time.Second
 
 // waitState waits until s has been reported for inst.
 func (h *harness) waitState(inst state.InstanceName, s state.ExecutionState) {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("%s to report %s (history %v)", inst.WorkloadName, s, h.rec.history(inst)), func() bool {
+	testwait.For(h.t, waitWithin, func() bool {
 		return h.rec.index(inst, s) >= 0
-	})
+	}, "%s to report %s (history %v)", inst.WorkloadName, s, h.rec.history(inst))
 }
 
 // waitLast waits until the last report for inst is s.
 func (h *harness) waitLast(inst state.InstanceName, s state.ExecutionState) {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("%s to be in %s (history %v)", inst.WorkloadName, s, h.rec.history(inst)), func() bool {
+	testwait.For(h.t, waitWithin, func() bool {
 		got, ok := h.rec.last(inst)
 		return ok && got == s
-	})
+	}, "%s to be in %s (history %v)", inst.WorkloadName, s, h.rec.history(inst))
 }
 
 // settle waits until the runtime has been polled n more times, proof that
@@ -415,7 +407,7 @@ func (h *harness) waitLast(inst state.InstanceName, s state.ExecutionState) {
 func (h *harness) settle(n int) {
 	h.t.Helper()
 	start := h.rt.pollCount()
-	eventually(h.t, "polls", func() bool { return h.rt.pollCount() >= start+n })
+	testwait.For(h.t, waitWithin, func() bool { return h.rt.pollCount() >= start+n }, "polls")
 }
 
 // startTicker runs an unrelated workload whose polls let settle measure

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -137,7 +138,7 @@ func TestRestartPolicies(t *testing.T) {
 				}
 				return
 			}
-			eventually(t, "the restart", func() bool { return h.rt.createCount(a.Instance) == 2 })
+			testwait.For(t, waitWithin, func() bool { return h.rt.createCount(a.Instance) == 2 }, "the restart")
 			h.waitLast(a.Instance, state.RunningOk)
 			want := []state.ExecutionState{startingTriggered, state.RunningOk, tt.end, startingTriggered, state.RunningOk}
 			if got := h.rec.history(a.Instance); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -230,10 +231,10 @@ func TestCannotStart(t *testing.T) {
 			h := newHarness(t)
 			a := tt.added(h)
 			h.m.Update([]Added{a}, nil)
-			eventually(t, "StartingFailed", func() bool {
+			testwait.For(t, waitWithin, func() bool {
 				s, _ := h.rec.last(a.Instance)
 				return s.Is(state.StatePending, state.SubStartingFailed)
-			})
+			}, "StartingFailed")
 			got, _ := h.rec.last(a.Instance)
 			if !strings.HasPrefix(got.AdditionalInfo, tt.wantInfo) {
 				t.Fatalf("additionalInfo %q, want prefix %q", got.AdditionalInfo, tt.wantInfo)
@@ -327,7 +328,7 @@ func TestCloseLeavesInstancesRunning(t *testing.T) {
 	h.m.Update([]Added{workload("late", "cfg")}, []Deleted{{Instance: a.Instance}})
 	h.m.States([]state.WorkloadState{{Instance: state.NewInstanceName("never", "agent_B", "x"), State: state.RunningOk}})
 	h.clk.Advance(time.Hour)
-	eventually(t, "goroutines to end", func() bool { return goruntime.NumGoroutine() <= before })
+	testwait.For(t, waitWithin, func() bool { return goruntime.NumGoroutine() <= before }, "goroutines to end")
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
 	if h.rec.late {

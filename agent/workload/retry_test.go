@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -89,13 +90,13 @@ func TestCreateRetriesWithBackoff(t *testing.T) {
 
 	for i, wait := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second} {
 		h.waitState(a.Instance, retrying(i+1, boom))
-		eventually(t, "the backoff timer", func() bool { return h.clk.Pending() == 1 })
+		testwait.For(t, waitWithin, func() bool { return h.clk.Pending() == 1 }, "the backoff timer")
 		h.clk.Advance(wait - time.Millisecond)
 		if n := h.rt.createCount(a.Instance); n != i+1 || h.clk.Pending() != 1 {
 			t.Fatalf("retry %d ran before its backoff (%d creates)", i+1, n)
 		}
 		h.clk.Advance(time.Millisecond)
-		eventually(t, "the retry", func() bool { return h.rt.createCount(a.Instance) == i+2 })
+		testwait.For(t, waitWithin, func() bool { return h.rt.createCount(a.Instance) == i+2 }, "the retry")
 	}
 	h.waitLast(a.Instance, state.RunningOk)
 	want := []state.ExecutionState{startingTriggered, retrying(1, boom), retrying(2, boom), retrying(3, boom), state.RunningOk}
@@ -138,7 +139,7 @@ func TestCreateRetryCancelled(t *testing.T) {
 			}
 			h.m.Update([]Added{old}, nil)
 			h.waitState(old.Instance, retrying(1, boom))
-			eventually(t, "the backoff timer", func() bool { return h.clk.Pending() == 1 })
+			testwait.For(t, waitWithin, func() bool { return h.clk.Pending() == 1 }, "the backoff timer")
 
 			h.m.Update(tt.added, tt.deleted)
 			h.waitLast(old.Instance, state.Removed)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -78,7 +79,7 @@ func TestSameInstanceDeletedAndAdded(t *testing.T) {
 	h.waitState(a.Instance, state.RunningOk)
 	first, _ := h.rt.liveID(a.Instance)
 	h.m.Update([]Added{a}, []Deleted{{Instance: a.Instance}})
-	eventually(t, "the re-creation", func() bool { return h.rt.createCount(a.Instance) == 2 })
+	testwait.For(t, waitWithin, func() bool { return h.rt.createCount(a.Instance) == 2 }, "the re-creation")
 	h.waitLast(a.Instance, state.RunningOk)
 	want := []state.ExecutionState{startingTriggered, state.RunningOk, requested, state.Removed, startingTriggered, state.RunningOk}
 	if got := h.rec.history(a.Instance); fmt.Sprint(got) != fmt.Sprint(want) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -115,8 +116,8 @@ func (wh *watchHarness) rounds(n int) {
 		// The ticker arms its next timer just after it polled; an Advance
 		// that came first passed it by. Wait for the ticker to arm it
 		// (it is then the earliest timer) before the next round.
-		eventually(wh.t, "the ticker to poll", func() bool { return wh.poll.pollCount() > start })
-		eventually(wh.t, "the ticker to wait again", func() bool { return wh.pollArmed() })
+		testwait.For(wh.t, waitWithin, func() bool { return wh.poll.pollCount() > start }, "the ticker to poll")
+		testwait.For(wh.t, waitWithin, func() bool { return wh.pollArmed() }, "the ticker to wait again")
 	}
 }
 
@@ -135,7 +136,7 @@ func TestWatchedInstanceIsNotPolled(t *testing.T) {
 	a := workload("watched", "cfg")
 	wh.m.Update([]Added{a}, nil)
 	wh.waitState(a.Instance, state.RunningOk)
-	eventually(t, "the watch to be armed", func() bool { _, active := wh.w.counts(); return active == 1 })
+	testwait.For(t, waitWithin, func() bool { _, active := wh.w.counts(); return active == 1 }, "the watch to be armed")
 
 	polls := wh.rt.pollCount()
 	wh.rounds(30) // 3 s of poll intervals, short of the backstop
@@ -167,13 +168,13 @@ func TestWatchedEndingReportedAtOnce(t *testing.T) {
 			a := workload("w", "cfg", withPolicy(tt.policy))
 			wh.m.Update([]Added{a}, nil)
 			wh.waitState(a.Instance, state.RunningOk)
-			eventually(t, "the watch to be armed", func() bool { _, active := wh.w.counts(); return active == 1 })
+			testwait.For(t, waitWithin, func() bool { _, active := wh.w.counts(); return active == 1 }, "the watch to be armed")
 			now := wh.clk.Now()
 
 			wh.w.change(t, a.Instance, tt.end)
 			wh.waitState(a.Instance, tt.end)
 			if tt.restarts {
-				eventually(t, "the restart", func() bool { return wh.rt.createCount(a.Instance) == 2 })
+				testwait.For(t, waitWithin, func() bool { return wh.rt.createCount(a.Instance) == 2 }, "the restart")
 				wh.waitLast(a.Instance, state.RunningOk)
 			}
 			if !wh.clk.Now().Equal(now) {
@@ -181,7 +182,7 @@ func TestWatchedEndingReportedAtOnce(t *testing.T) {
 			}
 			if !tt.restarts {
 				// The instance has ended: nothing is left to watch.
-				eventually(t, "the watch to end", func() bool { _, active := wh.w.counts(); return active == 0 })
+				testwait.For(t, waitWithin, func() bool { _, active := wh.w.counts(); return active == 0 }, "the watch to end")
 				if n := wh.rt.createCount(a.Instance); n != 1 {
 					t.Fatalf("created %d times", n)
 				}
@@ -199,10 +200,10 @@ func TestBackstopCatchesUnannouncedChanges(t *testing.T) {
 	wh.waitState(a.Instance, state.RunningOk)
 	wh.waitState(b.Instance, state.RunningOk)
 	// Two watches, one backstop timer and no poll timer.
-	eventually(t, "one timer for both loops", func() bool {
+	testwait.For(t, waitWithin, func() bool {
 		_, active := wh.w.counts()
 		return active == 2 && wh.clk.Pending() == 1
-	})
+	}, "one timer for both loops")
 
 	wh.rt.set(t, a.Instance, lost) // no event: the record vanished
 	tk := tickerWorkload()
@@ -233,7 +234,7 @@ func TestWatchErrorFallsBackToPolling(t *testing.T) {
 
 	polls := wh.rt.pollCount()
 	wh.rounds(5)
-	eventually(t, "polls", func() bool { return wh.rt.pollCount() >= polls+4 })
+	testwait.For(t, waitWithin, func() bool { return wh.rt.pollCount() >= polls+4 }, "polls")
 	wh.rt.set(t, a.Instance, execFailed) // no event
 	wh.rounds(2)
 	wh.waitLast(a.Instance, execFailed)
@@ -243,7 +244,7 @@ func TestWatchErrorFallsBackToPolling(t *testing.T) {
 	wh.rt.set(t, a.Instance, state.RunningOk)
 	wh.rounds(2)
 	wh.waitLast(a.Instance, state.RunningOk)
-	eventually(t, "the watch to be armed", func() bool { _, active := wh.w.counts(); return active == 1 })
+	testwait.For(t, waitWithin, func() bool { _, active := wh.w.counts(); return active == 1 }, "the watch to be armed")
 	polls = wh.rt.pollCount()
 	wh.rounds(10)
 	if got := wh.rt.pollCount(); got != polls {
@@ -264,16 +265,16 @@ func TestWatchesEnd(t *testing.T) {
 	}
 	// Ten endings and restarts of w0: one watch at a time.
 	for i := range 10 {
-		eventually(t, "the watches to be armed", func() bool { _, active := wh.w.counts(); return active == 3 })
+		testwait.For(t, waitWithin, func() bool { _, active := wh.w.counts(); return active == 3 }, "the watches to be armed")
 		wh.w.change(t, added[0].Instance, state.SucceededOk)
-		eventually(t, "the restart", func() bool { return wh.rt.createCount(added[0].Instance) == i+2 })
+		testwait.For(t, waitWithin, func() bool { return wh.rt.createCount(added[0].Instance) == i+2 }, "the restart")
 	}
-	eventually(t, "the watches to be armed", func() bool { _, active := wh.w.counts(); return active == 3 })
+	testwait.For(t, waitWithin, func() bool { _, active := wh.w.counts(); return active == 3 }, "the watches to be armed")
 	wh.m.Update(nil, []Deleted{{Instance: added[1].Instance}})
 	wh.waitState(added[1].Instance, state.Removed)
-	eventually(t, "the deleted instance's watch to end", func() bool { _, active := wh.w.counts(); return active == 2 })
+	testwait.For(t, waitWithin, func() bool { _, active := wh.w.counts(); return active == 2 }, "the deleted instance's watch to end")
 	wh.close()
 	// Close ended every watch's context; the fake counts the end in a
 	// context.AfterFunc, which runs in a goroutine of its own.
-	eventually(t, "every watch to end after Close", func() bool { _, active := wh.w.counts(); return active == 0 })
+	testwait.For(t, waitWithin, func() bool { _, active := wh.w.counts(); return active == 0 }, "every watch to end after Close")
 }

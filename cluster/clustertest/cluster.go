@@ -19,7 +19,9 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/faultnet"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -357,7 +359,8 @@ func (c *Cluster) Add() string {
 // Apply proposes cmd through the current leader, retrying on a leadership
 // change for up to 10 s, and returns the entry's index.
 func (c *Cluster) Apply(cmd []byte) (uint64, error) {
-	deadline := time.Now().Add(10 * time.Second)
+	wall := clock.Real()
+	deadline := wall.Now().Add(10 * time.Second)
 	for {
 		leader := c.Leader()
 		var err error
@@ -370,13 +373,13 @@ func (c *Cluster) Apply(cmd []byte) (uint64, error) {
 				return 0, err
 			}
 		}
-		if time.Now().After(deadline) {
+		if wall.Now().After(deadline) {
 			if err == nil {
 				err = errors.New("no leader")
 			}
 			return 0, fmt.Errorf("clustertest: apply: %w", err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		clock.Sleep(wall, 20*time.Millisecond)
 	}
 }
 
@@ -447,17 +450,11 @@ func Content(t testing.TB, f *fsm.FSM) []byte {
 	return buf.Bytes()
 }
 
-// WaitFor polls cond every 10 ms until it holds, failing the test after
-// timeout.
+// WaitFor is testwait.For on the cluster's test: it polls cond until it
+// holds, failing the test after timeout.
 func (c *Cluster) WaitFor(what string, timeout time.Duration, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("clustertest: timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(c.t, timeout, cond, "clustertest: %s", what)
 }
 
 // Configuration is the Raft configuration as the given replica sees it:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
@@ -117,13 +118,8 @@ func TestRefusalBackoffWait(t *testing.T) {
 
 func waitPending(t *testing.T, clk *clock.Fake, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for clk.Pending() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d timers pending, want %d", clk.Pending(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, func() bool { return clk.Pending() == n },
+		"%d timers pending (%v are)", n, testwait.Lazy(func() string { return fmt.Sprint(clk.Pending()) }))
 }
 
 // A client that reconnects through one Resolver after refusals is held

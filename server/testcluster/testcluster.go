@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server"
@@ -56,7 +57,7 @@ func (c *Cluster) serve(r *clustertest.Replica) {
 		if lis, err = net.Listen("tcp", r.GRPCAddress); err == nil {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		clock.Sleep(clock.Real(), 20*time.Millisecond)
 	}
 	if err != nil {
 		c.t.Errorf("testcluster: serve %s: %v", r.ID, err)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -91,17 +93,12 @@ func create(t *testing.T, r *Runtime, s runtime.Spec) runtime.ID {
 // waitState polls State until it returns want.
 func waitState(t *testing.T, r *Runtime, id runtime.ID, want state.ExecutionState) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
 	var got state.ExecutionState
 	var err error
-	for time.Now().Before(deadline) {
+	testwait.For(t, waitFor, func() bool {
 		got, err = r.State(context.Background(), id)
-		if err == nil && got == want {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("state of %s: got %v (err %v), want %v", id, got, err, want)
+		return err == nil && got == want
+	}, "state of %s to be %v (got %v, err %v)", id, want, testwait.Lazy(func() string { return fmt.Sprint(got) }), testwait.Lazy(func() string { return fmt.Sprint(err) }))
 }
 
 func inspect(t *testing.T, id runtime.ID) (name string, labels map[string]string) {

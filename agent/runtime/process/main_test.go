@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -201,13 +202,7 @@ func processGone(pid int) bool {
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !processGone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, func() bool { return processGone(pid) }, "process %d to end", pid)
 }
 
 func isNotFound(err error) bool { return errors.Is(err, runtime.ErrNotFound) }
