@@ -56,6 +56,7 @@ check: tools
 	@echo "generated code in sync"; ./scripts/genproto.sh && git diff --exit-code -- 'rpc/*/*.pb.go' 'fsm/*/*.pb.go' && \
 		test -z "$$(git status --porcelain -- 'rpc/*/*.pb.go' 'fsm/*/*.pb.go')"
 	@./scripts/check-purity.sh
+	@./scripts/check-clock.sh
 
 proto: tools
 	./scripts/genproto.sh
