@@ -82,7 +82,10 @@ func (t *ChanTimer) Reset(d time.Duration) bool {
 func After(c Clock, d time.Duration) <-chan time.Time { return NewTimer(c, d).C }
 
 // Ticker sends the time on C every period, as time.Ticker: a tick the
-// receiver is not ready for is dropped.
+// receiver is not ready for is dropped. The next tick is armed when one
+// fires, so a period counts from the firing: a late firing (a busy
+// machine, or a Fake advanced past several periods at once) delays the
+// ticks after it rather than bunching them up.
 type Ticker struct {
 	C <-chan time.Time
 

@@ -61,6 +61,11 @@ var rules = []rule{
 	{folder: "cli", may: []string{""}, why: "docs/architecture.md: cli holds the commands of cmd/grapnel and may import all"},
 }
 
+// testSupport are the packages besides tests that may import
+// internal/testwait: the test clusters other packages' tests build on.
+// Code that runs in a server or an agent waits on events, not by polling.
+var testSupport = []string{"cluster/clustertest", "server/testcluster", "rpc/rpctest", "internal/testwait"}
+
 // pkg is one package as go list reports it.
 type pkg struct {
 	path    string
@@ -131,6 +136,9 @@ func violations(pkgs map[string]pkg) []string {
 				bad = append(bad, fmt.Sprintf("%s imports %s, but %s", rel, imp, r.why))
 			}
 		}
+		if slices.Contains(p.imports, module+"internal/testwait") && !slices.Contains(testSupport, rel) {
+			bad = append(bad, fmt.Sprintf("%s imports internal/testwait, but only tests and the test-support packages may", rel))
+		}
 		for _, forbidden := range r.notLinked {
 			if chain := linkChain(pkgs, path, forbidden); chain != nil {
 				bad = append(bad, fmt.Sprintf("%s links %s (%s), but %s", rel, forbidden, strings.Join(chain, " → "), r.why))
@@ -199,6 +207,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"state links the network", []pkg{{m("state"), []string{"gopkg.in/yaml.v3"}}, {"gopkg.in/yaml.v3", []string{"net"}}}, "state links net (state → gopkg.in/yaml.v3 → net)"},
 		{"fsm uses randomness", []pkg{{m("fsm"), []string{m("state"), "math/rand/v2"}}}, "fsm imports math/rand/v2"},
 		{"a folder without a rule", []pkg{{m("newthing"), nil}}, "newthing: no rule covers its folder"},
+		{"server code waits as a test", []pkg{{m("server"), []string{m("internal/testwait")}}}, "server imports internal/testwait, but only tests"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,6 +229,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		m("fsm"):                    {m("fsm"), []string{m("state"), "github.com/hashicorp/raft"}},
 		"github.com/hashicorp/raft": {"github.com/hashicorp/raft", []string{"net", "math/rand"}},
 		m("cmd/grapnel"):            {m("cmd/grapnel"), []string{m("server"), m("agent")}},
+		m("cluster/clustertest"):    {m("cluster/clustertest"), []string{m("cluster"), m("internal/testwait")}},
 	}
 	if got := violations(ok); len(got) != 0 {
 		t.Fatalf("allowed imports reported: %q", got)
