@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
 // fastGossip is the agent's timing in tests, at the pace of
@@ -41,17 +43,10 @@ func (r *viewRecorder) get() gossipView {
 // wait polls the newest view until cond holds, failing after timeout.
 func (r *viewRecorder) wait(t *testing.T, what string, timeout time.Duration, cond func(gossipView) bool) gossipView {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		v := r.get()
-		if cond(v) {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gossip: %s not seen within %v; last view %+v", what, timeout, v)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var v gossipView
+	testwait.For(t, timeout, func() bool { v = r.get(); return cond(v) },
+		"gossip: %s (last view %v)", what, testwait.Lazy(func() string { return fmt.Sprintf("%+v", v) }))
+	return v
 }
 
 // An agent that joins the replicas' gossip learns every replica's gRPC

@@ -78,13 +78,7 @@ func startTLSReplica(t *testing.T, pki *rpctest.CA) *tlsReplica {
 		g.Stop()
 		_ = node.Shutdown()
 	})
-	deadline := time.Now().Add(connectWithin)
-	for !srv.IsLeading() {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not lead")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, connectWithin, srv.IsLeading, "the replica to lead")
 	return r
 }
 

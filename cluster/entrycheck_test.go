@@ -102,13 +102,7 @@ func TestUnknownEntryTypeRefusedAtTheTransport(t *testing.T) {
 	if _, err := leader.send(addr, 2, []byte{byte(fsm.AgentGoneType), '{'}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for f.Halted() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the FSM did not halt on an undecodable entry")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, func() bool { return f.Halted() != nil }, "the FSM to halt on an undecodable entry")
 	if !errors.Is(f.Halted(), fsm.ErrUndecodable) || len(agents(f)) != 1 {
 		t.Fatalf("halt %v, agents %v", f.Halted(), agents(f))
 	}
@@ -123,13 +117,7 @@ func TestUnknownEntryTypeRefusedAtTheTransport(t *testing.T) {
 		t.Fatalf("the restarted replica does not take entries: %v %+v", err, resp)
 	}
 	// Replaying the log halts again at entry 2: nothing after it applies.
-	deadline = time.Now().Add(10 * time.Second)
-	for f.Halted() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the restarted FSM did not halt at the same entry")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, func() bool { return f.Halted() != nil }, "the restarted FSM to halt at the same entry")
 	if h := f.Halted(); h.Index != 2 || len(agents(f)) != 1 {
 		t.Fatalf("restarted: halt %v, agents %v", h, agents(f))
 	}

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
 // Members merges the Raft configuration, gossip metadata and, on the
@@ -80,13 +82,7 @@ func TestSetPeerAddresses_WithoutGossip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Shutdown()
-	deadline := time.Now().Add(waitLong)
-	for !n.IsLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("lone replica did not bootstrap itself")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, waitLong, n.IsLeader, "the lone replica to bootstrap itself")
 	if id, _, grpc := n.LeaderInfo(); id != "solo" || grpc != "127.0.0.1:1" {
 		t.Fatalf("LeaderInfo = %s %s", id, grpc)
 	}
@@ -116,12 +112,9 @@ func TestShutdown_StopsEveryGoroutine(t *testing.T) {
 		c.WaitLeader(waitLong)
 		c.Shutdown()
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
+	testwait.For(t, 10*time.Second, func() bool { return runtime.NumGoroutine() <= before },
+		"the %d goroutines of before, %v", before, testwait.Lazy(func() string {
 			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines before, %d after shutdown:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+			return fmt.Sprintf("%d after shutdown:\n%s", runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}))
 }

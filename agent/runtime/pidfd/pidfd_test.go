@@ -3,6 +3,7 @@ package pidfd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	goruntime "runtime"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
 // bound is how long a test waits for an event that should come at once.
@@ -99,13 +102,7 @@ func TestWaitOnZombie(t *testing.T) {
 	skipUnsupported(t)
 	cmd := start(t, "true")
 	pid := cmd.Process.Pid
-	deadline := time.Now().Add(bound)
-	for !zombie(pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("true did not exit")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, bound, func() bool { return zombie(pid) }, "true to exit")
 	p, err := Open(pid)
 	if err != nil {
 		t.Fatal(err)
@@ -168,13 +165,8 @@ func TestWaitEndsWithContextAndClosesTheFD(t *testing.T) {
 	}
 	// The close that ends the wait may still be finishing on the
 	// context's goroutine when Wait returns; it must happen, soon.
-	deadline := time.Now().Add(bound)
-	for n := openFDs(t); n != before; n = openFDs(t) {
-		if time.Now().After(deadline) {
-			t.Fatalf("fds %d after Wait, want %d: the pidfd leaked", n, before)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, bound, func() bool { return openFDs(t) == before },
+		"%d fds after Wait (%v; more is a leaked pidfd)", before, testwait.Lazy(func() string { return fmt.Sprint(openFDs(t)) }))
 	if err := p.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
@@ -275,13 +267,8 @@ func TestNotifyEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := Notify(ctx, p)
 	cancel()
-	deadline := time.Now().Add(bound)
-	for goruntime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines, want %d", goruntime.NumGoroutine(), before)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, bound, func() bool { return goruntime.NumGoroutine() <= before },
+		"%d goroutines (%v)", before, testwait.Lazy(func() string { return fmt.Sprint(goruntime.NumGoroutine()) }))
 	select {
 	case <-ch:
 		t.Fatal("a cancelled Notify fired")

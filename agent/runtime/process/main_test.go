@@ -143,14 +143,8 @@ func (h *harness) state(id runtime.ID) state.ExecutionState {
 func (h *harness) waitState(id runtime.ID, want state.ExecutionState) {
 	h.t.Helper()
 	var last state.ExecutionState
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if last = h.state(id); last == want {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatalf("state %v, want %v", last, want)
+	testwait.For(h.t, 10*time.Second, func() bool { last = h.state(id); return last == want },
+		"state %v (it is %v)", want, testwait.Lazy(func() string { return fmt.Sprint(last) }))
 }
 
 // logs reads the whole log without following.
@@ -171,14 +165,8 @@ func (h *harness) logs(id runtime.ID, o runtime.LogOptions) string {
 // waitLog waits until the log holds the text.
 func (h *harness) waitLog(id runtime.ID, line string) {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if strings.Contains(h.logs(id, runtime.LogOptions{Tail: -1}), line) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatalf("no %q in the log", line)
+	testwait.For(h.t, 10*time.Second, func() bool { return strings.Contains(h.logs(id, runtime.LogOptions{Tail: -1}), line) },
+		"%q in the log", line)
 }
 
 func (h *harness) records(id runtime.ID) records {

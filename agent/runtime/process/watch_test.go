@@ -22,6 +22,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime/pidfd"
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -190,13 +191,9 @@ func TestWatchEndsWithItsContext(t *testing.T) {
 		default:
 		}
 	}
-	deadline := time.Now().Add(bound)
-	for goruntime.NumGoroutine() > goroutines || openFDs(t) > fds {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines %d (before %d), fds %d (before %d)", goruntime.NumGoroutine(), goroutines, openFDs(t), fds)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, bound, func() bool { return goruntime.NumGoroutine() <= goroutines && openFDs(t) <= fds },
+		"goroutines %d and fds %d as before (%v)", goroutines, fds,
+		testwait.Lazy(func() string { return fmt.Sprintf("goroutines %d, fds %d", goruntime.NumGoroutine(), openFDs(t)) }))
 }
 
 // openFDs counts this process's pidfds; other descriptors come and go
