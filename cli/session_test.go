@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -649,5 +651,36 @@ func TestCancelRequestUsesItsOwnContext(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "debug: cancel request id-1") {
 		t.Fatalf("failure not reported in verbose mode: %q", errOut.String())
+	}
+}
+
+// The wait for a subscription's first answer runs on the session's clock:
+// it ends with the timeout once the clock passes it, and not before.
+func TestFirstResponseTimesOutOnTheSessionClock(t *testing.T) {
+	f := newFakeConn() // subscriptions get no answer
+	s, _, _ := session(f)
+	fake := clock.NewFake(time.Unix(1000, 0))
+	s.Clock, s.Timeout = fake, time.Minute
+	done := make(chan error, 1)
+	go func() { done <- s.GetEvents(context.Background(), nil, FormatYAML, false) }()
+	testwait.For(t, 10*time.Second, func() bool { return fake.Pending() == 1 }, "the response timer")
+	fake.Advance(time.Minute - time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("returned before the timeout: %v", err)
+	default:
+	}
+	fake.Advance(time.Millisecond)
+	var err error
+	testwait.For(t, 10*time.Second, func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			return false
+		}
+	}, "GetEvents to return")
+	if err == nil || !strings.Contains(err.Error(), "no response from the server within 1m0s") {
+		t.Fatalf("err = %v, want the response timeout", err)
 	}
 }
