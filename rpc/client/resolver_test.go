@@ -10,6 +10,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
@@ -254,6 +255,46 @@ func TestHeartbeatDetectsADeadPeer(t *testing.T) {
 		t.Fatalf("the resolver still follows %q", r.LeaderID())
 	}
 	t.Logf("dead peer noticed after %v (timeout %v)", elapsed, timeout)
+}
+
+// The heartbeat timeout runs on Options.Timers: with a fake clock, a
+// frozen peer is declared dead when the clock passes the timeout, however
+// long it has been silent in real time.
+func TestHeartbeatRunsOnTheTimersClock(t *testing.T) {
+	const timeout = time.Minute
+	fc := newFakeCluster(t, 1)
+	fc.setLeader("r1")
+	fz := newFreezer(t, fc.rep("r1").addr)
+	fake := clock.NewFake(time.Unix(1000, 0))
+	o := Options{Addrs: []string{fz.Addr()}, Insecure: true, ResponseTimeout: 5 * time.Second,
+		HeartbeatTimeout: timeout, HeartbeatInterval: 50 * time.Millisecond, Timers: fake}
+	r := newResolver(t, o)
+	c, err := r.Dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fz.Freeze()
+	ended := func() bool {
+		select {
+		case <-c.Done():
+			return true
+		default:
+			return false
+		}
+	}
+	// Many heartbeat intervals of real time: the fake clock has not moved.
+	for range 10 {
+		if ended() {
+			t.Fatalf("the stream ended before the clock passed the timeout: %v", c.Err())
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	fake.Advance(timeout)
+	testwait.For(t, 10*time.Second, ended, "the stream to end once the clock passed the heartbeat timeout")
+	if err := c.Err(); !errors.Is(err, ErrConnectionLost) || !errors.Is(err, ErrHeartbeatLost) {
+		t.Fatalf("Err = %v, want ErrConnectionLost and ErrHeartbeatLost", err)
+	}
 }
 
 // The heartbeat can be turned off; then only the stream itself tells.
