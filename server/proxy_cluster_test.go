@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 )
 
@@ -87,7 +89,37 @@ func startReplicaSet(t *testing.T, n int, hold time.Duration) *replicaSet {
 		r.start()
 	}
 	rs.leader()
+	rs.gossipConverged()
 	return rs
+}
+
+// gossipConverged waits until every running replica sees every other
+// one alive in gossip with its gRPC address. Raft elects a leader before
+// gossip has spread every member's metadata (it goes out every gossip
+// interval, 500 ms), and the Cluster service reports members, and the
+// quorum check counts the alive, from gossip.
+func (rs *replicaSet) gossipConverged() {
+	t := rs.t
+	t.Helper()
+	running := rs.running()
+	clients := make([]grapnelpb.ClusterClient, len(running))
+	for i, r := range running {
+		clients[i] = clusterClient(t, r.addr)
+	}
+	testwait.For(t, 20*time.Second, func() bool {
+		for _, c := range clients {
+			st, err := c.Status(context.Background(), &grapnelpb.StatusRequest{})
+			if err != nil || len(st.GetMembers()) != len(running) {
+				return false
+			}
+			for _, m := range st.GetMembers() {
+				if m.GetGossipStatus() != "alive" || m.GetGrpcAddress() == "" {
+					return false
+				}
+			}
+		}
+		return true
+	}, "every replica alive in every replica's gossip")
 }
 
 func (r *replica) start() {
