@@ -43,28 +43,46 @@ func (l *leader) restoreSeen() {
 	l.broken, l.resync = true, true
 }
 
-// propose encodes a command, decodes it again with the FSM's own decoder,
-// executes what decoded on the speculative store and sends it to Raft:
-// an entry that commits must apply on every replica, so anything that
-// does not decode or apply here is refused before it is proposed. commit
-// runs on the leader loop once the entry is committed, with the FSM's
-// response and the entry's index, fail if it is not; both in proposal
-// order. It returns what the command returns on the speculative store.
-func (l *leader) propose(cmd fsm.Command, commit func(resp any, index uint64), fail func(err error)) any {
-	t := cmd.Type()
-	buf, err := l.encodeChecked(cmd)
-	var resp any
-	if err == nil {
-		resp, err = l.executeSpec(t, buf)
+// proposal is a command encoded, decoded again with the FSM's own decoder
+// and executed on the speculative store, ready to be queued. err says why
+// it was refused before it was proposed; resp is what the command
+// returned on the speculative store.
+type proposal struct {
+	typ  fsm.MessageType
+	buf  []byte
+	resp any
+	err  error
+}
+
+// project checks a command and executes it on the speculative store, so
+// that what its commit will send can be computed from the store it
+// produces before it is queued: an entry that commits must apply on every
+// replica, so anything that does not decode or apply here is refused
+// (see submit).
+func (l *leader) project(cmd fsm.Command) *proposal {
+	p := &proposal{typ: cmd.Type()}
+	p.buf, p.err = l.encodeChecked(cmd)
+	if p.err == nil {
+		p.resp, p.err = l.executeSpec(p.typ, p.buf)
 	}
-	if err != nil {
-		l.s.log.Error("command refused before proposing", "type", t.String(), "error", err)
+	return p
+}
+
+// submit queues a projected command for Raft. commit runs on the leader
+// loop once the entry is committed, with the FSM's response and the
+// entry's index, fail if it is not; both in proposal order. A command
+// project refused is not proposed: fail learns why, in turn.
+func (l *leader) submit(p *proposal, commit func(resp any, index uint64), fail func(err error)) {
+	t := p.typ
+	if p.err != nil {
+		l.s.log.Error("command refused before proposing", "type", t.String(), "error", p.err)
 		if fail != nil {
+			err := p.err
 			l.pipe.ordered(func() { fail(err) })
 		}
-		return err
+		return
 	}
-	l.pipe.propose(t, buf, commit, func(err error) {
+	l.pipe.propose(t, p.buf, commit, func(err error) {
 		if l.failed && errors.Is(err, fsm.ErrOutOfSequence) {
 			err = errEarlierFailed
 		}
@@ -73,7 +91,12 @@ func (l *leader) propose(cmd fsm.Command, commit func(resp any, index uint64), f
 			fail(err)
 		}
 	})
-	return resp
+}
+
+// propose projects a command and submits it, for callbacks that need
+// nothing computed from the store it produces.
+func (l *leader) propose(cmd fsm.Command, commit func(resp any, index uint64), fail func(err error)) {
+	l.submit(l.project(cmd), commit, fail)
 }
 
 // encodeChecked encodes a command and refuses one larger than the

@@ -25,12 +25,6 @@ type updatePlan struct {
 	changedWl []string // workloads added, changed or deleted in the desired state
 	changedCf []string // config keys added, changed or deleted
 	changed   bool
-
-	// Filled in when the update is proposed, from the speculative state
-	// it produces: the messages for the agents and the changed parts of
-	// the state for events.
-	dispatch *updateDispatch
-	after    state.Tree
 }
 
 // plan validates, renders and diffs a new desired state against the

@@ -53,31 +53,35 @@ func (l *leader) planUpdate(req *ankbase.UpdateStateRequest) (*updatePlan, error
 }
 
 // proposeUpdate proposes an accepted plan as the next desired state in
-// sequence. What the agents and event subscribers are told is prepared
-// now, against the speculative state the update applies to, and sent once
-// the entry is committed; answer then acknowledges it.
+// sequence. What the agents and event subscribers are told is computed
+// before the entry is queued: the state before from the speculative
+// store, the dispatch and the state after from the store the update
+// produces there. It is sent once the entry is committed; answer then
+// acknowledges it.
 func (l *leader) proposeUpdate(p *updatePlan, answer func(), fail func(error)) {
 	subscribed := l.events.HasSubscribers() || l.pendingSubs > 0
-	var before state.Tree
+	var before, after state.Tree
 	if subscribed {
 		before = partialTree(l.spec, p)
 	}
-	body := &fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.spec.DesiredSeq + 1}
-	l.propose(body, func(_ any, index uint64) {
-		// dispatch and after were filled in below, before the commit.
+	prop := l.project(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.spec.DesiredSeq + 1})
+	var dispatch *updateDispatch
+	if prop.err == nil {
+		dispatch = planDispatch(l.spec, p)
+		if subscribed {
+			after = partialTree(l.spec, p)
+		}
+	}
+	l.submit(prop, func(_ any, index uint64) {
 		if answer != nil {
 			answer()
 		}
-		l.sendDispatch(p.dispatch, index)
+		l.sendDispatch(dispatch, index)
 		l.afterUpdate(p)
 		if subscribed {
-			l.emitUpdateEvents(p, before, p.after)
+			l.emitUpdateEvents(p, before, after)
 		}
 	}, fail)
-	p.dispatch = l.planDispatch(p)
-	if subscribed {
-		p.after = partialTree(l.spec, p)
-	}
 }
 
 // respondUpdateSuccess answers with the instance names added and deleted.
@@ -102,8 +106,8 @@ type updateDispatch struct {
 	removed  []state.WorkloadState
 }
 
-// planDispatch prepares the messages of an update once it is applied to
-// the speculative state, whose delete graph then holds the conditions the
+// planDispatch prepares the messages of an update from st, the store the
+// update produces, whose delete graph then holds the conditions the
 // remaining dependents impose.
 //
 // swdd~server-detects-new-workload~1
@@ -112,7 +116,7 @@ type updateDispatch struct {
 // swdd~agent-from-agent-field~1
 // swdd~server-state-adds-delete-conditions-to-deleted-workload~1
 // swdd~server-handles-not-started-deleted-workloads~1
-func (l *leader) planDispatch(p *updatePlan) *updateDispatch {
+func planDispatch(st *state.Store, p *updatePlan) *updateDispatch {
 	d := &updateDispatch{perAgent: map[string]*grpcapi.UpdateWorkload{}}
 	get := func(agent string) *grpcapi.UpdateWorkload {
 		uw := d.perAgent[agent]
@@ -127,7 +131,7 @@ func (l *leader) planDispatch(p *updatePlan) *updateDispatch {
 			d.removed = append(d.removed, state.WorkloadState{Instance: del.instance, State: state.Removed})
 			continue
 		}
-		conds := l.spec.DeleteGraph.ConditionsFor(del.instance.WorkloadName)
+		conds := st.DeleteGraph.ConditionsFor(del.instance.WorkloadName)
 		uw := get(del.instance.AgentName)
 		uw.DeletedWorkloads = append(uw.DeletedWorkloads, rpc.DeletedWorkloadToProto(del.instance, conds))
 	}
