@@ -51,7 +51,7 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	l.forgetPreviousLife(c.name, inc)
 	tags := h.GetTags().GetTags()
 	if l.endGrace(c.name) {
-		if a, ok := l.spec.Agents[c.name]; ok && maps.Equal(normTags(a.Tags), normTags(tags)) {
+		if a, ok := l.projected.store.Agents[c.name]; ok && maps.Equal(normTags(a.Tags), normTags(tags)) {
 			l.s.log.Info("agent reconnected within the grace", "agent", c.name)
 			return
 		}
@@ -76,7 +76,7 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 // and counts as a new life too: its states show AgentDisconnected for
 // the round trip until it reports them again.
 func (l *leader) lifeOf(agent string, hello uint64) uint64 {
-	stored := l.spec.ReportMarks[agent].Incarnation
+	stored := l.projected.store.ReportMarks[agent].Incarnation
 	if hello == 0 || hello >= stored {
 		return hello
 	}
@@ -95,11 +95,11 @@ func (l *leader) lifeOf(agent string, hello uint64) uint64 {
 // agent sends no incarnation, so a reconnection of its cannot be told
 // from a restart: its states are left to its own reports.
 func (l *leader) forgetPreviousLife(agent string, incarnation uint64) {
-	if incarnation == 0 || l.spec.ReportMarks[agent].Incarnation >= incarnation {
+	if incarnation == 0 || l.projected.store.ReportMarks[agent].Incarnation >= incarnation {
 		return
 	}
 	var stale []state.WorkloadState
-	for _, ws := range l.spec.States.OfAgent(agent) {
+	for _, ws := range l.projected.store.States.OfAgent(agent) {
 		s := ws.State
 		if s.IsPendingInitial() || s.IsRemoved() || s == state.NotScheduled || s == state.AgentDisconnected {
 			continue
@@ -130,12 +130,12 @@ func (l *leader) forgetPreviousLife(agent string, incarnation uint64) {
 // Removed) stay.
 func (l *leader) unconfirmStoredStates() {
 	var reports []ingest.Report
-	for _, agent := range state.SortedKeys(l.spec.Agents) {
-		if l.spec.ReportMarks[agent].IsZero() {
+	for _, agent := range state.SortedKeys(l.projected.store.Agents) {
+		if l.projected.store.ReportMarks[agent].IsZero() {
 			continue
 		}
 		var states []state.WorkloadState
-		for _, ws := range l.spec.States.OfAgent(agent) {
+		for _, ws := range l.projected.store.States.OfAgent(agent) {
 			s := ws.State
 			if s.IsPendingInitial() || s.IsRemoved() || s == state.NotScheduled {
 				continue
@@ -244,11 +244,11 @@ func (l *leader) agentLoad(name string, s *grpcapi.AgentLoadStatus) {
 	}
 	// After what is being committed, as a read would see it.
 	l.pipe.ordered(func() {
-		if _, ok := l.spec.Agents[name]; !ok {
+		if _, ok := l.projected.store.Agents[name]; !ok {
 			return
 		}
 		st := l.status[name]
-		tree := state.Tree{"agents": state.AgentMap{name: {Status: st, Tags: l.spec.Agents[name].Tags}}.ToTree()}
+		tree := state.Tree{"agents": state.AgentMap{name: {Status: st, Tags: l.projected.store.Agents[name].Tags}}.ToTree()}
 		l.emit(state.StateDiff{Updated: []string{"agents." + name + ".status.cpuUsage", "agents." + name + ".status.freeMemory"}}, tree)
 	})
 }
@@ -286,7 +286,7 @@ func (l *leader) workloadStates(c *conn, u *grpcapi.UpdateWorkloadState) {
 // proposeBatches proposes the next batch of state reports when none is
 // in flight.
 func (l *leader) proposeBatches() {
-	if l.broken || l.pipe.full() {
+	if l.projected.stale() || l.pipe.full() {
 		return
 	}
 	if b, ok := l.states.Next(); ok {

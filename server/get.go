@@ -52,6 +52,16 @@ func (l *leader) completeState(id string, req *ankbase.CompleteStateRequest) {
 	})
 }
 
+// eventsCancel ends a subscription, in turn with the requests before it.
+//
+// swdd~server-removes-event-subscription~1
+func (l *leader) eventsCancel(id string) {
+	l.pipe.ordered(func() {
+		l.events.Remove(id)
+		l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_EventsCancelAccepted{EventsCancelAccepted: &ankbase.EventsCancelAccepted{}}})
+	})
+}
+
 // readCompleteState builds the (filtered) CompleteState. Without masks it
 // converts the model directly; with masks it converts only the top-level
 // parts the masks name to a Tree and filters that. On an internal error it

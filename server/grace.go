@@ -94,7 +94,7 @@ func (l *leader) stopGrace() {
 // restored state.
 func (l *leader) resyncAgents() {
 	names := map[string]bool{}
-	for a := range l.spec.Agents {
+	for a := range l.projected.store.Agents {
 		names[a] = true
 	}
 	for a, g := range l.greeted {

@@ -25,19 +25,10 @@ type leader struct {
 	// pipe holds the proposals in flight and the answers queued behind
 	// them.
 	pipe *pipeline
-	// spec is the speculative store: the committed state plus every entry
-	// proposed and not yet settled. Updates are planned against it.
-	spec *state.Store
-	// restores is the FSM restore count spec was built from.
-	restores uint64
-	// broken is set when an entry failed or the FSM was restored: spec no
-	// longer predicts the FSM, so no new work is taken until the pipeline
-	// has drained and spec is rebuilt. failed tells the answers of the
-	// refused entries that follow a failure why they failed.
-	broken, failed bool
-	// resync is set when a restore replaced the store under the agents:
-	// they are disconnected and given the grace to come back.
-	resync bool
+	// projected is the committed state plus every entry proposed and not
+	// yet settled, with the flags that say when it stopped predicting the
+	// FSM. Updates are planned against it.
+	projected *projected
 	// pendingSubs counts event subscriptions queued behind proposals, so
 	// that updates planned now still prepare their events.
 	pendingSubs int
@@ -163,7 +154,7 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 			inbox   <-chan inMsg
 			expired <-chan *graceTimer
 		)
-		if !l.broken && !l.pipe.full() {
+		if !l.projected.stale() && !l.pipe.full() {
 			inbox, expired = l.term.inbox, l.expired
 		}
 		select {
@@ -200,6 +191,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		clock:  clk,
 		pipe: newPipeline(s.node.ApplyAsync, s.cfg.ApplyTimeout, s.cfg.GroupCommitDelay, clock.Real(),
 			func(n int) { s.cfg.Metrics.ObserveBatch(fsm.BatchType.String(), n) }, stopCh),
+		projected:   &projected{},
 		greeted:     map[string]greeting{},
 		incarnation: map[*conn]uint64{},
 		grace:       map[string]*graceTimer{},
@@ -207,8 +199,8 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		status:      map[string]state.AgentStatus{},
 	}
 	l.rebuild()
-	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.spec.ReportMarks)
-	l.startGrace(state.SortedKeys(l.spec.Agents))
+	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.projected.store.ReportMarks)
+	l.startGrace(state.SortedKeys(l.projected.store.Agents))
 	if !s.node.FollowedLeader() && !s.cfg.TrustStoredStatesAtStart {
 		l.unconfirmStoredStates()
 	}
@@ -242,7 +234,7 @@ func (l *leader) revoke() {
 // state once a failure has drained, and proposes the next batches of
 // reports.
 func (l *leader) step() {
-	if l.broken {
+	if l.projected.stale() {
 		if !l.pipe.empty() {
 			return
 		}

@@ -32,6 +32,17 @@ func (l *leader) handle(m inMsg) {
 	}
 }
 
+// cliGone ends what a CLI connection left behind.
+//
+// swdd~server-removes-event-subscription-for-disconnected-cli~1
+// swdd~server-cancels-log-campaign-for-disconnected-cli~1
+func (l *leader) cliGone(conn string) {
+	l.events.RemoveConnection(conn)
+	for _, id := range l.logs.RemoveByConnection(conn) {
+		l.sendLogsCancel(id)
+	}
+}
+
 func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
 	switch x := m.ToServerEnum.(type) {
 	case *grpcapi.ToServer_Request:

@@ -102,27 +102,6 @@ func statePath(n state.InstanceName) string {
 	return "workloadStates." + n.AgentName + "." + n.WorkloadName + "." + n.ID
 }
 
-// eventsCancel ends a subscription, in turn with the requests before it.
-//
-// swdd~server-removes-event-subscription~1
-func (l *leader) eventsCancel(id string) {
-	l.pipe.ordered(func() {
-		l.events.Remove(id)
-		l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_EventsCancelAccepted{EventsCancelAccepted: &ankbase.EventsCancelAccepted{}}})
-	})
-}
-
-// cliGone ends what a CLI connection left behind.
-//
-// swdd~server-removes-event-subscription-for-disconnected-cli~1
-// swdd~server-cancels-log-campaign-for-disconnected-cli~1
-func (l *leader) cliGone(conn string) {
-	l.events.RemoveConnection(conn)
-	for _, id := range l.logs.RemoveByConnection(conn) {
-		l.sendLogsCancel(id)
-	}
-}
-
 // stateEvent is one event's worth of committed workload states.
 type stateEvent struct {
 	diff   state.StateDiff

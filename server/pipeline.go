@@ -270,8 +270,8 @@ func (p *pipeline) full() bool { return p.inFlight >= maxInFlight }
 // empty reports whether nothing waits to settle.
 func (p *pipeline) empty() bool { return len(p.queue) == 0 }
 
-// propose queues an encoded command.
-func (p *pipeline) propose(t fsm.MessageType, buf []byte, commit func(any, uint64), fail func(error)) {
+// enqueue queues an encoded command for the proposer.
+func (p *pipeline) enqueue(t fsm.MessageType, buf []byte, commit func(any, uint64), fail func(error)) {
 	e := &entry{typ: t, buf: buf, start: p.clock.Now(), commit: commit, fail: fail}
 	p.queue = append(p.queue, e)
 	p.inFlight++

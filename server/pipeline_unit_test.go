@@ -108,10 +108,10 @@ func TestPipelineSettlesInOrder(t *testing.T) {
 		return func(resp any, _ uint64) { got = append(got, name+"="+resp.(string)) }
 	}
 	p.ordered(func() { got = append(got, "first local") }) // nothing queued: runs at once
-	p.propose(fsm.AgentGoneType, []byte("a"), record("a"), nil)
-	p.propose(fsm.AgentGoneType, []byte("b"), nil, func(err error) { got = append(got, "b failed: "+err.Error()) })
+	p.enqueue(fsm.AgentGoneType, []byte("a"), record("a"), nil)
+	p.enqueue(fsm.AgentGoneType, []byte("b"), nil, func(err error) { got = append(got, "b failed: "+err.Error()) })
 	p.ordered(func() { got = append(got, "local") })
-	p.propose(fsm.AgentGoneType, []byte("c"), record("c"), nil)
+	p.enqueue(fsm.AgentGoneType, []byte("c"), record("c"), nil)
 	if len(got) != 1 || p.inFlight != 3 {
 		t.Fatalf("before any commit: %v, in flight %d", got, p.inFlight)
 	}
@@ -156,7 +156,7 @@ func TestPipelineAbandon(t *testing.T) {
 	p := newPipeline(r.apply, time.Second, 0, clock.Real(), nil, stop)
 	var failed []error
 	for i := 0; i < 3; i++ {
-		p.propose(fsm.AgentGoneType, []byte{byte(i)}, func(any, uint64) { t.Error("committed after the end of the term") },
+		p.enqueue(fsm.AgentGoneType, []byte{byte(i)}, func(any, uint64) { t.Error("committed after the end of the term") },
 			func(err error) { failed = append(failed, err) })
 	}
 	p.ordered(func() { t.Error("a local action ran after the end of the term") })
@@ -200,7 +200,7 @@ func TestPipelineBound(t *testing.T) {
 		if p.full() {
 			t.Fatalf("full after %d", i)
 		}
-		p.propose(fsm.AgentGoneType, nil, nil, nil)
+		p.enqueue(fsm.AgentGoneType, nil, nil, nil)
 	}
 	if !p.full() {
 		t.Fatal("not full at the bound")
@@ -261,10 +261,10 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 		r.resolveAll()
 	}()
 	// A lone proposal is not delayed.
-	p.propose(fsm.AgentGoneType, []byte("a"), nil, nil)
+	p.enqueue(fsm.AgentGoneType, []byte("a"), nil, nil)
 	a := r.future(t, 0)
-	p.propose(fsm.AgentGoneType, []byte("b"), nil, nil)
-	p.propose(fsm.AgentGoneType, []byte("c"), nil, nil)
+	p.enqueue(fsm.AgentGoneType, []byte("b"), nil, nil)
+	p.enqueue(fsm.AgentGoneType, []byte("c"), nil, nil)
 	testwait.For(t, 5*time.Second, func() bool { return clk.Pending() > 0 }, "the delay timer")
 	if n := r.reached(); n != 1 {
 		t.Fatalf("%d proposals reached Raft while the first batch was out, want 1", n)
@@ -280,7 +280,7 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 		t.Fatalf("%d batch entries for b and c, want 1", batches)
 	}
 	// d waits behind b and c until the delay has passed.
-	p.propose(fsm.AgentGoneType, []byte("d"), nil, nil)
+	p.enqueue(fsm.AgentGoneType, []byte("d"), nil, nil)
 	testwait.For(t, 5*time.Second, func() bool { return clk.Pending() > 0 }, "the delay timer")
 	if n := r.reached(); n != 3 {
 		t.Fatalf("%d proposals reached Raft before the delay, want 3", n)
@@ -289,7 +289,7 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 	r.future(t, 3)
 	// A full batch goes at once, with batches still out.
 	for i := 0; i < maxBatch; i++ {
-		p.propose(fsm.AgentGoneType, []byte{byte(fsm.AgentGoneType)}, nil, nil)
+		p.enqueue(fsm.AgentGoneType, []byte{byte(fsm.AgentGoneType)}, nil, nil)
 	}
 	r.future(t, 3+maxBatch)
 	testwait.For(t, 5*time.Second, func() bool {
@@ -313,7 +313,7 @@ func TestPipelineWithoutDelay(t *testing.T) {
 		r.resolveAll()
 	}()
 	for i := 0; i < 5; i++ {
-		p.propose(fsm.AgentGoneType, nil, nil, nil)
+		p.enqueue(fsm.AgentGoneType, nil, nil, nil)
 	}
 	r.future(t, 4)
 }

@@ -13,12 +13,12 @@ func (l *leader) seedStartupState() {
 	if st == nil {
 		return
 	}
-	if l.spec.Revision != 0 || l.spec.DesiredSeq != 0 {
+	if l.projected.store.Revision != 0 || l.projected.store.DesiredSeq != 0 {
 		l.s.log.Info("cluster has a desired state; startup manifest not applied")
 		return
 	}
-	connected := func(a string) bool { _, ok := l.spec.Agents[a]; return ok }
-	p, err := plan(l.s.renderer, l.s.limits, l.spec, *st, nil, connected)
+	connected := func(a string) bool { _, ok := l.projected.store.Agents[a]; return ok }
+	p, err := plan(l.s.renderer, l.s.limits, l.projected.store, *st, nil, connected)
 	if err != nil {
 		l.s.log.Error("startup manifest rejected", "error", err)
 		return

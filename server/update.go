@@ -39,7 +39,7 @@ func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
 // state.
 func (l *leader) planUpdate(req *ankbase.UpdateStateRequest) (*updatePlan, error) {
 	newState := rpc.CompleteStateToTree(req.GetNewState())
-	st := l.spec
+	st := l.projected.store
 	tags := make(map[string]map[string]string, len(st.Agents))
 	for a, attr := range st.Agents {
 		tags[a] = attr.Tags
@@ -62,14 +62,14 @@ func (l *leader) proposeUpdate(p *updatePlan, answer func(), fail func(error)) {
 	subscribed := l.events.HasSubscribers() || l.pendingSubs > 0
 	var before, after state.Tree
 	if subscribed {
-		before = partialTree(l.spec, p)
+		before = partialTree(l.projected.store, p)
 	}
-	prop := l.project(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.spec.DesiredSeq + 1})
+	prop := l.project(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.projected.store.DesiredSeq + 1})
 	var dispatch *updateDispatch
 	if prop.err == nil {
-		dispatch = planDispatch(l.spec, p)
+		dispatch = planDispatch(l.projected.store, p)
 		if subscribed {
-			after = partialTree(l.spec, p)
+			after = partialTree(l.projected.store, p)
 		}
 	}
 	l.submit(prop, func(_ any, index uint64) {

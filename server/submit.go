@@ -1,0 +1,90 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// proposal is a command encoded, decoded again with the FSM's own decoder
+// and executed on the speculative store, ready to be queued. err says why
+// it was refused before it was proposed; resp is what the command
+// returned on the speculative store.
+type proposal struct {
+	typ  fsm.MessageType
+	buf  []byte
+	resp any
+	err  error
+}
+
+// project checks a command and executes it on the speculative store, so
+// that what its commit will send can be computed from the store it
+// produces before it is queued: an entry that commits must apply on every
+// replica, so anything that does not decode or apply here is refused
+// (see submit).
+func (l *leader) project(cmd fsm.Command) *proposal {
+	prop := &proposal{typ: cmd.Type()}
+	prop.buf, prop.err = l.encodeChecked(cmd)
+	if prop.err == nil {
+		prop.resp, prop.err = l.projected.execute(prop.typ, prop.buf)
+	}
+	return prop
+}
+
+// submit queues a projected command for Raft. commit runs on the leader
+// loop once the entry is committed, with the FSM's response and the
+// entry's index, fail if it is not; both in proposal order. A command
+// project refused is not proposed: fail learns why, in turn.
+func (l *leader) submit(prop *proposal, commit func(resp any, index uint64), fail func(err error)) {
+	t := prop.typ
+	if prop.err != nil {
+		l.s.log.Error("command refused before proposing", "type", t.String(), "error", prop.err)
+		if fail != nil {
+			err := prop.err
+			l.pipe.ordered(func() { fail(err) })
+		}
+		return
+	}
+	l.pipe.enqueue(t, prop.buf, commit, func(err error) {
+		if l.projected.failed && errors.Is(err, fsm.ErrOutOfSequence) {
+			err = errEarlierFailed
+		}
+		l.entryFailed(t, err)
+		if fail != nil {
+			fail(err)
+		}
+	})
+}
+
+// propose projects a command and submits it, for callbacks that need
+// nothing computed from the store it produces.
+func (l *leader) propose(cmd fsm.Command, commit func(resp any, index uint64), fail func(err error)) {
+	l.submit(l.project(cmd), commit, fail)
+}
+
+// encodeChecked encodes a command and refuses one larger than the
+// update budget: Raft would store, send and apply it on every replica.
+func (l *leader) encodeChecked(cmd fsm.Command) ([]byte, error) {
+	buf, err := fsm.Encode(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if max := l.s.limits.MaxUpdateBytes; max > 0 && len(buf) > max {
+		return nil, state.LimitError("", "update", "max_update_bytes", len(buf), max)
+	}
+	return buf, nil
+}
+
+// errEarlierFailed answers an update the FSM refused because an update
+// proposed before it failed.
+var errEarlierFailed = errors.New("an earlier update in the same batch failed")
+
+// entryFailed marks the speculative store as no longer predicting the FSM.
+// The entries after the failed one settle first: the FSM refuses the
+// desired-state updates among them by their sequence number.
+func (l *leader) entryFailed(t fsm.MessageType, err error) {
+	if l.projected.markFailed() {
+		l.s.log.Warn("raft entry failed; draining the pipeline", "type", t.String(), "error", err)
+	}
+}
