@@ -1,0 +1,76 @@
+package server
+
+import (
+	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// rendering is what rendering the changed workloads produced: the
+// renderings that differ from the stored ones.
+type rendering struct {
+	put      map[string]state.Rendered // by workload name
+	added    []state.Rendered          // in workload name order
+	replaced []deletion                // the stored instances the new renderings replace
+	// readded holds the instances rendered again under the same name:
+	// their deletion is the agent's, never the server's.
+	readded map[state.InstanceName]bool
+}
+
+// toRender is, sorted, every workload whose spec changed or that
+// references a changed config item.
+func toRender(next state.State, d desiredDiff) []string {
+	set := map[string]bool{}
+	for n := range d.changed.Workloads {
+		set[n] = true
+	}
+	if len(d.changedCfg) > 0 {
+		for n, w := range next.Workloads {
+			for _, key := range w.Configs {
+				if d.changedCfg[key] {
+					set[n] = true
+					break
+				}
+			}
+		}
+	}
+	return sortedSet(set)
+}
+
+// renderChanged renders the workloads toRender names and keeps those
+// whose rendering differs from the store's. What templates render counts
+// against the update budget as it goes, so a hostile config costs no
+// more than the limits allow.
+func renderChanged(r *render.Renderer, lim state.Limits, st *state.Store, next state.State, d desiredDiff) (*rendering, error) {
+	rd := &rendering{put: map[string]state.Rendered{}, readded: map[state.InstanceName]bool{}}
+	rendered := 0 // bytes rendered from templates by this update
+	for _, n := range toRender(next, d) {
+		rw, inst, err := r.Workload(n, next.Workloads[n], next.Configs)
+		if err != nil {
+			return nil, err
+		}
+		if err := state.CheckAgentName("desiredState.workloads."+n+".agent", rw.Agent); err != nil {
+			return nil, err
+		}
+		if len(next.Workloads[n].Configs) > 0 {
+			if err := rw.CheckLimits("desiredState.workloads."+n, lim); err != nil {
+				return nil, err
+			}
+			if rendered += rw.Size(); lim.MaxUpdateBytes > 0 && rendered > lim.MaxUpdateBytes {
+				return nil, state.LimitError("desiredState.workloads."+n, "the size in bytes of what the update renders, up to this workload",
+					"max_update_bytes", rendered, lim.MaxUpdateBytes)
+			}
+		}
+		old, had := st.Rendered[n]
+		if had && old.Instance == inst && old.Workload.Equal(rw) {
+			continue
+		}
+		nr := state.Rendered{Instance: inst, Workload: rw}
+		rd.put[n] = nr
+		rd.added = append(rd.added, nr)
+		rd.readded[inst] = true
+		if had {
+			rd.replaced = append(rd.replaced, deletion{instance: old.Instance})
+		}
+	}
+	return rd, nil
+}
