@@ -238,17 +238,21 @@ func (l *leader) disconnectAgent(name string) {
 // swdd~server-sends-event-for-updated-agent-resource-availability~1
 func (l *leader) agentLoad(name string, s *grpcapi.AgentLoadStatus) {
 	cpu, free := s.GetCpuUsage().GetCpuUsage(), s.GetFreeMemory().GetFreeMemory()
-	l.status[name] = state.AgentStatus{CPUUsage: &cpu, FreeMemory: &free}
+	st := state.AgentStatus{CPUUsage: &cpu, FreeMemory: &free}
+	l.status[name] = st
 	if !l.events.HasSubscribers() {
 		return
 	}
-	// After what is being committed, as a read would see it.
+	// After what is being committed, as a read would see it: the event
+	// carries this report's status, and only while the agent is still
+	// connected once the entries in flight have settled (which is the
+	// live leader memory then, as for every commit callback).
 	l.pipe.ordered(func() {
-		if _, ok := l.projected.store.Agents[name]; !ok {
+		a, ok := l.projected.store.Agents[name]
+		if !ok {
 			return
 		}
-		st := l.status[name]
-		tree := state.Tree{"agents": state.AgentMap{name: {Status: st, Tags: l.projected.store.Agents[name].Tags}}.ToTree()}
+		tree := state.Tree{"agents": state.AgentMap{name: {Status: st, Tags: a.Tags}}.ToTree()}
 		l.emit(state.StateDiff{Updated: []string{"agents." + name + ".status.cpuUsage", "agents." + name + ".status.freeMemory"}}, tree)
 	})
 }
