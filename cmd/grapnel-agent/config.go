@@ -119,20 +119,13 @@ func applyAnkaiosConfig(path string, data []byte, c *config) ([]string, error) {
 		return nil, err
 	}
 	warnings := f.Warnings
-	for key, dst := range map[string]*string{
-		"name": &c.Name, "run_folder": &c.RunFolder,
+	f.Set(map[string]any{
+		"name": &c.Name, "run_folder": &c.RunFolder, "insecure": &c.Insecure,
 		"ca_pem": &c.CAPem, "crt_pem": &c.CrtPem, "key_pem": &c.KeyPem,
 		"ca_pem_content": &c.CAPemContent, "crt_pem_content": &c.CrtPemContent, "key_pem_content": &c.KeyPemContent,
-	} {
-		if v, ok := f.String(key); ok {
-			*dst = v
-		}
-	}
+	})
 	if v, ok := f.String("server_url"); ok {
 		c.ServerURL = layered.SplitList(v)
-	}
-	if v, ok := f.Bool("insecure"); ok {
-		c.Insecure = v
 	}
 	if v, ok := f.Table("tags"); ok {
 		c.Tags = v

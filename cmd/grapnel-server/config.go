@@ -210,18 +210,11 @@ func applyAnkaiosConfig(path string, data []byte, c *config) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for key, dst := range map[string]*string{
-		"startup_manifest": &c.StartupManifest, "address": &c.Address,
+	f.Set(map[string]any{
+		"startup_manifest": &c.StartupManifest, "address": &c.Address, "insecure": &c.Insecure,
 		"ca_pem": &c.CAPem, "crt_pem": &c.CrtPem, "key_pem": &c.KeyPem,
 		"ca_pem_content": &c.CAPemContent, "crt_pem_content": &c.CrtPemContent, "key_pem_content": &c.KeyPemContent,
-	} {
-		if v, ok := f.String(key); ok {
-			*dst = v
-		}
-	}
-	if v, ok := f.Bool("insecure"); ok {
-		c.Insecure = v
-	}
+	})
 	return f.Warnings, nil
 }
 

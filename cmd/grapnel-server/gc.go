@@ -66,28 +66,25 @@ func setGC(busy, idle, idleProcs int, lookup func(string) (string, bool), log *s
 	if idleProcs >= busyProcs {
 		idleProcs = 0
 	}
-	setPercent := func(p int) { debug.SetGCPercent(p) }
-	if v, ok := lookup("GOGC"); ok {
-		log.Info("GOGC is set; --gc-percent and --gc-idle-percent are not applied", "GOGC", v)
-		setPercent = func(int) {}
-	} else if idle >= busy {
+	gogc, gogcSet := lookup("GOGC")
+	switchGC := !gogcSet && idle < busy
+	switch {
+	case gogcSet:
+		log.Info("GOGC is set; --gc-percent and --gc-idle-percent are not applied", "GOGC", gogc)
+	case !switchGC:
 		debug.SetGCPercent(busy)
-		setPercent = func(int) {}
 	}
-	if idleProcs == 0 && (lookupSet(lookup, "GOGC") || idle >= busy) {
+	if !switchGC && idleProcs == 0 {
 		return func() {}
 	}
 	t := newGCTuner(busy, idle, log)
-	t.set = setPercent
+	if !switchGC {
+		t.set = func(int) {}
+	}
 	t.busyProcs, t.idleProcs = busyProcs, idleProcs
 	t.start()
 	armGCHook(t.gcDone)
 	return t.stop
-}
-
-func lookupSet(lookup func(string) (string, bool), key string) bool {
-	_, ok := lookup(key)
-	return ok
 }
 
 // gcTuner switches Go's GC target, and the number of Ps, between busy

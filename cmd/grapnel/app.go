@@ -120,19 +120,11 @@ func (a *app) resolve() error {
 		return err
 	}
 	if f != nil {
-		for key, dst := range map[string]*string{
+		f.Set(map[string]any{
 			"server_url": &g.ServerURL, "ca_pem": &g.CAPem, "crt_pem": &g.CrtPem, "key_pem": &g.KeyPem,
 			"ca_pem_content": &g.CAPemContent, "crt_pem_content": &g.CrtPemContent, "key_pem_content": &g.KeyPemContent,
-		} {
-			if v, ok := f.String(key); ok {
-				*dst = v
-			}
-		}
-		for key, dst := range map[string]*bool{"insecure": &g.Insecure, "verbose": &g.Verbose, "quiet": &g.Quiet, "no_wait": &g.NoWait} {
-			if v, ok := f.Bool(key); ok {
-				*dst = v
-			}
-		}
+			"insecure": &g.Insecure, "verbose": &g.Verbose, "quiet": &g.Quiet, "no_wait": &g.NoWait,
+		})
 		if v, ok := f.Uint("response_timeout"); ok {
 			if v == 0 || v > math.MaxInt64/uint64(time.Millisecond) {
 				return f.Fail(ankconf.CLI.What, "response_timeout", "%d: must be a positive number of milliseconds", v)
@@ -208,46 +200,39 @@ const (
 // $HOME/.config/ankaios/ank.conf and /etc/ankaios/ank.conf that exists
 // (nil when none does).
 func (a *app) ankConfigFile() (*ankconf.File, error) {
-	parse := func(path string, data []byte) (*ankconf.File, error) {
-		if ankconf.IsTOML(path, data) {
+	// read reads one file in the format its name (or content) says; an
+	// absent file that nobody named is skipped (nil, nil).
+	read := func(path string, named bool) (*ankconf.File, error) {
+		data, err := os.ReadFile(path)
+		toml := ankconf.IsTOML(path, data)
+		switch {
+		case err == nil && toml:
 			return ankconf.Parse(ankconf.CLI, path, data)
+		case err == nil:
+			return ankconf.ParseYAML(ankconf.CLI, cliWhat, path, data)
+		case !named && errors.Is(err, os.ErrNotExist):
+			return nil, nil
+		case toml:
+			return nil, &ankconf.Error{What: ankconf.CLI.What, Path: path, Reason: err.Error()}
 		}
-		return ankconf.ParseYAML(ankconf.CLI, cliWhat, path, data)
+		return nil, &ankconf.Error{What: cliWhat, Path: path, Reason: err.Error()}
 	}
 	if a.changed("ank-config") {
-		data, err := os.ReadFile(a.ankConfig)
-		if err != nil {
-			what := cliWhat
-			if ankconf.IsTOML(a.ankConfig, nil) {
-				what = ankconf.CLI.What
-			}
-			return nil, &ankconf.Error{What: what, Path: a.ankConfig, Reason: err.Error()}
-		}
-		return parse(a.ankConfig, data)
+		return read(a.ankConfig, true)
 	}
-	type candidate struct{ path, what string }
-	var paths []candidate
+	var paths []string
 	home := a.getenv("HOME")
 	if home != "" {
-		paths = append(paths, candidate{filepath.Join(home, cliUserPath), cliWhat})
+		paths = append(paths, filepath.Join(home, cliUserPath))
 	}
-	paths = append(paths, candidate{a.systemCLIConfig, cliWhat})
+	paths = append(paths, a.systemCLIConfig)
 	if home != "" {
-		paths = append(paths, candidate{filepath.Join(home, ankconf.CLIUserPath), ankconf.CLI.What})
+		paths = append(paths, filepath.Join(home, ankconf.CLIUserPath))
 	}
-	paths = append(paths, candidate{a.systemAnkConfig, ankconf.CLI.What})
-	for _, p := range paths {
-		data, err := os.ReadFile(p.path)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
+	for _, p := range append(paths, a.systemAnkConfig) {
+		if f, err := read(p, false); f != nil || err != nil {
+			return f, err
 		}
-		if err != nil {
-			return nil, &ankconf.Error{What: p.what, Path: p.path, Reason: err.Error()}
-		}
-		if p.what == cliWhat {
-			return ankconf.ParseYAML(ankconf.CLI, cliWhat, p.path, data)
-		}
-		return ankconf.Parse(ankconf.CLI, p.path, data)
 	}
 	return nil, nil
 }

@@ -14,6 +14,7 @@ package ankconf
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -193,7 +194,7 @@ func check(f Format, path string, raw map[string]any, needVersion bool) (*File, 
 			if !ok {
 				return fail(f.Section, "expected a table, got %s", describe(sec))
 			}
-			for _, k := range sortedKeys(t) {
+			for _, k := range slices.Sorted(maps.Keys(t)) {
 				if _, dup := flat[k]; dup {
 					return fail(f.Section+"."+k, "also given at the top level; give it once")
 				}
@@ -214,7 +215,7 @@ func check(f Format, path string, raw map[string]any, needVersion bool) (*File, 
 	if s, isString := v.(string); ok && (!isString || s != Version) {
 		return fail("version", "got %s, the only version is %q", describe(v), Version)
 	}
-	for _, name := range sortedKeys(flat) {
+	for _, name := range slices.Sorted(maps.Keys(flat)) {
 		if name == "version" {
 			continue
 		}
@@ -283,7 +284,7 @@ func convert(k Kind, v any) (any, error) {
 			return wrong()
 		}
 		out := make(map[string]string, len(t))
-		for _, key := range sortedKeys(t) {
+		for _, key := range slices.Sorted(maps.Keys(t)) {
 			s, ok := t[key].(string)
 			if !ok {
 				return nil, fmt.Errorf("expected %s, got %s for '%s'", k, describe(t[key]), key)
@@ -336,19 +337,30 @@ func knownNames(f Format) []string {
 	return names
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // Has reports whether the file gives key (and Grapnel uses it).
 func (f *File) Has(key string) bool {
 	_, ok := f.values[key]
 	return ok
+}
+
+// Set copies the value of every key in dst that the file gives into
+// it: each pointer is a *string for a String key or a *bool for a Bool
+// key, the Grapnel setting the key stands for.
+func (f *File) Set(dst map[string]any) {
+	for key, p := range dst {
+		switch p := p.(type) {
+		case *string:
+			if v, ok := f.String(key); ok {
+				*p = v
+			}
+		case *bool:
+			if v, ok := f.Bool(key); ok {
+				*p = v
+			}
+		default:
+			panic(fmt.Sprintf("ankconf: Set %s: unsupported %T", key, p))
+		}
+	}
 }
 
 // String returns a String key's value.
