@@ -46,8 +46,8 @@ func failover(t *testing.T) (*testServer, *clock.Fake, *grpcapi.ServerHello) {
 	ts2 := startServerCfg(t, dir, nil, func(c *Config) {
 		c.Clock, c.AgentReconnectGrace, c.TrustStoredStatesAtStart = fake, testGrace, true
 	})
-	if fake.Pending() != 1 {
-		t.Fatalf("%d grace timers, want one for agent_A", fake.Pending())
+	if n := fake.PendingFor(testGrace); n != 1 {
+		t.Fatalf("%d grace timers, want one for agent_A", n)
 	}
 	return ts2, fake, hello
 }
@@ -68,7 +68,7 @@ func TestAgentBackWithinGraceChangesNothing(t *testing.T) {
 	if len(hello.GetAddedWorkloads()) != 1 || !proto.Equal(hello, before) {
 		t.Fatalf("ServerHello after the failover differs:\n%v\n%v", hello, before)
 	}
-	if fake.Pending() != 0 {
+	if fake.PendingFor(testGrace) != 0 {
 		t.Fatal("the grace timer still runs after the agent came back")
 	}
 	fake.Advance(time.Hour)
@@ -187,7 +187,7 @@ func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
 				}, "AgentDisconnected after goodbye")
 				return
 			}
-			testwait.For(t, 5e9, func() bool { return fake.Pending() == 1 }, "the grace timer")
+			testwait.For(t, 5e9, func() bool { return fake.PendingFor(testGrace) == 1 }, "the grace timer")
 			fake.Advance(testGrace - time.Millisecond)
 			if tc.back {
 				ts.hello("agent_A", 1, nil)

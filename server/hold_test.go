@@ -127,7 +127,7 @@ func TestHoldRunsOnTheServersClock(t *testing.T) {
 	if err := st.Send(commanderHello(rpc.ProtocolVersion)); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 10*time.Second, func() bool { return fake.Pending() > 0 }, "the hold's timer")
+	testwait.For(t, 10*time.Second, func() bool { return fake.PendingFor(hold) > 0 }, "the hold's timer")
 	fake.Advance(hold)
 	err := streamEnd(t, st, 10*time.Second)
 	if !errors.Is(rpc.FromStatus(err), errs.ErrNoLeader) || !strings.Contains(err.Error(), "waited 1h0m0s") {

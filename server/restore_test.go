@@ -47,7 +47,7 @@ func TestSnapshotRestoreRebuildsLeaderMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The leader drops the agent's stream and waits for it to come back.
-	testwait.For(t, 5e9, func() bool { return fake.Pending() == 1 }, "grace for agent_A")
+	testwait.For(t, 5e9, func() bool { return fake.PendingFor(DefaultAgentReconnectGrace) == 1 }, "grace for agent_A")
 	_, after := ts.hello("agent_A", 1, nil)
 	if !proto.Equal(before, after) {
 		t.Fatalf("ServerHello after the restore:\n%v\nwant\n%v", after, before)

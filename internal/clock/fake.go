@@ -19,7 +19,8 @@ type Fake struct {
 type fakeTimer struct {
 	c   *Fake
 	at  time.Time
-	seq int // creation order, to break deadline ties
+	seq int           // creation order, to break deadline ties
+	d   time.Duration // as asked, so that tests can tell timers apart
 	f   func()
 }
 
@@ -38,7 +39,7 @@ func (c *Fake) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
-	t := &fakeTimer{c: c, at: c.now.Add(d), seq: c.seq, f: f}
+	t := &fakeTimer{c: c, at: c.now.Add(d), seq: c.seq, d: d, f: f}
 	c.timers = append(c.timers, t)
 	return t
 }
@@ -74,6 +75,21 @@ func (c *Fake) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.timers)
+}
+
+// PendingFor counts the pending timers that were set for d: a test that
+// waits for one kind of timer is not misled by another kind (a stream's
+// drain timer next to an agent's grace).
+func (c *Fake) PendingFor(d time.Duration) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if t.d == d {
+			n++
+		}
+	}
+	return n
 }
 
 // Stop removes the timer if it has not fired.
