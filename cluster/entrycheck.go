@@ -13,7 +13,7 @@ import (
 // every RPC the transport received, except an AppendEntries that carries
 // a command entry check refuses, which it answers with an error itself.
 // Such an entry is never stored, so it never applies and never has to be
-// cut out of raft.db by hand: the replica keeps serving and restarts as
+// cut out of the Raft log by hand: the replica keeps serving and restarts as
 // before. The leader sees the RPC fail and retries with Raft's backoff;
 // heartbeats (no entries) pass, so the replica does not call elections.
 // One goroutine, stopped by stop, keeps the RPCs in the order the

@@ -1,206 +1,244 @@
 package cluster
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"syscall"
+	"strings"
 	"testing"
-	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-
-	"github.com/grapnel-io/grapnel/fsm"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
-// allocated is how many bytes of path have blocks on disk.
-func allocated(t *testing.T, path string) (size, onDisk int64) {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		t.Skip("no block counts on this platform")
-	}
-	return fi.Size(), st.Blocks * 512
+// entry is the test log entry at index i.
+func entry(i uint64) *raft.Log {
+	return &raft.Log{Index: i, Term: 1 + i/100, Type: raft.LogCommand, Data: bytes.Repeat([]byte{byte(i)}, 100+int(i%700))}
 }
 
-// Raft keeps writing while raft.db is filled: every entry and every
-// stable-store key written before, during and after the fill is there
-// when the file is opened again, and the file has its size.
-func TestPreallocationWhileRaftWritesKeepsEverything(t *testing.T) {
+// checkLog fails unless store holds exactly the entries first..last as
+// entry makes them, and the stable keys of keys.
+func checkLog(t *testing.T, store interface {
+	raft.LogStore
+	raft.StableStore
+}, first, last uint64) {
+	t.Helper()
+	if f, _ := store.FirstIndex(); f != first {
+		t.Fatalf("first index %d, want %d", f, first)
+	}
+	if l, _ := store.LastIndex(); l != last {
+		t.Fatalf("last index %d, want %d", l, last)
+	}
+	for i := first; i <= last; i++ {
+		var got raft.Log
+		if err := store.GetLog(i, &got); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		want := entry(i)
+		if got.Index != want.Index || got.Term != want.Term || got.Type != want.Type || !bytes.Equal(got.Data, want.Data) {
+			t.Fatalf("entry %d differs: %+v", i, got)
+		}
+	}
+}
+
+func storeEntries(t *testing.T, s raft.LogStore, from, to uint64) {
+	t.Helper()
+	var batch []*raft.Log
+	for i := from; i <= to; i++ {
+		batch = append(batch, entry(i))
+		if len(batch) == 50 || i == to {
+			if err := s.StoreLogs(batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = nil
+		}
+	}
+}
+
+// The WAL keeps every entry and stable key across a reopen.
+func TestLogStoreKeepsEverythingAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
-	const prealloc = 8 << 20
-	s, err := openLogStore(dir)
+	s, err := openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "raft.db")
-	if need, err := s.needsPreallocation(prealloc); err != nil || !need {
-		t.Fatalf("a new raft.db needs no preallocation (%v)", err)
-	}
-	store := func(i uint64) {
-		if err := s.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: make([]byte, 3000)}}); err != nil {
-			t.Error(err)
-		}
-		if err := s.SetUint64([]byte(fmt.Sprintf("key-%d", i)), i); err != nil {
-			t.Error(err)
-		}
-	}
-	const before = 50
-	for i := uint64(1); i <= before; i++ {
-		store(i)
-	}
-	// A writer keeps storing during the whole fill and for a while after.
-	var total uint64
-	filled, writing := make(chan struct{}), make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		after := 0
-		for i := uint64(before + 1); ; i++ {
-			store(i)
-			total = i
-			if i == before+10 {
-				close(writing)
-			}
-			select {
-			case <-filled:
-				after++
-			default:
-			}
-			if after == 20 {
-				return
-			}
-		}
-	}()
-	<-writing
-	if err := s.preallocate(prealloc, nil); err != nil {
+	storeEntries(t, s, 1, 300)
+	if err := s.SetUint64(stableKeys.currentTerm, 7); err != nil {
 		t.Fatal(err)
 	}
-	close(filled)
-	wg.Wait()
-	size, onDisk := allocated(t, path)
-	if size < prealloc || onDisk < prealloc {
-		t.Fatalf("raft.db is %d bytes with %d on disk, want both at least %d", size, onDisk, prealloc)
+	if err := s.Set(stableKeys.lastVoteCand, []byte("r2")); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = openLogStore(dir)
+	s, err = openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if need, err := s.needsPreallocation(prealloc); err != nil || need {
-		t.Fatalf("a filled raft.db needs preallocation again (%v)", err)
+	checkLog(t, s, 1, 300)
+	if v, err := s.GetUint64(stableKeys.currentTerm); err != nil || v != 7 {
+		t.Fatalf("CurrentTerm %d, %v", v, err)
 	}
-	first, _ := s.FirstIndex()
-	last, _ := s.LastIndex()
-	if first != 1 || last != total {
-		t.Fatalf("entries %d to %d, want 1 to %d", first, last, total)
-	}
-	for i := uint64(1); i <= total; i++ {
-		var l raft.Log
-		if err := s.GetLog(i, &l); err != nil || len(l.Data) != 3000 {
-			t.Fatalf("entry %d: %v, %d bytes", i, err, len(l.Data))
-		}
-		if v, err := s.GetUint64([]byte(fmt.Sprintf("key-%d", i))); err != nil || v != i {
-			t.Fatalf("key-%d: %d (%v)", i, v, err)
-		}
+	if v, err := s.Get(stableKeys.lastVoteCand); err != nil || string(v) != "r2" {
+		t.Fatalf("LastVoteCand %q, %v", v, err)
 	}
 }
 
-// The fill stops when asked, and a later one completes it.
-func TestPreallocationStopsAndResumes(t *testing.T) {
+// A snapshot's truncation deletes whole segments: the log's disk use
+// stays bounded by the trailing entries and a segment or two.
+func TestLogStoreDeletesTruncatedSegments(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openLogStore(dir)
+	const segment = 64 << 10
+	s, err := openLogStore(dir, segment, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	stop := make(chan struct{})
-	close(stop)
-	if err := s.preallocate(4<<20, stop); err != nil {
-		t.Fatal(err)
-	}
-	if need, _ := s.needsPreallocation(4 << 20); !need {
-		t.Fatal("a stopped fill filled raft.db anyway")
-	}
-	if err := s.preallocate(4<<20, nil); err != nil {
-		t.Fatal(err)
-	}
-	if size, onDisk := allocated(t, filepath.Join(dir, "raft.db")); size < 4<<20 || onDisk < 4<<20 {
-		t.Fatalf("raft.db is %d bytes with %d on disk after the fill", size, onDisk)
-	}
-}
-
-func TestLogStoreWithoutPreallocationStaysSmall(t *testing.T) {
-	dir := t.TempDir()
-	s, err := openLogStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if size, _ := allocated(t, filepath.Join(dir, "raft.db")); size >= 1<<20 {
-		t.Fatalf("raft.db is %d bytes without preallocation", size)
-	}
-}
-
-// A node does not fill raft.db before it starts: the fill comes after,
-// and it still comes. One stopped before the fill leaves it for the next
-// start.
-func TestNodePreallocatesAfterItStarted(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "raft.db")
-	const prealloc = 4 << 20
-	start := func(after time.Duration) *Node {
-		t.Helper()
-		n, err := NewNode(Config{ID: "solo", DataDir: dir, RaftAddress: "127.0.0.1:0", FSM: fsm.New(),
-			BootstrapSelf: true, Preallocate: prealloc, preallocateAfter: after})
+	segments := func() int {
+		names, err := filepath.Glob(filepath.Join(dir, walDir, "*.wal"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return len(names)
 	}
-
-	n := start(time.Hour)
-	if size, _ := allocated(t, path); size >= prealloc {
-		t.Fatalf("raft.db is %d bytes when NewNode returns: the start filled it", size)
+	storeEntries(t, s, 1, 2000)
+	grown := segments()
+	if grown < 4 {
+		t.Fatalf("%d segments for 2000 entries of 64 KiB segments", grown)
 	}
-	if err := n.Shutdown(); err != nil {
+	if err := s.DeleteRange(1, 1900); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-n.preallocated:
-	default:
-		t.Fatal("the fill still runs after Shutdown")
+	if n := segments(); n > 3 {
+		t.Fatalf("%d segments after truncating all but 100 entries (had %d)", n, grown)
 	}
-	if size, _ := allocated(t, path); size >= prealloc {
-		t.Fatalf("raft.db is %d bytes although the node stopped before the fill", size)
-	}
+	checkLog(t, s, 1901, 2000)
+}
 
-	n = start(time.Millisecond)
-	defer n.Shutdown()
-	select {
-	case <-n.preallocated:
-	case <-time.After(30 * time.Second):
-		t.Fatal("raft.db was not filled within 30 s of the start")
-	}
-	if size, onDisk := allocated(t, path); size < prealloc || onDisk < prealloc {
-		t.Fatalf("raft.db is %d bytes with %d on disk after the fill, want both at least %d", size, onDisk, prealloc)
-	}
-	// The node still commits, in place now.
-	select {
-	case <-n.LeaderCh():
-	case <-time.After(30 * time.Second):
-		t.Fatal("no leader within 30 s")
-	}
-	if err := n.Barrier(10 * time.Second); err != nil {
+// makeBolt writes a raft.db as releases before the WAL did: entries
+// first..last and the stable keys.
+func makeBolt(t *testing.T, dir string, first, last uint64) {
+	t.Helper()
+	b, err := raftboltdb.NewBoltStore(filepath.Join(dir, boltFile))
+	if err != nil {
 		t.Fatal(err)
+	}
+	storeEntries(t, b, 1, last)
+	if first > 1 {
+		if err := b.DeleteRange(1, first-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range map[string]uint64{"CurrentTerm": 9, "LastVoteTerm": 8} {
+		if err := b.SetUint64([]byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Set(stableKeys.lastVoteCand, []byte("replica-2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A data directory of an earlier release (raft.db) is moved into the WAL
+// on start: the same entries and stable keys, and raft.db is gone. A
+// power loss during an earlier migration (a half-built side directory,
+// or the WAL in place with raft.db not yet removed) changes nothing.
+func TestLogStoreMigratesBolt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, dir string)
+	}{
+		{"fresh", func(*testing.T, string) {}},
+		{"half-built side directory", func(t *testing.T, dir string) {
+			side := filepath.Join(dir, walDir+".migrating")
+			if err := os.MkdirAll(side, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(side, "00000000000000000001-0000000000000001.wal"), []byte("torn"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			makeBolt(t, dir, 41, 1200)
+			tc.prepare(t, dir)
+			s, err := openLogStore(dir, 64<<10, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLog(t, s, 41, 1200)
+			for k, want := range map[string]uint64{"CurrentTerm": 9, "LastVoteTerm": 8} {
+				if v, err := s.GetUint64([]byte(k)); err != nil || v != want {
+					t.Fatalf("%s = %d (%v), want %d", k, v, err, want)
+				}
+			}
+			if v, err := s.Get(stableKeys.lastVoteCand); err != nil || string(v) != "replica-2" {
+				t.Fatalf("LastVoteCand %q, %v", v, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, boltFile)); !os.IsNotExist(err) {
+				t.Fatalf("raft.db still there: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, walDir+".migrating")); !os.IsNotExist(err) {
+				t.Fatalf("side directory still there: %v", err)
+			}
+			// A raft.db next to the WAL is what a power loss between the
+			// rename and the removal leaves: the WAL wins.
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			makeBolt(t, dir, 1, 5)
+			s, err = openLogStore(dir, 64<<10, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			checkLog(t, s, 41, 1200)
+			if _, err := os.Stat(filepath.Join(dir, boltFile)); !os.IsNotExist(err) {
+				t.Fatalf("raft.db next to the WAL not removed: %v", err)
+			}
+		})
+	}
+}
+
+// An empty raft.db (a replica that never stored anything) migrates to an
+// empty WAL.
+func TestLogStoreMigratesEmptyBolt(t *testing.T) {
+	dir := t.TempDir()
+	b, err := raftboltdb.NewBoltStore(filepath.Join(dir, boltFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	s, err := openLogStore(dir, 64<<10, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if l, _ := s.LastIndex(); l != 0 {
+		t.Fatalf("last index %d", l)
+	}
+}
+
+// A raft.db that cannot be read stops the start with an error naming it,
+// and is left where it is.
+func TestLogStoreRefusesUnreadableBolt(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, boltFile), []byte(strings.Repeat("not a database", 400)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := openLogStore(dir, 64<<10, hclog.NewNullLogger())
+	if err == nil || !strings.Contains(err.Error(), boltFile) {
+		t.Fatalf("err = %v, want one naming %s", err, boltFile)
+	}
+	if _, err := os.Stat(filepath.Join(dir, boltFile)); err != nil {
+		t.Fatal(fmt.Errorf("raft.db removed after a failed migration: %w", err))
 	}
 }

@@ -21,7 +21,7 @@ import (
 type Config struct {
 	// ID is this replica's Raft server id and gossip node name.
 	ID string
-	// DataDir holds raft.db and the snapshots.
+	// DataDir holds the Raft log (wal/) and the snapshots.
 	DataDir string
 	// RaftAddress is the address the Raft transport binds and advertises.
 	RaftAddress string
@@ -82,15 +82,9 @@ type Config struct {
 	// takes the defaults below.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
-	// Preallocate is how many bytes of raft.db exist on disk before the
-	// first commits need them (see DefaultPreallocate). A node fills the
-	// file in the background shortly after it started, so an empty data
-	// directory starts as fast as one with state. 0 grows the file
-	// only as bbolt needs it.
-	Preallocate int64
-	// preallocateAfter delays the preallocation (tests shorten it; zero
-	// is the package's preallocateAfter).
-	preallocateAfter time.Duration
+	// SegmentSize is the size of one segment file of the Raft log
+	// (DefaultSegmentSize when zero).
+	SegmentSize int
 	// CheckEntry, when set, checks every command entry a leader sends
 	// before Raft stores it; an entry it refuses fails the AppendEntries
 	// and is never stored (see entryCheck).
@@ -131,13 +125,10 @@ type Node struct {
 	// (FollowedLeader).
 	followed atomic.Bool
 	// entries is the check of incoming entries, nil without one.
-	entries *entryCheck
-	// preallocated is closed once raft.db has its preallocated size, or
-	// the node stopped before (or the fill failed: it is logged).
-	preallocated chan struct{}
-	shutdown     sync.Once
-	shutErr      error
-	wg           sync.WaitGroup
+	entries  *entryCheck
+	shutdown sync.Once
+	shutErr  error
+	wg       sync.WaitGroup
 }
 
 func (cfg *Config) validate() error {
@@ -153,8 +144,8 @@ func (cfg *Config) validate() error {
 		return bad("FSM", "required")
 	case cfg.BootstrapExpect < 0:
 		return bad("BootstrapExpect", "must not be negative")
-	case cfg.Preallocate < 0:
-		return bad("Preallocate", "must not be negative")
+	case cfg.SegmentSize < 0:
+		return bad("SegmentSize", "must not be negative")
 	case cfg.BootstrapExpect > 1 && cfg.GossipAddress == "":
 		return bad("BootstrapExpect", "more than 1 needs GossipAddress to find the other replicas")
 	case cfg.BootstrapSelf && cfg.BootstrapExpect > 1:
@@ -241,7 +232,11 @@ func NewNode(cfg Config) (*Node, error) {
 	leaderCh := make(chan bool, 16)
 	rc.NotifyCh = leaderCh
 
-	store, err := openLogStore(cfg.DataDir)
+	segmentSize := cfg.SegmentSize
+	if segmentSize == 0 {
+		segmentSize = DefaultSegmentSize
+	}
+	store, err := openLogStore(cfg.DataDir, segmentSize, base.Named("cluster"))
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +295,6 @@ func NewNode(cfg Config) (*Node, error) {
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: newChangeFeed(),
 		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(),
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
-		preallocated: make(chan struct{}),
 	}
 	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{
@@ -324,8 +318,6 @@ func NewNode(cfg Config) (*Node, error) {
 		n.Shutdown()
 		return nil, err
 	}
-	n.wg.Add(1)
-	go n.preallocateLater()
 	return n, nil
 }
 

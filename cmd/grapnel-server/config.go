@@ -63,9 +63,8 @@ type config struct {
 	RaftLeaderLeaseTimeout time.Duration `yaml:"raft_leader_lease_timeout"`
 	RaftCommitTimeout      time.Duration `yaml:"raft_commit_timeout"`
 	RaftHeartbeatInterval  time.Duration `yaml:"raft_heartbeat_interval"`
-	// RaftPreallocateMiB is how much of raft.db is allocated on disk
-	// ahead of use (0: none).
-	RaftPreallocateMiB int `yaml:"raft_preallocate_mib"`
+	// RaftSegmentMiB is the size of one segment file of the Raft log.
+	RaftSegmentMiB int `yaml:"raft_segment_mib"`
 	// GCPercent is Go's GC target (GOGC) while the replica allocates
 	// fast, GCIdlePercent otherwise (see gcTuner); the GOGC variable,
 	// when set, wins over both.
@@ -116,7 +115,7 @@ func defaults() config {
 		RaftElectionTimeout:    t.ElectionTimeout,
 		RaftLeaderLeaseTimeout: t.LeaderLeaseTimeout,
 		RaftCommitTimeout:      t.CommitTimeout,
-		RaftPreallocateMiB:     cluster.DefaultPreallocate >> 20,
+		RaftSegmentMiB:         cluster.DefaultSegmentSize >> 20,
 		GCPercent:              defaultGCPercent,
 		GCIdlePercent:          defaultGCIdlePercent,
 		IdleProcs:              defaultIdleProcs,
@@ -147,7 +146,7 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }),
 		layered.Opt("raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }),
 		layered.Opt("raft-heartbeat-interval", "", "RAFT_HEARTBEAT_INTERVAL", "leader: least time between heartbeats to a follower, which go out every one to two intervals (0: a quarter of the shorter of the heartbeat and lease timeouts)", func(c *config) any { return &c.RaftHeartbeatInterval }),
-		layered.Opt("raft-preallocate-mib", "", "RAFT_PREALLOCATE_MIB", "MiB of raft.db allocated on disk ahead of use, so commits write in place (0: none)", func(c *config) any { return &c.RaftPreallocateMiB }),
+		layered.Opt("raft-segment-mib", "", "RAFT_SEGMENT_MIB", "MiB of one Raft log segment file, allocated when it is opened and deleted once a snapshot covers it", func(c *config) any { return &c.RaftSegmentMiB }),
 		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target while the replica allocates fast (2 MiB/s or more) and at the start: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
 		layered.Opt("gc-idle-percent", "", "GC_IDLE_PERCENT", "Go GC target while the replica allocates little (under 1 MiB/s), which keeps an idle replica's heap small (at least --gc-percent: that target always; the GOGC variable wins)", func(c *config) any { return &c.GCIdlePercent }),
 		layered.Opt("idle-procs", "", "IDLE_PROCS", "Ps (GOMAXPROCS) the replica runs on while it allocates little, as for --gc-idle-percent; all of them again within about a second of load (0: all always; the GOMAXPROCS variable wins)", func(c *config) any { return &c.IdleProcs }),
@@ -263,8 +262,8 @@ func (c config) validate() error {
 			}
 		}
 	}
-	if c.RaftPreallocateMiB < 0 || c.RaftPreallocateMiB > 4096 {
-		return fmt.Errorf("--raft-preallocate-mib %d: must be 0 to 4096", c.RaftPreallocateMiB)
+	if c.RaftSegmentMiB < 1 || c.RaftSegmentMiB > 1024 {
+		return fmt.Errorf("--raft-segment-mib %d: must be 1 to 1024", c.RaftSegmentMiB)
 	}
 	if c.GCPercent < 25 {
 		return fmt.Errorf("--gc-percent %d: must be at least 25 (lower spends most of the CPU collecting)", c.GCPercent)

@@ -88,7 +88,7 @@ func run(cfg config) error {
 		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
 		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress, GossipKey: gossipKey,
-		Join: cfg.Join, LogOutput: os.Stderr, Preallocate: int64(cfg.RaftPreallocateMiB) << 20,
+		Join: cfg.Join, LogOutput: os.Stderr, SegmentSize: cfg.RaftSegmentMiB << 20,
 		CheckEntry: fsm.CheckType, DeferSoloElection: true,
 	})
 	if err != nil {
