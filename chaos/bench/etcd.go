@@ -85,6 +85,15 @@ func (e *Etcd) Endpoints() []string {
 	return out
 }
 
+// Pids are the members' process ids.
+func (e *Etcd) Pids() []int {
+	out := make([]int, len(e.members))
+	for i, m := range e.members {
+		out[i] = m.proc.Pid()
+	}
+	return out
+}
+
 // Close stops every member.
 func (e *Etcd) Close() {
 	for _, m := range e.members {

@@ -51,6 +51,11 @@ func RunLoad(ctx context.Context, system string, cfg LoadConfig, op OpFunc) (Sam
 	if err := cfg.check(); err != nil {
 		return Sample{}, err
 	}
+	var all atomic.Int64
+	counted := func(ctx context.Context, c, seq int) error {
+		all.Add(1)
+		return op(ctx, c, seq)
+	}
 	seqs := make([]int, cfg.Clients)
 	errc := make(chan error, cfg.Clients)
 	var wg sync.WaitGroup
@@ -59,7 +64,7 @@ func RunLoad(ctx context.Context, system string, cfg LoadConfig, op OpFunc) (Sam
 		go func() {
 			defer wg.Done()
 			seqs[c]++
-			if err := op(ctx, c, seqs[c]); err != nil {
+			if err := counted(ctx, c, seqs[c]); err != nil {
 				errc <- fmt.Errorf("%s client %d: first operation: %w", system, c, err)
 			}
 		}()
@@ -76,7 +81,7 @@ func RunLoad(ctx context.Context, system string, cfg LoadConfig, op OpFunc) (Sam
 			defer wg.Done()
 			for ctx.Err() == nil && time.Now().Before(warmEnd) {
 				seqs[c]++
-				_ = op(ctx, c, seqs[c])
+				_ = counted(ctx, c, seqs[c])
 			}
 		}()
 	}
@@ -95,7 +100,7 @@ func RunLoad(ctx context.Context, system string, cfg LoadConfig, op OpFunc) (Sam
 			for ctx.Err() == nil && issued.Add(1) <= int64(cfg.Count) && time.Now().Before(end) {
 				seqs[c]++
 				t0 := time.Now()
-				if err := op(ctx, c, seqs[c]); err != nil {
+				if err := counted(ctx, c, seqs[c]); err != nil {
 					fails[c]++
 					if first[c] == nil {
 						first[c] = err
@@ -116,6 +121,7 @@ func RunLoad(ctx context.Context, system string, cfg LoadConfig, op OpFunc) (Sam
 		}
 	}
 	s.Ops = len(s.LatenciesNs)
+	s.AllOps = int(all.Load())
 	if err := ctx.Err(); err != nil {
 		return s, err
 	}

@@ -18,6 +18,9 @@ type Sample struct {
 	FirstError  string  `json:"firstError,omitempty"`
 	ElapsedNs   int64   `json:"elapsedNs"`
 	LatenciesNs []int64 `json:"latenciesNs"`
+	// AllOps counts every operation issued, the set-up's and warm-up's
+	// included: what the servers' disk writes over the run are divided by.
+	AllOps int `json:"allOps"`
 }
 
 // Summary is what a table shows of a Sample.
@@ -31,6 +34,9 @@ type Summary struct {
 	OpsPerSec  float64
 	P50, P99   time.Duration
 	Max        time.Duration
+	// DiskPerOp is the bytes all servers caused to be written to storage
+	// per operation over the run (/proc/PID/io), zero when not measured.
+	DiskPerOp float64
 }
 
 // Summarize computes throughput (acknowledged operations per second of the
@@ -48,6 +54,16 @@ func Summarize(s Sample) Summary {
 	}
 	if sum.Elapsed > 0 {
 		sum.OpsPerSec = float64(len(d)) / sum.Elapsed.Seconds()
+	}
+	return sum
+}
+
+// SummarizeWithDisk is Summarize with the servers' disk writes over the
+// run (written bytes) spread over every operation of the sample.
+func SummarizeWithDisk(s Sample, written int64) Summary {
+	sum := Summarize(s)
+	if s.AllOps > 0 && written >= 0 {
+		sum.DiskPerOp = float64(written) / float64(s.AllOps)
 	}
 	return sum
 }

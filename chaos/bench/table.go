@@ -20,11 +20,12 @@ type ThroughputRow struct {
 
 // ThroughputTable prints the comparison: per client count Grapnel's and
 // etcd's acknowledged operations per second, p50 and p99, and the ratio of
-// the throughputs (Grapnel / etcd). Failed operations are listed below.
+// the throughputs (Grapnel / etcd), and the bytes all servers wrote to
+// storage per operation. Failed operations are listed below.
 func ThroughputTable(rows []ThroughputRow) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tgrapnel ops/s\tp50\tp99\tetcd ops/s\tp50\tp99\tratio\t")
+	fmt.Fprintln(tw, "clients\tgrapnel ops/s\tp50\tp99\tdisk/op\tetcd ops/s\tp50\tp99\tdisk/op\tratio\t")
 	var notes []string
 	for _, r := range rows {
 		g, e := side(r.Grapnel), side(r.Etcd)
@@ -32,7 +33,7 @@ func ThroughputTable(rows []ThroughputRow) string {
 		if r.Grapnel != nil && r.Etcd != nil && r.Etcd.OpsPerSec > 0 {
 			ratio = fmt.Sprintf("%.2f", r.Grapnel.OpsPerSec/r.Etcd.OpsPerSec)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Clients, g[0], g[1], g[2], e[0], e[1], e[2], ratio)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Clients, g[0], g[1], g[2], g[3], e[0], e[1], e[2], e[3], ratio)
 		if r.Elections > 0 {
 			notes = append(notes, fmt.Sprintf("grapnel, %d clients: the Raft term moved by %d during the run (leader elections under load)", r.Clients, r.Elections))
 		}
@@ -49,11 +50,15 @@ func ThroughputTable(rows []ThroughputRow) string {
 	return b.String()
 }
 
-func side(s *Summary) [3]string {
+func side(s *Summary) [4]string {
 	if s == nil {
-		return [3]string{"-", "-", "-"}
+		return [4]string{"-", "-", "-", "-"}
 	}
-	return [3]string{fmt.Sprintf("%.0f", s.OpsPerSec), FormatDuration(s.P50), FormatDuration(s.P99)}
+	disk := "-"
+	if s.DiskPerOp > 0 {
+		disk = fmt.Sprintf("%.1f KiB", s.DiskPerOp/1024)
+	}
+	return [4]string{fmt.Sprintf("%.0f", s.OpsPerSec), FormatDuration(s.P50), FormatDuration(s.P99), disk}
 }
 
 // FormatDuration prints a latency with about three significant digits,

@@ -52,6 +52,18 @@ type Usage struct {
 // architecture Grapnel runs on.
 const clockTicks = 100
 
+// WrittenBytes sums what the processes have caused to be written to
+// storage; a process that cannot be read counts nothing.
+func WrittenBytes(pids []int) int64 {
+	var n int64
+	for _, pid := range pids {
+		if u, err := ReadUsage(pid); err == nil {
+			n += u.WriteBytes
+		}
+	}
+	return n
+}
+
 // ReadUsage reads a process's usage from /proc.
 func ReadUsage(pid int) (Usage, error) {
 	var u Usage

@@ -215,7 +215,13 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 			return nil, err
 		}
 		term := g.Term(ctx)
+		pids := make([]int, o.replicas)
+		for i := range pids {
+			pids[i] = g.Pid(i)
+		}
+		written := bench.WrittenBytes(pids)
 		s, err := bench.RunLoad(ctx, "grapnel", cfg, op)
+		written = bench.WrittenBytes(pids) - written
 		elections := g.Term(ctx) - term
 		onLeader := 0
 		for _, w := range ws {
@@ -227,7 +233,7 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 		if err != nil {
 			return nil, err
 		}
-		sum := bench.Summarize(s)
+		sum := bench.SummarizeWithDisk(s, written)
 		rows[i].Grapnel = &sum
 		rows[i].Elections = int(elections)
 		bench.Logf("grapnel %d clients: %.0f ops/s, p50 %v, p99 %v, %d errors, %d/%d clients on the first leader, term +%d",
@@ -252,11 +258,12 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 	for i, n := range o.clients {
 		cfg := o.load
 		cfg.Clients = n
+		written := bench.WrittenBytes(e.Pids())
 		s, err := e.Run(ctx, cfg, o.payload, o.timeout)
 		if err != nil {
 			return nil, err
 		}
-		sum := bench.Summarize(s)
+		sum := bench.SummarizeWithDisk(s, bench.WrittenBytes(e.Pids())-written)
 		rows[i].Etcd = &sum
 		bench.Logf("etcd %d clients: %.0f ops/s, p50 %v, p99 %v, %d errors",
 			n, sum.OpsPerSec, bench.FormatDuration(sum.P50), bench.FormatDuration(sum.P99), sum.Errors)

@@ -31,6 +31,8 @@ type sample struct {
 	FirstError  string  `json:"firstError,omitempty"`
 	ElapsedNs   int64   `json:"elapsedNs"`
 	LatenciesNs []int64 `json:"latenciesNs"`
+	// AllOps counts every put, the warm-up's included.
+	AllOps int `json:"allOps"`
 }
 
 type options struct {
@@ -123,7 +125,9 @@ func run(o options) (sample, error) {
 		}
 		conns[i] = c
 	}
+	var all atomic.Int64
 	put := func(i, seq int) error {
+		all.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 		defer cancel()
 		_, err := conns[i].Put(ctx, fmt.Sprintf("bench/c%03d", i), value(o.payload, i, seq))
@@ -182,5 +186,6 @@ func run(o options) (sample, error) {
 		}
 	}
 	s.Ops = len(s.LatenciesNs)
+	s.AllOps = int(all.Load())
 	return s, nil
 }
