@@ -51,6 +51,10 @@ var rules = []rule{
 	{folder: "fsm", may: []string{"state"}, why: "brief §2: fsm imports only state (deterministic)",
 		notImported: append([]string{"os"}, impure...)},
 	{folder: "cluster", may: []string{"fsm", "state"}, leaves: true, why: "brief §2: cluster imports fsm and state"},
+	// graph is pure like state, so that the CLI and the server's
+	// dashboard draw the same graph from the same state.
+	{folder: "graph", may: []string{"state"}, leaves: true, why: "issue 15: graph imports state and leaves only (pure)",
+		notImported: append([]string{"os"}, impure...)},
 	{folder: "server", may: []string{"state", "fsm", "cluster", "rpc"}, leaves: true, why: "brief §2: server imports state, fsm, cluster and rpc"},
 	{folder: "rpc", may: []string{"state"}, leaves: true, why: "brief §2: rpc imports state"},
 	{folder: "agent", may: []string{"state", "rpc"}, leaves: true, why: "brief §2: the agent imports state and rpc (so it links no cluster, server, fsm or Raft)",
