@@ -27,7 +27,7 @@ const (
 	// sideRoute is how far right of the boxes a loop or an edge that
 	// closes a cycle swings.
 	sideRoute = 40
-	legendRow    = 22
+	legendRow = 22
 )
 
 // WriteSVG draws g as a standalone SVG image: agents as titled boxes side
