@@ -60,7 +60,7 @@ func shadowServerURL(a *app, cmd *cobra.Command) {
 }
 
 func newGet(a *app) *cobra.Command {
-	get := &cobra.Command{Use: "get", Short: "Show the state, workloads, agents, configs or events"}
+	get := &cobra.Command{Use: "get", Short: "Show the state, workloads, agents, configs, events or the dependency graph"}
 
 	stateCmd := &cobra.Command{
 		Use:   "state [MASK...]",
@@ -131,7 +131,7 @@ func newGet(a *app) *cobra.Command {
 	events.Flags().StringVarP(&a.output, "output", "o", "yaml", "output format: yaml or json")
 	events.Flags().BoolVarP(&a.includeCurrent, "include-current-state", "c", false, "print the current state first")
 
-	get.AddCommand(stateCmd, workloads, agents, configs, events)
+	get.AddCommand(stateCmd, workloads, agents, configs, events, newGetGraph(a))
 	return get
 }
 

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/grapnel-io/grapnel/graph"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// graphYAML has a templated agent, dependencies of every condition, a
+// dependency on a workload that does not exist, and states.
+const graphYAML = `
+desiredState:
+  apiVersion: v1
+  workloads:
+    db: {agent: agent_A, runtime: podman, runtimeConfig: a}
+    init: {agent: agent_A, runtime: podman, runtimeConfig: b}
+    web:
+      agent: "{{node.name}}"
+      runtime: podman
+      runtimeConfig: c
+      configs: {node: edge}
+      dependencies: {db: ADD_COND_RUNNING, init: ADD_COND_SUCCEEDED, ghost: ADD_COND_FAILED}
+  configs:
+    edge: {name: agent_B}
+workloadStates:
+  agent_A:
+    db: {"1": {state: Running, subState: Ok}}
+  agent_B:
+    web: {"2": {state: Pending, subState: WaitingToStart}}
+agents:
+  agent_A: {}
+`
+
+func TestGraphInput(t *testing.T) {
+	in := GraphInput(tree(t, graphYAML))
+	if got := in.Agents["web"]; got != "agent_B" {
+		t.Errorf("web's agent %q; want the rendered agent_B", got)
+	}
+	if got, want := in.Workloads["web"].Dependencies, map[string]state.AddCondition{
+		"db": state.AddCondRunning, "init": state.AddCondSucceeded, "ghost": state.AddCondFailed,
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("web's dependencies %v; want %v", got, want)
+	}
+	if got, _ := in.States.Get(state.InstanceName{WorkloadName: "db", AgentName: "agent_A", ID: "1"}); got != state.RunningOk {
+		t.Errorf("db's state %v", got)
+	}
+	if !reflect.DeepEqual(in.Connected, []string{"agent_A"}) {
+		t.Errorf("connected %v", in.Connected)
+	}
+	g := graph.Build(in)
+	if n := g.Node("web"); n.Agent != "agent_B" || n.State != "Pending" {
+		t.Errorf("web node %+v", n)
+	}
+	if n := g.Node("ghost"); n == nil || n.Kind != graph.KindMissing {
+		t.Errorf("ghost node %+v; want missing", n)
+	}
+}
+
+func TestGetGraph(t *testing.T) {
+	f := newFakeConn()
+	f.answer = func(req *ankbase.Request) *ankbase.Response { return stateResponse(t, graphYAML) }
+	tests := []struct {
+		name string
+		o    GraphOptions
+		want []string
+		err  string
+	}{
+		{name: "dot", o: GraphOptions{Format: GraphDOT},
+			want: []string{`subgraph "cluster_agent_B" {`, `"web" -> "db" [label="running"]`, `"web" -> "ghost" [label="failed", style=dashed`}},
+		{name: "svg", o: GraphOptions{Format: GraphSVG},
+			want: []string{`<svg xmlns="http://www.w3.org/2000/svg"`, `data-workload="web" data-kind="workload" data-state="Pending"`}},
+		{name: "json", o: GraphOptions{Format: GraphJSON}, want: []string{`"version": 1`}},
+		{name: "focus", o: GraphOptions{Format: GraphDOT, Workloads: []string{"init"}}, want: []string{`"init" [`, `"web" [`}},
+		{name: "focus on an unknown workload", o: GraphOptions{Format: GraphDOT, Workloads: []string{"nope"}}, err: "workload 'nope' is not in the graph"},
+		{name: "graphviz with dot output", o: GraphOptions{Format: GraphDOT, Graphviz: true}, err: "--graphviz draws SVG: use it with -o svg"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, out, _ := session(f)
+			err := s.GetGraph(context.Background(), tt.o)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v; want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			if tt.name == "focus" && strings.Contains(out.String(), `"db" [`) {
+				t.Errorf("focus on init kept db:\n%s", out.String())
+			}
+			if tt.o.Format == GraphJSON {
+				var g graph.Graph
+				if err := json.Unmarshal(out.Bytes(), &g); err != nil || len(g.Nodes) != 4 {
+					t.Errorf("JSON: %v, %d nodes", err, len(g.Nodes))
+				}
+			}
+		})
+	}
+}
+
+// --graphviz says clearly when Graphviz is not there, and uses it when it
+// is.
+func TestGetGraphGraphviz(t *testing.T) {
+	f := newFakeConn()
+	f.answer = func(req *ankbase.Request) *ankbase.Response { return stateResponse(t, graphYAML) }
+	defer func(orig func() (string, error)) { graphvizDot = orig }(graphvizDot)
+
+	graphvizDot = func() (string, error) { return "", exec.ErrNotFound }
+	s, _, _ := session(f)
+	err := s.GetGraph(context.Background(), GraphOptions{Format: GraphSVG, Graphviz: true})
+	if err == nil || !errors.Is(err, exec.ErrNotFound) || !strings.Contains(err.Error(), "without --graphviz grapnel draws the SVG itself") {
+		t.Fatalf("err = %v; want a clear not-found error", err)
+	}
+
+	dot, err := exec.LookPath("dot")
+	if err != nil {
+		t.Skip("Graphviz dot is not installed")
+	}
+	graphvizDot = func() (string, error) { return dot, nil }
+	s, out, _ := session(f)
+	if err := s.GetGraph(context.Background(), GraphOptions{Format: GraphSVG, Graphviz: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out.Bytes(), []byte("Generated by graphviz")) || !bytes.Contains(out.Bytes(), []byte("<title>web</title>")) {
+		t.Fatalf("not Graphviz's SVG of the graph:\n%s", out.String())
+	}
+}
+
+func TestParseGraphFormat(t *testing.T) {
+	for in, want := range map[string]GraphFormat{"dot": GraphDOT, "SVG": GraphSVG, "json": GraphJSON} {
+		if got, err := ParseGraphFormat(in); err != nil || got != want {
+			t.Errorf("ParseGraphFormat(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParseGraphFormat("png"); err == nil || !strings.Contains(err.Error(), "use dot, svg or json") {
+		t.Errorf("png: %v", err)
+	}
+}
