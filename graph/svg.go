@@ -2,7 +2,6 @@ package graph
 
 import (
 	"bufio"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"strconv"
@@ -293,9 +292,35 @@ func abs(v float64) float64 {
 	return v
 }
 
-// esc escapes text for an XML attribute or element.
+// esc escapes text for an XML attribute or element. Characters XML 1.0
+// does not allow (control characters other than tab and line breaks)
+// become U+FFFD, so that any additional info an agent reports still
+// gives a well-formed document.
 func esc(s string) string {
 	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(s))
+	for _, r := range s {
+		switch {
+		case r == '&':
+			b.WriteString("&amp;")
+		case r == '<':
+			b.WriteString("&lt;")
+		case r == '>':
+			b.WriteString("&gt;")
+		case r == '"':
+			b.WriteString("&quot;")
+		case r == '\'':
+			b.WriteString("&apos;")
+		case r == '\n':
+			b.WriteString("&#10;")
+		case r == '\r':
+			b.WriteString("&#13;")
+		case r == '\t':
+			b.WriteString("&#9;")
+		case r < 0x20, r == 0xFFFE, r == 0xFFFF, r >= 0xD800 && r <= 0xDFFF:
+			b.WriteRune('\uFFFD')
+		default:
+			b.WriteRune(r)
+		}
+	}
 	return b.String()
 }

@@ -218,3 +218,29 @@ func TestSVGIsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// Text from the state, whatever it holds, leaves the XML well-formed and
+// reads back as it was (characters XML cannot carry become U+FFFD).
+func TestSVGEscapesText(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`plain`, `plain`},
+		{`a<b>&"c"'d'`, `a<b>&"c"'d'`},
+		{"two\nlines\tand\rreturn", "two\nlines\tand\rreturn"},
+		{"bell\x07 nul\x00", "bell\uFFFD nul\uFFFD"},
+		{"ünïcödé ✓", "ünïcödé ✓"},
+	}
+	for _, tt := range tests {
+		doc := `<t a="` + esc(tt.in) + `">` + esc(tt.in) + `</t>`
+		var v struct {
+			A    string `xml:"a,attr"`
+			Text string `xml:",chardata"`
+		}
+		if err := xml.Unmarshal([]byte(doc), &v); err != nil {
+			t.Errorf("esc(%q) gives bad XML %s: %v", tt.in, doc, err)
+			continue
+		}
+		if v.A != tt.want || v.Text != tt.want {
+			t.Errorf("esc(%q) reads back as attribute %q, text %q; want %q", tt.in, v.A, v.Text, tt.want)
+		}
+	}
+}
