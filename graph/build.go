@@ -59,9 +59,8 @@ func Build(in Input) *Graph {
 
 	for name, w := range in.Workloads {
 		for dep, cond := range w.Dependencies {
-			_, desired := in.Workloads[dep]
 			addMissing(dep)
-			g.Edges = append(g.Edges, Edge{Kind: EdgeDependency, From: name, To: dep, Condition: string(cond), Missing: !desired && nodes[dep].Kind == KindMissing})
+			g.Edges = append(g.Edges, Edge{Kind: EdgeDependency, From: name, To: dep, Condition: string(cond), Missing: nodes[dep].Kind == KindMissing})
 		}
 	}
 	dg := in.DeleteGraph
@@ -88,6 +87,25 @@ func Build(in Input) *Graph {
 	markCycles(g)
 	g.Agents = agents(g.Nodes, in.Connected)
 	return g
+}
+
+// FromStore is the input of a replica's graph, built from its store: the
+// desired state, the agents as rendered, the workload states, the
+// connected agents and the replicated delete graph, which, unlike the one
+// a client derives, still holds the entries of deleted workloads whose
+// instances are stopping.
+func FromStore(st *state.Store) Input {
+	agents := make(map[string]string, len(st.Rendered))
+	for name, r := range st.Rendered {
+		agents[name] = r.Instance.AgentName
+	}
+	return Input{
+		Workloads:   st.Desired.Workloads,
+		Agents:      agents,
+		States:      st.States,
+		Connected:   state.SortedKeys(st.Agents),
+		DeleteGraph: st.DeleteGraph,
+	}
 }
 
 // instancesByWorkload lists each workload's instances, sorted by agent and

@@ -335,3 +335,53 @@ func TestFocus(t *testing.T) {
 		t.Errorf("Focus(y) cycles = %v; want [[x y]]", f.Cycles)
 	}
 }
+
+// A replica's graph comes from its store: the rendered agent, and the
+// replicated delete graph, which keeps the entry of a deleted workload
+// until its last instance is gone.
+func TestFromStore(t *testing.T) {
+	st := state.NewStore()
+	web := &state.Workload{Agent: "{{node.name}}", Runtime: "podman", Configs: map[string]string{"node": "n"},
+		Dependencies: map[string]state.AddCondition{"db": state.AddCondRunning}}
+	renderedWeb := web.Clone()
+	renderedWeb.Agent = "B"
+	dbIn := state.InstanceName{WorkloadName: "db", AgentName: "A", ID: "1"}
+	webIn := state.InstanceName{WorkloadName: "web", AgentName: "B", ID: "2"}
+	st.ApplyDesired(&state.DesiredUpdate{
+		PutWorkloads: map[string]*state.Workload{"db": wl("A", nil), "web": web},
+		PutConfigs:   map[string]any{"n": map[string]any{"name": "B"}},
+		PutRendered:  map[string]state.Rendered{"db": {Instance: dbIn, Workload: wl("A", nil)}, "web": {Instance: webIn, Workload: renderedWeb}},
+		SetStates:    []state.WorkloadState{{Instance: dbIn, State: state.PendingInitial}, {Instance: webIn, State: state.PendingInitial}},
+	}, 1)
+	st.AgentConnected("A", nil)
+	st.ApplyStates([]state.WorkloadState{{Instance: dbIn, State: state.RunningOk}, {Instance: webIn, State: state.RunningOk}})
+
+	g := Build(FromStore(st))
+	if n := g.Node("web"); n.Agent != "B" || n.State != "Running" {
+		t.Errorf("web %+v; want Running on the rendered agent B", n)
+	}
+	if !reflect.DeepEqual(g.Edges, []Edge{dep("web", "db", state.AddCondRunning), del("db", "web")}) {
+		t.Errorf("edges %+v", g.Edges)
+	}
+
+	// web is deleted; its instance is stopping.
+	st.ApplyDesired(&state.DesiredUpdate{DeleteWorkloads: []string{"web"}, DeleteRendered: []string{"web"}}, 2)
+	st.ApplyStates([]state.WorkloadState{{Instance: webIn, State: stopping}})
+	g = Build(FromStore(st))
+	if n := g.Node("web"); n.Kind != KindDeleting || n.Agent != "B" || n.State != "Stopping" {
+		t.Errorf("web %+v; want deleting, Stopping on B", n)
+	}
+	if !reflect.DeepEqual(g.Edges, []Edge{del("db", "web")}) {
+		t.Errorf("edges %+v; want only the delete edge that is still stored", g.Edges)
+	}
+	if !reflect.DeepEqual(g.Agents, []Agent{{Name: "A", Connected: true, Workloads: []string{"db"}}, {Name: "B", Workloads: []string{"web"}}}) {
+		t.Errorf("agents %+v", g.Agents)
+	}
+
+	// Once the instance is removed, the entry and the node are gone.
+	st.ApplyStates([]state.WorkloadState{{Instance: webIn, State: state.Removed}})
+	g = Build(FromStore(st))
+	if g.Node("web") != nil || len(g.Edges) != 0 {
+		t.Errorf("after removal: nodes %+v, edges %+v", g.Nodes, g.Edges)
+	}
+}

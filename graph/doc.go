@@ -11,8 +11,8 @@
 // no clock, no randomness, and every output (the Graph, its JSON, DOT and
 // SVG) lists things in one fixed order, so the same state always gives the
 // same bytes. The CLI builds the graph from the complete state it reads
-// over the Ankaios protocol, so it works against any replica; the server
-// can build it from its store.
+// over the Ankaios protocol, so it works against any replica; a replica
+// builds it from its store (FromStore), with the replicated delete graph.
 //
 // The JSON form (Graph with its tags) is a stable interface, documented in
 // docs/operations.md: fields may be added, none renamed or removed without

@@ -1,5 +1,10 @@
 package graph
 
+import (
+	"slices"
+	"strings"
+)
+
 // Version is the version of the JSON form. It is raised only when a field
 // is renamed or removed or changes its meaning; new fields keep it.
 const Version = 1
@@ -102,12 +107,12 @@ type Edge struct {
 	InCycle bool `json:"inCycle,omitempty"`
 }
 
-// Node returns the node of a name, or nil.
+// Node returns the node of a name, or nil. The nodes must be sorted by
+// name, as Build and Focus leave them.
 func (g *Graph) Node(name string) *Node {
-	for i := range g.Nodes {
-		if g.Nodes[i].Name == name {
-			return &g.Nodes[i]
-		}
+	i, ok := slices.BinarySearchFunc(g.Nodes, name, func(n Node, name string) int { return strings.Compare(n.Name, name) })
+	if !ok {
+		return nil
 	}
-	return nil
+	return &g.Nodes[i]
 }
