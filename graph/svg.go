@@ -2,8 +2,10 @@ package graph
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,9 +22,11 @@ const (
 	nodeHeight = 38
 	nodeMinW   = 80
 	nodePadX   = 20
-	// deleteOffset moves a delete-graph edge sideways, so that it does
-	// not lie on the dependency edge between the same two workloads.
+	// deleteOffset moves a delete-graph edge that is routed round the
+	// boxes down a little, off the dependency edge it reverses.
 	deleteOffset = 10
+	// portInset keeps the ends of edges off a box's rounded corners.
+	portInset = 10
 	// sideRoute is how far right of the boxes a loop or an edge that
 	// closes a cycle swings.
 	sideRoute = 40
@@ -65,8 +69,8 @@ func WriteSVG(w io.Writer, g *Graph) error {
 			num(r.X+layout.LanePad), num(r.Y+layout.LaneTitle-8), agentColour, esc(title))
 	}
 
-	for _, e := range g.Edges {
-		writeSVGEdge(b, d, e)
+	for i, e := range g.Edges {
+		writeSVGEdge(b, d, i, e)
 	}
 
 	for i := range g.Nodes {
@@ -97,9 +101,12 @@ func WriteSVG(w io.Writer, g *Graph) error {
 // drawing is g placed: the layout's input and result, with node i of the
 // layout being g.Nodes[i] and edge j being g.Edges[j].
 type drawing struct {
-	in            layout.Input
-	res           layout.Result
-	index         map[string]int // node name → index
+	in    layout.Input
+	res   layout.Result
+	index map[string]int // node name → index
+	// ports are the x of each edge's two ends (From, To) on the boxes'
+	// top or bottom sides, by edge index.
+	ports         [][2]float64
 	width, height float64
 }
 
@@ -135,11 +142,54 @@ func place(g *Graph) drawing {
 		}
 	}
 	res := layout.Place(in)
+	d := drawing{in: in, res: res, index: index, ports: ports(g, in, res, index)}
 	// Room on the right for the edges routed round the boxes' right side.
-	return drawing{in: in, res: res, index: index, width: max(res.Width+sideRoute, legendMinWidth), height: res.Height}
+	d.width, d.height = max(res.Width+sideRoute, legendMinWidth), res.Height
+	return d
 }
 
-func writeSVGEdge(b *bufio.Writer, d drawing, e Edge) {
+// ports spreads the ends of the edges along each box's top and bottom
+// sides, ordered by where the other end lies (a dependency before its
+// delete edge), so that edges into one box do not meet in one point and
+// a dependency and its delete edge run side by side without crossing.
+// An end whose other end is in the same row keeps the box's centre.
+func ports(g *Graph, in layout.Input, res layout.Result, index map[string]int) [][2]float64 {
+	type end struct {
+		edge, side int // side 0: From, 1: To
+		otherX     float64
+		kind       int
+	}
+	type key struct {
+		node int
+		top  bool
+	}
+	sides := map[key][]end{}
+	out := make([][2]float64, len(g.Edges))
+	for i, e := range g.Edges {
+		f, t := index[e.From], index[e.To]
+		pf, pt := res.Nodes[f], res.Nodes[t]
+		out[i] = [2]float64{pf.X, pt.X}
+		if pf.Y == pt.Y {
+			continue
+		}
+		k := edgeKindOrder(e.Kind)
+		sides[key{f, pt.Y < pf.Y}] = append(sides[key{f, pt.Y < pf.Y}], end{i, 0, pt.X, k})
+		sides[key{t, pf.Y < pt.Y}] = append(sides[key{t, pf.Y < pt.Y}], end{i, 1, pf.X, k})
+	}
+	for k, ends := range sides {
+		slices.SortFunc(ends, func(a, b end) int {
+			return cmp.Or(cmp.Compare(a.otherX, b.otherX), cmp.Compare(a.kind, b.kind), cmp.Compare(a.edge, b.edge))
+		})
+		w := in.Nodes[k.node].W - 2*portInset
+		left := res.Nodes[k.node].X - w/2
+		for j, e := range ends {
+			out[e.edge][e.side] = left + w*float64(j+1)/float64(len(ends)+1)
+		}
+	}
+	return out
+}
+
+func writeSVGEdge(b *bufio.Writer, d drawing, i int, e Edge) {
 	from, to := d.index[e.From], d.index[e.To]
 	pf, pt := d.res.Nodes[from], d.res.Nodes[to]
 	hf, ht := d.in.Nodes[from].H/2, d.in.Nodes[to].H/2
@@ -149,10 +199,10 @@ func writeSVGEdge(b *bufio.Writer, d drawing, e Edge) {
 	if e.Kind == EdgeDelete {
 		// From the dependency's bottom down to the dependent's top.
 		colour, marker, dash = deleteEdgeColour, "arrow-delete", " stroke-dasharray=\"5 4\""
-		x1, y1, x2, y2 = pf.X+deleteOffset, pf.Y+hf, pt.X+deleteOffset, pt.Y-ht
+		x1, y1, x2, y2 = d.ports[i][0], pf.Y+hf, d.ports[i][1], pt.Y-ht
 	} else {
 		// From the dependent's top up to the dependency's bottom.
-		x1, y1, x2, y2 = pf.X, pf.Y-hf, pt.X, pt.Y+ht
+		x1, y1, x2, y2 = d.ports[i][0], pf.Y-hf, d.ports[i][1], pt.Y+ht
 		switch {
 		case e.InCycle:
 			colour, marker, width = cycleColour, "arrow-cycle", "2.5"
