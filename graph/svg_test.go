@@ -3,7 +3,9 @@ package graph
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -241,6 +243,49 @@ func TestSVGEscapesText(t *testing.T) {
 		}
 		if v.A != tt.want || v.Text != tt.want {
 			t.Errorf("esc(%q) reads back as attribute %q, text %q; want %q", tt.in, v.A, v.Text, tt.want)
+		}
+	}
+}
+
+// Every edge starts on its From box and ends on its To box: on its border
+// (top, bottom or, for an edge routed round the side, the right side),
+// and no two edges of one box side end in the same point.
+func TestSVGEdgesEndOnTheirBoxes(t *testing.T) {
+	for _, in := range []Input{bigInput(), {Workloads: map[string]*state.Workload{"self": wl("A", map[string]state.AddCondition{"self": state.AddCondRunning})}}} {
+		g := Build(in)
+		d := place(g)
+		var b bytes.Buffer
+		if err := WriteSVG(&b, g); err != nil {
+			t.Fatal(err)
+		}
+		pathRe := regexp.MustCompile(`<path d="M([-0-9.]+),([-0-9.]+) C[-0-9., ]* ([-0-9.]+),([-0-9.]+)" fill="none"`)
+		paths := pathRe.FindAllStringSubmatch(b.String(), -1)
+		if len(paths) != len(g.Edges) {
+			t.Fatalf("%d edge paths; want %d", len(paths), len(g.Edges))
+		}
+		onBorder := func(name string, x, y float64) bool {
+			i := d.index[name]
+			p, n := d.res.Nodes[i], d.in.Nodes[i]
+			const eps = 0.06
+			inX := x >= p.X-n.W/2-eps && x <= p.X+n.W/2+eps
+			inY := y >= p.Y-n.H/2-eps && y <= p.Y+n.H/2+eps
+			onX := abs(x-(p.X-n.W/2)) < eps || abs(x-(p.X+n.W/2)) < eps
+			onY := abs(y-(p.Y-n.H/2)) < eps || abs(y-(p.Y+n.H/2)) < eps
+			return inX && inY && (onX || onY)
+		}
+		ends := map[string]string{}
+		for i, e := range g.Edges {
+			f := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
+			x1, y1, x2, y2 := f(paths[i][1]), f(paths[i][2]), f(paths[i][3]), f(paths[i][4])
+			if !onBorder(e.From, x1, y1) || !onBorder(e.To, x2, y2) {
+				t.Errorf("edge %+v runs from (%v,%v) to (%v,%v), not from box to box", e, x1, y1, x2, y2)
+			}
+			for _, p := range []string{paths[i][1] + "," + paths[i][2], paths[i][3] + "," + paths[i][4]} {
+				if other, dup := ends[p]; dup && e.From != e.To {
+					t.Errorf("edges %s and %+v end in the same point %s", other, e, p)
+				}
+				ends[p] = fmt.Sprintf("%+v", e)
+			}
 		}
 	}
 }
