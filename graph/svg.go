@@ -47,8 +47,9 @@ func WriteSVG(w io.Writer, g *Graph) error {
 	fmt.Fprintf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"%d\">\n",
 		num(width), num(height), num(width), num(height), fontSize)
 	fmt.Fprintf(b, "<title>grapnel dependency graph</title>\n")
+	// The marker ids carry a prefix: a page may inline several drawings.
 	b.WriteString("<defs>\n")
-	for _, m := range []struct{ id, colour string }{{"arrow", edgeColour}, {"arrow-delete", deleteEdgeColour}, {"arrow-cycle", cycleColour}, {"arrow-missing", missingStyle.Stroke}} {
+	for _, m := range []struct{ id, colour string }{{"grapnel-arrow", edgeColour}, {"grapnel-arrow-delete", deleteEdgeColour}, {"grapnel-arrow-cycle", cycleColour}, {"grapnel-arrow-missing", missingStyle.Stroke}} {
 		fmt.Fprintf(b, "<marker id=\"%s\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"%s\"/></marker>\n", m.id, m.colour)
 	}
 	b.WriteString("</defs>\n")
@@ -194,20 +195,20 @@ func writeSVGEdge(b *bufio.Writer, d drawing, i int, e Edge) {
 	pf, pt := d.res.Nodes[from], d.res.Nodes[to]
 	hf, ht := d.in.Nodes[from].H/2, d.in.Nodes[to].H/2
 
-	colour, marker, dash, width := edgeColour, "arrow", "", "1.2"
+	colour, marker, dash, width := edgeColour, "grapnel-arrow", "", "1.2"
 	var x1, y1, x2, y2 float64
 	if e.Kind == EdgeDelete {
 		// From the dependency's bottom down to the dependent's top.
-		colour, marker, dash = deleteEdgeColour, "arrow-delete", " stroke-dasharray=\"5 4\""
+		colour, marker, dash = deleteEdgeColour, "grapnel-arrow-delete", " stroke-dasharray=\"5 4\""
 		x1, y1, x2, y2 = d.ports[i][0], pf.Y+hf, d.ports[i][1], pt.Y-ht
 	} else {
 		// From the dependent's top up to the dependency's bottom.
 		x1, y1, x2, y2 = d.ports[i][0], pf.Y-hf, d.ports[i][1], pt.Y+ht
 		switch {
 		case e.InCycle:
-			colour, marker, width = cycleColour, "arrow-cycle", "2.5"
+			colour, marker, width = cycleColour, "grapnel-arrow-cycle", "2.5"
 		case e.Missing:
-			colour, marker, dash = missingStyle.Stroke, "arrow-missing", " stroke-dasharray=\"5 4\""
+			colour, marker, dash = missingStyle.Stroke, "grapnel-arrow-missing", " stroke-dasharray=\"5 4\""
 		}
 	}
 	// A curve from (x1,y1) to (x2,y2) with control points c1 and c2.
