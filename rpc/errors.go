@@ -37,6 +37,7 @@ var sentinelReasons = []struct {
 	{errs.ErrBadSnapshot, codes.InvalidArgument, "BAD_SNAPSHOT"},
 	{errs.ErrSnapshotTooLarge, codes.ResourceExhausted, "SNAPSHOT_TOO_LARGE"},
 	{errs.ErrMessageTooLarge, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},
+	{errs.ErrStateChanged, codes.FailedPrecondition, "STATE_CHANGED"},
 	{state.ErrInvalid, codes.InvalidArgument, "INVALID"},
 }
 

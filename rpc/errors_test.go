@@ -40,6 +40,7 @@ func TestToStatus(t *testing.T) {
 		{"snapshot too large", fmt.Errorf("%w: over 256 MiB", errs.ErrSnapshotTooLarge), codes.ResourceExhausted, "over 256 MiB"},
 		{"message too large", fmt.Errorf("%w: ServerHello of 5000000 bytes", errs.ErrMessageTooLarge), codes.ResourceExhausted, "5000000 bytes"},
 		{"shutting down", errs.ErrShuttingDown, codes.Unavailable, "shutting down"},
+		{"state changed", fmt.Errorf("%w: expected seq 4, the desired state is at seq 5", errs.ErrStateChanged), codes.FailedPrecondition, "expected seq 4"},
 		{"unauthenticated", fmt.Errorf("%w: agent 'a' not in certificate", errs.ErrUnauthenticated), codes.Unauthenticated, "agent 'a'"},
 		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "deadline"},
 		{"canceled", context.Canceled, codes.Canceled, "canceled"},
@@ -92,6 +93,7 @@ func TestFromStatus(t *testing.T) {
 		// FailedPrecondition with Grapnel's detail is not taken for an
 		// upstream version rejection.
 		{"quorum", errs.ErrQuorum, errs.ErrQuorum},
+		{"state changed", errs.ErrStateChanged, errs.ErrStateChanged},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,6 +29,8 @@ func (l *leader) handle(m inMsg) {
 		}
 	case m.msg != nil:
 		l.handleToServer(c, m.msg)
+	case m.plan != nil:
+		l.planCall(m.plan)
 	}
 }
 

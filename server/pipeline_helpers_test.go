@@ -48,6 +48,7 @@ func startServerCfg(t testing.TB, dir string, startup *state.State, mod func(*Co
 	g := grpc.NewServer(rpc.StatusInterceptors()...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
+	srv.RegisterPlan(g)
 	srv.Start()
 	go func() { _ = g.Serve(lis) }()
 	ts := &testServer{t: t, addr: lis.Addr().String(), srv: srv, node: node, fsm: f, g: g, dir: dir}

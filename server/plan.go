@@ -39,23 +39,43 @@ type updatePlan struct {
 // swdd~server-state-triggers-validation-of-workload-fields~1
 // swdd~server-desired-state-field-conventions~1
 func plan(r *render.Renderer, lim state.Limits, st *state.Store, next state.State, tags map[string]map[string]string, connected func(string) bool) (*updatePlan, error) {
-	if err := checkNext(lim, next); err != nil {
+	c := &checks{}
+	pd := planSteps(c, r, lim, st, next, tags, connected)
+	if err := c.first(); err != nil {
 		return nil, err
+	}
+	return pd.updatePlan, nil
+}
+
+// planned is a plan with what its steps found on the way, which a dry-run
+// describes.
+type planned struct {
+	*updatePlan
+	diff desiredDiff
+	rd   *rendering
+}
+
+// planSteps runs the steps of plan. With c.all (a dry-run) no check stops
+// it: it goes on past every rejection, which c collects, and plans what
+// it can; otherwise it stops at the first and returns nil.
+func planSteps(c *checks, r *render.Renderer, lim state.Limits, st *state.Store, next state.State, tags map[string]map[string]string, connected func(string) bool) *planned {
+	if checkNext(c, lim, next) {
+		return nil
 	}
 	d := diffDesired(st.Desired, next)
-	if err := checkChanged(lim, st, d); err != nil {
-		return nil, err
+	if checkChanged(c, lim, st, d) {
+		return nil
 	}
-	rd, err := renderChanged(r, lim, st, next, d)
-	if err != nil {
-		return nil, err
+	rd, stop := renderChanged(c, r, lim, st, next, d)
+	if stop {
+		return nil
 	}
 	deleted := deletions(st, rd.replaced, d.deletedWl)
-	if err := checkAgentBytes(lim, st, rd.put, d.deletedWl); err != nil {
-		return nil, err
+	if checkAgentBytes(c, lim, st, rd.put, d.deletedWl) {
+		return nil
 	}
-	if err := checkCycles(next, d); err != nil {
-		return nil, err
+	if checkCycles(c, next, d) {
+		return nil
 	}
 
 	p := &updatePlan{added: rd.added, deleted: deleted}
@@ -68,7 +88,7 @@ func plan(r *render.Renderer, lim state.Limits, st *state.Store, next state.Stat
 	u := &p.update
 	p.changed = u.APIVersion != "" || len(p.changedWl) > 0 || len(p.changedCf) > 0 ||
 		len(u.AgentTags) > 0 || len(rd.put) > 0
-	return p, nil
+	return &planned{updatePlan: p, diff: d, rd: rd}
 }
 
 func normTags(t map[string]string) map[string]string {

@@ -40,24 +40,37 @@ func toRender(next state.State, d desiredDiff) []string {
 // whose rendering differs from the store's. What templates render counts
 // against the update budget as it goes, so a hostile config costs no
 // more than the limits allow.
-func renderChanged(r *render.Renderer, lim state.Limits, st *state.Store, next state.State, d desiredDiff) (*rendering, error) {
-	rd := &rendering{put: map[string]state.Rendered{}, readded: map[state.InstanceName]bool{}}
+//
+// A dry-run (c.all) skips the workloads already rejected, goes on past a
+// workload that does not render, and stops rendering once the budget is
+// spent; stop is set only when a real update meets a rejection.
+func renderChanged(c *checks, r *render.Renderer, lim state.Limits, st *state.Store, next state.State, d desiredDiff) (rd *rendering, stop bool) {
+	rd = &rendering{put: map[string]state.Rendered{}, readded: map[state.InstanceName]bool{}}
 	rendered := 0 // bytes rendered from templates by this update
 	for _, n := range toRender(next, d) {
-		rw, inst, err := r.Workload(n, next.Workloads[n], next.Configs)
-		if err != nil {
-			return nil, err
+		if c.skipRender(n, next.Workloads[n]) {
+			continue
 		}
-		if err := state.CheckAgentName("desiredState.workloads."+n+".agent", rw.Agent); err != nil {
-			return nil, err
+		rw, inst, err := r.Workload(n, next.Workloads[n], next.Configs)
+		if err == nil {
+			err = state.CheckAgentName("desiredState.workloads."+n+".agent", rw.Agent)
+		}
+		if err == nil && len(next.Workloads[n].Configs) > 0 {
+			err = rw.CheckLimits("desiredState.workloads."+n, lim)
+		}
+		if err != nil {
+			if c.failed(err) {
+				return nil, true
+			}
+			continue
 		}
 		if len(next.Workloads[n].Configs) > 0 {
-			if err := rw.CheckLimits("desiredState.workloads."+n, lim); err != nil {
-				return nil, err
-			}
 			if rendered += rw.Size(); lim.MaxUpdateBytes > 0 && rendered > lim.MaxUpdateBytes {
-				return nil, state.LimitError("desiredState.workloads."+n, "the size in bytes of what the update renders, up to this workload",
-					"max_update_bytes", rendered, lim.MaxUpdateBytes)
+				if c.failed(state.LimitError("desiredState.workloads."+n, "the size in bytes of what the update renders, up to this workload",
+					"max_update_bytes", rendered, lim.MaxUpdateBytes)) {
+					return nil, true
+				}
+				return rd, false // the budget is spent: a dry-run renders no more
 			}
 		}
 		old, had := st.Rendered[n]
@@ -72,5 +85,5 @@ func renderChanged(r *render.Renderer, lim state.Limits, st *state.Store, next s
 			rd.replaced = append(rd.replaced, deletion{instance: old.Instance})
 		}
 	}
-	return rd, nil
+	return rd, false
 }

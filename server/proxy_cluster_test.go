@@ -159,6 +159,7 @@ func (r *replica) start() {
 	g := grpc.NewServer(append(serverOpts, rpc.StatusInterceptors()...)...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
+	srv.RegisterPlan(g)
 	srv.Start()
 	go func() { _ = g.Serve(r.lis) }()
 	r.node, r.srv, r.fsm, r.g, r.started = node, srv, f, g, true

@@ -26,6 +26,7 @@ type inMsg struct {
 	cliHello   bool
 	msg        *grpcapi.ToServer
 	gone       bool
+	plan       *planCall // a call of the Plan service; conn is nil
 }
 
 type agentService struct {

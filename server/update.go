@@ -37,18 +37,29 @@ func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
 // planUpdate computes the plan of a request against the speculative
 // state.
 func (l *leader) planUpdate(req *ankbase.UpdateStateRequest) (*updatePlan, error) {
+	next, nextTags, err := l.nextState(req)
+	if err != nil {
+		return nil, err
+	}
+	return plan(l.s.renderer, l.s.limits, l.projected.store, next, nextTags, l.connected)
+}
+
+// nextState applies a request's update mask to the speculative state:
+// the desired state and agent tags the update asks for.
+func (l *leader) nextState(req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
 	newState := rpc.CompleteStateToTree(req.GetNewState())
 	st := l.projected.store
 	tags := make(map[string]map[string]string, len(st.Agents))
 	for a, attr := range st.Agents {
 		tags[a] = attr.Tags
 	}
-	next, nextTags, err := state.ApplyUpdateMask(st.Desired, tags, newState, req.GetUpdateMask())
-	if err != nil {
-		return nil, err
-	}
-	connected := func(a string) bool { _, ok := st.Agents[a]; return ok }
-	return plan(l.s.renderer, l.s.limits, st, next, nextTags, connected)
+	return state.ApplyUpdateMask(st.Desired, tags, newState, req.GetUpdateMask())
+}
+
+// connected reports whether an agent is in the speculative agent map.
+func (l *leader) connected(agent string) bool {
+	_, ok := l.projected.store.Agents[agent]
+	return ok
 }
 
 // proposeUpdate proposes an accepted plan as the next desired state in

@@ -1,6 +1,9 @@
 package state
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+)
 
 // FindCycle looks for a cycle in the dependency graph of the workloads,
 // starting only from the given workloads (pass nil to search all). A new
@@ -57,4 +60,70 @@ func FindCycle(workloads map[string]*Workload, from []string) string {
 func CycleError(workload string) error {
 	return &FieldError{Path: "desiredState.workloads." + workload + ".dependencies",
 		Reason: fmt.Sprintf("workload dependency '%s' is part of a cycle.", workload)}
+}
+
+// Cycles returns every dependency cycle reachable from the given
+// workloads (nil: all), each as the sorted names of a strongly connected
+// component (Tarjan), the components sorted by their first name. Where
+// FindCycle stops at the first cycle, this lists them all, for a
+// dry-run that reports every reason an update would be rejected. Edges
+// to workloads that are not in the map are ignored.
+func Cycles(workloads map[string]*Workload, from []string) [][]string {
+	index := map[string]int{}
+	low := map[string]int{}
+	onStack := map[string]bool{}
+	var stack []string
+	var out [][]string
+	var visit func(n string)
+	visit = func(n string) {
+		index[n] = len(index)
+		low[n] = index[n]
+		stack = append(stack, n)
+		onStack[n] = true
+		selfLoop := false
+		for _, dep := range SortedKeys(workloads[n].Dependencies) {
+			if _, ok := workloads[dep]; !ok {
+				continue
+			}
+			if dep == n {
+				selfLoop = true
+			}
+			if _, seen := index[dep]; !seen {
+				visit(dep)
+				low[n] = min(low[n], low[dep])
+			} else if onStack[dep] {
+				low[n] = min(low[n], index[dep])
+			}
+		}
+		if low[n] != index[n] {
+			return
+		}
+		var comp []string
+		for {
+			m := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			onStack[m] = false
+			comp = append(comp, m)
+			if m == n {
+				break
+			}
+		}
+		if len(comp) > 1 || selfLoop {
+			sort.Strings(comp)
+			out = append(out, comp)
+		}
+	}
+	if from == nil {
+		from = SortedKeys(workloads)
+	}
+	for _, n := range from {
+		if _, ok := workloads[n]; !ok {
+			continue
+		}
+		if _, seen := index[n]; !seen {
+			visit(n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
 }

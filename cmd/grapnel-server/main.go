@@ -132,6 +132,7 @@ func run(cfg config) error {
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
+	srv.RegisterPlan(g)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

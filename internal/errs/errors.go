@@ -57,6 +57,11 @@ var ErrSnapshotTooLarge = errors.New("snapshot too large")
 // gRPC would refuse on either side; the server answers with it instead.
 var ErrMessageTooLarge = errors.New("message too large")
 
+// ErrStateChanged refuses an update made on condition that the desired
+// state is still at the sequence number its plan was made at, when it is
+// not; nothing was changed.
+var ErrStateChanged = errors.New("the desired state changed since the plan")
+
 // NotLeaderError is ErrNotLeader with the leader this replica sees, so a
 // client can redirect without asking around. With a LeaderAddress it maps
 // to FailedPrecondition ("not here, go there"); without one to

@@ -10,6 +10,7 @@
 package grapnelpb
 
 import (
+	ankbase "github.com/grapnel-io/grapnel/rpc/ankbase"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -690,11 +691,786 @@ func (x *SnapshotRestoreResponse) GetIndex() uint64 {
 	return 0
 }
 
+type PlanRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The same content as an Ankaios update: the new state and the masks.
+	Update        *ankbase.UpdateStateRequest `protobuf:"bytes,1,opt,name=update,proto3" json:"update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanRequest) Reset() {
+	*x = PlanRequest{}
+	mi := &file_grapnel_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanRequest) ProtoMessage() {}
+
+func (x *PlanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
+func (*PlanRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PlanRequest) GetUpdate() *ankbase.UpdateStateRequest {
+	if x != nil {
+		return x.Update
+	}
+	return nil
+}
+
+type PlanResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq is the desired-state sequence number the plan was made at (the
+	// count of accepted desired-state updates): `grapnel apply
+	// --expect-seq <seq>` applies the update only if it is still current.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// accepted is false when the update would be rejected; rejections
+	// then lists every reason, not only the first.
+	Accepted   bool         `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Rejections []*Rejection `protobuf:"bytes,3,rep,name=rejections,proto3" json:"rejections,omitempty"`
+	// changed is false when the update would change nothing.
+	Changed bool `protobuf:"varint,4,opt,name=changed,proto3" json:"changed,omitempty"`
+	// apiVersion is set when the update changes it.
+	ApiVersion string `protobuf:"bytes,5,opt,name=apiVersion,proto3" json:"apiVersion,omitempty"`
+	// workloads added, updated and deleted, by name.
+	Workloads []*PlannedWorkload `protobuf:"bytes,6,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	// configs added, changed and deleted, by key.
+	Configs []*ConfigChange `protobuf:"bytes,7,rep,name=configs,proto3" json:"configs,omitempty"`
+	// agents is, per agent, the order in which it will act.
+	Agents []*AgentPlan `protobuf:"bytes,8,rep,name=agents,proto3" json:"agents,omitempty"`
+	// warnings are what will not make the update fail but may keep a
+	// workload waiting (a dependency on a workload that does not exist, an
+	// agent that is not connected).
+	Warnings      []string `protobuf:"bytes,9,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanResponse) Reset() {
+	*x = PlanResponse{}
+	mi := &file_grapnel_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanResponse) ProtoMessage() {}
+
+func (x *PlanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
+func (*PlanResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PlanResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *PlanResponse) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *PlanResponse) GetRejections() []*Rejection {
+	if x != nil {
+		return x.Rejections
+	}
+	return nil
+}
+
+func (x *PlanResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *PlanResponse) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *PlanResponse) GetWorkloads() []*PlannedWorkload {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *PlanResponse) GetConfigs() []*ConfigChange {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *PlanResponse) GetAgents() []*AgentPlan {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+func (x *PlanResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+// Rejection is one reason the update would be rejected.
+type Rejection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// field is the path of the rejected field, e.g.
+	// desiredState.workloads.web.dependencies; may be empty.
+	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	// message is the whole text, as a real update would answer it.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rejection) Reset() {
+	*x = Rejection{}
+	mi := &file_grapnel_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rejection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rejection) ProtoMessage() {}
+
+func (x *Rejection) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
+func (*Rejection) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Rejection) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *Rejection) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type PlannedWorkload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// change is "added", "updated" or "deleted".
+	Change string `protobuf:"bytes,2,opt,name=change,proto3" json:"change,omitempty"`
+	Agent  string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
+	// instance is the instance name after the update (added, updated);
+	// oldInstance the one it replaces or deletes (updated, deleted). They
+	// are equal for an update that changes only the desired spec.
+	Instance    string `protobuf:"bytes,4,opt,name=instance,proto3" json:"instance,omitempty"`
+	OldInstance string `protobuf:"bytes,5,opt,name=oldInstance,proto3" json:"oldInstance,omitempty"`
+	// fields is the field-level difference of the rendered workload (of the
+	// desired one when the rendering is the same).
+	Fields []*FieldChange `protobuf:"bytes,6,rep,name=fields,proto3" json:"fields,omitempty"`
+	// causes says why an updated workload is rendered again: its spec, or a
+	// config item it references.
+	Causes []string `protobuf:"bytes,7,rep,name=causes,proto3" json:"causes,omitempty"`
+	// serverRemoves is set for a deleted instance no agent will delete (no
+	// agent, or never started on one that is not connected): the server
+	// removes it itself.
+	ServerRemoves bool `protobuf:"varint,8,opt,name=serverRemoves,proto3" json:"serverRemoves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedWorkload) Reset() {
+	*x = PlannedWorkload{}
+	mi := &file_grapnel_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedWorkload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedWorkload) ProtoMessage() {}
+
+func (x *PlannedWorkload) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedWorkload.ProtoReflect.Descriptor instead.
+func (*PlannedWorkload) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PlannedWorkload) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PlannedWorkload) GetChange() string {
+	if x != nil {
+		return x.Change
+	}
+	return ""
+}
+
+func (x *PlannedWorkload) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *PlannedWorkload) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *PlannedWorkload) GetOldInstance() string {
+	if x != nil {
+		return x.OldInstance
+	}
+	return ""
+}
+
+func (x *PlannedWorkload) GetFields() []*FieldChange {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *PlannedWorkload) GetCauses() []string {
+	if x != nil {
+		return x.Causes
+	}
+	return nil
+}
+
+func (x *PlannedWorkload) GetServerRemoves() bool {
+	if x != nil {
+		return x.ServerRemoves
+	}
+	return false
+}
+
+// FieldChange is one changed field: its path in the workload and its
+// value before and after, as JSON text; absent values are empty.
+type FieldChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Old           string                 `protobuf:"bytes,2,opt,name=old,proto3" json:"old,omitempty"`
+	New           string                 `protobuf:"bytes,3,opt,name=new,proto3" json:"new,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldChange) Reset() {
+	*x = FieldChange{}
+	mi := &file_grapnel_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldChange) ProtoMessage() {}
+
+func (x *FieldChange) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
+func (*FieldChange) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *FieldChange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FieldChange) GetOld() string {
+	if x != nil {
+		return x.Old
+	}
+	return ""
+}
+
+func (x *FieldChange) GetNew() string {
+	if x != nil {
+		return x.New
+	}
+	return ""
+}
+
+type ConfigChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// change is "added", "changed" or "deleted".
+	Change        string `protobuf:"bytes,2,opt,name=change,proto3" json:"change,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigChange) Reset() {
+	*x = ConfigChange{}
+	mi := &file_grapnel_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigChange) ProtoMessage() {}
+
+func (x *ConfigChange) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigChange.ProtoReflect.Descriptor instead.
+func (*ConfigChange) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ConfigChange) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ConfigChange) GetChange() string {
+	if x != nil {
+		return x.Change
+	}
+	return ""
+}
+
+// AgentPlan is the order in which one agent will act.
+type AgentPlan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Agent         string                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Steps         []*PlanStep            `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentPlan) Reset() {
+	*x = AgentPlan{}
+	mi := &file_grapnel_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentPlan) ProtoMessage() {}
+
+func (x *AgentPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentPlan.ProtoReflect.Descriptor instead.
+func (*AgentPlan) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AgentPlan) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *AgentPlan) GetSteps() []*PlanStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+// PlanStep is one action of an agent. Steps are ordered by wave: a step
+// waits only for steps of earlier waves (of any agent) and for workloads
+// outside the update; within a wave deletes come before adds.
+type PlanStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Wave  uint32                 `protobuf:"varint,1,opt,name=wave,proto3" json:"wave,omitempty"`
+	// action is "delete" or "add".
+	Action   string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	Workload string `protobuf:"bytes,3,opt,name=workload,proto3" json:"workload,omitempty"`
+	Instance string `protobuf:"bytes,4,opt,name=instance,proto3" json:"instance,omitempty"`
+	// waitFor are the conditions the agent waits for before it acts: add
+	// conditions (the dependencies), delete conditions (the delete graph),
+	// and, for an updated workload, the removal of its old instance.
+	WaitFor       []*Wait `protobuf:"bytes,5,rep,name=waitFor,proto3" json:"waitFor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanStep) Reset() {
+	*x = PlanStep{}
+	mi := &file_grapnel_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanStep) ProtoMessage() {}
+
+func (x *PlanStep) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
+func (*PlanStep) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PlanStep) GetWave() uint32 {
+	if x != nil {
+		return x.Wave
+	}
+	return 0
+}
+
+func (x *PlanStep) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *PlanStep) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *PlanStep) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *PlanStep) GetWaitFor() []*Wait {
+	if x != nil {
+		return x.WaitFor
+	}
+	return nil
+}
+
+type Wait struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Workload string                 `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	// condition is ADD_COND_RUNNING, ADD_COND_SUCCEEDED, ADD_COND_FAILED,
+	// DEL_COND_NOT_PENDING_NOR_RUNNING, or REMOVED (the old instance of the
+	// same workload is deleted first).
+	Condition string `protobuf:"bytes,2,opt,name=condition,proto3" json:"condition,omitempty"`
+	// inPlan is set when the workload waited for is changed by this update
+	// too (its step comes in an earlier wave).
+	InPlan bool `protobuf:"varint,3,opt,name=inPlan,proto3" json:"inPlan,omitempty"`
+	// current is the execution state of the workload's instance now, when
+	// it has one.
+	Current       string `protobuf:"bytes,4,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Wait) Reset() {
+	*x = Wait{}
+	mi := &file_grapnel_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Wait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Wait) ProtoMessage() {}
+
+func (x *Wait) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Wait.ProtoReflect.Descriptor instead.
+func (*Wait) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Wait) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *Wait) GetCondition() string {
+	if x != nil {
+		return x.Condition
+	}
+	return ""
+}
+
+func (x *Wait) GetInPlan() bool {
+	if x != nil {
+		return x.InPlan
+	}
+	return false
+}
+
+func (x *Wait) GetCurrent() string {
+	if x != nil {
+		return x.Current
+	}
+	return ""
+}
+
+type ApplyRequest struct {
+	state  protoimpl.MessageState      `protogen:"open.v1"`
+	Update *ankbase.UpdateStateRequest `protobuf:"bytes,1,opt,name=update,proto3" json:"update,omitempty"`
+	// expectedSeq is the seq of the plan being applied.
+	ExpectedSeq   uint64 `protobuf:"varint,2,opt,name=expectedSeq,proto3" json:"expectedSeq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyRequest) Reset() {
+	*x = ApplyRequest{}
+	mi := &file_grapnel_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyRequest) ProtoMessage() {}
+
+func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
+func (*ApplyRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ApplyRequest) GetUpdate() *ankbase.UpdateStateRequest {
+	if x != nil {
+		return x.Update
+	}
+	return nil
+}
+
+func (x *ApplyRequest) GetExpectedSeq() uint64 {
+	if x != nil {
+		return x.ExpectedSeq
+	}
+	return 0
+}
+
+// ApplyResponse is the answer of an update that was committed.
+type ApplyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq is the desired-state sequence number after the update.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The instance names added and deleted, as UpdateStateSuccess has them.
+	AddedWorkloads   []string `protobuf:"bytes,2,rep,name=addedWorkloads,proto3" json:"addedWorkloads,omitempty"`
+	DeletedWorkloads []string `protobuf:"bytes,3,rep,name=deletedWorkloads,proto3" json:"deletedWorkloads,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ApplyResponse) Reset() {
+	*x = ApplyResponse{}
+	mi := &file_grapnel_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyResponse) ProtoMessage() {}
+
+func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
+func (*ApplyResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ApplyResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ApplyResponse) GetAddedWorkloads() []string {
+	if x != nil {
+		return x.AddedWorkloads
+	}
+	return nil
+}
+
+func (x *ApplyResponse) GetDeletedWorkloads() []string {
+	if x != nil {
+		return x.DeletedWorkloads
+	}
+	return nil
+}
+
 var File_grapnel_proto protoreflect.FileDescriptor
 
 const file_grapnel_proto_rawDesc = "" +
 	"\n" +
-	"\rgrapnel.proto\x12\agrapnel\"\x0f\n" +
+	"\rgrapnel.proto\x12\agrapnel\x1a\x0eank_base.proto\"\x0f\n" +
 	"\rStatusRequest\"\xe2\x02\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
@@ -738,14 +1514,73 @@ const file_grapnel_proto_rawDesc = "" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"/\n" +
 	"\x17SnapshotRestoreResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index2\xc1\x03\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"C\n" +
+	"\vPlanRequest\x124\n" +
+	"\x06update\x18\x01 \x01(\v2\x1c.ank_base.UpdateStateRequestR\x06update\"\xdb\x02\n" +
+	"\fPlanResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
+	"\baccepted\x18\x02 \x01(\bR\baccepted\x122\n" +
+	"\n" +
+	"rejections\x18\x03 \x03(\v2\x12.grapnel.RejectionR\n" +
+	"rejections\x12\x18\n" +
+	"\achanged\x18\x04 \x01(\bR\achanged\x12\x1e\n" +
+	"\n" +
+	"apiVersion\x18\x05 \x01(\tR\n" +
+	"apiVersion\x126\n" +
+	"\tworkloads\x18\x06 \x03(\v2\x18.grapnel.PlannedWorkloadR\tworkloads\x12/\n" +
+	"\aconfigs\x18\a \x03(\v2\x15.grapnel.ConfigChangeR\aconfigs\x12*\n" +
+	"\x06agents\x18\b \x03(\v2\x12.grapnel.AgentPlanR\x06agents\x12\x1a\n" +
+	"\bwarnings\x18\t \x03(\tR\bwarnings\";\n" +
+	"\tRejection\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xfd\x01\n" +
+	"\x0fPlannedWorkload\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06change\x18\x02 \x01(\tR\x06change\x12\x14\n" +
+	"\x05agent\x18\x03 \x01(\tR\x05agent\x12\x1a\n" +
+	"\binstance\x18\x04 \x01(\tR\binstance\x12 \n" +
+	"\voldInstance\x18\x05 \x01(\tR\voldInstance\x12,\n" +
+	"\x06fields\x18\x06 \x03(\v2\x14.grapnel.FieldChangeR\x06fields\x12\x16\n" +
+	"\x06causes\x18\a \x03(\tR\x06causes\x12$\n" +
+	"\rserverRemoves\x18\b \x01(\bR\rserverRemoves\"E\n" +
+	"\vFieldChange\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x10\n" +
+	"\x03old\x18\x02 \x01(\tR\x03old\x12\x10\n" +
+	"\x03new\x18\x03 \x01(\tR\x03new\"8\n" +
+	"\fConfigChange\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06change\x18\x02 \x01(\tR\x06change\"J\n" +
+	"\tAgentPlan\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12'\n" +
+	"\x05steps\x18\x02 \x03(\v2\x11.grapnel.PlanStepR\x05steps\"\x97\x01\n" +
+	"\bPlanStep\x12\x12\n" +
+	"\x04wave\x18\x01 \x01(\rR\x04wave\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x1a\n" +
+	"\bworkload\x18\x03 \x01(\tR\bworkload\x12\x1a\n" +
+	"\binstance\x18\x04 \x01(\tR\binstance\x12'\n" +
+	"\awaitFor\x18\x05 \x03(\v2\r.grapnel.WaitR\awaitFor\"r\n" +
+	"\x04Wait\x12\x1a\n" +
+	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x1c\n" +
+	"\tcondition\x18\x02 \x01(\tR\tcondition\x12\x16\n" +
+	"\x06inPlan\x18\x03 \x01(\bR\x06inPlan\x12\x18\n" +
+	"\acurrent\x18\x04 \x01(\tR\acurrent\"f\n" +
+	"\fApplyRequest\x124\n" +
+	"\x06update\x18\x01 \x01(\v2\x1c.ank_base.UpdateStateRequestR\x06update\x12 \n" +
+	"\vexpectedSeq\x18\x02 \x01(\x04R\vexpectedSeq\"u\n" +
+	"\rApplyResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12&\n" +
+	"\x0eaddedWorkloads\x18\x02 \x03(\tR\x0eaddedWorkloads\x12*\n" +
+	"\x10deletedWorkloads\x18\x03 \x03(\tR\x10deletedWorkloads2\xc1\x03\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
 	"\rRemoveReplica\x12\x1d.grapnel.RemoveReplicaRequest\x1a\x1e.grapnel.RemoveReplicaResponse\x12]\n" +
 	"\x12TransferLeadership\x12\".grapnel.TransferLeadershipRequest\x1a#.grapnel.TransferLeadershipResponse\x12F\n" +
 	"\fSnapshotSave\x12\x1c.grapnel.SnapshotSaveRequest\x1a\x16.grapnel.SnapshotChunk0\x01\x12M\n" +
-	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x01b\x06proto3"
+	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x012u\n" +
+	"\x04Plan\x125\n" +
+	"\x06DryRun\x12\x14.grapnel.PlanRequest\x1a\x15.grapnel.PlanResponse\x126\n" +
+	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponseb\x06proto3"
 
 var (
 	file_grapnel_proto_rawDescOnce sync.Once
@@ -759,7 +1594,7 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_grapnel_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
 	(*Member)(nil),                     // 1: grapnel.Member
@@ -773,27 +1608,52 @@ var file_grapnel_proto_goTypes = []any{
 	(*SnapshotSaveRequest)(nil),        // 9: grapnel.SnapshotSaveRequest
 	(*SnapshotChunk)(nil),              // 10: grapnel.SnapshotChunk
 	(*SnapshotRestoreResponse)(nil),    // 11: grapnel.SnapshotRestoreResponse
+	(*PlanRequest)(nil),                // 12: grapnel.PlanRequest
+	(*PlanResponse)(nil),               // 13: grapnel.PlanResponse
+	(*Rejection)(nil),                  // 14: grapnel.Rejection
+	(*PlannedWorkload)(nil),            // 15: grapnel.PlannedWorkload
+	(*FieldChange)(nil),                // 16: grapnel.FieldChange
+	(*ConfigChange)(nil),               // 17: grapnel.ConfigChange
+	(*AgentPlan)(nil),                  // 18: grapnel.AgentPlan
+	(*PlanStep)(nil),                   // 19: grapnel.PlanStep
+	(*Wait)(nil),                       // 20: grapnel.Wait
+	(*ApplyRequest)(nil),               // 21: grapnel.ApplyRequest
+	(*ApplyResponse)(nil),              // 22: grapnel.ApplyResponse
+	(*ankbase.UpdateStateRequest)(nil), // 23: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
 	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
 	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	0,  // 2: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
-	3,  // 3: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
-	5,  // 4: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
-	7,  // 5: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
-	9,  // 6: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
-	10, // 7: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	2,  // 8: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	4,  // 9: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	6,  // 10: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	8,  // 11: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	10, // 12: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	11, // 13: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	8,  // [8:14] is the sub-list for method output_type
-	2,  // [2:8] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	23, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	14, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
+	15, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
+	17, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
+	18, // 6: grapnel.PlanResponse.agents:type_name -> grapnel.AgentPlan
+	16, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
+	19, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
+	20, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
+	23, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	0,  // 11: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
+	3,  // 12: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
+	5,  // 13: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
+	7,  // 14: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	9,  // 15: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	10, // 16: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	12, // 17: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	21, // 18: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	2,  // 19: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	4,  // 20: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	6,  // 21: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	8,  // 22: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	10, // 23: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	11, // 24: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	13, // 25: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	22, // 26: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_grapnel_proto_init() }
@@ -807,9 +1667,9 @@ func file_grapnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   23,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_grapnel_proto_goTypes,
 		DependencyIndexes: file_grapnel_proto_depIdxs,

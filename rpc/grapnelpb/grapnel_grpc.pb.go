@@ -332,3 +332,167 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "grapnel.proto",
 }
+
+const (
+	Plan_DryRun_FullMethodName = "/grapnel.Plan/DryRun"
+	Plan_Apply_FullMethodName  = "/grapnel.Plan/Apply"
+)
+
+// PlanClient is the client API for Plan service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Plan answers what an Ankaios UpdateStateRequest would do, computed by
+// the leader's own planning on its projected state, without committing
+// anything; and applies an update only at the sequence number a plan was
+// made at. Leader only: a follower forwards the call (or, to a
+// leader-aware client, names the leader).
+type PlanClient interface {
+	// DryRun plans the update and answers the plan, accepted or not, with
+	// every reason it would be rejected.
+	DryRun(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error)
+	// Apply makes the update only if the desired state is still at
+	// expectedSeq; otherwise it is refused with FAILED_PRECONDITION
+	// (reason STATE_CHANGED) naming the expected and the current sequence
+	// number.
+	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error)
+}
+
+type planClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPlanClient(cc grpc.ClientConnInterface) PlanClient {
+	return &planClient{cc}
+}
+
+func (c *planClient) DryRun(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanResponse)
+	err := c.cc.Invoke(ctx, Plan_DryRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *planClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplyResponse)
+	err := c.cc.Invoke(ctx, Plan_Apply_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PlanServer is the server API for Plan service.
+// All implementations must embed UnimplementedPlanServer
+// for forward compatibility.
+//
+// Plan answers what an Ankaios UpdateStateRequest would do, computed by
+// the leader's own planning on its projected state, without committing
+// anything; and applies an update only at the sequence number a plan was
+// made at. Leader only: a follower forwards the call (or, to a
+// leader-aware client, names the leader).
+type PlanServer interface {
+	// DryRun plans the update and answers the plan, accepted or not, with
+	// every reason it would be rejected.
+	DryRun(context.Context, *PlanRequest) (*PlanResponse, error)
+	// Apply makes the update only if the desired state is still at
+	// expectedSeq; otherwise it is refused with FAILED_PRECONDITION
+	// (reason STATE_CHANGED) naming the expected and the current sequence
+	// number.
+	Apply(context.Context, *ApplyRequest) (*ApplyResponse, error)
+	mustEmbedUnimplementedPlanServer()
+}
+
+// UnimplementedPlanServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPlanServer struct{}
+
+func (UnimplementedPlanServer) DryRun(context.Context, *PlanRequest) (*PlanResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DryRun not implemented")
+}
+func (UnimplementedPlanServer) Apply(context.Context, *ApplyRequest) (*ApplyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
+}
+func (UnimplementedPlanServer) mustEmbedUnimplementedPlanServer() {}
+func (UnimplementedPlanServer) testEmbeddedByValue()              {}
+
+// UnsafePlanServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PlanServer will
+// result in compilation errors.
+type UnsafePlanServer interface {
+	mustEmbedUnimplementedPlanServer()
+}
+
+func RegisterPlanServer(s grpc.ServiceRegistrar, srv PlanServer) {
+	// If the following call panics, it indicates UnimplementedPlanServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Plan_ServiceDesc, srv)
+}
+
+func _Plan_DryRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlanServer).DryRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plan_DryRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlanServer).DryRun(ctx, req.(*PlanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Plan_Apply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApplyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlanServer).Apply(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plan_Apply_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlanServer).Apply(ctx, req.(*ApplyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Plan_ServiceDesc is the grpc.ServiceDesc for Plan service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Plan_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "grapnel.Plan",
+	HandlerType: (*PlanServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "DryRun",
+			Handler:    _Plan_DryRun_Handler,
+		},
+		{
+			MethodName: "Apply",
+			Handler:    _Plan_Apply_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "grapnel.proto",
+}

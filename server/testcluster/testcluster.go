@@ -76,6 +76,7 @@ func (c *Cluster) serve(r *clustertest.Replica) {
 	g := grpc.NewServer(rpc.StatusInterceptors()...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
+	srv.RegisterPlan(g)
 	srv.Start()
 	s := &serving{srv: srv, g: g, pool: pool, done: make(chan struct{})}
 	go func() {

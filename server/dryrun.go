@@ -1,0 +1,125 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// planCall is a call of the Plan service, posted to the leader loop like
+// a stream's request, so that it is planned on exactly the projected
+// state a real update at that moment would be. reply has room for the
+// one answer: the loop never waits for the caller.
+type planCall struct {
+	update *ankbase.UpdateStateRequest
+	// apply asks for the update to be made if the desired state is still
+	// at expectSeq; otherwise the call is a dry-run.
+	apply     bool
+	expectSeq uint64
+	reply     chan planAnswer
+}
+
+// planAnswer is the answer of a planCall: a plan, an applied update or
+// an error.
+type planAnswer struct {
+	plan    *grapnelpb.PlanResponse
+	applied *grapnelpb.ApplyResponse
+	err     error
+}
+
+// planCall handles a Plan service call on the leader loop. Like every
+// answer, it goes out once the proposals before it have settled.
+func (l *leader) planCall(c *planCall) {
+	if c.apply {
+		l.applyIfUnchanged(c)
+		return
+	}
+	resp := l.dryRun(c.update)
+	l.pipe.ordered(func() {
+		// A proposal before the dry-run failed (or the store was
+		// restored): the state it was planned on never existed.
+		if l.projected.stale() {
+			c.reply <- planAnswer{err: fmt.Errorf("%w: an update proposed before this dry-run failed, so the state it was planned on did not come to be; plan again", errs.ErrStateChanged)}
+			return
+		}
+		c.reply <- planAnswer{plan: resp}
+	})
+}
+
+// dryRun plans an update on the projected state with the planning code
+// of a real update, going on past every rejection to list them all, and
+// describes the plan. It proposes nothing and changes nothing.
+func (l *leader) dryRun(req *ankbase.UpdateStateRequest) *grapnelpb.PlanResponse {
+	st := l.projected.store
+	resp := &grapnelpb.PlanResponse{Seq: st.DesiredSeq}
+	c := &checks{all: true}
+	next, tags, err := l.nextState(req)
+	if err != nil {
+		c.failed(err)
+	} else if pd := planSteps(c, l.s.renderer, l.s.limits, st, next, tags, l.connected); pd != nil {
+		if pd.changed {
+			// The command's size, as project checks it before proposing.
+			_, err := l.encodeChecked(&fsm.UpdateDesiredStateRequest{Update: pd.update, Seq: st.DesiredSeq + 1})
+			c.failed(err)
+		}
+		describePlan(resp, st, next, pd)
+	}
+	resp.Accepted = len(c.errs) == 0
+	for _, e := range c.errs {
+		r := &grapnelpb.Rejection{Message: e.Error()}
+		var fe *state.FieldError
+		if errors.As(e, &fe) {
+			r.Field = fe.Path
+		}
+		resp.Rejections = append(resp.Rejections, r)
+	}
+	return resp
+}
+
+// applyIfUnchanged makes an update as updateState does, but only if the
+// desired state is still at the sequence number its plan was made at.
+// The check is on the projected state, and the command carries the
+// sequence number it produces, so the FSM refuses it too should an
+// earlier proposal fail.
+func (l *leader) applyIfUnchanged(c *planCall) {
+	answer := func(a planAnswer) { c.reply <- a }
+	seq := l.projected.store.DesiredSeq
+	if seq != c.expectSeq {
+		err := fmt.Errorf("%w: the plan was made at seq %d, the desired state is at seq %d now; run the dry-run again", errs.ErrStateChanged, c.expectSeq, seq)
+		l.pipe.ordered(func() { answer(planAnswer{err: err}) })
+		return
+	}
+	p, err := l.planUpdate(c.update)
+	if err != nil {
+		l.pipe.ordered(func() { answer(planAnswer{err: fmt.Errorf("update rejected: %w", err)}) })
+		return
+	}
+	if !p.changed {
+		l.pipe.ordered(func() { answer(planAnswer{applied: appliedResponse(seq, p)}) })
+		return
+	}
+	l.proposeUpdate(p, func() { answer(planAnswer{applied: appliedResponse(seq+1, p)}) }, func(err error) {
+		if errors.Is(err, fsm.ErrOutOfSequence) || errors.Is(err, errEarlierFailed) {
+			err = fmt.Errorf("%w: an update proposed before it failed, so the state it was planned on did not come to be (%v); run the dry-run again", errs.ErrStateChanged, err)
+		}
+		answer(planAnswer{err: fmt.Errorf("update failed: %w", err)})
+	})
+}
+
+// appliedResponse is the answer of an applied update, with the instance
+// names as UpdateStateSuccess has them.
+func appliedResponse(seq uint64, p *updatePlan) *grapnelpb.ApplyResponse {
+	r := &grapnelpb.ApplyResponse{Seq: seq, AddedWorkloads: []string{}, DeletedWorkloads: []string{}}
+	for _, a := range p.added {
+		r.AddedWorkloads = append(r.AddedWorkloads, a.Instance.String())
+	}
+	for _, d := range p.deleted {
+		r.DeletedWorkloads = append(r.DeletedWorkloads, d.instance.String())
+	}
+	return r
+}

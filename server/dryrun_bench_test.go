@@ -1,0 +1,71 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// bench10k is a leader whose projected store holds bigState(10000), and
+// the request that changes workload wl_00002 (templated) for run i.
+func bench10k(b *testing.B) (*leader, func(i int) *ankbase.UpdateStateRequest) {
+	st := state.NewStore()
+	for a := range 100 {
+		st.AgentConnected(fmt.Sprintf("agent_%d", a), nil)
+	}
+	p, err := plan(render.New(), state.Limits{}, st, *bigState(10000), nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st.ApplyDesired(&p.update, 1)
+	for _, r := range st.Rendered {
+		st.States.Set(r.Instance, state.RunningOk)
+	}
+	l := planLeader(st, state.Limits{})
+	req := func(i int) *ankbase.UpdateStateRequest {
+		cs, err := rpc.CompleteStateFromTree(state.Tree{"desiredState": state.Tree{"apiVersion": "v1", "workloads": state.Tree{"wl_00002": map[string]any{
+			"runtime": "podman", "agent": "agent_2", "configs": map[string]any{"c": "img"},
+			"runtimeConfig": fmt.Sprintf("image: {{c.name}}\nargs: [%d]", i)}}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return &ankbase.UpdateStateRequest{NewState: cs, UpdateMask: []string{"desiredState.workloads.wl_00002"}}
+	}
+	return l, req
+}
+
+// BenchmarkDryRunOneWorkloadOf10k: a dry-run of a one-workload change in
+// a state of 10,000 workloads, from the request to the plan answered:
+// mask, every check, rendering, diff, cycle check, the command's size,
+// and the description (field diff, agent steps).
+func BenchmarkDryRunOneWorkloadOf10k(b *testing.B) {
+	l, req := bench10k(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if resp := l.dryRun(req(i)); !resp.GetAccepted() || len(resp.GetAgents()[0].GetSteps()) != 2 {
+			b.Fatalf("plan: %v", resp)
+		}
+	}
+}
+
+// BenchmarkPlanUpdateOneWorkloadOf10k is the same request planned as a
+// real update plans it before proposing: mask, checks, rendering, diff,
+// cycle check and the encoded command.
+func BenchmarkPlanUpdateOneWorkloadOf10k(b *testing.B) {
+	l, req := bench10k(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := l.planUpdate(req(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := l.encodeChecked(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: 2}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,375 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Wait conditions of a plan step besides the Ankaios add and delete
+// conditions: the old instance of an updated workload goes first.
+const condRemoved = "REMOVED"
+
+// Plan step actions.
+const (
+	actionDelete = "delete"
+	actionAdd    = "add"
+)
+
+// describePlan fills resp with what a plan does, as a dry-run answers
+// it: the workloads added, updated (with the fields that change) and
+// deleted, the config items, and per agent the order of its actions. It
+// reads st, the store the plan was made on, and changes nothing; what it
+// computes beyond the plan is proportional to the workloads the update
+// changes, not to the state.
+func describePlan(resp *grapnelpb.PlanResponse, st *state.Store, next state.State, pd *planned) {
+	d, rd := pd.diff, pd.rd
+	resp.Changed = pd.changed
+	resp.ApiVersion = pd.update.APIVersion
+	resp.Workloads = plannedWorkloads(st, next, pd)
+	for _, k := range state.SortedKeys(d.changedCfg) {
+		change := "changed"
+		if _, ok := st.Desired.Configs[k]; !ok {
+			change = "added"
+		} else if _, ok := next.Configs[k]; !ok {
+			change = "deleted"
+		}
+		resp.Configs = append(resp.Configs, &grapnelpb.ConfigChange{Key: k, Change: change})
+	}
+	var blocked []string
+	resp.Agents, blocked = agentPlans(st, pd)
+	resp.Warnings = append(planWarnings(st, next, d, rd), blocked...)
+}
+
+// plannedWorkloads lists, by name, every workload the update adds,
+// changes or deletes in the desired state, and those it renders again
+// because a config item they reference changed.
+//
+// swdd~server-detects-new-workload~1
+// swdd~server-detects-deleted-workload~1
+// swdd~server-detects-changed-workload~1
+func plannedWorkloads(st *state.Store, next state.State, pd *planned) []*grapnelpb.PlannedWorkload {
+	d, rd := pd.diff, pd.rd
+	names := map[string]bool{}
+	for n := range d.changed.Workloads {
+		names[n] = true
+	}
+	for _, n := range d.deletedWl {
+		names[n] = true
+	}
+	for n := range rd.put {
+		names[n] = true
+	}
+	serverRemoves := map[state.InstanceName]bool{}
+	for _, del := range pd.deleted {
+		if del.serverHandled {
+			serverRemoves[del.instance] = true
+		}
+	}
+	var out []*grapnelpb.PlannedWorkload
+	for _, n := range sortedSet(names) {
+		old, had := st.Desired.Workloads[n]
+		oldR, hadR := st.Rendered[n]
+		w, keeps := next.Workloads[n]
+		nr, rendered := rd.put[n]
+		pw := &grapnelpb.PlannedWorkload{Name: n}
+		switch {
+		case !keeps:
+			pw.Change, pw.Agent = "deleted", old.Agent
+			if hadR {
+				pw.OldInstance = oldR.Instance.String()
+				pw.ServerRemoves = serverRemoves[oldR.Instance]
+			}
+		case !had:
+			pw.Change, pw.Agent = "added", w.Agent
+			if rendered {
+				pw.Instance = nr.Instance.String()
+			}
+		default:
+			pw.Change, pw.Agent = "updated", w.Agent
+			if hadR {
+				pw.OldInstance = oldR.Instance.String()
+				pw.Instance = pw.OldInstance
+			}
+			if rendered && hadR {
+				pw.Instance = nr.Instance.String()
+				pw.Fields = fieldChanges(oldR.Workload, nr.Workload)
+			} else {
+				pw.Fields = fieldChanges(old, w)
+			}
+			if _, ok := d.changed.Workloads[n]; ok {
+				pw.Causes = append(pw.Causes, "spec")
+			}
+			for _, alias := range state.SortedKeys(w.Configs) {
+				if key := w.Configs[alias]; d.changedCfg[key] {
+					pw.Causes = append(pw.Causes, fmt.Sprintf("config '%s'", key))
+				}
+			}
+		}
+		out = append(out, pw)
+	}
+	return out
+}
+
+// fieldChanges is the field-level difference of two workloads: every
+// leaf of their tree views whose value differs, by path, lists compared
+// whole. Values are JSON text; an absent one is empty.
+func fieldChanges(old, cur *state.Workload) []*grapnelpb.FieldChange {
+	a, b := map[string]string{}, map[string]string{}
+	if old != nil {
+		flatten("", map[string]any(old.ToTree()), a)
+	}
+	if cur != nil {
+		flatten("", map[string]any(cur.ToTree()), b)
+	}
+	paths := map[string]bool{}
+	for p, v := range a {
+		if b[p] != v {
+			paths[p] = true
+		}
+	}
+	for p, v := range b {
+		if a[p] != v {
+			paths[p] = true
+		}
+	}
+	out := make([]*grapnelpb.FieldChange, 0, len(paths))
+	for _, p := range sortedSet(paths) {
+		out = append(out, &grapnelpb.FieldChange{Path: p, Old: a[p], New: b[p]})
+	}
+	return out
+}
+
+// flatten writes the leaves of a tree into out by dotted path. Empty
+// maps and lists are left out, so that an absent field and an empty one
+// read the same.
+func flatten(prefix string, v any, out map[string]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			flatten(p, e, out)
+		}
+	case []any:
+		if len(x) > 0 {
+			out[prefix] = jsonText(x)
+		}
+	default:
+		out[prefix] = jsonText(x)
+	}
+}
+
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// step is one agent action while the steps are ordered.
+type step struct {
+	pb    *grapnelpb.PlanStep
+	agent string
+	// after are the steps this one waits for.
+	after []*step
+	wave  int // -1 while unknown; -2 while computing (a cycle guard)
+}
+
+// agentPlans orders the agents' actions. What an agent waits for, it
+// learns from the update: the delete conditions the delete graph gives a
+// deleted instance (those of the store the update produces, as the
+// dispatch sends them), the add conditions of an added one, and, for a
+// workload updated in place, the removal of its old instance (Ankaios
+// updates delete first, then create). A step's wave is one more than
+// the latest wave of the steps of this update it waits for, so that
+// steps in the same wave run independently of each other.
+//
+// It also names, as warnings, the deletes held by a workload outside the
+// update that is running or pending now: they wait until it stops.
+//
+// swdd~server-state-stores-delete-condition~1
+// swdd~server-state-adds-delete-conditions-to-deleted-workload~1
+func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string) {
+	rd := pd.rd
+	dels := map[string]*step{} // by workload name: the instance deleted
+	adds := map[string]*step{}
+	var steps []*step
+	gone := map[string]bool{} // workloads whose last instance the server removes
+	for _, del := range pd.deleted {
+		if del.serverHandled {
+			if _, kept := pd.diff.changed.Workloads[del.instance.WorkloadName]; !kept {
+				gone[del.instance.WorkloadName] = true
+			}
+			continue
+		}
+		s := &step{agent: del.instance.AgentName, wave: -1, pb: &grapnelpb.PlanStep{
+			Action: actionDelete, Workload: del.instance.WorkloadName, Instance: del.instance.String()}}
+		dels[del.instance.WorkloadName] = s
+		steps = append(steps, s)
+	}
+	for _, a := range pd.added {
+		if a.Instance.AgentName == "" {
+			continue
+		}
+		s := &step{agent: a.Instance.AgentName, wave: -1, pb: &grapnelpb.PlanStep{
+			Action: actionAdd, Workload: a.Instance.WorkloadName, Instance: a.Instance.String()}}
+		adds[a.Instance.WorkloadName] = s
+		steps = append(steps, s)
+	}
+	var warnings []string
+	stateOf := func(workload string) (state.ExecutionState, bool) {
+		if r, ok := st.Rendered[workload]; ok {
+			return st.States.Get(r.Instance)
+		}
+		return state.ExecutionState{}, false
+	}
+	current := func(workload string) string {
+		if s, ok := stateOf(workload); ok {
+			return s.String()
+		}
+		return ""
+	}
+	for _, s := range steps {
+		n := s.pb.Workload
+		if s.pb.Action == actionDelete {
+			conds := deleteConditionsAfter(st, rd, gone, n)
+			for _, dep := range state.SortedKeys(conds) {
+				after := dels[dep]
+				s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: dep, Condition: string(conds[dep]), InPlan: after != nil, Current: current(dep)})
+				if after != nil && after != s {
+					s.after = append(s.after, after)
+				}
+				if cur, ok := stateOf(dep); after == nil && ok && !cur.IsNotPendingNorRunning() {
+					warnings = append(warnings, fmt.Sprintf("the delete of '%s' on %s waits until '%s' (%s now) is neither pending nor running; the update does not stop it",
+						n, s.agent, dep, cur))
+				}
+			}
+			continue
+		}
+		// An agent deletes the old instance of a workload it runs before
+		// it creates the new one; another agent does not wait for it.
+		if old := dels[n]; old != nil && old.agent == s.agent {
+			s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: n, Condition: condRemoved, InPlan: true, Current: current(n)})
+			s.after = append(s.after, old)
+		}
+		deps := rd.put[n].Workload.Dependencies
+		for _, dep := range state.SortedKeys(deps) {
+			after := adds[dep]
+			s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: dep, Condition: string(deps[dep]), InPlan: after != nil, Current: current(dep)})
+			if after != nil && after != s {
+				s.after = append(s.after, after)
+			}
+		}
+	}
+	byAgent := map[string][]*step{}
+	for _, s := range steps {
+		s.pb.Wave = uint32(waveOf(s))
+		byAgent[s.agent] = append(byAgent[s.agent], s)
+	}
+	out := make([]*grapnelpb.AgentPlan, 0, len(byAgent))
+	for _, agent := range state.SortedKeys(byAgent) {
+		ss := byAgent[agent]
+		sort.Slice(ss, func(i, j int) bool {
+			a, b := ss[i].pb, ss[j].pb
+			if a.Wave != b.Wave {
+				return a.Wave < b.Wave
+			}
+			if a.Action != b.Action {
+				return a.Action == actionDelete
+			}
+			return a.Workload < b.Workload
+		})
+		ap := &grapnelpb.AgentPlan{Agent: agent}
+		for _, s := range ss {
+			ap.Steps = append(ap.Steps, s.pb)
+		}
+		out = append(out, ap)
+	}
+	return out, warnings
+}
+
+// waveOf is 0 for a step that waits for no step of the update, else one
+// more than the latest wave it waits for. A cycle (only in a plan that
+// would be rejected for it) is cut where it closes.
+func waveOf(s *step) int {
+	switch s.wave {
+	case -2:
+		return 0
+	case -1:
+	default:
+		return s.wave
+	}
+	s.wave = -2
+	w := 0
+	for _, a := range s.after {
+		w = max(w, waveOf(a)+1)
+	}
+	s.wave = w
+	return w
+}
+
+// deleteConditionsAfter is the delete conditions of a workload in the
+// delete graph of the store the update produces, without producing it:
+// the store's, less those of the workloads rendered again, plus those
+// their new renderings impose, less the workloads whose last instance the
+// server removes itself (see state.Store.ApplyDesired).
+func deleteConditionsAfter(st *state.Store, rd *rendering, gone map[string]bool, name string) map[string]state.DeleteCondition {
+	conds := st.DeleteGraph.ConditionsFor(name)
+	if conds == nil {
+		conds = map[string]state.DeleteCondition{}
+	}
+	for n, rw := range rd.put {
+		delete(conds, n)
+		if rw.Workload.Dependencies[name] == state.AddCondRunning {
+			conds[n] = state.DelCondNotPendingNorRunning
+		}
+	}
+	for g := range gone {
+		delete(conds, g)
+	}
+	return conds
+}
+
+// planWarnings names what will not make the update fail but may keep a
+// workload waiting: a dependency on a workload the desired state does
+// not have (swdd~cycle-detection-ignores-non-existing-workloads~1: the
+// server accepts it, the agent waits), and an agent not connected.
+func planWarnings(st *state.Store, next state.State, d desiredDiff, rd *rendering) []string {
+	var out []string
+	for _, n := range d.deletedWl {
+		for _, dep := range state.SortedKeys(st.DeleteGraph[n]) {
+			if _, stays := next.Workloads[dep]; stays {
+				if _, changed := d.changed.Workloads[dep]; !changed {
+					out = append(out, fmt.Sprintf("workload '%s' depends on '%s', which the update deletes: a new instance of '%s' would wait until '%s' is added again", dep, n, dep, n))
+				}
+			}
+		}
+	}
+	for _, n := range state.SortedKeys(d.changed.Workloads) {
+		w := d.changed.Workloads[n]
+		for _, dep := range state.SortedKeys(w.Dependencies) {
+			if _, ok := next.Workloads[dep]; !ok {
+				out = append(out, fmt.Sprintf("workload '%s' depends on '%s', which is not in the desired state: it waits until '%s' is added", n, dep, dep))
+			}
+		}
+	}
+	agents := map[string]bool{}
+	for _, r := range rd.put {
+		if a := r.Instance.AgentName; a != "" {
+			if _, ok := st.Agents[a]; !ok {
+				agents[a] = true
+			}
+		}
+	}
+	for _, a := range sortedSet(agents) {
+		out = append(out, fmt.Sprintf("agent '%s' is not connected: its workloads start when it connects", a))
+	}
+	return out
+}

@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/wire"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// planService answers Grapnel's Plan service: dry-runs of updates and
+// updates made only if the desired state is unchanged. Both run on the
+// leader loop; a follower forwards them.
+type planService struct {
+	grapnelpb.UnimplementedPlanServer
+	s *Server
+}
+
+// RegisterPlan adds Grapnel's Plan service to a gRPC server. It is
+// authorized as the Ankaios streams and the Cluster service are: by the
+// server's TLS configuration, which admits only clients with a
+// certificate of the cluster's CA.
+func (s *Server) RegisterPlan(g grpc.ServiceRegistrar) {
+	grapnelpb.RegisterPlanServer(g, &planService{s: s})
+}
+
+// DryRun answers the plan of an update without committing anything.
+func (p *planService) DryRun(ctx context.Context, req *grapnelpb.PlanRequest) (*grapnelpb.PlanResponse, error) {
+	if req.GetUpdate() == nil {
+		return nil, fmt.Errorf("%w: update: the update to plan is missing", state.ErrInvalid)
+	}
+	var fwd *grapnelpb.PlanResponse
+	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate()}, func(ctx context.Context, c grapnelpb.PlanClient) (err error) {
+		fwd, err = c.DryRun(ctx, req)
+		return err
+	})
+	if fwd != nil || err != nil {
+		return fwd, err
+	}
+	return a.plan, nil
+}
+
+// Apply makes an update if the desired state is still at the expected
+// sequence number.
+func (p *planService) Apply(ctx context.Context, req *grapnelpb.ApplyRequest) (*grapnelpb.ApplyResponse, error) {
+	if req.GetUpdate() == nil {
+		return nil, fmt.Errorf("%w: update: the update to apply is missing", state.ErrInvalid)
+	}
+	var fwd *grapnelpb.ApplyResponse
+	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate(), apply: true, expectSeq: req.GetExpectedSeq()},
+		func(ctx context.Context, c grapnelpb.PlanClient) (err error) {
+			fwd, err = c.Apply(ctx, req)
+			return err
+		})
+	if fwd != nil || err != nil {
+		return fwd, err
+	}
+	return a.applied, nil
+}
+
+// onLeader runs a call on the leader loop of this replica and waits for
+// its answer, holding while no leader is known. A replica that does not
+// lead tells a leader-aware client where the leader is, and forwards the
+// call of any other (forward) unless another replica forwarded it here.
+func (p *planService) onLeader(ctx context.Context, c *planCall, forward func(context.Context, grapnelpb.PlanClient) error) (planAnswer, error) {
+	s := p.s
+	d, err := s.findLeader(ctx)
+	if err != nil {
+		return planAnswer{}, err
+	}
+	if d.t == nil {
+		return planAnswer{}, p.elsewhere(ctx, d, forward)
+	}
+	c.reply = make(chan planAnswer, 1)
+	if !d.t.post(inMsg{plan: c}) {
+		return planAnswer{}, fmt.Errorf("%w: %s leads no more; call again", errs.ErrLeaderChanged, s.node.ID())
+	}
+	select {
+	case a := <-c.reply:
+		return a, a.err
+	case <-d.t.stop:
+		// The answer of a call still queued is dropped with the term.
+		return planAnswer{}, fmt.Errorf("%w: %s leads no more; call again", errs.ErrLeaderChanged, s.node.ID())
+	case <-ctx.Done():
+		return planAnswer{}, ctx.Err()
+	}
+}
+
+// elsewhere answers a call this replica cannot serve because the leader
+// d is another replica, as elsewhere does for a stream.
+func (p *planService) elsewhere(ctx context.Context, d destination, forward func(context.Context, grapnelpb.PlanClient) error) error {
+	s := p.s
+	switch {
+	case wire.IsLeaderAware(ctx):
+		return &errs.NotLeaderError{LeaderID: d.leaderID, LeaderAddress: d.addr}
+	case wire.ForwardedBy(ctx) != "":
+		return fmt.Errorf("%w; replica %s forwarded this call here, but the leader is %s at %s",
+			errs.ErrNotLeader, wire.ForwardedBy(ctx), d.leaderID, d.addr)
+	case s.cfg.Proxy == nil:
+		return fmt.Errorf("%w; the leader is %s at %s, and this replica does not proxy", errs.ErrNotLeader, d.leaderID, d.addr)
+	}
+	cc, err := s.cfg.Proxy.Get(d.addr)
+	if errors.Is(err, proxy.ErrPoolClosed) {
+		return fmt.Errorf("%w: %v", errs.ErrShuttingDown, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; the leader is %s at %s, and this replica cannot reach it: %v", errs.ErrNotLeader, d.leaderID, d.addr, err)
+	}
+	s.cfg.Proxy.Retain(d.addr)
+	return forward(wire.Outgoing(ctx, s.node.ID(), rpc.PeerNames(ctx)), grapnelpb.NewPlanClient(cc))
+}
