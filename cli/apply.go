@@ -160,5 +160,16 @@ func (s *Session) Apply(ctx context.Context, files []string, agent *string, dele
 	if err != nil {
 		return fmt.Errorf("cannot build the update: %w", err)
 	}
+	var args []string
+	if agent != nil {
+		args = append(args, "--agent", shellQuote(*agent))
+	}
+	if deleteMode {
+		args = append(args, "-d")
+	}
+	for _, f := range files {
+		args = append(args, shellQuote(f))
+	}
+	s.planHint = expectSeqHint("apply", args...)
 	return s.updateAndWait(ctx, cs, plan.Masks)
 }

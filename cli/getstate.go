@@ -59,6 +59,11 @@ func (s *Session) SetState(ctx context.Context, masks []string, file string) err
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	args := make([]string, 0, len(masks)+1)
+	for _, m := range append(masks, file) {
+		args = append(args, shellQuote(m))
+	}
+	s.planHint = expectSeqHint("set state", args...)
 	return s.updateAndWait(ctx, cs, masks)
 }
 

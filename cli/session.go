@@ -10,6 +10,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -57,6 +58,19 @@ type Session struct {
 	// Clock drives the response timeouts and the spinner; nil is the
 	// system clock.
 	Clock clock.Clock
+	// Plan reaches Grapnel's Plan service, for dry-runs and updates at an
+	// expected sequence number; nil when the connection has none.
+	Plan grapnelpb.PlanClient
+	// DryRun makes apply and set state print the plan of their update, in
+	// PlanOutput (table, yaml or json), instead of making it.
+	DryRun     bool
+	PlanOutput string
+	// ExpectSeq, when set, makes apply and set state update only if the
+	// desired state is still at that sequence number (a plan's seq).
+	ExpectSeq *uint64
+	// planHint is the command that applies the plan of the command
+	// running, given the plan's seq.
+	planHint func(seq uint64) string
 }
 
 // clock is Clock, or the system clock.

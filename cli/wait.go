@@ -180,9 +180,15 @@ func ParseUpdateSuccess(u *ankbase.UpdateStateSuccess) (added, deleted []state.I
 // instance it added or deleted has settled, showing their states.
 // swdd~cli-requests-update-state-with-watch~2
 // swdd~cli-requests-update-state-with-watch-success~1
+//
+// With DryRun it prints the plan of the update instead; with ExpectSeq
+// the update is made only if the desired state is still at that seq.
 func (s *Session) updateAndWait(ctx context.Context, newState *ankbase.CompleteState, masks []string) error {
+	if s.DryRun {
+		return s.dryRun(ctx, newState, masks)
+	}
 	if s.NoWait {
-		_, err := s.updateState(ctx, newState, masks)
+		_, err := s.sendUpdate(ctx, newState, masks)
 		return err
 	}
 	// Listen before the update, so no state report is missed; read the
@@ -192,7 +198,7 @@ func (s *Session) updateAndWait(ctx context.Context, newState *ankbase.CompleteS
 	if err != nil {
 		return err
 	}
-	succ, err := s.updateState(ctx, newState, masks)
+	succ, err := s.sendUpdate(ctx, newState, masks)
 	if err != nil {
 		return err
 	}

@@ -523,27 +523,3 @@ func TestFieldChanges(t *testing.T) {
 		t.Fatalf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }
-
-// Cycles lists every cycle, where FindCycle stops at the first.
-//
-// swdd~cycle-detection-ignores-non-existing-workloads~1
-func TestCyclesListsAll(t *testing.T) {
-	w := func(deps ...string) *state.Workload {
-		m := map[string]state.AddCondition{}
-		for _, d := range deps {
-			m[d] = state.AddCondRunning
-		}
-		return &state.Workload{Dependencies: m}
-	}
-	wls := map[string]*state.Workload{
-		"a": w("b"), "b": w("a"), "c": w("d", "ghost"), "d": w("e"), "e": w("c"), "f": w("f"), "g": w("a"),
-	}
-	got := state.Cycles(wls, nil)
-	want := [][]string{{"a", "b"}, {"c", "d", "e"}, {"f"}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("cycles %v, want %v", got, want)
-	}
-	if got := state.Cycles(wls, []string{"g"}); fmt.Sprint(got) != fmt.Sprint([][]string{{"a", "b"}}) {
-		t.Fatalf("from g: %v", got)
-	}
-}

@@ -1,6 +1,9 @@
 package state
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func wlDeps(deps map[string]AddCondition) *Workload {
 	return &Workload{Runtime: "p", Dependencies: deps}
@@ -84,5 +87,39 @@ func TestDeleteGraph(t *testing.T) {
 	g.RemoveWorkload("w2")
 	if len(g) != 0 {
 		t.Fatalf("graph not empty: %v", g)
+	}
+}
+
+// Cycles lists every cycle reachable from the given workloads, where
+// FindCycle stops at the first; edges to absent workloads are ignored.
+//
+// swdd~cycle-detection-ignores-non-existing-workloads~1
+func TestCyclesListsAll(t *testing.T) {
+	w := func(deps ...string) *Workload {
+		m := map[string]AddCondition{}
+		for _, d := range deps {
+			m[d] = AddCondRunning
+		}
+		return wlDeps(m)
+	}
+	wls := map[string]*Workload{
+		"a": w("b"), "b": w("a"), "c": w("d", "ghost"), "d": w("e"), "e": w("c"), "f": w("f"), "g": w("a"), "h": w("g"),
+	}
+	tests := []struct {
+		from []string
+		want [][]string
+	}{
+		{nil, [][]string{{"a", "b"}, {"c", "d", "e"}, {"f"}}},
+		{[]string{"h"}, [][]string{{"a", "b"}}},
+		{[]string{"ghost", "g"}, [][]string{{"a", "b"}}},
+		{[]string{"f", "c"}, [][]string{{"c", "d", "e"}, {"f"}}},
+	}
+	for _, tt := range tests {
+		if got := Cycles(wls, tt.from); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("from %v: cycles %v, want %v", tt.from, got, tt.want)
+		}
+	}
+	if got := Cycles(map[string]*Workload{"x": w("y"), "y": w()}, nil); len(got) != 0 {
+		t.Errorf("acyclic: %v", got)
 	}
 }

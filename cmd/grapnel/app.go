@@ -16,6 +16,7 @@ import (
 	"github.com/grapnel-io/grapnel/cli"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
 	"github.com/grapnel-io/grapnel/rpc/client"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
 
 // Environment variables that preset the global flags.
@@ -76,6 +77,9 @@ type app struct {
 	includeCurrent bool
 	applyAgent     string
 	applyDelete    bool
+	dryRun         bool
+	expectSeq      uint64
+	planOutput     string
 	runSpec        cli.RunSpec
 	runTags        []string
 	logs           cli.LogsOptions
@@ -271,7 +275,12 @@ func (a *app) session(ctx context.Context) (*cli.Session, func(), error) {
 			width = terminalWidth(f)
 		}
 	}
+	var plan grapnelpb.PlanClient
+	if p, ok := c.(interface{ Plan() grapnelpb.PlanClient }); ok {
+		plan = p.Plan()
+	}
 	s := &cli.Session{
+		Plan:     plan,
 		Conn:     c,
 		In:       a.stdin,
 		Out:      a.stdout,

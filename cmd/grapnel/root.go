@@ -137,16 +137,50 @@ func newGet(a *app) *cobra.Command {
 
 func newSet(a *app) *cobra.Command {
 	set := &cobra.Command{Use: "set", Short: "Change the state"}
-	set.AddCommand(&cobra.Command{
+	stateCmd := &cobra.Command{
 		Use:   "state MASK... FILE|-",
 		Short: "Update the state at the field masks from a CompleteState-shaped YAML file (or stdin)",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			masks, file := args[:len(args)-1], args[len(args)-1]
-			return a.with(cmd.Context(), func(s *cli.Session) error { return s.SetState(cmd.Context(), masks, file) })
+			return a.withPlan(cmd, func(s *cli.Session) error { return s.SetState(cmd.Context(), masks, file) })
 		},
-	})
+	}
+	planFlags(a, stateCmd)
+	set.AddCommand(stateCmd)
 	return set
+}
+
+// planFlags adds the flags of the commands that can plan their update
+// instead of making it (Grapnel only).
+func planFlags(a *app, cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVar(&a.dryRun, "dry-run", false, "print the plan of the update (what it adds, updates and deletes, in which order, or why it would be rejected) without making it (Grapnel only)")
+	f.Uint64Var(&a.expectSeq, "expect-seq", 0, "make the update only if the desired state is still at this sequence number, the seq of a dry-run's plan (Grapnel only)")
+	f.StringVarP(&a.planOutput, "output", "o", cli.PlanTable, "output format of --dry-run: table, yaml or json")
+}
+
+// withPlan runs f in a fresh session set up with the plan flags of cmd.
+func (a *app) withPlan(cmd *cobra.Command, f func(*cli.Session) error) error {
+	out, err := cli.ParsePlanOutput(a.planOutput)
+	if err != nil {
+		return err
+	}
+	expect := cmd.Flags().Changed("expect-seq")
+	if a.dryRun && expect {
+		return fmt.Errorf("%w: --dry-run and --expect-seq: plan first, then apply with the seq the plan names", cli.ErrBadArgument)
+	}
+	if cmd.Flags().Changed("output") && !a.dryRun {
+		return fmt.Errorf("%w: -o applies to --dry-run only", cli.ErrBadArgument)
+	}
+	return a.with(cmd.Context(), func(s *cli.Session) error {
+		s.DryRun, s.PlanOutput = a.dryRun, out
+		if expect {
+			seq := a.expectSeq
+			s.ExpectSeq = &seq
+		}
+		return f(s)
+	})
 }
 
 func newDelete(a *app) *cobra.Command {
@@ -212,13 +246,14 @@ func newApply(a *app) *cobra.Command {
 			if cmd.Flags().Changed("agent") {
 				agent = &a.applyAgent
 			}
-			return a.with(cmd.Context(), func(s *cli.Session) error {
+			return a.withPlan(cmd, func(s *cli.Session) error {
 				return s.Apply(cmd.Context(), args, agent, a.applyDelete)
 			})
 		},
 	}
 	apply.Flags().StringVar(&a.applyAgent, "agent", "", "agent for every workload, overriding the manifests")
 	apply.Flags().BoolVarP(&a.applyDelete, "delete", "d", false, "delete what the manifests name instead")
+	planFlags(a, apply)
 	return apply
 }
 

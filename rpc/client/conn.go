@@ -100,6 +100,7 @@ func (o Options) probeTimeout() time.Duration {
 // concurrent use.
 type Conn struct {
 	stream  *Stream
+	res     *Resolver // found the leader; reaches Grapnel's other services
 	owned   *Resolver // closed with the Conn when Dial created it
 	clock   clock.Clock
 	timeout time.Duration
@@ -154,6 +155,7 @@ func (r *Resolver) Dial(ctx context.Context) (*Conn, error) {
 	}
 	c := &Conn{
 		stream:  s,
+		res:     r,
 		clock:   r.opts.timers(),
 		timeout: r.opts.timeout(),
 		done:    make(chan struct{}),

@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/testwait"
+	"github.com/grapnel-io/grapnel/rpc/client"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+)
+
+// fakePlan answers DryRun with plan and Apply with applied, recording
+// the requests.
+type fakePlan struct {
+	plan    *grapnelpb.PlanResponse
+	applied *grapnelpb.ApplyResponse
+	dry     []*grapnelpb.PlanRequest
+	apply   []*grapnelpb.ApplyRequest
+}
+
+func (f *fakePlan) DryRun(_ context.Context, in *grapnelpb.PlanRequest, _ ...grpc.CallOption) (*grapnelpb.PlanResponse, error) {
+	f.dry = append(f.dry, in)
+	return f.plan, nil
+}
+
+func (f *fakePlan) Apply(_ context.Context, in *grapnelpb.ApplyRequest, _ ...grpc.CallOption) (*grapnelpb.ApplyResponse, error) {
+	f.apply = append(f.apply, in)
+	return f.applied, nil
+}
+
+var samplePlan = &grapnelpb.PlanResponse{
+	Seq: 4, Accepted: true, Changed: true,
+	Workloads: []*grapnelpb.PlannedWorkload{
+		{Name: "db", Change: "updated", Agent: "agent_A", Instance: "db.bbbbbbbbbbbbbbbbbbbb.agent_A", OldInstance: "db.aaaaaaaaaaaaaaaaaaaa.agent_A",
+			Causes: []string{"spec"}, Fields: []*grapnelpb.FieldChange{{Path: "runtimeConfig", Old: `"image: db:1"`, New: `"image: db:2"`}}},
+	},
+	Agents: []*grapnelpb.AgentPlan{{Agent: "agent_A", Steps: []*grapnelpb.PlanStep{
+		{Wave: 0, Action: "delete", Workload: "db", WaitFor: []*grapnelpb.Wait{{Workload: "web", Condition: "DEL_COND_NOT_PENDING_NOR_RUNNING", Current: "Running(Ok)"}}},
+		{Wave: 1, Action: "add", Workload: "db", WaitFor: []*grapnelpb.Wait{{Workload: "db", Condition: "REMOVED", InPlan: true}}},
+	}}},
+	Warnings: []string{"the delete of 'db' waits"},
+}
+
+// A dry-run of apply prints the plan and the command that applies it,
+// and sends no update; --expect-seq sends the update through the Plan
+// service with the seq.
+func TestApplyDryRunAndExpectSeq(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "db.yaml")
+	if err := os.WriteFile(file, []byte("apiVersion: v1\nworkloads:\n  db: {agent: agent_A, runtime: podman, runtimeConfig: \"image: db:2\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conn := newFakeConn()
+	fp := &fakePlan{plan: samplePlan, applied: &grapnelpb.ApplyResponse{Seq: 5}}
+	s, out, _ := session(conn)
+	s.Plan, s.DryRun = fp, true
+	if err := s.Apply(context.Background(), []string{file}, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Plan at seq 4: the update would be accepted.",
+		"updated   db         agent_A   db.bbbbbbbbbbbb….agent_A   spec",
+		"runtimeConfig: \"image: db:1\" -> \"image: db:2\"",
+		"agent_A   0      delete   db         web neither pending nor running (now Running(Ok))",
+		"agent_A   1      add      db         db old instance removed (this update)",
+		"the delete of 'db' waits",
+		"grapnel apply --expect-seq 4 " + file,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the plan lacks %q:\n%s", want, out.String())
+		}
+	}
+	if len(conn.requests) != 0 || len(fp.dry) != 1 || fp.dry[0].GetUpdate().GetUpdateMask()[0] != "desiredState.workloads.db" {
+		t.Fatalf("requests %v, dry-runs %v", conn.requests, fp.dry)
+	}
+
+	s, _, _ = session(conn)
+	seq := uint64(4)
+	s.Plan, s.ExpectSeq, s.NoWait = fp, &seq, true
+	if err := s.Apply(context.Background(), []string{file}, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(conn.requests) != 0 || len(fp.apply) != 1 || fp.apply[0].GetExpectedSeq() != 4 {
+		t.Fatalf("requests %v, applies %v", conn.requests, fp.apply)
+	}
+}
+
+// A rejected plan lists its reasons, offers no command and fails; as
+// YAML it is data.
+func TestDryRunRejectedAsYAML(t *testing.T) {
+	conn := newFakeConn()
+	fp := &fakePlan{plan: &grapnelpb.PlanResponse{Seq: 2, Rejections: []*grapnelpb.Rejection{
+		{Field: "desiredState.workloads.a.dependencies", Message: "desiredState.workloads.a.dependencies: workload dependency 'a' is part of a cycle."},
+		{Field: "desiredState.workloads.x.runtime", Message: "desiredState.workloads.x.runtime: runtime must not be empty"},
+	}}}
+	s, out, errOut := session(conn)
+	s.Plan, s.DryRun, s.PlanOutput = fp, true, PlanYAML
+	s.planHint = expectSeqHint("apply", "f.yaml")
+	err := s.dryRun(context.Background(), nil, []string{"desiredState"})
+	if !errors.Is(err, ErrRejectedPlan) || !strings.Contains(err.Error(), "2 reason(s)") {
+		t.Fatalf("err %v", err)
+	}
+	want := "seq: 2\naccepted: false\nchanged: false\nrejections:\n  - field: desiredState.workloads.a.dependencies\n"
+	if !strings.HasPrefix(out.String(), want) || strings.Contains(out.String()+errOut.String(), "--expect-seq") {
+		t.Fatalf("yaml:\n%s\nstderr: %s", out.String(), errOut.String())
+	}
+	s.PlanOutput = PlanTable
+	out.Reset()
+	_ = s.dryRun(context.Background(), nil, nil)
+	if !strings.Contains(out.String(), "REJECTED") || !strings.Contains(out.String(), "  - desiredState.workloads.x.runtime: runtime must not be empty") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{"a.yaml": "a.yaml", "my file.yaml": "'my file.yaml'", "it's": `'it'\''s'`, "": "''", "-": "-"} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// The dry-run against a real server: the plan is printed and nothing is
+// committed; the plan's command applies it; once the state has moved on,
+// the same seq is refused.
+func TestDryRunEndToEnd(t *testing.T) {
+	addr := startServer(t)
+	s, out := e2eSession(t, addr)
+	s.Plan = s.Conn.(*client.Conn).Plan()
+	ctx := context.Background()
+	startAgent(t, addr, "agent_A")
+	testwait.For(t, 10*time.Second, func() bool {
+		cs, err := s.CompleteState(ctx, []string{"agents"})
+		return err == nil && node(cs, "agents", "agent_A") != nil
+	}, "agent_A to connect")
+
+	file := filepath.Join(t.TempDir(), "app.yaml")
+	write := func(y string) {
+		if err := os.WriteFile(file, []byte(y), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`apiVersion: v1
+workloads:
+  db: {agent: agent_A, runtime: podman, runtimeConfig: "image: db"}
+  web: {agent: agent_A, runtime: podman, runtimeConfig: "image: web", dependencies: {db: ADD_COND_RUNNING}}
+`)
+	s.DryRun = true
+	if err := s.Apply(ctx, []string{file}, nil, false); err != nil {
+		t.Fatalf("dry-run: %v\n%s", err, out.String())
+	}
+	plan := out.String()
+	for _, want := range []string{"the update would be accepted", "added    db", "added    web",
+		"agent_A   0      add      db", "agent_A   1      add      web        db running (this update)"} {
+		if !strings.Contains(plan, want) {
+			t.Fatalf("the plan lacks %q:\n%s", want, plan)
+		}
+	}
+	m := regexp.MustCompile(`grapnel apply --expect-seq (\d+) `).FindStringSubmatch(plan)
+	if m == nil {
+		t.Fatalf("no command to apply the plan:\n%s", plan)
+	}
+	cs, err := s.CompleteState(ctx, []string{"desiredState.workloads"})
+	if err != nil || node(cs, "desiredState", "workloads", "db") != nil {
+		t.Fatalf("the dry-run committed: %v %v", cs, err)
+	}
+
+	seq, _ := strconv.ParseUint(m[1], 10, 64)
+	s.DryRun, s.ExpectSeq = false, &seq
+	out.Reset()
+	if err := s.Apply(ctx, []string{file}, nil, false); err != nil {
+		t.Fatalf("apply --expect-seq %d: %v\n%s", seq, err, out.String())
+	}
+	if !strings.Contains(out.String(), "Running(Ok)") {
+		t.Fatalf("apply at the plan's seq did not wait for the workloads:\n%s", out.String())
+	}
+
+	write("apiVersion: v1\nworkloads:\n  db: {agent: agent_A, runtime: podman, runtimeConfig: \"image: db:2\"}\n")
+	err = s.Apply(ctx, []string{file}, nil, false)
+	if !errors.Is(err, errs.ErrStateChanged) || !strings.Contains(err.Error(), "made at seq "+m[1]) {
+		t.Fatalf("apply at a stale seq: %v", err)
+	}
+}
