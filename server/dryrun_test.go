@@ -1,11 +1,16 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -521,5 +526,39 @@ func TestFieldChanges(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// A dry-run planned behind a proposal that then fails is not answered
+// with its plan: the state it was planned on never came to be.
+func TestDryRunBehindAFailedProposal(t *testing.T) {
+	st := storeOf(t, dbWeb, "agent_A")
+	l := planLeader(st, state.DefaultLimits())
+	l.pipe = &pipeline{clock: clock.Real()}
+	inFlight := &entry{typ: fsm.UpdateDesiredStatePackedType}
+	l.pipe.queue = append(l.pipe.queue, inFlight)
+	l.pipe.inFlight++
+
+	c := &planCall{update: replaceAll(t, "apiVersion: v1\n"), reply: make(chan planAnswer, 1)}
+	l.planCall(c)
+	select {
+	case a := <-c.reply:
+		t.Fatalf("answered before the proposal ahead of it settled: %v", a)
+	default:
+	}
+	inFlight.err = errors.New("lost")
+	l.projected.markFailed()
+	l.pipe.settle(inFlight, func(fsm.MessageType, time.Duration) {})
+	a := <-c.reply
+	if !errors.Is(a.err, errs.ErrStateChanged) || a.plan != nil {
+		t.Fatalf("answer %v %v, want ErrStateChanged", a.plan, a.err)
+	}
+
+	// Once reloaded, the same dry-run is answered.
+	l.projected.broken, l.projected.failed = false, false
+	c = &planCall{update: replaceAll(t, "apiVersion: v1\n"), reply: make(chan planAnswer, 1)}
+	l.planCall(c)
+	if a := <-c.reply; a.err != nil || len(a.plan.GetWorkloads()) != 2 {
+		t.Fatalf("answer %v %v", a.plan, a.err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -130,5 +131,33 @@ func TestPlanServiceOnFollower(t *testing.T) {
 	var nl *errs.NotLeaderError
 	if !errors.As(rpc.FromStatus(err), &nl) || nl.LeaderAddress != rs.leader().addr {
 		t.Fatalf("leader-aware call on a follower: %v", err)
+	}
+}
+
+// The seq check on the projected state is backed by the FSM's: an entry
+// the leader did not plan (proposed behind its back) moves the committed
+// desired state on while the projected one still shows the old seq, and
+// the update at that seq is refused by the FSM, as a changed state.
+func TestPlanServiceApplyRefusedByTheFSM(t *testing.T) {
+	ts := startServer(t, mustState(t, dbWeb))
+	pc := planClient(t, ts.addr)
+	ctx := callCtx(t)
+	seq, _ := fsmIndex(ts)
+	buf, err := fsm.Encode(&fsm.UpdateDesiredStateRequest{Seq: seq + 1, Update: state.DesiredUpdate{PutConfigs: map[string]any{"foreign": "x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ts.node.Apply(buf, 5e9); err != nil {
+		t.Fatal(err)
+	}
+	_, err = pc.Apply(ctx, &grapnelpb.ApplyRequest{Update: oneWorkload(t, "cache", "redis"), ExpectedSeq: seq})
+	if status.Code(err) != codes.FailedPrecondition || !errors.Is(rpc.FromStatus(err), errs.ErrStateChanged) ||
+		!strings.Contains(status.Convert(err).Message(), fsm.ErrOutOfSequence.Error()) {
+		t.Fatalf("apply at the seq the leader still projected: %v", err)
+	}
+	// Rebuilt from the FSM, the leader plans at the new seq.
+	plan, err := pc.DryRun(ctx, &grapnelpb.PlanRequest{Update: oneWorkload(t, "cache", "redis")})
+	if err != nil || plan.GetSeq() != seq+1 {
+		t.Fatalf("dry-run after the rebuild: seq %d, %v", plan.GetSeq(), err)
 	}
 }
