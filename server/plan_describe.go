@@ -236,10 +236,11 @@ func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string)
 		}
 		return ""
 	}
+	graph := newGraphAfter(st, rd, gone)
 	for _, s := range steps {
 		n := s.pb.Workload
 		if s.pb.Action == actionDelete {
-			conds := deleteConditionsAfter(st, rd, gone, n)
+			conds := graph.conditions(n)
 			for _, dep := range state.SortedKeys(conds) {
 				after := dels[dep]
 				s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: dep, Condition: string(conds[dep]), InPlan: after != nil, Current: current(dep)})
@@ -315,24 +316,45 @@ func waveOf(s *step) int {
 	return w
 }
 
-// deleteConditionsAfter is the delete conditions of a workload in the
-// delete graph of the store the update produces, without producing it:
-// the store's, less those of the workloads rendered again, plus those
-// their new renderings impose, less the workloads whose last instance the
-// server removes itself (see state.Store.ApplyDesired).
-func deleteConditionsAfter(st *state.Store, rd *rendering, gone map[string]bool, name string) map[string]state.DeleteCondition {
-	conds := st.DeleteGraph.ConditionsFor(name)
-	if conds == nil {
-		conds = map[string]state.DeleteCondition{}
-	}
+// graphAfter gives the delete conditions of the delete graph of the
+// store the update produces, without producing it (see
+// state.Store.ApplyDesired): the store's, less those of the workloads
+// rendered again, plus those their new renderings impose, less the
+// workloads whose last instance the server removes itself. Each lookup
+// costs what the workload's conditions do, whatever the update's size.
+type graphAfter struct {
+	st   *state.Store
+	put  map[string]state.Rendered
+	gone map[string]bool
+	// added is, per dependency, the workloads rendered again that depend
+	// on it with ADD_COND_RUNNING.
+	added map[string][]string
+}
+
+func newGraphAfter(st *state.Store, rd *rendering, gone map[string]bool) *graphAfter {
+	g := &graphAfter{st: st, put: rd.put, gone: gone, added: map[string][]string{}}
 	for n, rw := range rd.put {
-		delete(conds, n)
-		if rw.Workload.Dependencies[name] == state.AddCondRunning {
-			conds[n] = state.DelCondNotPendingNorRunning
+		for dep, cond := range rw.Workload.Dependencies {
+			if cond == state.AddCondRunning {
+				g.added[dep] = append(g.added[dep], n)
+			}
 		}
 	}
-	for g := range gone {
-		delete(conds, g)
+	return g
+}
+
+// conditions is the delete conditions of workload name after the update.
+func (g *graphAfter) conditions(name string) map[string]state.DeleteCondition {
+	conds := map[string]state.DeleteCondition{}
+	for dep, c := range g.st.DeleteGraph[name] {
+		if _, again := g.put[dep]; !again && !g.gone[dep] {
+			conds[dep] = c
+		}
+	}
+	for _, n := range g.added[name] {
+		if !g.gone[n] {
+			conds[n] = state.DelCondNotPendingNorRunning
+		}
 	}
 	return conds
 }
