@@ -189,4 +189,31 @@ workloads:
 	if !errors.Is(err, errs.ErrStateChanged) || !strings.Contains(err.Error(), "made at seq "+m[1]) {
 		t.Fatalf("apply at a stale seq: %v", err)
 	}
+
+	// set state --dry-run -o yaml of an update with two cycles and a
+	// nameless runtime: every reason, as data; nothing changes.
+	write(`desiredState:
+  apiVersion: v1
+  workloads:
+    a: {agent: agent_A, runtime: podman, runtimeConfig: x, dependencies: {b: ADD_COND_RUNNING}}
+    b: {agent: agent_A, runtime: podman, runtimeConfig: x, dependencies: {a: ADD_COND_RUNNING}}
+    c: {agent: agent_A, runtime: podman, runtimeConfig: x, dependencies: {c: ADD_COND_RUNNING}}
+    d: {agent: agent_A, runtime: "", runtimeConfig: x}
+`)
+	s.ExpectSeq, s.DryRun, s.PlanOutput = nil, true, PlanYAML
+	out.Reset()
+	masks := []string{"desiredState.workloads.a", "desiredState.workloads.b", "desiredState.workloads.c", "desiredState.workloads.d"}
+	if err := s.SetState(ctx, masks, file); !errors.Is(err, ErrRejectedPlan) {
+		t.Fatalf("set state --dry-run of a rejected update: %v", err)
+	}
+	for _, want := range []string{"accepted: false", "field: desiredState.workloads.d.runtime",
+		"field: desiredState.workloads.a.dependencies", "field: desiredState.workloads.c.dependencies"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("the plan lacks %q:\n%s", want, out.String())
+		}
+	}
+	cs, err = s.CompleteState(ctx, []string{"desiredState.workloads"})
+	if err != nil || node(cs, "desiredState", "workloads", "a") != nil {
+		t.Fatalf("a rejected dry-run changed the state: %v %v", cs, err)
+	}
 }
