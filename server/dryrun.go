@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -40,6 +42,10 @@ func (l *leader) planCall(c *planCall) {
 		return
 	}
 	resp := l.dryRun(c.update)
+	if err := fitPlan(resp, l.s.cfg.MaxMessageBytes); err != nil {
+		l.pipe.ordered(func() { c.reply <- planAnswer{err: err} })
+		return
+	}
 	l.pipe.ordered(func() {
 		// A proposal before the dry-run failed (or the store was
 		// restored): the state it was planned on never existed.
@@ -79,6 +85,26 @@ func (l *leader) dryRun(req *ankbase.UpdateStateRequest) *grapnelpb.PlanResponse
 		resp.Rejections = append(resp.Rejections, r)
 	}
 	return resp
+}
+
+// fitPlan keeps a plan under the message limit: a plan carries old and
+// new values of every changed field, so that of an update near the limit
+// can be larger than the update. The values go first (the paths stay,
+// and a warning says so); a plan still too large is refused.
+func fitPlan(resp *grapnelpb.PlanResponse, limit int) error {
+	if limit <= 0 || proto.Size(resp) <= limit {
+		return nil
+	}
+	for _, w := range resp.Workloads {
+		for _, f := range w.Fields {
+			f.Old, f.New = "", ""
+		}
+	}
+	resp.Warnings = append(resp.Warnings, "the old and new values of the changed fields are left out: with them the plan is larger than the message limit")
+	if n := proto.Size(resp); n > limit {
+		return fmt.Errorf("%w: the plan is %d bytes, more than the message limit of %d bytes; plan a smaller update", errs.ErrMessageTooLarge, n, limit)
+	}
+	return nil
 }
 
 // applyIfUnchanged makes an update as updateState does, but only if the

@@ -562,3 +562,22 @@ func TestDryRunBehindAFailedProposal(t *testing.T) {
 		t.Fatalf("answer %v %v", a.plan, a.err)
 	}
 }
+
+// A plan larger than the message limit loses its field values first,
+// then is refused.
+func TestFitPlan(t *testing.T) {
+	resp := func() *grapnelpb.PlanResponse {
+		return &grapnelpb.PlanResponse{Workloads: []*grapnelpb.PlannedWorkload{{Name: "w", Change: "updated",
+			Fields: []*grapnelpb.FieldChange{{Path: "runtimeConfig", Old: strings.Repeat("o", 1000), New: strings.Repeat("n", 1000)}}}}}
+	}
+	r := resp()
+	if err := fitPlan(r, 4000); err != nil || r.Workloads[0].Fields[0].New == "" {
+		t.Fatalf("a plan under the limit changed: %v %v", r, err)
+	}
+	if err := fitPlan(r, 500); err != nil || r.Workloads[0].Fields[0].New != "" || r.Workloads[0].Fields[0].Path != "runtimeConfig" || len(r.Warnings) != 1 {
+		t.Fatalf("values kept: %v %v", r, err)
+	}
+	if err := fitPlan(resp(), 10); !errors.Is(err, errs.ErrMessageTooLarge) {
+		t.Fatalf("a plan over the limit without values: %v", err)
+	}
+}
