@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
@@ -131,6 +132,20 @@ func TestPlanServiceOnFollower(t *testing.T) {
 	var nl *errs.NotLeaderError
 	if !errors.As(rpc.FromStatus(err), &nl) || nl.LeaderAddress != rs.leader().addr {
 		t.Fatalf("leader-aware call on a follower: %v", err)
+	}
+
+	// The leader-aware client, given only the follower, gets there.
+	r, err := client.NewResolver(client.Options{Addrs: []string{f.addr}, Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	plan, err = r.Plan().DryRun(ctx, &grapnelpb.PlanRequest{Update: oneWorkload(t, "cache", "redis:7")})
+	if err != nil || !plan.GetAccepted() || plan.GetSeq() != applied.GetSeq() {
+		t.Fatalf("dry-run through the client: %v %v", plan, err)
+	}
+	if _, err := r.Plan().Apply(ctx, &grapnelpb.ApplyRequest{Update: oneWorkload(t, "cache", "redis:7"), ExpectedSeq: plan.GetSeq() - 1}); !errors.Is(err, errs.ErrStateChanged) {
+		t.Fatalf("apply at an old seq through the client: %v", err)
 	}
 }
 
