@@ -2,7 +2,6 @@ package workload
 
 import (
 	"context"
-	"sort"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/state"
@@ -113,19 +112,15 @@ func (m *Manager) ServerHello(ctx context.Context, added []Added) {
 		// swdd~agent-existing-workloads-starts-new-if-not-found~1
 		m.addLocked(a)
 	}
+	m.greeted = true
 }
 
 // listHost asks every runtime what it runs for this agent. A runtime that
 // cannot say is skipped, as Ankaios does: its instances will be created
 // again and Create replaces what is left of them.
 func (m *Manager) listHost(ctx context.Context) []hostInstance {
-	names := make([]string, 0, len(m.cfg.Runtimes))
-	for name := range m.cfg.Runtimes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var out []hostInstance
-	for _, name := range names {
+	for _, name := range m.runtimeNames() {
 		rt := m.cfg.Runtimes[name]
 		list, err := rt.List(ctx, m.cfg.Agent)
 		if err != nil {

@@ -210,19 +210,18 @@ func TestFoundInstanceInUnknownState(t *testing.T) {
 	}
 }
 
-// A lost instance the agent watched is not restarted under ON_FAILURE:
-// in Ankaios only Failed(ExecFailed) is a failure.
-func TestLostWhileWatchedIsNotRestarted(t *testing.T) {
+// An instance lost while the agent watched it (removed behind its back)
+// is drift: unlike Ankaios, where only Failed(ExecFailed) is a failure,
+// ON_FAILURE creates it again, and the Failed(Lost) says why.
+func TestLostWhileWatchedIsRestartedByPolicy(t *testing.T) {
 	h := newHarness(t)
 	a := workload("svc", "cfg", withPolicy(state.RestartOnFailure))
 	h.m.Update([]Added{a}, nil)
 	h.waitState(a.Instance, state.RunningOk)
 	h.rt.set(t, a.Instance, lost)
-	h.waitState(a.Instance, lost)
-	h.settle(10)
-	if n := h.rt.createCount(a.Instance); n != 1 {
-		t.Fatalf("created %d times", n)
-	}
+	h.waitLost(a.Instance, "drift: removed behind the agent's back; repair: restart (restartPolicy ON_FAILURE)")
+	testwait.For(t, waitWithin, func() bool { return h.rt.createCount(a.Instance) == 2 }, "a second create")
+	h.waitLast(a.Instance, state.RunningOk)
 }
 
 // swdd~agent-existing-workloads-replace-updated~4

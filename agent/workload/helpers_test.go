@@ -402,6 +402,15 @@ func (h *harness) waitLast(inst state.InstanceName, s state.ExecutionState) {
 	}, "%s to be in %s (history %v)", inst.WorkloadName, s, h.rec.history(inst))
 }
 
+// waitLost waits until Failed(Lost) with the drift reason info has been
+// reported for inst.
+func (h *harness) waitLost(inst state.InstanceName, info string) {
+	h.t.Helper()
+	want := lost
+	want.AdditionalInfo = info
+	h.waitState(inst, want)
+}
+
 // settle waits until the runtime has been polled n more times, proof that
 // the loops went round without acting.
 func (h *harness) settle(n int) {

@@ -97,9 +97,9 @@ func TestRuntimeStateErrors(t *testing.T) {
 	h.rt.mu.Lock()
 	delete(h.rt.insts, id)
 	h.rt.mu.Unlock()
-	// ErrNotFound means the instance vanished: Failed(Lost). NEVER does
-	// not restart it.
-	h.waitState(a.Instance, lost)
+	// ErrNotFound means the instance vanished: Failed(Lost), a drift.
+	// NEVER does not restart it.
+	h.waitLost(a.Instance, "drift: removed behind the agent's back; repair: none (restartPolicy NEVER)")
 	h.settle(10)
 	if n := h.rt.createCount(a.Instance); n != 1 {
 		t.Fatalf("created %d times", n)

@@ -30,10 +30,16 @@ type loop struct {
 	wake    chan struct{} // capacity 1: the dependency view changed
 	done    chan struct{} // closed when the goroutine ends
 
+	// removedInfo, for a silent loop that deletes an unknown instance a
+	// resync found, is the additionalInfo of the Removed it then reports.
+	removedInfo string
+
 	// guarded by m.mu
 	delReq   bool
 	delConds map[string]state.DeleteCondition
 	id       runtime.ID
+	watching bool  // in watch: the instance should be on the host
+	drift    drift // what the last resync found gone; zero when nothing
 
 	// owned by the loop goroutine
 	started bool       // a create was issued or the instance adopted
@@ -98,6 +104,14 @@ func (l *loop) report(s state.ExecutionState) {
 func (l *loop) setID(id runtime.ID) {
 	l.m.mu.Lock()
 	l.id = id
+	l.drift = drift{}
+	l.m.mu.Unlock()
+}
+
+// setWatching tells a resync whether the loop watches its instance.
+func (l *loop) setWatching(w bool) {
+	l.m.mu.Lock()
+	l.watching = w
 	l.m.mu.Unlock()
 }
 
@@ -353,6 +367,8 @@ func (l *loop) replace(ctx context.Context) stepFn {
 // swdd~workload-control-loop-receives-workload-states~1
 // swdd~agent-provides-generic-state-checker-implementation~1
 func (l *loop) watch(ctx context.Context) stepFn {
+	l.setWatching(true)
+	defer l.setWatching(false)
 	var last state.ExecutionState
 	first, polling := true, false
 	for {
@@ -360,7 +376,7 @@ func (l *loop) watch(ctx context.Context) stepFn {
 		// between the two.
 		wctx, unwatch := context.WithCancel(ctx)
 		changed, werr := l.arm(wctx)
-		s := l.observe(ctx)
+		s := l.drifted(l.observe(ctx))
 		if ctx.Err() != nil {
 			unwatch()
 			return nil
@@ -434,12 +450,33 @@ func (l *loop) observe(ctx context.Context) state.ExecutionState {
 	}
 }
 
+// drifted words a Failed(Lost) of a watched instance as the drift it is:
+// the instance was removed (or replaced, when a resync found another
+// instance under its name) behind the agent's back. The runtime's own
+// words stay in parentheses, and the repair the restart policy makes is
+// named (see lostInfo).
+func (l *loop) drifted(s state.ExecutionState) state.ExecutionState {
+	if !s.Is(state.StateFailed, state.SubLost) {
+		return s
+	}
+	l.m.mu.Lock()
+	d := l.drift
+	l.m.mu.Unlock()
+	if d.kind == 0 {
+		d = drift{kind: driftRemoved, inst: l.inst, id: l.id}
+	}
+	s.AdditionalInfo = lostInfo(d, s.AdditionalInfo, l.w.RestartPolicy, l.restartWanted(s))
+	return s
+}
+
 // restartWanted applies the restart policy to an ending the loop watched;
 // what ended before the agent started is resume's business.
 //
 // swdd~workload-control-loop-restarts-workload-with-enabled-restart-policy~2
 func (l *loop) restartWanted(s state.ExecutionState) bool {
-	failed := s.Is(state.StateFailed, state.SubExecFailed)
+	// An instance lost behind the agent's back counts as failed: drift
+	// repair (see Manager.resync) hands it to the restart policy.
+	failed := s.Is(state.StateFailed, state.SubExecFailed) || s.Is(state.StateFailed, state.SubLost)
 	switch l.w.RestartPolicy {
 	case state.RestartOnFailure:
 		return failed
@@ -530,8 +567,25 @@ func (l *loop) stop(ctx context.Context) stepFn {
 	if err := os.RemoveAll(l.runDir); err != nil {
 		l.m.log.Warn("removing run directory", "instance", l.inst.String(), "error", err)
 	}
+	if l.silent && l.removedInfo != "" {
+		l.reportUnknownRemoved()
+	}
 	l.report(state.Removed)
 	return nil
+}
+
+// reportUnknownRemoved reports Removed, with the drift reason, for an
+// unknown instance a resync deleted, unless the server has meanwhile
+// asked for that instance and a loop of its own reports it.
+func (l *loop) reportUnknownRemoved() {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if l.m.loops[l.inst] != nil {
+		return
+	}
+	removed := state.Removed
+	removed.AdditionalInfo = l.removedInfo
+	l.m.reportLocked(l.inst, removed)
 }
 
 type sleepResult int

@@ -52,6 +52,10 @@ type Config struct {
 	// Backstop is how often a loop asks a runtime that watches its
 	// instance for the state all the same; 0 = DefaultBackstop.
 	Backstop time.Duration
+	// ResyncInterval is the period of the drift repair rounds (see
+	// Manager.resync); 0 runs none, only those Resync asks for. The
+	// agent's command line defaults to DefaultResyncInterval.
+	ResyncInterval time.Duration
 }
 
 // defaultPollInterval is the period of Ankaios' generic state checker.
@@ -104,6 +108,13 @@ type Manager struct {
 	// for one; tickTimer closes it.
 	tick      chan struct{}
 	tickTimer clock.Timer
+	// greeted is set once a ServerHello has reconciled the loops with the
+	// server's list: before, a resync would take every instance on the
+	// host for an unknown one.
+	greeted bool
+
+	// resyncKick (capacity 1) asks the resync goroutine for a round.
+	resyncKick chan struct{}
 }
 
 // NewManager returns a Manager with no loops; nothing runs until the first
@@ -120,6 +131,8 @@ func NewManager(cfg Config) *Manager {
 		all:     map[*loop]struct{}{},
 		current: map[state.InstanceName]state.ExecutionState{},
 		view:    state.WorkloadStatesMap{},
+
+		resyncKick: make(chan struct{}, 1),
 	}
 	if m.clock == nil {
 		m.clock = clock.Real()
@@ -135,6 +148,8 @@ func NewManager(cfg Config) *Manager {
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.rep = newReporter(cfg.Report)
+	m.wg.Add(1)
+	go m.runResync()
 	return m
 }
 

@@ -214,7 +214,7 @@ func TestBackstopCatchesUnannouncedChanges(t *testing.T) {
 		t.Fatalf("reported %v before the backstop round", got)
 	}
 	wh.rounds(5)
-	wh.waitLast(a.Instance, lost)
+	wh.waitLost(a.Instance, "drift: removed behind the agent's back; repair: none (restartPolicy NEVER)")
 	if got, _ := wh.rec.last(b.Instance); got != state.RunningOk {
 		t.Fatalf("b reported %v", got)
 	}
