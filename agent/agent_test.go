@@ -60,11 +60,12 @@ type running struct {
 	*instance
 	cancel context.CancelFunc
 	done   chan error
+	logs   *syncBuffer
 }
 
 // startAgent starts an agent on the cluster with the process runtime; the
-// test's cleanup stops it.
-func startAgent(t *testing.T, cl *testcluster.Cluster, name, runFolder string) *running {
+// test's cleanup stops it. mods change the configuration first.
+func startAgent(t *testing.T, cl *testcluster.Cluster, name, runFolder string, mods ...func(*Config)) *running {
 	t.Helper()
 	logs := &syncBuffer{}
 	cfg := Config{
@@ -72,12 +73,15 @@ func startAgent(t *testing.T, cl *testcluster.Cluster, name, runFolder string) *
 		Runtimes: []string{RuntimeProcess}, LoadInterval: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
+	for _, m := range mods {
+		m(&cfg)
+	}
 	a, err := start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{instance: a, cancel: cancel, done: make(chan error, 1)}
+	r := &running{instance: a, cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { r.done <- a.run(ctx) }()
 	t.Cleanup(func() {
 		r.stop(t)

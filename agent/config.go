@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
@@ -33,6 +34,9 @@ var DefaultRuntimes = []string{RuntimeProcess, RuntimePodman}
 const (
 	DefaultLoadInterval  = 2 * time.Second
 	DefaultGossipAddress = "127.0.0.1:0"
+	// DefaultResyncInterval is grapnel-agent's default drift repair
+	// period (see workload.DefaultResyncInterval for why).
+	DefaultResyncInterval = workload.DefaultResyncInterval
 )
 
 // Config configures an agent.
@@ -75,6 +79,11 @@ type Config struct {
 	// (rpc/client.Options; zero means its defaults).
 	HeartbeatTimeout  time.Duration
 	HeartbeatInterval time.Duration
+	// ResyncInterval is the period of drift repair rounds
+	// (workload.Config.ResyncInterval); 0 runs none but those the server
+	// asks for (`grapnel agent resync`). grapnel-agent's command line
+	// defaults to workload.DefaultResyncInterval.
+	ResyncInterval time.Duration
 	// Clock drives every timer of the agent: the load reports, the
 	// gossip rejoin, the stream's timers (rpc/client.Options Clock and
 	// Timers), the runtimes' polls and timeouts, the workload restarts
@@ -118,6 +127,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: tls: give the CA, certificate and key files, or choose insecure mode", ErrConfig)
 	case c.LoadInterval < 0:
 		return fmt.Errorf("%w: loadInterval %v: must not be negative", ErrConfig, c.LoadInterval)
+	case c.ResyncInterval < 0:
+		return fmt.Errorf("%w: resyncInterval %v: must not be negative (0 turns the rounds off)", ErrConfig, c.ResyncInterval)
 	}
 	for i, s := range c.Servers {
 		if _, _, err := net.SplitHostPort(s); err != nil {

@@ -28,6 +28,8 @@ var ErrNotConnected = errors.New("agent not connected to the server")
 type workloads interface {
 	ServerHello(ctx context.Context, added []workload.Added)
 	Update(added []workload.Added, deleted []workload.Deleted)
+	// Resync asks for a drift repair round.
+	Resync()
 	States(ws []state.WorkloadState)
 	Current() []state.WorkloadState
 }
@@ -239,6 +241,13 @@ func (c *conn) receive(ctx context.Context, s *session) error {
 			s.markReady()
 		case *grpcapi.FromServer_UpdateWorkload:
 			u := m.UpdateWorkload
+			if len(u.GetAddedWorkloads()) == 0 && len(u.GetDeletedWorkloads()) == 0 {
+				// A Grapnel leader's drift repair request (`grapnel
+				// agent resync`); an update never comes empty.
+				c.log.Info("the server asks for a drift repair round")
+				c.work.Resync()
+				continue
+			}
 			c.work.Update(c.added(u.GetAddedWorkloads()), deletedFromProto(u.GetDeletedWorkloads()))
 		case *grpcapi.FromServer_UpdateWorkloadState:
 			ws, err := rpc.WorkloadStatesFromProto(m.UpdateWorkloadState.GetWorkloadStates())

@@ -238,6 +238,7 @@ type fakeWork struct {
 	updates []workloadUpdate
 	states  [][]state.WorkloadState
 	current []state.WorkloadState
+	resyncs int
 }
 
 type workloadUpdate struct {
@@ -255,6 +256,18 @@ func (w *fakeWork) Update(added []workload.Added, deleted []workload.Deleted) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.updates = append(w.updates, workloadUpdate{added, deleted})
+}
+
+func (w *fakeWork) Resync() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.resyncs++
+}
+
+func (w *fakeWork) resyncCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.resyncs
 }
 
 func (w *fakeWork) States(ws []state.WorkloadState) {
@@ -426,10 +439,13 @@ func TestConnServesTheStream(t *testing.T) {
 	fs.out <- &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_Response{Response: &ankbase.Response{RequestId: "w@1"}}}
 	fs.out <- &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_LogsRequest{LogsRequest: &grpcapi.LogsRequest{RequestId: "logs-1"}}}
 	fs.out <- &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_LogsCancelRequest{LogsCancelRequest: &grpcapi.LogsCancelRequest{RequestId: "logs-1"}}}
+	// An empty UpdateWorkload is the leader's drift repair request, not
+	// an update.
+	fs.out <- &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkload{UpdateWorkload: &grpcapi.UpdateWorkload{}}}
 	testwait.For(t, connectWithin, func() bool {
 		_, u, s := fc.work.counts()
 		started, cancelled, _ := fc.logs.get()
-		return u == 1 && s == 1 && len(fc.ans.delivered()) == 1 && len(started) == 1 && len(cancelled) == 1
+		return u == 1 && s == 1 && len(fc.ans.delivered()) == 1 && len(started) == 1 && len(cancelled) == 1 && fc.work.resyncCount() == 1
 	}, "every message handed over")
 	fc.work.mu.Lock()
 	u := fc.work.updates[0]

@@ -78,6 +78,7 @@ func start(cfg Config) (*instance, error) {
 	a.mgr = workload.NewManager(workload.Config{
 		Agent: cfg.Name, RunFolder: cfg.RunFolder, Runtimes: runtimes,
 		Report: c.report, Control: a.ctl, Logger: log, Clock: cfg.Clock,
+		ResyncInterval: cfg.ResyncInterval,
 	})
 	a.campaigns = logs.New(logs.Config{Lookup: a.mgr.Lookup, Send: c.send, Logger: log, Clock: cfg.Clock})
 	c.work, c.ctl, c.logs = a.mgr, a.ctl, a.campaigns

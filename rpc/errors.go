@@ -38,6 +38,7 @@ var sentinelReasons = []struct {
 	{errs.ErrSnapshotTooLarge, codes.ResourceExhausted, "SNAPSHOT_TOO_LARGE"},
 	{errs.ErrMessageTooLarge, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},
 	{errs.ErrStateChanged, codes.FailedPrecondition, "STATE_CHANGED"},
+	{errs.ErrAgentNotConnected, codes.NotFound, "AGENT_NOT_CONNECTED"},
 	{state.ErrInvalid, codes.InvalidArgument, "INVALID"},
 }
 

@@ -43,6 +43,8 @@ type clusterService struct {
 	hold     time.Duration
 	shutdown <-chan struct{}
 	spool    *restoreSpool
+	// resync hands a drift repair request to the leader loop.
+	resync func(ctx context.Context, agent string) error
 }
 
 // RegisterCluster adds Grapnel's Cluster service to a gRPC server, tied to
@@ -51,7 +53,7 @@ type clusterService struct {
 // interrupted by a crash left in the restore spool.
 func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
 	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, conns: s.conns, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh,
-		spool: newRestoreSpool(s.node.DataDir(), s.cfg.MaxRestoreBytes, s.log)})
+		spool: newRestoreSpool(s.node.DataDir(), s.cfg.MaxRestoreBytes, s.log), resync: s.resyncAgent})
 }
 
 // Status tells the replica set and the leader this replica sees. Any
@@ -201,6 +203,21 @@ func (c *clusterService) RemoveReplica(ctx context.Context, req *grapnelpb.Remov
 		return nil, c.clusterErr(err)
 	}
 	return &grapnelpb.RemoveReplicaResponse{}, nil
+}
+
+// ResyncAgent asks an agent for a drift repair round (leader only); it
+// answers once the request is queued on the agent's stream.
+func (c *clusterService) ResyncAgent(ctx context.Context, req *grapnelpb.ResyncAgentRequest) (*grapnelpb.ResyncAgentResponse, error) {
+	if !state.ValidName(req.GetAgent()) {
+		return nil, fmt.Errorf("%w: agent %q: name the agent ([a-zA-Z0-9_-])", state.ErrInvalid, req.GetAgent())
+	}
+	if err := c.requireLeader(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.resync(ctx, req.GetAgent()); err != nil {
+		return nil, err
+	}
+	return &grapnelpb.ResyncAgentResponse{}, nil
 }
 
 // TransferLeadership hands leadership to another voter (leader only) and

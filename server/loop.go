@@ -17,6 +17,8 @@ import (
 func (l *leader) handle(m inMsg) {
 	c := m.conn
 	switch {
+	case m.resync != nil:
+		m.resync.done <- l.resyncAgent(m.resync.agent)
 	case m.agentHello != nil:
 		l.agentHello(c, m.agentHello)
 	case m.cliHello:

@@ -26,7 +26,8 @@ type inMsg struct {
 	cliHello   bool
 	msg        *grpcapi.ToServer
 	gone       bool
-	plan       *planCall // a call of the Plan service; conn is nil
+	plan       *planCall   // a call of the Plan service; conn is nil
+	resync     *resyncCall // conn is nil
 }
 
 type agentService struct {

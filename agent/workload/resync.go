@@ -244,7 +244,9 @@ func (m *Manager) resync(ctx context.Context) {
 		loops = append(loops, h)
 	}
 	rtByName := m.cfg.Runtimes
-	for _, d := range compareHost(loops, found, listed) {
+	drifts := compareHost(loops, found, listed)
+	m.log.Debug("resync round", "listed", len(found), "drifts", len(drifts))
+	for _, d := range drifts {
 		switch d.kind {
 		case driftRemoved, driftReplaced:
 			for l, h := range byHeld {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/grapnel-io/grapnel/agent"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
@@ -41,6 +42,9 @@ type config struct {
 	GossipAddress string            `yaml:"gossip_address"`
 	GossipKeyFile string            `yaml:"gossip_key_file"`
 	LogLevel      string            `yaml:"log_level"`
+	// ResyncInterval is the period of drift repair; 0 turns the periodic
+	// rounds off (`grapnel agent resync` still asks for one).
+	ResyncInterval time.Duration `yaml:"resync_interval"`
 	// The PEM contents an Ankaios config file may give instead of the
 	// paths (ca_pem_content, ...); a path, from any layer, wins.
 	CAPemContent  string `yaml:"-"`
@@ -54,6 +58,8 @@ func defaults() config {
 		RunFolder:     agent.DefaultRunFolder(),
 		GossipAddress: agent.DefaultGossipAddress,
 		LogLevel:      "info",
+
+		ResyncInterval: agent.DefaultResyncInterval,
 	}
 }
 
@@ -73,6 +79,7 @@ func options() []layered.Option[config] {
 		layered.Opt("gossip-address", "", "GOSSIP_ADDRESS", "bind address of the agent's gossip member", func(c *config) any { return &c.GossipAddress }),
 		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the replicas' base64 gossip key", func(c *config) any { return &c.GossipKeyFile }),
 		layered.Opt("log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }),
+		layered.Opt("resync-interval", "", "RESYNC_INTERVAL", "how often to compare what the runtimes run with what the agent was told and repair the drift; 0 turns it off", func(c *config) any { return &c.ResyncInterval }),
 	}
 }
 
@@ -212,6 +219,9 @@ func (c config) validate() error {
 	if c.RunFolder == "" {
 		return errors.New("--run-folder: must not be empty")
 	}
+	if c.ResyncInterval < 0 {
+		return fmt.Errorf("--resync-interval %v: must not be negative (0 turns drift repair rounds off)", c.ResyncInterval)
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
@@ -234,7 +244,8 @@ func (c config) agentConfig(log *slog.Logger) (agent.Config, error) {
 		Name: c.Name, Servers: c.ServerURL, Insecure: c.Insecure, TLS: c.tlsFiles(), Tags: c.Tags,
 		RunFolder: c.RunFolder, Runtimes: c.Runtimes,
 		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key,
-		Logger: log,
+		ResyncInterval: c.ResyncInterval,
+		Logger:         log,
 	}, nil
 }
 

@@ -46,7 +46,7 @@ func newRoot(a *app) *cobra.Command {
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.Flags().BoolP("version", "V", false, "print the version and exit")
 
-	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a))
+	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a))
 	return root
 }
 

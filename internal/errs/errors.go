@@ -62,6 +62,10 @@ var ErrMessageTooLarge = errors.New("message too large")
 // not; nothing was changed.
 var ErrStateChanged = errors.New("the desired state changed since the plan")
 
+// ErrAgentNotConnected refuses a request for an agent that has no stream
+// open to the leader.
+var ErrAgentNotConnected = errors.New("agent not connected")
+
 // NotLeaderError is ErrNotLeader with the leader this replica sees, so a
 // client can redirect without asking around. With a LeaderAddress it maps
 // to FailedPrecondition ("not here, go there"); without one to

@@ -129,6 +129,12 @@ func (l *leaderCluster) TransferLeadership(ctx context.Context, in *grapnelpb.Tr
 	})
 }
 
+func (l *leaderCluster) ResyncAgent(ctx context.Context, in *grapnelpb.ResyncAgentRequest, opts ...grpc.CallOption) (*grapnelpb.ResyncAgentResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.ResyncAgentResponse, error) {
+		return c.ResyncAgent(ctx, in, opts...)
+	})
+}
+
 func (l *leaderCluster) Watch(ctx context.Context, in *grapnelpb.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[grapnelpb.WatchEvent], error) {
 	c, err := l.leader(ctx)
 	if err != nil {

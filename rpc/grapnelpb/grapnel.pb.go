@@ -1466,6 +1466,86 @@ func (x *ApplyResponse) GetDeletedWorkloads() []string {
 	return nil
 }
 
+type ResyncAgentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Agent         string                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncAgentRequest) Reset() {
+	*x = ResyncAgentRequest{}
+	mi := &file_grapnel_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncAgentRequest) ProtoMessage() {}
+
+func (x *ResyncAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncAgentRequest.ProtoReflect.Descriptor instead.
+func (*ResyncAgentRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ResyncAgentRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+type ResyncAgentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncAgentResponse) Reset() {
+	*x = ResyncAgentResponse{}
+	mi := &file_grapnel_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncAgentResponse) ProtoMessage() {}
+
+func (x *ResyncAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncAgentResponse.ProtoReflect.Descriptor instead.
+func (*ResyncAgentResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{24}
+}
+
 var File_grapnel_proto protoreflect.FileDescriptor
 
 const file_grapnel_proto_rawDesc = "" +
@@ -1570,14 +1650,18 @@ const file_grapnel_proto_rawDesc = "" +
 	"\rApplyResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12&\n" +
 	"\x0eaddedWorkloads\x18\x02 \x03(\tR\x0eaddedWorkloads\x12*\n" +
-	"\x10deletedWorkloads\x18\x03 \x03(\tR\x10deletedWorkloads2\xc1\x03\n" +
+	"\x10deletedWorkloads\x18\x03 \x03(\tR\x10deletedWorkloads\"*\n" +
+	"\x12ResyncAgentRequest\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\"\x15\n" +
+	"\x13ResyncAgentResponse2\x8b\x04\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
 	"\rRemoveReplica\x12\x1d.grapnel.RemoveReplicaRequest\x1a\x1e.grapnel.RemoveReplicaResponse\x12]\n" +
 	"\x12TransferLeadership\x12\".grapnel.TransferLeadershipRequest\x1a#.grapnel.TransferLeadershipResponse\x12F\n" +
 	"\fSnapshotSave\x12\x1c.grapnel.SnapshotSaveRequest\x1a\x16.grapnel.SnapshotChunk0\x01\x12M\n" +
-	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x012u\n" +
+	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x01\x12H\n" +
+	"\vResyncAgent\x12\x1b.grapnel.ResyncAgentRequest\x1a\x1c.grapnel.ResyncAgentResponse2u\n" +
 	"\x04Plan\x125\n" +
 	"\x06DryRun\x12\x14.grapnel.PlanRequest\x1a\x15.grapnel.PlanResponse\x126\n" +
 	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponseb\x06proto3"
@@ -1594,7 +1678,7 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_grapnel_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
 	(*Member)(nil),                     // 1: grapnel.Member
@@ -1619,12 +1703,14 @@ var file_grapnel_proto_goTypes = []any{
 	(*Wait)(nil),                       // 20: grapnel.Wait
 	(*ApplyRequest)(nil),               // 21: grapnel.ApplyRequest
 	(*ApplyResponse)(nil),              // 22: grapnel.ApplyResponse
-	(*ankbase.UpdateStateRequest)(nil), // 23: ank_base.UpdateStateRequest
+	(*ResyncAgentRequest)(nil),         // 23: grapnel.ResyncAgentRequest
+	(*ResyncAgentResponse)(nil),        // 24: grapnel.ResyncAgentResponse
+	(*ankbase.UpdateStateRequest)(nil), // 25: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
 	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
 	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	23, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	25, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
 	14, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
 	15, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
 	17, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
@@ -1632,25 +1718,27 @@ var file_grapnel_proto_depIdxs = []int32{
 	16, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
 	19, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
 	20, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
-	23, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	25, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
 	0,  // 11: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
 	3,  // 12: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
 	5,  // 13: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
 	7,  // 14: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
 	9,  // 15: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
 	10, // 16: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	12, // 17: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
-	21, // 18: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
-	2,  // 19: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	4,  // 20: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	6,  // 21: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	8,  // 22: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	10, // 23: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	11, // 24: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	13, // 25: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
-	22, // 26: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
+	23, // 17: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
+	12, // 18: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	21, // 19: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	2,  // 20: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	4,  // 21: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	6,  // 22: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	8,  // 23: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	10, // 24: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	11, // 25: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	24, // 26: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
+	13, // 27: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	22, // 28: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	20, // [20:29] is the sub-list for method output_type
+	11, // [11:20] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1667,7 +1755,7 @@ func file_grapnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

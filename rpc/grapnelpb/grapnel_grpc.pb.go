@@ -28,6 +28,7 @@ const (
 	Cluster_TransferLeadership_FullMethodName = "/grapnel.Cluster/TransferLeadership"
 	Cluster_SnapshotSave_FullMethodName       = "/grapnel.Cluster/SnapshotSave"
 	Cluster_SnapshotRestore_FullMethodName    = "/grapnel.Cluster/SnapshotRestore"
+	Cluster_ResyncAgent_FullMethodName        = "/grapnel.Cluster/ResyncAgent"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -50,6 +51,11 @@ type ClusterClient interface {
 	// SnapshotRestore replaces the replicated state with a saved snapshot
 	// (leader only).
 	SnapshotRestore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse], error)
+	// ResyncAgent asks an agent for a drift repair round now (leader only;
+	// the agent must have its stream open to the leader). The leader
+	// relays it on the agent's Ankaios stream as an UpdateWorkload with no
+	// added and no deleted workloads, which an Ankaios agent ignores.
+	ResyncAgent(ctx context.Context, in *ResyncAgentRequest, opts ...grpc.CallOption) (*ResyncAgentResponse, error)
 }
 
 type clusterClient struct {
@@ -141,6 +147,16 @@ func (c *clusterClient) SnapshotRestore(ctx context.Context, opts ...grpc.CallOp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_SnapshotRestoreClient = grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse]
 
+func (c *clusterClient) ResyncAgent(ctx context.Context, in *ResyncAgentRequest, opts ...grpc.CallOption) (*ResyncAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResyncAgentResponse)
+	err := c.cc.Invoke(ctx, Cluster_ResyncAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -161,6 +177,11 @@ type ClusterServer interface {
 	// SnapshotRestore replaces the replicated state with a saved snapshot
 	// (leader only).
 	SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error
+	// ResyncAgent asks an agent for a drift repair round now (leader only;
+	// the agent must have its stream open to the leader). The leader
+	// relays it on the agent's Ankaios stream as an UpdateWorkload with no
+	// added and no deleted workloads, which an Ankaios agent ignores.
+	ResyncAgent(context.Context, *ResyncAgentRequest) (*ResyncAgentResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -188,6 +209,9 @@ func (UnimplementedClusterServer) SnapshotSave(*SnapshotSaveRequest, grpc.Server
 }
 func (UnimplementedClusterServer) SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error {
 	return status.Error(codes.Unimplemented, "method SnapshotRestore not implemented")
+}
+func (UnimplementedClusterServer) ResyncAgent(context.Context, *ResyncAgentRequest) (*ResyncAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResyncAgent not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -293,6 +317,24 @@ func _Cluster_SnapshotRestore_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_SnapshotRestoreServer = grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]
 
+func _Cluster_ResyncAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResyncAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ResyncAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ResyncAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ResyncAgent(ctx, req.(*ResyncAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -311,6 +353,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TransferLeadership",
 			Handler:    _Cluster_TransferLeadership_Handler,
+		},
+		{
+			MethodName: "ResyncAgent",
+			Handler:    _Cluster_ResyncAgent_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

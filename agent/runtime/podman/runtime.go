@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -227,12 +228,23 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 }
 
 // List returns the containers labelled with the agent's name; a container
-// whose name label is not an instance name is skipped.
+// whose name label is not an instance name is skipped. It reads the
+// `podman ps --all` answer the state polls share when one is at most
+// stateMaxAge old (Create and Delete make older ones stale), so that the
+// agent's drift repair rounds cost no podman call of their own while
+// podman workloads run, and one otherwise.
 func (r *Runtime) List(ctx context.Context, agent string) ([]runtime.Found, error) {
-	cs, err := r.psFilter(ctx, labelAgent+"="+agent)
+	snap, err := r.ps.get(ctx, r.clk().Now().Add(-stateMaxAge))
 	if err != nil {
 		return nil, err
 	}
+	cs := make([]container, 0, len(snap.byID))
+	for _, c := range snap.byID {
+		if c.Labels[labelAgent] == agent {
+			cs = append(cs, c)
+		}
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].ID < cs[j].ID })
 	var found []runtime.Found
 	for _, c := range cs {
 		inst, err := state.ParseInstanceName(c.Labels[labelName])
