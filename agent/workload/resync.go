@@ -250,7 +250,9 @@ func (m *Manager) resync(ctx context.Context) {
 		switch d.kind {
 		case driftRemoved, driftReplaced:
 			for l, h := range byHeld {
-				if h.inst == d.inst && h.rt == d.rt && h.id == d.id && l.watching {
+				// A drift already noted was logged by the round that
+				// found it (an instance left Failed by NEVER stays so).
+				if h.inst == d.inst && h.rt == d.rt && h.id == d.id && l.watching && l.drift != d {
 					l.drift = d
 					m.log.Warn("drift: an instance the agent runs is gone", "instance", d.inst.String(),
 						"runtime", d.rt, "id", string(d.id), "drift", d.kind.String(), "by", string(d.by))

@@ -9,11 +9,11 @@ import (
 	"testing"
 )
 
-// List reads the `podman ps --all` answer the state polls share, so that
-// a drift repair round costs no podman call while podman workloads are
-// polled; it keeps only the agent's containers, and skips one whose name
-// label is not an instance name.
-func TestListSharesTheStateSnapshot(t *testing.T) {
+// List asks podman afresh, with the `podman ps --all` the state polls
+// share, so that the polls right after take its answer; it keeps only the
+// agent's containers, and skips one whose name label is not an instance
+// name.
+func TestListAsksAfreshAndSharesTheAnswer(t *testing.T) {
 	calls := filepath.Join(t.TempDir(), "calls")
 	ps := `[{"Id":"c2","State":"running","Labels":{"name":"w.1.a","agent":"a"}},` +
 		`{"Id":"c1","State":"exited","Labels":{"name":"v.2.a","agent":"a"}},` +
@@ -22,9 +22,6 @@ func TestListSharesTheStateSnapshot(t *testing.T) {
 		`{"Id":"c5","State":"running","Labels":{}}]`
 	r := fakePodman(t, fmt.Sprintf("echo \"$*\" >> %s; echo '%s'", calls, ps))
 	ctx := context.Background()
-	if _, err := r.State(ctx, "c2"); err != nil {
-		t.Fatal(err)
-	}
 	found, err := r.List(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +33,9 @@ func TestListSharesTheStateSnapshot(t *testing.T) {
 	if want := "[v.2.a=c1 w.1.a=c2]"; fmt.Sprint(got) != want {
 		t.Fatalf("List = %v, want %s", got, want)
 	}
+	if _, err := r.State(ctx, "c2"); err != nil {
+		t.Fatal(err)
+	}
 	data, err := os.ReadFile(calls)
 	if err != nil {
 		t.Fatal(err)
@@ -43,11 +43,11 @@ func TestListSharesTheStateSnapshot(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(string(data)), "\n"); len(lines) != 1 || lines[0] != "ps --all --format json" {
 		t.Fatalf("podman calls %q, want one shared ps", lines)
 	}
-	r.ps.invalidate() // a create or delete since: List asks podman again
+	// A second List does not take the older answer.
 	if _, err := r.List(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ = os.ReadFile(calls); strings.Count(string(data), "\n") != 2 {
-		t.Fatalf("podman calls %q, want a second ps after the invalidation", data)
+		t.Fatalf("podman calls %q, want a second ps for the second List", data)
 	}
 }

@@ -228,13 +228,12 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 }
 
 // List returns the containers labelled with the agent's name; a container
-// whose name label is not an instance name is skipped. It reads the
-// `podman ps --all` answer the state polls share when one is at most
-// stateMaxAge old (Create and Delete make older ones stale), so that the
-// agent's drift repair rounds cost no podman call of their own while
-// podman workloads run, and one otherwise.
+// whose name label is not an instance name is skipped. The answer comes
+// from a `podman ps --all` started after the call, the one the state
+// polls share: a drift repair round must see a container created a moment
+// ago, and the polls then take the same answer instead of asking again.
 func (r *Runtime) List(ctx context.Context, agent string) ([]runtime.Found, error) {
-	snap, err := r.ps.get(ctx, r.clk().Now().Add(-stateMaxAge))
+	snap, err := r.ps.get(ctx, r.clk().Now())
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/internal/testwait"
+	"github.com/grapnel-io/grapnel/server/testcluster"
+)
+
+// lockedBuffer is an agent's log sink the test reads while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// cliRun runs the grapnel command line against the cluster.
+func cliRun(cl *testcluster.Cluster, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	a := newApp(func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
+	a.systemAnkConfig = filepath.Join("/nonexistent", "ank.conf")
+	a.systemCLIConfig = filepath.Join("/nonexistent", "cli.yaml")
+	args = append([]string{"-k", "-s", strings.Join(cl.Addrs(), ",")}, args...)
+	code = run(context.Background(), args, a)
+	return code, out.String(), errOut.String()
+}
+
+// `grapnel agent resync NAME` goes from the command line to the leader
+// and on to the agent, which runs a drift repair round; an agent with no
+// stream to the leader is refused by name.
+func TestAgentResyncEndToEnd(t *testing.T) {
+	cl := testcluster.New(t, 1)
+	logs := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, agent.Config{
+			Name: "agent_A", Servers: cl.Addrs(), Insecure: true, RunFolder: t.TempDir(),
+			Runtimes: []string{agent.RuntimeProcess},
+			Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("the agent did not stop")
+		}
+	})
+
+	var stderr string
+	testwait.For(t, 20*time.Second, func() bool {
+		var code int
+		code, _, stderr = cliRun(cl, "agent", "resync", "agent_A")
+		return code == exitOK
+	}, "grapnel agent resync agent_A to succeed")
+	if !strings.Contains(stderr, "asked agent agent_A for a drift repair round") {
+		t.Fatalf("stderr %q", stderr)
+	}
+	testwait.For(t, 10*time.Second, func() bool {
+		l := logs.String()
+		return strings.Contains(l, "the server asks for a drift repair round") && strings.Contains(l, "resync round")
+	}, "the agent to run the round")
+
+	code, _, stderr := cliRun(cl, "agent", "resync", "agent_B")
+	if code != exitError || !strings.Contains(stderr, `agent "agent_B" has no stream open to the leader`) {
+		t.Fatalf("resync of an absent agent: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := cliRun(cl, "agent", "resync"); code != exitError || !strings.Contains(stderr, "accepts 1 arg") {
+		t.Fatalf("resync without a name: exit %d, stderr %q", code, stderr)
+	}
+}
