@@ -31,8 +31,11 @@ type loop struct {
 	done    chan struct{} // closed when the goroutine ends
 
 	// removedInfo, for a silent loop that deletes an unknown instance a
-	// resync found, is the additionalInfo of the Removed it then reports.
+	// resync found, is the additionalInfo of the Removed it then reports;
+	// keepRunDir: the run directory belongs to another loop of the same
+	// instance name.
 	removedInfo string
+	keepRunDir  bool
 
 	// guarded by m.mu
 	delReq   bool
@@ -564,8 +567,10 @@ func (l *loop) stop(ctx context.Context) stepFn {
 		l.m.cfg.Control.Close(l.inst)
 		l.ctlDir = ""
 	}
-	if err := os.RemoveAll(l.runDir); err != nil {
-		l.m.log.Warn("removing run directory", "instance", l.inst.String(), "error", err)
+	if !l.keepRunDir {
+		if err := os.RemoveAll(l.runDir); err != nil {
+			l.m.log.Warn("removing run directory", "instance", l.inst.String(), "error", err)
+		}
 	}
 	if l.silent && l.removedInfo != "" {
 		l.reportUnknownRemoved()

@@ -264,6 +264,11 @@ func (m *Manager) resync(ctx context.Context) {
 			l := m.newLoop(d.inst, nil)
 			l.rt, l.id, l.silent = rtByName[d.rt], d.id, true
 			l.removedInfo = unknownInfo(d)
+			// A replacement shares its run directory with the loop of
+			// the instance it replaced, which keeps it.
+			for o := range byHeld {
+				l.keepRunDir = l.keepRunDir || o.inst == d.inst
+			}
 			l.requestDeleteLocked(nil)
 			m.startLocked(l)
 		}

@@ -3,6 +3,8 @@ package workload
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -178,6 +180,10 @@ func TestResyncRepairsReplacedInstance(t *testing.T) {
 	a := workload("svc", "cfg", withPolicy(state.RestartAlways))
 	h.m.ServerHello(context.Background(), []Added{a})
 	h.waitLast(a.Instance, state.RunningOk)
+	marker := filepath.Join(h.run, testAgent+"_io", a.Instance.String(), "marker")
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// Replaced between two polls: the resync lists before the loop reads.
 	h.rt.mu.Lock()
 	for id, in := range h.rt.insts {
@@ -205,6 +211,15 @@ func TestResyncRepairsReplacedInstance(t *testing.T) {
 		_, there := h.rt.insts["intruder"]
 		return !there
 	}, "the replacement removed")
+	testwait.For(t, waitWithin, func() bool {
+		h.m.mu.Lock()
+		defer h.m.mu.Unlock()
+		return len(h.m.all) == 1
+	}, "the loop that removed the replacement to end")
+	// The replacement's loop leaves the run directory to the instance's.
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the instance's run directory was touched: %v", err)
+	}
 	var reasons []string
 	for _, s := range h.rec.history(a.Instance) {
 		if s.Is(state.StateFailed, state.SubLost) {

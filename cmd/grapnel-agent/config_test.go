@@ -97,8 +97,17 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(cfg.ServerURL, layered.List{"127.0.0.1:25551"}) || cfg.RunFolder != agent.DefaultRunFolder() ||
-		cfg.Runtimes != nil || cfg.GossipAddress != agent.DefaultGossipAddress || cfg.LogLevel != "info" {
+		cfg.Runtimes != nil || cfg.GossipAddress != agent.DefaultGossipAddress || cfg.LogLevel != "info" ||
+		cfg.ResyncInterval != agent.DefaultResyncInterval {
 		t.Fatalf("defaults %+v", cfg)
+	}
+	// --resync-interval 0 turns the periodic drift repair rounds off.
+	cfg, err = loadConfig([]string{"-n", "agent_A", "-k", "-x", writeFile(t, "empty.yaml", ""), "--resync-interval", "0"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac, err := cfg.agentConfig(nil); err != nil || ac.ResyncInterval != 0 {
+		t.Fatalf("--resync-interval 0 gives %v, %v", ac.ResyncInterval, err)
 	}
 }
 
@@ -129,6 +138,7 @@ func TestConfigRefusals(t *testing.T) {
 		{"gossip join without port", []string{"-n", "a", "-k", "-x", empty, "--gossip-join", "10.0.0.1"}, nil, `--gossip-join "10.0.0.1"`},
 		{"bad gossip address", []string{"-n", "a", "-k", "-x", empty, "--gossip-join", "h:1", "--gossip-address", "x"}, nil, `--gossip-address "x"`},
 		{"bad log level", []string{"-n", "a", "-k", "-x", empty, "--log-level", "loud"}, nil, "--log-level"},
+		{"negative resync interval", []string{"-n", "a", "-k", "-x", empty, "--resync-interval", "-1s"}, nil, "--resync-interval -1s: must not be negative"},
 		{"stray argument", []string{"-n", "a", "-k", "-x", empty, "extra"}, nil, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {
