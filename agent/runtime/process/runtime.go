@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -76,6 +77,11 @@ type Runtime struct {
 	// outlives its boot. "" when the kernel gives none; the start times
 	// alone then tell processes apart.
 	boot string
+
+	// seenMu guards seen: the processes of each instance as State last
+	// read them from its record (see stateWithoutRecord).
+	seenMu sync.Mutex
+	seen   map[runtime.ID]seenProcs
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -294,32 +300,52 @@ func (r *Runtime) State(ctx context.Context, id runtime.ID) (state.ExecutionStat
 	if err != nil {
 		return state.ExecutionState{}, err
 	}
-	return observe(dir, r.boot)
+	s, rs, err := observeRecords(dir, r.boot)
+	switch {
+	case errors.Is(err, runtime.ErrNotFound):
+		return r.stateWithoutRecord(id, err)
+	case err == nil && s == state.RunningOk:
+		r.remember(id, rs)
+	case err == nil:
+		r.forget(id)
+	}
+	return s, err
 }
 
 // observe reads the state of the instance recorded in dir; boot is the
 // id of the running boot.
 func observe(dir, boot string) (state.ExecutionState, error) {
+	s, _, err := observeRecords(dir, boot)
+	return s, err
+}
+
+// observeRecords is observe, with the records it read first.
+func observeRecords(dir, boot string) (state.ExecutionState, records, error) {
 	rs, err := readRecords(dir)
 	if err != nil {
-		return state.ExecutionState{}, err
+		return state.ExecutionState{}, rs, err
 	}
+	return stateOf(dir, boot, rs), rs, nil
+}
+
+// stateOf is the state the records rs, read from dir, stand for.
+func stateOf(dir, boot string, rs records) state.ExecutionState {
 	lost := state.ExecutionState{State: state.StateFailed, SubState: state.SubLost}
 	switch {
 	case rs.exit != nil:
-		return rs.exit.state(), nil
+		return rs.exit.state()
 	case rs.child != nil && (rs.childRef().alive(boot) || rs.shim.alive(boot)):
 		// A live shim with a dead child is about to record the exit.
-		return state.RunningOk, nil
+		return state.RunningOk
 	case rs.child == nil && rs.startErr != "":
-		return state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed, AdditionalInfo: rs.startErr}, nil
+		return state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed, AdditionalInfo: rs.startErr}
 	case rs.child == nil && rs.shim.alive(boot):
-		return state.ExecutionState{State: state.StatePending, SubState: state.SubStarting}, nil
+		return state.ExecutionState{State: state.StatePending, SubState: state.SubStarting}
 	}
 	// Nothing runs. The shim may have written the exit and ended since
 	// the first read.
 	if again, err := readRecords(dir); err == nil && again.exit != nil {
-		return again.exit.state(), nil
+		return again.exit.state()
 	}
 	rebooted := rs.shim != nil && !sameBoot(rs.shim.BootID, boot)
 	switch {
@@ -332,7 +358,7 @@ func observe(dir, boot string) (state.ExecutionState, error) {
 	default:
 		lost.AdditionalInfo = "the process runtime's shim ended before the process started"
 	}
-	return lost, nil
+	return lost
 }
 
 // Delete stops the workload (SIGTERM to its process group, SIGKILL after
@@ -345,11 +371,12 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 	}
 	rs, err := readRecords(dir)
 	if errors.Is(err, runtime.ErrNotFound) {
-		return nil
+		return r.deleteWithoutRecord(ctx, id)
 	}
 	if err != nil {
 		return fmt.Errorf("process runtime: deleting %s: %w", id, err)
 	}
+	r.forget(id)
 	if rs.child == nil && rs.shim.alive(r.boot) {
 		// Still starting: let the shim get the workload going (or fail),
 		// so that there is a pid to stop and nothing starts afterwards.

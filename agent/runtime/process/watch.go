@@ -21,8 +21,9 @@ var errStarting = errors.New("process runtime: the workload is still starting")
 // state (see runtime.Watcher). While the workload runs that is the shim:
 // it records the exit and then ends, so once it has ended State reads
 // the exit. A shim that died before its workload (killed on its own)
-// leaves the workload itself to be watched. An instance that has ended,
-// or has no record, gives a nil channel.
+// leaves the workload itself to be watched. An instance that has ended
+// gives a nil channel, and so does one without a record unless a process
+// State last saw for it still runs (see stateWithoutRecord).
 func (r *Runtime) Watch(ctx context.Context, id runtime.ID) (<-chan struct{}, error) {
 	if !pidfd.Supported() {
 		return nil, pidfd.ErrUnsupported
@@ -34,7 +35,10 @@ func (r *Runtime) Watch(ctx context.Context, id runtime.ID) (<-chan struct{}, er
 	rs, err := readRecords(dir)
 	switch {
 	case errors.Is(err, runtime.ErrNotFound):
-		return nil, nil
+		// A record wiped behind the agent's back: the processes last
+		// seen for it, while they run (see stateWithoutRecord).
+		p, _ := r.recall(id)
+		return r.notifyFirst(ctx, p.shim, p.child)
 	case err != nil:
 		return nil, err
 	case rs.exit != nil:
@@ -44,7 +48,13 @@ func (r *Runtime) Watch(ctx context.Context, id runtime.ID) (<-chan struct{}, er
 	case rs.child == nil:
 		return nil, nil // it never started: Failed for good
 	}
-	for _, p := range []*procRef{rs.shim, rs.childRef()} {
+	return r.notifyFirst(ctx, rs.shim, rs.childRef())
+}
+
+// notifyFirst watches the first of the processes that still runs; nil
+// when none does: what State reads now is how it ended.
+func (r *Runtime) notifyFirst(ctx context.Context, ps ...*procRef) (<-chan struct{}, error) {
+	for _, p := range ps {
 		proc, err := r.openProc(p)
 		if err != nil {
 			return nil, err
@@ -53,7 +63,6 @@ func (r *Runtime) Watch(ctx context.Context, id runtime.ID) (<-chan struct{}, er
 			return pidfd.Notify(ctx, proc), nil
 		}
 	}
-	// Neither runs: what State reads now is how it ended.
 	return nil, nil
 }
 
