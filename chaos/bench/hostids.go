@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
@@ -40,13 +41,35 @@ func HostIDs(agents []*Agent, ws []state.WorkloadState) (map[string]string, erro
 			out[s.Instance.String()] = fmt.Sprintf("pid %d", pid)
 			continue
 		}
-		cid, err := exec.Command("podman", "inspect", "--format", "{{.Id}}", s.Instance.String()).Output()
+		cid, err := inspectID(s.Instance.String())
 		if err != nil {
-			return nil, fmt.Errorf("%s: neither a process record nor a container: %v", s.Instance, err)
+			return nil, fmt.Errorf("%s: neither a process record nor a container: %w", s.Instance, err)
 		}
-		out[s.Instance.String()] = "container " + strings.TrimSpace(string(cid))
+		out[s.Instance.String()] = "container " + cid
 	}
 	return out, nil
+}
+
+// inspectID is the id of the container named name. podman's own state
+// database can refuse a call made while another podman command holds it
+// (exit 125, seen once in CI with the agent's polls running); such a
+// refusal is tried again, three times at most.
+func inspectID(name string) (string, error) {
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+		var stderr strings.Builder
+		cmd := exec.Command("podman", "inspect", "--format", "{{.Id}}", name)
+		cmd.Stderr = &stderr
+		var out []byte
+		if out, err = cmd.Output(); err == nil {
+			return strings.TrimSpace(string(out)), nil
+		}
+		err = fmt.Errorf("podman inspect: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return "", err
 }
 
 // Restarted lists the instances whose host id differs between two
