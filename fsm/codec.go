@@ -67,12 +67,21 @@ func decodeBody(t MessageType, buf []byte) (Command, error) {
 	case AgentGoneType:
 		var m fsmpb.AgentGone
 		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			c = &AgentGoneRequest{Name: m.Name}
+			c = &AgentGoneRequest{Name: m.Name, History: historyFromProto(m.History)}
 		}
 	case WorkloadReportsType:
 		var m fsmpb.WorkloadReports
 		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
 			c = reportsFromProto(&m)
+		}
+	case HistoryNotesType:
+		var m fsmpb.HistoryNotes
+		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
+			r := &HistoryNotesRequest{}
+			if h := historyFromProto(m.History); h != nil {
+				r.History = *h
+			}
+			c = r
 		}
 	default:
 		if why, ok := retired[t]; ok {
@@ -151,14 +160,14 @@ func (r *UpdateDesiredStateRequest) message() (proto.Message, error) {
 			m.AgentTags = append(m.AgentTags, &fsmpb.AgentTags{Agent: a, Tags: pairsOf(u.AgentTags[a])})
 		}
 	}
-	return &fsmpb.UpdateDesiredState{Update: m, Seq: r.Seq}, nil
+	return &fsmpb.UpdateDesiredState{Update: m, Seq: r.Seq, History: historyToProto(r.History)}, nil
 }
 
 // updateFromProto converts a decoded update and rebuilds the renderings
 // left out as copies of their specs. A name given twice keeps the last.
 // Every workload and rendering it returns has a body, as the store needs.
 func updateFromProto(p *fsmpb.UpdateDesiredState) (*UpdateDesiredStateRequest, error) {
-	r := &UpdateDesiredStateRequest{Seq: p.Seq}
+	r := &UpdateDesiredStateRequest{Seq: p.Seq, History: historyFromProto(p.History)}
 	m := p.Update
 	if m == nil {
 		return r, nil
@@ -228,11 +237,11 @@ func (r *AgentConnectedRequest) message() (proto.Message, error) {
 }
 
 func (r *AgentGoneRequest) message() (proto.Message, error) {
-	return &fsmpb.AgentGone{Name: r.Name}, nil
+	return &fsmpb.AgentGone{Name: r.Name, History: historyToProto(r.History)}, nil
 }
 
 func (r *WorkloadReportsRequest) message() (proto.Message, error) {
-	m := &fsmpb.WorkloadReports{Reports: make([]*fsmpb.AgentReport, len(r.Reports))}
+	m := &fsmpb.WorkloadReports{Reports: make([]*fsmpb.AgentReport, len(r.Reports)), History: historyToProto(r.History)}
 	for i, rep := range r.Reports {
 		p := &fsmpb.AgentReport{Agent: rep.Agent, Incarnation: rep.Mark.Incarnation, Generation: rep.Mark.Generation,
 			States: make([]*fsmpb.WorkloadState, len(rep.States))}
@@ -245,7 +254,7 @@ func (r *WorkloadReportsRequest) message() (proto.Message, error) {
 }
 
 func reportsFromProto(m *fsmpb.WorkloadReports) *WorkloadReportsRequest {
-	r := &WorkloadReportsRequest{}
+	r := &WorkloadReportsRequest{History: historyFromProto(m.History)}
 	if len(m.Reports) == 0 {
 		return r
 	}

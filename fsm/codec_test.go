@@ -245,12 +245,14 @@ func TestEncodeRefuses(t *testing.T) {
 // retired type panics, as documented. What decodes encodes again, and
 // that entry is stable from then on.
 func FuzzDecode(f *testing.F) {
-	for _, c := range goldenCommands() {
-		buf, err := Encode(c)
-		if err != nil {
-			f.Fatal(err)
+	for _, cmds := range []map[string]Command{goldenCommands(), historyGolden()} {
+		for _, c := range cmds {
+			buf, err := Encode(c)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(buf)
 		}
-		f.Add(buf)
 	}
 	f.Add([]byte{byte(AgentLoadType)})
 	f.Add([]byte{byte(IgnoreUnknownTypeFlag | 3), 1})

@@ -61,6 +61,11 @@ const (
 	// of many. A replica that does not know the type stops instead of
 	// applying it unchecked.
 	BatchType MessageType = 9
+	// HistoryNotesType records history with no change of state: rejected
+	// requests that no other entry took along (docs/history.md). It
+	// carries IgnoreUnknownTypeFlag: a replica that does not know it
+	// skips it and only misses the records.
+	HistoryNotesType MessageType = 10 | IgnoreUnknownTypeFlag
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -78,6 +83,7 @@ var typeNames = map[MessageType]string{
 	WorkloadReportsType:          "WorkloadReports",
 	UpdateDesiredStatePackedType: "UpdateDesiredStatePacked",
 	BatchType:                    "Batch",
+	HistoryNotesType:             "HistoryNotes",
 }
 
 // retired says why each retired type is no longer applied.
@@ -110,6 +116,36 @@ type UpdateDesiredStateRequest struct {
 	Update state.DesiredUpdate
 	// Seq is the store's DesiredSeq once the update is applied.
 	Seq uint64
+	// History is the leader's part of the transaction; nil in entries
+	// written before the history existed.
+	History *HistoryMeta
+}
+
+// HistoryMeta is what the leader decided for the history records a
+// command adds: the time, the requester, the masks, the limits, and the
+// rejections that ride along (docs/history.md).
+type HistoryMeta struct {
+	TimeMs     int64
+	Requester  string
+	UpdateMask []string
+	Limits     state.HistoryLimits
+	Rejections []Rejection
+	// Decision names a change the server made itself.
+	Decision string
+}
+
+// Rejection is a refused request, or Count equal ones.
+type Rejection struct {
+	TimeMs     int64
+	Requester  string
+	UpdateMask []string
+	Reason     string
+	Count      uint32
+}
+
+// HistoryNotesRequest is the body of HistoryNotesType.
+type HistoryNotesRequest struct {
+	History HistoryMeta
 }
 
 // AgentConnectedRequest is the body of AgentConnectedType.
@@ -120,7 +156,8 @@ type AgentConnectedRequest struct {
 
 // AgentGoneRequest is the body of AgentGoneType.
 type AgentGoneRequest struct {
-	Name string
+	Name    string
+	History *HistoryMeta
 }
 
 // AgentReport is the conflated state report of one agent: the newest
@@ -134,6 +171,7 @@ type AgentReport struct {
 // WorkloadReportsRequest is the body of WorkloadReportsType.
 type WorkloadReportsRequest struct {
 	Reports []AgentReport
+	History *HistoryMeta
 }
 
 // Type implements Command.
@@ -147,6 +185,9 @@ func (*AgentGoneRequest) Type() MessageType { return AgentGoneType }
 
 // Type implements Command.
 func (*WorkloadReportsRequest) Type() MessageType { return WorkloadReportsType }
+
+// Type implements Command.
+func (*HistoryNotesRequest) Type() MessageType { return HistoryNotesType }
 
 // WorkloadReportsResponse is what applying a WorkloadReportsType entry
 // returns when it dropped stale reports or created states: the agents

@@ -171,23 +171,46 @@ func (f *FSM) SetHaltObserver(fn func(*HaltError)) {
 // after decoding. The leader runs it on its speculative copy of the store
 // so that it plans the next update on what the FSM will hold.
 func Execute(st *state.Store, cmd Command, index uint64) any {
+	h := st.History
 	switch r := cmd.(type) {
 	case *UpdateDesiredStateRequest:
 		if st.DesiredSeq+1 != r.Seq {
 			return fmt.Errorf("%w: it is update %d, the store holds %d", ErrOutOfSequence, r.Seq, st.DesiredSeq)
 		}
+		var tx *state.Tx
+		if h != nil {
+			noteHistory(h, r.History, index)
+			tx = state.TxOfUpdate(st, &r.Update)
+		}
 		st.ApplyDesired(&r.Update, index)
+		if tx != nil {
+			recordUpdate(h, tx, r.History, index)
+		}
 		return nil
 	case *AgentConnectedRequest:
 		st.AgentConnected(r.Name, r.Tags)
 		return nil
 	case *AgentGoneRequest:
-		return &AgentGoneResponse{Disconnected: st.AgentGone(r.Name)}
+		var tr []state.Transition
+		if h != nil {
+			noteHistory(h, r.History, index)
+			tr = state.TransitionsOf(st, disconnected(st, r.Name), index, timeOf(r.History))
+		}
+		resp := &AgentGoneResponse{Disconnected: st.AgentGone(r.Name)}
+		if h != nil && len(tr) > 0 {
+			recordDecision(h, "agent "+r.Name+" disconnected", tr, r.History, index)
+			h.AppendTransitions(tr, timeOf(r.History))
+		}
+		return resp
 	case *WorkloadReportsRequest:
 		var (
 			stale []string
 			fresh []state.InstanceName
+			trans []state.Transition
 		)
+		if h != nil {
+			noteHistory(h, r.History, index)
+		}
 		for _, rep := range r.Reports {
 			n := len(fresh)
 			for _, ws := range rep.States {
@@ -195,13 +218,30 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 					fresh = append(fresh, ws.Instance)
 				}
 			}
+			var tr []state.Transition
+			if h != nil {
+				tr = state.TransitionsOf(st, rep.States, index, timeOf(r.History))
+			}
 			if !st.ApplyReport(rep.Agent, rep.Mark, rep.States) {
 				stale = append(stale, rep.Agent)
 				fresh = fresh[:n]
+				continue
 			}
+			trans = append(trans, tr...)
+		}
+		if h != nil && len(trans) > 0 {
+			if r.History != nil && r.History.Decision != "" {
+				recordDecision(h, r.History.Decision, trans, r.History, index)
+			}
+			h.AppendTransitions(trans, timeOf(r.History))
 		}
 		if stale != nil || fresh != nil {
 			return &WorkloadReportsResponse{Stale: stale, New: fresh}
+		}
+		return nil
+	case *HistoryNotesRequest:
+		if h != nil {
+			noteHistory(h, &r.History, index)
 		}
 		return nil
 	}

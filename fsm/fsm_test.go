@@ -136,7 +136,7 @@ func TestFSM_UnknownType(t *testing.T) {
 // existing Raft log.
 func TestMessageTypeNumbersAreStable(t *testing.T) {
 	want := map[MessageType]uint8{UpdateDesiredStateType: 1, AgentConnectedType: 2, AgentGoneType: 3, AgentLoadType: 4, WorkloadStatesType: 5,
-		UpdateDesiredStateSeqType: 6, WorkloadReportsType: 7, UpdateDesiredStatePackedType: 8, BatchType: 9}
+		UpdateDesiredStateSeqType: 6, WorkloadReportsType: 7, UpdateDesiredStatePackedType: 8, BatchType: 9, HistoryNotesType: 138}
 	for typ, n := range want {
 		if uint8(typ) != n {
 			t.Errorf("%s is %d, must stay %d", typ, typ, n)
@@ -149,7 +149,7 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 		t.Errorf("a command type was added without a stability entry here")
 	}
 	snaps := map[SnapshotType]uint8{SnapAPIVersion: 1, SnapWorkload: 2, SnapConfig: 3, SnapRendered: 4, SnapDeleteEdge: 5, SnapAgent: 6, SnapWorkloadState: 7, SnapRevision: 8,
-		SnapDesiredSeq: 9, SnapReportMark: 10}
+		SnapDesiredSeq: 9, SnapReportMark: 10, SnapHistoryMeta: 11, SnapTx: 12, SnapTransition: 13}
 	for typ, n := range snaps {
 		if uint8(typ) != n {
 			t.Errorf("snapshot type %d must stay %d", typ, n)
@@ -278,5 +278,5 @@ func normalize(s *state.Store) any {
 	for n, r := range s.Rendered {
 		rendered[n] = []any{r.Instance, r.Workload.ToTree()}
 	}
-	return []any{cs.ToTree(), rendered, s.DeleteGraph, s.Revision, s.DesiredSeq, s.ReportMarks}
+	return []any{cs.ToTree(), rendered, s.DeleteGraph, s.Revision, s.DesiredSeq, s.ReportMarks, s.History}
 }

@@ -31,13 +31,20 @@ const (
 	SnapRevision      SnapshotType = 8
 	SnapDesiredSeq    SnapshotType = 9
 	SnapReportMark    SnapshotType = 10
-	snapEnd           SnapshotType = 255
+	// SnapHistoryMeta is the history's limits and last sequence number,
+	// SnapTx one transaction and SnapTransition one execution-state
+	// transition (docs/history.md).
+	SnapHistoryMeta SnapshotType = 11
+	SnapTx          SnapshotType = 12
+	SnapTransition  SnapshotType = 13
+	snapEnd         SnapshotType = 255
 )
 
 // AllSnapshotTypes lists every record type; the round-trip test fails if a
 // type is missing from it.
 var AllSnapshotTypes = []SnapshotType{SnapAPIVersion, SnapWorkload, SnapConfig, SnapRendered,
-	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision, SnapDesiredSeq, SnapReportMark}
+	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision, SnapDesiredSeq, SnapReportMark,
+	SnapHistoryMeta, SnapTx, SnapTransition}
 
 // The snapshot format: the magic, the version and the index (uvarints),
 // then records (type byte, uvarint length, JSON body), then snapEnd.
@@ -85,6 +92,12 @@ type deleteEdgeRecord struct {
 type reportMarkRecord struct {
 	Agent string
 	Mark  state.ReportMark
+}
+
+// historyMetaRecord is what the history keeps besides its records.
+type historyMetaRecord struct {
+	Limits  state.HistoryLimits `json:"l"`
+	LastSeq uint64              `json:"s"`
 }
 
 type agentRecord struct {
@@ -178,6 +191,21 @@ func WriteSnapshot(w io.Writer, st *state.Store, index uint64) error {
 	for _, a := range state.SortedKeys(st.ReportMarks) {
 		if err := rec(SnapReportMark, reportMarkRecord{a, st.ReportMarks[a]}); err != nil {
 			return err
+		}
+	}
+	if h := st.History; h != nil && (h.LastSeq != 0 || len(h.Transitions) > 0 || h.Limits != (state.HistoryLimits{})) {
+		if err := rec(SnapHistoryMeta, historyMetaRecord{h.Limits, h.LastSeq}); err != nil {
+			return err
+		}
+		for _, tx := range h.Txs {
+			if err := rec(SnapTx, tx); err != nil {
+				return err
+			}
+		}
+		for i := range h.Transitions {
+			if err := rec(SnapTransition, &h.Transitions[i]); err != nil {
+				return err
+			}
 		}
 	}
 	if err := bw.WriteByte(byte(snapEnd)); err != nil {
@@ -375,6 +403,22 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 				return fmt.Errorf("agent %q has no attributes", r.Name)
 			}
 			st.Agents[r.Name] = r.Attributes
+		}
+	case SnapHistoryMeta:
+		var r historyMetaRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			st.History.Limits = r.Limits
+			st.History.LastSeq = max(st.History.LastSeq, r.LastSeq)
+		}
+	case SnapTx:
+		var r state.Tx
+		if err = json.Unmarshal(body, &r); err == nil {
+			st.History.Restore(&r, nil)
+		}
+	case SnapTransition:
+		var r state.Transition
+		if err = json.Unmarshal(body, &r); err == nil {
+			st.History.Restore(nil, &r)
 		}
 	case SnapWorkloadState:
 		var r state.WorkloadState

@@ -111,7 +111,8 @@ func (l *leader) forgetPreviousLife(agent string, incarnation uint64) {
 	}
 	// The mark of the new incarnation, before any of its reports: reports
 	// of the previous life still in flight are dropped as stale after it.
-	l.proposeReports([]ingest.Report{{Agent: agent, Mark: state.ReportMark{Incarnation: incarnation}, States: stale}}, false)
+	l.proposeReports([]ingest.Report{{Agent: agent, Mark: state.ReportMark{Incarnation: incarnation}, States: stale}}, false,
+		"a new incarnation of agent "+agent+" said hello: the states of its previous life are AgentDisconnected")
 }
 
 // unconfirmStoredStates runs when this leader was elected without ever
@@ -150,7 +151,7 @@ func (l *leader) unconfirmStoredStates() {
 	}
 	if len(reports) > 0 {
 		l.s.log.Info("elected without following a leader since start: stored workload states are unconfirmed until their agents report", "agents", len(reports))
-		l.proposeReports(reports, false)
+		l.proposeReports(reports, false, "elected without following a leader since start: stored states unconfirmed until their agents report")
 	}
 }
 
@@ -208,10 +209,10 @@ func (l *leader) forgetAgentStream(name string) {
 // swdd~server-sends-events-for-disconnected-agent~1
 func (l *leader) disconnectAgent(name string) {
 	if r, ok := l.states.Flush(name); ok {
-		l.proposeReports([]ingest.Report{r}, false)
+		l.proposeReports([]ingest.Report{r}, false, "")
 	}
 	delete(l.status, name)
-	l.propose(&fsm.AgentGoneRequest{Name: name}, func(resp any, index uint64) {
+	l.propose(&fsm.AgentGoneRequest{Name: name, History: l.historyMeta("server", nil, true)}, func(resp any, index uint64) {
 		r, _ := resp.(*fsm.AgentGoneResponse)
 		var states []state.WorkloadState
 		if r != nil {
@@ -294,21 +295,24 @@ func (l *leader) proposeBatches() {
 		return
 	}
 	if b, ok := l.states.Next(); ok {
-		l.proposeReports(b.Reports, true)
+		l.proposeReports(b.Reports, true, "")
 	}
 }
 
 // proposeReports proposes conflated state reports as one entry; once it
 // is committed each report goes to everyone but its agent, and events are
-// sent. batch tells whether it is the dispatcher's batch in flight.
+// sent. batch tells whether it is the dispatcher's batch in flight;
+// decision, if not empty, says why the server set the states itself,
+// which makes the entry a transaction of the history.
 //
 // swdd~server-stores-workload-state~1
 // swdd~server-forwards-workload-state~1
 // swdd~server-cleans-up-state~1
 // swdd~server-sends-event-for-updated-workload-states~1
 // swdd~server-sends-event-for-removed-workload-states~1
-func (l *leader) proposeReports(reports []ingest.Report, batch bool) {
-	body := &fsm.WorkloadReportsRequest{Reports: make([]fsm.AgentReport, len(reports))}
+func (l *leader) proposeReports(reports []ingest.Report, batch bool, decision string) {
+	body := &fsm.WorkloadReportsRequest{Reports: make([]fsm.AgentReport, len(reports)), History: l.historyMeta("", nil, false)}
+	body.History.Decision = decision
 	n := 0
 	for i, r := range reports {
 		body.Reports[i] = fsm.AgentReport{Agent: r.Agent, Mark: r.Mark, States: r.States}

@@ -205,6 +205,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		l.unconfirmStoredStates()
 	}
 	l.seedStartupState()
+	l.syncHistoryLimits()
 	s.leaderMu.Lock()
 	s.term = l.term
 	s.leaderMu.Unlock()

@@ -3,6 +3,8 @@ package server
 import (
 	"sort"
 
+	"github.com/grapnel-io/grapnel/fsm"
+
 	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -23,6 +25,10 @@ type updatePlan struct {
 	changedWl []string // workloads added, changed or deleted in the desired state
 	changedCf []string // config keys added, changed or deleted
 	changed   bool
+	// history is the leader's part of the transaction (history.go), set
+	// by the caller after planning: the plan is a function of the store
+	// and the request only.
+	history *fsm.HistoryMeta
 }
 
 // plan validates, renders and diffs a new desired state against the

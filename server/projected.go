@@ -38,7 +38,7 @@ func (pr *projected) reload(f *fsm.FSM) (resync bool) {
 	first := pr.store == nil
 	var restores uint64
 	f.ReadMeta(func(st *state.Store, m fsm.Meta) {
-		pr.store = st.Clone()
+		pr.store = st.CloneWithoutHistory()
 		restores = m.Restores
 	})
 	resync = pr.resync || !first && restores != pr.restores

@@ -67,6 +67,10 @@ type Config struct {
 	// MaxMessageBytes is the largest message sent on a stream
 	// (rpc.MaxMessageBytes when zero; tests lower it).
 	MaxMessageBytes int
+	// HistoryLimits bound the replicated transaction history (zero
+	// fields: state.DefaultHistoryMax*); the leader puts them into the
+	// entries so that every replica prunes the same (docs/history.md).
+	HistoryLimits state.HistoryLimits
 }
 
 // Server is the leader-side Ankaios logic of one replica.
@@ -78,6 +82,8 @@ type Server struct {
 	renderer *render.Renderer
 	limits   state.Limits
 	conns    *registry
+	// historyLimits are Config.HistoryLimits with the defaults filled in.
+	historyLimits state.HistoryLimits
 
 	shutdownCh chan struct{}
 	shutdown   sync.Once
@@ -125,15 +131,17 @@ func New(cfg Config) (*Server, error) {
 		clk = clock.Real()
 	}
 	return &Server{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		node:       cfg.Node,
-		fsm:        cfg.FSM,
-		renderer:   render.NewLimited(lim.MaxWorkloadBytes),
-		limits:     lim,
-		conns:      newRegistry(),
-		shutdownCh: make(chan struct{}),
-		refusals:   newLogLimiter(clk, refusalLogWindow),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		node:     cfg.Node,
+		fsm:      cfg.FSM,
+		renderer: render.NewLimited(lim.MaxWorkloadBytes),
+		limits:   lim,
+		conns:    newRegistry(),
+
+		historyLimits: cfg.HistoryLimits.Effective(),
+		shutdownCh:    make(chan struct{}),
+		refusals:      newLogLimiter(clk, refusalLogWindow),
 	}, nil
 }
 

@@ -29,6 +29,7 @@ func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
 		l.pipe.ordered(func() { l.respondUpdateSuccess(id, p) })
 		return
 	}
+	p.history = l.historyMeta(requesterOf(id), req.GetUpdateMask(), true)
 	l.proposeUpdate(p, func() { l.respondUpdateSuccess(id, p) }, func(err error) {
 		l.respondText(id, fmt.Sprintf("Update failed: %v", err))
 	})
@@ -74,7 +75,7 @@ func (l *leader) proposeUpdate(p *updatePlan, answer func(), fail func(error)) {
 	if subscribed {
 		before = partialTree(l.projected.store, p)
 	}
-	prop := l.project(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.projected.store.DesiredSeq + 1})
+	prop := l.project(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.projected.store.DesiredSeq + 1, History: p.history})
 	var dispatch *updateDispatch
 	if prop.err == nil {
 		dispatch = planDispatch(l.projected.store, p)

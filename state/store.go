@@ -32,6 +32,10 @@ type Store struct {
 	// ReportMarks is the newest report mark accepted from each agent, so
 	// that any leader drops reports older than what the cluster stored.
 	ReportMarks map[string]ReportMark
+	// History is the transaction history and the execution-state
+	// transitions (history.go); nil in a store that keeps none, such as
+	// the leader's speculative one.
+	History *History
 
 	// inBatch and owned let the updates of one batch, applied under one
 	// hold of the FSM's lock, copy the desired state and the renderings
@@ -61,11 +65,19 @@ func NewStore() *Store {
 		Agents:      AgentMap{},
 		States:      WorkloadStatesMap{},
 		ReportMarks: map[string]ReportMark{},
+		History:     NewHistory(),
 	}
 }
 
 // Clone returns a copy that shares no mutable map with s.
 func (s *Store) Clone() *Store {
+	c := s.clone()
+	c.History = s.History.Clone()
+	return c
+}
+
+// clone copies all but the history.
+func (s *Store) clone() *Store {
 	return &Store{
 		Desired:     s.Desired.Clone(),
 		Rendered:    maps.Clone(s.Rendered),
@@ -77,6 +89,14 @@ func (s *Store) Clone() *Store {
 		ReportMarks: maps.Clone(s.ReportMarks),
 		usage:       s.usage.clone(),
 	}
+}
+
+// CloneWithoutHistory is Clone without the history, for a store that
+// predicts the desired state and need not keep one.
+func (s *Store) CloneWithoutHistory() *Store {
+	c := s.clone()
+	c.History = nil
+	return c
 }
 
 // DesiredUpdate is one accepted UpdateState as the leader decided it: the

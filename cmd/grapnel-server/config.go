@@ -87,6 +87,10 @@ type config struct {
 	MaxAgentBytes        int `yaml:"max_agent_bytes"`
 	// MaxRestoreBytes caps a snapshot upload to `cluster snapshot restore`.
 	MaxRestoreBytes int `yaml:"max_restore_bytes"`
+	// The transaction history's bounds (docs/history.md).
+	HistoryMaxEntries int           `yaml:"history_max_entries"`
+	HistoryMaxAge     time.Duration `yaml:"history_max_age"`
+	HistoryMaxBytes   int           `yaml:"history_max_bytes"`
 }
 
 func defaults() config {
@@ -103,6 +107,9 @@ func defaults() config {
 		MaxDesiredStateBytes:   lim.MaxDesiredStateBytes,
 		MaxAgentBytes:          lim.MaxAgentBytes,
 		MaxRestoreBytes:        int(server.DefaultMaxRestoreBytes),
+		HistoryMaxEntries:      state.DefaultHistoryMaxEntries,
+		HistoryMaxAge:          state.DefaultHistoryMaxAgeMs * time.Millisecond,
+		HistoryMaxBytes:        state.DefaultHistoryMaxBytes,
 		Address:                "127.0.0.1:25551",
 		Name:                   "server-1",
 		DataDir:                "/var/lib/grapnel",
@@ -160,6 +167,9 @@ func options() []layered.Option[config] {
 		layered.Opt("max-desired-state-bytes", "", "MAX_DESIRED_STATE_BYTES", "largest desired state (workloads as written and config items)", func(c *config) any { return &c.MaxDesiredStateBytes }),
 		layered.Opt("max-agent-bytes", "", "MAX_AGENT_BYTES", "largest set of rendered workloads one agent runs (its ServerHello)", func(c *config) any { return &c.MaxAgentBytes }),
 		layered.Opt("max-restore-bytes", "", "MAX_RESTORE_BYTES", "largest snapshot upload that cluster snapshot restore accepts (it is spooled under the data dir)", func(c *config) any { return &c.MaxRestoreBytes }),
+		layered.Opt("history-max-entries", "", "HISTORY_MAX_ENTRIES", "transactions the replicated history keeps (and, apart, execution-state transitions)", func(c *config) any { return &c.HistoryMaxEntries }),
+		layered.Opt("history-max-age", "", "HISTORY_MAX_AGE", "history records older than this before the newest are dropped", func(c *config) any { return &c.HistoryMaxAge }),
+		layered.Opt("history-max-bytes", "", "HISTORY_MAX_BYTES", "the history's estimated size in a snapshot, transactions and transitions together", func(c *config) any { return &c.HistoryMaxBytes }),
 		layered.Opt("enable-debug", "", "ENABLE_DEBUG", "serve Go's profiler under /debug/pprof/ on the metrics address", func(c *config) any { return &c.EnableDebug }),
 		layered.Opt("leave-on-terminate", "", "LEAVE_ON_TERMINATE", "on SIGTERM/SIGINT leave the cluster for good instead of stopping as a member that will come back", func(c *config) any { return &c.LeaveOnTerminate }),
 		// The Ankaios server reads these four from ANKSERVER_* variables too.
@@ -282,6 +292,15 @@ func (c config) validate() error {
 	}
 	if c.MaxRestoreBytes <= 0 {
 		return fmt.Errorf("--max-restore-bytes %d: must be positive", c.MaxRestoreBytes)
+	}
+	if c.HistoryMaxEntries <= 0 || c.HistoryMaxEntries > 1<<20 {
+		return fmt.Errorf("--history-max-entries %d: must be between 1 and %d", c.HistoryMaxEntries, 1<<20)
+	}
+	if c.HistoryMaxAge < time.Second {
+		return fmt.Errorf("--history-max-age %v: must be at least 1s", c.HistoryMaxAge)
+	}
+	if c.HistoryMaxBytes < 4096 {
+		return fmt.Errorf("--history-max-bytes %d: must be at least 4096", c.HistoryMaxBytes)
 	}
 	if c.AgentReconnectGrace < 0 {
 		return fmt.Errorf("--agent-reconnect-grace %v: must not be negative", c.AgentReconnectGrace)

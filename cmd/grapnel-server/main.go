@@ -111,6 +111,8 @@ func run(cfg config) error {
 		Node: node, FSM: f, Logger: log, StartupState: startup, Metrics: metricSet,
 		AgentReconnectGrace: grace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
 		GroupCommitDelay: commitDelay, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
+		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
+			MaxBytes: uint64(cfg.HistoryMaxBytes)},
 	})
 	if err != nil {
 		node.Shutdown()

@@ -82,7 +82,7 @@ func (x ConfigItem_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConfigItem_Kind.Descriptor instead.
 func (ConfigItem_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{10, 0}
+	return file_commands_proto_rawDescGZIP(), []int{13, 0}
 }
 
 // UpdateDesiredState is the body of type 8, UpdateDesiredStatePacked.
@@ -91,7 +91,11 @@ type UpdateDesiredState struct {
 	Update *DesiredUpdate         `protobuf:"bytes,1,opt,name=update,proto3" json:"update,omitempty"`
 	// seq is the store's desired-state sequence once the update is
 	// applied; the update is refused unless it builds on seq-1.
-	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// history is what the leader decided for the transaction history
+	// (docs/history.md); a replica that does not know it applies the
+	// update all the same and keeps no history.
+	History       *HistoryMeta `protobuf:"bytes,3,opt,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +144,247 @@ func (x *UpdateDesiredState) GetSeq() uint64 {
 	return 0
 }
 
+func (x *UpdateDesiredState) GetHistory() *HistoryMeta {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// HistoryMeta is the leader-decided part of the transaction history an
+// entry's command adds (docs/history.md). Every replica appends the same
+// records from it and from its store.
+type HistoryMeta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// time_ms is the leader's clock when it decided, Unix milliseconds.
+	TimeMs int64 `protobuf:"varint,1,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	// requester is the connection name (agent, CLI connection, commander),
+	// "startup-manifest", or "server".
+	Requester  string   `protobuf:"bytes,2,opt,name=requester,proto3" json:"requester,omitempty"`
+	UpdateMask []string `protobuf:"bytes,3,rep,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// The history limits the leader runs with; zero keeps those stored.
+	MaxEntries uint32 `protobuf:"varint,4,opt,name=max_entries,json=maxEntries,proto3" json:"max_entries,omitempty"`
+	MaxAgeMs   uint64 `protobuf:"varint,5,opt,name=max_age_ms,json=maxAgeMs,proto3" json:"max_age_ms,omitempty"`
+	MaxBytes   uint64 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// rejections are refused requests riding along in this entry.
+	Rejections []*Rejection `protobuf:"bytes,7,rep,name=rejections,proto3" json:"rejections,omitempty"`
+	// decision names a change the server made itself (agent gone, states
+	// of an agent's previous life).
+	Decision      string `protobuf:"bytes,8,opt,name=decision,proto3" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryMeta) Reset() {
+	*x = HistoryMeta{}
+	mi := &file_commands_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryMeta) ProtoMessage() {}
+
+func (x *HistoryMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryMeta.ProtoReflect.Descriptor instead.
+func (*HistoryMeta) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *HistoryMeta) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *HistoryMeta) GetRequester() string {
+	if x != nil {
+		return x.Requester
+	}
+	return ""
+}
+
+func (x *HistoryMeta) GetUpdateMask() []string {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *HistoryMeta) GetMaxEntries() uint32 {
+	if x != nil {
+		return x.MaxEntries
+	}
+	return 0
+}
+
+func (x *HistoryMeta) GetMaxAgeMs() uint64 {
+	if x != nil {
+		return x.MaxAgeMs
+	}
+	return 0
+}
+
+func (x *HistoryMeta) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *HistoryMeta) GetRejections() []*Rejection {
+	if x != nil {
+		return x.Rejections
+	}
+	return nil
+}
+
+func (x *HistoryMeta) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+// Rejection is one refused request, or several equal ones conflated.
+type Rejection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeMs        int64                  `protobuf:"varint,1,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	Requester     string                 `protobuf:"bytes,2,opt,name=requester,proto3" json:"requester,omitempty"`
+	UpdateMask    []string               `protobuf:"bytes,3,rep,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Count         uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rejection) Reset() {
+	*x = Rejection{}
+	mi := &file_commands_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rejection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rejection) ProtoMessage() {}
+
+func (x *Rejection) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
+func (*Rejection) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Rejection) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *Rejection) GetRequester() string {
+	if x != nil {
+		return x.Requester
+	}
+	return ""
+}
+
+func (x *Rejection) GetUpdateMask() []string {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *Rejection) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Rejection) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// HistoryNotes is the body of type 138 (10 with IgnoreUnknownTypeFlag):
+// history records with no change of state, such as rejections no other
+// entry took along. A replica that does not know it skips it.
+type HistoryNotes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	History       *HistoryMeta           `protobuf:"bytes,1,opt,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryNotes) Reset() {
+	*x = HistoryNotes{}
+	mi := &file_commands_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryNotes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryNotes) ProtoMessage() {}
+
+func (x *HistoryNotes) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryNotes.ProtoReflect.Descriptor instead.
+func (*HistoryNotes) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HistoryNotes) GetHistory() *HistoryMeta {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
 // DesiredUpdate is state.DesiredUpdate.
 type DesiredUpdate struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -159,7 +404,7 @@ type DesiredUpdate struct {
 
 func (x *DesiredUpdate) Reset() {
 	*x = DesiredUpdate{}
-	mi := &file_commands_proto_msgTypes[1]
+	mi := &file_commands_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +416,7 @@ func (x *DesiredUpdate) String() string {
 func (*DesiredUpdate) ProtoMessage() {}
 
 func (x *DesiredUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[1]
+	mi := &file_commands_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +429,7 @@ func (x *DesiredUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DesiredUpdate.ProtoReflect.Descriptor instead.
 func (*DesiredUpdate) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{1}
+	return file_commands_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DesiredUpdate) GetApiVersion() string {
@@ -268,7 +513,7 @@ type AgentTags struct {
 
 func (x *AgentTags) Reset() {
 	*x = AgentTags{}
-	mi := &file_commands_proto_msgTypes[2]
+	mi := &file_commands_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +525,7 @@ func (x *AgentTags) String() string {
 func (*AgentTags) ProtoMessage() {}
 
 func (x *AgentTags) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[2]
+	mi := &file_commands_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +538,7 @@ func (x *AgentTags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentTags.ProtoReflect.Descriptor instead.
 func (*AgentTags) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{2}
+	return file_commands_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AgentTags) GetAgent() string {
@@ -331,7 +576,7 @@ type Workload struct {
 
 func (x *Workload) Reset() {
 	*x = Workload{}
-	mi := &file_commands_proto_msgTypes[3]
+	mi := &file_commands_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +588,7 @@ func (x *Workload) String() string {
 func (*Workload) ProtoMessage() {}
 
 func (x *Workload) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[3]
+	mi := &file_commands_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +601,7 @@ func (x *Workload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workload.ProtoReflect.Descriptor instead.
 func (*Workload) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{3}
+	return file_commands_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Workload) GetName() string {
@@ -440,7 +685,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_commands_proto_msgTypes[4]
+	mi := &file_commands_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +697,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[4]
+	mi := &file_commands_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +710,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{4}
+	return file_commands_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *File) GetMountPoint() string {
@@ -499,7 +744,7 @@ type ControlInterfaceAccess struct {
 
 func (x *ControlInterfaceAccess) Reset() {
 	*x = ControlInterfaceAccess{}
-	mi := &file_commands_proto_msgTypes[5]
+	mi := &file_commands_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +756,7 @@ func (x *ControlInterfaceAccess) String() string {
 func (*ControlInterfaceAccess) ProtoMessage() {}
 
 func (x *ControlInterfaceAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[5]
+	mi := &file_commands_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +769,7 @@ func (x *ControlInterfaceAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlInterfaceAccess.ProtoReflect.Descriptor instead.
 func (*ControlInterfaceAccess) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{5}
+	return file_commands_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ControlInterfaceAccess) GetAllowRules() []*AccessRule {
@@ -553,7 +798,7 @@ type AccessRule struct {
 
 func (x *AccessRule) Reset() {
 	*x = AccessRule{}
-	mi := &file_commands_proto_msgTypes[6]
+	mi := &file_commands_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +810,7 @@ func (x *AccessRule) String() string {
 func (*AccessRule) ProtoMessage() {}
 
 func (x *AccessRule) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[6]
+	mi := &file_commands_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +823,7 @@ func (x *AccessRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessRule.ProtoReflect.Descriptor instead.
 func (*AccessRule) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{6}
+	return file_commands_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AccessRule) GetIsLogRule() bool {
@@ -623,7 +868,7 @@ type Rendered struct {
 
 func (x *Rendered) Reset() {
 	*x = Rendered{}
-	mi := &file_commands_proto_msgTypes[7]
+	mi := &file_commands_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +880,7 @@ func (x *Rendered) String() string {
 func (*Rendered) ProtoMessage() {}
 
 func (x *Rendered) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[7]
+	mi := &file_commands_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +893,7 @@ func (x *Rendered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rendered.ProtoReflect.Descriptor instead.
 func (*Rendered) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{7}
+	return file_commands_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Rendered) GetName() string {
@@ -683,7 +928,7 @@ type InstanceName struct {
 
 func (x *InstanceName) Reset() {
 	*x = InstanceName{}
-	mi := &file_commands_proto_msgTypes[8]
+	mi := &file_commands_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +940,7 @@ func (x *InstanceName) String() string {
 func (*InstanceName) ProtoMessage() {}
 
 func (x *InstanceName) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[8]
+	mi := &file_commands_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +953,7 @@ func (x *InstanceName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceName.ProtoReflect.Descriptor instead.
 func (*InstanceName) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{8}
+	return file_commands_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InstanceName) GetWorkloadName() string {
@@ -748,7 +993,7 @@ type WorkloadState struct {
 
 func (x *WorkloadState) Reset() {
 	*x = WorkloadState{}
-	mi := &file_commands_proto_msgTypes[9]
+	mi := &file_commands_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +1005,7 @@ func (x *WorkloadState) String() string {
 func (*WorkloadState) ProtoMessage() {}
 
 func (x *WorkloadState) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[9]
+	mi := &file_commands_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +1018,7 @@ func (x *WorkloadState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadState.ProtoReflect.Descriptor instead.
 func (*WorkloadState) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{9}
+	return file_commands_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WorkloadState) GetWorkloadName() string {
@@ -833,7 +1078,7 @@ type ConfigItem struct {
 
 func (x *ConfigItem) Reset() {
 	*x = ConfigItem{}
-	mi := &file_commands_proto_msgTypes[10]
+	mi := &file_commands_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1090,7 @@ func (x *ConfigItem) String() string {
 func (*ConfigItem) ProtoMessage() {}
 
 func (x *ConfigItem) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[10]
+	mi := &file_commands_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1103,7 @@ func (x *ConfigItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigItem.ProtoReflect.Descriptor instead.
 func (*ConfigItem) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{10}
+	return file_commands_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConfigItem) GetKey() string {
@@ -900,7 +1145,7 @@ type AgentConnected struct {
 
 func (x *AgentConnected) Reset() {
 	*x = AgentConnected{}
-	mi := &file_commands_proto_msgTypes[11]
+	mi := &file_commands_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1157,7 @@ func (x *AgentConnected) String() string {
 func (*AgentConnected) ProtoMessage() {}
 
 func (x *AgentConnected) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[11]
+	mi := &file_commands_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1170,7 @@ func (x *AgentConnected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentConnected.ProtoReflect.Descriptor instead.
 func (*AgentConnected) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{11}
+	return file_commands_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AgentConnected) GetName() string {
@@ -946,13 +1191,14 @@ func (x *AgentConnected) GetTags() []string {
 type AgentGone struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	History       *HistoryMeta           `protobuf:"bytes,2,opt,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentGone) Reset() {
 	*x = AgentGone{}
-	mi := &file_commands_proto_msgTypes[12]
+	mi := &file_commands_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1210,7 @@ func (x *AgentGone) String() string {
 func (*AgentGone) ProtoMessage() {}
 
 func (x *AgentGone) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[12]
+	mi := &file_commands_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1223,7 @@ func (x *AgentGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentGone.ProtoReflect.Descriptor instead.
 func (*AgentGone) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{12}
+	return file_commands_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AgentGone) GetName() string {
@@ -987,17 +1233,27 @@ func (x *AgentGone) GetName() string {
 	return ""
 }
 
+func (x *AgentGone) GetHistory() *HistoryMeta {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
 // WorkloadReports is the body of type 7.
 type WorkloadReports struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reports       []*AgentReport         `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Reports []*AgentReport         `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	// history carries at least the time of the entry, for the
+	// execution-state transitions it records.
+	History       *HistoryMeta `protobuf:"bytes,2,opt,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkloadReports) Reset() {
 	*x = WorkloadReports{}
-	mi := &file_commands_proto_msgTypes[13]
+	mi := &file_commands_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1265,7 @@ func (x *WorkloadReports) String() string {
 func (*WorkloadReports) ProtoMessage() {}
 
 func (x *WorkloadReports) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[13]
+	mi := &file_commands_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,12 +1278,19 @@ func (x *WorkloadReports) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadReports.ProtoReflect.Descriptor instead.
 func (*WorkloadReports) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{13}
+	return file_commands_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WorkloadReports) GetReports() []*AgentReport {
 	if x != nil {
 		return x.Reports
+	}
+	return nil
+}
+
+func (x *WorkloadReports) GetHistory() *HistoryMeta {
+	if x != nil {
+		return x.History
 	}
 	return nil
 }
@@ -1045,7 +1308,7 @@ type AgentReport struct {
 
 func (x *AgentReport) Reset() {
 	*x = AgentReport{}
-	mi := &file_commands_proto_msgTypes[14]
+	mi := &file_commands_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1320,7 @@ func (x *AgentReport) String() string {
 func (*AgentReport) ProtoMessage() {}
 
 func (x *AgentReport) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[14]
+	mi := &file_commands_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1333,7 @@ func (x *AgentReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentReport.ProtoReflect.Descriptor instead.
 func (*AgentReport) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{14}
+	return file_commands_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AgentReport) GetAgent() string {
@@ -1105,10 +1368,34 @@ var File_commands_proto protoreflect.FileDescriptor
 
 const file_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x0ecommands.proto\x12\vgrapnel.fsm\"Z\n" +
+	"\x0ecommands.proto\x12\vgrapnel.fsm\"\x8e\x01\n" +
 	"\x12UpdateDesiredState\x122\n" +
 	"\x06update\x18\x01 \x01(\v2\x1a.grapnel.fsm.DesiredUpdateR\x06update\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x8d\x04\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
+	"\ahistory\x18\x03 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"\x95\x02\n" +
+	"\vHistoryMeta\x12\x17\n" +
+	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12\x1c\n" +
+	"\trequester\x18\x02 \x01(\tR\trequester\x12\x1f\n" +
+	"\vupdate_mask\x18\x03 \x03(\tR\n" +
+	"updateMask\x12\x1f\n" +
+	"\vmax_entries\x18\x04 \x01(\rR\n" +
+	"maxEntries\x12\x1c\n" +
+	"\n" +
+	"max_age_ms\x18\x05 \x01(\x04R\bmaxAgeMs\x12\x1b\n" +
+	"\tmax_bytes\x18\x06 \x01(\x04R\bmaxBytes\x126\n" +
+	"\n" +
+	"rejections\x18\a \x03(\v2\x16.grapnel.fsm.RejectionR\n" +
+	"rejections\x12\x1a\n" +
+	"\bdecision\x18\b \x01(\tR\bdecision\"\x91\x01\n" +
+	"\tRejection\x12\x17\n" +
+	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12\x1c\n" +
+	"\trequester\x18\x02 \x01(\tR\trequester\x12\x1f\n" +
+	"\vupdate_mask\x18\x03 \x03(\tR\n" +
+	"updateMask\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\rR\x05count\"B\n" +
+	"\fHistoryNotes\x122\n" +
+	"\ahistory\x18\x01 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"\x8d\x04\n" +
 	"\rDesiredUpdate\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12:\n" +
@@ -1187,11 +1474,13 @@ const file_commands_proto_rawDesc = "" +
 	"\x03NIL\x10\x03\"8\n" +
 	"\x0eAgentConnected\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04tags\x18\x02 \x03(\tR\x04tags\"\x1f\n" +
+	"\x04tags\x18\x02 \x03(\tR\x04tags\"S\n" +
 	"\tAgentGone\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"E\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
+	"\ahistory\x18\x02 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"y\n" +
 	"\x0fWorkloadReports\x122\n" +
-	"\areports\x18\x01 \x03(\v2\x18.grapnel.fsm.AgentReportR\areports\"\x99\x01\n" +
+	"\areports\x18\x01 \x03(\v2\x18.grapnel.fsm.AgentReportR\areports\x122\n" +
+	"\ahistory\x18\x02 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"\x99\x01\n" +
 	"\vAgentReport\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x1e\n" +
@@ -1213,48 +1502,56 @@ func file_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_commands_proto_goTypes = []any{
 	(ConfigItem_Kind)(0),           // 0: grapnel.fsm.ConfigItem.Kind
 	(*UpdateDesiredState)(nil),     // 1: grapnel.fsm.UpdateDesiredState
-	(*DesiredUpdate)(nil),          // 2: grapnel.fsm.DesiredUpdate
-	(*AgentTags)(nil),              // 3: grapnel.fsm.AgentTags
-	(*Workload)(nil),               // 4: grapnel.fsm.Workload
-	(*File)(nil),                   // 5: grapnel.fsm.File
-	(*ControlInterfaceAccess)(nil), // 6: grapnel.fsm.ControlInterfaceAccess
-	(*AccessRule)(nil),             // 7: grapnel.fsm.AccessRule
-	(*Rendered)(nil),               // 8: grapnel.fsm.Rendered
-	(*InstanceName)(nil),           // 9: grapnel.fsm.InstanceName
-	(*WorkloadState)(nil),          // 10: grapnel.fsm.WorkloadState
-	(*ConfigItem)(nil),             // 11: grapnel.fsm.ConfigItem
-	(*AgentConnected)(nil),         // 12: grapnel.fsm.AgentConnected
-	(*AgentGone)(nil),              // 13: grapnel.fsm.AgentGone
-	(*WorkloadReports)(nil),        // 14: grapnel.fsm.WorkloadReports
-	(*AgentReport)(nil),            // 15: grapnel.fsm.AgentReport
+	(*HistoryMeta)(nil),            // 2: grapnel.fsm.HistoryMeta
+	(*Rejection)(nil),              // 3: grapnel.fsm.Rejection
+	(*HistoryNotes)(nil),           // 4: grapnel.fsm.HistoryNotes
+	(*DesiredUpdate)(nil),          // 5: grapnel.fsm.DesiredUpdate
+	(*AgentTags)(nil),              // 6: grapnel.fsm.AgentTags
+	(*Workload)(nil),               // 7: grapnel.fsm.Workload
+	(*File)(nil),                   // 8: grapnel.fsm.File
+	(*ControlInterfaceAccess)(nil), // 9: grapnel.fsm.ControlInterfaceAccess
+	(*AccessRule)(nil),             // 10: grapnel.fsm.AccessRule
+	(*Rendered)(nil),               // 11: grapnel.fsm.Rendered
+	(*InstanceName)(nil),           // 12: grapnel.fsm.InstanceName
+	(*WorkloadState)(nil),          // 13: grapnel.fsm.WorkloadState
+	(*ConfigItem)(nil),             // 14: grapnel.fsm.ConfigItem
+	(*AgentConnected)(nil),         // 15: grapnel.fsm.AgentConnected
+	(*AgentGone)(nil),              // 16: grapnel.fsm.AgentGone
+	(*WorkloadReports)(nil),        // 17: grapnel.fsm.WorkloadReports
+	(*AgentReport)(nil),            // 18: grapnel.fsm.AgentReport
 }
 var file_commands_proto_depIdxs = []int32{
-	2,  // 0: grapnel.fsm.UpdateDesiredState.update:type_name -> grapnel.fsm.DesiredUpdate
-	4,  // 1: grapnel.fsm.DesiredUpdate.put_workloads:type_name -> grapnel.fsm.Workload
-	11, // 2: grapnel.fsm.DesiredUpdate.put_configs:type_name -> grapnel.fsm.ConfigItem
-	8,  // 3: grapnel.fsm.DesiredUpdate.put_rendered:type_name -> grapnel.fsm.Rendered
-	10, // 4: grapnel.fsm.DesiredUpdate.set_states:type_name -> grapnel.fsm.WorkloadState
-	9,  // 5: grapnel.fsm.DesiredUpdate.delete_states:type_name -> grapnel.fsm.InstanceName
-	3,  // 6: grapnel.fsm.DesiredUpdate.agent_tags:type_name -> grapnel.fsm.AgentTags
-	6,  // 7: grapnel.fsm.Workload.control_interface_access:type_name -> grapnel.fsm.ControlInterfaceAccess
-	5,  // 8: grapnel.fsm.Workload.files:type_name -> grapnel.fsm.File
-	7,  // 9: grapnel.fsm.ControlInterfaceAccess.allow_rules:type_name -> grapnel.fsm.AccessRule
-	7,  // 10: grapnel.fsm.ControlInterfaceAccess.deny_rules:type_name -> grapnel.fsm.AccessRule
-	9,  // 11: grapnel.fsm.Rendered.instance:type_name -> grapnel.fsm.InstanceName
-	4,  // 12: grapnel.fsm.Rendered.workload:type_name -> grapnel.fsm.Workload
-	0,  // 13: grapnel.fsm.ConfigItem.kind:type_name -> grapnel.fsm.ConfigItem.Kind
-	11, // 14: grapnel.fsm.ConfigItem.items:type_name -> grapnel.fsm.ConfigItem
-	15, // 15: grapnel.fsm.WorkloadReports.reports:type_name -> grapnel.fsm.AgentReport
-	10, // 16: grapnel.fsm.AgentReport.states:type_name -> grapnel.fsm.WorkloadState
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	5,  // 0: grapnel.fsm.UpdateDesiredState.update:type_name -> grapnel.fsm.DesiredUpdate
+	2,  // 1: grapnel.fsm.UpdateDesiredState.history:type_name -> grapnel.fsm.HistoryMeta
+	3,  // 2: grapnel.fsm.HistoryMeta.rejections:type_name -> grapnel.fsm.Rejection
+	2,  // 3: grapnel.fsm.HistoryNotes.history:type_name -> grapnel.fsm.HistoryMeta
+	7,  // 4: grapnel.fsm.DesiredUpdate.put_workloads:type_name -> grapnel.fsm.Workload
+	14, // 5: grapnel.fsm.DesiredUpdate.put_configs:type_name -> grapnel.fsm.ConfigItem
+	11, // 6: grapnel.fsm.DesiredUpdate.put_rendered:type_name -> grapnel.fsm.Rendered
+	13, // 7: grapnel.fsm.DesiredUpdate.set_states:type_name -> grapnel.fsm.WorkloadState
+	12, // 8: grapnel.fsm.DesiredUpdate.delete_states:type_name -> grapnel.fsm.InstanceName
+	6,  // 9: grapnel.fsm.DesiredUpdate.agent_tags:type_name -> grapnel.fsm.AgentTags
+	9,  // 10: grapnel.fsm.Workload.control_interface_access:type_name -> grapnel.fsm.ControlInterfaceAccess
+	8,  // 11: grapnel.fsm.Workload.files:type_name -> grapnel.fsm.File
+	10, // 12: grapnel.fsm.ControlInterfaceAccess.allow_rules:type_name -> grapnel.fsm.AccessRule
+	10, // 13: grapnel.fsm.ControlInterfaceAccess.deny_rules:type_name -> grapnel.fsm.AccessRule
+	12, // 14: grapnel.fsm.Rendered.instance:type_name -> grapnel.fsm.InstanceName
+	7,  // 15: grapnel.fsm.Rendered.workload:type_name -> grapnel.fsm.Workload
+	0,  // 16: grapnel.fsm.ConfigItem.kind:type_name -> grapnel.fsm.ConfigItem.Kind
+	14, // 17: grapnel.fsm.ConfigItem.items:type_name -> grapnel.fsm.ConfigItem
+	2,  // 18: grapnel.fsm.AgentGone.history:type_name -> grapnel.fsm.HistoryMeta
+	18, // 19: grapnel.fsm.WorkloadReports.reports:type_name -> grapnel.fsm.AgentReport
+	2,  // 20: grapnel.fsm.WorkloadReports.history:type_name -> grapnel.fsm.HistoryMeta
+	13, // 21: grapnel.fsm.AgentReport.states:type_name -> grapnel.fsm.WorkloadState
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_commands_proto_init() }
@@ -1268,7 +1565,7 @@ func file_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// The leader's part of the transaction history (docs/history.md): it
+// decides the time (its injected clock), who asked, the masks and the
+// limits, and puts them into the entries; the FSM appends the records
+// on every replica from them.
+
+// requesterStartup names the startup manifest as the requester of the
+// update that seeds a cluster.
+const requesterStartup = "startup-manifest"
+
+// requesterOf is the connection name a request id carries ("agent_A",
+// "cli-conn-3"): the name the server knows the requester by.
+func requesterOf(id string) string {
+	name, _, ok := rpc.SplitRequestID(id)
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+// historyMeta is the leader-decided part of an entry's history: now by
+// the leader's clock, the requester and its update mask, the limits when
+// withLimits (updates carry them; the frequent report entries leave them
+// out and the FSM keeps the last it saw).
+func (l *leader) historyMeta(requester string, mask []string, withLimits bool) *fsm.HistoryMeta {
+	m := &fsm.HistoryMeta{TimeMs: l.clock.Now().UnixMilli(), Requester: requester, UpdateMask: mask}
+	if withLimits {
+		m.Limits = l.s.historyLimits
+	}
+	return m
+}
+
+// syncHistoryLimits proposes this leader's history limits when they
+// differ from the ones the FSM holds (an operator changed the flags), so
+// that the history is pruned by them before the next update carries
+// them. Nothing is written when they agree, as they do with the defaults.
+func (l *leader) syncHistoryLimits() {
+	var stored state.HistoryLimits
+	l.s.fsm.Read(func(st *state.Store, _ uint64) {
+		if st.History != nil {
+			stored = st.History.Limits
+		}
+	})
+	if stored.Effective() == l.s.historyLimits {
+		return
+	}
+	l.propose(&fsm.HistoryNotesRequest{History: *l.historyMeta("server", nil, true)}, nil, nil)
+}
