@@ -39,6 +39,7 @@ var sentinelReasons = []struct {
 	{errs.ErrMessageTooLarge, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},
 	{errs.ErrStateChanged, codes.FailedPrecondition, "STATE_CHANGED"},
 	{errs.ErrAgentNotConnected, codes.NotFound, "AGENT_NOT_CONNECTED"},
+	{errs.ErrNoSuchTransaction, codes.NotFound, "NO_SUCH_TRANSACTION"},
 	{state.ErrInvalid, codes.InvalidArgument, "INVALID"},
 }
 

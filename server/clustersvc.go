@@ -50,8 +50,10 @@ type clusterService struct {
 // RegisterCluster adds Grapnel's Cluster service to a gRPC server, tied to
 // the server: leader-only calls hold for Config.HoldTimeout while no
 // leader is known, and watches end on Shutdown. It removes what a restore
-// interrupted by a crash left in the restore spool.
+// interrupted by a crash left in the restore spool. It registers the
+// History service (historysvc.go) along with it.
 func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
+	s.registerHistory(g)
 	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, conns: s.conns, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh,
 		spool: newRestoreSpool(s.node.DataDir(), s.cfg.MaxRestoreBytes, s.log), resync: s.resyncAgent})
 }

@@ -303,17 +303,17 @@ func (t Transition) size() uint64 {
 }
 
 // Since returns the transactions after seq that touch workload (any
-// when empty), oldest first, at most limit of them (the newest ones;
-// all when limit is zero).
+// when empty), oldest first, at most limit of them (all when limit is
+// zero), so that a reader pages on with the last one's Seq.
 func (h *History) Since(seq uint64, workload string, limit int) []*Tx {
 	var out []*Tx
 	for _, tx := range h.Txs {
+		if limit > 0 && len(out) == limit {
+			break
+		}
 		if tx.Seq > seq && (workload == "" || tx.Touches(workload)) {
 			out = append(out, tx)
 		}
-	}
-	if limit > 0 && len(out) > limit {
-		out = out[len(out)-limit:]
 	}
 	return out
 }

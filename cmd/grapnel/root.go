@@ -46,7 +46,7 @@ func newRoot(a *app) *cobra.Command {
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.Flags().BoolP("version", "V", false, "print the version and exit")
 
-	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a))
+	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a), newHistory(a))
 	return root
 }
 
@@ -131,7 +131,7 @@ func newGet(a *app) *cobra.Command {
 	events.Flags().StringVarP(&a.output, "output", "o", "yaml", "output format: yaml or json")
 	events.Flags().BoolVarP(&a.includeCurrent, "include-current-state", "c", false, "print the current state first")
 
-	get.AddCommand(stateCmd, workloads, agents, configs, events, newGetGraph(a))
+	get.AddCommand(stateCmd, workloads, agents, configs, events, newGetGraph(a), newTimeline(a))
 	return get
 }
 

@@ -98,3 +98,7 @@ type textError struct {
 
 func (e *textError) Error() string { return e.text }
 func (e *textError) Unwrap() error { return e.kind }
+
+// ErrNoSuchTransaction is a history sequence number that was never
+// recorded or has been pruned (docs/history.md).
+var ErrNoSuchTransaction = errors.New("no such transaction in the history")

@@ -1546,6 +1546,735 @@ func (*ResyncAgentResponse) Descriptor() ([]byte, []int) {
 	return file_grapnel_proto_rawDescGZIP(), []int{24}
 }
 
+type HistoryListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Since         uint64                 `protobuf:"varint,1,opt,name=since,proto3" json:"since,omitempty"`
+	Workload      string                 `protobuf:"bytes,2,opt,name=workload,proto3" json:"workload,omitempty"`
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryListRequest) Reset() {
+	*x = HistoryListRequest{}
+	mi := &file_grapnel_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryListRequest) ProtoMessage() {}
+
+func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
+func (*HistoryListRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *HistoryListRequest) GetSince() uint64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *HistoryListRequest) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *HistoryListRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type HistoryListResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Transactions []*Transaction         `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	// lastSeq is the newest transaction recorded; oldestSeq the oldest
+	// still kept (0 when none is).
+	LastSeq   uint64 `protobuf:"varint,2,opt,name=lastSeq,proto3" json:"lastSeq,omitempty"`
+	OldestSeq uint64 `protobuf:"varint,3,opt,name=oldestSeq,proto3" json:"oldestSeq,omitempty"`
+	// replicaId and appliedIndex say whose copy answered and how far it is.
+	ReplicaId     string `protobuf:"bytes,4,opt,name=replicaId,proto3" json:"replicaId,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,5,opt,name=appliedIndex,proto3" json:"appliedIndex,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryListResponse) Reset() {
+	*x = HistoryListResponse{}
+	mi := &file_grapnel_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryListResponse) ProtoMessage() {}
+
+func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
+func (*HistoryListResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *HistoryListResponse) GetTransactions() []*Transaction {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+func (x *HistoryListResponse) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *HistoryListResponse) GetOldestSeq() uint64 {
+	if x != nil {
+		return x.OldestSeq
+	}
+	return 0
+}
+
+func (x *HistoryListResponse) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *HistoryListResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+type HistoryGetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryGetRequest) Reset() {
+	*x = HistoryGetRequest{}
+	mi := &file_grapnel_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryGetRequest) ProtoMessage() {}
+
+func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryGetRequest.ProtoReflect.Descriptor instead.
+func (*HistoryGetRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *HistoryGetRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type Transaction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// index is the Raft index of the entry that carried it.
+	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// timeMs is when the leader decided it (Unix milliseconds).
+	TimeMs int64 `protobuf:"varint,3,opt,name=timeMs,proto3" json:"timeMs,omitempty"`
+	// kind is Update, Rejected or Decision.
+	Kind          string        `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Requester     string        `protobuf:"bytes,5,opt,name=requester,proto3" json:"requester,omitempty"`
+	UpdateMask    []string      `protobuf:"bytes,6,rep,name=updateMask,proto3" json:"updateMask,omitempty"`
+	Reason        string        `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	Count         uint32        `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`
+	ApiVersion    string        `protobuf:"bytes,9,opt,name=apiVersion,proto3" json:"apiVersion,omitempty"`
+	Workloads     []*TxWorkload `protobuf:"bytes,10,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	Configs       []*TxConfig   `protobuf:"bytes,11,rep,name=configs,proto3" json:"configs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Transaction) Reset() {
+	*x = Transaction{}
+	mi := &file_grapnel_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Transaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Transaction) ProtoMessage() {}
+
+func (x *Transaction) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
+func (*Transaction) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Transaction) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Transaction) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Transaction) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *Transaction) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Transaction) GetRequester() string {
+	if x != nil {
+		return x.Requester
+	}
+	return ""
+}
+
+func (x *Transaction) GetUpdateMask() []string {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *Transaction) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Transaction) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Transaction) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *Transaction) GetWorkloads() []*TxWorkload {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *Transaction) GetConfigs() []*TxConfig {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type TxWorkload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// op is Added, Updated, Deleted or States.
+	Op            string           `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	Instance      string           `protobuf:"bytes,3,opt,name=instance,proto3" json:"instance,omitempty"`
+	OldInstance   string           `protobuf:"bytes,4,opt,name=oldInstance,proto3" json:"oldInstance,omitempty"`
+	Changes       []*TxFieldChange `protobuf:"bytes,5,rep,name=changes,proto3" json:"changes,omitempty"`
+	States        []string         `protobuf:"bytes,6,rep,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxWorkload) Reset() {
+	*x = TxWorkload{}
+	mi := &file_grapnel_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxWorkload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxWorkload) ProtoMessage() {}
+
+func (x *TxWorkload) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxWorkload.ProtoReflect.Descriptor instead.
+func (*TxWorkload) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *TxWorkload) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TxWorkload) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *TxWorkload) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *TxWorkload) GetOldInstance() string {
+	if x != nil {
+		return x.OldInstance
+	}
+	return ""
+}
+
+func (x *TxWorkload) GetChanges() []*TxFieldChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *TxWorkload) GetStates() []string {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+type TxFieldChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Field         string                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Old           string                 `protobuf:"bytes,2,opt,name=old,proto3" json:"old,omitempty"`
+	New           string                 `protobuf:"bytes,3,opt,name=new,proto3" json:"new,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxFieldChange) Reset() {
+	*x = TxFieldChange{}
+	mi := &file_grapnel_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxFieldChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxFieldChange) ProtoMessage() {}
+
+func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxFieldChange.ProtoReflect.Descriptor instead.
+func (*TxFieldChange) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *TxFieldChange) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *TxFieldChange) GetOld() string {
+	if x != nil {
+		return x.Old
+	}
+	return ""
+}
+
+func (x *TxFieldChange) GetNew() string {
+	if x != nil {
+		return x.New
+	}
+	return ""
+}
+
+type TxConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Op            string                 `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxConfig) Reset() {
+	*x = TxConfig{}
+	mi := &file_grapnel_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxConfig) ProtoMessage() {}
+
+func (x *TxConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxConfig.ProtoReflect.Descriptor instead.
+func (*TxConfig) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *TxConfig) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TxConfig) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+type TimelineRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workload      string                 `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimelineRequest) Reset() {
+	*x = TimelineRequest{}
+	mi := &file_grapnel_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimelineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimelineRequest) ProtoMessage() {}
+
+func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimelineRequest.ProtoReflect.Descriptor instead.
+func (*TimelineRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TimelineRequest) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+type TimelineResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*TimelineEvent       `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	ReplicaId     string                 `protobuf:"bytes,2,opt,name=replicaId,proto3" json:"replicaId,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimelineResponse) Reset() {
+	*x = TimelineResponse{}
+	mi := &file_grapnel_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimelineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimelineResponse) ProtoMessage() {}
+
+func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimelineResponse.ProtoReflect.Descriptor instead.
+func (*TimelineResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TimelineResponse) GetEvents() []*TimelineEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *TimelineResponse) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+// TimelineEvent is a desired-state change (seq set) or an execution-state
+// transition (state set) of one workload.
+type TimelineEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeMs        int64                  `protobuf:"varint,1,opt,name=timeMs,proto3" json:"timeMs,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Kind          string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Op            string                 `protobuf:"bytes,5,opt,name=op,proto3" json:"op,omitempty"`
+	Fields        []string               `protobuf:"bytes,6,rep,name=fields,proto3" json:"fields,omitempty"`
+	Requester     string                 `protobuf:"bytes,7,opt,name=requester,proto3" json:"requester,omitempty"`
+	Instance      string                 `protobuf:"bytes,8,opt,name=instance,proto3" json:"instance,omitempty"`
+	Agent         string                 `protobuf:"bytes,9,opt,name=agent,proto3" json:"agent,omitempty"`
+	State         string                 `protobuf:"bytes,10,opt,name=state,proto3" json:"state,omitempty"`
+	Reason        string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimelineEvent) Reset() {
+	*x = TimelineEvent{}
+	mi := &file_grapnel_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimelineEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimelineEvent) ProtoMessage() {}
+
+func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimelineEvent.ProtoReflect.Descriptor instead.
+func (*TimelineEvent) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *TimelineEvent) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *TimelineEvent) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *TimelineEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *TimelineEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TimelineEvent) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *TimelineEvent) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *TimelineEvent) GetRequester() string {
+	if x != nil {
+		return x.Requester
+	}
+	return ""
+}
+
+func (x *TimelineEvent) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *TimelineEvent) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *TimelineEvent) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *TimelineEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_grapnel_proto protoreflect.FileDescriptor
 
 const file_grapnel_proto_rawDesc = "" +
@@ -1653,7 +2382,69 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x10deletedWorkloads\x18\x03 \x03(\tR\x10deletedWorkloads\"*\n" +
 	"\x12ResyncAgentRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\"\x15\n" +
-	"\x13ResyncAgentResponse2\x8b\x04\n" +
+	"\x13ResyncAgentResponse\"\\\n" +
+	"\x12HistoryListRequest\x12\x14\n" +
+	"\x05since\x18\x01 \x01(\x04R\x05since\x12\x1a\n" +
+	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xc9\x01\n" +
+	"\x13HistoryListResponse\x128\n" +
+	"\ftransactions\x18\x01 \x03(\v2\x14.grapnel.TransactionR\ftransactions\x12\x18\n" +
+	"\alastSeq\x18\x02 \x01(\x04R\alastSeq\x12\x1c\n" +
+	"\toldestSeq\x18\x03 \x01(\x04R\toldestSeq\x12\x1c\n" +
+	"\treplicaId\x18\x04 \x01(\tR\treplicaId\x12\"\n" +
+	"\fappliedIndex\x18\x05 \x01(\x04R\fappliedIndex\"%\n" +
+	"\x11HistoryGetRequest\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xcd\x02\n" +
+	"\vTransaction\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x16\n" +
+	"\x06timeMs\x18\x03 \x01(\x03R\x06timeMs\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x1c\n" +
+	"\trequester\x18\x05 \x01(\tR\trequester\x12\x1e\n" +
+	"\n" +
+	"updateMask\x18\x06 \x03(\tR\n" +
+	"updateMask\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x14\n" +
+	"\x05count\x18\b \x01(\rR\x05count\x12\x1e\n" +
+	"\n" +
+	"apiVersion\x18\t \x01(\tR\n" +
+	"apiVersion\x121\n" +
+	"\tworkloads\x18\n" +
+	" \x03(\v2\x13.grapnel.TxWorkloadR\tworkloads\x12+\n" +
+	"\aconfigs\x18\v \x03(\v2\x11.grapnel.TxConfigR\aconfigs\"\xb8\x01\n" +
+	"\n" +
+	"TxWorkload\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\tR\x02op\x12\x1a\n" +
+	"\binstance\x18\x03 \x01(\tR\binstance\x12 \n" +
+	"\voldInstance\x18\x04 \x01(\tR\voldInstance\x120\n" +
+	"\achanges\x18\x05 \x03(\v2\x16.grapnel.TxFieldChangeR\achanges\x12\x16\n" +
+	"\x06states\x18\x06 \x03(\tR\x06states\"I\n" +
+	"\rTxFieldChange\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12\x10\n" +
+	"\x03old\x18\x02 \x01(\tR\x03old\x12\x10\n" +
+	"\x03new\x18\x03 \x01(\tR\x03new\",\n" +
+	"\bTxConfig\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\tR\x02op\"-\n" +
+	"\x0fTimelineRequest\x12\x1a\n" +
+	"\bworkload\x18\x01 \x01(\tR\bworkload\"`\n" +
+	"\x10TimelineResponse\x12.\n" +
+	"\x06events\x18\x01 \x03(\v2\x16.grapnel.TimelineEventR\x06events\x12\x1c\n" +
+	"\treplicaId\x18\x02 \x01(\tR\treplicaId\"\x89\x02\n" +
+	"\rTimelineEvent\x12\x16\n" +
+	"\x06timeMs\x18\x01 \x01(\x03R\x06timeMs\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x0e\n" +
+	"\x02op\x18\x05 \x01(\tR\x02op\x12\x16\n" +
+	"\x06fields\x18\x06 \x03(\tR\x06fields\x12\x1c\n" +
+	"\trequester\x18\a \x01(\tR\trequester\x12\x1a\n" +
+	"\binstance\x18\b \x01(\tR\binstance\x12\x14\n" +
+	"\x05agent\x18\t \x01(\tR\x05agent\x12\x14\n" +
+	"\x05state\x18\n" +
+	" \x01(\tR\x05state\x12\x16\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason2\x8b\x04\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
@@ -1664,7 +2455,11 @@ const file_grapnel_proto_rawDesc = "" +
 	"\vResyncAgent\x12\x1b.grapnel.ResyncAgentRequest\x1a\x1c.grapnel.ResyncAgentResponse2u\n" +
 	"\x04Plan\x125\n" +
 	"\x06DryRun\x12\x14.grapnel.PlanRequest\x1a\x15.grapnel.PlanResponse\x126\n" +
-	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponseb\x06proto3"
+	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponse2\xc6\x01\n" +
+	"\aHistory\x12A\n" +
+	"\x04List\x12\x1b.grapnel.HistoryListRequest\x1a\x1c.grapnel.HistoryListResponse\x127\n" +
+	"\x03Get\x12\x1a.grapnel.HistoryGetRequest\x1a\x14.grapnel.Transaction\x12?\n" +
+	"\bTimeline\x12\x18.grapnel.TimelineRequest\x1a\x19.grapnel.TimelineResponseb\x06proto3"
 
 var (
 	file_grapnel_proto_rawDescOnce sync.Once
@@ -1678,7 +2473,7 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_grapnel_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
 	(*Member)(nil),                     // 1: grapnel.Member
@@ -1705,12 +2500,22 @@ var file_grapnel_proto_goTypes = []any{
 	(*ApplyResponse)(nil),              // 22: grapnel.ApplyResponse
 	(*ResyncAgentRequest)(nil),         // 23: grapnel.ResyncAgentRequest
 	(*ResyncAgentResponse)(nil),        // 24: grapnel.ResyncAgentResponse
-	(*ankbase.UpdateStateRequest)(nil), // 25: ank_base.UpdateStateRequest
+	(*HistoryListRequest)(nil),         // 25: grapnel.HistoryListRequest
+	(*HistoryListResponse)(nil),        // 26: grapnel.HistoryListResponse
+	(*HistoryGetRequest)(nil),          // 27: grapnel.HistoryGetRequest
+	(*Transaction)(nil),                // 28: grapnel.Transaction
+	(*TxWorkload)(nil),                 // 29: grapnel.TxWorkload
+	(*TxFieldChange)(nil),              // 30: grapnel.TxFieldChange
+	(*TxConfig)(nil),                   // 31: grapnel.TxConfig
+	(*TimelineRequest)(nil),            // 32: grapnel.TimelineRequest
+	(*TimelineResponse)(nil),           // 33: grapnel.TimelineResponse
+	(*TimelineEvent)(nil),              // 34: grapnel.TimelineEvent
+	(*ankbase.UpdateStateRequest)(nil), // 35: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
 	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
 	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	25, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	35, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
 	14, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
 	15, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
 	17, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
@@ -1718,30 +2523,41 @@ var file_grapnel_proto_depIdxs = []int32{
 	16, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
 	19, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
 	20, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
-	25, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
-	0,  // 11: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
-	3,  // 12: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
-	5,  // 13: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
-	7,  // 14: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
-	9,  // 15: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
-	10, // 16: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	23, // 17: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
-	12, // 18: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
-	21, // 19: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
-	2,  // 20: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	4,  // 21: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	6,  // 22: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	8,  // 23: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	10, // 24: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	11, // 25: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	24, // 26: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
-	13, // 27: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
-	22, // 28: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
-	20, // [20:29] is the sub-list for method output_type
-	11, // [11:20] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	35, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	28, // 11: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
+	29, // 12: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
+	31, // 13: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
+	30, // 14: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
+	34, // 15: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
+	0,  // 16: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
+	3,  // 17: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
+	5,  // 18: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
+	7,  // 19: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	9,  // 20: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	10, // 21: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	23, // 22: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
+	12, // 23: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	21, // 24: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	25, // 25: grapnel.History.List:input_type -> grapnel.HistoryListRequest
+	27, // 26: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
+	32, // 27: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
+	2,  // 28: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	4,  // 29: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	6,  // 30: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	8,  // 31: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	10, // 32: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	11, // 33: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	24, // 34: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
+	13, // 35: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	22, // 36: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	26, // 37: grapnel.History.List:output_type -> grapnel.HistoryListResponse
+	28, // 38: grapnel.History.Get:output_type -> grapnel.Transaction
+	33, // 39: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
+	28, // [28:40] is the sub-list for method output_type
+	16, // [16:28] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_grapnel_proto_init() }
@@ -1755,9 +2571,9 @@ func file_grapnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   35,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_grapnel_proto_goTypes,
 		DependencyIndexes: file_grapnel_proto_depIdxs,

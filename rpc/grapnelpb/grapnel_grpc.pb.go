@@ -542,3 +542,203 @@ var Plan_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "grapnel.proto",
 }
+
+const (
+	History_List_FullMethodName     = "/grapnel.History/List"
+	History_Get_FullMethodName      = "/grapnel.History/Get"
+	History_Timeline_FullMethodName = "/grapnel.History/Timeline"
+)
+
+// HistoryClient is the client API for History service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// History serves the replicated transaction history and the workload
+// timelines (docs/history.md). Every replica answers from its own copy of
+// the replicated state: the leader's is the newest, a follower's may
+// trail it by the entries it has not applied yet.
+type HistoryClient interface {
+	// List returns the transactions after since, optionally only those
+	// that touched one workload, oldest first; limit keeps the newest.
+	List(ctx context.Context, in *HistoryListRequest, opts ...grpc.CallOption) (*HistoryListResponse, error)
+	// Get returns one transaction, NOT_FOUND if it was never recorded or
+	// has been pruned.
+	Get(ctx context.Context, in *HistoryGetRequest, opts ...grpc.CallOption) (*Transaction, error)
+	// Timeline returns a workload's desired-state changes and its
+	// instances' execution-state transitions, oldest first.
+	Timeline(ctx context.Context, in *TimelineRequest, opts ...grpc.CallOption) (*TimelineResponse, error)
+}
+
+type historyClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewHistoryClient(cc grpc.ClientConnInterface) HistoryClient {
+	return &historyClient{cc}
+}
+
+func (c *historyClient) List(ctx context.Context, in *HistoryListRequest, opts ...grpc.CallOption) (*HistoryListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HistoryListResponse)
+	err := c.cc.Invoke(ctx, History_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) Get(ctx context.Context, in *HistoryGetRequest, opts ...grpc.CallOption) (*Transaction, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Transaction)
+	err := c.cc.Invoke(ctx, History_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *historyClient) Timeline(ctx context.Context, in *TimelineRequest, opts ...grpc.CallOption) (*TimelineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TimelineResponse)
+	err := c.cc.Invoke(ctx, History_Timeline_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// HistoryServer is the server API for History service.
+// All implementations must embed UnimplementedHistoryServer
+// for forward compatibility.
+//
+// History serves the replicated transaction history and the workload
+// timelines (docs/history.md). Every replica answers from its own copy of
+// the replicated state: the leader's is the newest, a follower's may
+// trail it by the entries it has not applied yet.
+type HistoryServer interface {
+	// List returns the transactions after since, optionally only those
+	// that touched one workload, oldest first; limit keeps the newest.
+	List(context.Context, *HistoryListRequest) (*HistoryListResponse, error)
+	// Get returns one transaction, NOT_FOUND if it was never recorded or
+	// has been pruned.
+	Get(context.Context, *HistoryGetRequest) (*Transaction, error)
+	// Timeline returns a workload's desired-state changes and its
+	// instances' execution-state transitions, oldest first.
+	Timeline(context.Context, *TimelineRequest) (*TimelineResponse, error)
+	mustEmbedUnimplementedHistoryServer()
+}
+
+// UnimplementedHistoryServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedHistoryServer struct{}
+
+func (UnimplementedHistoryServer) List(context.Context, *HistoryListRequest) (*HistoryListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedHistoryServer) Get(context.Context, *HistoryGetRequest) (*Transaction, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedHistoryServer) Timeline(context.Context, *TimelineRequest) (*TimelineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Timeline not implemented")
+}
+func (UnimplementedHistoryServer) mustEmbedUnimplementedHistoryServer() {}
+func (UnimplementedHistoryServer) testEmbeddedByValue()                 {}
+
+// UnsafeHistoryServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to HistoryServer will
+// result in compilation errors.
+type UnsafeHistoryServer interface {
+	mustEmbedUnimplementedHistoryServer()
+}
+
+func RegisterHistoryServer(s grpc.ServiceRegistrar, srv HistoryServer) {
+	// If the following call panics, it indicates UnimplementedHistoryServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&History_ServiceDesc, srv)
+}
+
+func _History_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).List(ctx, req.(*HistoryListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryGetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Get(ctx, req.(*HistoryGetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _History_Timeline_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TimelineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServer).Timeline(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: History_Timeline_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServer).Timeline(ctx, req.(*TimelineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// History_ServiceDesc is the grpc.ServiceDesc for History service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var History_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "grapnel.History",
+	HandlerType: (*HistoryServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "List",
+			Handler:    _History_List_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _History_Get_Handler,
+		},
+		{
+			MethodName: "Timeline",
+			Handler:    _History_Timeline_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "grapnel.proto",
+}

@@ -1,0 +1,342 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// History runs `history`, `history show` and `get timeline` against the
+// History service (docs/history.md).
+type History struct {
+	Client grapnelpb.HistoryClient
+	Out    io.Writer
+	Quiet  bool
+	// Location is the time zone times are printed in (local when nil).
+	Location *time.Location
+}
+
+// historyColumns are the columns of `history`.
+var historyColumns = []string{"SEQ", "TIME", "KIND", "REQUESTER", "CHANGES"}
+
+// maxHistoryPages bounds the pages List fetches: the server keeps at
+// most its --history-max-entries, a thousand a page.
+const maxHistoryPages = 1100
+
+// List prints the transactions after since (all when zero), only those
+// of workload when it is set.
+func (h *History) List(ctx context.Context, since uint64, workload, output string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	var txs []*grapnelpb.Transaction
+	for range maxHistoryPages {
+		resp, err := h.Client.List(ctx, &grapnelpb.HistoryListRequest{Since: since, Workload: workload})
+		if err != nil {
+			return err
+		}
+		page := resp.GetTransactions()
+		txs = append(txs, page...)
+		if len(page) == 0 || page[len(page)-1].GetSeq() >= resp.GetLastSeq() {
+			break
+		}
+		since = page[len(page)-1].GetSeq()
+	}
+	if output == "table" || output == "" {
+		t := Table{Headers: historyColumns}
+		for _, tx := range txs {
+			t.Rows = append(t.Rows, []string{strconv.FormatUint(tx.GetSeq(), 10), h.time(tx.GetTimeMs()), tx.GetKind(), tx.GetRequester(), summary(tx)})
+		}
+		_, err := io.WriteString(h.Out, t.Render(0, FitNone, -1)+"\n")
+		return err
+	}
+	list := make([]any, 0, len(txs))
+	for _, tx := range txs {
+		list = append(list, txTree(tx))
+	}
+	return h.encode(map[string]any{"transactions": list}, output)
+}
+
+// Show prints one transaction in full; the table form is a diff of the
+// changed fields.
+func (h *History) Show(ctx context.Context, seq string, output string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if err != nil || n == 0 {
+		return fmt.Errorf("%w: SEQ %q: a transaction number (1, 2, ...) is required", ErrBadArgument, seq)
+	}
+	tx, err := h.Client.Get(ctx, &grapnelpb.HistoryGetRequest{Seq: n})
+	if err != nil {
+		return err
+	}
+	if output != "table" && output != "" {
+		return h.encode(txTree(tx), output)
+	}
+	_, err = io.WriteString(h.Out, h.diff(tx))
+	return err
+}
+
+// Timeline prints a workload's desired-state changes and execution-state
+// transitions, oldest first.
+func (h *History) Timeline(ctx context.Context, name, output string) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	if !state.ValidName(name) {
+		return fmt.Errorf("%w: workload name %q uses only [a-zA-Z0-9_-]", ErrBadArgument, name)
+	}
+	resp, err := h.Client.Timeline(ctx, &grapnelpb.TimelineRequest{Workload: name})
+	if err != nil {
+		return err
+	}
+	if output == "table" || output == "" {
+		t := Table{Headers: []string{"TIME", "SEQ", "EVENT", "AGENT", "INSTANCE ID", "DETAIL"}}
+		for _, ev := range resp.GetEvents() {
+			seq, what, detail := "", ev.GetState(), ""
+			if ev.GetSeq() != 0 {
+				seq = strconv.FormatUint(ev.GetSeq(), 10)
+				what = ev.GetOp()
+				detail = strings.Join(ev.GetFields(), ", ")
+				if ev.GetKind() == string(state.TxDecision) {
+					what, detail = ev.GetState(), ev.GetReason()
+				} else if ev.GetRequester() != "" {
+					detail = strings.TrimSpace("by " + ev.GetRequester() + " " + detail)
+				}
+			}
+			t.Rows = append(t.Rows, []string{h.time(ev.GetTimeMs()), seq, what, ev.GetAgent(), instanceID(ev.GetInstance()), detail})
+		}
+		_, err := io.WriteString(h.Out, t.Render(0, FitNone, -1)+"\n")
+		return err
+	}
+	events := make([]any, 0, len(resp.GetEvents()))
+	for _, ev := range resp.GetEvents() {
+		m := map[string]any{"time": h.time(ev.GetTimeMs()), "index": ev.GetIndex(), "kind": ev.GetKind()}
+		putIf(m, "seq", ev.GetSeq())
+		for k, v := range map[string]string{"op": ev.GetOp(), "requester": ev.GetRequester(), "instance": ev.GetInstance(),
+			"agent": ev.GetAgent(), "state": ev.GetState(), "reason": ev.GetReason()} {
+			putIf(m, k, v)
+		}
+		if len(ev.GetFields()) > 0 {
+			m["fields"] = strings.Join(ev.GetFields(), ", ")
+		}
+		events = append(events, m)
+	}
+	return h.encode(map[string]any{"workload": name, "events": events}, output)
+}
+
+func checkOutput(output string) error {
+	switch output {
+	case "", "table", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("%w: -o %q: use table, json or yaml", ErrBadArgument, output)
+}
+
+func (h *History) encode(tree map[string]any, output string) error {
+	var (
+		text string
+		err  error
+	)
+	if output == "json" {
+		text, err = EncodeJSON(tree, nil, true)
+	} else {
+		text, err = EncodeYAML(tree, nil)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(h.Out, text)
+	return err
+}
+
+// time is a leader time in RFC 3339 with milliseconds; "-" for a record
+// written before the history had times.
+func (h *History) time(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	loc := h.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	return time.UnixMilli(ms).In(loc).Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// summary is the CHANGES cell: "+web ~db(runtimeConfig) -old cfg:+k".
+func summary(tx *grapnelpb.Transaction) string {
+	if tx.GetKind() == string(state.TxRejected) {
+		s := tx.GetReason()
+		if tx.GetCount() > 1 {
+			s += fmt.Sprintf(" (×%d)", tx.GetCount())
+		}
+		return s
+	}
+	var parts []string
+	for _, w := range tx.GetWorkloads() {
+		switch w.GetOp() {
+		case string(state.OpAdded):
+			parts = append(parts, "+"+w.GetName())
+		case string(state.OpDeleted):
+			parts = append(parts, "-"+w.GetName())
+		case string(state.OpStates):
+			parts = append(parts, w.GetName()+"→"+strings.Join(w.GetStates(), ","))
+		default:
+			var fields []string
+			for _, c := range w.GetChanges() {
+				fields = append(fields, c.GetField())
+			}
+			parts = append(parts, "~"+w.GetName()+"("+strings.Join(fields, ",")+")")
+		}
+	}
+	for _, c := range tx.GetConfigs() {
+		sign := map[string]string{string(state.OpAdded): "+", string(state.OpDeleted): "-"}[c.GetOp()]
+		if sign == "" {
+			sign = "~"
+		}
+		parts = append(parts, "config "+sign+c.GetKey())
+	}
+	if tx.GetApiVersion() != "" {
+		parts = append(parts, "apiVersion "+tx.GetApiVersion())
+	}
+	if tx.GetKind() == string(state.TxDecision) && tx.GetReason() != "" {
+		parts = append([]string{tx.GetReason() + ":"}, parts...)
+	}
+	return strings.Join(parts, " ")
+}
+
+// diff is `history show` as text: the header, then per workload its
+// instance names and each changed field as -old/+new lines.
+func (h *History) diff(tx *grapnelpb.Transaction) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "transaction %d (%s) at %s, Raft index %d\n", tx.GetSeq(), tx.GetKind(), h.time(tx.GetTimeMs()), tx.GetIndex())
+	if tx.GetRequester() != "" {
+		fmt.Fprintf(&b, "requester:   %s\n", tx.GetRequester())
+	}
+	if len(tx.GetUpdateMask()) > 0 {
+		fmt.Fprintf(&b, "update mask: %s\n", strings.Join(tx.GetUpdateMask(), ", "))
+	}
+	if tx.GetReason() != "" {
+		fmt.Fprintf(&b, "reason:      %s\n", tx.GetReason())
+	}
+	if tx.GetCount() > 1 {
+		fmt.Fprintf(&b, "count:       %d equal requests\n", tx.GetCount())
+	}
+	if tx.GetApiVersion() != "" {
+		fmt.Fprintf(&b, "apiVersion:  %s\n", tx.GetApiVersion())
+	}
+	for _, w := range tx.GetWorkloads() {
+		fmt.Fprintf(&b, "\nworkload %s: %s\n", w.GetName(), w.GetOp())
+		if w.GetOldInstance() != "" && w.GetOldInstance() != w.GetInstance() {
+			fmt.Fprintf(&b, "  - instance %s\n", w.GetOldInstance())
+		}
+		if w.GetInstance() != "" {
+			sign := "+"
+			if w.GetInstance() == w.GetOldInstance() || w.GetOp() == string(state.OpStates) {
+				sign = " "
+			}
+			fmt.Fprintf(&b, "  %s instance %s\n", sign, w.GetInstance())
+		}
+		for _, s := range w.GetStates() {
+			fmt.Fprintf(&b, "    state → %s\n", s)
+		}
+		for _, c := range w.GetChanges() {
+			fmt.Fprintf(&b, "  %s:\n", c.GetField())
+			if c.GetOld() != "" {
+				fmt.Fprintf(&b, "    - %s\n", indentLines(c.GetOld(), "      "))
+			}
+			if c.GetNew() != "" {
+				fmt.Fprintf(&b, "    + %s\n", indentLines(c.GetNew(), "      "))
+			}
+		}
+	}
+	if len(tx.GetConfigs()) > 0 {
+		b.WriteString("\nconfigs:\n")
+		for _, c := range tx.GetConfigs() {
+			fmt.Fprintf(&b, "  %s: %s\n", c.GetKey(), c.GetOp())
+		}
+	}
+	return b.String()
+}
+
+func indentLines(s, indent string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+indent)
+}
+
+// instanceID is the id part of an instance name, shortened for a table.
+func instanceID(name string) string {
+	in, err := state.ParseInstanceName(name)
+	if err != nil {
+		return name
+	}
+	if len(in.ID) > 12 {
+		return in.ID[:12]
+	}
+	return in.ID
+}
+
+// txTree is a transaction for JSON and YAML.
+func txTree(tx *grapnelpb.Transaction) map[string]any {
+	m := map[string]any{"seq": tx.GetSeq(), "index": tx.GetIndex(), "timeMs": tx.GetTimeMs(), "kind": tx.GetKind()}
+	putIf(m, "requester", tx.GetRequester())
+	putIf(m, "reason", tx.GetReason())
+	putIf(m, "apiVersion", tx.GetApiVersion())
+	putIf(m, "count", uint64(tx.GetCount()))
+	if len(tx.GetUpdateMask()) > 0 {
+		m["updateMask"] = strs(tx.GetUpdateMask())
+	}
+	if len(tx.GetWorkloads()) > 0 {
+		ws := []any{}
+		for _, w := range tx.GetWorkloads() {
+			wm := map[string]any{"name": w.GetName(), "op": w.GetOp()}
+			putIf(wm, "instance", w.GetInstance())
+			putIf(wm, "oldInstance", w.GetOldInstance())
+			if len(w.GetStates()) > 0 {
+				wm["states"] = strs(w.GetStates())
+			}
+			if len(w.GetChanges()) > 0 {
+				cs := []any{}
+				for _, c := range w.GetChanges() {
+					cm := map[string]any{"field": c.GetField()}
+					putIf(cm, "old", c.GetOld())
+					putIf(cm, "new", c.GetNew())
+					cs = append(cs, cm)
+				}
+				wm["changes"] = cs
+			}
+			ws = append(ws, wm)
+		}
+		m["workloads"] = ws
+	}
+	if len(tx.GetConfigs()) > 0 {
+		cs := []any{}
+		for _, c := range tx.GetConfigs() {
+			cs = append(cs, map[string]any{"key": c.GetKey(), "op": c.GetOp()})
+		}
+		m["configs"] = cs
+	}
+	return m
+}
+
+func strs(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// putIf sets a key unless the value is zero.
+func putIf[V comparable](m map[string]any, k string, v V) {
+	var zero V
+	if v != zero {
+		m[k] = v
+	}
+}
