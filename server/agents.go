@@ -212,7 +212,7 @@ func (l *leader) disconnectAgent(name string) {
 		l.proposeReports([]ingest.Report{r}, false, "")
 	}
 	delete(l.status, name)
-	l.propose(&fsm.AgentGoneRequest{Name: name, History: l.historyMeta("server", nil, true)}, func(resp any, index uint64) {
+	l.propose(&fsm.AgentGoneRequest{Name: name, History: l.historyMeta("", nil, false)}, func(resp any, index uint64) {
 		r, _ := resp.(*fsm.AgentGoneResponse)
 		var states []state.WorkloadState
 		if r != nil {

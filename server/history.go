@@ -26,11 +26,14 @@ func requesterOf(id string) string {
 }
 
 // historyMeta is the leader-decided part of an entry's history: now by
-// the leader's clock, the requester and its update mask, the limits when
-// withLimits (updates carry them; the frequent report entries leave them
-// out and the FSM keeps the last it saw).
+// the leader's clock, the requester and its update mask, and the
+// rejected requests collected since the last entry (rejections.go).
+// withLimits adds the leader's limits: only the entries written for the
+// history itself carry them (syncHistoryLimits at the start of a term,
+// the flushed rejections); the FSM keeps the last it saw, so the update
+// and report entries need not repeat them (ten bytes each, on flash).
 func (l *leader) historyMeta(requester string, mask []string, withLimits bool) *fsm.HistoryMeta {
-	m := &fsm.HistoryMeta{TimeMs: l.clock.Now().UnixMilli(), Requester: requester, UpdateMask: mask}
+	m := &fsm.HistoryMeta{TimeMs: l.clock.Now().UnixMilli(), Requester: requester, UpdateMask: mask, Rejections: l.takeRejections()}
 	if withLimits {
 		m.Limits = l.s.historyLimits
 	}
@@ -51,5 +54,5 @@ func (l *leader) syncHistoryLimits() {
 	if stored.Effective() == l.s.historyLimits {
 		return
 	}
-	l.propose(&fsm.HistoryNotesRequest{History: *l.historyMeta("server", nil, true)}, nil, nil)
+	l.propose(&fsm.HistoryNotesRequest{History: *l.historyMeta("", nil, true)}, nil, nil)
 }

@@ -53,6 +53,9 @@ type leader struct {
 	// leadership began; expired receives their timers.
 	grace   map[string]*graceTimer
 	expired chan *graceTimer
+	// rejects collects refused requests for the history until an entry
+	// takes them along (rejections.go).
+	rejects rejections
 }
 
 // monitorLeadership is the one goroutine that reacts to leadership
@@ -153,9 +156,10 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 		var (
 			inbox   <-chan inMsg
 			expired <-chan *graceTimer
+			flush   <-chan struct{}
 		)
 		if !l.projected.stale() && !l.pipe.full() {
-			inbox, expired = l.term.inbox, l.expired
+			inbox, expired, flush = l.term.inbox, l.expired, l.rejects.flush
 		}
 		select {
 		case m := <-inbox:
@@ -169,6 +173,8 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 			l.flushBroadcasts()
 		case g := <-expired:
 			l.graceExpired(g)
+		case <-flush:
+			l.flushRejections()
 		case <-restored:
 			l.restoreSeen()
 		case <-stopCh:
@@ -197,6 +203,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		grace:       map[string]*graceTimer{},
 		expired:     make(chan *graceTimer, 16),
 		status:      map[string]state.AgentStatus{},
+		rejects:     rejections{flush: make(chan struct{}, 1)},
 	}
 	l.rebuild()
 	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.projected.store.ReportMarks)
@@ -225,6 +232,7 @@ func (l *leader) revoke() {
 	s.leaderMu.Unlock()
 	l.pipe.abandon(errs.ErrNotLeader)
 	l.stopGrace()
+	l.rejects.stopTimer()
 	l.pipe.stopAndWait()
 	s.conns.closeAll()
 	s.cfg.Metrics.LeaderChanged()

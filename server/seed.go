@@ -24,7 +24,7 @@ func (l *leader) seedStartupState() {
 		return
 	}
 	n := len(st.Workloads)
-	p.history = l.historyMeta(requesterStartup, nil, true)
+	p.history = l.historyMeta(requesterStartup, nil, false)
 	l.proposeUpdate(p, func() { l.s.log.Info("startup manifest applied", "workloads", n) }, func(err error) {
 		l.s.log.Error("startup manifest not applied", "error", err)
 	})

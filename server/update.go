@@ -22,6 +22,7 @@ import (
 func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
 	p, err := l.planUpdate(req)
 	if err != nil {
+		l.recordRejection(requesterOf(id), req.GetUpdateMask(), err.Error())
 		l.pipe.ordered(func() { l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err)) })
 		return
 	}
@@ -29,7 +30,7 @@ func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
 		l.pipe.ordered(func() { l.respondUpdateSuccess(id, p) })
 		return
 	}
-	p.history = l.historyMeta(requesterOf(id), req.GetUpdateMask(), true)
+	p.history = l.historyMeta(requesterOf(id), req.GetUpdateMask(), false)
 	l.proposeUpdate(p, func() { l.respondUpdateSuccess(id, p) }, func(err error) {
 		l.respondText(id, fmt.Sprintf("Update failed: %v", err))
 	})

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+const badAPIVersion = `
+apiVersion: v9
+workloads: {}
+`
+
+func txsOf(ts *testServer) []*state.Tx {
+	var out []*state.Tx
+	ts.store(func(s *state.Store) { out = append(out, s.History.Txs...) })
+	return out
+}
+
+// Requirement (issue 15, point 1): rejected requests are recorded with
+// the reason, without changing the state and without a Raft entry each:
+// equal ones are conflated and ride along in the next entry; with no
+// entry coming, one entry per flush delay takes them.
+func TestRejectionsRideAlongWithoutEntriesOfTheirOwn(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.Clock = fake })
+	cli := ts.cli()
+	count := countEntries(ts)
+	entries := func() int64 {
+		var n int64
+		for typ := range 256 {
+			n += count(fsm.MessageType(typ))
+		}
+		return n
+	}
+	for range 50 {
+		if r := cli.update(manifest(t, badAPIVersion), "desiredState"); r.GetError() == nil {
+			t.Fatalf("a bad apiVersion was accepted: %v", r)
+		}
+	}
+	if got := entries(); got != 0 {
+		t.Fatalf("50 rejected requests wrote %d commands", got)
+	}
+	if r := cli.update(manifest(t, nginx), "desiredState.workloads.nginx"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update: %v", r)
+	}
+	if got := entries(); got != 1 {
+		t.Fatalf("the update and the rejections took %d commands, want 1", got)
+	}
+	txs := txsOf(ts)
+	if len(txs) != 2 || txs[0].Kind != state.TxRejected || txs[0].Count != 50 || !strings.Contains(txs[0].Reason, "v9") ||
+		!strings.HasPrefix(txs[0].Requester, "cli-conn-") || txs[0].TimeMs != fake.Now().UnixMilli() || txs[1].Kind != state.TxUpdate {
+		t.Fatalf("history: %+v %+v", txs[0], txs[len(txs)-1])
+	}
+	// No entry follows: the flush timer writes them, once.
+	for range 3 {
+		cli.update(manifest(t, badAPIVersion), "desiredState")
+	}
+	if got := entries(); got != 1 {
+		t.Fatal("rejections wrote an entry before the flush delay")
+	}
+	fake.Advance(rejectionFlushDelay)
+	testwait.For(t, 10*time.Second, func() bool { return len(txsOf(ts)) == 3 }, "the flushed rejections")
+	if tx := txsOf(ts)[2]; tx.Kind != state.TxRejected || tx.Count != 3 {
+		t.Fatalf("flushed: %+v", tx)
+	}
+	if got := count(fsm.HistoryNotesType); got != 1 || entries() != 2 {
+		t.Fatalf("the flush took %d commands, want 1", entries()-1)
+	}
+	if fake.PendingFor(rejectionFlushDelay) != 0 {
+		t.Fatal("a flush timer is left with nothing to flush")
+	}
+}
+
+// More distinct rejections than the leader keeps between two entries are
+// counted in one record, so a flood costs bounded memory and bytes.
+func TestRejectionsBeyondTheBoundAreCounted(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.Clock = fake })
+	for range maxPendingRejections + 5 {
+		// Every CLI connection is a requester of its own.
+		c := ts.cli()
+		c.update(manifest(t, badAPIVersion), "desiredState")
+		c.close()
+	}
+	fake.Advance(rejectionFlushDelay)
+	testwait.For(t, 10*time.Second, func() bool { return len(txsOf(ts)) == maxPendingRejections+1 }, "the flushed rejections")
+	last := txsOf(ts)[maxPendingRejections]
+	if last.Count != 5 || !strings.Contains(last.Reason, "not itemised") {
+		t.Fatalf("the overflow record: %+v", last)
+	}
+}
