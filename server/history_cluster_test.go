@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc/client"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/server/testcluster"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -56,6 +58,17 @@ func TestHistorySurvivesFailoverAndClusterRestart(t *testing.T) {
 	conn2 := dial(t, c.Addrs()...)
 	if _, err := conn2.Request(context.Background(), addWorkload("after")); err != nil {
 		t.Fatalf("update after the failover: %v", err)
+	}
+	// The timeline served by the new leader holds the change the old
+	// leader committed.
+	hc, _, closeFn, err := client.DialHistory(context.Background(), client.Options{Addrs: c.Addrs(), Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := hc.Timeline(context.Background(), &grapnelpb.TimelineRequest{Workload: "h0"})
+	closeFn()
+	if err != nil || len(tl.GetEvents()) != 1 || tl.GetEvents()[0].GetOp() != "Added" || tl.GetEvents()[0].GetAgent() != "agent_A" || tl.GetReplicaId() != next {
+		t.Fatalf("timeline of h0 from %s after the failover: %v %v", next, tl, err)
 	}
 	want := fmt.Sprint(append(before, "6:after:Added"))
 	if got := fmt.Sprint(updatesOf(c.FSM(next))); got != want {
