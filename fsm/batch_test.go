@@ -11,7 +11,7 @@ import (
 	"github.com/grapnel-io/grapnel/state"
 )
 
-func mustEncode(t *testing.T, c Command) []byte {
+func mustEncode(t testing.TB, c Command) []byte {
 	t.Helper()
 	buf, err := Encode(c)
 	if err != nil {

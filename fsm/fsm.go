@@ -47,6 +47,15 @@ type Meta struct {
 // New returns an FSM over an empty store.
 func New() *FSM { return &FSM{store: state.NewStore()} }
 
+// NewWithoutHistory returns an FSM that keeps no transaction history
+// (docs/history.md): the benchmarks measure the history's cost against
+// it. A snapshot restored into it brings a history back.
+func NewWithoutHistory() *FSM {
+	st := state.NewStore()
+	st.History = nil
+	return &FSM{store: st}
+}
+
 // SetObserver installs a callback run after every applied command. It must
 // not block.
 func (f *FSM) SetObserver(fn func(t MessageType, index uint64)) {

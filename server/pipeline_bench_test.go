@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 )
 
@@ -24,8 +25,28 @@ func BenchmarkUpdateStateClients(b *testing.B) {
 	}
 }
 
-func benchUpdates(b *testing.B, clients int) {
-	ts := startServer(b, nil)
+func benchUpdates(b *testing.B, clients int) { benchUpdatesOn(b, clients, startServer(b, nil)) }
+
+// BenchmarkUpdateStateHistory is BenchmarkUpdateStateClients with the
+// transaction history kept (as always) and on an FSM that keeps none: the
+// history's cost on UpdateState throughput (docs/history.md). Run with
+// -count to compare ops/s.
+func BenchmarkUpdateStateHistory(b *testing.B) {
+	for _, n := range []int{1, 16} {
+		for _, kept := range []bool{true, false} {
+			b.Run(fmt.Sprintf("clients=%d/history=%v", n, kept), func(b *testing.B) {
+				ts := startServerCfg(b, b.TempDir(), nil, func(c *Config) {
+					if !kept {
+						c.FSM = fsm.NewWithoutHistory()
+					}
+				})
+				benchUpdatesOn(b, n, ts)
+			})
+		}
+	}
+}
+
+func benchUpdatesOn(b *testing.B, clients int, ts *testServer) {
 	// The agent that runs the workloads takes every UpdateWorkload; with
 	// no agent the server would delete the old instances itself and
 	// broadcast each removal to every CLI.

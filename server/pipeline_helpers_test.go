@@ -24,7 +24,12 @@ import (
 // Config (clock, grace, apply timeout) before it starts.
 func startServerCfg(t testing.TB, dir string, startup *state.State, mod func(*Config)) *testServer {
 	t.Helper()
-	f := fsm.New()
+	cfg := Config{FSM: fsm.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StartupState: startup}
+	if mod != nil {
+		// mod may replace the FSM too (fsm.NewWithoutHistory).
+		mod(&cfg)
+	}
+	f := cfg.FSM
 	node, err := cluster.NewNode(cluster.Config{
 		ID: "test-1", DataDir: dir, RaftAddress: freeAddr(t), FSM: f, BootstrapSelf: true,
 		Timing: cluster.Timing{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
@@ -33,10 +38,7 @@ func startServerCfg(t testing.TB, dir string, startup *state.State, mod func(*Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Node: node, FSM: f, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StartupState: startup}
-	if mod != nil {
-		mod(&cfg)
-	}
+	cfg.Node = node
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
