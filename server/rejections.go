@@ -40,15 +40,29 @@ type rejections struct {
 
 // recordRejection collects a refused request for the history.
 func (l *leader) recordRejection(requester string, mask []string, reason string) {
-	r := &l.rejects
 	if len(reason) > maxRejectionReason {
 		reason = reason[:maxRejectionReason] + "…"
 	}
-	now := l.clock.Now().UnixMilli()
+	l.collect(fsm.Rejection{TimeMs: l.clock.Now().UnixMilli(), Requester: requester, UpdateMask: mask, Reason: reason}, 1)
+}
+
+// refusedBeforeProposing handles an update the leader refused after its
+// history part was built (over the update budget): the refusals that
+// part took are collected again, and the update itself is one.
+func (l *leader) refusedBeforeProposing(m *fsm.HistoryMeta, err error) {
+	for _, r := range m.Rejections {
+		l.collect(r, max(r.Count, 1))
+	}
+	l.recordRejection(m.Requester, m.UpdateMask, err.Error())
+}
+
+// collect adds n refusals like rej to the collection and arms the flush.
+func (l *leader) collect(rej fsm.Rejection, n uint32) {
+	r := &l.rejects
 	found := false
 	for i, p := range r.pending {
-		if p.Requester == requester && p.Reason == reason {
-			r.counts[i]++
+		if p.Requester == rej.Requester && p.Reason == rej.Reason {
+			r.counts[i] += n
 			found = true
 			break
 		}
@@ -56,13 +70,14 @@ func (l *leader) recordRejection(requester string, mask []string, reason string)
 	switch {
 	case found:
 	case len(r.pending) < maxPendingRejections:
-		r.pending = append(r.pending, fsm.Rejection{TimeMs: now, Requester: requester, UpdateMask: mask, Reason: reason})
-		r.counts = append(r.counts, 1)
+		rej.Count = 0
+		r.pending = append(r.pending, rej)
+		r.counts = append(r.counts, n)
 	default:
 		if r.over == 0 {
-			r.overTime = now
+			r.overTime = rej.TimeMs
 		}
-		r.over++
+		r.over += n
 	}
 	if r.timer == nil {
 		stop := l.term.stop

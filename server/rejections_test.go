@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,28 @@ func TestRejectionsBeyondTheBoundAreCounted(t *testing.T) {
 	last := txsOf(ts)[maxPendingRejections]
 	if last.Count != 5 || !strings.Contains(last.Reason, "not itemised") {
 		t.Fatalf("the overflow record: %+v", last)
+	}
+}
+
+// Requirement (issue 15, point 1): the history's bounds are settable and
+// replicated: a leader whose limits differ from the stored ones writes
+// them at the start of its term, and the FSM prunes by them.
+func TestHistoryLimitsFromTheLeadersFlags(t *testing.T) {
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.HistoryLimits = state.HistoryLimits{MaxEntries: 5} })
+	testwait.For(t, 10*time.Second, func() bool {
+		var l state.HistoryLimits
+		ts.store(func(s *state.Store) { l = s.History.Limits })
+		return l.MaxEntries == 5 && l.MaxBytes == state.DefaultHistoryMaxBytes
+	}, "the leader's limits in the FSM")
+	cli := ts.cli()
+	for i := range 12 {
+		y := fmt.Sprintf("apiVersion: v1\nworkloads:\n  w%d:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: \"image: x\"\n", i)
+		if r := cli.update(manifest(t, y), fmt.Sprintf("desiredState.workloads.w%d", i)); r.GetUpdateStateSuccess() == nil {
+			t.Fatalf("update %d: %v", i, r)
+		}
+	}
+	txs := txsOf(ts)
+	if len(txs) != 5 || txs[0].Seq != 8 || txs[4].Seq != 12 || txs[4].Workloads[0].Name != "w11" {
+		t.Fatalf("kept %d transactions, %d..%d", len(txs), txs[0].Seq, txs[len(txs)-1].Seq)
 	}
 }

@@ -78,6 +78,9 @@ func (l *leader) proposeUpdate(p *updatePlan, answer func(), fail func(error)) {
 	}
 	prop := l.project(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.projected.store.DesiredSeq + 1, History: p.history})
 	var dispatch *updateDispatch
+	if prop.err != nil && p.history != nil {
+		l.refusedBeforeProposing(p.history, prop.err)
+	}
 	if prop.err == nil {
 		dispatch = planDispatch(l.projected.store, p)
 		if subscribed {
