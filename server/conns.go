@@ -24,7 +24,11 @@ const sendQueueLen = 1024
 type conn struct {
 	name string
 	kind wire.Kind
-	out  chan any
+	// identity is the first name in a CLI's or commander's client
+	// certificate (empty without TLS): the history names the requester
+	// by it along with the connection name.
+	identity string
+	out      chan any
 	// limit is the largest message the stream sends (see fit).
 	limit int
 	// closed is closed when the stream ends or the server drops it.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -15,14 +14,16 @@ import (
 // update that seeds a cluster.
 const requesterStartup = "startup-manifest"
 
-// requesterOf is the connection name a request id carries ("agent_A",
-// "cli-conn-3"): the name the server knows the requester by.
-func requesterOf(id string) string {
-	name, _, ok := rpc.SplitRequestID(id)
-	if !ok {
-		return ""
+// requester names who sent a request for the history: the connection
+// name the server knows ("agent_A", "cli-conn-3f…", "commander-conn-…"),
+// with the name in the client certificate first when the stream had one
+// ("operator-1/cli-conn-3f…"). A request a proxying follower forwarded
+// carries the client's names, not the follower's.
+func requester(c *conn) string {
+	if c.identity != "" {
+		return c.identity + "/" + c.name
 	}
-	return name
+	return c.name
 }
 
 // historyMeta is the leader-decided part of an entry's history: now by

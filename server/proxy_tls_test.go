@@ -15,10 +15,23 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/rpctest"
 	"github.com/grapnel-io/grapnel/rpc/wire"
+	"github.com/grapnel-io/grapnel/state"
 )
+
+// addWorkloadRequest is an UpdateState that adds one workload.
+func addWorkloadRequest(name string) *ankbase.Request {
+	p := func(s string) *string { return &s }
+	return &ankbase.Request{RequestId: "r1", RequestContent: &ankbase.Request_UpdateStateRequest{UpdateStateRequest: &ankbase.UpdateStateRequest{
+		NewState: &ankbase.CompleteState{DesiredState: &ankbase.State{ApiVersion: "v1", Workloads: &ankbase.WorkloadMap{
+			Workloads: map[string]*ankbase.Workload{name: {Agent: p("agent_A"), Runtime: p("podman"), RuntimeConfig: p("image: " + name)}},
+		}}},
+		UpdateMask: []string{"desiredState.workloads." + name},
+	}}}
+}
 
 // tlsAgentStream opens an agent stream to addr over mutual TLS with the
 // client files f and the outgoing metadata md, and sends the AgentHello.
@@ -77,6 +90,43 @@ func TestProxyForwardsCertificateNames(t *testing.T) {
 		err := streamEnd(t, tlsAgentStream(t, f.addr, agentA, "agent_B"), 10*time.Second)
 		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "agent_B") {
 			t.Fatalf("err = %v, want Unauthenticated about agent_B", err)
+		}
+	})
+	t.Run("the history names a CLI by its certificate, through a follower", func(t *testing.T) {
+		cfg, err := rpc.ClientTLSConfig(ca.Issue(t, "operator", "operator-1"), rpc.ServerName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		st, err := wire.KindCLI.Open(ctx, cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{CommanderHello: &grpcapi.CommanderHello{ProtocolVersion: rpc.ProtocolVersion}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: addWorkloadRequest("by-operator")}}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := st.Recv(); err != nil || m.GetResponse().GetUpdateStateSuccess() == nil {
+			t.Fatalf("update: %v %v", m, err)
+		}
+		var who string
+		l.fsm.Read(func(s *state.Store, _ uint64) {
+			for _, tx := range s.History.Txs {
+				if tx.Touches("by-operator") {
+					who = tx.Requester
+				}
+			}
+		})
+		if !strings.HasPrefix(who, "operator-1/cli-conn-") {
+			t.Fatalf("requester %q, want operator-1/cli-conn-…", who)
 		}
 	})
 	t.Run("forwarded names forged by an agent", func(t *testing.T) {

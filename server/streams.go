@@ -179,7 +179,12 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 	if kind == wire.KindCommand {
 		prefix = "commander-conn-"
 	}
-	return newConn(prefix+randomID(), kind), nil, nil
+	c := newConn(prefix+randomID(), kind)
+	// Only for the history: a CLI is not restricted by its names.
+	if names, err := clientNames(st.Context()); err == nil && len(names) > 0 && names[0] != "*" {
+		c.identity = names[0]
+	}
+	return c, nil, nil
 }
 
 func (s *Server) sendLoop(st toServerStream, c *conn) {

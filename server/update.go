@@ -9,7 +9,8 @@ import (
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// updateState handles an UpdateStateRequest: apply the update mask,
+// updateState handles an UpdateStateRequest of the requester who (see
+// requester): apply the update mask,
 // validate, render and diff against the speculative state, propose without
 // waiting for earlier proposals, and acknowledge and dispatch once the
 // entry is committed. A rejected update changes nothing and the loop goes
@@ -19,10 +20,10 @@ import (
 // swdd~server-continues-on-invalid-updated-state~1
 // swdd~update-desired-state-with-invalid-version~1
 // swdd~update-desired-state-with-missing-version~1
-func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
+func (l *leader) updateState(who, id string, req *ankbase.UpdateStateRequest) {
 	p, err := l.planUpdate(req)
 	if err != nil {
-		l.recordRejection(requesterOf(id), req.GetUpdateMask(), err.Error())
+		l.recordRejection(who, req.GetUpdateMask(), err.Error())
 		l.pipe.ordered(func() { l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err)) })
 		return
 	}
@@ -30,7 +31,7 @@ func (l *leader) updateState(id string, req *ankbase.UpdateStateRequest) {
 		l.pipe.ordered(func() { l.respondUpdateSuccess(id, p) })
 		return
 	}
-	p.history = l.historyMeta(requesterOf(id), req.GetUpdateMask(), false)
+	p.history = l.historyMeta(who, req.GetUpdateMask(), false)
 	l.proposeUpdate(p, func() { l.respondUpdateSuccess(id, p) }, func(err error) {
 		l.respondText(id, fmt.Sprintf("Update failed: %v", err))
 	})

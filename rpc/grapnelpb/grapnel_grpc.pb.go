@@ -559,7 +559,8 @@ const (
 // trail it by the entries it has not applied yet.
 type HistoryClient interface {
 	// List returns the transactions after since, optionally only those
-	// that touched one workload, oldest first; limit keeps the newest.
+	// that touched one workload, oldest first, at most limit of them (and
+	// at most 1000); a client pages on with the last one's seq.
 	List(ctx context.Context, in *HistoryListRequest, opts ...grpc.CallOption) (*HistoryListResponse, error)
 	// Get returns one transaction, NOT_FOUND if it was never recorded or
 	// has been pruned.
@@ -617,7 +618,8 @@ func (c *historyClient) Timeline(ctx context.Context, in *TimelineRequest, opts 
 // trail it by the entries it has not applied yet.
 type HistoryServer interface {
 	// List returns the transactions after since, optionally only those
-	// that touched one workload, oldest first; limit keeps the newest.
+	// that touched one workload, oldest first, at most limit of them (and
+	// at most 1000); a client pages on with the last one's seq.
 	List(context.Context, *HistoryListRequest) (*HistoryListResponse, error)
 	// Get returns one transaction, NOT_FOUND if it was never recorded or
 	// has been pruned.
