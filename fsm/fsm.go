@@ -186,14 +186,21 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 		if st.DesiredSeq+1 != r.Seq {
 			return fmt.Errorf("%w: it is update %d, the store holds %d", ErrOutOfSequence, r.Seq, st.DesiredSeq)
 		}
-		var tx *state.Tx
+		var (
+			tx *state.Tx
+			tr []state.Transition
+		)
 		if h != nil {
 			noteHistory(h, r.History, index)
 			tx = state.TxOfUpdate(st, &r.Update)
+			tr = state.RemovedTransitions(st, &r.Update, index, timeOf(r.History))
 		}
 		st.ApplyDesired(&r.Update, index)
 		if tx != nil {
 			recordUpdate(h, tx, r.History, index)
+			if len(tr) > 0 {
+				h.AppendTransitions(tr, timeOf(r.History))
+			}
 		}
 		return nil
 	case *AgentConnectedRequest:

@@ -241,3 +241,24 @@ func TestExecuteWithoutHistory(t *testing.T) {
 		t.Fatalf("history %v, workloads %v", st.History, st.Desired.Workloads)
 	}
 }
+
+// Requirement (issue 15, point 1): instances the server removes itself
+// within an update (never started, no agent to remove them) are a
+// decision the transaction names, and a Removed transition.
+func TestHistoryServerRemovals(t *testing.T) {
+	f := New()
+	u := webUpdate()
+	u.Seq, u.History = 1, at(10)
+	apply(t, f, u)
+	apply(t, f, &UpdateDesiredStateRequest{Seq: 2, History: at(20), Update: state.DesiredUpdate{
+		DeleteWorkloads: []string{"web"}, DeleteRendered: []string{"web"}, DeleteStates: []state.InstanceName{inst}}})
+	h := read(f).History
+	tx := h.Txs[len(h.Txs)-1]
+	want := []state.TxWorkload{{Name: "web", Op: state.OpDeleted, OldInstance: inst.String(), States: []string{"Removed (by the server: no agent would remove it)"}}}
+	if !reflect.DeepEqual(tx.Workloads, want) {
+		t.Fatalf("workloads %+v, want %+v", tx.Workloads, want)
+	}
+	if tl := h.TransitionsOf("web"); len(tl) != 1 || tl[0].State != state.Removed || tl[0].TimeMs != 20 {
+		t.Fatalf("transitions %+v", tl)
+	}
+}

@@ -12,6 +12,10 @@ import (
 // runtimeConfig or file.
 const maxHistoryValue = 256
 
+// removedByServer is the state a transaction lists for an instance the
+// server removed itself.
+const removedByServer = "Removed (by the server: no agent would remove it)"
+
 // TxOfUpdate is what an accepted update does to the store it is about to
 // be applied to: the workloads added, updated (with the fields and their
 // values before and after) and deleted, with their instance names, and
@@ -55,6 +59,18 @@ func TxOfUpdate(s *Store, u *DesiredUpdate) *Tx {
 			w.Changes = []FieldChange{{Field: "rendering", Old: w.OldInstance, New: w.Instance}}
 		}
 		tx.Workloads = append(tx.Workloads, w)
+	}
+	// Instances no agent would report removed (unscheduled, or never
+	// started on an agent that is not connected) the server removes
+	// itself: a decision within the update.
+	for _, in := range u.DeleteStates {
+		name := in.String()
+		i := slices.IndexFunc(tx.Workloads, func(w TxWorkload) bool { return w.Name == in.WorkloadName && w.OldInstance == name })
+		if i < 0 {
+			tx.Workloads = append(tx.Workloads, TxWorkload{Name: in.WorkloadName, Op: OpStates, OldInstance: name})
+			i = len(tx.Workloads) - 1
+		}
+		tx.Workloads[i].States = append(tx.Workloads[i].States, removedByServer)
 	}
 	for _, k := range SortedKeys(u.PutConfigs) {
 		op := OpUpdated
@@ -152,6 +168,18 @@ func shorten(s string) string {
 		cut--
 	}
 	return s[:cut] + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// RemovedTransitions are the transitions of the instances an update
+// removes itself (DeleteStates), for the instances s holds a state of.
+func RemovedTransitions(s *Store, u *DesiredUpdate, index uint64, timeMs int64) []Transition {
+	var out []Transition
+	for _, in := range u.DeleteStates {
+		if _, ok := s.States.Get(in); ok {
+			out = append(out, Transition{Index: index, TimeMs: timeMs, Instance: in, State: Removed})
+		}
+	}
+	return out
 }
 
 // TransitionsOf lists the states that differ from what s holds, as
