@@ -146,15 +146,40 @@ func (h *History) encode(tree map[string]any, output string) error {
 		err  error
 	)
 	if output == "json" {
-		text, err = EncodeJSON(tree, nil, true)
+		text, err = EncodeJSON(tree, historyOrder, true)
 	} else {
-		text, err = EncodeYAML(tree, nil)
+		text, err = EncodeYAML(tree, historyOrder)
 	}
 	if err != nil {
 		return err
 	}
 	_, err = io.WriteString(h.Out, text)
 	return err
+}
+
+// historyOrder orders the keys of the history's JSON and YAML as the
+// table reads: what, when, who, then the changes.
+func historyOrder(path []string) []string {
+	parent := ""
+	switch n := len(path); {
+	case n == 0:
+		return []string{"workload", "seq", "index", "timeMs", "kind", "requester", "updateMask", "reason", "count", "apiVersion", "workloads", "configs", "events", "transactions"}
+	case n >= 2:
+		parent = path[n-2]
+	}
+	switch parent {
+	case "transactions":
+		return []string{"seq", "index", "timeMs", "kind", "requester", "updateMask", "reason", "count", "apiVersion", "workloads", "configs"}
+	case "workloads":
+		return []string{"name", "op", "oldInstance", "instance", "states", "changes"}
+	case "changes":
+		return []string{"field", "old", "new"}
+	case "configs":
+		return []string{"key", "op"}
+	case "events":
+		return []string{"time", "index", "seq", "kind", "op", "agent", "instance", "state", "requester", "fields", "reason"}
+	}
+	return nil
 }
 
 // time is a leader time in RFC 3339 with milliseconds; "-" for a record

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+)
+
+// fakeHistory answers List with pages of one transaction each, so that
+// the CLI's paging is exercised too.
+type fakeHistory struct {
+	grapnelpb.HistoryClient
+	txs []*grapnelpb.Transaction
+}
+
+func (f *fakeHistory) List(_ context.Context, in *grapnelpb.HistoryListRequest, _ ...grpc.CallOption) (*grapnelpb.HistoryListResponse, error) {
+	resp := &grapnelpb.HistoryListResponse{LastSeq: f.txs[len(f.txs)-1].GetSeq()}
+	for _, tx := range f.txs {
+		if tx.GetSeq() > in.GetSince() {
+			resp.Transactions = []*grapnelpb.Transaction{tx}
+			break
+		}
+	}
+	return resp, nil
+}
+
+func (f *fakeHistory) Get(_ context.Context, in *grapnelpb.HistoryGetRequest, _ ...grpc.CallOption) (*grapnelpb.Transaction, error) {
+	return f.txs[in.GetSeq()-1], nil
+}
+
+// Requirement (issue 15, point 3): the history table sums up each
+// transaction, pages through the whole history, and -o yaml keeps the
+// table's order of fields.
+func TestHistoryOutput(t *testing.T) {
+	fake := &fakeHistory{txs: []*grapnelpb.Transaction{
+		{Seq: 1, Index: 3, TimeMs: 1_700_000_000_000, Kind: "Update", Requester: "operator-1/cli-conn-1",
+			Workloads: []*grapnelpb.TxWorkload{{Name: "web", Op: "Added", Instance: "web.abc.agent_A"},
+				{Name: "db", Op: "Updated", Changes: []*grapnelpb.FieldChange{{Field: "runtimeConfig", Old: "image: a", New: "image: b"}}}},
+			Configs: []*grapnelpb.TxConfig{{Key: "cfg", Op: "Deleted"}}},
+		{Seq: 2, Index: 4, TimeMs: 1_700_000_001_000, Kind: "Rejected", Requester: "cli-conn-2", Reason: "bad name", Count: 3},
+		{Seq: 3, Index: 5, TimeMs: 1_700_000_002_000, Kind: "Decision", Requester: "server", Reason: "agent agent_A disconnected",
+			Workloads: []*grapnelpb.TxWorkload{{Name: "web", Op: "States", Instance: "web.abc.agent_A", States: []string{"AgentDisconnected"}}}},
+	}}
+	out := &lockedBuffer{}
+	h := &History{Client: fake, Out: out, Location: time.UTC}
+	if err := h.List(context.Background(), 0, "", "table"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"2023-11-14T22:13:20.000Z   Update     operator-1/cli-conn-1   +web ~db(runtimeConfig) config -cfg",
+		"2023-11-14T22:13:21.000Z   Rejected   cli-conn-2              bad name (×3)",
+		"2023-11-14T22:13:22.000Z   Decision   server                  agent agent_A disconnected: web→AgentDisconnected",
+	}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Fatalf("table lacks %q:\n%s", w, out.String())
+		}
+	}
+	out.Reset()
+	if err := h.Show(context.Background(), "1", "yaml"); err != nil {
+		t.Fatal(err)
+	}
+	y := out.String()
+	if !strings.HasPrefix(y, "seq: 1\nindex: 3\n") || strings.Index(y, "name: db") > strings.Index(y, "field: runtimeConfig") {
+		t.Fatalf("show -o yaml out of order:\n%s", y)
+	}
+	out.Reset()
+	if err := h.Show(context.Background(), "1", "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "  runtimeConfig:\n    - image: a\n    + image: b\n") {
+		t.Fatalf("show diff:\n%s", out.String())
+	}
+	for _, bad := range []func() error{
+		func() error { return h.List(context.Background(), 0, "", "xml") },
+		func() error { return h.Show(context.Background(), "0", "table") },
+		func() error { return h.Timeline(context.Background(), "a.b", "table") },
+	} {
+		if err := bad(); err == nil || !strings.Contains(err.Error(), "bad argument") {
+			t.Fatalf("want a bad-argument error, got %v", err)
+		}
+	}
+}
