@@ -101,3 +101,33 @@ func TestHistorySurvivesFailoverAndClusterRestart(t *testing.T) {
 		t.Fatalf("numbering after the restart: %v", got)
 	}
 }
+
+// Without a quorum there is no leader, but the history is still there to
+// read: the CLI's History connection falls back to a surviving replica.
+func TestHistoryReadableWithoutLeader(t *testing.T) {
+	c := testcluster.New(t, 3)
+	leader := c.WaitServing(20 * time.Second)
+	conn := dial(t, c.Addrs()...)
+	if _, err := conn.Request(context.Background(), addWorkload("before-outage")); err != nil {
+		t.Fatal(err)
+	}
+	var survivor string
+	for _, id := range c.IDs() {
+		if id != leader && survivor == "" {
+			survivor = id
+			continue
+		}
+		c.Stop(id)
+	}
+	c.WaitFor("the survivor to have the update", 20*time.Second, func() bool { return len(updatesOf(c.FSM(survivor))) == 1 })
+	hc, addr, closeFn, err := client.DialHistory(context.Background(), client.Options{Addrs: c.Addrs(), Insecure: true, ResponseTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("no history without a leader: %v", err)
+	}
+	defer closeFn()
+	resp, err := hc.List(context.Background(), &grapnelpb.HistoryListRequest{})
+	if err != nil || addr != c.Addr(survivor) || resp.GetReplicaId() != survivor || len(resp.GetTransactions()) != 1 ||
+		resp.GetTransactions()[0].GetWorkloads()[0].GetName() != "before-outage" {
+		t.Fatalf("history from %s: %v %v", addr, resp, err)
+	}
+}
