@@ -262,3 +262,19 @@ func TestHistoryServerRemovals(t *testing.T) {
 		t.Fatalf("transitions %+v", tl)
 	}
 }
+
+// Updates that share one Raft entry (a group-commit batch) are distinct
+// transactions: consecutive sequence numbers, the same index.
+func TestHistoryBatchSharesTheIndex(t *testing.T) {
+	f := New()
+	a, b := webUpdate(), richUpdate(2)
+	a.Seq, a.History, b.History = 1, at(1), at(1)
+	buf := batchOf(t, mustEncode(t, a), mustEncode(t, b))
+	if resp := f.Apply(&raft.Log{Index: 42, Type: raft.LogCommand, Data: buf}); resp == nil {
+		t.Fatal("no batch response")
+	}
+	txs := read(f).History.Txs
+	if len(txs) != 2 || txs[0].Seq != 1 || txs[1].Seq != 2 || txs[0].Index != 42 || txs[1].Index != 42 {
+		t.Fatalf("transactions of one batch: %s", dump(txs))
+	}
+}
