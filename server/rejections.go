@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/grapnel-io/grapnel/fsm"
@@ -43,6 +44,10 @@ func (l *leader) recordRejection(requester string, mask []string, reason string)
 	if len(reason) > maxRejectionReason {
 		reason = reason[:maxRejectionReason] + "…"
 	}
+	// An entry's strings must be UTF-8 or it does not encode: the cut
+	// may split a character, and one bad rejection must not fail the
+	// update it rides along with.
+	reason = strings.ToValidUTF8(reason, "�")
 	l.collect(fsm.Rejection{TimeMs: l.clock.Now().UnixMilli(), Requester: requester, UpdateMask: mask, Reason: reason}, 1)
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
@@ -117,5 +118,33 @@ func TestHistoryLimitsFromTheLeadersFlags(t *testing.T) {
 	txs := txsOf(ts)
 	if len(txs) != 5 || txs[0].Seq != 8 || txs[4].Seq != 12 || txs[4].Workloads[0].Name != "w11" {
 		t.Fatalf("kept %d transactions, %d..%d", len(txs), txs[0].Seq, txs[len(txs)-1].Seq)
+	}
+}
+
+// A long reason is cut where it splits no character: the entry it rides
+// along in must still encode.
+func TestRejectionReasonCutStaysUTF8(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.Clock = fake })
+	cli := ts.cli()
+	// An unknown apiVersion is quoted in the reason; "é" is two bytes,
+	// so with one of the two prefixes the cut lands inside one.
+	for _, prefix := range []string{"v", "vx"} {
+		y := "apiVersion: " + prefix + strings.Repeat("é", 400) + "\nworkloads: {}\n"
+		if r := cli.update(manifest(t, y), "desiredState"); r.GetError() == nil {
+			t.Fatalf("accepted: %v", r)
+		}
+	}
+	if r := cli.update(manifest(t, nginx), "desiredState.workloads.nginx"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("the update the rejections rode along with: %v", r)
+	}
+	txs := txsOf(ts)
+	if len(txs) != 3 || txs[2].Kind != state.TxUpdate {
+		t.Fatalf("history: %+v", txs)
+	}
+	for _, tx := range txs[:2] {
+		if tx.Kind != state.TxRejected || !utf8.ValidString(tx.Reason) || !strings.HasSuffix(tx.Reason, "…") {
+			t.Fatalf("rejection: %+v", tx)
+		}
 	}
 }
