@@ -111,6 +111,10 @@ func TestHistoryReadableWithoutLeader(t *testing.T) {
 	if _, err := conn.Request(context.Background(), addWorkload("before-outage")); err != nil {
 		t.Fatal(err)
 	}
+	// A commit needs only a majority: wait until every replica has it.
+	for _, id := range c.IDs() {
+		c.WaitFor("the update on "+id, 20*time.Second, func() bool { return len(updatesOf(c.FSM(id))) == 1 })
+	}
 	var survivor string
 	for _, id := range c.IDs() {
 		if id != leader && survivor == "" {
@@ -119,7 +123,6 @@ func TestHistoryReadableWithoutLeader(t *testing.T) {
 		}
 		c.Stop(id)
 	}
-	c.WaitFor("the survivor to have the update", 20*time.Second, func() bool { return len(updatesOf(c.FSM(survivor))) == 1 })
 	hc, addr, closeFn, err := client.DialHistory(context.Background(), client.Options{Addrs: c.Addrs(), Insecure: true, ResponseTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatalf("no history without a leader: %v", err)
