@@ -40,7 +40,7 @@ func TestHistoryOutput(t *testing.T) {
 	fake := &fakeHistory{txs: []*grapnelpb.Transaction{
 		{Seq: 1, Index: 3, TimeMs: 1_700_000_000_000, Kind: "Update", Requester: "operator-1/cli-conn-1",
 			Workloads: []*grapnelpb.TxWorkload{{Name: "web", Op: "Added", Instance: "web.abc.agent_A"},
-				{Name: "db", Op: "Updated", Changes: []*grapnelpb.FieldChange{{Field: "runtimeConfig", Old: "image: a", New: "image: b"}}}},
+				{Name: "db", Op: "Updated", Changes: []*grapnelpb.TxFieldChange{{Field: "runtimeConfig", Old: "image: a", New: "image: b"}}}},
 			Configs: []*grapnelpb.TxConfig{{Key: "cfg", Op: "Deleted"}}},
 		{Seq: 2, Index: 4, TimeMs: 1_700_000_001_000, Kind: "Rejected", Requester: "cli-conn-2", Reason: "bad name", Count: 3},
 		{Seq: 3, Index: 5, TimeMs: 1_700_000_002_000, Kind: "Decision", Requester: "server", Reason: "agent agent_A disconnected",

@@ -4,7 +4,6 @@ package server
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
 
 	"github.com/grapnel-io/grapnel/fsm"
@@ -49,14 +48,6 @@ func bench10k(b *testing.B) (*leader, func(i int) *ankbase.UpdateStateRequest) {
 func cpuPerOp(b *testing.B) func() {
 	start := cpuTime()
 	return func() { b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op") }
-}
-
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkDryRunOneWorkloadOf10k: a dry-run of a one-workload change in
