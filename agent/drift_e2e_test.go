@@ -132,6 +132,17 @@ func TestDriftRepairedAfterKill9(t *testing.T) {
 		s, _ := stateFull(cl, "agent_A", "loner")
 		return s.Is(state.StateFailed, state.SubLost) && s.AdditionalInfo == want
 	}, "loner Failed(Lost) with the drift reason %q", want)
+	// Each repair is a transaction of the replicated history, asked by
+	// the agent, with the reason.
+	testwait.For(t, runWithin, func() bool {
+		found := false
+		read(cl, func(st *state.Store) {
+			for _, tx := range st.History.Since(0, "loner", 0) {
+				found = found || tx.Kind == state.TxRepair && tx.Requester == "agent_A" && tx.Reason == want
+			}
+		})
+		return found
+	}, "a Repair transaction for loner with the reason %q", want)
 }
 
 // `grapnel agent resync NAME` reaches the agent through the leader: a

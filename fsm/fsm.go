@@ -243,6 +243,9 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 				fresh = fresh[:n]
 				continue
 			}
+			if h != nil {
+				recordRepairs(h, rep.Agent, tr, r.History, index)
+			}
 			trans = append(trans, tr...)
 		}
 		if h != nil && len(trans) > 0 {

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"strings"
+
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -54,6 +56,27 @@ func recordDecision(h *state.History, reason string, tr []state.Transition, m *H
 			Instance: t.Instance.String(), States: []string{t.State.Short()}})
 	}
 	h.AppendTx(tx)
+}
+
+// recordRepairs records the transitions of one agent's report that a
+// drift repair caused (their state's reason starts with
+// state.DriftPrefix) as one TxRepair transaction asked by the agent.
+func recordRepairs(h *state.History, agent string, tr []state.Transition, m *HistoryMeta, index uint64) {
+	var tx *state.Tx
+	for _, t := range tr {
+		info := t.State.AdditionalInfo
+		if !strings.HasPrefix(info, state.DriftPrefix) {
+			continue
+		}
+		if tx == nil {
+			tx = &state.Tx{Index: index, TimeMs: timeOf(m), Kind: state.TxRepair, Requester: agent, Reason: info}
+		}
+		tx.Workloads = append(tx.Workloads, state.TxWorkload{Name: t.Instance.WorkloadName, Op: state.OpStates,
+			Instance: t.Instance.String(), States: []string{t.State.String()}})
+	}
+	if tx != nil {
+		h.AppendTx(tx)
+	}
 }
 
 // disconnected is every state of an agent turned AgentDisconnected, as

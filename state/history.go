@@ -27,7 +27,16 @@ const (
 	// states of an agent's previous life, states unconfirmed after a
 	// cluster start.
 	TxDecision TxKind = "Decision"
+	// TxRepair is an agent's drift repair: a report whose states carry a
+	// DriftPrefix reason (an instance removed or replaced behind the
+	// agent's back, or an unknown one it removed).
+	TxRepair TxKind = "Repair"
 )
+
+// DriftPrefix starts the additionalInfo of every state an agent's drift
+// repair reports (docs/agent.md, "Drift repair"); the FSM records such a
+// report as a TxRepair transaction.
+const DriftPrefix = "drift: "
 
 // TxOp is what a transaction did to a workload or a config item.
 type TxOp string

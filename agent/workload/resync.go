@@ -28,8 +28,8 @@ const DefaultResyncInterval = 5 * time.Minute
 // repair"). Every one starts with DriftPrefix.
 const (
 	// DriftPrefix starts the additionalInfo of every state a drift
-	// repair reports.
-	DriftPrefix = "drift: "
+	// repair reports; the server records such a report as a repair.
+	DriftPrefix = state.DriftPrefix
 	// driftRemovedWhat and driftReplacedWhat say what happened to an
 	// instance the agent runs, driftUnknownWhat what the agent found.
 	driftRemovedWhat  = "removed behind the agent's back"
