@@ -134,15 +134,22 @@ func TestDriftRepairedAfterKill9(t *testing.T) {
 	}, "loner Failed(Lost) with the drift reason %q", want)
 	// Each repair is a transaction of the replicated history, asked by
 	// the agent, with the reason.
+	var seen string
 	testwait.For(t, runWithin, func() bool {
 		found := false
 		read(cl, func(st *state.Store) {
+			var b strings.Builder
 			for _, tx := range st.History.Since(0, "loner", 0) {
 				found = found || tx.Kind == state.TxRepair && tx.Requester == "agent_A" && tx.Reason == want
+				fmt.Fprintf(&b, "\n  tx %d %s by %s: %q %v", tx.Seq, tx.Kind, tx.Requester, tx.Reason, tx.Workloads)
 			}
+			for _, tr := range st.History.TransitionsOf("loner") {
+				fmt.Fprintf(&b, "\n  transition at %d: %s", tr.Index, tr.State)
+			}
+			seen = b.String()
 		})
 		return found
-	}, "a Repair transaction for loner with the reason %q", want)
+	}, "a Repair transaction for loner with the reason %q; the history of loner:%s", want, testwait.Lazy(func() string { return seen }))
 }
 
 // `grapnel agent resync NAME` reaches the agent through the leader: a
