@@ -35,7 +35,8 @@ func bigState(n int) *state.State {
 // workload in a state of 10,000, end to end: the CLI stream, mask,
 // validation, rendering, diff, the Raft commit (bolt fsync) and the answer.
 func BenchmarkUpdateOneWorkloadOf10k(b *testing.B) {
-	ts := startServer(b, bigState(10000))
+	// 10,000 workloads are over the default limits (1,000, 3 MiB).
+	ts := startServerCfg(b, b.TempDir(), bigState(10000), func(c *Config) { c.Limits = &state.Limits{} })
 	cli := ts.cli()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
