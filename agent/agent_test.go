@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,10 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/testwait"
@@ -37,37 +37,19 @@ const (
 	stopWithin    = 15 * time.Second
 )
 
-// syncBuffer is a log sink the test prints when it fails.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // running is an agent started by a test.
 type running struct {
 	*instance
 	cancel context.CancelFunc
 	done   chan error
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 }
 
 // startAgent starts an agent on the cluster with the process runtime; the
 // test's cleanup stops it. mods change the configuration first.
 func startAgent(t *testing.T, cl *testcluster.Cluster, name, runFolder string, mods ...func(*Config)) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := Config{
 		Name: name, Servers: cl.Addrs(), Insecure: true, RunFolder: runFolder,
 		Runtimes: []string{RuntimeProcess}, LoadInterval: 200 * time.Millisecond,

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -85,7 +86,7 @@ func startTLSReplica(t *testing.T, pki *rpctest.CA) *tlsReplica {
 // refusedConn is an agent connection named agent_A whose certificate
 // allows only another name, so the replica refuses every stream
 // (Unauthenticated).
-func refusedConn(t *testing.T, pki *rpctest.CA, addr string, clk clock.Clock, log *syncBuffer) *fakeConn {
+func refusedConn(t *testing.T, pki *rpctest.CA, addr string, clk clock.Clock, log *syncbuf.Buffer) *fakeConn {
 	t.Helper()
 	r, err := client.NewResolver(client.Options{Addrs: []string{addr}, TLS: pki.Issue(t, "agent", "agent_B"), Clock: clk})
 	if err != nil {
@@ -122,7 +123,7 @@ func TestRefusedAgentBacksOff(t *testing.T) {
 	pki := rpctest.NewCA(t)
 	rep := startTLSReplica(t, pki)
 	clk := clock.NewFake(time.Unix(1000, 0))
-	var log syncBuffer
+	var log syncbuf.Buffer
 	fc := refusedConn(t, pki, rep.addr, clk, &log)
 	fc.start(t)
 
@@ -169,7 +170,7 @@ func TestRefusedAgentBacksOff(t *testing.T) {
 func TestRefusedAgentAttemptRate(t *testing.T) {
 	pki := rpctest.NewCA(t)
 	rep := startTLSReplica(t, pki)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	fc := refusedConn(t, pki, rep.addr, nil, &log)
 	fc.start(t)
 	testwait.For(t, connectWithin, func() bool { return rep.attempts.Load() >= 1 }, "the first attempt")

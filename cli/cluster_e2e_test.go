@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestClusterVerbsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeFn()
-	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	out, errOut := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	c := &Cluster{Client: cc, Out: out, Err: errOut}
 
 	if err := c.Members(ctx, "table"); err != nil {
@@ -31,7 +32,7 @@ func TestClusterVerbsEndToEnd(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[1], "leader") || !strings.HasPrefix(lines[2], "leader: ") {
 		t.Fatalf("members table:\n%s", out.String())
 	}
-	out = &lockedBuffer{}
+	out = &syncbuf.Buffer{}
 	c.Out = out
 	if err := c.Members(ctx, "json"); err != nil {
 		t.Fatal(err)

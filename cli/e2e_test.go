@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -67,14 +69,14 @@ func startServer(t *testing.T) string {
 }
 
 // e2eSession dials the server, retrying while it elects itself leader.
-func e2eSession(t *testing.T, addr string) (*Session, *lockedBuffer) {
+func e2eSession(t *testing.T, addr string) (*Session, *syncbuf.Buffer) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		c, err := client.Dial(context.Background(), client.Options{Addrs: []string{addr}, Insecure: true, ResponseTimeout: 3 * time.Second})
 		if err == nil {
 			s, _, _ := session(c)
-			out := &lockedBuffer{}
+			out := &syncbuf.Buffer{}
 			s.Out = out
 			s.Timeout = 3 * time.Second
 			if _, err = s.CompleteState(context.Background(), nil); err == nil {
@@ -278,29 +280,5 @@ workloads:
 
 // syncString reads a session's output while its command still writes it.
 func syncString(s *Session) string {
-	return s.Out.(*lockedBuffer).String()
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) Reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.Reset()
+	return s.Out.(*syncbuf.Buffer).String()
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestHistoryVerbsEndToEnd(t *testing.T) {
 	h := &History{Client: hc, Location: time.UTC}
 	capture := func(f func() error) string {
 		t.Helper()
-		out := &lockedBuffer{}
+		out := &syncbuf.Buffer{}
 		h.Out = out
 		if err := f(); err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestHistoryOutput(t *testing.T) {
 		{Seq: 3, Index: 5, TimeMs: 1_700_000_002_000, Kind: "Decision", Requester: "server", Reason: "agent agent_A disconnected",
 			Workloads: []*grapnelpb.TxWorkload{{Name: "web", Op: "States", Instance: "web.abc.agent_A", States: []string{"AgentDisconnected"}}}},
 	}}
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	h := &History{Client: fake, Out: out, Location: time.UTC}
 	if err := h.List(context.Background(), 0, "", "table"); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -23,7 +24,7 @@ import (
 type serverProcess struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
-	logs   *lockedBuffer
+	logs   *syncbuf.Buffer
 }
 
 // buildServer builds grapnel-server once per test; it skips the test when
@@ -42,7 +43,7 @@ func buildServer(t *testing.T) string {
 
 func startServerProcess(t *testing.T, bin, dataDir, addr, raftAddr string) *serverProcess {
 	t.Helper()
-	p := &serverProcess{exited: make(chan struct{}), logs: &lockedBuffer{}}
+	p := &serverProcess{exited: make(chan struct{}), logs: &syncbuf.Buffer{}}
 	p.cmd = exec.Command(bin, "-k", "--data-dir", dataDir, "-a", addr, "--raft-address", raftAddr, "--log-level", "warn")
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
@@ -100,7 +101,7 @@ func TestSnapshotRestoreRefusedEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeFn()
-	c := &Cluster{Client: cc, Out: &lockedBuffer{}, Err: &lockedBuffer{}}
+	c := &Cluster{Client: cc, Out: &syncbuf.Buffer{}, Err: &syncbuf.Buffer{}}
 	dir := t.TempDir()
 	saved := filepath.Join(dir, "saved.snap")
 	if err := c.SnapshotSave(ctx, saved); err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"log/slog"
 	"strings"
 	"testing"
@@ -72,7 +73,7 @@ func TestCompleteStateOverTheLimit(t *testing.T) {
 // refused with a status that names the agent, the size and the limit,
 // the server logs why, and it keeps serving.
 func TestAgentMessagesOverTheLimit(t *testing.T) {
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	ts := startServerCfg(t, t.TempDir(), mustState(t, nginx), func(c *Config) {
 		c.MaxMessageBytes = testMessageLimit
 		c.Logger = slog.New(slog.NewTextHandler(&log, nil))
@@ -126,7 +127,7 @@ func TestAgentMessagesOverTheLimit(t *testing.T) {
 		!strings.Contains(st.Message(), fmt.Sprint(testMessageLimit)) || !strings.Contains(st.Message(), "ServerHello") {
 		t.Fatalf("the refused agent's stream ended with %v, want ResourceExhausted naming the ServerHello, the agent and the limit", err)
 	}
-	if lines := log.lines("too large to send"); len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") {
+	if lines := linesOf(&log, "too large to send"); len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") {
 		t.Fatalf("the server logged %q", lines)
 	}
 	if got := len(cli.get("desiredState.workloads.w0").GetDesiredState().GetWorkloads().GetWorkloads()); got != 1 {

@@ -3,9 +3,10 @@ package server
 import (
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,25 +16,8 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) lines(substr string) []string {
+// linesOf are the lines of the log that contain substr.
+func linesOf(l *syncbuf.Buffer, substr string) []string {
 	var out []string
 	for _, line := range strings.Split(l.String(), "\n") {
 		if strings.Contains(line, substr) {
@@ -87,7 +71,7 @@ func TestLogLimiter(t *testing.T) {
 // at once. Before, every refusal wrote a line: 15,682 lines (2.3 MB) in
 // 10 s for one agent whose certificate did not allow its name.
 func TestRepeatedRefusalsLoggedBounded(t *testing.T) {
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	clk := clock.NewFake(time.Now())
 	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&log, nil))
@@ -111,17 +95,17 @@ func TestRepeatedRefusalsLoggedBounded(t *testing.T) {
 	for range n {
 		refuse(badVersion, codes.FailedPrecondition)
 	}
-	if got := log.lines("refused stream"); len(got) != 1 {
+	if got := linesOf(&log, "refused stream"); len(got) != 1 {
 		t.Fatalf("%d lines for %d refusals, want 1:\n%s", len(got), n, strings.Join(got, "\n"))
 	}
 	refuse(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{CommanderHello: &grpcapi.CommanderHello{}}}, codes.InvalidArgument)
-	if got := log.lines("refused stream"); len(got) != 2 || !strings.Contains(got[1], "No AgentHello") {
+	if got := linesOf(&log, "refused stream"); len(got) != 2 || !strings.Contains(got[1], "No AgentHello") {
 		t.Fatalf("another reason was not logged at once:\n%s", strings.Join(got, "\n"))
 	}
 	clk.Advance(refusalLogWindow)
 	refuse(badVersion, codes.FailedPrecondition)
 	refuse(badVersion, codes.FailedPrecondition)
-	got := log.lines("refused stream")
+	got := linesOf(&log, "refused stream")
 	if len(got) != 3 || !strings.Contains(got[2], "suppressed=49") || !strings.Contains(got[2], "Unsupported protocol version '99.0.0'") {
 		t.Fatalf("after the window: want one more line with suppressed=49 naming the reason, got:\n%s", strings.Join(got, "\n"))
 	}

@@ -6,32 +6,15 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 
 	"github.com/grapnel-io/grapnel/agent"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/server/testcluster"
 )
-
-// lockedBuffer is an agent's log sink the test reads while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // cliRun runs the grapnel command line against the cluster.
 func cliRun(cl *testcluster.Cluster, args ...string) (code int, stdout, stderr string) {
@@ -49,7 +32,7 @@ func cliRun(cl *testcluster.Cluster, args ...string) (code int, stdout, stderr s
 // stream to the leader is refused by name.
 func TestAgentResyncEndToEnd(t *testing.T) {
 	cl := testcluster.New(t, 1)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
