@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grapnel-io/grapnel/internal/syncbuf"
-
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"

@@ -3,11 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/rpc/client"
 )
 

@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grapnel-io/grapnel/internal/syncbuf"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -166,15 +165,22 @@ func (a *scriptedAgent) run() {
 	}
 }
 
+// startAgentConnected starts the scripted agent and waits until the
+// server lists it.
+func startAgentConnected(t *testing.T, s *Session, addr, name string) {
+	t.Helper()
+	startAgent(t, addr, name)
+	testwait.For(t, 10*time.Second, func() bool {
+		cs, err := s.CompleteState(context.Background(), []string{"agents"})
+		return err == nil && node(cs, "agents", name) != nil
+	}, "%s to connect", name)
+}
+
 func TestEndToEnd(t *testing.T) {
 	addr := startServer(t)
 	s, out := e2eSession(t, addr)
 	ctx := context.Background()
-	startAgent(t, addr, "agent_A")
-	testwait.For(t, 10*time.Second, func() bool {
-		cs, err := s.CompleteState(ctx, []string{"agents"})
-		return err == nil && node(cs, "agents", "agent_A") != nil
-	}, "agent_A to connect")
+	startAgentConnected(t, s, addr, "agent_A")
 
 	dir := t.TempDir()
 	manifest := filepath.Join(dir, "app.yaml")

@@ -21,11 +21,7 @@ func TestGetGraphEndToEnd(t *testing.T) {
 	addr := startServer(t)
 	s, out := e2eSession(t, addr)
 	ctx := context.Background()
-	startAgent(t, addr, "agent_A")
-	testwait.For(t, 10*time.Second, func() bool {
-		cs, err := s.CompleteState(ctx, []string{"agents"})
-		return err == nil && node(cs, "agents", "agent_A") != nil
-	}, "agent_A to connect")
+	startAgentConnected(t, s, addr, "agent_A")
 
 	manifest := filepath.Join(t.TempDir(), "app.yaml")
 	if err := os.WriteFile(manifest, []byte(`apiVersion: v1

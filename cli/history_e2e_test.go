@@ -3,11 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc/client"
 )
@@ -20,11 +20,7 @@ func TestHistoryVerbsEndToEnd(t *testing.T) {
 	addr := startServer(t)
 	s, _ := e2eSession(t, addr)
 	ctx := context.Background()
-	startAgent(t, addr, "agent_A")
-	testwait.For(t, 10*time.Second, func() bool {
-		cs, err := s.CompleteState(ctx, []string{"agents"})
-		return err == nil && node(cs, "agents", "agent_A") != nil
-	}, "agent_A to connect")
+	startAgentConnected(t, s, addr, "agent_A")
 	s.NoWait = true
 	if err := s.RunWorkload(ctx, RunSpec{Name: "web", Agent: "agent_A", Runtime: "podman", RuntimeConfig: "image: nginx"}); err != nil {
 		t.Fatal(err)

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
-	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
 

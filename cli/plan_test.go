@@ -9,12 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
-	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
@@ -137,11 +135,7 @@ func TestDryRunEndToEnd(t *testing.T) {
 	s, out := e2eSession(t, addr)
 	s.Plan = s.Conn.(*client.Conn).Plan()
 	ctx := context.Background()
-	startAgent(t, addr, "agent_A")
-	testwait.For(t, 10*time.Second, func() bool {
-		cs, err := s.CompleteState(ctx, []string{"agents"})
-		return err == nil && node(cs, "agents", "agent_A") != nil
-	}, "agent_A to connect")
+	startAgentConnected(t, s, addr, "agent_A")
 
 	file := filepath.Join(t.TempDir(), "app.yaml")
 	write := func(y string) {

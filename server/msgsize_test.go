@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"

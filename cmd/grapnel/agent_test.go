@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grapnel-io/grapnel/internal/syncbuf"
-
 	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/server/testcluster"
 )
