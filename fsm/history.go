@@ -58,24 +58,19 @@ func recordDecision(h *state.History, reason string, tr []state.Transition, m *H
 	h.AppendTx(tx)
 }
 
-// recordRepairs records the transitions of one agent's report that a
-// drift repair caused (their state's reason starts with
-// state.DriftPrefix) as one TxRepair transaction asked by the agent.
+// recordRepairs records each transition of one agent's report that a
+// drift repair caused (its state's reason starts with state.DriftPrefix)
+// as a TxRepair transaction of its own, asked by the agent: one report
+// may carry the repairs of several instances, each with its reason.
 func recordRepairs(h *state.History, agent string, tr []state.Transition, m *HistoryMeta, index uint64) {
-	var tx *state.Tx
 	for _, t := range tr {
 		info := t.State.AdditionalInfo
 		if !strings.HasPrefix(info, state.DriftPrefix) {
 			continue
 		}
-		if tx == nil {
-			tx = &state.Tx{Index: index, TimeMs: timeOf(m), Kind: state.TxRepair, Requester: agent, Reason: info}
-		}
-		tx.Workloads = append(tx.Workloads, state.TxWorkload{Name: t.Instance.WorkloadName, Op: state.OpStates,
-			Instance: t.Instance.String(), States: []string{t.State.String()}})
-	}
-	if tx != nil {
-		h.AppendTx(tx)
+		h.AppendTx(&state.Tx{Index: index, TimeMs: timeOf(m), Kind: state.TxRepair, Requester: agent, Reason: info,
+			Workloads: []state.TxWorkload{{Name: t.Instance.WorkloadName, Op: state.OpStates,
+				Instance: t.Instance.String(), States: []string{t.State.String()}}}})
 	}
 }
 

@@ -83,27 +83,31 @@ func TestHistoryRecordsTransactions(t *testing.T) {
 			States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}}}}, nil, 0},
 		{"stale report: no transition", &WorkloadReportsRequest{History: at(1650), Reports: []AgentReport{{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 1, Generation: 1},
 			States: []state.WorkloadState{{Instance: inst, State: state.SucceededOk}}}}}, nil, 0},
-		{"drift repair: a repair by the agent", &WorkloadReportsRequest{History: at(1700), Reports: []AgentReport{{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 1, Generation: 3},
-			States: []state.WorkloadState{{Instance: inst, State: lostByDrift}}}}},
-			[]*state.Tx{{Seq: 2, TimeMs: 1700, Kind: state.TxRepair, Requester: "agent_A", Reason: lostByDrift.AdditionalInfo,
-				Workloads: []state.TxWorkload{{Name: "web", Op: state.OpStates, Instance: inst.String(), States: []string{lostByDrift.String()}}}}}, 1},
+		{"drift repairs: one transaction each, by the agent", &WorkloadReportsRequest{History: at(1700), Reports: []AgentReport{{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 1, Generation: 3},
+			States: []state.WorkloadState{{Instance: inst, State: lostByDrift}, {Instance: other, State: otherLost}}}}},
+			[]*state.Tx{
+				{Seq: 2, TimeMs: 1700, Kind: state.TxRepair, Requester: "agent_A", Reason: lostByDrift.AdditionalInfo,
+					Workloads: []state.TxWorkload{{Name: "web", Op: state.OpStates, Instance: inst.String(), States: []string{lostByDrift.String()}}}},
+				{Seq: 3, TimeMs: 1700, Kind: state.TxRepair, Requester: "agent_A", Reason: otherLost.AdditionalInfo,
+					Workloads: []state.TxWorkload{{Name: "db", Op: state.OpStates, Instance: other.String(), States: []string{otherLost.String()}}}}}, 2},
 		{"update with a rejection riding along", &UpdateDesiredStateRequest{Seq: 2, History: &HistoryMeta{TimeMs: 2000, Requester: "cli-conn-1",
 			Rejections: []Rejection{{TimeMs: 1900, Requester: "cli-conn-9", Reason: "workload name 'a.b' is invalid", Count: 4}}},
 			Update: state.DesiredUpdate{PutWorkloads: map[string]*state.Workload{"web": web2}, PutRendered: map[string]state.Rendered{"web": {Instance: inst2, Workload: web2}},
 				DeleteConfigs: []string{"cfg"}}},
 			[]*state.Tx{
-				{Seq: 3, TimeMs: 1900, Kind: state.TxRejected, Requester: "cli-conn-9", Reason: "workload name 'a.b' is invalid", Count: 4},
-				{Seq: 4, TimeMs: 2000, Kind: state.TxUpdate, Requester: "cli-conn-1",
+				{Seq: 4, TimeMs: 1900, Kind: state.TxRejected, Requester: "cli-conn-9", Reason: "workload name 'a.b' is invalid", Count: 4},
+				{Seq: 5, TimeMs: 2000, Kind: state.TxUpdate, Requester: "cli-conn-1",
 					Workloads: []state.TxWorkload{{Name: "web", Op: state.OpUpdated, Instance: inst2.String(), OldInstance: inst.String(),
 						Changes: []state.FieldChange{{Field: "runtimeConfig", Old: "image: nginx", New: "image: nginx:2"}}}},
 					Configs: []state.TxConfig{{Key: "cfg", Op: state.OpDeleted}}}}, 0},
 		{"notes alone", &HistoryNotesRequest{History: HistoryMeta{TimeMs: 2500, Rejections: []Rejection{{TimeMs: 2400, Requester: "cli-conn-9", Reason: "x"}}}},
-			[]*state.Tx{{Seq: 5, TimeMs: 2400, Kind: state.TxRejected, Requester: "cli-conn-9", Reason: "x"}}, 0},
+			[]*state.Tx{{Seq: 6, TimeMs: 2400, Kind: state.TxRejected, Requester: "cli-conn-9", Reason: "x"}}, 0},
 		{"agent gone: a decision", &AgentGoneRequest{Name: "agent_A", History: at(3000)},
-			[]*state.Tx{{Seq: 6, TimeMs: 3000, Kind: state.TxDecision, Requester: "server", Reason: "agent agent_A disconnected",
-				Workloads: []state.TxWorkload{{Name: "web", Op: state.OpStates, Instance: inst.String(), States: []string{"AgentDisconnected"}}}}}, 1},
+			[]*state.Tx{{Seq: 7, TimeMs: 3000, Kind: state.TxDecision, Requester: "server", Reason: "agent agent_A disconnected",
+				Workloads: []state.TxWorkload{{Name: "db", Op: state.OpStates, Instance: other.String(), States: []string{"AgentDisconnected"}},
+					{Name: "web", Op: state.OpStates, Instance: inst.String(), States: []string{"AgentDisconnected"}}}}}, 2},
 		{"delete", &UpdateDesiredStateRequest{Seq: 3, History: at(4000), Update: state.DesiredUpdate{DeleteWorkloads: []string{"web"}, DeleteRendered: []string{"web"}}},
-			[]*state.Tx{{Seq: 7, TimeMs: 4000, Kind: state.TxUpdate, Requester: "cli-conn-1",
+			[]*state.Tx{{Seq: 8, TimeMs: 4000, Kind: state.TxUpdate, Requester: "cli-conn-1",
 				Workloads: []state.TxWorkload{{Name: "web", Op: state.OpDeleted, OldInstance: inst2.String()}}}}, 0},
 	}
 	f := New()
@@ -134,18 +138,24 @@ func TestHistoryRecordsTransactions(t *testing.T) {
 	if tl := h.TransitionsOf("web"); len(tl) != 3 || tl[0].State != state.RunningOk || tl[0].TimeMs != 1500 || tl[1] != (state.Transition{Index: tl[1].Index, TimeMs: 1700, Instance: inst, State: lostByDrift}) || tl[2].State != state.AgentDisconnected {
 		t.Fatalf("transitions of web: %+v", tl)
 	}
-	if got := h.Since(2, "web", 0); len(got) != 3 || got[0].Seq != 4 || got[2].Seq != 7 {
+	if got := h.Since(2, "web", 0); len(got) != 3 || got[0].Seq != 5 || got[2].Seq != 8 {
 		t.Fatalf("since 2 for web: %s", dump(got))
 	}
-	if tx, ok := h.Get(5); !ok || tx.Reason != "x" {
-		t.Fatalf("get 5: %+v %v", tx, ok)
+	if tx, ok := h.Get(6); !ok || tx.Reason != "x" {
+		t.Fatalf("get 6: %+v %v", tx, ok)
 	}
 }
 
 // lostByDrift is the state an agent's drift repair reports for an
 // instance removed behind its back (agent/workload/resync.go).
-var lostByDrift = state.ExecutionState{State: state.StateFailed, SubState: state.SubLost,
-	AdditionalInfo: state.DriftPrefix + "removed behind the agent's back; repair: restart (restartPolicy ALWAYS)"}
+var (
+	lostByDrift = state.ExecutionState{State: state.StateFailed, SubState: state.SubLost,
+		AdditionalInfo: state.DriftPrefix + "removed behind the agent's back; repair: restart (restartPolicy ALWAYS)"}
+	// other is a second instance whose repair the same report carries.
+	other     = state.NewInstanceName("db", "agent_A", "image: db")
+	otherLost = state.ExecutionState{State: state.StateFailed, SubState: state.SubLost,
+		AdditionalInfo: state.DriftPrefix + "removed behind the agent's back; repair: none (restartPolicy NEVER)"}
+)
 
 func dump(txs []*state.Tx) string {
 	var b strings.Builder
