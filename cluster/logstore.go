@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/migrate"
 	"go.etcd.io/bbolt"
 )
@@ -63,31 +62,11 @@ func openLogStore(dir string, segmentSize int, logger hclog.Logger) (*logStore, 
 	return w, nil
 }
 
-// logStore is the WAL with its meta store, which it opens but does not
-// close (raft-wal v0.4.0): left open, its file lock makes the next open
-// in the same process wait forever.
-type logStore struct {
-	*wal.WAL
-	meta *metadb.BoltMetaDB
-}
+// logStore is the Raft log and stable store.
+type logStore = wal.WAL
 
 func openWAL(path string, segmentSize int, logger hclog.Logger) (*logStore, error) {
-	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(path, wal.WithSegmentSize(segmentSize), wal.WithLogger(logger.Named("wal")), wal.WithMetaStore(meta))
-	if err != nil {
-		meta.Close()
-		return nil, err
-	}
-	return &logStore{WAL: w, meta: meta}, nil
-}
-
-// Close closes the WAL, then its meta store.
-func (s *logStore) Close() error {
-	err := s.WAL.Close()
-	if merr := s.meta.Close(); err == nil {
-		err = merr
-	}
-	return err
+	return wal.Open(path, wal.WithSegmentSize(segmentSize), wal.WithLogger(logger.Named("wal")))
 }
 
 // migrateBolt copies a raft.db (the log of earlier releases) into a new

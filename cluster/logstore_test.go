@@ -242,3 +242,31 @@ func TestLogStoreRefusesUnreadableBolt(t *testing.T) {
 		t.Fatal(fmt.Errorf("raft.db removed after a failed migration: %w", err))
 	}
 }
+
+// Raft clears a log suffix (a follower's entries the new leader does not
+// have) with DeleteRange on the tail; the WAL seals the tail segment then.
+// After a restart the whole log reads back. raft-wal v0.4.0 marked the
+// segment sealed without its index block, and the next start failed with
+// "sealed segment has no index block" (hashicorp/raft-wal#31); the chaos
+// campaign's SIGKILLs found it.
+func TestLogStoreReadsBackAfterTailTruncation(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeEntries(t, s, 1, 424)
+	if err := s.DeleteRange(424, 424); err != nil {
+		t.Fatal(err)
+	}
+	storeEntries(t, s, 424, 430)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkLog(t, s, 1, 430)
+}
