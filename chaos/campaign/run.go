@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -329,7 +330,20 @@ func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start
 		rep.Checks = append(rep.Checks, check.StableIDs(r.idsBefore, idsAfter), check.Converged(r.want, states))
 	}
 	rep.Checks = append(rep.Checks, check.DisconnectedOnlyWhenCut(stateSamples, cuts, r.cfg.Grace))
+	rep.Checks = append(rep.Checks, settled(r.res.Log))
 	return rep
+}
+
+// settled fails when the run logged a problem: a fault that could not be
+// injected or healed, or a cluster that did not settle after it (a
+// replica that exited on its own, as one did when its log could not be
+// read after a SIGKILL). The other checks may all pass on the replicas
+// left, so this one says it.
+func settled(problems []string) check.Result {
+	if len(problems) == 0 {
+		return check.Result{Name: "settled", OK: true, Detail: "every fault was injected and healed, and the cluster settled after each"}
+	}
+	return check.Result{Name: "settled", Detail: strings.Join(problems, "\n")}
 }
 
 // measure computes the figures of list; each fault's window ends where the
