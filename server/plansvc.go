@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -10,7 +9,6 @@ import (
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
-	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -97,22 +95,12 @@ func (p *planService) onLeader(ctx context.Context, c *planCall, forward func(co
 // d is another replica, as elsewhere does for a stream.
 func (p *planService) elsewhere(ctx context.Context, d destination, forward func(context.Context, grapnelpb.PlanClient) error) error {
 	s := p.s
-	switch {
-	case wire.IsLeaderAware(ctx):
-		return &errs.NotLeaderError{LeaderID: d.leaderID, LeaderAddress: d.addr}
-	case wire.ForwardedBy(ctx) != "":
-		return fmt.Errorf("%w; replica %s forwarded this call here, but the leader is %s at %s",
-			errs.ErrNotLeader, wire.ForwardedBy(ctx), d.leaderID, d.addr)
-	case s.cfg.Proxy == nil:
-		return fmt.Errorf("%w; the leader is %s at %s, and this replica does not proxy", errs.ErrNotLeader, d.leaderID, d.addr)
+	if err := s.notProxied(ctx, "call", d); err != nil {
+		return err
 	}
-	cc, err := s.cfg.Proxy.Get(d.addr)
-	if errors.Is(err, proxy.ErrPoolClosed) {
-		return fmt.Errorf("%w: %v", errs.ErrShuttingDown, err)
-	}
+	cc, err := s.leaderConn(d)
 	if err != nil {
-		return fmt.Errorf("%w; the leader is %s at %s, and this replica cannot reach it: %v", errs.ErrNotLeader, d.leaderID, d.addr, err)
+		return err
 	}
-	s.cfg.Proxy.Retain(d.addr)
 	return forward(wire.Outgoing(ctx, s.node.ID(), rpc.PeerNames(ctx)), grapnelpb.NewPlanClient(cc))
 }

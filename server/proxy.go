@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"google.golang.org/grpc"
+
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
@@ -13,27 +15,52 @@ import (
 )
 
 // elsewhere answers a stream that this replica cannot serve because the
-// leader d is another replica:
+// leader d is another replica: refused as notProxied says, or proxied to
+// the leader.
+func (s *Server) elsewhere(st toServerStream, kind wire.Kind, d destination) error {
+	if err := s.notProxied(st.Context(), "stream", d); err != nil {
+		return err
+	}
+	return s.proxyStream(st, kind, d)
+}
+
+// notProxied is the answer to a call (a stream, or a unary call of
+// Grapnel's services) for the leader d that this replica does not
+// forward, nil when it forwards it:
 //   - a leader-aware client gets the NotLeaderError naming the leader
 //     (FailedPrecondition), and goes there;
-//   - a stream another replica forwarded is not forwarded again (its proxy
+//   - a call another replica forwarded is not forwarded again (its proxy
 //     believed this replica leads; it no longer does): Unavailable, and
-//     the client reconnects;
+//     the client calls again;
 //   - any other client is proxied to the leader, when a proxy pool is
 //     configured.
-func (s *Server) elsewhere(st toServerStream, kind wire.Kind, d destination) error {
-	ctx := st.Context()
+func (s *Server) notProxied(ctx context.Context, what string, d destination) error {
 	switch {
 	case wire.IsLeaderAware(ctx):
 		return &errs.NotLeaderError{LeaderID: d.leaderID, LeaderAddress: d.addr}
 	case wire.ForwardedBy(ctx) != "":
-		return fmt.Errorf("%w; replica %s forwarded this stream here, but the leader is %s at %s",
-			errs.ErrNotLeader, wire.ForwardedBy(ctx), d.leaderID, d.addr)
+		return fmt.Errorf("%w; replica %s forwarded this %s here, but the leader is %s at %s",
+			errs.ErrNotLeader, wire.ForwardedBy(ctx), what, d.leaderID, d.addr)
 	case s.cfg.Proxy == nil:
 		return fmt.Errorf("%w; the leader is %s at %s, and this replica does not proxy",
 			errs.ErrNotLeader, d.leaderID, d.addr)
 	}
-	return s.proxyStream(st, kind, d)
+	return nil
+}
+
+// leaderConn is the pooled connection to the leader d; connections to
+// earlier leaders are closed, since they serve nothing any more.
+func (s *Server) leaderConn(d destination) (*grpc.ClientConn, error) {
+	cc, err := s.cfg.Proxy.Get(d.addr)
+	if errors.Is(err, proxy.ErrPoolClosed) {
+		return nil, fmt.Errorf("%w: %v", errs.ErrShuttingDown, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w; the leader is %s at %s, and this replica cannot reach it: %v",
+			errs.ErrNotLeader, d.leaderID, d.addr, err)
+	}
+	s.cfg.Proxy.Retain(d.addr)
+	return cc, nil
 }
 
 // proxyStream forwards the stream to the leader and copies messages both
@@ -42,16 +69,10 @@ func (s *Server) elsewhere(st toServerStream, kind wire.Kind, d destination) err
 // with errs.ErrLeaderChanged, and on shutdown with errs.ErrShuttingDown: the
 // client reconnects as after a failover.
 func (s *Server) proxyStream(st toServerStream, kind wire.Kind, d destination) error {
-	cc, err := s.cfg.Proxy.Get(d.addr)
-	if errors.Is(err, proxy.ErrPoolClosed) {
-		return fmt.Errorf("%w: %v", errs.ErrShuttingDown, err)
-	}
+	cc, err := s.leaderConn(d)
 	if err != nil {
-		return fmt.Errorf("%w; the leader is %s at %s, and this replica cannot reach it: %v",
-			errs.ErrNotLeader, d.leaderID, d.addr, err)
+		return err
 	}
-	// Connections to earlier leaders serve nothing any more.
-	s.cfg.Proxy.Retain(d.addr)
 	names := rpc.PeerNames(st.Context())
 
 	ctx, cancel := context.WithCancelCause(st.Context())
