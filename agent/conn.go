@@ -349,14 +349,14 @@ func (c *conn) reportLoad(ctx context.Context, s *session) {
 		return
 	}
 	prev, _ := readCPU()
-	t := clock.NewTimer(c.clk(), untilMultiple(c.clk().Now(), c.loadEvery))
+	t := clock.NewTimer(c.clk(), clock.UntilSlot(c.clk().Now(), c.loadEvery))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			t.Reset(untilMultiple(c.clk().Now(), c.loadEvery))
+			t.Reset(clock.UntilSlot(c.clk().Now(), c.loadEvery))
 		}
 		cur, ok := readCPU()
 		var pct uint32
@@ -370,13 +370,6 @@ func (c *conn) reportLoad(ctx context.Context, s *session) {
 			return
 		}
 	}
-}
-
-// untilMultiple is the time from now to the next multiple of d since the
-// zero time; never zero, so a timer armed right at a multiple waits for
-// the next one.
-func untilMultiple(now time.Time, d time.Duration) time.Duration {
-	return now.Truncate(d).Add(d).Sub(now)
 }
 
 // report takes the Manager's state changes; it never blocks.

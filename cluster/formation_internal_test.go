@@ -128,7 +128,7 @@ func TestTiming_Defaults(t *testing.T) {
 	got := Timing{}.withDefaults()
 	if got.Autopilot.LastContactThreshold != 200*time.Millisecond || got.Gossip.ProbeInterval != time.Second ||
 		got.Autopilot.MaxTrailingLogs != 250 || got.HeartbeatTimeout != 200*time.Millisecond ||
-		got.HeartbeatInterval != 50*time.Millisecond || got.check() != nil {
+		got.HeartbeatInterval != 200*time.Millisecond*5/12 || got.check() != nil {
 		t.Fatalf("defaults = %+v", got)
 	}
 	slow := Timing{HeartbeatTimeout: 900 * time.Millisecond}.withDefaults()

@@ -156,13 +156,17 @@ func (g *gossip) announce() {
 // stops on Shutdown.
 func (g *gossip) loop() {
 	defer g.n.wg.Done()
-	tick := clock.NewTicker(g.n.cfg.Clock, g.n.timing.Gossip.ProbeInterval)
+	// On the probe interval's slots (clock.NextSlot), with the replica's
+	// other periodic work.
+	clk, every := g.n.cfg.Clock, g.n.timing.Gossip.ProbeInterval
+	tick := clock.NewTimer(clk, clock.UntilSlot(clk.Now(), every))
 	defer tick.Stop()
 	for {
 		select {
 		case <-g.announceCh:
 			g.refreshMeta()
 		case <-tick.C:
+			tick.Reset(clock.UntilSlot(clk.Now(), every))
 			g.refreshMeta()
 		case <-g.n.shutdownCh:
 			return

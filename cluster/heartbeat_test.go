@@ -29,9 +29,13 @@ func TestOnlyTheLeaderSpacesItsHeartbeats(t *testing.T) {
 	}
 	old := c.WaitLeader(waitLong)
 	c.WaitFor("the leader to space its heartbeats", waitLong, paced(old, leaderTimeout))
+	c.WaitFor("the leader's heartbeat pacer", waitLong, old.PacingHeartbeats)
 	for _, f := range c.Followers() {
 		if got := f.Raft().ReloadableConfig().HeartbeatTimeout; got != timing.HeartbeatTimeout {
 			t.Fatalf("follower %s runs with heartbeat timeout %v, want %v", f.ID(), got, timing.HeartbeatTimeout)
+		}
+		if f.PacingHeartbeats() {
+			t.Fatalf("follower %s paces heartbeats", f.ID())
 		}
 	}
 
@@ -52,6 +56,18 @@ func TestOnlyTheLeaderSpacesItsHeartbeats(t *testing.T) {
 		rc := old.Raft().ReloadableConfig()
 		return !old.IsLeader() && rc.HeartbeatTimeout == timing.HeartbeatTimeout && rc.ElectionTimeout == timing.ElectionTimeout
 	})
+	c.WaitFor("the old leader's pacer to stop", waitLong, func() bool { return !old.PacingHeartbeats() })
+	if !next.IsLeader() || !next.PacingHeartbeats() {
+		t.Fatalf("the leader %s (leading: %t) does not pace its heartbeats", next.ID(), next.IsLeader())
+	}
+}
+
+// A single voter has no one to heartbeat, so it runs no pacer: an idle
+// single replica does not wake for nothing.
+func TestSingleVoterDoesNotPace(t *testing.T) {
+	c := clustertest.New(t, 1)
+	n := c.WaitLeader(waitLong)
+	holdsFor(t, 300*time.Millisecond, "no pacer on a single voter", func() bool { return !n.PacingHeartbeats() })
 }
 
 // A heartbeat interval under which the leader would lose its lease after
@@ -63,7 +79,7 @@ func TestHeartbeatIntervalChecked(t *testing.T) {
 		lease    time.Duration
 		want     string
 	}{
-		{"over a third of the lease", 60 * time.Millisecond, 150 * time.Millisecond, "a third of the leader lease timeout"},
+		{"half the lease", 75 * time.Millisecond, 150 * time.Millisecond, "half the leader lease timeout"},
 		{"negative", -time.Millisecond, 150 * time.Millisecond, "must be positive"},
 	}
 	for _, tt := range tests {

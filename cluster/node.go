@@ -124,6 +124,8 @@ type Node struct {
 	// followed is set once this node has seen another replica lead
 	// (FollowedLeader).
 	followed atomic.Bool
+	// pacing is set while this node's heartbeat pacer runs (paceLoop).
+	pacing atomic.Bool
 	// entries is the check of incoming entries, nil without one.
 	entries  *entryCheck
 	shutdown sync.Once

@@ -56,12 +56,19 @@ func (n *Node) Changes() (<-chan struct{}, func()) { return n.feed.subscribe() }
 // It stops on Shutdown.
 func (n *Node) observeRaft() {
 	defer n.wg.Done()
-	tick := clock.NewTicker(n.cfg.Clock, n.timing.Autopilot.ReconcileInterval)
+	// The tick falls on the once-a-second slots (clock.NextSlot) that the
+	// other periodic work shares, so an idle replica wakes once for all.
+	clk := n.cfg.Clock
+	every := n.timing.Autopilot.ReconcileInterval
+	tick := clock.NewTimer(clk, clock.UntilSlot(clk.Now(), every))
 	defer tick.Stop()
-	var stopReconcile chan struct{}
+	var stopReconcile, stopPace chan struct{}
 	defer func() {
 		if stopReconcile != nil {
 			close(stopReconcile)
+		}
+		if stopPace != nil {
+			close(stopPace)
 		}
 	}()
 	var paceErr string // the last failure logged, so a tick does not repeat it
@@ -82,6 +89,16 @@ func (n *Node) observeRaft() {
 			close(stopReconcile)
 			stopReconcile = nil
 		}
+		pacing := leading && !n.stopping() && n.hasPeers()
+		switch {
+		case pacing && stopPace == nil:
+			stopPace = make(chan struct{})
+			n.wg.Add(1)
+			go n.paceLoop(stopPace)
+		case !pacing && stopPace != nil:
+			close(stopPace)
+			stopPace = nil
+		}
 	}
 	for {
 		select {
@@ -97,6 +114,7 @@ func (n *Node) observeRaft() {
 			case raft.PeerObservation:
 				n.feed.notify()
 				n.triggerReconcile()
+				syncLeadership()
 			case raft.FailedHeartbeatObservation:
 				n.logger.Debug("heartbeat to follower failing", "peer", d.PeerID, "last_contact", d.LastContact)
 				n.triggerReconcile()
@@ -104,6 +122,7 @@ func (n *Node) observeRaft() {
 				n.triggerReconcile()
 			}
 		case <-tick.C:
+			tick.Reset(clock.UntilSlot(clk.Now(), every))
 			n.noteLeader()
 			syncLeadership()
 		case <-n.shutdownCh:

@@ -30,7 +30,10 @@ func (n *Node) reconcileLoop(stop <-chan struct{}) {
 	defer n.wg.Done()
 	n.health.reset()
 	r := &reconciler{n: n, missingSince: map[string]time.Time{}, warned: map[string]string{}}
-	tick := clock.NewTicker(n.cfg.Clock, n.timing.Autopilot.ReconcileInterval)
+	// On the once-a-second slots, with the other periodic work.
+	clk := n.cfg.Clock
+	every := n.timing.Autopilot.ReconcileInterval
+	tick := clock.NewTimer(clk, clock.UntilSlot(clk.Now(), every))
 	defer tick.Stop()
 	for {
 		if n.IsLeader() {
@@ -42,6 +45,7 @@ func (n *Node) reconcileLoop(stop <-chan struct{}) {
 		case <-n.shutdownCh:
 			return
 		case <-tick.C:
+			tick.Reset(clock.UntilSlot(clk.Now(), every))
 		case <-n.reconcileCh:
 		}
 	}

@@ -35,16 +35,21 @@ type Timing struct {
 	// leader sends at once anyway, and the heartbeats, not these, keep the
 	// followers from standing for election.
 	CommitTimeout time.Duration
-	// HeartbeatInterval is the least time between two of the leader's
-	// heartbeats to a follower; they go out every one to two intervals.
+	// HeartbeatInterval is the time between two of the leader's
+	// heartbeats to a follower; the leader sends every follower's at the
+	// same moment (paceLoop), and Raft's own heartbeats follow one to two
+	// intervals after the last one if the leader's are late.
 	// hashicorp/raft sends them every HeartbeatTimeout/10 to /5 (20–40 ms
 	// with 200 ms), five to ten per timeout, and on an idle cluster they
-	// are most of the work: every one wakes both ends. Two to four per
+	// are most of the work: every one wakes both ends. Two to three per
 	// timeout and per lease are enough: the leader keeps its lease, and no
-	// follower times out, unless heartbeats stop for more than 100 ms
-	// beyond the longest gap (two intervals). Zero means a quarter of the
-	// shorter of HeartbeatTimeout and LeaderLeaseTimeout (50 ms by default:
-	// a heartbeat every 50–100 ms); it must not exceed a third of the lease.
+	// follower times out, unless heartbeats stop for 116 ms beyond the
+	// interval, or 33 ms beyond the fallback's longest gap (two
+	// intervals). Zero means five twelfths of the shorter of
+	// HeartbeatTimeout and LeaderLeaseTimeout: 83 ms by default, a twelfth
+	// of a second, so that every third heartbeat falls on a Watch
+	// heartbeat (250 ms) and every twelfth on the once-a-second timers
+	// (clock.NextSlot). Two intervals must be shorter than the lease.
 	HeartbeatInterval time.Duration
 
 	Gossip    GossipTiming
@@ -213,7 +218,7 @@ func (t Timing) withDefaults() Timing {
 	setDur(&t.LeaderLeaseTimeout, def.LeaderLeaseTimeout)
 	setDur(&t.CommitTimeout, def.CommitTimeout)
 	if t.HeartbeatInterval == 0 {
-		t.HeartbeatInterval = min(t.HeartbeatTimeout, t.LeaderLeaseTimeout) / 4
+		t.HeartbeatInterval = min(t.HeartbeatTimeout, t.LeaderLeaseTimeout) * 5 / 12
 	}
 
 	g, dg := &t.Gossip, def.Gossip

@@ -130,12 +130,16 @@ func (c *clusterService) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStream
 	if err := st.Send(&grapnelpb.WatchEvent{Status: last}); err != nil {
 		return err
 	}
-	// beat is signalled at the first multiple of interval after a send;
-	// the timer is re-armed after every send.
+	// beat is signalled at the first slot of interval after a send
+	// (clock.NextSlot): every watch with the same interval beats at the
+	// same instants, and with the leader's Raft heartbeats, so a replica
+	// with many watchers wakes once per interval for all of them rather
+	// than once for each; the gap after a send stays at most one interval.
+	// The timer is re-armed after every send.
 	beat := make(chan struct{}, 1)
 	arm := func() clock.Timer {
 		now := c.clk.Now()
-		return c.clk.AfterFunc(nextBeat(now, interval).Sub(now), func() {
+		return c.clk.AfterFunc(clock.UntilSlot(now, interval), func() {
 			select {
 			case beat <- struct{}{}:
 			default:
@@ -168,15 +172,6 @@ func (c *clusterService) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStream
 		}
 		timer = arm()
 	}
-}
-
-// nextBeat is the first multiple of interval (since the zero time) after
-// now. Every watch with the same interval beats at the same instants, so
-// a replica with many watchers wakes once per interval for all of them
-// rather than once for each; the gap after a send stays at most one
-// interval.
-func nextBeat(now time.Time, interval time.Duration) time.Time {
-	return now.Truncate(interval).Add(interval)
 }
 
 // watchInterval turns the requested heartbeat into an interval: 0 takes

@@ -152,7 +152,7 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }),
 		layered.Opt("raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }),
 		layered.Opt("raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }),
-		layered.Opt("raft-heartbeat-interval", "", "RAFT_HEARTBEAT_INTERVAL", "leader: least time between heartbeats to a follower, which go out every one to two intervals (0: a quarter of the shorter of the heartbeat and lease timeouts)", func(c *config) any { return &c.RaftHeartbeatInterval }),
+		layered.Opt("raft-heartbeat-interval", "", "RAFT_HEARTBEAT_INTERVAL", "leader: time between its heartbeats to the followers, all sent at once; Raft's own follow one to two intervals after the last if they are late (0: five twelfths of the shorter of the heartbeat and lease timeouts, 83 ms by default)", func(c *config) any { return &c.RaftHeartbeatInterval }),
 		layered.Opt("raft-segment-mib", "", "RAFT_SEGMENT_MIB", "MiB of one Raft log segment file, allocated when it is opened and deleted once a snapshot covers it", func(c *config) any { return &c.RaftSegmentMiB }),
 		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target while the replica allocates fast (2 MiB/s or more) and at the start: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
 		layered.Opt("gc-idle-percent", "", "GC_IDLE_PERCENT", "Go GC target while the replica allocates little (under 1 MiB/s), which keeps an idle replica's heap small (at least --gc-percent: that target always; the GOGC variable wins)", func(c *config) any { return &c.GCIdlePercent }),
@@ -308,8 +308,8 @@ func (c config) validate() error {
 	if c.RaftLeaderLeaseTimeout > c.RaftHeartbeatTimeout {
 		return fmt.Errorf("--raft-leader-lease-timeout %v: must not exceed --raft-heartbeat-timeout %v (Raft refuses it)", c.RaftLeaderLeaseTimeout, c.RaftHeartbeatTimeout)
 	}
-	if c.RaftHeartbeatInterval < 0 || 3*c.RaftHeartbeatInterval > c.RaftLeaderLeaseTimeout {
-		return fmt.Errorf("--raft-heartbeat-interval %v: must be 0 to a third of --raft-leader-lease-timeout %v (a leader would step down after one late heartbeat)", c.RaftHeartbeatInterval, c.RaftLeaderLeaseTimeout)
+	if c.RaftHeartbeatInterval < 0 || 2*c.RaftHeartbeatInterval >= c.RaftLeaderLeaseTimeout {
+		return fmt.Errorf("--raft-heartbeat-interval %v: must be 0 or shorter than half of --raft-leader-lease-timeout %v (a leader would step down after one late heartbeat)", c.RaftHeartbeatInterval, c.RaftLeaderLeaseTimeout)
 	}
 	return nil
 }
