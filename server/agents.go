@@ -36,7 +36,7 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 		}
 		for _, n := range state.SortedKeys(st.Rendered) {
 			if r := st.Rendered[n]; r.Instance.AgentName == c.name {
-				added = append(added, rpc.AddedWorkloadToProto(r.Instance, r.Workload))
+				added = append(added, rpc.AddedWorkloadToProto(r.Instance, l.s.revealed(r.Instance, r.Workload)))
 			}
 		}
 	})

@@ -24,7 +24,10 @@ type updateDispatch struct {
 // swdd~agent-from-agent-field~1
 // swdd~server-state-adds-delete-conditions-to-deleted-workload~1
 // swdd~server-handles-not-started-deleted-workloads~1
-func planDispatch(st *state.Store, p *updatePlan) *updateDispatch {
+//
+// The workloads are revealed (secrets.go): their tokens opened for the
+// agent that runs them.
+func planDispatch(s *Server, st *state.Store, p *updatePlan) *updateDispatch {
 	d := &updateDispatch{perAgent: map[string]*grpcapi.UpdateWorkload{}}
 	get := func(agent string) *grpcapi.UpdateWorkload {
 		uw := d.perAgent[agent]
@@ -48,7 +51,7 @@ func planDispatch(st *state.Store, p *updatePlan) *updateDispatch {
 			continue
 		}
 		uw := get(a.Instance.AgentName)
-		uw.AddedWorkloads = append(uw.AddedWorkloads, rpc.AddedWorkloadToProto(a.Instance, a.Workload))
+		uw.AddedWorkloads = append(uw.AddedWorkloads, rpc.AddedWorkloadToProto(a.Instance, s.revealed(a.Instance, a.Workload)))
 	}
 	return d
 }

@@ -387,7 +387,7 @@ func checkDeleteConditionsAsDispatched(t *testing.T, st *state.Store, next strin
 	after := l.projected.store
 	after.ApplyDesired(&p.update, 2)
 	sent := map[string][]string{}
-	for _, uw := range planDispatch(after, p).perAgent {
+	for _, uw := range planDispatch(l.s, after, p).perAgent {
 		for _, d := range uw.GetDeletedWorkloads() {
 			var conds []string
 			for _, dep := range state.SortedKeys(d.GetDependencies()) {

@@ -8,6 +8,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -70,7 +71,7 @@ func (l *leader) readCompleteState(masks []string) *ankbase.CompleteState {
 	if len(masks) == 0 {
 		var cs *ankbase.CompleteState
 		l.s.fsm.Read(func(st *state.Store, _ uint64) {
-			cs = rpc.CompleteStateToProto(&state.CompleteState{DesiredState: st.Desired, WorkloadStates: st.States, Agents: l.agentsWithStatus(st.Agents)})
+			cs = rpc.CompleteStateToProto(&state.CompleteState{DesiredState: secrets.MaskState(st.Desired), WorkloadStates: st.States, Agents: l.agentsWithStatus(st.Agents)})
 		})
 		return cs
 	}
@@ -82,7 +83,7 @@ func (l *leader) readCompleteState(masks []string) *ankbase.CompleteState {
 	t := state.Tree{}
 	l.s.fsm.Read(func(st *state.Store, _ uint64) {
 		if roots["desiredState"] || roots["*"] {
-			t["desiredState"] = st.Desired.ToTree()
+			t["desiredState"] = secrets.MaskState(st.Desired).ToTree()
 		}
 		if roots["workloadStates"] || roots["*"] {
 			t["workloadStates"] = st.States.ToTree()

@@ -212,6 +212,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		l.unconfirmStoredStates()
 	}
 	l.seedStartupState()
+	l.resealSecrets()
 	l.syncHistoryLimits()
 	s.leaderMu.Lock()
 	s.term = l.term

@@ -5,6 +5,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -71,7 +72,9 @@ func partialTree(st *state.Store, p *updatePlan) state.Tree {
 		}
 	}
 	for _, k := range p.changedCf {
-		if v, ok := st.Desired.Configs[k]; ok {
+		if v, ok := st.Desired.Configs[k]; ok && secrets.IsSecret(k) {
+			cfgs[k] = secrets.Mask
+		} else if ok {
 			cfgs[k] = state.CloneValue(v)
 		}
 	}

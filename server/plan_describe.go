@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -138,7 +139,7 @@ func fieldChanges(old, cur *state.Workload) []*grapnelpb.FieldChange {
 	}
 	out := make([]*grapnelpb.FieldChange, 0, len(paths))
 	for _, p := range sortedSet(paths) {
-		out = append(out, &grapnelpb.FieldChange{Path: p, Old: a[p], New: b[p]})
+		out = append(out, &grapnelpb.FieldChange{Path: p, Old: secrets.MaskTokens(a[p]), New: secrets.MaskTokens(b[p])})
 	}
 	return out
 }

@@ -17,8 +17,12 @@ func (l *leader) seedStartupState() {
 		l.s.log.Info("cluster has a desired state; startup manifest not applied")
 		return
 	}
-	connected := func(a string) bool { _, ok := l.projected.store.Agents[a]; return ok }
-	p, err := plan(l.s.renderer, l.s.limits, l.projected.store, *st, nil, connected)
+	next, err := l.sealNext(*st)
+	if err != nil {
+		l.s.log.Error("startup manifest rejected", "error", err)
+		return
+	}
+	p, err := plan(l.s.renderer, l.s.limits, l.projected.store, next, nil, l.connected)
 	if err != nil {
 		l.s.log.Error("startup manifest rejected", "error", err)
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server/metrics"
 	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -71,6 +72,9 @@ type Config struct {
 	// fields: state.DefaultHistoryMax*); the leader puts them into the
 	// entries so that every replica prunes the same (docs/history.md).
 	HistoryLimits state.HistoryLimits
+	// Secrets seals secret config items and opens them for the agents
+	// (docs/secrets.md); nil refuses to store a secret item.
+	Secrets *secrets.Keyring
 }
 
 // Server is the leader-side Ankaios logic of one replica.

@@ -48,7 +48,8 @@ func (l *leader) planUpdate(req *ankbase.UpdateStateRequest) (*updatePlan, error
 }
 
 // nextState applies a request's update mask to the speculative state:
-// the desired state and agent tags the update asks for.
+// the desired state and agent tags the update asks for, with its secret
+// config items sealed (secrets.go).
 func (l *leader) nextState(req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
 	newState := rpc.CompleteStateToTree(req.GetNewState())
 	st := l.projected.store
@@ -56,7 +57,14 @@ func (l *leader) nextState(req *ankbase.UpdateStateRequest) (state.State, map[st
 	for a, attr := range st.Agents {
 		tags[a] = attr.Tags
 	}
-	return state.ApplyUpdateMask(st.Desired, tags, newState, req.GetUpdateMask())
+	next, nextTags, err := state.ApplyUpdateMask(st.Desired, tags, newState, req.GetUpdateMask())
+	if err != nil {
+		return state.State{}, nil, err
+	}
+	if next, err = l.sealNext(next); err != nil {
+		return state.State{}, nil, err
+	}
+	return next, nextTags, nil
 }
 
 // connected reports whether an agent is in the speculative agent map.
@@ -83,7 +91,7 @@ func (l *leader) proposeUpdate(p *updatePlan, answer func(), fail func(error)) {
 		l.refusedBeforeProposing(p.history, prop.err)
 	}
 	if prop.err == nil {
-		dispatch = planDispatch(l.projected.store, p)
+		dispatch = planDispatch(l.s, l.projected.store, p)
 		if subscribed {
 			after = partialTree(l.projected.store, p)
 		}

@@ -44,8 +44,11 @@ type config struct {
 	CrtPemContent string `yaml:"-"`
 	KeyPemContent string `yaml:"-"`
 
-	GossipAddress   string       `yaml:"gossip_address"`
-	GossipKeyFile   string       `yaml:"gossip_key_file"`
+	GossipAddress string `yaml:"gossip_address"`
+	GossipKeyFile string `yaml:"gossip_key_file"`
+	// SecretKeyFile is the keyring that seals secret config items
+	// (docs/secrets.md).
+	SecretKeyFile   string       `yaml:"secret_key_file"`
 	BootstrapExpect int          `yaml:"bootstrap_expect"`
 	Join            layered.List `yaml:"join"`
 	MetricsAddress  string       `yaml:"metrics_address"`
@@ -142,6 +145,7 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-address", "", "RAFT_ADDRESS", "Raft transport address", func(c *config) any { return &c.RaftAddress }),
 		layered.Opt("gossip-address", "", "GOSSIP_ADDRESS", "memberlist address (default "+defaultGossipAddress+" when forming or joining a cluster)", func(c *config) any { return &c.GossipAddress }),
 		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the base64 AES key (16, 24 or 32 bytes) that encrypts gossip", func(c *config) any { return &c.GossipKeyFile }),
+		layered.Opt("secret-key-file", "", "SECRET_KEY_FILE", "keyring that seals secret config items: one `ID BASE64KEY` a line (32-byte keys), the first one seals; mode 0600 (docs/secrets.md)", func(c *config) any { return &c.SecretKeyFile }),
 		layered.Opt("bootstrap-expect", "", "BOOTSTRAP_EXPECT", "form a new cluster once this many replicas see each other (0 or 1: a single replica)", func(c *config) any { return &c.BootstrapExpect }),
 		layered.Opt("join", "", "JOIN", "gossip address of a replica to join (repeatable; env: comma-separated)", func(c *config) any { return &c.Join }),
 		layered.Opt("metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on http://ADDR/metrics (off when empty)", func(c *config) any { return &c.MetricsAddress }),

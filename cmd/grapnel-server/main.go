@@ -24,6 +24,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server"
 	"github.com/grapnel-io/grapnel/server/metrics"
+	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -79,6 +80,13 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
+	var keyring *secrets.Keyring
+	if cfg.SecretKeyFile != "" {
+		if keyring, err = secrets.LoadKeyring(cfg.SecretKeyFile); err != nil {
+			return err
+		}
+		log.Info("secret keyring loaded", "keys", keyring.IDs(), "active", keyring.Active())
+	}
 	lis, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
@@ -113,6 +121,7 @@ func run(cfg config) error {
 		GroupCommitDelay: commitDelay, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
+		Secrets: keyring,
 	})
 	if err != nil {
 		node.Shutdown()

@@ -28,6 +28,8 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	serving map[string]*serving
+	// configure, when set, adjusts each replica's server config.
+	configure func(id string, cfg *server.Config)
 }
 
 type serving struct {
@@ -41,6 +43,17 @@ type serving struct {
 func New(t testing.TB, n int, opts ...clustertest.Option) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, serving: map[string]*serving{}}
+	opts = append(opts, clustertest.WithLeaderChConsumer(), clustertest.WithHooks(c.serve, c.unserve))
+	c.Cluster = clustertest.New(t, n, opts...)
+	c.WaitLeader(20 * time.Second)
+	return c
+}
+
+// NewConfigured is New with configure adjusting each replica's server
+// config before its server starts (a key file, a logger).
+func NewConfigured(t testing.TB, n int, configure func(id string, cfg *server.Config), opts ...clustertest.Option) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, serving: map[string]*serving{}, configure: configure}
 	opts = append(opts, clustertest.WithLeaderChConsumer(), clustertest.WithHooks(c.serve, c.unserve))
 	c.Cluster = clustertest.New(t, n, opts...)
 	c.WaitLeader(20 * time.Second)
@@ -64,10 +77,14 @@ func (c *Cluster) serve(r *clustertest.Replica) {
 		return
 	}
 	pool := proxy.NewPool(grpc.WithTransportCredentials(insecure.NewCredentials()))
-	srv, err := server.New(server.Config{
+	cfg := server.Config{
 		Node: r.Node, FSM: r.FSM, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		HoldTimeout: 5 * time.Second, Proxy: pool,
-	})
+	}
+	if c.configure != nil {
+		c.configure(r.ID, &cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		lis.Close()
 		c.t.Errorf("testcluster: server %s: %v", r.ID, err)

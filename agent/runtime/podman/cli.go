@@ -37,7 +37,7 @@ func (r *Runtime) exec(ctx context.Context, timeout time.Duration, args ...strin
 	cmd.WaitDelay = waitDelay
 	start := r.clk().Now()
 	err := cmd.Run()
-	r.log.Debug("podman", "args", args, "took", clock.Since(r.clk(), start), "err", err)
+	r.log.Debug("podman", "args", loggedArgs(args), "took", clock.Since(r.clk(), start), "err", err)
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if ctx.Err() != nil {
@@ -62,4 +62,39 @@ func subcommand(args []string) string {
 		}
 	}
 	return strings.Join(args, " ")
+}
+
+// loggedArgs is args as the debug log shows them: the values of
+// environment options are left out, since that is where a workload's
+// secrets usually go (docs/secrets.md); the names stay.
+func loggedArgs(args []string) []string {
+	var out []string
+	for i, a := range args {
+		v := a
+		switch {
+		case i > 0 && (args[i-1] == "-e" || args[i-1] == "--env"):
+			v = hideValue(a)
+		case strings.HasPrefix(a, "--env="):
+			v = "--env=" + hideValue(strings.TrimPrefix(a, "--env="))
+		case strings.HasPrefix(a, "-e="):
+			v = "-e=" + hideValue(strings.TrimPrefix(a, "-e="))
+		}
+		if v != a && out == nil {
+			out = append([]string(nil), args...)
+		}
+		if out != nil {
+			out[i] = v
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+func hideValue(kv string) string {
+	if k, _, ok := strings.Cut(kv, "="); ok {
+		return k + "=***"
+	}
+	return kv // NAME alone: podman takes the agent's own value
 }

@@ -85,3 +85,15 @@ func TestPodmanFailureReported(t *testing.T) {
 		}
 	})
 }
+
+func TestLoggedArgsHideEnvironmentValues(t *testing.T) {
+	args := []string{"run", "-e", "PW=hunter2", "--env", "TOKEN=abc", "--env=KEY=v=1", "-e=X=y", "-e", "HOST_VAR", "img", "PW=visible-arg"}
+	got := strings.Join(loggedArgs(args), " ")
+	want := "run -e PW=*** --env TOKEN=*** --env=KEY=*** -e=X=*** -e HOST_VAR img PW=visible-arg"
+	if got != want {
+		t.Fatalf("loggedArgs = %q, want %q", got, want)
+	}
+	if args[2] != "PW=hunter2" {
+		t.Fatal("loggedArgs changed the arguments podman gets")
+	}
+}

@@ -40,7 +40,7 @@ func (r *Runtime) Logs(ctx context.Context, id runtime.ID, o runtime.LogOptions)
 	}
 	// Only podman holds the write end now: its exit ends the reader.
 	pw.Close()
-	r.log.Debug("podman", "args", args)
+	r.log.Debug("podman", "args", loggedArgs(args))
 	lr := &logReader{pr: pr, cmd: cmd, done: make(chan struct{})}
 	go lr.wait()
 	return lr, nil
