@@ -1,0 +1,318 @@
+package placement
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/grapnel-io/grapnel/state"
+)
+
+func ag(name, group string, capacity int) Agent {
+	return Agent{Name: name, RiskGroup: group, Capacity: capacity, Present: true}
+}
+
+func withMode(a Agent, m state.AgentMode) Agent { a.Mode = m; return a }
+func gone(a Agent) Agent                        { a.Present = false; return a }
+
+func TestAllocateTable(t *testing.T) {
+	three := []Agent{ag("a1", "g1", Unlimited), ag("a2", "g1", Unlimited), ag("b1", "g2", Unlimited), ag("c1", "g3", Unlimited)}
+	cases := []struct {
+		name  string
+		in    Input
+		want  Layout
+		unsat []Unsatisfied
+	}{
+		{
+			name: "spread over risk groups: one instance per group first",
+			in:   Input{Agents: three, Requests: []Request{{Workload: "w", Instances: 3, Spread: true}}},
+			want: Layout{"w": {"a1", "b1", "c1"}},
+		},
+		{
+			name: "without spread the least loaded agents win, by name",
+			in:   Input{Agents: three, Requests: []Request{{Workload: "w", Instances: 2}}, Pinned: map[string]int{"a1": 1}},
+			want: Layout{"w": {"a2", "b1"}},
+		},
+		{
+			name: "minimal change: a valid current layout is kept even if another would be more even",
+			in: Input{Agents: three, Requests: []Request{{Workload: "w", Instances: 2, Spread: true}},
+				Pinned: map[string]int{"b1": 3}, Current: Layout{"w": {"b1", "c1"}}},
+			want: Layout{"w": {"b1", "c1"}},
+		},
+		{
+			name: "agent gone past grace: its instance moves to an unused risk group",
+			in: Input{Agents: []Agent{ag("a1", "g1", Unlimited), ag("a2", "g1", Unlimited), gone(ag("b1", "g2", Unlimited)), ag("c1", "g3", Unlimited)},
+				Requests: []Request{{Workload: "w", Instances: 2, Spread: true}}, Current: Layout{"w": {"a1", "b1"}}},
+			want: Layout{"w": {"a1", "c1"}},
+		},
+		{
+			name: "agent unknown (gone, no mode): its instance moves",
+			in: Input{Agents: []Agent{ag("a1", "g1", Unlimited), ag("c1", "g3", Unlimited)},
+				Requests: []Request{{Workload: "w", Instances: 2, Spread: true}}, Current: Layout{"w": {"a1", "b1"}}},
+			want: Layout{"w": {"a1", "c1"}},
+		},
+		{
+			name: "disabled agent is drained",
+			in: Input{Agents: []Agent{ag("a1", "g1", Unlimited), withMode(ag("b1", "g2", Unlimited), state.ModeDisabled), ag("c1", "g3", Unlimited)},
+				Requests: []Request{{Workload: "w", Instances: 2, Spread: true}}, Current: Layout{"w": {"a1", "b1"}}},
+			want: Layout{"w": {"a1", "c1"}},
+		},
+		{
+			name: "maintenance keeps its instance even when disconnected, and gets no new one",
+			in: Input{Agents: []Agent{gone(withMode(ag("a1", "g1", Unlimited), state.ModeMaintenance)), withMode(ag("b1", "g2", Unlimited), state.ModeMaintenance), ag("c1", "g3", Unlimited)},
+				Requests: []Request{{Workload: "w", Instances: 3, Spread: true}}, Current: Layout{"w": {"a1"}}},
+			want:  Layout{"w": {"a1", "c1"}},
+			unsat: []Unsatisfied{{Workload: "w", Wanted: 3, Placed: 2, Reason: ReasonNoEligibleAgent}},
+		},
+		{
+			name: "capacity counts pinned workloads and is never exceeded",
+			in: Input{Agents: []Agent{ag("a1", "g1", 1), ag("b1", "g2", 2)},
+				Requests: []Request{{Workload: "w", Instances: 2, Spread: true}}, Pinned: map[string]int{"a1": 1, "b1": 1}},
+			want:  Layout{"w": {"b1"}},
+			unsat: []Unsatisfied{{Workload: "w", Wanted: 2, Placed: 1, Reason: ReasonCapacityExceeded}},
+		},
+		{
+			name: "capacity lowered: the last workload by name gives way",
+			in: Input{Agents: []Agent{ag("a1", "g1", 1), ag("b1", "g2", Unlimited)},
+				Requests: []Request{{Workload: "x", Instances: 1}, {Workload: "y", Instances: 1}}, Current: Layout{"x": {"a1"}, "y": {"a1"}}},
+			want: Layout{"x": {"a1"}, "y": {"b1"}},
+		},
+		{
+			name:  "spread impossible: fewer risk groups than instances",
+			in:    Input{Agents: []Agent{ag("a1", "g1", Unlimited), ag("a2", "g1", Unlimited)}, Requests: []Request{{Workload: "w", Instances: 2, Spread: true}}},
+			want:  Layout{"w": {"a1", "a2"}},
+			unsat: []Unsatisfied{{Workload: "w", Wanted: 2, Placed: 2, Reason: ReasonSpreadImpossible}},
+		},
+		{
+			name: "spread repaired once a group has room",
+			in: Input{Agents: []Agent{ag("a1", "g1", Unlimited), ag("a2", "g1", Unlimited), ag("b1", "g2", Unlimited)},
+				Requests: []Request{{Workload: "w", Instances: 2, Spread: true}}, Current: Layout{"w": {"a1", "a2"}}},
+			want: Layout{"w": {"a1", "b1"}},
+		},
+		{
+			name: "fewer instances asked: the crowded group gives one up",
+			in: Input{Agents: three, Requests: []Request{{Workload: "w", Instances: 2, Spread: true}},
+				Current: Layout{"w": {"a1", "a2", "b1"}}},
+			want: Layout{"w": {"a1", "b1"}},
+		},
+		{
+			name:  "no agent at all",
+			in:    Input{Requests: []Request{{Workload: "w", Instances: 1}}},
+			want:  Layout{},
+			unsat: []Unsatisfied{{Workload: "w", Wanted: 1, Placed: 0, Reason: ReasonNoEligibleAgent}},
+		},
+		{
+			name: "a workload no longer placed leaves the layout",
+			in:   Input{Agents: three, Current: Layout{"old": {"a1"}}},
+			want: Layout{},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Allocate(c.in)
+			if !got.Layout.Equal(c.want) {
+				t.Fatalf("layout = %v, want %v", got.Layout, c.want)
+			}
+			if !reflect.DeepEqual(got.Unsatisfied, c.unsat) {
+				t.Fatalf("unsatisfied = %+v, want %+v", got.Unsatisfied, c.unsat)
+			}
+			again := c.in
+			again.Current = got.Layout
+			if r := Allocate(again); !r.Layout.Equal(got.Layout) {
+				t.Fatalf("not idempotent: %v then %v", got.Layout, r.Layout)
+			}
+		})
+	}
+}
+
+// randomInput is a random cluster: up to 8 agents in up to 4 risk
+// groups, some with a capacity, mode or gone; up to 6 placed workloads;
+// pinned workloads; a random current layout (possibly invalid).
+func randomInput(rng *rand.Rand) Input {
+	var in Input
+	n := 1 + rng.Intn(8)
+	groups := 1 + rng.Intn(4)
+	in.Pinned = map[string]int{}
+	for i := 0; i < n; i++ {
+		a := ag(fmt.Sprintf("a%d", i), fmt.Sprintf("g%d", rng.Intn(groups)), Unlimited)
+		if rng.Intn(3) == 0 {
+			a.Capacity = rng.Intn(4)
+		}
+		switch rng.Intn(8) {
+		case 0:
+			a.Mode = state.ModeMaintenance
+		case 1:
+			a.Mode = state.ModeDisabled
+		}
+		a.Present = rng.Intn(6) != 0
+		if rng.Intn(3) == 0 {
+			in.Pinned[a.Name] = rng.Intn(3)
+		}
+		in.Agents = append(in.Agents, a)
+	}
+	in.Current = Layout{}
+	for w := 0; w < rng.Intn(7); w++ {
+		r := Request{Workload: fmt.Sprintf("w%d", w), Instances: 1 + rng.Intn(4), Spread: rng.Intn(4) != 0}
+		in.Requests = append(in.Requests, r)
+		for i := 0; i < n+1; i++ { // n+1: an agent not in the list at all
+			if rng.Intn(3) == 0 {
+				in.Current[r.Workload] = append(in.Current[r.Workload], fmt.Sprintf("a%d", i))
+			}
+		}
+	}
+	return in
+}
+
+// The allocator's properties over random layouts: idempotence, capacity
+// never exceeded by what it placed, only eligible or Maintenance agents,
+// one instance per agent, at most the instances asked, spread respected
+// whenever an agent with room in an unused group exists, maintenance
+// instances never moved, and minimal change (an agent gone from a stable
+// layout changes no workload that had no instance on it).
+func TestAllocateProperties(t *testing.T) {
+	rng := rand.New(rand.NewSource(16))
+	for iter := 0; iter < 3000; iter++ {
+		in := randomInput(rng)
+		res := Allocate(in)
+		desc := fmt.Sprintf("iteration %d, input %+v, layout %v", iter, in, res.Layout)
+		agents := map[string]Agent{}
+		for _, a := range in.Agents {
+			agents[a.Name] = a
+		}
+		// Idempotence.
+		again := in
+		again.Current = res.Layout
+		if r2 := Allocate(again); !r2.Layout.Equal(res.Layout) || !reflect.DeepEqual(r2.Unsatisfied, res.Unsatisfied) {
+			t.Fatalf("not idempotent: %s; again %v", desc, r2.Layout)
+		}
+		load := map[string]int{}
+		for w, as := range res.Layout {
+			for i, n := range as {
+				a, ok := agents[n]
+				if !ok || !(a.Mode == state.ModeMaintenance || (a.Mode == state.ModeActive && a.Present)) {
+					t.Fatalf("%s on agent %s that may not host it: %s", w, n, desc)
+				}
+				if i > 0 && as[i-1] >= n {
+					t.Fatalf("agents of %s not sorted and unique: %s", w, desc)
+				}
+				load[n]++
+			}
+		}
+		// Capacity: what an Active agent hosts stays within it unless
+		// pinned workloads alone exceed it.
+		for n, k := range load {
+			a := agents[n]
+			if a.Mode == state.ModeActive && a.Capacity != Unlimited && k+in.Pinned[n] > a.Capacity {
+				t.Fatalf("agent %s over capacity %d: %d placed + %d pinned: %s", n, a.Capacity, k, in.Pinned[n], desc)
+			}
+		}
+		for _, r := range in.Requests {
+			as := res.Layout[r.Workload]
+			if len(as) > r.Instances {
+				t.Fatalf("%s has %d instances, asked %d: %s", r.Workload, len(as), r.Instances, desc)
+			}
+			// Maintenance instances stay (unless the count went down).
+			inLayout := toSet(as)
+			for _, n := range in.Current[r.Workload] {
+				if a, ok := agents[n]; ok && a.Mode == state.ModeMaintenance && !inLayout[n] && len(as) == r.Instances && len(toSet(in.Current[r.Workload])) <= r.Instances {
+					t.Fatalf("%s moved off maintenance agent %s: %s", r.Workload, n, desc)
+				}
+			}
+			// Spread whenever possible: no shared group while an eligible
+			// agent with room sits in a group the workload does not use.
+			if !r.Spread {
+				continue
+			}
+			groups := map[string]int{}
+			movable := map[string]bool{}
+			for _, n := range as {
+				groups[agents[n].RiskGroup]++
+				if agents[n].Mode == state.ModeActive {
+					movable[agents[n].RiskGroup] = true
+				}
+			}
+			shared := false
+			for g, k := range groups {
+				if k > 1 && movable[g] {
+					shared = true
+				}
+			}
+			if !shared {
+				continue
+			}
+			for _, a := range in.Agents {
+				hasRoom := a.Capacity == Unlimited || load[a.Name]+in.Pinned[a.Name] < a.Capacity
+				if a.Mode == state.ModeActive && a.Present && hasRoom && groups[a.RiskGroup] == 0 {
+					t.Fatalf("%s shares a risk group while %s (group %s) has room: %s", r.Workload, a.Name, a.RiskGroup, desc)
+				}
+			}
+		}
+		// Minimal change: one agent gone from the stable layout touches
+		// only the workloads it hosted.
+		if len(in.Agents) == 0 {
+			continue
+		}
+		victim := in.Agents[rng.Intn(len(in.Agents))].Name
+		after := Input{Requests: in.Requests, Pinned: in.Pinned, Current: res.Layout}
+		for _, a := range in.Agents {
+			if a.Name != victim {
+				after.Agents = append(after.Agents, a)
+			}
+		}
+		r3 := Allocate(after)
+		for _, r := range in.Requests {
+			if toSet(res.Layout[r.Workload])[victim] {
+				continue
+			}
+			if !equalStrings(r3.Layout[r.Workload], res.Layout[r.Workload]) {
+				t.Fatalf("agent %s gone changed %s, which it did not host: %v -> %v: %s", victim, r.Workload, res.Layout[r.Workload], r3.Layout[r.Workload], desc)
+			}
+		}
+	}
+}
+
+func equalStrings(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+func TestDiff(t *testing.T) {
+	got := Diff(Layout{"w": {"a", "b"}, "x": {"c"}}, Layout{"w": {"b", "c"}, "y": {"a"}})
+	want := []Change{
+		{Workload: "w", Added: []string{"c"}, Removed: []string{"a"}},
+		{Workload: "x", Removed: []string{"c"}},
+		{Workload: "y", Added: []string{"a"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Diff = %+v, want %+v", got, want)
+	}
+}
+
+func TestTagsErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		tags map[string]string
+		wl   string
+		err  string
+	}{
+		{map[string]string{TagInstances: "0"}, "", "desiredState.workloads.w.tags[grapnel.io/instances]: \"0\" is not a whole number from 1 to 64"},
+		{map[string]string{TagInstances: "x"}, "", "desiredState.workloads.w.tags[grapnel.io/instances]"},
+		{map[string]string{TagInstances: "2", TagSpread: "rack"}, "", "desiredState.workloads.w.tags[grapnel.io/spread]: \"rack\""},
+		{map[string]string{TagSpread: "none"}, "", "needs grapnel.io/instances"},
+		{map[string]string{TagInstances: "2"}, "a1", "a workload is either pinned (agent) or placed"},
+	}
+	for _, c := range cases {
+		_, _, err := RequestOf("w", &state.Workload{Agent: c.wl, Tags: c.tags})
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("RequestOf(%v) = %v, want an error containing %q", c.tags, err, c.err)
+		}
+	}
+	r, ok, err := RequestOf("w", &state.Workload{Tags: map[string]string{TagInstances: "3", TagSpread: "none"}})
+	if err != nil || !ok || r != (Request{Workload: "w", Instances: 3}) {
+		t.Fatalf("RequestOf = %+v %v %v", r, ok, err)
+	}
+	if _, _, err := AgentTags("a1", map[string]string{TagCapacity: "-1"}); err == nil || !strings.Contains(err.Error(), "agent a1: tag grapnel.io/capacity") {
+		t.Fatalf("AgentTags error = %v", err)
+	}
+	if g, c, err := AgentTags("a1", nil); err != nil || g != "agent:a1" || c != Unlimited {
+		t.Fatalf("AgentTags(nil) = %q %d %v", g, c, err)
+	}
+}
