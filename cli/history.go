@@ -105,7 +105,7 @@ func (h *History) Timeline(ctx context.Context, name, output string) error {
 				seq = strconv.FormatUint(ev.GetSeq(), 10)
 				what = ev.GetOp()
 				detail = strings.Join(ev.GetFields(), ", ")
-				if k := ev.GetKind(); k == string(state.TxDecision) || k == string(state.TxRepair) {
+				if k := ev.GetKind(); k == string(state.TxDecision) || k == string(state.TxRepair) || k == string(state.TxPlacement) || k == string(state.TxAgentMode) {
 					what, detail = ev.GetState(), ev.GetReason()
 				} else if ev.GetRequester() != "" {
 					detail = strings.TrimSpace("by " + ev.GetRequester() + " " + detail)
@@ -231,7 +231,7 @@ func summary(tx *grapnelpb.Transaction) string {
 	if tx.GetApiVersion() != "" {
 		parts = append(parts, "apiVersion "+tx.GetApiVersion())
 	}
-	if k := tx.GetKind(); (k == string(state.TxDecision) || k == string(state.TxRepair)) && tx.GetReason() != "" {
+	if k := tx.GetKind(); (k == string(state.TxDecision) || k == string(state.TxRepair) || k == string(state.TxPlacement) || k == string(state.TxAgentMode)) && tx.GetReason() != "" {
 		parts = append([]string{tx.GetReason() + ":"}, parts...)
 	}
 	return strings.Join(parts, " ")

@@ -83,6 +83,19 @@ func decodeBody(t MessageType, buf []byte) (Command, error) {
 			}
 			c = r
 		}
+	case SetAgentModeType:
+		var m fsmpb.SetAgentMode
+		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
+			var mode state.AgentMode
+			if mode, err = state.ParseAgentMode(m.Mode); err == nil {
+				c = &SetAgentModeRequest{Agent: m.Agent, Mode: mode, History: historyFromProto(m.History)}
+			}
+		}
+	case PlacementType:
+		var m fsmpb.Placement
+		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
+			c = placementFromProto(&m)
+		}
 	default:
 		if why, ok := retired[t]; ok {
 			panic(fmt.Sprintf("fsm: a committed entry is of type %d (%s), retired: %s; no version of grapnel-server that reads this log writes it", uint8(t), t, why))

@@ -58,6 +58,12 @@ func goldenCommands() map[string]Command {
 		"UpdateDesiredStatePacked": u,
 		"AgentConnected":           &AgentConnectedRequest{Name: "agent_A", Tags: map[string]string{"region": "eu", "tier": "gold"}},
 		"AgentGone":                &AgentGoneRequest{Name: "agent_A"},
+		"SetAgentMode":             &SetAgentModeRequest{Agent: "agent_A", Mode: state.ModeMaintenance, History: &HistoryMeta{TimeMs: 7, Requester: "cli"}},
+		"Placement": &PlacementRequest{Update: state.PlacementUpdate{
+			Layout:       map[string][]string{"web": {"agent_A", "agent_B"}, "old": nil},
+			SetStates:    []state.WorkloadState{{Instance: state.NewInstanceName("web", "agent_B", "x"), State: state.PendingInitial}},
+			DeleteStates: []state.InstanceName{state.NewInstanceName("web", "agent_C", "x")}},
+			History: &HistoryMeta{TimeMs: 8, Requester: "server", Decision: "agent agent_C gone past its grace"}},
 		"WorkloadReports": &WorkloadReportsRequest{Reports: []AgentReport{
 			{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 3, Generation: 9}, States: []state.WorkloadState{
 				{Instance: inst, State: state.RunningOk},

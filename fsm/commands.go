@@ -66,6 +66,14 @@ const (
 	// carries IgnoreUnknownTypeFlag: a replica that does not know it
 	// skips it and only misses the records.
 	HistoryNotesType MessageType = 10 | IgnoreUnknownTypeFlag
+	// SetAgentModeType records an operator's mode for an agent (Active,
+	// Maintenance, Disabled; docs/placement.md). A replica that does not
+	// know it stops: skipping it would leave its allocator inputs apart.
+	SetAgentModeType MessageType = 11
+	// PlacementType records a new layout of the placed workloads, as the
+	// leader's allocator decided it, and the states it sets. A replica
+	// that does not know it stops instead of losing instances.
+	PlacementType MessageType = 12
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -84,6 +92,8 @@ var typeNames = map[MessageType]string{
 	UpdateDesiredStatePackedType: "UpdateDesiredStatePacked",
 	BatchType:                    "Batch",
 	HistoryNotesType:             "HistoryNotes",
+	SetAgentModeType:             "SetAgentMode",
+	PlacementType:                "Placement",
 }
 
 // retired says why each retired type is no longer applied.
@@ -173,6 +183,26 @@ type WorkloadReportsRequest struct {
 	Reports []AgentReport
 	History *HistoryMeta
 }
+
+// SetAgentModeRequest is the body of SetAgentModeType.
+type SetAgentModeRequest struct {
+	Agent   string
+	Mode    state.AgentMode
+	History *HistoryMeta
+}
+
+// PlacementRequest is the body of PlacementType. History.Decision says
+// what made the leader allocate (an agent gone, a mode, an update).
+type PlacementRequest struct {
+	Update  state.PlacementUpdate
+	History *HistoryMeta
+}
+
+// Type implements Command.
+func (*SetAgentModeRequest) Type() MessageType { return SetAgentModeType }
+
+// Type implements Command.
+func (*PlacementRequest) Type() MessageType { return PlacementType }
 
 // Type implements Command.
 func (*UpdateDesiredStateRequest) Type() MessageType { return UpdateDesiredStatePackedType }

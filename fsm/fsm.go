@@ -258,6 +258,12 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 			return &WorkloadReportsResponse{Stale: stale, New: fresh}
 		}
 		return nil
+	case *SetAgentModeRequest:
+		executeAgentMode(st, r, index)
+		return nil
+	case *PlacementRequest:
+		executePlacement(st, r, index)
+		return nil
 	case *HistoryNotesRequest:
 		if h != nil {
 			noteHistory(h, &r.History, index)

@@ -37,14 +37,18 @@ const (
 	SnapHistoryMeta SnapshotType = 11
 	SnapTx          SnapshotType = 12
 	SnapTransition  SnapshotType = 13
-	snapEnd         SnapshotType = 255
+	// SnapAgentMode is an agent's mode other than Active, SnapPlacement
+	// one placed workload's agents (docs/placement.md).
+	SnapAgentMode SnapshotType = 14
+	SnapPlacement SnapshotType = 15
+	snapEnd       SnapshotType = 255
 )
 
 // AllSnapshotTypes lists every record type; the round-trip test fails if a
 // type is missing from it.
 var AllSnapshotTypes = []SnapshotType{SnapAPIVersion, SnapWorkload, SnapConfig, SnapRendered,
 	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision, SnapDesiredSeq, SnapReportMark,
-	SnapHistoryMeta, SnapTx, SnapTransition}
+	SnapHistoryMeta, SnapTx, SnapTransition, SnapAgentMode, SnapPlacement}
 
 // The snapshot format: the magic, the version and the index (uvarints),
 // then records (type byte, uvarint length, JSON body), then snapEnd.
@@ -98,6 +102,16 @@ type reportMarkRecord struct {
 type historyMetaRecord struct {
 	Limits  state.HistoryLimits `json:"l"`
 	LastSeq uint64              `json:"s"`
+}
+
+type agentModeRecord struct {
+	Agent string `json:"a"`
+	Mode  string `json:"m"`
+}
+
+type placementRecord struct {
+	Workload string   `json:"w"`
+	Agents   []string `json:"a"`
 }
 
 type agentRecord struct {
@@ -190,6 +204,16 @@ func WriteSnapshot(w io.Writer, st *state.Store, index uint64) error {
 	}
 	for _, a := range state.SortedKeys(st.ReportMarks) {
 		if err := rec(SnapReportMark, reportMarkRecord{a, st.ReportMarks[a]}); err != nil {
+			return err
+		}
+	}
+	for _, a := range state.SortedKeys(st.Modes) {
+		if err := rec(SnapAgentMode, agentModeRecord{a, st.Modes[a].String()}); err != nil {
+			return err
+		}
+	}
+	for _, w := range state.SortedKeys(st.Placement) {
+		if err := rec(SnapPlacement, placementRecord{w, st.Placement[w]}); err != nil {
 			return err
 		}
 	}
@@ -403,6 +427,25 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 				return fmt.Errorf("agent %q has no attributes", r.Name)
 			}
 			st.Agents[r.Name] = r.Attributes
+		}
+	case SnapAgentMode:
+		var r agentModeRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			var m state.AgentMode
+			if m, err = state.ParseAgentMode(r.Mode); err == nil {
+				st.SetAgentMode(r.Agent, m)
+			}
+		}
+	case SnapPlacement:
+		var r placementRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			if len(r.Agents) == 0 {
+				return fmt.Errorf("placed workload %q has no agent", r.Workload)
+			}
+			if st.Placement == nil {
+				st.Placement = map[string][]string{}
+			}
+			st.Placement[r.Workload] = r.Agents
 		}
 	case SnapHistoryMeta:
 		var r historyMetaRecord

@@ -24,6 +24,8 @@ func fullSnapshot(t *testing.T) ([]byte, *state.Store, uint64) {
 	apply(t, f, &WorkloadReportsRequest{Reports: []AgentReport{{Agent: "agent_A", States: []state.WorkloadState{{Instance: inst, State: state.RunningOk}}}}})
 	apply(t, f, &WorkloadReportsRequest{Reports: []AgentReport{
 		{Agent: "agent_A", Mark: state.ReportMark{Incarnation: 3, Generation: 9}, States: []state.WorkloadState{{Instance: inst, State: state.SucceededOk}}}}})
+	apply(t, f, &SetAgentModeRequest{Agent: "agent_B", Mode: state.ModeMaintenance})
+	apply(t, f, &PlacementRequest{Update: state.PlacementUpdate{Layout: map[string][]string{"web2": {"agent_A", "agent_B"}}}})
 	st := read(f)
 	var buf bytes.Buffer
 	if err := WriteSnapshot(&buf, st, f.AppliedIndex()); err != nil {
@@ -183,7 +185,7 @@ func TestVerifySnapshotRefuses(t *testing.T) {
 		{"huge record length", append(craft(2, 1)[:len(snapshotMagic)+2], byte(SnapWorkload), 0xff, 0xff, 0xff, 0xff, 0x0f), "length 4294967295 is over"},
 		{"record length past the end", append(craft(2, 1)[:len(snapshotMagic)+2], byte(SnapWorkload), 0xff, 0xff, 0x3f, '{'), "truncated in record 1 (type 2): 1 of 1048575 bytes"},
 		// With a correct checksum, what the records hold is checked.
-		{"unknown record type", craft(2, 1, snapRecord{SnapTransition + 1, "{}"}), "record 1 (type 14): unknown record type"},
+		{"unknown record type", craft(2, 1, snapRecord{200, "{}"}), "record 1 (type 200): unknown record type"},
 		{"record not JSON", craft(2, 1, snapRecord{SnapAPIVersion, `"v1"`}, snapRecord{SnapConfig, "{"}), "record 2 (type 3): unexpected end of JSON input"},
 		{"record of the wrong shape", craft(2, 1, snapRecord{SnapRevision, `"seven"`}), "record 1 (type 8): json: cannot unmarshal string"},
 		{"workload without body", craft(2, 1, snapRecord{SnapWorkload, `{"Name":"w"}`}), `workload "w" has no body`},

@@ -31,6 +31,12 @@ const (
 	// DriftPrefix reason (an instance removed or replaced behind the
 	// agent's back, or an unknown one it removed).
 	TxRepair TxKind = "Repair"
+	// TxPlacement is a new layout of the placed workloads the leader's
+	// allocator decided (docs/placement.md): each instance placed is an
+	// OpAdded, each moved off an OpDeleted.
+	TxPlacement TxKind = "Placement"
+	// TxAgentMode is an operator's change of an agent's mode.
+	TxAgentMode TxKind = "AgentMode"
 )
 
 // DriftPrefix starts the additionalInfo of every state an agent's drift

@@ -36,6 +36,12 @@ type Store struct {
 	// transitions (history.go); nil in a store that keeps none, such as
 	// the leader's speculative one.
 	History *History
+	// Modes holds the agents an operator set to Maintenance or Disabled;
+	// an agent not in it is Active (placement.go).
+	Modes map[string]AgentMode
+	// Placement is the layout of the placed workloads: workload → the
+	// agents its instances run on, sorted (placement.go).
+	Placement map[string][]string
 
 	// inBatch and owned let the updates of one batch, applied under one
 	// hold of the FSM's lock, copy the desired state and the renderings
@@ -87,6 +93,8 @@ func (s *Store) clone() *Store {
 		Revision:    s.Revision,
 		DesiredSeq:  s.DesiredSeq,
 		ReportMarks: maps.Clone(s.ReportMarks),
+		Modes:       maps.Clone(s.Modes),
+		Placement:   clonePlacement(s.Placement),
 		usage:       s.usage.clone(),
 	}
 }
@@ -138,6 +146,12 @@ func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
 	for n, rw := range u.PutRendered {
 		s.DeleteGraph.RemoveDependent(n)
 		s.DeleteGraph.Insert(n, rw.Workload)
+		if rw.Instance.AgentName != "" {
+			delete(s.Placement, n) // pinned now: the update deleted its placed instances
+		}
+	}
+	for _, n := range u.DeleteWorkloads {
+		delete(s.Placement, n) // the update deleted its placed instances
 	}
 	for _, st := range u.SetStates {
 		s.States.Set(st.Instance, st.State)

@@ -1364,6 +1364,194 @@ func (x *AgentReport) GetStates() []*WorkloadState {
 	return nil
 }
 
+// SetAgentMode is the body of type 11: an operator's mode for an agent
+// (docs/placement.md).
+type SetAgentMode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Agent string                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// mode is the mode's name: Active, Maintenance or Disabled.
+	Mode          string       `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	History       *HistoryMeta `protobuf:"bytes,3,opt,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAgentMode) Reset() {
+	*x = SetAgentMode{}
+	mi := &file_commands_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAgentMode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAgentMode) ProtoMessage() {}
+
+func (x *SetAgentMode) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAgentMode.ProtoReflect.Descriptor instead.
+func (*SetAgentMode) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SetAgentMode) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SetAgentMode) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *SetAgentMode) GetHistory() *HistoryMeta {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// Placement is the body of type 12: a new layout of the placed workloads
+// the leader's allocator decided (state.PlacementUpdate).
+type Placement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// layout holds the workloads whose agents change, in name order; no
+	// agent drops the workload from the layout.
+	Layout        []*PlacedWorkload `protobuf:"bytes,1,rep,name=layout,proto3" json:"layout,omitempty"`
+	SetStates     []*WorkloadState  `protobuf:"bytes,2,rep,name=set_states,json=setStates,proto3" json:"set_states,omitempty"`
+	DeleteStates  []*InstanceName   `protobuf:"bytes,3,rep,name=delete_states,json=deleteStates,proto3" json:"delete_states,omitempty"`
+	History       *HistoryMeta      `protobuf:"bytes,4,opt,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Placement) Reset() {
+	*x = Placement{}
+	mi := &file_commands_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Placement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Placement) ProtoMessage() {}
+
+func (x *Placement) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Placement.ProtoReflect.Descriptor instead.
+func (*Placement) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Placement) GetLayout() []*PlacedWorkload {
+	if x != nil {
+		return x.Layout
+	}
+	return nil
+}
+
+func (x *Placement) GetSetStates() []*WorkloadState {
+	if x != nil {
+		return x.SetStates
+	}
+	return nil
+}
+
+func (x *Placement) GetDeleteStates() []*InstanceName {
+	if x != nil {
+		return x.DeleteStates
+	}
+	return nil
+}
+
+func (x *Placement) GetHistory() *HistoryMeta {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// PlacedWorkload is one workload's agents in Placement.layout, sorted.
+type PlacedWorkload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workload      string                 `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	Agents        []string               `protobuf:"bytes,2,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacedWorkload) Reset() {
+	*x = PlacedWorkload{}
+	mi := &file_commands_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacedWorkload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacedWorkload) ProtoMessage() {}
+
+func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacedWorkload.ProtoReflect.Descriptor instead.
+func (*PlacedWorkload) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PlacedWorkload) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *PlacedWorkload) GetAgents() []string {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
 var File_commands_proto protoreflect.FileDescriptor
 
 const file_commands_proto_rawDesc = "" +
@@ -1487,7 +1675,20 @@ const file_commands_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x122\n" +
-	"\x06states\x18\x04 \x03(\v2\x1a.grapnel.fsm.WorkloadStateR\x06statesb\x06proto3"
+	"\x06states\x18\x04 \x03(\v2\x1a.grapnel.fsm.WorkloadStateR\x06states\"l\n" +
+	"\fSetAgentMode\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x122\n" +
+	"\ahistory\x18\x03 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"\xef\x01\n" +
+	"\tPlacement\x123\n" +
+	"\x06layout\x18\x01 \x03(\v2\x1b.grapnel.fsm.PlacedWorkloadR\x06layout\x129\n" +
+	"\n" +
+	"set_states\x18\x02 \x03(\v2\x1a.grapnel.fsm.WorkloadStateR\tsetStates\x12>\n" +
+	"\rdelete_states\x18\x03 \x03(\v2\x19.grapnel.fsm.InstanceNameR\fdeleteStates\x122\n" +
+	"\ahistory\x18\x04 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"D\n" +
+	"\x0ePlacedWorkload\x12\x1a\n" +
+	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
+	"\x06agents\x18\x02 \x03(\tR\x06agentsb\x06proto3"
 
 var (
 	file_commands_proto_rawDescOnce sync.Once
@@ -1502,7 +1703,7 @@ func file_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_commands_proto_goTypes = []any{
 	(ConfigItem_Kind)(0),           // 0: grapnel.fsm.ConfigItem.Kind
 	(*UpdateDesiredState)(nil),     // 1: grapnel.fsm.UpdateDesiredState
@@ -1523,6 +1724,9 @@ var file_commands_proto_goTypes = []any{
 	(*AgentGone)(nil),              // 16: grapnel.fsm.AgentGone
 	(*WorkloadReports)(nil),        // 17: grapnel.fsm.WorkloadReports
 	(*AgentReport)(nil),            // 18: grapnel.fsm.AgentReport
+	(*SetAgentMode)(nil),           // 19: grapnel.fsm.SetAgentMode
+	(*Placement)(nil),              // 20: grapnel.fsm.Placement
+	(*PlacedWorkload)(nil),         // 21: grapnel.fsm.PlacedWorkload
 }
 var file_commands_proto_depIdxs = []int32{
 	5,  // 0: grapnel.fsm.UpdateDesiredState.update:type_name -> grapnel.fsm.DesiredUpdate
@@ -1547,11 +1751,16 @@ var file_commands_proto_depIdxs = []int32{
 	18, // 19: grapnel.fsm.WorkloadReports.reports:type_name -> grapnel.fsm.AgentReport
 	2,  // 20: grapnel.fsm.WorkloadReports.history:type_name -> grapnel.fsm.HistoryMeta
 	13, // 21: grapnel.fsm.AgentReport.states:type_name -> grapnel.fsm.WorkloadState
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	2,  // 22: grapnel.fsm.SetAgentMode.history:type_name -> grapnel.fsm.HistoryMeta
+	21, // 23: grapnel.fsm.Placement.layout:type_name -> grapnel.fsm.PlacedWorkload
+	13, // 24: grapnel.fsm.Placement.set_states:type_name -> grapnel.fsm.WorkloadState
+	12, // 25: grapnel.fsm.Placement.delete_states:type_name -> grapnel.fsm.InstanceName
+	2,  // 26: grapnel.fsm.Placement.history:type_name -> grapnel.fsm.HistoryMeta
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_commands_proto_init() }
@@ -1565,7 +1774,7 @@ func file_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
