@@ -61,6 +61,9 @@ type Session struct {
 	// Plan reaches Grapnel's Plan service, for dry-runs and updates at an
 	// expected sequence number; nil when the connection has none.
 	Plan grapnelpb.PlanClient
+	// Cluster reaches Grapnel's Cluster service, for the agents' modes in
+	// `get agents`; nil when the connection has none.
+	Cluster grapnelpb.ClusterClient
 	// DryRun makes apply and set state print the plan of their update, in
 	// PlanOutput (table, yaml or json), instead of making it.
 	DryRun     bool

@@ -2,6 +2,7 @@ package server
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -35,7 +36,11 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 			}
 		}
 		for _, n := range state.SortedKeys(st.Rendered) {
-			if r := st.Rendered[n]; r.Instance.AgentName == c.name {
+			r := st.Rendered[n]
+			if r.Instance.AgentName == "" && slices.Contains(st.Placement[n], c.name) {
+				r = r.OnAgent(c.name) // placed here (docs/placement.md)
+			}
+			if r.Instance.AgentName == c.name {
 				added = append(added, rpc.AddedWorkloadToProto(r.Instance, l.s.revealed(r.Instance, r.Workload)))
 			}
 		}

@@ -45,6 +45,11 @@ type clusterService struct {
 	spool    *restoreSpool
 	// resync hands a drift repair request to the leader loop.
 	resync func(ctx context.Context, agent string) error
+	// setMode hands an agent mode to the leader loop; placement reads the
+	// modes, the layout and the last allocation's shortfalls
+	// (placementsvc.go).
+	setMode   func(ctx context.Context, agent string, mode state.AgentMode, requester string) error
+	placement func() *grapnelpb.PlacementResponse
 }
 
 // RegisterCluster adds Grapnel's Cluster service to a gRPC server, tied to
@@ -55,7 +60,8 @@ type clusterService struct {
 func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
 	s.registerHistory(g)
 	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, conns: s.conns, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh,
-		spool: newRestoreSpool(s.node.DataDir(), s.cfg.MaxRestoreBytes, s.log), resync: s.resyncAgent})
+		spool: newRestoreSpool(s.node.DataDir(), s.cfg.MaxRestoreBytes, s.log), resync: s.resyncAgent,
+		setMode: s.setAgentMode, placement: s.placementView})
 }
 
 // Status tells the replica set and the leader this replica sees. Any

@@ -56,6 +56,9 @@ type leader struct {
 	// rejects collects refused requests for the history until an entry
 	// takes them along (rejections.go).
 	rejects rejections
+	// placeWhy lists why the allocator's inputs changed since it last ran
+	// (placement.go); empty when they did not.
+	placeWhy []string
 }
 
 // monitorLeadership is the one goroutine that reacts to leadership
@@ -204,6 +207,9 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		expired:     make(chan *graceTimer, 16),
 		status:      map[string]state.AgentStatus{},
 		rejects:     rejections{flush: make(chan struct{}, 1)},
+		// A previous leader may have stopped between an update and its
+		// layout: allocate once; it proposes nothing if the layout holds.
+		placeWhy: []string{"leadership gained"},
 	}
 	l.rebuild()
 	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.projected.store.ReportMarks)
@@ -251,6 +257,7 @@ func (l *leader) step() {
 		l.rebuild()
 	}
 	l.proposeBatches()
+	l.allocate()
 }
 
 // observeCommit records the time from proposing an entry to its commit.

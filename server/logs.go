@@ -1,6 +1,8 @@
 package server
 
 import (
+	"slices"
+
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -22,8 +24,7 @@ func (l *leader) startLogs(id string, req *ankbase.LogsRequest) {
 	l.s.fsm.Read(func(st *state.Store, _ uint64) {
 		for _, p := range req.GetWorkloadNames() {
 			n := rpc.InstanceNameFromProto(p)
-			r, ok := st.Rendered[n.WorkloadName]
-			if !ok || r.Instance != n {
+			if !slices.Contains(st.Instances(n.WorkloadName), n) {
 				continue
 			}
 			accepted = append(accepted, n)

@@ -19,6 +19,8 @@ func (l *leader) handle(m inMsg) {
 	switch {
 	case m.resync != nil:
 		m.resync.done <- l.resyncAgent(m.resync.agent)
+	case m.mode != nil:
+		l.setAgentMode(m.mode)
 	case m.agentHello != nil:
 		l.agentHello(c, m.agentHello)
 	case m.cliHello:

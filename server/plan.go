@@ -72,11 +72,14 @@ func planSteps(c *checks, r *render.Renderer, lim state.Limits, st *state.Store,
 	if checkChanged(c, lim, st, d) {
 		return nil
 	}
+	if checkPlacement(c, d) {
+		return nil
+	}
 	rd, stop := renderChanged(c, r, lim, st, next, d)
 	if stop {
 		return nil
 	}
-	deleted := deletions(st, rd.replaced, d.deletedWl)
+	deleted := expandPlaced(st, rd, deletions(st, rd.replaced, d.deletedWl))
 	if checkAgentBytes(c, lim, st, rd.put, d.deletedWl) {
 		return nil
 	}

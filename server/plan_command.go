@@ -3,6 +3,7 @@ package server
 import (
 	"reflect"
 
+	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -30,6 +31,9 @@ func desiredUpdate(cur, next state.State, d desiredDiff, rd *rendering) state.De
 	for _, a := range rd.added {
 		initial := state.PendingInitial
 		if a.Instance.AgentName == "" {
+			if placement.IsPlaced(a.Workload) {
+				continue // its instances get their states when placed
+			}
 			initial = state.NotScheduled
 		}
 		u.SetStates = append(u.SetStates, state.WorkloadState{Instance: a.Instance, State: initial})

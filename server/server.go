@@ -12,6 +12,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
@@ -107,6 +108,10 @@ type Server struct {
 type term struct {
 	inbox chan inMsg
 	stop  chan struct{}
+	// unsatisfied is what the leader's last allocation could not satisfy
+	// (placement.go), read by Server.Unsatisfied.
+	unsatMu     sync.Mutex
+	unsatisfied []placement.Unsatisfied
 }
 
 // New creates a server; Start begins watching leadership.

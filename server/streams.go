@@ -28,6 +28,7 @@ type inMsg struct {
 	gone       bool
 	plan       *planCall   // a call of the Plan service; conn is nil
 	resync     *resyncCall // conn is nil
+	mode       *modeCall   // an agent mode to set; conn is nil
 }
 
 type agentService struct {

@@ -29,6 +29,9 @@ func (l *leader) project(cmd fsm.Command) *proposal {
 	if prop.err == nil {
 		prop.resp, prop.err = l.projected.execute(prop.typ, prop.buf)
 	}
+	if prop.err == nil {
+		l.notePlacementInput(cmd)
+	}
 	return prop
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/grapnel-io/grapnel/cli"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // newAgent is `grapnel agent`: operator verbs aimed at one agent.
@@ -19,5 +20,22 @@ func newAgent(a *app) *cobra.Command {
 			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.ResyncAgent(ctx, args[0]) })
 		},
 	})
+	for _, v := range []struct {
+		use, short string
+		mode       state.AgentMode
+	}{
+		{"maintenance NAME", "Put the agent in maintenance: nothing is moved onto or off it, and its disconnection raises no problem", state.ModeMaintenance},
+		{"disable NAME", "Disable the agent: its placed workloads move to other agents (drain)", state.ModeDisabled},
+		{"activate NAME", "Make the agent Active again: it may host placed workloads", state.ModeActive},
+	} {
+		ag.AddCommand(&cobra.Command{
+			Use:   v.use,
+			Short: v.short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.SetAgentMode(ctx, args[0], v.mode) })
+			},
+		})
+	}
 	return ag
 }

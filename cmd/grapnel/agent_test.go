@@ -72,3 +72,38 @@ func TestAgentResyncEndToEnd(t *testing.T) {
 		t.Fatalf("resync without a name: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// `grapnel agent maintenance|disable|activate NAME` reach the leader and
+// are committed; `grapnel get agents` shows the mode, also of an agent
+// that is not connected.
+func TestAgentModesEndToEnd(t *testing.T) {
+	cl := testcluster.New(t, 1)
+	var stderr string
+	testwait.For(t, 20*time.Second, func() bool {
+		var code int
+		code, _, stderr = cliRun(cl, "agent", "maintenance", "agent_M")
+		return code == exitOK
+	}, "grapnel agent maintenance agent_M to succeed")
+	if !strings.Contains(stderr, "agent agent_M is Maintenance") {
+		t.Fatalf("stderr %q", stderr)
+	}
+	code, out, stderr := cliRun(cl, "get", "agents")
+	if code != exitOK || !strings.Contains(out, "MODE") || !strings.Contains(out, "Maintenance (disconnected)") {
+		t.Fatalf("get agents: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	if code, _, stderr := cliRun(cl, "agent", "disable", "agent_M"); code != exitOK {
+		t.Fatalf("disable: exit %d, stderr %q", code, stderr)
+	}
+	if _, out, _ := cliRun(cl, "get", "agents"); !strings.Contains(out, "Disabled (disconnected)") {
+		t.Fatalf("get agents after disable: %q", out)
+	}
+	if code, _, stderr := cliRun(cl, "agent", "activate", "agent_M"); code != exitOK {
+		t.Fatalf("activate: exit %d, stderr %q", code, stderr)
+	}
+	if _, out, _ := cliRun(cl, "get", "agents"); strings.Contains(out, "agent_M") {
+		t.Fatalf("an Active agent that is not connected is still listed: %q", out)
+	}
+	if code, _, stderr := cliRun(cl, "agent", "disable", "bad.name"); code != exitError || !strings.Contains(stderr, "bad.name") {
+		t.Fatalf("bad name: exit %d, stderr %q", code, stderr)
+	}
+}

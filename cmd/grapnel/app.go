@@ -279,8 +279,15 @@ func (a *app) session(ctx context.Context) (*cli.Session, func(), error) {
 	if p, ok := c.(interface{ Plan() grapnelpb.PlanClient }); ok {
 		plan = p.Plan()
 	}
+	var cluster grapnelpb.ClusterClient
+	if p, ok := c.(interface {
+		Cluster() grapnelpb.ClusterClient
+	}); ok {
+		cluster = p.Cluster()
+	}
 	s := &cli.Session{
 		Plan:     plan,
+		Cluster:  cluster,
 		Conn:     c,
 		In:       a.stdin,
 		Out:      a.stdout,

@@ -135,6 +135,18 @@ func (l *leaderCluster) ResyncAgent(ctx context.Context, in *grapnelpb.ResyncAge
 	})
 }
 
+func (l *leaderCluster) SetAgentMode(ctx context.Context, in *grapnelpb.SetAgentModeRequest, opts ...grpc.CallOption) (*grapnelpb.SetAgentModeResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.SetAgentModeResponse, error) {
+		return c.SetAgentMode(ctx, in, opts...)
+	})
+}
+
+func (l *leaderCluster) Placement(ctx context.Context, in *grapnelpb.PlacementRequest, opts ...grpc.CallOption) (*grapnelpb.PlacementResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.PlacementResponse, error) {
+		return c.Placement(ctx, in, opts...)
+	})
+}
+
 func (l *leaderCluster) Watch(ctx context.Context, in *grapnelpb.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[grapnelpb.WatchEvent], error) {
 	c, err := l.leader(ctx)
 	if err != nil {

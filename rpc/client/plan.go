@@ -26,6 +26,11 @@ func (r *Resolver) Plan() grapnelpb.PlanClient { return &leaderPlan{r: r} }
 // reaches.
 func (c *Conn) Plan() grapnelpb.PlanClient { return c.res.Plan() }
 
+// Cluster is the Cluster service of the leader this connection's
+// resolver finds, for the verbs that add Grapnel's columns to an Ankaios
+// command (the agents' modes in `get agents`).
+func (c *Conn) Cluster() grapnelpb.ClusterClient { return &leaderCluster{r: c.res} }
+
 // leaderPlan is a PlanClient that always calls the leader.
 type leaderPlan struct {
 	r *Resolver

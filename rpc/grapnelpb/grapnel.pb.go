@@ -1546,6 +1546,370 @@ func (*ResyncAgentResponse) Descriptor() ([]byte, []int) {
 	return file_grapnel_proto_rawDescGZIP(), []int{24}
 }
 
+// SetAgentModeRequest names the agent and the mode: "Active",
+// "Maintenance" or "Disabled".
+type SetAgentModeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Agent         string                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Mode          string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAgentModeRequest) Reset() {
+	*x = SetAgentModeRequest{}
+	mi := &file_grapnel_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAgentModeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAgentModeRequest) ProtoMessage() {}
+
+func (x *SetAgentModeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAgentModeRequest.ProtoReflect.Descriptor instead.
+func (*SetAgentModeRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SetAgentModeRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SetAgentModeRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+type SetAgentModeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAgentModeResponse) Reset() {
+	*x = SetAgentModeResponse{}
+	mi := &file_grapnel_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAgentModeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAgentModeResponse) ProtoMessage() {}
+
+func (x *SetAgentModeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAgentModeResponse.ProtoReflect.Descriptor instead.
+func (*SetAgentModeResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{26}
+}
+
+type PlacementRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementRequest) Reset() {
+	*x = PlacementRequest{}
+	mi := &file_grapnel_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementRequest) ProtoMessage() {}
+
+func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementRequest.ProtoReflect.Descriptor instead.
+func (*PlacementRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{27}
+}
+
+type PlacementResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// modes lists the agents whose mode is not Active.
+	Modes []*AgentModeEntry `protobuf:"bytes,1,rep,name=modes,proto3" json:"modes,omitempty"`
+	// placed lists each placed workload's agents.
+	Placed []*PlacedWorkload `protobuf:"bytes,2,rep,name=placed,proto3" json:"placed,omitempty"`
+	// unsatisfied lists the placed workloads not placed as asked.
+	Unsatisfied   []*PlacementShortfall `protobuf:"bytes,3,rep,name=unsatisfied,proto3" json:"unsatisfied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementResponse) Reset() {
+	*x = PlacementResponse{}
+	mi := &file_grapnel_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementResponse) ProtoMessage() {}
+
+func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementResponse.ProtoReflect.Descriptor instead.
+func (*PlacementResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PlacementResponse) GetModes() []*AgentModeEntry {
+	if x != nil {
+		return x.Modes
+	}
+	return nil
+}
+
+func (x *PlacementResponse) GetPlaced() []*PlacedWorkload {
+	if x != nil {
+		return x.Placed
+	}
+	return nil
+}
+
+func (x *PlacementResponse) GetUnsatisfied() []*PlacementShortfall {
+	if x != nil {
+		return x.Unsatisfied
+	}
+	return nil
+}
+
+type AgentModeEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Agent         string                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Mode          string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentModeEntry) Reset() {
+	*x = AgentModeEntry{}
+	mi := &file_grapnel_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentModeEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentModeEntry) ProtoMessage() {}
+
+func (x *AgentModeEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentModeEntry.ProtoReflect.Descriptor instead.
+func (*AgentModeEntry) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AgentModeEntry) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *AgentModeEntry) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+type PlacedWorkload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workload      string                 `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	Agents        []string               `protobuf:"bytes,2,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacedWorkload) Reset() {
+	*x = PlacedWorkload{}
+	mi := &file_grapnel_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacedWorkload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacedWorkload) ProtoMessage() {}
+
+func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacedWorkload.ProtoReflect.Descriptor instead.
+func (*PlacedWorkload) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PlacedWorkload) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *PlacedWorkload) GetAgents() []string {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+// PlacementShortfall is a placed workload the allocator could not place
+// as asked; reason is SpreadImpossible, CapacityExceeded or
+// NoEligibleAgent.
+type PlacementShortfall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workload      string                 `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	Wanted        uint32                 `protobuf:"varint,2,opt,name=wanted,proto3" json:"wanted,omitempty"`
+	Placed        uint32                 `protobuf:"varint,3,opt,name=placed,proto3" json:"placed,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementShortfall) Reset() {
+	*x = PlacementShortfall{}
+	mi := &file_grapnel_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementShortfall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementShortfall) ProtoMessage() {}
+
+func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementShortfall.ProtoReflect.Descriptor instead.
+func (*PlacementShortfall) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PlacementShortfall) GetWorkload() string {
+	if x != nil {
+		return x.Workload
+	}
+	return ""
+}
+
+func (x *PlacementShortfall) GetWanted() uint32 {
+	if x != nil {
+		return x.Wanted
+	}
+	return 0
+}
+
+func (x *PlacementShortfall) GetPlaced() uint32 {
+	if x != nil {
+		return x.Placed
+	}
+	return 0
+}
+
+func (x *PlacementShortfall) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type HistoryListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Since         uint64                 `protobuf:"varint,1,opt,name=since,proto3" json:"since,omitempty"`
@@ -1557,7 +1921,7 @@ type HistoryListRequest struct {
 
 func (x *HistoryListRequest) Reset() {
 	*x = HistoryListRequest{}
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1933,7 @@ func (x *HistoryListRequest) String() string {
 func (*HistoryListRequest) ProtoMessage() {}
 
 func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1946,7 @@ func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
 func (*HistoryListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{25}
+	return file_grapnel_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HistoryListRequest) GetSince() uint64 {
@@ -1622,7 +1986,7 @@ type HistoryListResponse struct {
 
 func (x *HistoryListResponse) Reset() {
 	*x = HistoryListResponse{}
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1998,7 @@ func (x *HistoryListResponse) String() string {
 func (*HistoryListResponse) ProtoMessage() {}
 
 func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +2011,7 @@ func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
 func (*HistoryListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{26}
+	return file_grapnel_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HistoryListResponse) GetTransactions() []*Transaction {
@@ -1694,7 +2058,7 @@ type HistoryGetRequest struct {
 
 func (x *HistoryGetRequest) Reset() {
 	*x = HistoryGetRequest{}
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +2070,7 @@ func (x *HistoryGetRequest) String() string {
 func (*HistoryGetRequest) ProtoMessage() {}
 
 func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +2083,7 @@ func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryGetRequest.ProtoReflect.Descriptor instead.
 func (*HistoryGetRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{27}
+	return file_grapnel_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HistoryGetRequest) GetSeq() uint64 {
@@ -1751,7 +2115,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +2127,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +2140,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{28}
+	return file_grapnel_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Transaction) GetSeq() uint64 {
@@ -1871,7 +2235,7 @@ type TxWorkload struct {
 
 func (x *TxWorkload) Reset() {
 	*x = TxWorkload{}
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2247,7 @@ func (x *TxWorkload) String() string {
 func (*TxWorkload) ProtoMessage() {}
 
 func (x *TxWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2260,7 @@ func (x *TxWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxWorkload.ProtoReflect.Descriptor instead.
 func (*TxWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{29}
+	return file_grapnel_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TxWorkload) GetName() string {
@@ -1952,7 +2316,7 @@ type TxFieldChange struct {
 
 func (x *TxFieldChange) Reset() {
 	*x = TxFieldChange{}
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2328,7 @@ func (x *TxFieldChange) String() string {
 func (*TxFieldChange) ProtoMessage() {}
 
 func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2341,7 @@ func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxFieldChange.ProtoReflect.Descriptor instead.
 func (*TxFieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{30}
+	return file_grapnel_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TxFieldChange) GetField() string {
@@ -2011,7 +2375,7 @@ type TxConfig struct {
 
 func (x *TxConfig) Reset() {
 	*x = TxConfig{}
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2387,7 @@ func (x *TxConfig) String() string {
 func (*TxConfig) ProtoMessage() {}
 
 func (x *TxConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2400,7 @@ func (x *TxConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxConfig.ProtoReflect.Descriptor instead.
 func (*TxConfig) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{31}
+	return file_grapnel_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TxConfig) GetKey() string {
@@ -2062,7 +2426,7 @@ type TimelineRequest struct {
 
 func (x *TimelineRequest) Reset() {
 	*x = TimelineRequest{}
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2438,7 @@ func (x *TimelineRequest) String() string {
 func (*TimelineRequest) ProtoMessage() {}
 
 func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2451,7 @@ func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineRequest.ProtoReflect.Descriptor instead.
 func (*TimelineRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{32}
+	return file_grapnel_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TimelineRequest) GetWorkload() string {
@@ -2107,7 +2471,7 @@ type TimelineResponse struct {
 
 func (x *TimelineResponse) Reset() {
 	*x = TimelineResponse{}
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2483,7 @@ func (x *TimelineResponse) String() string {
 func (*TimelineResponse) ProtoMessage() {}
 
 func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2496,7 @@ func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineResponse.ProtoReflect.Descriptor instead.
 func (*TimelineResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{33}
+	return file_grapnel_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TimelineResponse) GetEvents() []*TimelineEvent {
@@ -2170,7 +2534,7 @@ type TimelineEvent struct {
 
 func (x *TimelineEvent) Reset() {
 	*x = TimelineEvent{}
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2546,7 @@ func (x *TimelineEvent) String() string {
 func (*TimelineEvent) ProtoMessage() {}
 
 func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2559,7 @@ func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineEvent.ProtoReflect.Descriptor instead.
 func (*TimelineEvent) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{34}
+	return file_grapnel_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TimelineEvent) GetTimeMs() int64 {
@@ -2382,7 +2746,27 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x10deletedWorkloads\x18\x03 \x03(\tR\x10deletedWorkloads\"*\n" +
 	"\x12ResyncAgentRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\"\x15\n" +
-	"\x13ResyncAgentResponse\"\\\n" +
+	"\x13ResyncAgentResponse\"?\n" +
+	"\x13SetAgentModeRequest\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\"\x16\n" +
+	"\x14SetAgentModeResponse\"\x12\n" +
+	"\x10PlacementRequest\"\xb2\x01\n" +
+	"\x11PlacementResponse\x12-\n" +
+	"\x05modes\x18\x01 \x03(\v2\x17.grapnel.AgentModeEntryR\x05modes\x12/\n" +
+	"\x06placed\x18\x02 \x03(\v2\x17.grapnel.PlacedWorkloadR\x06placed\x12=\n" +
+	"\vunsatisfied\x18\x03 \x03(\v2\x1b.grapnel.PlacementShortfallR\vunsatisfied\":\n" +
+	"\x0eAgentModeEntry\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\"D\n" +
+	"\x0ePlacedWorkload\x12\x1a\n" +
+	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
+	"\x06agents\x18\x02 \x03(\tR\x06agents\"x\n" +
+	"\x12PlacementShortfall\x12\x1a\n" +
+	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
+	"\x06wanted\x18\x02 \x01(\rR\x06wanted\x12\x16\n" +
+	"\x06placed\x18\x03 \x01(\rR\x06placed\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\\\n" +
 	"\x12HistoryListRequest\x12\x14\n" +
 	"\x05since\x18\x01 \x01(\x04R\x05since\x12\x1a\n" +
 	"\bworkload\x18\x02 \x01(\tR\bworkload\x12\x14\n" +
@@ -2444,7 +2828,7 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x05agent\x18\t \x01(\tR\x05agent\x12\x14\n" +
 	"\x05state\x18\n" +
 	" \x01(\tR\x05state\x12\x16\n" +
-	"\x06reason\x18\v \x01(\tR\x06reason2\x8b\x04\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason2\x9c\x05\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
@@ -2452,7 +2836,9 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x12TransferLeadership\x12\".grapnel.TransferLeadershipRequest\x1a#.grapnel.TransferLeadershipResponse\x12F\n" +
 	"\fSnapshotSave\x12\x1c.grapnel.SnapshotSaveRequest\x1a\x16.grapnel.SnapshotChunk0\x01\x12M\n" +
 	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x01\x12H\n" +
-	"\vResyncAgent\x12\x1b.grapnel.ResyncAgentRequest\x1a\x1c.grapnel.ResyncAgentResponse2u\n" +
+	"\vResyncAgent\x12\x1b.grapnel.ResyncAgentRequest\x1a\x1c.grapnel.ResyncAgentResponse\x12K\n" +
+	"\fSetAgentMode\x12\x1c.grapnel.SetAgentModeRequest\x1a\x1d.grapnel.SetAgentModeResponse\x12B\n" +
+	"\tPlacement\x12\x19.grapnel.PlacementRequest\x1a\x1a.grapnel.PlacementResponse2u\n" +
 	"\x04Plan\x125\n" +
 	"\x06DryRun\x12\x14.grapnel.PlanRequest\x1a\x15.grapnel.PlanResponse\x126\n" +
 	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponse2\xc6\x01\n" +
@@ -2473,7 +2859,7 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_grapnel_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
 	(*Member)(nil),                     // 1: grapnel.Member
@@ -2500,22 +2886,29 @@ var file_grapnel_proto_goTypes = []any{
 	(*ApplyResponse)(nil),              // 22: grapnel.ApplyResponse
 	(*ResyncAgentRequest)(nil),         // 23: grapnel.ResyncAgentRequest
 	(*ResyncAgentResponse)(nil),        // 24: grapnel.ResyncAgentResponse
-	(*HistoryListRequest)(nil),         // 25: grapnel.HistoryListRequest
-	(*HistoryListResponse)(nil),        // 26: grapnel.HistoryListResponse
-	(*HistoryGetRequest)(nil),          // 27: grapnel.HistoryGetRequest
-	(*Transaction)(nil),                // 28: grapnel.Transaction
-	(*TxWorkload)(nil),                 // 29: grapnel.TxWorkload
-	(*TxFieldChange)(nil),              // 30: grapnel.TxFieldChange
-	(*TxConfig)(nil),                   // 31: grapnel.TxConfig
-	(*TimelineRequest)(nil),            // 32: grapnel.TimelineRequest
-	(*TimelineResponse)(nil),           // 33: grapnel.TimelineResponse
-	(*TimelineEvent)(nil),              // 34: grapnel.TimelineEvent
-	(*ankbase.UpdateStateRequest)(nil), // 35: ank_base.UpdateStateRequest
+	(*SetAgentModeRequest)(nil),        // 25: grapnel.SetAgentModeRequest
+	(*SetAgentModeResponse)(nil),       // 26: grapnel.SetAgentModeResponse
+	(*PlacementRequest)(nil),           // 27: grapnel.PlacementRequest
+	(*PlacementResponse)(nil),          // 28: grapnel.PlacementResponse
+	(*AgentModeEntry)(nil),             // 29: grapnel.AgentModeEntry
+	(*PlacedWorkload)(nil),             // 30: grapnel.PlacedWorkload
+	(*PlacementShortfall)(nil),         // 31: grapnel.PlacementShortfall
+	(*HistoryListRequest)(nil),         // 32: grapnel.HistoryListRequest
+	(*HistoryListResponse)(nil),        // 33: grapnel.HistoryListResponse
+	(*HistoryGetRequest)(nil),          // 34: grapnel.HistoryGetRequest
+	(*Transaction)(nil),                // 35: grapnel.Transaction
+	(*TxWorkload)(nil),                 // 36: grapnel.TxWorkload
+	(*TxFieldChange)(nil),              // 37: grapnel.TxFieldChange
+	(*TxConfig)(nil),                   // 38: grapnel.TxConfig
+	(*TimelineRequest)(nil),            // 39: grapnel.TimelineRequest
+	(*TimelineResponse)(nil),           // 40: grapnel.TimelineResponse
+	(*TimelineEvent)(nil),              // 41: grapnel.TimelineEvent
+	(*ankbase.UpdateStateRequest)(nil), // 42: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
 	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
 	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	35, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	42, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
 	14, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
 	15, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
 	17, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
@@ -2523,41 +2916,48 @@ var file_grapnel_proto_depIdxs = []int32{
 	16, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
 	19, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
 	20, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
-	35, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
-	28, // 11: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
-	29, // 12: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
-	31, // 13: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
-	30, // 14: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
-	34, // 15: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
-	0,  // 16: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
-	3,  // 17: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
-	5,  // 18: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
-	7,  // 19: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
-	9,  // 20: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
-	10, // 21: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	23, // 22: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
-	12, // 23: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
-	21, // 24: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
-	25, // 25: grapnel.History.List:input_type -> grapnel.HistoryListRequest
-	27, // 26: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
-	32, // 27: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
-	2,  // 28: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	4,  // 29: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	6,  // 30: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	8,  // 31: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	10, // 32: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	11, // 33: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	24, // 34: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
-	13, // 35: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
-	22, // 36: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
-	26, // 37: grapnel.History.List:output_type -> grapnel.HistoryListResponse
-	28, // 38: grapnel.History.Get:output_type -> grapnel.Transaction
-	33, // 39: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
-	28, // [28:40] is the sub-list for method output_type
-	16, // [16:28] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	42, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	29, // 11: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
+	30, // 12: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
+	31, // 13: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
+	35, // 14: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
+	36, // 15: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
+	38, // 16: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
+	37, // 17: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
+	41, // 18: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
+	0,  // 19: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
+	3,  // 20: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
+	5,  // 21: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
+	7,  // 22: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	9,  // 23: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	10, // 24: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	23, // 25: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
+	25, // 26: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
+	27, // 27: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
+	12, // 28: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	21, // 29: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	32, // 30: grapnel.History.List:input_type -> grapnel.HistoryListRequest
+	34, // 31: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
+	39, // 32: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
+	2,  // 33: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	4,  // 34: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	6,  // 35: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	8,  // 36: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	10, // 37: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	11, // 38: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	24, // 39: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
+	26, // 40: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
+	28, // 41: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
+	13, // 42: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	22, // 43: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	33, // 44: grapnel.History.List:output_type -> grapnel.HistoryListResponse
+	35, // 45: grapnel.History.Get:output_type -> grapnel.Transaction
+	40, // 46: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
+	33, // [33:47] is the sub-list for method output_type
+	19, // [19:33] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_grapnel_proto_init() }
@@ -2571,7 +2971,7 @@ func file_grapnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -29,6 +29,8 @@ const (
 	Cluster_SnapshotSave_FullMethodName       = "/grapnel.Cluster/SnapshotSave"
 	Cluster_SnapshotRestore_FullMethodName    = "/grapnel.Cluster/SnapshotRestore"
 	Cluster_ResyncAgent_FullMethodName        = "/grapnel.Cluster/ResyncAgent"
+	Cluster_SetAgentMode_FullMethodName       = "/grapnel.Cluster/SetAgentMode"
+	Cluster_Placement_FullMethodName          = "/grapnel.Cluster/Placement"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -56,6 +58,13 @@ type ClusterClient interface {
 	// relays it on the agent's Ankaios stream as an UpdateWorkload with no
 	// added and no deleted workloads, which an Ankaios agent ignores.
 	ResyncAgent(ctx context.Context, in *ResyncAgentRequest, opts ...grpc.CallOption) (*ResyncAgentResponse, error)
+	// SetAgentMode sets an agent's mode (leader only): Active, Maintenance
+	// or Disabled (docs/placement.md). It answers once the mode is
+	// committed; the placed workloads of a Disabled agent then move away.
+	SetAgentMode(ctx context.Context, in *SetAgentModeRequest, opts ...grpc.CallOption) (*SetAgentModeResponse, error)
+	// Placement tells the agents' modes, the layout of the placed workloads
+	// and what the leader's last allocation could not satisfy (leader only).
+	Placement(ctx context.Context, in *PlacementRequest, opts ...grpc.CallOption) (*PlacementResponse, error)
 }
 
 type clusterClient struct {
@@ -157,6 +166,26 @@ func (c *clusterClient) ResyncAgent(ctx context.Context, in *ResyncAgentRequest,
 	return out, nil
 }
 
+func (c *clusterClient) SetAgentMode(ctx context.Context, in *SetAgentModeRequest, opts ...grpc.CallOption) (*SetAgentModeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetAgentModeResponse)
+	err := c.cc.Invoke(ctx, Cluster_SetAgentMode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Placement(ctx context.Context, in *PlacementRequest, opts ...grpc.CallOption) (*PlacementResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlacementResponse)
+	err := c.cc.Invoke(ctx, Cluster_Placement_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -182,6 +211,13 @@ type ClusterServer interface {
 	// relays it on the agent's Ankaios stream as an UpdateWorkload with no
 	// added and no deleted workloads, which an Ankaios agent ignores.
 	ResyncAgent(context.Context, *ResyncAgentRequest) (*ResyncAgentResponse, error)
+	// SetAgentMode sets an agent's mode (leader only): Active, Maintenance
+	// or Disabled (docs/placement.md). It answers once the mode is
+	// committed; the placed workloads of a Disabled agent then move away.
+	SetAgentMode(context.Context, *SetAgentModeRequest) (*SetAgentModeResponse, error)
+	// Placement tells the agents' modes, the layout of the placed workloads
+	// and what the leader's last allocation could not satisfy (leader only).
+	Placement(context.Context, *PlacementRequest) (*PlacementResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -212,6 +248,12 @@ func (UnimplementedClusterServer) SnapshotRestore(grpc.ClientStreamingServer[Sna
 }
 func (UnimplementedClusterServer) ResyncAgent(context.Context, *ResyncAgentRequest) (*ResyncAgentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResyncAgent not implemented")
+}
+func (UnimplementedClusterServer) SetAgentMode(context.Context, *SetAgentModeRequest) (*SetAgentModeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetAgentMode not implemented")
+}
+func (UnimplementedClusterServer) Placement(context.Context, *PlacementRequest) (*PlacementResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Placement not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -335,6 +377,42 @@ func _Cluster_ResyncAgent_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_SetAgentMode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetAgentModeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).SetAgentMode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_SetAgentMode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).SetAgentMode(ctx, req.(*SetAgentModeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Placement_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlacementRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Placement(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Placement_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Placement(ctx, req.(*PlacementRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -357,6 +435,14 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResyncAgent",
 			Handler:    _Cluster_ResyncAgent_Handler,
+		},
+		{
+			MethodName: "SetAgentMode",
+			Handler:    _Cluster_SetAgentMode_Handler,
+		},
+		{
+			MethodName: "Placement",
+			Handler:    _Cluster_Placement_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,229 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/placement"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// The leader's part of placement (docs/placement.md). The allocator runs
+// on the speculative store whenever an entry that changes its inputs is
+// proposed (an update, an agent connected or gone past its grace, a
+// mode) — never on a timer — and its answer, if it differs from the
+// layout in force, is proposed as a PlacementType entry. Allocating is
+// idempotent, so a leader that runs it again on the same inputs proposes
+// nothing: at idle nothing is written.
+
+// placementInput builds the allocator's input from a store. An agent
+// whose capacity tag does not parse keeps what it hosts and gets nothing
+// new; bad lists those agents' errors, which name the tag.
+func placementInput(st *state.Store) (in placement.Input, bad []error) {
+	in.Pinned = map[string]int{}
+	hosted := map[string]int{}
+	for _, n := range state.SortedKeys(st.Rendered) {
+		r := st.Rendered[n]
+		if a := r.Instance.AgentName; a != "" {
+			in.Pinned[a]++
+			continue
+		}
+		req, ok, err := placement.RequestOf(n, r.Workload)
+		if err != nil || !ok {
+			continue // refused when it was applied; never here
+		}
+		in.Requests = append(in.Requests, req)
+		for _, a := range st.Placement[n] {
+			hosted[a]++
+		}
+	}
+	in.Current = placement.Layout(st.Placement)
+	names := map[string]bool{}
+	for a := range st.Agents {
+		names[a] = true
+	}
+	for a := range st.Modes {
+		names[a] = true
+	}
+	for _, n := range sortedSet(names) {
+		ag := placement.Agent{Name: n, Mode: st.AgentMode(n), Capacity: placement.Unlimited}
+		var tags map[string]string
+		if a, ok := st.Agents[n]; ok {
+			ag.Present, tags = true, a.Tags
+		}
+		var err error
+		ag.RiskGroup, ag.Capacity, err = placement.AgentTags(n, tags)
+		if err != nil {
+			bad = append(bad, err)
+			ag.Capacity = in.Pinned[n] + hosted[n]
+		}
+		in.Agents = append(in.Agents, ag)
+	}
+	return in, bad
+}
+
+// hasPlacement reports whether the store holds anything to place or
+// placed: without, the allocator has nothing to do.
+func hasPlacement(st *state.Store) bool {
+	if len(st.Placement) > 0 {
+		return true
+	}
+	for _, r := range st.Rendered {
+		if r.Instance.AgentName == "" && placement.IsPlaced(r.Workload) {
+			return true
+		}
+	}
+	return false
+}
+
+// placementUpdate is what a new layout changes, with the states the
+// server sets: Pending(Initial) for each new instance, and the removal
+// of each instance on an agent that is gone (nobody would report it).
+// deleted lists the instances moved off, those the server removes
+// itself marked.
+func placementUpdate(st *state.Store, next placement.Layout) (u state.PlacementUpdate, added []state.Rendered, deleted []deletion) {
+	changes := placement.Diff(placement.Layout(st.Placement), next)
+	if len(changes) == 0 {
+		return u, nil, nil
+	}
+	u.Layout = map[string][]string{}
+	for _, c := range changes {
+		u.Layout[c.Workload] = slices.Clone(next[c.Workload])
+		r := st.Rendered[c.Workload]
+		for _, a := range c.Added {
+			ra := r.OnAgent(a)
+			added = append(added, ra)
+			u.SetStates = append(u.SetStates, state.WorkloadState{Instance: ra.Instance, State: state.PendingInitial})
+		}
+		for _, a := range c.Removed {
+			in := r.Instance
+			in.AgentName = a
+			_, present := st.Agents[a]
+			if _, known := st.States.Get(in); !present && known {
+				u.DeleteStates = append(u.DeleteStates, in)
+			}
+			deleted = append(deleted, deletion{instance: in, serverHandled: !present})
+		}
+	}
+	return u, added, deleted
+}
+
+// notePlacementInput marks the allocator's inputs changed by a command
+// about to be proposed, with why.
+func (l *leader) notePlacementInput(cmd fsm.Command) {
+	var why string
+	switch c := cmd.(type) {
+	case *fsm.UpdateDesiredStateRequest:
+		why = "desired state updated"
+	case *fsm.AgentConnectedRequest:
+		why = "agent " + c.Name + " connected"
+	case *fsm.AgentGoneRequest:
+		why = "agent " + c.Name + " gone"
+	case *fsm.SetAgentModeRequest:
+		why = "agent " + c.Agent + " set to " + c.Mode.String()
+	default:
+		return
+	}
+	if !slices.Contains(l.placeWhy, why) {
+		l.placeWhy = append(l.placeWhy, why)
+	}
+}
+
+// allocate runs the allocator on the speculative store if its inputs
+// changed since it last ran, and proposes the new layout if it differs
+// from the one in force. Once committed, the agents that get an instance
+// receive it and those that lose one delete it, with the delete
+// conditions of its dependents.
+func (l *leader) allocate() {
+	if len(l.placeWhy) == 0 || l.projected.stale() || l.pipe.full() {
+		return
+	}
+	why := strings.Join(l.placeWhy, "; ")
+	l.placeWhy = nil
+	st := l.projected.store
+	if !hasPlacement(st) {
+		l.term.setUnsatisfied(nil)
+		return
+	}
+	in, bad := placementInput(st)
+	for _, err := range bad {
+		l.s.log.Warn("agent tag ignored: the agent keeps what it hosts and gets no new placed workload", "error", err)
+	}
+	res := placement.Allocate(in)
+	l.term.setUnsatisfied(res.Unsatisfied)
+	u, added, deleted := placementUpdate(st, res.Layout)
+	if u.Layout == nil {
+		return
+	}
+	meta := l.historyMeta("", nil, false)
+	meta.Decision = why
+	prop := l.project(&fsm.PlacementRequest{Update: u, History: meta})
+	d := planDispatch(l.projected.store, &updatePlan{added: added, deleted: deleted})
+	l.s.log.Info("placing workloads", "why", why, "changes", len(u.Layout), "unsatisfied", len(res.Unsatisfied))
+	l.submit(prop, func(_ any, index uint64) { l.sendDispatch(d, index) }, nil)
+}
+
+// Unsatisfied is what the last allocation could not satisfy, for the
+// problems view (docs/placement.md); nil on a replica that does not lead.
+func (s *Server) Unsatisfied() []placement.Unsatisfied {
+	s.leaderMu.Lock()
+	t := s.term
+	s.leaderMu.Unlock()
+	if t == nil {
+		return nil
+	}
+	t.unsatMu.Lock()
+	defer t.unsatMu.Unlock()
+	return slices.Clone(t.unsatisfied)
+}
+
+// setUnsatisfied keeps the last allocation's unsatisfied workloads for
+// readers outside the leader loop.
+func (t *term) setUnsatisfied(u []placement.Unsatisfied) {
+	t.unsatMu.Lock()
+	t.unsatisfied = u
+	t.unsatMu.Unlock()
+}
+
+// modeCall is an operator's mode for an agent, handed to the leader loop
+// (Cluster.SetAgentMode); done gets the outcome once committed.
+type modeCall struct {
+	agent     string
+	mode      state.AgentMode
+	requester string
+	done      chan error // capacity 1
+}
+
+// setAgentMode hands a mode to the leader loop and waits for its commit.
+func (s *Server) setAgentMode(ctx context.Context, agent string, mode state.AgentMode, requester string) error {
+	t := s.currentTerm()
+	if t == nil {
+		return fmt.Errorf("%w: replica %s has not opened its term yet", errs.ErrNoLeader, s.node.ID())
+	}
+	call := &modeCall{agent: agent, mode: mode, requester: requester, done: make(chan error, 1)}
+	if !t.post(inMsg{mode: call}) {
+		return fmt.Errorf("%w: replica %s stopped leading", errs.ErrLeaderChanged, s.node.ID())
+	}
+	select {
+	case err := <-call.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// setAgentMode proposes a mode unless the agent already has it; the
+// allocator runs after it (notePlacementInput), so a Disabled agent is
+// drained and an activated one may host again.
+func (l *leader) setAgentMode(m *modeCall) {
+	if l.projected.store.AgentMode(m.agent) == m.mode {
+		l.pipe.ordered(func() { m.done <- nil })
+		return
+	}
+	l.propose(&fsm.SetAgentModeRequest{Agent: m.agent, Mode: m.mode, History: l.historyMeta(m.requester, nil, false)},
+		func(any, uint64) { m.done <- nil }, func(err error) { m.done <- err })
+}

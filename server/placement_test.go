@@ -1,0 +1,189 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
+	"github.com/grapnel-io/grapnel/placement"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+const placedSvc = `
+apiVersion: v1
+workloads:
+  svc:
+    runtime: podman
+    agent: ""
+    tags:
+      grapnel.io/instances: "2"
+      grapnel.io/spread: risk-group
+    runtimeConfig: "image: svc"
+  pinned:
+    runtime: podman
+    agent: a2
+    runtimeConfig: "image: p"
+`
+
+// layoutOf reads a placed workload's agents as committed.
+func (ts *testServer) layoutOf(w string) []string {
+	var out []string
+	ts.store(func(s *state.Store) { out = slices.Clone(s.Placement[w]) })
+	return out
+}
+
+func (ts *testServer) waitLayout(t *testing.T, w string, want ...string) {
+	t.Helper()
+	testwait.For(t, 10*time.Second, func() bool { return slices.Equal(ts.layoutOf(w), want) },
+		"layout of %s is %v, want %v", w, ts.layoutOf(w), want)
+}
+
+// added and deleted wait for an UpdateWorkload on an agent's stream that
+// adds (deletes) an instance of w on that agent.
+func expectAdded(c *testConn, agent, w string) {
+	c.t.Helper()
+	c.expect(agent+" gets "+w, func(m *grpcapi.FromServer) bool {
+		for _, a := range m.GetUpdateWorkload().GetAddedWorkloads() {
+			if a.GetInstanceName().GetWorkloadName() == w && a.GetInstanceName().GetAgentName() == agent {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func expectDeleted(c *testConn, agent, w string) {
+	c.t.Helper()
+	c.expect(agent+" deletes "+w, func(m *grpcapi.FromServer) bool {
+		for _, d := range m.GetUpdateWorkload().GetDeletedWorkloads() {
+			if d.GetInstanceName().GetWorkloadName() == w && d.GetInstanceName().GetAgentName() == agent {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// A placed workload runs on as many agents as it asks, in distinct risk
+// groups; it moves off a Disabled agent and off an agent gone past its
+// grace, to an agent of an unused risk group where there is one; it
+// stays on an agent in Maintenance, even when that agent disconnects;
+// and each layout is a Placement transaction in the history.
+func TestPlacedWorkloadFollowsAgents(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.Clock, c.AgentReconnectGrace = fake, testGrace })
+	rg := func(g string) map[string]string { return map[string]string{placement.TagRiskGroup: g} }
+	a1, _ := ts.hello("a1", 1, rg("rg1"))
+	a2, _ := ts.hello("a2", 1, map[string]string{placement.TagRiskGroup: "rg1", placement.TagCapacity: "3"})
+	b1, _ := ts.hello("b1", 1, rg("rg2"))
+	c1, _ := ts.hello("c1", 1, rg("rg3"))
+	testwait.For(t, 10*time.Second, func() bool {
+		n := 0
+		ts.store(func(s *state.Store) { n = len(s.Agents) })
+		return n == 4
+	}, "four agents")
+
+	cli := ts.cli()
+	if r := cli.update(manifest(t, placedSvc), "desiredState"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update refused: %v", r)
+	}
+	// One per risk group, the emptiest agents by name: a1 (rg1), b1 (rg2).
+	ts.waitLayout(t, "svc", "a1", "b1")
+	expectAdded(a1, "a1", "svc")
+	expectAdded(b1, "b1", "svc")
+	var id string
+	ts.store(func(s *state.Store) { id = s.Rendered["svc"].Instance.ID })
+	onB1 := state.InstanceName{WorkloadName: "svc", AgentName: "b1", ID: id}
+	if st, ok := ts.stateOf(onB1); !ok || !st.IsPendingInitial() {
+		t.Fatalf("placed instance state = %v %v, want Pending(Initial)", st, ok)
+	}
+
+	// Disabled: drained to the unused group rg3.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.srv.setAgentMode(ctx, "b1", state.ModeDisabled, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ts.waitLayout(t, "svc", "a1", "c1")
+	expectDeleted(b1, "b1", "svc")
+	expectAdded(c1, "c1", "svc")
+
+	// Maintenance: c1 keeps its instance while it is away past the grace.
+	if err := ts.srv.setAgentMode(ctx, "c1", state.ModeMaintenance, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c1.close()
+	testwait.For(t, 10*time.Second, func() bool { return fake.PendingFor(testGrace) == 1 }, "grace timer for c1")
+	fake.Advance(testGrace)
+	testwait.For(t, 10*time.Second, func() bool {
+		gone := false
+		ts.store(func(s *state.Store) { _, present := s.Agents["c1"]; gone = !present })
+		return gone
+	}, "c1 gone past its grace")
+	if got := ts.layoutOf("svc"); !slices.Equal(got, []string{"a1", "c1"}) {
+		t.Fatalf("maintenance agent lost its instance: layout %v", got)
+	}
+
+	// Gone past grace: a1's instance moves; rg1 is the only group left
+	// with an eligible agent, a2 (b1 disabled, c1 in maintenance).
+	a1.close()
+	testwait.For(t, 10*time.Second, func() bool { return fake.PendingFor(testGrace) == 1 }, "grace timer for a1")
+	fake.Advance(testGrace)
+	ts.waitLayout(t, "svc", "a2", "c1")
+	expectAdded(a2, "a2", "svc")
+	onA1 := state.InstanceName{WorkloadName: "svc", AgentName: "a1", ID: id}
+	testwait.For(t, 10*time.Second, func() bool { _, ok := ts.stateOf(onA1); return !ok },
+		"the server removes the state of the instance on the gone agent")
+
+	// Asking for more than the eligible agents can give is unsatisfied,
+	// and says why.
+	more := manifest(t, placedSvc)
+	more["desiredState"].(state.Tree)["workloads"].(state.Tree)["svc"].(state.Tree)["tags"].(state.Tree)[placement.TagInstances] = "3"
+	if r := cli.update(more, "desiredState.workloads.svc"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update refused: %v", r)
+	}
+	testwait.For(t, 10*time.Second, func() bool { return len(ts.srv.Unsatisfied()) == 1 }, "one unsatisfied workload")
+	if u := ts.srv.Unsatisfied()[0]; u != (placement.Unsatisfied{Workload: "svc", Wanted: 3, Placed: 2, Reason: placement.ReasonNoEligibleAgent}) {
+		t.Fatalf("unsatisfied = %+v", u)
+	}
+
+	var kinds []state.TxKind
+	ts.store(func(s *state.Store) {
+		for _, tx := range s.History.Txs {
+			kinds = append(kinds, tx.Kind)
+		}
+	})
+	if n := countKind(kinds, state.TxPlacement); n < 3 {
+		t.Fatalf("%d Placement transactions in %v, want at least 3", n, kinds)
+	}
+	if n := countKind(kinds, state.TxAgentMode); n != 2 {
+		t.Fatalf("%d AgentMode transactions in %v, want 2", n, kinds)
+	}
+}
+
+func countKind(ks []state.TxKind, k state.TxKind) int {
+	n := 0
+	for _, x := range ks {
+		if x == k {
+			n++
+		}
+	}
+	return n
+}
+
+// Bad placement tags are refused with an error naming the field.
+func TestPlacementTagsRefused(t *testing.T) {
+	ts := startServer(t, nil)
+	cli := ts.cli()
+	bad := manifest(t, placedSvc)
+	bad["desiredState"].(state.Tree)["workloads"].(state.Tree)["svc"].(state.Tree)["tags"].(state.Tree)[placement.TagInstances] = "many"
+	r := cli.update(bad, "desiredState")
+	if msg := r.GetError().GetMessage(); !strings.Contains(msg, "desiredState.workloads.svc.tags[grapnel.io/instances]") {
+		t.Fatalf("response = %v, want an error naming the tag", r)
+	}
+}
