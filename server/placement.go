@@ -99,6 +99,11 @@ func placementUpdate(st *state.Store, next placement.Layout) (u state.PlacementU
 			added = append(added, ra)
 			u.SetStates = append(u.SetStates, state.WorkloadState{Instance: ra.Instance, State: state.PendingInitial})
 		}
+		if !placement.IsPlaced(r.Workload) {
+			// No longer placed (deleted, pinned, unscheduled): the update
+			// that made it so deleted its instances already.
+			continue
+		}
 		for _, a := range c.Removed {
 			in := r.Instance
 			in.AgentName = a

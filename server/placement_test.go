@@ -187,3 +187,46 @@ func TestPlacementTagsRefused(t *testing.T) {
 		t.Fatalf("response = %v, want an error naming the tag", r)
 	}
 }
+
+// A spec change of a placed workload replaces its instance on each agent
+// it runs on, without moving it; deleting it deletes every instance.
+func TestPlacedWorkloadChangedAndDeleted(t *testing.T) {
+	ts := startServer(t, nil)
+	a, _ := ts.hello("a1", 1, map[string]string{placement.TagRiskGroup: "rg1"})
+	b, _ := ts.hello("b1", 1, map[string]string{placement.TagRiskGroup: "rg2"})
+	cli := ts.cli()
+	if r := cli.update(manifest(t, placedSvc), "desiredState"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update refused: %v", r)
+	}
+	ts.waitLayout(t, "svc", "a1", "b1")
+	expectAdded(a, "a1", "svc")
+	expectAdded(b, "b1", "svc")
+
+	changed := manifest(t, placedSvc)
+	changed["desiredState"].(state.Tree)["workloads"].(state.Tree)["svc"].(state.Tree)["runtimeConfig"] = "image: svc2"
+	r := cli.update(changed, "desiredState.workloads.svc")
+	if len(r.GetUpdateStateSuccess().GetAddedWorkloads()) != 2 || len(r.GetUpdateStateSuccess().GetDeletedWorkloads()) != 2 {
+		t.Fatalf("the change answers %v, want two instances added and two deleted", r)
+	}
+	newID := state.NewInstanceName("svc", "", "image: svc2").ID
+	for _, c := range []struct {
+		conn  *testConn
+		agent string
+	}{{a, "a1"}, {b, "b1"}} {
+		c.conn.expect(c.agent+" replaces svc", func(m *grpcapi.FromServer) bool {
+			u := m.GetUpdateWorkload()
+			return len(u.GetDeletedWorkloads()) == 1 && len(u.GetAddedWorkloads()) == 1 &&
+				u.GetAddedWorkloads()[0].GetInstanceName().GetId() == newID && u.GetAddedWorkloads()[0].GetInstanceName().GetAgentName() == c.agent
+		})
+	}
+	if got := ts.layoutOf("svc"); !slices.Equal(got, []string{"a1", "b1"}) {
+		t.Fatalf("a spec change moved the workload: %v", got)
+	}
+
+	if r := cli.update(manifest(t, "apiVersion: v1\nworkloads: {}\n"), "desiredState.workloads.svc"); len(r.GetUpdateStateSuccess().GetDeletedWorkloads()) != 2 {
+		t.Fatalf("the deletion answers %v, want two instances deleted", r)
+	}
+	expectDeleted(a, "a1", "svc")
+	expectDeleted(b, "b1", "svc")
+	ts.waitLayout(t, "svc")
+}

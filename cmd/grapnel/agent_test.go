@@ -3,17 +3,27 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/server/testcluster"
 )
+
+// The placement test starts workloads through the process runtime, whose
+// shim is this test binary.
+func TestMain(m *testing.M) {
+	process.RunShimIfRequested()
+	os.Exit(m.Run())
+}
 
 // cliRun runs the grapnel command line against the cluster.
 func cliRun(cl *testcluster.Cluster, args ...string) (code int, stdout, stderr string) {
@@ -106,4 +116,89 @@ func TestAgentModesEndToEnd(t *testing.T) {
 	if code, _, stderr := cliRun(cl, "agent", "disable", "bad.name"); code != exitError || !strings.Contains(stderr, "bad.name") {
 		t.Fatalf("bad name: exit %d, stderr %q", code, stderr)
 	}
+}
+
+// A placed workload runs on real agents of two risk groups; `grapnel
+// agent disable` drains one, and the instance runs on the third agent.
+func TestPlacedWorkloadOnRealAgents(t *testing.T) {
+	cl := testcluster.New(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var running []chan error
+	for _, a := range []struct{ name, group string }{{"agent_A", "rg1"}, {"agent_B", "rg2"}, {"agent_C", "rg3"}} {
+		done := make(chan error, 1)
+		running = append(running, done)
+		go func() {
+			done <- agent.Run(ctx, agent.Config{
+				Name: a.name, Servers: cl.Addrs(), Insecure: true, RunFolder: t.TempDir(),
+				Runtimes: []string{agent.RuntimeProcess}, Tags: map[string]string{"grapnel.io/risk-group": a.group},
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			})
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, done := range running {
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				t.Error("an agent did not stop")
+			}
+		}
+	})
+	dir := t.TempDir()
+	m := filepath.Join(dir, "placed.yaml")
+	if err := os.WriteFile(m, []byte(`apiVersion: v1
+workloads:
+  sleeper:
+    runtime: process
+    agent: ""
+    tags:
+      grapnel.io/instances: "2"
+    runtimeConfig: |
+      command: /bin/sleep
+      args: ["3600"]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 20*time.Second, func() bool {
+		_, out, _ := cliRun(cl, "get", "agents")
+		return strings.Count(out, "agent_") == 3
+	}, "three agents")
+	if code, _, stderr := cliRun(cl, "--no-wait", "apply", m); code != exitOK {
+		t.Fatalf("apply: exit %d, stderr %q", code, stderr)
+	}
+	// Workloads outlive their agent by design: delete them while the
+	// agents still run (cleanups run last registered first).
+	t.Cleanup(func() {
+		cliRun(cl, "--no-wait", "delete", "workload", "sleeper")
+		testwait.For(t, 20*time.Second, func() bool {
+			_, out, _ := cliRun(cl, "get", "workloads")
+			return !strings.Contains(out, "sleeper")
+		}, "sleeper deleted everywhere")
+	})
+	runningOn := func(agents ...string) func() bool {
+		return func() bool {
+			_, out, _ := cliRun(cl, "get", "workloads")
+			lines := 0
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "sleeper") {
+					lines++
+				}
+			}
+			if lines != len(agents) {
+				return false
+			}
+			for _, a := range agents {
+				if !strings.Contains(out, a) {
+					return false
+				}
+			}
+			return strings.Count(out, "Running") == len(agents)
+		}
+	}
+	testwait.For(t, 30*time.Second, runningOn("agent_A", "agent_B"), "sleeper running on agent_A and agent_B")
+	if code, _, stderr := cliRun(cl, "agent", "disable", "agent_B"); code != exitOK {
+		t.Fatalf("disable: exit %d, stderr %q", code, stderr)
+	}
+	testwait.For(t, 30*time.Second, runningOn("agent_A", "agent_C"), "sleeper moved from agent_B to agent_C")
 }
