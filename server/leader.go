@@ -207,9 +207,6 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		expired:     make(chan *graceTimer, 16),
 		status:      map[string]state.AgentStatus{},
 		rejects:     rejections{flush: make(chan struct{}, 1)},
-		// A previous leader may have stopped between an update and its
-		// layout: allocate once; it proposes nothing if the layout holds.
-		placeWhy: []string{"leadership gained"},
 	}
 	l.rebuild()
 	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.projected.store.ReportMarks)

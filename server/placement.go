@@ -133,6 +133,13 @@ func (l *leader) notePlacementInput(cmd fsm.Command) {
 	default:
 		return
 	}
+	l.notePlacement(why)
+}
+
+// notePlacement marks the allocator's inputs changed, with why. A new
+// leader notes it when it loads the store (rebuild): a previous leader
+// may have stopped between an update and its layout.
+func (l *leader) notePlacement(why string) {
 	if !slices.Contains(l.placeWhy, why) {
 		l.placeWhy = append(l.placeWhy, why)
 	}

@@ -106,6 +106,9 @@ func (l *leader) rebuild() {
 	if l.projected.reload(l.s.fsm) {
 		l.resyncAgents()
 	}
+	// The reloaded store may lack a layout that failed, or hold one a
+	// restore brought: allocate again (it proposes nothing if it holds).
+	l.notePlacement("leader state reloaded")
 }
 
 // restoreSeen reacts to a snapshot restore: the speculative state is
