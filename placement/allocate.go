@@ -210,6 +210,9 @@ func (a *alloc) repair() bool {
 		}
 		for {
 			counts := a.groupCounts(r.Workload)
+			if len(counts) == len(a.placed[r.Workload]) {
+				break // no two instances share a group
+			}
 			src := a.worst(r.Workload, func(ai *agentInfo) bool { return !ai.fixed() && counts[ai.RiskGroup] > 1 })
 			if src == "" {
 				break

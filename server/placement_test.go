@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/placement"
@@ -201,6 +202,22 @@ func TestPlacedWorkloadChangedAndDeleted(t *testing.T) {
 	ts.waitLayout(t, "svc", "a1", "b1")
 	expectAdded(a, "a1", "svc")
 	expectAdded(b, "b1", "svc")
+
+	// Minimal change, and nothing written when nothing changes: a new
+	// agent of a new risk group, and an update that changes nothing else,
+	// run the allocator but propose no layout.
+	count := countEntries(ts)
+	ts.hello("c1", 1, map[string]string{placement.TagRiskGroup: "rg3"})
+	if r := cli.update(manifest(t, nginx), "desiredState.workloads.nginx"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update refused: %v", r)
+	}
+	cli.get() // answered after the update settled
+	if n := count(fsm.PlacementType); n != 0 {
+		t.Fatalf("%d Placement entries after changes that move nothing", n)
+	}
+	if got := ts.layoutOf("svc"); !slices.Equal(got, []string{"a1", "b1"}) {
+		t.Fatalf("layout moved to %v", got)
+	}
 
 	changed := manifest(t, placedSvc)
 	changed["desiredState"].(state.Tree)["workloads"].(state.Tree)["svc"].(state.Tree)["runtimeConfig"] = "image: svc2"
