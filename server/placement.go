@@ -176,7 +176,24 @@ func (l *leader) allocate() {
 	prop := l.project(&fsm.PlacementRequest{Update: u, History: meta})
 	d := planDispatch(l.projected.store, &updatePlan{added: added, deleted: deleted})
 	l.s.log.Info("placing workloads", "why", why, "changes", len(u.Layout), "unsatisfied", len(res.Unsatisfied))
-	l.submit(prop, func(_ any, index uint64) { l.sendDispatch(d, index) }, nil)
+	// Events: the new instances' states are added, those the server
+	// removed are removed, as for an update.
+	evStates := slices.Clone(u.SetStates)
+	fresh := make([]state.InstanceName, len(u.SetStates))
+	for i, ws := range u.SetStates {
+		fresh[i] = ws.Instance
+	}
+	for _, in := range u.DeleteStates {
+		evStates = append(evStates, state.WorkloadState{Instance: in, State: state.Removed})
+	}
+	l.submit(prop, func(_ any, index uint64) {
+		l.sendDispatch(d, index)
+		if len(evStates) > 0 && l.events.HasSubscribers() {
+			for _, ev := range stateEvents(evStates, fresh) {
+				l.emit(ev.diff, statesTree(ev.states))
+			}
+		}
+	}, nil)
 }
 
 // Unsatisfied is what the last allocation could not satisfy, for the

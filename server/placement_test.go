@@ -196,12 +196,25 @@ func TestPlacedWorkloadChangedAndDeleted(t *testing.T) {
 	a, _ := ts.hello("a1", 1, map[string]string{placement.TagRiskGroup: "rg1"})
 	b, _ := ts.hello("b1", 1, map[string]string{placement.TagRiskGroup: "rg2"})
 	cli := ts.cli()
+	watcher := ts.cli()
+	id := subscribe(watcher, "workloadStates")
 	if r := cli.update(manifest(t, placedSvc), "desiredState"); r.GetUpdateStateSuccess() == nil {
 		t.Fatalf("update refused: %v", r)
 	}
 	ts.waitLayout(t, "svc", "a1", "b1")
 	expectAdded(a, "a1", "svc")
 	expectAdded(b, "b1", "svc")
+	// Subscribers see the placed instances' states added.
+	svcID := state.NewInstanceName("svc", "", "image: svc").ID
+	for i := 0; ; i++ {
+		if i == 10 {
+			t.Fatal("no event adds the placed instances' states")
+		}
+		added := nextEvent(watcher, id).GetAlteredFields().GetAddedFields()
+		if slices.Contains(added, "workloadStates.a1.svc."+svcID) && slices.Contains(added, "workloadStates.b1.svc."+svcID) {
+			break
+		}
+	}
 
 	// Minimal change, and nothing written when nothing changes: a new
 	// agent of a new risk group, and an update that changes nothing else,
