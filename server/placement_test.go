@@ -260,3 +260,50 @@ func TestPlacedWorkloadChangedAndDeleted(t *testing.T) {
 	expectDeleted(b, "b1", "svc")
 	ts.waitLayout(t, "svc")
 }
+
+// The layout survives a restart of the leader, and the new leader, whose
+// allocator runs once on the reloaded store, proposes nothing while the
+// agents come back within their grace: nothing is written at idle.
+func TestPlacementSurvivesRestartWithoutWrites(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServerCfg(t, dir, nil, nil)
+	ts.hello("a1", 1, map[string]string{placement.TagRiskGroup: "rg1"})
+	ts.hello("b1", 1, map[string]string{placement.TagRiskGroup: "rg2"})
+	if r := ts.cli().update(manifest(t, placedSvc), "desiredState"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update refused: %v", r)
+	}
+	ts.waitLayout(t, "svc", "a1", "b1")
+	before := ts.placementTxs()
+	ts.stop()
+
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts2 := startServerCfg(t, dir, nil, func(c *Config) {
+		c.Clock, c.AgentReconnectGrace, c.TrustStoredStatesAtStart = fake, testGrace, true
+	})
+	count := countEntries(ts2)
+	if got := ts2.layoutOf("svc"); !slices.Equal(got, []string{"a1", "b1"}) {
+		t.Fatalf("layout after restart: %v", got)
+	}
+	_, hello := ts2.hello("a1", 1, map[string]string{placement.TagRiskGroup: "rg1"})
+	if ws := hello.GetAddedWorkloads(); len(ws) != 1 || ws[0].GetInstanceName().GetAgentName() != "a1" {
+		t.Fatalf("a1's ServerHello after the restart: %v", ws)
+	}
+	ts2.hello("b1", 1, map[string]string{placement.TagRiskGroup: "rg2"})
+	ts2.cli().get() // answered after everything before it settled
+	if n := count(fsm.PlacementType); n != 0 || ts2.placementTxs() != before {
+		t.Fatalf("%d Placement entries (%d transactions, %d before) after a restart that changed nothing", n, ts2.placementTxs(), before)
+	}
+}
+
+// placementTxs counts the Placement transactions in the history.
+func (ts *testServer) placementTxs() int {
+	n := 0
+	ts.store(func(s *state.Store) {
+		for _, tx := range s.History.Txs {
+			if tx.Kind == state.TxPlacement {
+				n++
+			}
+		}
+	})
+	return n
+}
