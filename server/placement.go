@@ -174,7 +174,7 @@ func (l *leader) allocate() {
 	meta := l.historyMeta("", nil, false)
 	meta.Decision = why
 	prop := l.project(&fsm.PlacementRequest{Update: u, History: meta})
-	d := planDispatch(l.projected.store, &updatePlan{added: added, deleted: deleted})
+	d := planDispatch(l.s, l.projected.store, &updatePlan{added: added, deleted: deleted})
 	l.s.log.Info("placing workloads", "why", why, "changes", len(u.Layout), "unsatisfied", len(res.Unsatisfied))
 	// Events: the new instances' states are added, those the server
 	// removed are removed, as for an update.
