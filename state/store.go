@@ -42,6 +42,8 @@ type Store struct {
 	// Placement is the layout of the placed workloads: workload → the
 	// agents its instances run on, sorted (placement.go).
 	Placement map[string][]string
+	// Problems is the open problems of the problems view (problems.go).
+	Problems Problems
 
 	// inBatch and owned let the updates of one batch, applied under one
 	// hold of the FSM's lock, copy the desired state and the renderings
@@ -95,6 +97,7 @@ func (s *Store) clone() *Store {
 		ReportMarks: maps.Clone(s.ReportMarks),
 		Modes:       maps.Clone(s.Modes),
 		Placement:   clonePlacement(s.Placement),
+		Problems:    s.Problems.Clone(),
 		usage:       s.usage.clone(),
 	}
 }

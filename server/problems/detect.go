@@ -1,0 +1,164 @@
+package problems
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Kind names a check; it is the kind of the problems it finds and the
+// label of the grapnel_problems gauge.
+type Kind string
+
+// The kinds of problems.
+const (
+	// MissingDependency: a workload's dependencies name a workload that
+	// is not in the desired state; it waits for it forever.
+	MissingDependency Kind = "MissingDependency"
+	// AgentGone: an agent with workloads assigned was connected once and
+	// has been away longer than its reconnect grace.
+	AgentGone Kind = "AgentGone"
+	// AgentNeverConnected: an agent with workloads assigned has never
+	// connected, and did not within the grace either.
+	AgentNeverConnected Kind = "AgentNeverConnected"
+	// FailingRepeatedly: an instance failed FailThreshold times within
+	// FailWindowMs (see failing.go).
+	FailingRepeatedly Kind = "FailingRepeatedly"
+	// SpreadImpossible: the allocator could not spread a placed workload's
+	// instances over the risk groups it asks for (a Shortfall).
+	SpreadImpossible Kind = "SpreadImpossible"
+	// CapacityExceeded: the agents' capacities hold fewer instances than
+	// a placed workload wants (a Shortfall).
+	CapacityExceeded Kind = "CapacityExceeded"
+)
+
+// Kinds lists every kind, for the gauge (a kind with no problem shows 0).
+var Kinds = []Kind{MissingDependency, AgentGone, AgentNeverConnected, FailingRepeatedly, SpreadImpossible, CapacityExceeded}
+
+// Object kinds of state.ProblemObject.
+const (
+	ObjWorkload = "workload"
+	ObjAgent    = "agent"
+	ObjInstance = "instance"
+)
+
+// Finding is one problem found: what the leader records when it opens.
+type Finding struct {
+	Kind Kind
+	// Key identifies the condition (kind/objects); equal keys are the
+	// same problem.
+	Key     string
+	Objects []state.ProblemObject
+	Summary string
+	Detail  string
+}
+
+// Facts is what the detector needs besides the replicated store: what
+// only the leader knows now. Every field may be empty.
+type Facts struct {
+	// NowMs is the leader's clock, Unix milliseconds.
+	NowMs int64
+	// Connected names the agents with a live stream to the leader (their
+	// AgentConnected entry may still be in flight).
+	Connected map[string]bool
+	// InGrace names the agents whose reconnect grace runs (after a
+	// failover or a broken stream), and the agents never seen whose grace
+	// runs since this leader noticed them: their fate is not decided, so
+	// they keep the agent problem they have and get no new one.
+	InGrace map[string]bool
+	// Maintenance names the agents in Maintenance mode: they raise no
+	// agent problem however long they are away. Filled by the agent-mode
+	// part of placement (docs/problems.md, "Extension points").
+	Maintenance map[string]bool
+	// Shortfalls are the placed workloads the allocator could not place
+	// fully. Filled by the placement allocator.
+	Shortfalls []Shortfall
+}
+
+// ShortfallReason says why the allocator placed fewer instances than
+// wanted.
+type ShortfallReason string
+
+// Shortfall reasons; each raises the problem kind of the same name.
+const (
+	ShortSpread   ShortfallReason = ShortfallReason(SpreadImpossible)
+	ShortCapacity ShortfallReason = ShortfallReason(CapacityExceeded)
+)
+
+// Shortfall is one placed workload the allocator could not place as
+// asked: it wanted Wanted instances and placed Placed.
+type Shortfall struct {
+	Workload string
+	Wanted   int
+	Placed   int
+	Reason   ShortfallReason
+	// Detail is the allocator's own explanation (which risk groups or
+	// agents were short); optional.
+	Detail string
+}
+
+// Result is what one detection found.
+type Result struct {
+	// Findings are sorted by key.
+	Findings []Finding
+	// WakeAtMs, when not zero, is the earliest time at which the findings
+	// may change with no change of the store or the facts (a failure
+	// leaving its window): the leader detects again then. Zero: nothing
+	// changes until something else does.
+	WakeAtMs int64
+}
+
+// source is one check. open is the store's open problems, for checks
+// that keep a problem open on weaker evidence than it took to open it.
+type source func(st *state.Store, f *Facts, r *Result)
+
+// sources are the checks, in no particular order. A new kind of problem
+// is a function here and a constant above.
+var sources = []source{missingDependencies, agentProblems, failingRepeatedly, shortfalls}
+
+// Detect runs every check on the store and the facts. It reads st and
+// changes nothing.
+func Detect(st *state.Store, f Facts) Result {
+	var r Result
+	for _, src := range sources {
+		src(st, &f, &r)
+	}
+	slices.SortFunc(r.Findings, func(a, b Finding) int { return strings.Compare(a.Key, b.Key) })
+	return r
+}
+
+// wakeAt keeps the earliest wake-up time.
+func (r *Result) wakeAt(ms int64) {
+	if ms > 0 && (r.WakeAtMs == 0 || ms < r.WakeAtMs) {
+		r.WakeAtMs = ms
+	}
+}
+
+// key joins a kind and the names that identify its condition.
+func key(k Kind, names ...string) string {
+	return string(k) + "/" + strings.Join(names, "/")
+}
+
+// Diff compares findings with the open problems: the findings whose key
+// is not open are to open, the open problems no finding names are to
+// close (by id, oldest first). A problem open under a key keeps the
+// descriptions it opened with.
+func Diff(open state.Problems, findings []Finding) (opened []Finding, closed []uint64) {
+	found := make(map[string]bool, len(findings))
+	for _, f := range findings {
+		if found[f.Key] {
+			continue
+		}
+		found[f.Key] = true
+		if _, ok := open.Open[f.Key]; !ok {
+			opened = append(opened, f)
+		}
+	}
+	for _, p := range open.List() {
+		if !found[p.Key] {
+			closed = append(closed, p.ID)
+		}
+	}
+	return opened, closed
+}

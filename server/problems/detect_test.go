@@ -1,0 +1,250 @@
+package problems
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// fixture builds stores for the table tests.
+type fixture struct{ st *state.Store }
+
+func newFixture() *fixture { return &fixture{st: state.NewStore()} }
+
+// workload adds a desired workload on agent with dependencies, and its
+// rendering.
+func (f *fixture) workload(name, agent string, deps ...string) state.InstanceName {
+	w := &state.Workload{Agent: agent, Runtime: "podman", RuntimeConfig: "image: " + name}
+	if len(deps) > 0 {
+		w.Dependencies = map[string]state.AddCondition{}
+		for _, d := range deps {
+			w.Dependencies[d] = state.AddCondRunning
+		}
+	}
+	f.st.Desired.Workloads[name] = w
+	in := state.NewInstanceName(name, agent, w.RuntimeConfig)
+	f.st.Rendered[name] = state.Rendered{Instance: in, Workload: w}
+	f.st.States.Set(in, state.PendingInitial)
+	return in
+}
+
+func (f *fixture) connected(agent string) { f.st.AgentConnected(agent, nil) }
+
+// gone is an agent that reported once and whose departure committed.
+func (f *fixture) gone(agent string) {
+	f.st.AgentConnected(agent, nil)
+	f.st.ReportMarks[agent] = state.ReportMark{Incarnation: 1}
+	f.st.AgentGone(agent)
+}
+
+func (f *fixture) transition(in state.InstanceName, ms int64, s state.ExecutionState) {
+	f.st.History.AppendTransitions([]state.Transition{{TimeMs: ms, Instance: in, State: s}}, ms)
+	f.st.States.Set(in, s)
+}
+
+func (f *fixture) open(k Kind, key string) {
+	f.st.Problems.OpenProblem(state.Problem{Kind: string(k), Key: key, Summary: "s", Detail: "d",
+		Objects: []state.ProblemObject{{Kind: ObjAgent, Name: "x"}}})
+}
+
+var (
+	execFailed     = state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed}
+	startingFailed = state.ExecutionState{State: state.StatePending, SubState: state.SubStartingFailed}
+	lost           = state.ExecutionState{State: state.StateFailed, SubState: state.SubLost}
+)
+
+const minute = 60_000
+
+func keys(r Result) []string {
+	var out []string
+	for _, f := range r.Findings {
+		out = append(out, f.Key)
+	}
+	return out
+}
+
+// TestDetect proves each check of the problems view (issue 16, point 3):
+// what raises a problem, what does not, and what keeps one open.
+func TestDetect(t *testing.T) {
+	crashLoop := func(f *fixture, in state.InstanceName, times ...int64) {
+		for _, ms := range times {
+			f.transition(in, ms-1, state.RunningOk)
+			f.transition(in, ms, execFailed)
+		}
+	}
+	cases := []struct {
+		name  string
+		build func(f *fixture)
+		facts Facts
+		want  []string
+		wake  int64
+	}{
+		{"nothing wrong raises nothing", func(f *fixture) {
+			f.workload("a", "A")
+			f.workload("b", "A", "a")
+			f.connected("A")
+		}, Facts{}, nil, 0},
+		{"a dependency on a missing workload is a problem", func(f *fixture) {
+			f.workload("app", "A", "db", "cache")
+			f.workload("cache", "A")
+			f.connected("A")
+		}, Facts{}, []string{"MissingDependency/app/db"}, 0},
+		{"an agent gone past its grace with workloads is a problem", func(f *fixture) {
+			f.workload("a", "B")
+			f.gone("B")
+		}, Facts{}, []string{"AgentGone/B"}, 0},
+		{"an agent gone with no workload assigned is none", func(f *fixture) {
+			f.gone("B")
+		}, Facts{}, nil, 0},
+		{"an agent that reconnected (hello not yet committed) is none", func(f *fixture) {
+			f.workload("a", "B")
+			f.gone("B")
+		}, Facts{Connected: map[string]bool{"B": true}}, nil, 0},
+		{"an agent never connected past the grace is a problem", func(f *fixture) {
+			f.workload("a", "typo")
+		}, Facts{}, []string{"AgentNeverConnected/typo"}, 0},
+		{"an agent never connected within the grace is none yet", func(f *fixture) {
+			f.workload("a", "late")
+		}, Facts{InGrace: map[string]bool{"late": true}}, nil, 0},
+		{"an agent in its grace keeps the problem it had (failover)", func(f *fixture) {
+			f.workload("a", "B")
+			f.gone("B")
+			f.open(AgentGone, "AgentGone/B")
+		}, Facts{InGrace: map[string]bool{"B": true}}, []string{"AgentGone/B"}, 0},
+		{"an agent in maintenance raises no problem", func(f *fixture) {
+			f.workload("a", "B")
+			f.gone("B")
+			f.workload("c", "never")
+		}, Facts{Maintenance: map[string]bool{"B": true, "never": true}}, nil, 0},
+		{"a workload without an agent is no agent problem", func(f *fixture) {
+			f.workload("a", "")
+		}, Facts{}, nil, 0},
+		{"three failures within the window are a problem", func(f *fixture) {
+			in := f.workload("crash", "A")
+			f.connected("A")
+			crashLoop(f, in, 1*minute, 2*minute, 3*minute)
+		}, Facts{NowMs: 3 * minute}, []string{"FailingRepeatedly/crash." + state.NewInstanceName("crash", "A", "image: crash").ID + ".A"}, 0},
+		{"starting failures count as failures", func(f *fixture) {
+			in := f.workload("nostart", "A")
+			f.connected("A")
+			for _, ms := range []int64{1 * minute, 2 * minute, 3 * minute} {
+				f.transition(in, ms-1, state.PendingInitial)
+				f.transition(in, ms, startingFailed)
+			}
+		}, Facts{NowMs: 3 * minute}, []string{"FailingRepeatedly/nostart." + state.NewInstanceName("nostart", "A", "image: nostart").ID + ".A"}, 0},
+		{"two failures are not repeatedly", func(f *fixture) {
+			in := f.workload("crash", "A")
+			f.connected("A")
+			crashLoop(f, in, 1*minute, 2*minute)
+		}, Facts{NowMs: 3 * minute}, nil, 0},
+		{"failures spread over more than the window are not repeatedly", func(f *fixture) {
+			in := f.workload("crash", "A")
+			f.connected("A")
+			crashLoop(f, in, 1*minute, 12*minute, 23*minute)
+		}, Facts{NowMs: 23 * minute}, nil, 0},
+		{"a lost instance is no failure of the workload", func(f *fixture) {
+			in := f.workload("x", "A")
+			f.connected("A")
+			for _, ms := range []int64{1 * minute, 2 * minute, 3 * minute} {
+				f.transition(in, ms-1, state.RunningOk)
+				f.transition(in, ms, lost)
+			}
+		}, Facts{NowMs: 3 * minute}, nil, 0},
+		{"a running instance after three failures is a problem that wakes the leader when the window ends", func(f *fixture) {
+			in := f.workload("crash", "A")
+			f.connected("A")
+			crashLoop(f, in, 1*minute, 2*minute, 3*minute)
+			f.transition(in, 3*minute+1, state.RunningOk)
+		}, Facts{NowMs: 4 * minute}, []string{"FailingRepeatedly/crash." + state.NewInstanceName("crash", "A", "image: crash").ID + ".A"}, 13 * minute},
+		{"an open failing problem stays while the instance stays failed", func(f *fixture) {
+			in := f.workload("crash", "A")
+			f.connected("A")
+			crashLoop(f, in, 1*minute, 2*minute, 3*minute)
+			f.open(FailingRepeatedly, "FailingRepeatedly/"+in.String())
+		}, Facts{NowMs: 60 * minute}, []string{"FailingRepeatedly/crash." + state.NewInstanceName("crash", "A", "image: crash").ID + ".A"}, 0},
+		{"an open failing problem closes after a window without failure", func(f *fixture) {
+			in := f.workload("crash", "A")
+			f.connected("A")
+			crashLoop(f, in, 1*minute, 2*minute, 3*minute)
+			f.transition(in, 3*minute+1, state.RunningOk)
+			f.open(FailingRepeatedly, "FailingRepeatedly/"+in.String())
+		}, Facts{NowMs: 13 * minute}, nil, 0},
+		{"a deleted instance closes its failing problem", func(f *fixture) {
+			in := f.workload("crash", "A")
+			f.connected("A")
+			crashLoop(f, in, 1*minute, 2*minute, 3*minute)
+			f.st.States.Delete(in)
+			f.open(FailingRepeatedly, "FailingRepeatedly/"+in.String())
+		}, Facts{NowMs: 3 * minute}, nil, 0},
+		{"the allocator's shortfalls are problems of their reason", func(f *fixture) {
+			f.workload("db", "")
+		}, Facts{Shortfalls: []Shortfall{
+			{Workload: "db", Wanted: 3, Placed: 2, Reason: ShortSpread, Detail: "only 2 risk groups"},
+			{Workload: "web", Wanted: 4, Placed: 1, Reason: ShortCapacity},
+		}}, []string{"CapacityExceeded/web", "SpreadImpossible/db"}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture()
+			tc.build(f)
+			before := f.st.Clone()
+			r := Detect(f.st, tc.facts)
+			if got := keys(r); !slices.Equal(got, tc.want) {
+				t.Fatalf("findings %q, want %q", got, tc.want)
+			}
+			if r.WakeAtMs != tc.wake {
+				t.Fatalf("wake at %d, want %d", r.WakeAtMs, tc.wake)
+			}
+			for _, fd := range r.Findings {
+				if fd.Summary == "" || fd.Detail == "" || len(fd.Objects) == 0 || !strings.HasPrefix(fd.Key, string(fd.Kind)+"/") {
+					t.Fatalf("finding %+v lacks a description, objects or a key of its kind", fd)
+				}
+			}
+			if len(f.st.Problems.Open) != len(before.Problems.Open) || f.st.Problems.LastID != before.Problems.LastID {
+				t.Fatal("Detect changed the store's problems")
+			}
+		})
+	}
+}
+
+// TestDetectIsDeterministic: the same store and facts give the same
+// findings, whatever map order says (every replica, every leader).
+func TestDetectIsDeterministic(t *testing.T) {
+	f := newFixture()
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		f.workload(n, "agent-"+n, "missing-"+n)
+	}
+	first := Detect(f.st, Facts{})
+	for range 20 {
+		if got := Detect(f.st, Facts{}); !slices.EqualFunc(got.Findings, first.Findings, func(a, b Finding) bool {
+			return a.Key == b.Key && a.Summary == b.Summary && a.Detail == b.Detail && slices.Equal(a.Objects, b.Objects)
+		}) {
+			t.Fatalf("findings differ between runs:\n%v\n%v", got.Findings, first.Findings)
+		}
+	}
+}
+
+// TestDiff: what opens and what closes; an open problem keeps its id and
+// descriptions, a recurrence is a finding to open again (a new id).
+func TestDiff(t *testing.T) {
+	var open state.Problems
+	a, _ := open.OpenProblem(state.Problem{Kind: "K", Key: "K/a", Summary: "old words"})
+	b, _ := open.OpenProblem(state.Problem{Kind: "K", Key: "K/b"})
+	opened, closed := Diff(open, []Finding{{Key: "K/a", Summary: "new words"}, {Key: "K/c"}, {Key: "K/c"}})
+	if len(opened) != 1 || opened[0].Key != "K/c" {
+		t.Fatalf("opened %+v, want K/c once", opened)
+	}
+	if !slices.Equal(closed, []uint64{b.ID}) {
+		t.Fatalf("closed %v, want [%d]", closed, b.ID)
+	}
+	if opened, closed := Diff(open, []Finding{{Key: "K/a"}, {Key: "K/b"}}); opened != nil || closed != nil {
+		t.Fatalf("an unchanged set changes nothing: opened %v, closed %v", opened, closed)
+	}
+	open.CloseProblem(a.ID)
+	again, isNew := open.OpenProblem(state.Problem{Kind: "K", Key: "K/a"})
+	if !isNew || again.ID == a.ID || again.ID != 3 {
+		t.Fatalf("a recurrence has id %d (new %v), want a new id 3 (was %d)", again.ID, isNew, a.ID)
+	}
+}

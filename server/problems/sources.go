@@ -1,0 +1,134 @@
+package problems
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// missingDependencies finds every dependency on a workload that is not in
+// the desired state. Ankaios accepts such a manifest (the dependency may
+// come later); until it does, the dependent never starts.
+func missingDependencies(st *state.Store, _ *Facts, r *Result) {
+	for _, name := range state.SortedKeys(st.Desired.Workloads) {
+		w := st.Desired.Workloads[name]
+		if w == nil {
+			continue
+		}
+		for _, dep := range state.SortedKeys(w.Dependencies) {
+			if _, ok := st.Desired.Workloads[dep]; ok {
+				continue
+			}
+			r.Findings = append(r.Findings, Finding{
+				Kind:    MissingDependency,
+				Key:     key(MissingDependency, name, dep),
+				Objects: []state.ProblemObject{{Kind: ObjWorkload, Name: name}, {Kind: ObjWorkload, Name: dep}},
+				Summary: fmt.Sprintf("workload %s depends on %s, which does not exist", name, dep),
+				Detail: fmt.Sprintf("Workload %s lists %s in its dependencies (condition %s), but the desired state has no workload %s, "+
+					"so %s waits and never starts. Add workload %s, or remove the dependency from %s.",
+					name, dep, w.Dependencies[dep], dep, name, dep, name),
+			})
+		}
+	}
+}
+
+// agentProblems finds the agents with workloads assigned that are away:
+// gone (seen once, away past its reconnect grace: the FSM holds it no
+// more) or never connected (never seen, away past the grace this leader
+// gave it). An agent in a grace keeps the agent problem it has and gets
+// none new; an agent in Maintenance gets none.
+func agentProblems(st *state.Store, f *Facts, r *Result) {
+	assigned := map[string][]string{}
+	for _, n := range state.SortedKeys(st.Rendered) {
+		rw := st.Rendered[n]
+		if a := rw.Instance.AgentName; a != "" {
+			assigned[a] = append(assigned[a], n)
+		}
+	}
+	for _, agent := range state.SortedKeys(assigned) {
+		if _, ok := st.Agents[agent]; ok || f.Connected[agent] || f.Maintenance[agent] {
+			continue
+		}
+		gone, never := key(AgentGone, agent), key(AgentNeverConnected, agent)
+		if f.InGrace[agent] {
+			for _, k := range []string{gone, never} {
+				if p, ok := st.Problems.Open[k]; ok {
+					r.Findings = append(r.Findings, findingOf(p))
+				}
+			}
+			continue
+		}
+		wls := assigned[agent]
+		objs := []state.ProblemObject{{Kind: ObjAgent, Name: agent}}
+		for _, w := range wls {
+			objs = append(objs, state.ProblemObject{Kind: ObjWorkload, Name: w})
+		}
+		list := strings.Join(wls, ", ")
+		if seen(st, agent) {
+			r.Findings = append(r.Findings, Finding{
+				Kind: AgentGone, Key: gone, Objects: objs,
+				Summary: fmt.Sprintf("agent %s is gone; %d workload(s) assigned to it are not running: %s", agent, len(wls), list),
+				Detail: fmt.Sprintf("Agent %s was connected and has not come back within its reconnect grace; its workloads (%s) "+
+					"show AgentDisconnected. Bring the agent back (its host, its network, its service), or move the workloads "+
+					"to another agent.", agent, list),
+			})
+			continue
+		}
+		r.Findings = append(r.Findings, Finding{
+			Kind: AgentNeverConnected, Key: never, Objects: objs,
+			Summary: fmt.Sprintf("agent %s has never connected; %d workload(s) wait for it: %s", agent, len(wls), list),
+			Detail: fmt.Sprintf("Workloads (%s) are assigned to agent %s, which has never connected to this cluster. Check the "+
+				"agent's name (a typo in the manifest's agent field names an agent that does not exist), start the agent, "+
+				"or move the workloads to an agent that runs.", list, agent),
+		})
+	}
+}
+
+// seen reports whether the store shows that an agent was connected once:
+// it has a report mark, or an instance its departure set
+// AgentDisconnected.
+func seen(st *state.Store, agent string) bool {
+	if _, ok := st.ReportMarks[agent]; ok {
+		return true
+	}
+	for _, ws := range st.States.OfAgent(agent) {
+		if ws.State == state.AgentDisconnected {
+			return true
+		}
+	}
+	return false
+}
+
+// shortfalls turns the allocator's shortfalls into problems: one per
+// workload and reason.
+func shortfalls(_ *state.Store, f *Facts, r *Result) {
+	for _, s := range f.Shortfalls {
+		k := Kind(s.Reason)
+		var why string
+		switch s.Reason {
+		case ShortSpread:
+			why = "its instances cannot be spread over the risk groups it asks for"
+		case ShortCapacity:
+			why = "the agents' capacities hold fewer instances than it wants"
+		default:
+			k, why = Kind(s.Reason), string(s.Reason)
+		}
+		detail := fmt.Sprintf("The allocator placed %d of the %d instances workload %s wants: %s.", s.Placed, s.Wanted, s.Workload, why)
+		if s.Detail != "" {
+			detail += " " + s.Detail
+		}
+		detail += " Add agents (in other risk groups), raise their capacities, or lower the instances the workload wants."
+		r.Findings = append(r.Findings, Finding{
+			Kind: k, Key: key(k, s.Workload),
+			Objects: []state.ProblemObject{{Kind: ObjWorkload, Name: s.Workload}},
+			Summary: fmt.Sprintf("workload %s: %d of %d instances placed (%s)", s.Workload, s.Placed, s.Wanted, k),
+			Detail:  detail,
+		})
+	}
+}
+
+// findingOf is an open problem found again as it is.
+func findingOf(p *state.Problem) Finding {
+	return Finding{Kind: Kind(p.Kind), Key: p.Key, Objects: p.Objects, Summary: p.Summary, Detail: p.Detail}
+}
