@@ -96,6 +96,11 @@ func decodeBody(t MessageType, buf []byte) (Command, error) {
 		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
 			c = placementFromProto(&m)
 		}
+	case ProblemsChangedType:
+		var m fsmpb.ProblemsChanged
+		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
+			c = problemsFromProto(&m)
+		}
 	default:
 		if why, ok := retired[t]; ok {
 			panic(fmt.Sprintf("fsm: a committed entry is of type %d (%s), retired: %s; no version of grapnel-server that reads this log writes it", uint8(t), t, why))
@@ -505,7 +510,7 @@ func mapOf[V ~string](kv []string) (map[string]V, error) {
 
 // nilIfEmpty returns nil for an empty list: decoded bodies hold nil for
 // what is empty, whatever the wire held.
-func nilIfEmpty(s []string) []string {
+func nilIfEmpty[T any](s []T) []T {
 	if len(s) == 0 {
 		return nil
 	}

@@ -74,6 +74,11 @@ const (
 	// leader's allocator decided it, and the states it sets. A replica
 	// that does not know it stops instead of losing instances.
 	PlacementType MessageType = 12
+	// ProblemsChangedType records the problems of the problems view that
+	// opened and closed (docs/problems.md, fsm/problems.go). It carries
+	// IgnoreUnknownTypeFlag: a replica that does not know it skips it and
+	// only misses the problems view.
+	ProblemsChangedType MessageType = 13 | IgnoreUnknownTypeFlag
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -94,6 +99,7 @@ var typeNames = map[MessageType]string{
 	HistoryNotesType:             "HistoryNotes",
 	SetAgentModeType:             "SetAgentMode",
 	PlacementType:                "Placement",
+	ProblemsChangedType:          "ProblemsChanged",
 }
 
 // retired says why each retired type is no longer applied.

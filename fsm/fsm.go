@@ -269,6 +269,8 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 			noteHistory(h, &r.History, index)
 		}
 		return nil
+	case *ProblemsChangedRequest:
+		return applyProblems(st, r)
 	}
 	// Only a programming error on the leader gets here: a committed entry
 	// always decodes into one of the commands above.

@@ -41,14 +41,18 @@ const (
 	// one placed workload's agents (docs/placement.md).
 	SnapAgentMode SnapshotType = 14
 	SnapPlacement SnapshotType = 15
-	snapEnd       SnapshotType = 255
+	// SnapProblems is the open problems of the problems view and the last
+	// problem id (docs/problems.md), in one record, written only when a
+	// problem was ever opened.
+	SnapProblems SnapshotType = 16
+	snapEnd      SnapshotType = 255
 )
 
 // AllSnapshotTypes lists every record type; the round-trip test fails if a
 // type is missing from it.
 var AllSnapshotTypes = []SnapshotType{SnapAPIVersion, SnapWorkload, SnapConfig, SnapRendered,
 	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision, SnapDesiredSeq, SnapReportMark,
-	SnapHistoryMeta, SnapTx, SnapTransition, SnapAgentMode, SnapPlacement}
+	SnapHistoryMeta, SnapTx, SnapTransition, SnapAgentMode, SnapPlacement, SnapProblems}
 
 // The snapshot format: the magic, the version and the index (uvarints),
 // then records (type byte, uvarint length, JSON body), then snapEnd.
@@ -112,6 +116,13 @@ type agentModeRecord struct {
 type placementRecord struct {
 	Workload string   `json:"w"`
 	Agents   []string `json:"a"`
+}
+
+// problemsRecord is state.Problems: the open problems by id and the
+// last id handed out, which a problem opened after the restore follows.
+type problemsRecord struct {
+	LastID uint64           `json:"last"`
+	Open   []*state.Problem `json:"open,omitempty"`
 }
 
 type agentRecord struct {
@@ -230,6 +241,11 @@ func WriteSnapshot(w io.Writer, st *state.Store, index uint64) error {
 			if err := rec(SnapTransition, &h.Transitions[i]); err != nil {
 				return err
 			}
+		}
+	}
+	if st.Problems.LastID != 0 {
+		if err := rec(SnapProblems, problemsRecord{st.Problems.LastID, st.Problems.List()}); err != nil {
+			return err
 		}
 	}
 	if err := bw.WriteByte(byte(snapEnd)); err != nil {
@@ -462,6 +478,17 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 		var r state.Transition
 		if err = json.Unmarshal(body, &r); err == nil {
 			st.History.Restore(nil, &r)
+		}
+	case SnapProblems:
+		var r problemsRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			for _, p := range r.Open {
+				if p == nil || p.Key == "" {
+					return errors.New("a problem without a key")
+				}
+				st.Problems.Restore(*p)
+			}
+			st.Problems.LastID = max(st.Problems.LastID, r.LastID)
 		}
 	case SnapWorkloadState:
 		var r state.WorkloadState

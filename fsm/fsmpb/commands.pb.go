@@ -82,7 +82,7 @@ func (x ConfigItem_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConfigItem_Kind.Descriptor instead.
 func (ConfigItem_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{13, 0}
+	return file_commands_proto_rawDescGZIP(), []int{16, 0}
 }
 
 // UpdateDesiredState is the body of type 8, UpdateDesiredStatePacked.
@@ -385,6 +385,202 @@ func (x *HistoryNotes) GetHistory() *HistoryMeta {
 	return nil
 }
 
+// ProblemsChanged is the body of type 141 (13 with
+// IgnoreUnknownTypeFlag): the problems of the problems view the leader
+// found opened and closed (docs/problems.md). Applying it numbers the
+// opened ones and dates them time_ms. A replica that does not know it
+// skips it and only misses the problems view.
+type ProblemsChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeMs        int64                  `protobuf:"varint,1,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	Opened        []*ProblemOpened       `protobuf:"bytes,2,rep,name=opened,proto3" json:"opened,omitempty"`
+	Closed        []uint64               `protobuf:"varint,3,rep,packed,name=closed,proto3" json:"closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProblemsChanged) Reset() {
+	*x = ProblemsChanged{}
+	mi := &file_commands_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProblemsChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProblemsChanged) ProtoMessage() {}
+
+func (x *ProblemsChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProblemsChanged.ProtoReflect.Descriptor instead.
+func (*ProblemsChanged) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ProblemsChanged) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *ProblemsChanged) GetOpened() []*ProblemOpened {
+	if x != nil {
+		return x.Opened
+	}
+	return nil
+}
+
+func (x *ProblemsChanged) GetClosed() []uint64 {
+	if x != nil {
+		return x.Closed
+	}
+	return nil
+}
+
+// ProblemOpened is one problem to open (state.Problem without its id and
+// time, which the apply gives it).
+type ProblemOpened struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Objects       []*ProblemObject       `protobuf:"bytes,3,rep,name=objects,proto3" json:"objects,omitempty"`
+	Summary       string                 `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	Detail        string                 `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProblemOpened) Reset() {
+	*x = ProblemOpened{}
+	mi := &file_commands_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProblemOpened) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProblemOpened) ProtoMessage() {}
+
+func (x *ProblemOpened) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProblemOpened.ProtoReflect.Descriptor instead.
+func (*ProblemOpened) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ProblemOpened) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ProblemOpened) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ProblemOpened) GetObjects() []*ProblemObject {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *ProblemOpened) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *ProblemOpened) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// ProblemObject is state.ProblemObject.
+type ProblemObject struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProblemObject) Reset() {
+	*x = ProblemObject{}
+	mi := &file_commands_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProblemObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProblemObject) ProtoMessage() {}
+
+func (x *ProblemObject) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProblemObject.ProtoReflect.Descriptor instead.
+func (*ProblemObject) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ProblemObject) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ProblemObject) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // DesiredUpdate is state.DesiredUpdate.
 type DesiredUpdate struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -404,7 +600,7 @@ type DesiredUpdate struct {
 
 func (x *DesiredUpdate) Reset() {
 	*x = DesiredUpdate{}
-	mi := &file_commands_proto_msgTypes[4]
+	mi := &file_commands_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +612,7 @@ func (x *DesiredUpdate) String() string {
 func (*DesiredUpdate) ProtoMessage() {}
 
 func (x *DesiredUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[4]
+	mi := &file_commands_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +625,7 @@ func (x *DesiredUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DesiredUpdate.ProtoReflect.Descriptor instead.
 func (*DesiredUpdate) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{4}
+	return file_commands_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DesiredUpdate) GetApiVersion() string {
@@ -513,7 +709,7 @@ type AgentTags struct {
 
 func (x *AgentTags) Reset() {
 	*x = AgentTags{}
-	mi := &file_commands_proto_msgTypes[5]
+	mi := &file_commands_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +721,7 @@ func (x *AgentTags) String() string {
 func (*AgentTags) ProtoMessage() {}
 
 func (x *AgentTags) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[5]
+	mi := &file_commands_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +734,7 @@ func (x *AgentTags) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentTags.ProtoReflect.Descriptor instead.
 func (*AgentTags) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{5}
+	return file_commands_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AgentTags) GetAgent() string {
@@ -576,7 +772,7 @@ type Workload struct {
 
 func (x *Workload) Reset() {
 	*x = Workload{}
-	mi := &file_commands_proto_msgTypes[6]
+	mi := &file_commands_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +784,7 @@ func (x *Workload) String() string {
 func (*Workload) ProtoMessage() {}
 
 func (x *Workload) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[6]
+	mi := &file_commands_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +797,7 @@ func (x *Workload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workload.ProtoReflect.Descriptor instead.
 func (*Workload) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{6}
+	return file_commands_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Workload) GetName() string {
@@ -685,7 +881,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_commands_proto_msgTypes[7]
+	mi := &file_commands_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +893,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[7]
+	mi := &file_commands_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +906,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{7}
+	return file_commands_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *File) GetMountPoint() string {
@@ -744,7 +940,7 @@ type ControlInterfaceAccess struct {
 
 func (x *ControlInterfaceAccess) Reset() {
 	*x = ControlInterfaceAccess{}
-	mi := &file_commands_proto_msgTypes[8]
+	mi := &file_commands_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +952,7 @@ func (x *ControlInterfaceAccess) String() string {
 func (*ControlInterfaceAccess) ProtoMessage() {}
 
 func (x *ControlInterfaceAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[8]
+	mi := &file_commands_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +965,7 @@ func (x *ControlInterfaceAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlInterfaceAccess.ProtoReflect.Descriptor instead.
 func (*ControlInterfaceAccess) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{8}
+	return file_commands_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ControlInterfaceAccess) GetAllowRules() []*AccessRule {
@@ -798,7 +994,7 @@ type AccessRule struct {
 
 func (x *AccessRule) Reset() {
 	*x = AccessRule{}
-	mi := &file_commands_proto_msgTypes[9]
+	mi := &file_commands_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1006,7 @@ func (x *AccessRule) String() string {
 func (*AccessRule) ProtoMessage() {}
 
 func (x *AccessRule) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[9]
+	mi := &file_commands_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1019,7 @@ func (x *AccessRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessRule.ProtoReflect.Descriptor instead.
 func (*AccessRule) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{9}
+	return file_commands_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AccessRule) GetIsLogRule() bool {
@@ -868,7 +1064,7 @@ type Rendered struct {
 
 func (x *Rendered) Reset() {
 	*x = Rendered{}
-	mi := &file_commands_proto_msgTypes[10]
+	mi := &file_commands_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1076,7 @@ func (x *Rendered) String() string {
 func (*Rendered) ProtoMessage() {}
 
 func (x *Rendered) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[10]
+	mi := &file_commands_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1089,7 @@ func (x *Rendered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rendered.ProtoReflect.Descriptor instead.
 func (*Rendered) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{10}
+	return file_commands_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Rendered) GetName() string {
@@ -928,7 +1124,7 @@ type InstanceName struct {
 
 func (x *InstanceName) Reset() {
 	*x = InstanceName{}
-	mi := &file_commands_proto_msgTypes[11]
+	mi := &file_commands_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1136,7 @@ func (x *InstanceName) String() string {
 func (*InstanceName) ProtoMessage() {}
 
 func (x *InstanceName) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[11]
+	mi := &file_commands_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1149,7 @@ func (x *InstanceName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceName.ProtoReflect.Descriptor instead.
 func (*InstanceName) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{11}
+	return file_commands_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InstanceName) GetWorkloadName() string {
@@ -993,7 +1189,7 @@ type WorkloadState struct {
 
 func (x *WorkloadState) Reset() {
 	*x = WorkloadState{}
-	mi := &file_commands_proto_msgTypes[12]
+	mi := &file_commands_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1201,7 @@ func (x *WorkloadState) String() string {
 func (*WorkloadState) ProtoMessage() {}
 
 func (x *WorkloadState) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[12]
+	mi := &file_commands_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1214,7 @@ func (x *WorkloadState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadState.ProtoReflect.Descriptor instead.
 func (*WorkloadState) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{12}
+	return file_commands_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WorkloadState) GetWorkloadName() string {
@@ -1078,7 +1274,7 @@ type ConfigItem struct {
 
 func (x *ConfigItem) Reset() {
 	*x = ConfigItem{}
-	mi := &file_commands_proto_msgTypes[13]
+	mi := &file_commands_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1286,7 @@ func (x *ConfigItem) String() string {
 func (*ConfigItem) ProtoMessage() {}
 
 func (x *ConfigItem) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[13]
+	mi := &file_commands_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1299,7 @@ func (x *ConfigItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigItem.ProtoReflect.Descriptor instead.
 func (*ConfigItem) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{13}
+	return file_commands_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConfigItem) GetKey() string {
@@ -1145,7 +1341,7 @@ type AgentConnected struct {
 
 func (x *AgentConnected) Reset() {
 	*x = AgentConnected{}
-	mi := &file_commands_proto_msgTypes[14]
+	mi := &file_commands_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1353,7 @@ func (x *AgentConnected) String() string {
 func (*AgentConnected) ProtoMessage() {}
 
 func (x *AgentConnected) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[14]
+	mi := &file_commands_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1366,7 @@ func (x *AgentConnected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentConnected.ProtoReflect.Descriptor instead.
 func (*AgentConnected) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{14}
+	return file_commands_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AgentConnected) GetName() string {
@@ -1198,7 +1394,7 @@ type AgentGone struct {
 
 func (x *AgentGone) Reset() {
 	*x = AgentGone{}
-	mi := &file_commands_proto_msgTypes[15]
+	mi := &file_commands_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1406,7 @@ func (x *AgentGone) String() string {
 func (*AgentGone) ProtoMessage() {}
 
 func (x *AgentGone) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[15]
+	mi := &file_commands_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1419,7 @@ func (x *AgentGone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentGone.ProtoReflect.Descriptor instead.
 func (*AgentGone) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{15}
+	return file_commands_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AgentGone) GetName() string {
@@ -1253,7 +1449,7 @@ type WorkloadReports struct {
 
 func (x *WorkloadReports) Reset() {
 	*x = WorkloadReports{}
-	mi := &file_commands_proto_msgTypes[16]
+	mi := &file_commands_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1461,7 @@ func (x *WorkloadReports) String() string {
 func (*WorkloadReports) ProtoMessage() {}
 
 func (x *WorkloadReports) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[16]
+	mi := &file_commands_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1474,7 @@ func (x *WorkloadReports) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadReports.ProtoReflect.Descriptor instead.
 func (*WorkloadReports) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{16}
+	return file_commands_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WorkloadReports) GetReports() []*AgentReport {
@@ -1308,7 +1504,7 @@ type AgentReport struct {
 
 func (x *AgentReport) Reset() {
 	*x = AgentReport{}
-	mi := &file_commands_proto_msgTypes[17]
+	mi := &file_commands_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1516,7 @@ func (x *AgentReport) String() string {
 func (*AgentReport) ProtoMessage() {}
 
 func (x *AgentReport) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[17]
+	mi := &file_commands_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1529,7 @@ func (x *AgentReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentReport.ProtoReflect.Descriptor instead.
 func (*AgentReport) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{17}
+	return file_commands_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AgentReport) GetAgent() string {
@@ -1378,7 +1574,7 @@ type SetAgentMode struct {
 
 func (x *SetAgentMode) Reset() {
 	*x = SetAgentMode{}
-	mi := &file_commands_proto_msgTypes[18]
+	mi := &file_commands_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1586,7 @@ func (x *SetAgentMode) String() string {
 func (*SetAgentMode) ProtoMessage() {}
 
 func (x *SetAgentMode) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[18]
+	mi := &file_commands_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1599,7 @@ func (x *SetAgentMode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentMode.ProtoReflect.Descriptor instead.
 func (*SetAgentMode) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{18}
+	return file_commands_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetAgentMode) GetAgent() string {
@@ -1443,7 +1639,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_commands_proto_msgTypes[19]
+	mi := &file_commands_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1651,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[19]
+	mi := &file_commands_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1664,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{19}
+	return file_commands_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Placement) GetLayout() []*PlacedWorkload {
@@ -1510,7 +1706,7 @@ type PlacedWorkload struct {
 
 func (x *PlacedWorkload) Reset() {
 	*x = PlacedWorkload{}
-	mi := &file_commands_proto_msgTypes[20]
+	mi := &file_commands_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1718,7 @@ func (x *PlacedWorkload) String() string {
 func (*PlacedWorkload) ProtoMessage() {}
 
 func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[20]
+	mi := &file_commands_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1731,7 @@ func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacedWorkload.ProtoReflect.Descriptor instead.
 func (*PlacedWorkload) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{20}
+	return file_commands_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlacedWorkload) GetWorkload() string {
@@ -1583,7 +1779,20 @@ const file_commands_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05count\x18\x05 \x01(\rR\x05count\"B\n" +
 	"\fHistoryNotes\x122\n" +
-	"\ahistory\x18\x01 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"\x8d\x04\n" +
+	"\ahistory\x18\x01 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"v\n" +
+	"\x0fProblemsChanged\x12\x17\n" +
+	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x122\n" +
+	"\x06opened\x18\x02 \x03(\v2\x1a.grapnel.fsm.ProblemOpenedR\x06opened\x12\x16\n" +
+	"\x06closed\x18\x03 \x03(\x04R\x06closed\"\x9d\x01\n" +
+	"\rProblemOpened\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x124\n" +
+	"\aobjects\x18\x03 \x03(\v2\x1a.grapnel.fsm.ProblemObjectR\aobjects\x12\x18\n" +
+	"\asummary\x18\x04 \x01(\tR\asummary\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"7\n" +
+	"\rProblemObject\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x8d\x04\n" +
 	"\rDesiredUpdate\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12:\n" +
@@ -1703,64 +1912,69 @@ func file_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_commands_proto_goTypes = []any{
 	(ConfigItem_Kind)(0),           // 0: grapnel.fsm.ConfigItem.Kind
 	(*UpdateDesiredState)(nil),     // 1: grapnel.fsm.UpdateDesiredState
 	(*HistoryMeta)(nil),            // 2: grapnel.fsm.HistoryMeta
 	(*Rejection)(nil),              // 3: grapnel.fsm.Rejection
 	(*HistoryNotes)(nil),           // 4: grapnel.fsm.HistoryNotes
-	(*DesiredUpdate)(nil),          // 5: grapnel.fsm.DesiredUpdate
-	(*AgentTags)(nil),              // 6: grapnel.fsm.AgentTags
-	(*Workload)(nil),               // 7: grapnel.fsm.Workload
-	(*File)(nil),                   // 8: grapnel.fsm.File
-	(*ControlInterfaceAccess)(nil), // 9: grapnel.fsm.ControlInterfaceAccess
-	(*AccessRule)(nil),             // 10: grapnel.fsm.AccessRule
-	(*Rendered)(nil),               // 11: grapnel.fsm.Rendered
-	(*InstanceName)(nil),           // 12: grapnel.fsm.InstanceName
-	(*WorkloadState)(nil),          // 13: grapnel.fsm.WorkloadState
-	(*ConfigItem)(nil),             // 14: grapnel.fsm.ConfigItem
-	(*AgentConnected)(nil),         // 15: grapnel.fsm.AgentConnected
-	(*AgentGone)(nil),              // 16: grapnel.fsm.AgentGone
-	(*WorkloadReports)(nil),        // 17: grapnel.fsm.WorkloadReports
-	(*AgentReport)(nil),            // 18: grapnel.fsm.AgentReport
-	(*SetAgentMode)(nil),           // 19: grapnel.fsm.SetAgentMode
-	(*Placement)(nil),              // 20: grapnel.fsm.Placement
-	(*PlacedWorkload)(nil),         // 21: grapnel.fsm.PlacedWorkload
+	(*ProblemsChanged)(nil),        // 5: grapnel.fsm.ProblemsChanged
+	(*ProblemOpened)(nil),          // 6: grapnel.fsm.ProblemOpened
+	(*ProblemObject)(nil),          // 7: grapnel.fsm.ProblemObject
+	(*DesiredUpdate)(nil),          // 8: grapnel.fsm.DesiredUpdate
+	(*AgentTags)(nil),              // 9: grapnel.fsm.AgentTags
+	(*Workload)(nil),               // 10: grapnel.fsm.Workload
+	(*File)(nil),                   // 11: grapnel.fsm.File
+	(*ControlInterfaceAccess)(nil), // 12: grapnel.fsm.ControlInterfaceAccess
+	(*AccessRule)(nil),             // 13: grapnel.fsm.AccessRule
+	(*Rendered)(nil),               // 14: grapnel.fsm.Rendered
+	(*InstanceName)(nil),           // 15: grapnel.fsm.InstanceName
+	(*WorkloadState)(nil),          // 16: grapnel.fsm.WorkloadState
+	(*ConfigItem)(nil),             // 17: grapnel.fsm.ConfigItem
+	(*AgentConnected)(nil),         // 18: grapnel.fsm.AgentConnected
+	(*AgentGone)(nil),              // 19: grapnel.fsm.AgentGone
+	(*WorkloadReports)(nil),        // 20: grapnel.fsm.WorkloadReports
+	(*AgentReport)(nil),            // 21: grapnel.fsm.AgentReport
+	(*SetAgentMode)(nil),           // 22: grapnel.fsm.SetAgentMode
+	(*Placement)(nil),              // 23: grapnel.fsm.Placement
+	(*PlacedWorkload)(nil),         // 24: grapnel.fsm.PlacedWorkload
 }
 var file_commands_proto_depIdxs = []int32{
-	5,  // 0: grapnel.fsm.UpdateDesiredState.update:type_name -> grapnel.fsm.DesiredUpdate
+	8,  // 0: grapnel.fsm.UpdateDesiredState.update:type_name -> grapnel.fsm.DesiredUpdate
 	2,  // 1: grapnel.fsm.UpdateDesiredState.history:type_name -> grapnel.fsm.HistoryMeta
 	3,  // 2: grapnel.fsm.HistoryMeta.rejections:type_name -> grapnel.fsm.Rejection
 	2,  // 3: grapnel.fsm.HistoryNotes.history:type_name -> grapnel.fsm.HistoryMeta
-	7,  // 4: grapnel.fsm.DesiredUpdate.put_workloads:type_name -> grapnel.fsm.Workload
-	14, // 5: grapnel.fsm.DesiredUpdate.put_configs:type_name -> grapnel.fsm.ConfigItem
-	11, // 6: grapnel.fsm.DesiredUpdate.put_rendered:type_name -> grapnel.fsm.Rendered
-	13, // 7: grapnel.fsm.DesiredUpdate.set_states:type_name -> grapnel.fsm.WorkloadState
-	12, // 8: grapnel.fsm.DesiredUpdate.delete_states:type_name -> grapnel.fsm.InstanceName
-	6,  // 9: grapnel.fsm.DesiredUpdate.agent_tags:type_name -> grapnel.fsm.AgentTags
-	9,  // 10: grapnel.fsm.Workload.control_interface_access:type_name -> grapnel.fsm.ControlInterfaceAccess
-	8,  // 11: grapnel.fsm.Workload.files:type_name -> grapnel.fsm.File
-	10, // 12: grapnel.fsm.ControlInterfaceAccess.allow_rules:type_name -> grapnel.fsm.AccessRule
-	10, // 13: grapnel.fsm.ControlInterfaceAccess.deny_rules:type_name -> grapnel.fsm.AccessRule
-	12, // 14: grapnel.fsm.Rendered.instance:type_name -> grapnel.fsm.InstanceName
-	7,  // 15: grapnel.fsm.Rendered.workload:type_name -> grapnel.fsm.Workload
-	0,  // 16: grapnel.fsm.ConfigItem.kind:type_name -> grapnel.fsm.ConfigItem.Kind
-	14, // 17: grapnel.fsm.ConfigItem.items:type_name -> grapnel.fsm.ConfigItem
-	2,  // 18: grapnel.fsm.AgentGone.history:type_name -> grapnel.fsm.HistoryMeta
-	18, // 19: grapnel.fsm.WorkloadReports.reports:type_name -> grapnel.fsm.AgentReport
-	2,  // 20: grapnel.fsm.WorkloadReports.history:type_name -> grapnel.fsm.HistoryMeta
-	13, // 21: grapnel.fsm.AgentReport.states:type_name -> grapnel.fsm.WorkloadState
-	2,  // 22: grapnel.fsm.SetAgentMode.history:type_name -> grapnel.fsm.HistoryMeta
-	21, // 23: grapnel.fsm.Placement.layout:type_name -> grapnel.fsm.PlacedWorkload
-	13, // 24: grapnel.fsm.Placement.set_states:type_name -> grapnel.fsm.WorkloadState
-	12, // 25: grapnel.fsm.Placement.delete_states:type_name -> grapnel.fsm.InstanceName
-	2,  // 26: grapnel.fsm.Placement.history:type_name -> grapnel.fsm.HistoryMeta
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	6,  // 4: grapnel.fsm.ProblemsChanged.opened:type_name -> grapnel.fsm.ProblemOpened
+	7,  // 5: grapnel.fsm.ProblemOpened.objects:type_name -> grapnel.fsm.ProblemObject
+	10, // 6: grapnel.fsm.DesiredUpdate.put_workloads:type_name -> grapnel.fsm.Workload
+	17, // 7: grapnel.fsm.DesiredUpdate.put_configs:type_name -> grapnel.fsm.ConfigItem
+	14, // 8: grapnel.fsm.DesiredUpdate.put_rendered:type_name -> grapnel.fsm.Rendered
+	16, // 9: grapnel.fsm.DesiredUpdate.set_states:type_name -> grapnel.fsm.WorkloadState
+	15, // 10: grapnel.fsm.DesiredUpdate.delete_states:type_name -> grapnel.fsm.InstanceName
+	9,  // 11: grapnel.fsm.DesiredUpdate.agent_tags:type_name -> grapnel.fsm.AgentTags
+	12, // 12: grapnel.fsm.Workload.control_interface_access:type_name -> grapnel.fsm.ControlInterfaceAccess
+	11, // 13: grapnel.fsm.Workload.files:type_name -> grapnel.fsm.File
+	13, // 14: grapnel.fsm.ControlInterfaceAccess.allow_rules:type_name -> grapnel.fsm.AccessRule
+	13, // 15: grapnel.fsm.ControlInterfaceAccess.deny_rules:type_name -> grapnel.fsm.AccessRule
+	15, // 16: grapnel.fsm.Rendered.instance:type_name -> grapnel.fsm.InstanceName
+	10, // 17: grapnel.fsm.Rendered.workload:type_name -> grapnel.fsm.Workload
+	0,  // 18: grapnel.fsm.ConfigItem.kind:type_name -> grapnel.fsm.ConfigItem.Kind
+	17, // 19: grapnel.fsm.ConfigItem.items:type_name -> grapnel.fsm.ConfigItem
+	2,  // 20: grapnel.fsm.AgentGone.history:type_name -> grapnel.fsm.HistoryMeta
+	21, // 21: grapnel.fsm.WorkloadReports.reports:type_name -> grapnel.fsm.AgentReport
+	2,  // 22: grapnel.fsm.WorkloadReports.history:type_name -> grapnel.fsm.HistoryMeta
+	16, // 23: grapnel.fsm.AgentReport.states:type_name -> grapnel.fsm.WorkloadState
+	2,  // 24: grapnel.fsm.SetAgentMode.history:type_name -> grapnel.fsm.HistoryMeta
+	24, // 25: grapnel.fsm.Placement.layout:type_name -> grapnel.fsm.PlacedWorkload
+	16, // 26: grapnel.fsm.Placement.set_states:type_name -> grapnel.fsm.WorkloadState
+	15, // 27: grapnel.fsm.Placement.delete_states:type_name -> grapnel.fsm.InstanceName
+	2,  // 28: grapnel.fsm.Placement.history:type_name -> grapnel.fsm.HistoryMeta
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_commands_proto_init() }
@@ -1774,7 +1988,7 @@ func file_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

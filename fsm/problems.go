@@ -1,0 +1,81 @@
+package fsm
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grapnel-io/grapnel/fsm/fsmpb"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// ProblemsChangedRequest is the body of ProblemsChangedType: the problems
+// of the problems view (docs/problems.md) that the leader found opened
+// and closed since its store last said. The leader writes one only when
+// the set of problems changes, never at idle.
+type ProblemsChangedRequest struct {
+	// TimeMs is when the leader found the change, by its clock: the
+	// opened problems' SinceMs.
+	TimeMs int64
+	// Opened are the problems to open; their ID and SinceMs are left
+	// zero, the apply gives them. One whose key is open already is
+	// skipped.
+	Opened []state.Problem
+	// Closed are the ids of the problems to close; an id that is not
+	// open is skipped.
+	Closed []uint64
+}
+
+// ProblemsChangedResponse is what applying a ProblemsChangedType entry
+// did: the problems it opened, numbered and dated, and the ones it
+// closed, for the leader's events.
+type ProblemsChangedResponse struct {
+	Opened []state.Problem
+	Closed []state.Problem
+}
+
+// Type implements Command.
+func (*ProblemsChangedRequest) Type() MessageType { return ProblemsChangedType }
+
+func (r *ProblemsChangedRequest) message() (proto.Message, error) {
+	m := &fsmpb.ProblemsChanged{TimeMs: r.TimeMs, Closed: r.Closed}
+	for _, p := range r.Opened {
+		o := &fsmpb.ProblemOpened{Kind: p.Kind, Key: p.Key, Summary: p.Summary, Detail: p.Detail}
+		for _, ob := range p.Objects {
+			o.Objects = append(o.Objects, &fsmpb.ProblemObject{Kind: ob.Kind, Name: ob.Name})
+		}
+		m.Opened = append(m.Opened, o)
+	}
+	return m, nil
+}
+
+func problemsFromProto(m *fsmpb.ProblemsChanged) *ProblemsChangedRequest {
+	r := &ProblemsChangedRequest{TimeMs: m.TimeMs, Closed: nilIfEmpty(m.Closed)}
+	for _, o := range m.Opened {
+		p := state.Problem{Kind: o.Kind, Key: o.Key, Summary: o.Summary, Detail: o.Detail}
+		for _, ob := range o.Objects {
+			p.Objects = append(p.Objects, state.ProblemObject{Kind: ob.GetKind(), Name: ob.GetName()})
+		}
+		r.Opened = append(r.Opened, p)
+	}
+	return r
+}
+
+// applyProblems closes, then opens: a condition that ended and began
+// again within one change gets a new id.
+func applyProblems(st *state.Store, r *ProblemsChangedRequest) any {
+	var resp ProblemsChangedResponse
+	for _, id := range r.Closed {
+		if p, ok := st.Problems.CloseProblem(id); ok {
+			resp.Closed = append(resp.Closed, *p)
+		}
+	}
+	for _, p := range r.Opened {
+		p.ID, p.SinceMs = 0, r.TimeMs
+		if opened, isNew := st.Problems.OpenProblem(p); isNew {
+			resp.Opened = append(resp.Opened, *opened)
+		}
+	}
+	if resp.Opened == nil && resp.Closed == nil {
+		return nil
+	}
+	return &resp
+}
