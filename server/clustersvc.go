@@ -56,9 +56,11 @@ type clusterService struct {
 // the server: leader-only calls hold for Config.HoldTimeout while no
 // leader is known, and watches end on Shutdown. It removes what a restore
 // interrupted by a crash left in the restore spool. It registers the
-// History service (historysvc.go) along with it.
+// History service (historysvc.go) and the Problems service
+// (problemssvc.go) along with it.
 func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
 	s.registerHistory(g)
+	s.registerProblems(g)
 	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, conns: s.conns, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh,
 		spool: newRestoreSpool(s.node.DataDir(), s.cfg.MaxRestoreBytes, s.log), resync: s.resyncAgent,
 		setMode: s.setAgentMode, placement: s.placementView})

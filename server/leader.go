@@ -59,6 +59,8 @@ type leader struct {
 	// placeWhy lists why the allocator's inputs changed since it last ran
 	// (placement.go); empty when they did not.
 	placeWhy []string
+	// problems is the problems view's detection state (problems.go).
+	problems problemWatch
 }
 
 // monitorLeadership is the one goroutine that reacts to leadership
@@ -178,6 +180,8 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 			l.graceExpired(g)
 		case <-flush:
 			l.flushRejections()
+		case <-l.problems.wake:
+			l.problemWoke()
 		case <-restored:
 			l.restoreSeen()
 		case <-stopCh:
@@ -207,6 +211,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		expired:     make(chan *graceTimer, 16),
 		status:      map[string]state.AgentStatus{},
 		rejects:     rejections{flush: make(chan struct{}, 1)},
+		problems:    newProblemWatch(),
 	}
 	l.rebuild()
 	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.projected.store.ReportMarks)
@@ -237,6 +242,7 @@ func (l *leader) revoke() {
 	l.pipe.abandon(errs.ErrNotLeader)
 	l.stopGrace()
 	l.rejects.stopTimer()
+	l.stopProblemTimer()
 	l.pipe.stopAndWait()
 	s.conns.closeAll()
 	s.cfg.Metrics.LeaderChanged()
@@ -244,8 +250,8 @@ func (l *leader) revoke() {
 }
 
 // step runs after every event of the loop: it rebuilds the speculative
-// state once a failure has drained, and proposes the next batches of
-// reports.
+// state once a failure has drained, proposes the next batches of
+// reports, and detects problems if what they depend on changed.
 func (l *leader) step() {
 	if l.projected.stale() {
 		if !l.pipe.empty() {
@@ -255,6 +261,7 @@ func (l *leader) step() {
 	}
 	l.proposeBatches()
 	l.allocate()
+	l.detectProblems()
 }
 
 // observeCommit records the time from proposing an entry to its commit.

@@ -139,7 +139,7 @@ func New(cfg Config) (*Server, error) {
 	if clk == nil {
 		clk = clock.Real()
 	}
-	return &Server{
+	s := &Server{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		node:     cfg.Node,
@@ -151,7 +151,9 @@ func New(cfg Config) (*Server, error) {
 		historyLimits: cfg.HistoryLimits.Effective(),
 		shutdownCh:    make(chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
-	}, nil
+	}
+	cfg.Metrics.CollectProblems(s.problemCounts)
+	return s, nil
 }
 
 // Register adds the Ankaios services to a gRPC server.

@@ -2639,6 +2639,262 @@ func (x *TimelineEvent) GetReason() string {
 	return ""
 }
 
+type ProblemsListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProblemsListRequest) Reset() {
+	*x = ProblemsListRequest{}
+	mi := &file_grapnel_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProblemsListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProblemsListRequest) ProtoMessage() {}
+
+func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProblemsListRequest.ProtoReflect.Descriptor instead.
+func (*ProblemsListRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{42}
+}
+
+type ProblemsListResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Problems []*Problem             `protobuf:"bytes,1,rep,name=problems,proto3" json:"problems,omitempty"`
+	// lastId is the newest problem id ever handed out.
+	LastId uint64 `protobuf:"varint,2,opt,name=lastId,proto3" json:"lastId,omitempty"`
+	// replicaId and appliedIndex say whose copy answered and how far it is.
+	ReplicaId     string `protobuf:"bytes,3,opt,name=replicaId,proto3" json:"replicaId,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,4,opt,name=appliedIndex,proto3" json:"appliedIndex,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProblemsListResponse) Reset() {
+	*x = ProblemsListResponse{}
+	mi := &file_grapnel_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProblemsListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProblemsListResponse) ProtoMessage() {}
+
+func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProblemsListResponse.ProtoReflect.Descriptor instead.
+func (*ProblemsListResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ProblemsListResponse) GetProblems() []*Problem {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *ProblemsListResponse) GetLastId() uint64 {
+	if x != nil {
+		return x.LastId
+	}
+	return 0
+}
+
+func (x *ProblemsListResponse) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *ProblemsListResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+// Problem is one open problem. Its id is stable while it is open; a
+// problem that is resolved and recurs gets a new one.
+type Problem struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind    string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Summary string                 `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	Detail  string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	// sinceMs is when it opened, Unix milliseconds by the leader's clock.
+	SinceMs int64            `protobuf:"varint,5,opt,name=sinceMs,proto3" json:"sinceMs,omitempty"`
+	Objects []*ProblemObject `protobuf:"bytes,6,rep,name=objects,proto3" json:"objects,omitempty"`
+	// key identifies the condition (kind/objects).
+	Key           string `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Problem) Reset() {
+	*x = Problem{}
+	mi := &file_grapnel_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Problem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Problem) ProtoMessage() {}
+
+func (x *Problem) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Problem.ProtoReflect.Descriptor instead.
+func (*Problem) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *Problem) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Problem) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Problem) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *Problem) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Problem) GetSinceMs() int64 {
+	if x != nil {
+		return x.SinceMs
+	}
+	return 0
+}
+
+func (x *Problem) GetObjects() []*ProblemObject {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *Problem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// ProblemObject is one object a problem involves.
+type ProblemObject struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is workload, agent or instance.
+	Kind          string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProblemObject) Reset() {
+	*x = ProblemObject{}
+	mi := &file_grapnel_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProblemObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProblemObject) ProtoMessage() {}
+
+func (x *ProblemObject) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProblemObject.ProtoReflect.Descriptor instead.
+func (*ProblemObject) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ProblemObject) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ProblemObject) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_grapnel_proto protoreflect.FileDescriptor
 
 const file_grapnel_proto_rawDesc = "" +
@@ -2828,7 +3084,24 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x05agent\x18\t \x01(\tR\x05agent\x12\x14\n" +
 	"\x05state\x18\n" +
 	" \x01(\tR\x05state\x12\x16\n" +
-	"\x06reason\x18\v \x01(\tR\x06reason2\x9c\x05\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason\"\x15\n" +
+	"\x13ProblemsListRequest\"\x9e\x01\n" +
+	"\x14ProblemsListResponse\x12,\n" +
+	"\bproblems\x18\x01 \x03(\v2\x10.grapnel.ProblemR\bproblems\x12\x16\n" +
+	"\x06lastId\x18\x02 \x01(\x04R\x06lastId\x12\x1c\n" +
+	"\treplicaId\x18\x03 \x01(\tR\treplicaId\x12\"\n" +
+	"\fappliedIndex\x18\x04 \x01(\x04R\fappliedIndex\"\xbd\x01\n" +
+	"\aProblem\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
+	"\asummary\x18\x03 \x01(\tR\asummary\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x18\n" +
+	"\asinceMs\x18\x05 \x01(\x03R\asinceMs\x120\n" +
+	"\aobjects\x18\x06 \x03(\v2\x16.grapnel.ProblemObjectR\aobjects\x12\x10\n" +
+	"\x03key\x18\a \x01(\tR\x03key\"7\n" +
+	"\rProblemObject\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name2\x9c\x05\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
@@ -2845,7 +3118,9 @@ const file_grapnel_proto_rawDesc = "" +
 	"\aHistory\x12A\n" +
 	"\x04List\x12\x1b.grapnel.HistoryListRequest\x1a\x1c.grapnel.HistoryListResponse\x127\n" +
 	"\x03Get\x12\x1a.grapnel.HistoryGetRequest\x1a\x14.grapnel.Transaction\x12?\n" +
-	"\bTimeline\x12\x18.grapnel.TimelineRequest\x1a\x19.grapnel.TimelineResponseb\x06proto3"
+	"\bTimeline\x12\x18.grapnel.TimelineRequest\x1a\x19.grapnel.TimelineResponse2O\n" +
+	"\bProblems\x12C\n" +
+	"\x04List\x12\x1c.grapnel.ProblemsListRequest\x1a\x1d.grapnel.ProblemsListResponseb\x06proto3"
 
 var (
 	file_grapnel_proto_rawDescOnce sync.Once
@@ -2859,7 +3134,7 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_grapnel_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
 	(*Member)(nil),                     // 1: grapnel.Member
@@ -2903,12 +3178,16 @@ var file_grapnel_proto_goTypes = []any{
 	(*TimelineRequest)(nil),            // 39: grapnel.TimelineRequest
 	(*TimelineResponse)(nil),           // 40: grapnel.TimelineResponse
 	(*TimelineEvent)(nil),              // 41: grapnel.TimelineEvent
-	(*ankbase.UpdateStateRequest)(nil), // 42: ank_base.UpdateStateRequest
+	(*ProblemsListRequest)(nil),        // 42: grapnel.ProblemsListRequest
+	(*ProblemsListResponse)(nil),       // 43: grapnel.ProblemsListResponse
+	(*Problem)(nil),                    // 44: grapnel.Problem
+	(*ProblemObject)(nil),              // 45: grapnel.ProblemObject
+	(*ankbase.UpdateStateRequest)(nil), // 46: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
 	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
 	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	42, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	46, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
 	14, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
 	15, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
 	17, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
@@ -2916,7 +3195,7 @@ var file_grapnel_proto_depIdxs = []int32{
 	16, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
 	19, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
 	20, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
-	42, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	46, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
 	29, // 11: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
 	30, // 12: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
 	31, // 13: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
@@ -2925,39 +3204,43 @@ var file_grapnel_proto_depIdxs = []int32{
 	38, // 16: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
 	37, // 17: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
 	41, // 18: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
-	0,  // 19: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
-	3,  // 20: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
-	5,  // 21: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
-	7,  // 22: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
-	9,  // 23: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
-	10, // 24: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	23, // 25: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
-	25, // 26: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
-	27, // 27: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
-	12, // 28: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
-	21, // 29: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
-	32, // 30: grapnel.History.List:input_type -> grapnel.HistoryListRequest
-	34, // 31: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
-	39, // 32: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
-	2,  // 33: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	4,  // 34: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	6,  // 35: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	8,  // 36: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	10, // 37: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	11, // 38: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	24, // 39: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
-	26, // 40: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
-	28, // 41: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
-	13, // 42: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
-	22, // 43: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
-	33, // 44: grapnel.History.List:output_type -> grapnel.HistoryListResponse
-	35, // 45: grapnel.History.Get:output_type -> grapnel.Transaction
-	40, // 46: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
-	33, // [33:47] is the sub-list for method output_type
-	19, // [19:33] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	44, // 19: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
+	45, // 20: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
+	0,  // 21: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
+	3,  // 22: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
+	5,  // 23: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
+	7,  // 24: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	9,  // 25: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	10, // 26: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	23, // 27: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
+	25, // 28: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
+	27, // 29: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
+	12, // 30: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	21, // 31: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	32, // 32: grapnel.History.List:input_type -> grapnel.HistoryListRequest
+	34, // 33: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
+	39, // 34: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
+	42, // 35: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
+	2,  // 36: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	4,  // 37: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	6,  // 38: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	8,  // 39: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	10, // 40: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	11, // 41: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	24, // 42: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
+	26, // 43: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
+	28, // 44: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
+	13, // 45: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	22, // 46: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	33, // 47: grapnel.History.List:output_type -> grapnel.HistoryListResponse
+	35, // 48: grapnel.History.Get:output_type -> grapnel.Transaction
+	40, // 49: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
+	43, // 50: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
+	36, // [36:51] is the sub-list for method output_type
+	21, // [21:36] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_grapnel_proto_init() }
@@ -2971,9 +3254,9 @@ func file_grapnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_grapnel_proto_goTypes,
 		DependencyIndexes: file_grapnel_proto_depIdxs,

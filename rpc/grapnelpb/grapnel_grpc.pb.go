@@ -830,3 +830,117 @@ var History_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "grapnel.proto",
 }
+
+const (
+	Problems_List_FullMethodName = "/grapnel.Problems/List"
+)
+
+// ProblemsClient is the client API for Problems service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Problems serves the problems view (docs/problems.md): the constraints
+// the cluster cannot satisfy now, as the leader recorded them in the
+// replicated state. The leader answers; a follower forwards the call to
+// it (or names it to a leader-aware client), as for the Plan service.
+type ProblemsClient interface {
+	// List returns the open problems, oldest id first.
+	List(ctx context.Context, in *ProblemsListRequest, opts ...grpc.CallOption) (*ProblemsListResponse, error)
+}
+
+type problemsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewProblemsClient(cc grpc.ClientConnInterface) ProblemsClient {
+	return &problemsClient{cc}
+}
+
+func (c *problemsClient) List(ctx context.Context, in *ProblemsListRequest, opts ...grpc.CallOption) (*ProblemsListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProblemsListResponse)
+	err := c.cc.Invoke(ctx, Problems_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ProblemsServer is the server API for Problems service.
+// All implementations must embed UnimplementedProblemsServer
+// for forward compatibility.
+//
+// Problems serves the problems view (docs/problems.md): the constraints
+// the cluster cannot satisfy now, as the leader recorded them in the
+// replicated state. The leader answers; a follower forwards the call to
+// it (or names it to a leader-aware client), as for the Plan service.
+type ProblemsServer interface {
+	// List returns the open problems, oldest id first.
+	List(context.Context, *ProblemsListRequest) (*ProblemsListResponse, error)
+	mustEmbedUnimplementedProblemsServer()
+}
+
+// UnimplementedProblemsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedProblemsServer struct{}
+
+func (UnimplementedProblemsServer) List(context.Context, *ProblemsListRequest) (*ProblemsListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedProblemsServer) mustEmbedUnimplementedProblemsServer() {}
+func (UnimplementedProblemsServer) testEmbeddedByValue()                  {}
+
+// UnsafeProblemsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ProblemsServer will
+// result in compilation errors.
+type UnsafeProblemsServer interface {
+	mustEmbedUnimplementedProblemsServer()
+}
+
+func RegisterProblemsServer(s grpc.ServiceRegistrar, srv ProblemsServer) {
+	// If the following call panics, it indicates UnimplementedProblemsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Problems_ServiceDesc, srv)
+}
+
+func _Problems_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProblemsListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProblemsServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Problems_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProblemsServer).List(ctx, req.(*ProblemsListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Problems_ServiceDesc is the grpc.ServiceDesc for Problems service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Problems_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "grapnel.Problems",
+	HandlerType: (*ProblemsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "List",
+			Handler:    _Problems_List_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "grapnel.proto",
+}

@@ -20,6 +20,7 @@ type Set struct {
 	BatchSize *Histogram
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
+	problems                                                         *Gauge
 }
 
 // NewSet registers Grapnel's families on a fresh registry.
@@ -37,6 +38,7 @@ func NewSet() *Set {
 		appliedIndex: r.NewGauge("grapnel_raft_applied_index", "Highest Raft index applied to the FSM."),
 		applyLag:     r.NewGauge("grapnel_raft_apply_lag", "Entries committed but not yet applied to the FSM (commit_index - applied_index)."),
 		lastContact:  r.NewGauge("grapnel_raft_last_contact_seconds", "On a follower, time since the last contact with the leader; 0 on the leader."),
+		problems:     r.NewGauge("grapnel_problems", "Open problems of the problems view in this replica's state, by kind (docs/problems.md).", "kind"),
 	}
 }
 
@@ -62,6 +64,21 @@ func (s *Set) ObserveBatch(typ string, n int) {
 		return
 	}
 	s.BatchSize.Observe(float64(n), typ)
+}
+
+// CollectProblems refreshes the grapnel_problems gauge from counts (open
+// problems by kind, every kind present so that a resolved kind reads 0)
+// before every scrape: the count is read when asked, so it costs nothing
+// between scrapes.
+func (s *Set) CollectProblems(counts func() map[string]int) {
+	if s == nil {
+		return
+	}
+	s.Registry.OnCollect(func() {
+		for k, n := range counts() {
+			s.problems.Set(float64(n), k)
+		}
+	})
 }
 
 // CollectRaft refreshes the Raft gauges from hashicorp/raft's Stats map

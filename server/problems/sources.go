@@ -39,13 +39,7 @@ func missingDependencies(st *state.Store, _ *Facts, r *Result) {
 // gave it). An agent in a grace keeps the agent problem it has and gets
 // none new; an agent in Maintenance gets none.
 func agentProblems(st *state.Store, f *Facts, r *Result) {
-	assigned := map[string][]string{}
-	for _, n := range state.SortedKeys(st.Rendered) {
-		rw := st.Rendered[n]
-		if a := rw.Instance.AgentName; a != "" {
-			assigned[a] = append(assigned[a], n)
-		}
-	}
+	assigned := Assigned(st)
 	for _, agent := range state.SortedKeys(assigned) {
 		if _, ok := st.Agents[agent]; ok || f.Connected[agent] || f.Maintenance[agent] {
 			continue
@@ -65,7 +59,7 @@ func agentProblems(st *state.Store, f *Facts, r *Result) {
 			objs = append(objs, state.ProblemObject{Kind: ObjWorkload, Name: w})
 		}
 		list := strings.Join(wls, ", ")
-		if seen(st, agent) {
+		if Seen(st, agent) {
 			r.Findings = append(r.Findings, Finding{
 				Kind: AgentGone, Key: gone, Objects: objs,
 				Summary: fmt.Sprintf("agent %s is gone; %d workload(s) assigned to it are not running: %s", agent, len(wls), list),
@@ -85,10 +79,21 @@ func agentProblems(st *state.Store, f *Facts, r *Result) {
 	}
 }
 
-// seen reports whether the store shows that an agent was connected once:
+// Assigned is the workloads rendered for each named agent, by name.
+func Assigned(st *state.Store) map[string][]string {
+	assigned := map[string][]string{}
+	for _, n := range state.SortedKeys(st.Rendered) {
+		if a := st.Rendered[n].Instance.AgentName; a != "" {
+			assigned[a] = append(assigned[a], n)
+		}
+	}
+	return assigned
+}
+
+// Seen reports whether the store shows that an agent was connected once:
 // it has a report mark, or an instance its departure set
 // AgentDisconnected.
-func seen(st *state.Store, agent string) bool {
+func Seen(st *state.Store, agent string) bool {
 	if _, ok := st.ReportMarks[agent]; ok {
 		return true
 	}

@@ -1,0 +1,248 @@
+package server
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/server/problems"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// The leader's part of the problems view (docs/problems.md). After an
+// event of the loop, once the pipeline is empty (the committed store is
+// then what the leader planned on), it runs the detector if the store or
+// the facts it reads changed since the last run: a new FSM index, another
+// set of agent streams or graces, or the wake-up the last run asked for.
+// It compares the findings with the store's open problems and proposes
+// one ProblemsChanged entry when they differ. Nothing runs, writes or
+// wakes while nothing changes.
+
+// maxProblemChanges bounds the problems one entry opens and closes, so
+// that it stays far below the update budget; the rest follow in the next
+// entry, since its commit makes the leader detect again.
+const maxProblemChanges = 100
+
+// problemWatch is the leader memory of the problems view. It is owned by
+// the leader loop.
+type problemWatch struct {
+	// applied and facts are what the last detection read: the FSM index
+	// and a signature of the agents' streams and graces.
+	applied uint64
+	facts   string
+	ran     bool
+	// woke is set when the timer the last detection asked for fired.
+	woke bool
+	// awaited is when this leader first saw each never-connected agent
+	// that has workloads assigned: it gets the reconnect grace from then
+	// before it is a problem, as a known agent does after a failover.
+	awaited map[string]time.Time
+	timer   clock.Timer
+	timerAt time.Time
+	wake    chan struct{}
+}
+
+func newProblemWatch() problemWatch {
+	return problemWatch{awaited: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+}
+
+// problemWoke is the loop's reaction to the detection's timer.
+func (l *leader) problemWoke() {
+	l.problems.timer = nil
+	l.problems.woke = true
+}
+
+// stopProblemTimer stops the wake-up at the end of the term.
+func (l *leader) stopProblemTimer() {
+	if l.problems.timer != nil {
+		l.problems.timer.Stop()
+		l.problems.timer = nil
+	}
+}
+
+// agentFactsSignature names the agents with a stream and in a grace, the
+// leader's facts the detector reads besides the store.
+func (l *leader) agentFactsSignature() string {
+	var b strings.Builder
+	for _, a := range state.SortedKeys(l.greeted) {
+		if l.greeted[a].conn != nil {
+			b.WriteString(a)
+			b.WriteByte(',')
+		}
+	}
+	b.WriteByte('|')
+	for _, a := range state.SortedKeys(l.grace) {
+		b.WriteString(a)
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// detectProblems runs the detector when its inputs changed and proposes
+// the problems that opened and closed.
+func (l *leader) detectProblems() {
+	w := &l.problems
+	if l.projected.stale() || !l.pipe.empty() {
+		return
+	}
+	applied := l.s.fsm.AppliedIndex()
+	sig := l.agentFactsSignature()
+	if w.ran && !w.woke && applied == w.applied && sig == w.facts {
+		return
+	}
+	w.ran, w.woke, w.applied, w.facts = true, false, applied, sig
+	now := l.clock.Now()
+	var (
+		opened []problems.Finding
+		closed []uint64
+		wakeAt time.Time
+	)
+	l.s.fsm.Read(func(st *state.Store, _ uint64) {
+		facts, graceEnd := l.problemFacts(st, now)
+		res := problems.Detect(st, facts)
+		opened, closed = problems.Diff(st.Problems, res.Findings)
+		wakeAt = graceEnd
+		if res.WakeAtMs != 0 {
+			if t := time.UnixMilli(res.WakeAtMs); wakeAt.IsZero() || t.Before(wakeAt) {
+				wakeAt = t
+			}
+		}
+	})
+	l.armProblemTimer(now, wakeAt)
+	if len(opened)+len(closed) == 0 {
+		return
+	}
+	if len(closed) > maxProblemChanges {
+		closed = closed[:maxProblemChanges]
+	}
+	if len(opened) > maxProblemChanges-len(closed) {
+		opened = opened[:maxProblemChanges-len(closed)]
+	}
+	cmd := &fsm.ProblemsChangedRequest{TimeMs: now.UnixMilli(), Closed: closed}
+	for _, f := range opened {
+		cmd.Opened = append(cmd.Opened, state.Problem{Kind: string(f.Kind), Key: f.Key, Objects: f.Objects, Summary: f.Summary, Detail: f.Detail})
+	}
+	l.propose(cmd, func(resp any, _ uint64) {
+		r, _ := resp.(*fsm.ProblemsChangedResponse)
+		if r != nil {
+			l.problemsChanged(r)
+		}
+	}, nil)
+}
+
+// problemFacts is what the detector needs of the leader's memory, and
+// the end of the earliest grace it gave a never-connected agent (zero if
+// none runs). It reads st under the FSM's read lock.
+func (l *leader) problemFacts(st *state.Store, now time.Time) (problems.Facts, time.Time) {
+	f := problems.Facts{NowMs: now.UnixMilli(), Connected: map[string]bool{}, InGrace: map[string]bool{}}
+	for a, g := range l.greeted {
+		if g.conn != nil {
+			f.Connected[a] = true
+		}
+	}
+	for a := range l.grace {
+		f.InGrace[a] = true
+	}
+	// Extension points (docs/problems.md): the placement allocator's
+	// shortfalls go into f.Shortfalls, the agents in Maintenance into
+	// f.Maintenance.
+	var graceEnd time.Time
+	grace := l.s.reconnectGrace()
+	awaited := map[string]time.Time{}
+	for a := range problems.Assigned(st) {
+		if _, ok := st.Agents[a]; ok || f.Connected[a] || f.InGrace[a] || problems.Seen(st, a) {
+			continue
+		}
+		since, ok := l.problems.awaited[a]
+		if !ok {
+			since = now
+		}
+		awaited[a] = since
+		if end := since.Add(grace); now.Before(end) {
+			f.InGrace[a] = true
+			if graceEnd.IsZero() || end.Before(graceEnd) {
+				graceEnd = end
+			}
+		}
+	}
+	l.problems.awaited = awaited
+	return f, graceEnd
+}
+
+// armProblemTimer keeps one timer for the earliest time the detection
+// asked to run again; none when it asked for none.
+func (l *leader) armProblemTimer(now, at time.Time) {
+	w := &l.problems
+	if w.timer != nil && at.Equal(w.timerAt) {
+		return
+	}
+	l.stopProblemTimer()
+	if at.IsZero() {
+		return
+	}
+	w.timerAt = at
+	stop, wake := l.term.stop, w.wake
+	w.timer = l.clock.AfterFunc(max(at.Sub(now), time.Millisecond), func() {
+		select {
+		case wake <- struct{}{}:
+		case <-stop:
+		}
+	})
+}
+
+// problemsChanged tells the log and the subscribers of problems which
+// problems a committed entry opened and closed.
+func (l *leader) problemsChanged(r *fsm.ProblemsChangedResponse) {
+	var diff state.StateDiff
+	for _, p := range r.Closed {
+		l.s.log.Info("problem resolved", "id", p.ID, "kind", p.Kind, "summary", p.Summary)
+		diff.Removed = append(diff.Removed, problemPath(p.ID))
+	}
+	for _, p := range r.Opened {
+		l.s.log.Warn("problem", "id", p.ID, "kind", p.Kind, "summary", p.Summary)
+		diff.Added = append(diff.Added, problemPath(p.ID))
+	}
+	if !l.events.HasSubscribers() {
+		return
+	}
+	slices.Sort(diff.Added)
+	slices.Sort(diff.Removed)
+	for _, ev := range l.events.ExplicitEvents(problemsRoot, diff, state.Tree{}) {
+		cs, err := rpc.CompleteStateFromTree(ev.State)
+		if err != nil {
+			continue
+		}
+		l.respond(ev.RequestID, &ankbase.Response{ResponseContent: &ankbase.Response_CompleteStateResponse{
+			CompleteStateResponse: &ankbase.CompleteStateResponse{
+				CompleteState: cs,
+				AlteredFields: &ankbase.AlteredFields{AddedFields: ev.Added, UpdatedFields: ev.Updated, RemovedFields: ev.Removed},
+			}}})
+	}
+}
+
+// problemsRoot is the field-mask root of problem events: `grapnel get
+// events problems` subscribes to them.
+const problemsRoot = "problems"
+
+// problemPath is the altered-field path of a problem in events.
+func problemPath(id uint64) string { return problemsRoot + "." + strconv.FormatUint(id, 10) }
+
+// problemCounts counts this replica's open problems by kind, every kind
+// present, for the grapnel_problems gauge.
+func (s *Server) problemCounts() map[string]int {
+	out := make(map[string]int, len(problems.Kinds))
+	for _, k := range problems.Kinds {
+		out[string(k)] = 0
+	}
+	s.fsm.Read(func(st *state.Store, _ uint64) {
+		for _, p := range st.Problems.Open {
+			out[p.Kind]++
+		}
+	})
+	return out
+}
