@@ -154,6 +154,7 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 	}
 	l := s.establishLeadership(stopCh)
 	defer l.revoke()
+	l.detectProblems()
 	for {
 		// While the pipeline is full, or drains after a failure, new work
 		// waits: the streams block on the inbox, the grace timers on

@@ -23,6 +23,26 @@ import (
 // one ProblemsChanged entry when they differ. Nothing runs, writes or
 // wakes while nothing changes.
 
+// DefaultAgentConnectGrace is how long an agent that has workloads
+// assigned and has never connected may take to connect before it is a
+// problem. It is longer than the reconnect grace: at a power-on the other
+// units' agents start with their hosts, and a problem raised and cleared
+// at every boot would be a false alarm and two writes.
+const DefaultAgentConnectGrace = 30 * time.Second
+
+// connectGrace is the configured connect grace: the default when zero,
+// none when negative.
+func (s *Server) connectGrace() time.Duration {
+	switch g := s.cfg.AgentConnectGrace; {
+	case g < 0:
+		return 0
+	case g == 0:
+		return DefaultAgentConnectGrace
+	default:
+		return g
+	}
+}
+
 // maxProblemChanges bounds the problems one entry opens and closes, so
 // that it stays far below the update budget; the rest follow in the next
 // entry, since its commit makes the leader detect again.
@@ -39,8 +59,9 @@ type problemWatch struct {
 	// woke is set when the timer the last detection asked for fired.
 	woke bool
 	// awaited is when this leader first saw each never-connected agent
-	// that has workloads assigned: it gets the reconnect grace from then
-	// before it is a problem, as a known agent does after a failover.
+	// that has workloads assigned: it gets the connect grace from then
+	// before it is a problem, as a known agent gets the reconnect grace
+	// after a failover.
 	awaited map[string]time.Time
 	timer   clock.Timer
 	timerAt time.Time
@@ -152,7 +173,7 @@ func (l *leader) problemFacts(st *state.Store, now time.Time) (problems.Facts, t
 	// shortfalls go into f.Shortfalls, the agents in Maintenance into
 	// f.Maintenance.
 	var graceEnd time.Time
-	grace := l.s.reconnectGrace()
+	grace := l.s.connectGrace()
 	awaited := map[string]time.Time{}
 	for a := range problems.Assigned(st) {
 		if _, ok := st.Agents[a]; ok || f.Connected[a] || f.InGrace[a] || problems.Seen(st, a) {

@@ -45,25 +45,24 @@ func problemsOf(f *fsm.FSM) state.Problems {
 
 // Requirement (issue 16, points 3 and 7): a problem recorded by one
 // leader keeps its id and its time on the next one, the same on every
-// replica: a dependency on a missing workload and an agent that never
-// connected (which the new leader gives a grace again, keeping its
-// problem meanwhile). A follower answers a plain client's List by asking
-// the leader. Resolved, the problem disappears; recurring, it has a new
-// id.
+// replica. A follower answers a plain client's List by asking the
+// leader. Resolved, the problem disappears; recurring, it has a new id.
+// (A never-connected agent's problem across a new leader, which gives
+// the agent its connect grace again: TestProblemsNeverConnectedKeptByNewLeader.)
 func TestProblemsSurviveFailover(t *testing.T) {
 	c := testcluster.New(t, 3)
 	old := c.WaitServing(20 * time.Second)
 	conn := dial(t, c.Addrs()...)
-	for _, req := range []*ankbase.Request{putWorkload("app", "agent_A", "db"), putWorkload("lost", "ghost")} {
+	for _, req := range []*ankbase.Request{putWorkload("app", "agent_A", "db"), putWorkload("web", "agent_A", "cache")} {
 		if _, err := conn.Request(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	const dep, ghost = "MissingDependency/app/db", "AgentNeverConnected/ghost"
+	const dep, cache = "MissingDependency/app/db", "MissingDependency/web/cache"
 	var before state.Problems
 	c.WaitFor("both problems on the leader", 20*time.Second, func() bool {
 		before = problemsOf(c.FSM(old))
-		return before.Open[dep] != nil && before.Open[ghost] != nil
+		return before.Open[dep] != nil && before.Open[cache] != nil
 	})
 
 	var follower string
@@ -87,16 +86,18 @@ func TestProblemsSurviveFailover(t *testing.T) {
 	c.Stop(old)
 	next := c.WaitServing(20*time.Second, old)
 	conn2 := dial(t, c.Addrs()...)
-	// A problem the new leader finds after its own grace ran out proves
-	// that it detected while the ghost's grace had run out too.
-	if _, err := conn2.Request(context.Background(), putWorkload("lost2", "ghost2")); err != nil {
+	// A problem the new leader opens proves that it has detected.
+	if _, err := conn2.Request(context.Background(), putWorkload("app2", "agent_A", "db2")); err != nil {
 		t.Fatal(err)
 	}
 	c.WaitFor("the new leader's own problem", 20*time.Second, func() bool {
-		return problemsOf(c.FSM(next)).Open["AgentNeverConnected/ghost2"] != nil
+		return problemsOf(c.FSM(next)).Open["MissingDependency/app2/db2"] != nil
 	})
 	after := problemsOf(c.FSM(next))
-	for _, k := range []string{dep, ghost} {
+	if len(after.Open) != 3 || after.LastID != before.LastID+1 {
+		t.Fatalf("after the failover: %d open, last id %d; want 3 and %d", len(after.Open), after.LastID, before.LastID+1)
+	}
+	for _, k := range []string{dep, cache} {
 		if got, want := after.Open[k], before.Open[k]; got == nil || got.ID != want.ID || got.SinceMs != want.SinceMs {
 			t.Fatalf("problem %s after the failover: %+v, want %+v", k, got, want)
 		}

@@ -173,14 +173,53 @@ workloads:
     agent: ghost
     runtimeConfig: "image: x"
 `), "desiredState.workloads.lost")
-	testwait.For(t, 10*time.Second, func() bool { return fake.PendingFor(testGrace) == 1 }, "the grace of the never-seen agent")
+	testwait.For(t, 10*time.Second, func() bool { return fake.PendingFor(DefaultAgentConnectGrace) == 1 }, "the connect grace of the never-seen agent")
+	fake.Advance(DefaultAgentConnectGrace - time.Millisecond)
 	if p := ts.problemByKey("AgentNeverConnected/ghost"); p != nil {
 		t.Fatalf("a never-connected problem within the grace: %+v", p)
 	}
-	fake.Advance(testGrace)
+	fake.Advance(time.Millisecond)
 	ts.waitProblem("AgentNeverConnected/ghost", true)
 	cli.update(manifest(t, "apiVersion: v1"), "desiredState.workloads.lost")
 	ts.waitProblem("AgentNeverConnected/ghost", false)
+}
+
+// Requirement (issue 16, points 3 and 7): a new leader gives a
+// never-connected agent the connect grace again, and keeps its problem
+// meanwhile and after: same id, same time.
+func TestProblemsNeverConnectedKeptByNewLeader(t *testing.T) {
+	dir := t.TempDir()
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, dir, nil, func(c *Config) { c.Clock = fake })
+	ts.cli().update(manifest(t, `
+apiVersion: v1
+workloads:
+  lost:
+    runtime: podman
+    agent: ghost
+    runtimeConfig: "image: x"
+`), "desiredState.workloads.lost")
+	testwait.For(t, 10*time.Second, func() bool { return fake.PendingFor(DefaultAgentConnectGrace) == 1 }, "the connect grace")
+	fake.Advance(DefaultAgentConnectGrace)
+	before := ts.waitProblem("AgentNeverConnected/ghost", true)
+	ts.stop()
+
+	fake2 := clock.NewFake(time.Unix(1_800_000_000, 0))
+	ts2 := startServerCfg(t, dir, nil, func(c *Config) { c.Clock = fake2 })
+	testwait.For(t, 10*time.Second, func() bool { return fake2.PendingFor(DefaultAgentConnectGrace) == 1 }, "the new leader's connect grace")
+	if p := ts2.problemByKey(before.Key); p == nil || p.ID != before.ID {
+		t.Fatalf("within the new leader's grace: %+v, want %+v", p, before)
+	}
+	count := countEntries(ts2)
+	fake2.Advance(DefaultAgentConnectGrace)
+	testwait.For(t, 10*time.Second, func() bool { return fake2.Pending() == 0 }, "the grace over")
+	ts2.cli().get("desiredState") // a round trip through the leader loop after the detection
+	if p := ts2.problemByKey(before.Key); p == nil || p.ID != before.ID || p.SinceMs != before.SinceMs {
+		t.Fatalf("after the new leader's grace: %+v, want %+v", p, before)
+	}
+	if n := count(fsm.ProblemsChangedType); n != 0 {
+		t.Fatalf("the new leader wrote %d ProblemsChanged entries for an unchanged problem", n)
+	}
 }
 
 // Requirement (issue 16, point 3): an instance that fails three times

@@ -39,6 +39,11 @@ type Config struct {
 	// the FSM lists to reconnect before they count as gone
 	// (DefaultAgentReconnectGrace when zero, none when negative).
 	AgentReconnectGrace time.Duration
+	// AgentConnectGrace is how long a leader waits for an agent that has
+	// workloads assigned and never connected before the problems view
+	// reports it (DefaultAgentConnectGrace when zero, none when
+	// negative; docs/problems.md).
+	AgentConnectGrace time.Duration
 	// TrustStoredStatesAtStart keeps the stored workload states of
 	// Grapnel agents when a leader is elected without having followed
 	// another since it started (every replica restarted, or the only

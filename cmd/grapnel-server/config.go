@@ -58,6 +58,7 @@ type config struct {
 	EnableDebug bool `yaml:"enable_debug"`
 
 	AgentReconnectGrace time.Duration `yaml:"agent_reconnect_grace"`
+	AgentConnectGrace   time.Duration `yaml:"agent_connect_grace"`
 	RPCHoldTimeout      time.Duration `yaml:"rpc_hold_timeout"`
 	GroupCommitDelay    time.Duration `yaml:"group_commit_delay"`
 
@@ -119,6 +120,7 @@ func defaults() config {
 		RaftAddress:            "127.0.0.1:25561",
 		LogLevel:               "info",
 		AgentReconnectGrace:    3 * time.Second,
+		AgentConnectGrace:      server.DefaultAgentConnectGrace,
 		RPCHoldTimeout:         5 * time.Second,
 		GroupCommitDelay:       server.DefaultGroupCommitDelay,
 		RaftHeartbeatTimeout:   t.HeartbeatTimeout,
@@ -150,6 +152,7 @@ func options() []layered.Option[config] {
 		layered.Opt("join", "", "JOIN", "gossip address of a replica to join (repeatable; env: comma-separated)", func(c *config) any { return &c.Join }),
 		layered.Opt("metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on http://ADDR/metrics (off when empty)", func(c *config) any { return &c.MetricsAddress }),
 		layered.Opt("agent-reconnect-grace", "", "AGENT_RECONNECT_GRACE", "after a failover, time agents get to reconnect before their workloads turn AgentDisconnected", func(c *config) any { return &c.AgentReconnectGrace }),
+		layered.Opt("agent-connect-grace", "", "AGENT_CONNECT_GRACE", "time an agent with workloads assigned may take to connect for the first time before the problems view reports it", func(c *config) any { return &c.AgentConnectGrace }),
 		layered.Opt("rpc-hold-timeout", "", "RPC_HOLD_TIMEOUT", "how long a request waits for a leader before it fails with 'no leader'", func(c *config) any { return &c.RPCHoldTimeout }),
 		layered.Opt("group-commit-delay", "", "GROUP_COMMIT_DELAY", "how long an update that arrives while another batch commits may wait for more to join it (0: none)", func(c *config) any { return &c.GroupCommitDelay }),
 		layered.Opt("raft-heartbeat-timeout", "", "RAFT_HEARTBEAT_TIMEOUT", "follower: time without leader contact before an election", func(c *config) any { return &c.RaftHeartbeatTimeout }),
@@ -305,6 +308,9 @@ func (c config) validate() error {
 	}
 	if c.HistoryMaxBytes < 4096 {
 		return fmt.Errorf("--history-max-bytes %d: must be at least 4096", c.HistoryMaxBytes)
+	}
+	if c.AgentConnectGrace < 0 {
+		return fmt.Errorf("--agent-connect-grace %v: must not be negative", c.AgentConnectGrace)
 	}
 	if c.AgentReconnectGrace < 0 {
 		return fmt.Errorf("--agent-reconnect-grace %v: must not be negative", c.AgentReconnectGrace)

@@ -110,6 +110,10 @@ func run(cfg config) error {
 	if grace == 0 {
 		grace = -1 // zero means none; the server reads zero as its default
 	}
+	connectGrace := cfg.AgentConnectGrace
+	if connectGrace == 0 {
+		connectGrace = -1 // zero means none; the server reads zero as its default
+	}
 	commitDelay := cfg.GroupCommitDelay
 	if commitDelay == 0 {
 		commitDelay = -1 // zero means none; the server reads zero as its default
@@ -117,7 +121,7 @@ func run(cfg config) error {
 	lim := cfg.limits()
 	srv, err := server.New(server.Config{
 		Node: node, FSM: f, Logger: log, StartupState: startup, Metrics: metricSet,
-		AgentReconnectGrace: grace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
+		AgentReconnectGrace: grace, AgentConnectGrace: connectGrace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
 		GroupCommitDelay: commitDelay, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},

@@ -60,7 +60,7 @@ func shadowServerURL(a *app, cmd *cobra.Command) {
 }
 
 func newGet(a *app) *cobra.Command {
-	get := &cobra.Command{Use: "get", Short: "Show the state, workloads, agents, configs, events or the dependency graph"}
+	get := &cobra.Command{Use: "get", Short: "Show the state, workloads, agents, configs, events, problems or the dependency graph"}
 
 	stateCmd := &cobra.Command{
 		Use:   "state [MASK...]",
@@ -132,6 +132,7 @@ func newGet(a *app) *cobra.Command {
 	events.Flags().BoolVarP(&a.includeCurrent, "include-current-state", "c", false, "print the current state first")
 
 	get.AddCommand(stateCmd, workloads, agents, configs, events, newGetGraph(a), newTimeline(a))
+	get.AddCommand(newGetProblems(a))
 	return get
 }
 
