@@ -66,6 +66,9 @@ type problemWatch struct {
 	timer   clock.Timer
 	timerAt time.Time
 	wake    chan struct{}
+	// cache keeps what the detector derives from the desired state
+	// alone until it changes.
+	cache problems.Cache
 }
 
 func newProblemWatch() problemWatch {
@@ -118,14 +121,15 @@ func (l *leader) detectProblems() {
 	}
 	w.ran, w.woke, w.applied, w.facts = true, false, applied, sig
 	now := l.clock.Now()
+	restores := l.s.fsm.Restores()
 	var (
 		opened []problems.Finding
 		closed []uint64
 		wakeAt time.Time
 	)
 	l.s.fsm.Read(func(st *state.Store, _ uint64) {
-		facts, graceEnd := l.problemFacts(st, now)
-		res := problems.Detect(st, facts)
+		facts, graceEnd := l.problemFacts(st, now, w.cache.Assigned(st, restores))
+		res := problems.DetectCached(st, facts, &w.cache, restores)
 		opened, closed = problems.Diff(st.Problems, res.Findings)
 		wakeAt = graceEnd
 		if res.WakeAtMs != 0 {
@@ -158,8 +162,9 @@ func (l *leader) detectProblems() {
 
 // problemFacts is what the detector needs of the leader's memory, and
 // the end of the earliest grace it gave a never-connected agent (zero if
-// none runs). It reads st under the FSM's read lock.
-func (l *leader) problemFacts(st *state.Store, now time.Time) (problems.Facts, time.Time) {
+// none runs). It reads st under the FSM's read lock; assigned is the
+// workloads assigned to each agent.
+func (l *leader) problemFacts(st *state.Store, now time.Time, assigned map[string][]string) (problems.Facts, time.Time) {
 	f := problems.Facts{NowMs: now.UnixMilli(), Connected: map[string]bool{}, InGrace: map[string]bool{}}
 	for a, g := range l.greeted {
 		if g.conn != nil {
@@ -175,7 +180,7 @@ func (l *leader) problemFacts(st *state.Store, now time.Time) (problems.Facts, t
 	var graceEnd time.Time
 	grace := l.s.connectGrace()
 	awaited := map[string]time.Time{}
-	for a := range problems.Assigned(st) {
+	for a := range assigned {
 		if _, ok := st.Agents[a]; ok || f.Connected[a] || f.InGrace[a] || problems.Seen(st, a) {
 			continue
 		}

@@ -109,9 +109,10 @@ type Result struct {
 	WakeAtMs int64
 }
 
-// source is one check. open is the store's open problems, for checks
-// that keep a problem open on weaker evidence than it took to open it.
-type source func(st *state.Store, f *Facts, r *Result)
+// source is one check. It may read the store's open problems, for a
+// check that keeps a problem open on weaker evidence than it took to
+// open it, and the cache, for what depends on the desired state only.
+type source func(st *state.Store, f *Facts, c *Cache, r *Result)
 
 // sources are the checks, in no particular order. A new kind of problem
 // is a function here and a constant above.
@@ -119,10 +120,48 @@ var sources = []source{missingDependencies, agentProblems, failingRepeatedly, sh
 
 // Detect runs every check on the store and the facts. It reads st and
 // changes nothing.
-func Detect(st *state.Store, f Facts) Result {
+func Detect(st *state.Store, f Facts) Result { return DetectCached(st, f, nil, 0) }
+
+// Cache keeps what the checks derive from the desired state alone (the
+// missing dependencies, the workloads assigned to each agent) for as long
+// as the desired state stays the same, so that the detection after a
+// commit of state reports only, the most frequent commit, does not walk
+// every workload again. The zero Cache is empty; a nil one caches
+// nothing.
+type Cache struct {
+	epoch, seq, revision uint64
+	valid                bool
+	deps                 []Finding
+	assigned             map[string][]string
+}
+
+// refresh empties the cache unless it was filled from the desired state
+// st holds now. epoch tells stores apart that may share a sequence
+// number and revision (the leader passes the FSM's restore count).
+func (c *Cache) refresh(st *state.Store, epoch uint64) {
+	if c.valid && c.epoch == epoch && c.seq == st.DesiredSeq && c.revision == st.Revision {
+		return
+	}
+	*c = Cache{epoch: epoch, seq: st.DesiredSeq, revision: st.Revision, valid: true}
+	c.deps = findMissingDependencies(st)
+	c.assigned = Assigned(st)
+}
+
+// Assigned is Assigned(st) from the cache, refreshed first.
+func (c *Cache) Assigned(st *state.Store, epoch uint64) map[string][]string {
+	c.refresh(st, epoch)
+	return c.assigned
+}
+
+// DetectCached is Detect with a cache (nil: none); its result is the
+// same as Detect's. epoch is as in Cache.
+func DetectCached(st *state.Store, f Facts, c *Cache, epoch uint64) Result {
+	if c != nil {
+		c.refresh(st, epoch)
+	}
 	var r Result
 	for _, src := range sources {
-		src(st, &f, &r)
+		src(st, &f, c, &r)
 	}
 	slices.SortFunc(r.Findings, func(a, b Finding) int { return strings.Compare(a.Key, b.Key) })
 	return r

@@ -45,7 +45,7 @@ type failures struct {
 }
 
 // failingRepeatedly finds the instances that fail again and again.
-func failingRepeatedly(st *state.Store, f *Facts, r *Result) {
+func failingRepeatedly(st *state.Store, f *Facts, _ *Cache, r *Result) {
 	if st.History == nil {
 		return
 	}

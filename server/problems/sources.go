@@ -2,6 +2,7 @@ package problems
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/grapnel-io/grapnel/state"
@@ -10,17 +11,27 @@ import (
 // missingDependencies finds every dependency on a workload that is not in
 // the desired state. Ankaios accepts such a manifest (the dependency may
 // come later); until it does, the dependent never starts.
-func missingDependencies(st *state.Store, _ *Facts, r *Result) {
-	for _, name := range state.SortedKeys(st.Desired.Workloads) {
-		w := st.Desired.Workloads[name]
+func missingDependencies(st *state.Store, _ *Facts, c *Cache, r *Result) {
+	if c != nil {
+		r.Findings = append(r.Findings, c.deps...)
+		return
+	}
+	r.Findings = append(r.Findings, findMissingDependencies(st)...)
+}
+
+// findMissingDependencies walks every workload's dependencies.
+func findMissingDependencies(st *state.Store) []Finding {
+	var out []Finding
+	// Map order is fine: Detect sorts the findings by key.
+	for name, w := range st.Desired.Workloads {
 		if w == nil {
 			continue
 		}
-		for _, dep := range state.SortedKeys(w.Dependencies) {
+		for dep := range w.Dependencies {
 			if _, ok := st.Desired.Workloads[dep]; ok {
 				continue
 			}
-			r.Findings = append(r.Findings, Finding{
+			out = append(out, Finding{
 				Kind:    MissingDependency,
 				Key:     key(MissingDependency, name, dep),
 				Objects: []state.ProblemObject{{Kind: ObjWorkload, Name: name}, {Kind: ObjWorkload, Name: dep}},
@@ -31,6 +42,7 @@ func missingDependencies(st *state.Store, _ *Facts, r *Result) {
 			})
 		}
 	}
+	return out
 }
 
 // agentProblems finds the agents with workloads assigned that are away:
@@ -38,9 +50,14 @@ func missingDependencies(st *state.Store, _ *Facts, r *Result) {
 // more) or never connected (never seen, away past the grace this leader
 // gave it). An agent in a grace keeps the agent problem it has and gets
 // none new; an agent in Maintenance gets none.
-func agentProblems(st *state.Store, f *Facts, r *Result) {
-	assigned := Assigned(st)
-	for _, agent := range state.SortedKeys(assigned) {
+func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
+	var assigned map[string][]string
+	if c != nil {
+		assigned = c.assigned
+	} else {
+		assigned = Assigned(st)
+	}
+	for agent, wls := range assigned {
 		if _, ok := st.Agents[agent]; ok || f.Connected[agent] || f.Maintenance[agent] {
 			continue
 		}
@@ -53,7 +70,7 @@ func agentProblems(st *state.Store, f *Facts, r *Result) {
 			}
 			continue
 		}
-		wls := assigned[agent]
+		wls = slices.Sorted(slices.Values(wls))
 		objs := []state.ProblemObject{{Kind: ObjAgent, Name: agent}}
 		for _, w := range wls {
 			objs = append(objs, state.ProblemObject{Kind: ObjWorkload, Name: w})
@@ -79,11 +96,12 @@ func agentProblems(st *state.Store, f *Facts, r *Result) {
 	}
 }
 
-// Assigned is the workloads rendered for each named agent, by name.
+// Assigned is the workloads rendered for each named agent, in no
+// particular order.
 func Assigned(st *state.Store) map[string][]string {
 	assigned := map[string][]string{}
-	for _, n := range state.SortedKeys(st.Rendered) {
-		if a := st.Rendered[n].Instance.AgentName; a != "" {
+	for n, rw := range st.Rendered {
+		if a := rw.Instance.AgentName; a != "" {
 			assigned[a] = append(assigned[a], n)
 		}
 	}
@@ -107,7 +125,7 @@ func Seen(st *state.Store, agent string) bool {
 
 // shortfalls turns the allocator's shortfalls into problems: one per
 // workload and reason.
-func shortfalls(_ *state.Store, f *Facts, r *Result) {
+func shortfalls(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 	for _, s := range f.Shortfalls {
 		k := Kind(s.Reason)
 		var why string
