@@ -78,7 +78,7 @@ func newProblemWatch() problemWatch {
 // problemWoke is the loop's reaction to the detection's timer.
 func (l *leader) problemWoke() {
 	l.problems.timer = nil
-	l.problems.woke = true
+	l.markProblemsDirty()
 }
 
 // stopProblemTimer stops the wake-up at the end of the term.
@@ -157,8 +157,17 @@ func (l *leader) detectProblems() {
 		if r != nil {
 			l.problemsChanged(r)
 		}
-	}, nil)
+	}, func(error) {
+		// Nothing changed in the store: detect again at the next step.
+		l.markProblemsDirty()
+	})
 }
+
+// markProblemsDirty makes the next step detect again although neither
+// the store nor the agent facts changed: for an entry that failed, and
+// for an input of the detector that lives in the leader's memory only
+// (docs/problems.md, "Extension points").
+func (l *leader) markProblemsDirty() { l.problems.woke = true }
 
 // problemFacts is what the detector needs of the leader's memory, and
 // the end of the earliest grace it gave a never-connected agent (zero if
