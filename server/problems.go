@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,7 +47,7 @@ func (s *Server) connectGrace() time.Duration {
 // maxProblemChanges bounds the problems one entry opens and closes, so
 // that it stays far below the update budget; the rest follow in the next
 // entry, since its commit makes the leader detect again.
-const maxProblemChanges = 100
+const maxProblemChanges = 50
 
 // problemWatch is the leader memory of the problems view. It is owned by
 // the leader loop.
@@ -157,9 +158,13 @@ func (l *leader) detectProblems() {
 		if r != nil {
 			l.problemsChanged(r)
 		}
-	}, func(error) {
-		// Nothing changed in the store: detect again at the next step.
-		l.markProblemsDirty()
+	}, func(err error) {
+		// Nothing changed in the store: detect again at the next step,
+		// unless the entry was refused for its size, which the same
+		// detection would repeat at every step.
+		if !errors.Is(err, state.ErrInvalid) {
+			l.markProblemsDirty()
+		}
 	})
 }
 

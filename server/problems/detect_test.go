@@ -216,6 +216,24 @@ func TestDetect(t *testing.T) {
 	}
 }
 
+// An agent with many workloads names a bounded number of them, so that
+// the entry that records its problem stays small.
+func TestAgentProblemNamesBoundedWorkloads(t *testing.T) {
+	f := newFixture()
+	for i := range 300 {
+		f.workload("w"+strconv.Itoa(1000+i), "typo")
+	}
+	r := Detect(f.st, Facts{})
+	if len(r.Findings) != 1 {
+		t.Fatalf("findings %q", keys(r))
+	}
+	fd := r.Findings[0]
+	if len(fd.Objects) != maxObjects+1 || !strings.Contains(fd.Summary, "300 workload(s)") || !strings.Contains(fd.Summary, "w1004 and 295 more") ||
+		len(fd.Detail) > 600 {
+		t.Fatalf("finding %d objects, summary %q, detail %d bytes", len(fd.Objects), fd.Summary, len(fd.Detail))
+	}
+}
+
 // TestDetectIsDeterministic: the same store and facts give the same
 // findings, whatever map order says (every replica, every leader).
 func TestDetectIsDeterministic(t *testing.T) {

@@ -72,10 +72,10 @@ func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 		}
 		wls = slices.Sorted(slices.Values(wls))
 		objs := []state.ProblemObject{{Kind: ObjAgent, Name: agent}}
-		for _, w := range wls {
+		for _, w := range wls[:min(len(wls), maxObjects)] {
 			objs = append(objs, state.ProblemObject{Kind: ObjWorkload, Name: w})
 		}
-		list := strings.Join(wls, ", ")
+		list := nameList(wls, maxListed)
 		if Seen(st, agent) {
 			r.Findings = append(r.Findings, Finding{
 				Kind: AgentGone, Key: gone, Objects: objs,
@@ -94,6 +94,22 @@ func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 				"or move the workloads to an agent that runs.", list, agent),
 		})
 	}
+}
+
+// An agent may host hundreds of workloads: a problem names the first
+// maxObjects as objects and the first maxListed in its descriptions, so
+// that the entry recording it stays small.
+const (
+	maxObjects = 20
+	maxListed  = 5
+)
+
+// nameList joins the first n names and counts the rest.
+func nameList(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // Assigned is the workloads rendered for each named agent, in no
