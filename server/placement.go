@@ -158,7 +158,7 @@ func (l *leader) allocate() {
 	l.placeWhy = nil
 	st := l.projected.store
 	if !hasPlacement(st) {
-		l.term.setUnsatisfied(nil)
+		l.setUnsatisfied(nil)
 		return
 	}
 	in, bad := placementInput(st)
@@ -166,7 +166,7 @@ func (l *leader) allocate() {
 		l.s.log.Warn("agent tag ignored: the agent keeps what it hosts and gets no new placed workload", "error", err)
 	}
 	res := placement.Allocate(in)
-	l.term.setUnsatisfied(res.Unsatisfied)
+	l.setUnsatisfied(res.Unsatisfied)
 	u, added, deleted := placementUpdate(st, res.Layout)
 	if u.Layout == nil {
 		return
@@ -208,6 +208,23 @@ func (s *Server) Unsatisfied() []placement.Unsatisfied {
 	t.unsatMu.Lock()
 	defer t.unsatMu.Unlock()
 	return slices.Clone(t.unsatisfied)
+}
+
+// setUnsatisfied keeps the last allocation's unsatisfied workloads; the
+// problems view reads them (problemFacts), so a change makes the leader
+// detect again: the list lives in the leader's memory, not in the store.
+func (l *leader) setUnsatisfied(u []placement.Unsatisfied) {
+	if !slices.Equal(l.term.unsatisfiedNow(), u) {
+		l.markProblemsDirty()
+	}
+	l.term.setUnsatisfied(u)
+}
+
+// unsatisfiedNow is the last allocation's unsatisfied workloads.
+func (t *term) unsatisfiedNow() []placement.Unsatisfied {
+	t.unsatMu.Lock()
+	defer t.unsatMu.Unlock()
+	return t.unsatisfied
 }
 
 // setUnsatisfied keeps the last allocation's unsatisfied workloads for

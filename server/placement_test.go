@@ -129,6 +129,10 @@ func TestPlacedWorkloadFollowsAgents(t *testing.T) {
 	if got := ts.layoutOf("svc"); !slices.Equal(got, []string{"a1", "c1"}) {
 		t.Fatalf("maintenance agent lost its instance: layout %v", got)
 	}
+	// An agent in Maintenance raises no problem when it is away.
+	if p := ts.problemByKey("AgentGone/c1"); p != nil {
+		t.Fatalf("an agent in maintenance raised a problem: %+v", p)
+	}
 
 	// Gone past grace: a1's instance moves; rg1 is the only group left
 	// with an eligible agent, a2 (b1 disabled, c1 in maintenance).
@@ -151,6 +155,10 @@ func TestPlacedWorkloadFollowsAgents(t *testing.T) {
 	testwait.For(t, 10*time.Second, func() bool { return len(ts.srv.Unsatisfied()) == 1 }, "one unsatisfied workload")
 	if u := ts.srv.Unsatisfied()[0]; u != (placement.Unsatisfied{Workload: "svc", Wanted: 3, Placed: 2, Reason: placement.ReasonNoEligibleAgent}) {
 		t.Fatalf("unsatisfied = %+v", u)
+	}
+	// The problems view shows it (docs/problems.md).
+	if p := ts.waitProblem("CapacityExceeded/svc", true); !slices.ContainsFunc(p.Objects, func(o state.ProblemObject) bool { return o.Name == "svc" }) {
+		t.Fatalf("the shortfall's problem does not name the workload: %+v", p)
 	}
 
 	var kinds []state.TxKind

@@ -9,6 +9,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/server/problems"
@@ -188,9 +189,30 @@ func (l *leader) problemFacts(st *state.Store, now time.Time, assigned map[strin
 	for a := range l.grace {
 		f.InGrace[a] = true
 	}
-	// Extension points (docs/problems.md): the placement allocator's
-	// shortfalls go into f.Shortfalls, the agents in Maintenance into
-	// f.Maintenance.
+	// The placement allocator's shortfalls (kept by the leader loop,
+	// which marks the problems dirty when they change) and the agents in
+	// Maintenance (replicated), docs/placement.md.
+	for _, u := range l.term.unsatisfiedNow() {
+		sf := problems.Shortfall{Workload: u.Workload, Wanted: u.Wanted, Placed: u.Placed, Reason: problems.ShortCapacity}
+		switch u.Reason {
+		case placement.ReasonSpreadImpossible:
+			sf.Reason = problems.ShortSpread
+			sf.Detail = "all instances are placed, but some share a risk group: no agent with room is left in another"
+		case placement.ReasonNoEligibleAgent:
+			sf.Detail = "there are fewer eligible agents (connected or in their grace, Active or Maintenance) than instances"
+		default:
+			sf.Detail = "the eligible agents are at their capacity (grapnel.io/capacity)"
+		}
+		f.Shortfalls = append(f.Shortfalls, sf)
+	}
+	for a, m := range st.Modes {
+		if m == state.ModeMaintenance {
+			if f.Maintenance == nil {
+				f.Maintenance = map[string]bool{}
+			}
+			f.Maintenance[a] = true
+		}
+	}
 	var graceEnd time.Time
 	grace := l.s.connectGrace()
 	awaited := map[string]time.Time{}
