@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -29,7 +30,15 @@ func FormatState(cs state.Tree, f Format) (string, error) {
 // GetState prints the complete state, or the parts the masks select.
 // swdd~cli-provides-get-desired-state~1
 // swdd~cli-provides-object-field-mask-arg-to-get-partial-desired-state~1
+//
+// From a Grapnel server it also tells the desired state's revision, for
+// --expect-revision (docs/locks.md): in YAML as a comment on the first
+// line, "# revision: N", which YAML readers (set state among them)
+// ignore; in JSON, whose readers take the output whole, on stderr. It is
+// read before the state, so it is never newer than what is printed: an
+// update at it is at worst refused for a change the reader saw.
 func (s *Session) GetState(ctx context.Context, masks []string, f Format) error {
+	rev, hasRev := s.revision(ctx)
 	cs, err := s.CompleteState(ctx, masks)
 	if err != nil {
 		return err
@@ -38,8 +47,31 @@ func (s *Session) GetState(ctx context.Context, masks []string, f Format) error 
 	if err != nil {
 		return err
 	}
+	if hasRev {
+		if f == FormatJSON {
+			if !s.Quiet && s.Err != nil {
+				fmt.Fprintf(s.Err, "revision: %d\n", rev)
+			}
+		} else {
+			out = fmt.Sprintf("# revision: %d\n", rev) + out
+		}
+	}
 	_, err = io.WriteString(s.Out, out)
 	return err
+}
+
+// revision asks the Plan service for the desired state's revision; false
+// without the service (an Ankaios server) or when it does not answer.
+func (s *Session) revision(ctx context.Context) (uint64, bool) {
+	if s.Plan == nil {
+		return 0, false
+	}
+	resp, err := s.Plan.Revision(ctx, &grapnelpb.RevisionRequest{})
+	if err != nil {
+		s.debugf("no revision: %v", err)
+		return 0, false
+	}
+	return resp.GetRevision(), true
 }
 
 // SetState sends the CompleteState-shaped YAML in file ("-" for stdin)

@@ -35,6 +35,9 @@ type GlobalOptions struct {
 	NoWait          bool
 	Verbose         bool
 	Quiet           bool
+	// Owner is the lock owner this client declares (docs/locks.md); a
+	// client certificate's name takes precedence on the server.
+	Owner string
 }
 
 // ParseServerURLs splits a comma-separated address list. Each entry may
@@ -80,7 +83,7 @@ func (g GlobalOptions) ClientOptions() (client.Options, string, error) {
 	if err != nil {
 		return client.Options{}, "", err
 	}
-	o := client.Options{Addrs: addrs, ResponseTimeout: g.ResponseTimeout}
+	o := client.Options{Addrs: addrs, ResponseTimeout: g.ResponseTimeout, Owner: g.Owner}
 	anyPem := g.CAPem != "" || g.CrtPem != "" || g.KeyPem != "" || g.CAPemContent != "" || g.CrtPemContent != "" || g.KeyPemContent != ""
 	if g.Insecure {
 		o.Insecure = true

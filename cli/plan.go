@@ -18,7 +18,7 @@ var ErrRejectedPlan = errors.New("the update would be rejected")
 
 // errNoPlanService explains a dry-run or --expect-seq without a
 // connection to Grapnel's Plan service.
-var errNoPlanService = errors.New("dry-runs and --expect-seq need Grapnel's plan service, which this connection does not reach")
+var errNoPlanService = errors.New("dry-runs, --expect-seq and --expect-revision need Grapnel's plan service, which this connection does not reach")
 
 // Plan output formats: a readable text of tables, or the plan as data.
 const (
@@ -40,17 +40,21 @@ func ParsePlanOutput(s string) (string, error) {
 // ExpectSeq, through the Plan service, only if the desired state is still
 // at that sequence number.
 func (s *Session) sendUpdate(ctx context.Context, newState *ankbase.CompleteState, masks []string) (*ankbase.UpdateStateSuccess, error) {
-	if s.ExpectSeq == nil {
+	if s.ExpectSeq == nil && s.ExpectRevision == nil {
 		return s.updateState(ctx, newState, masks)
 	}
 	if s.Plan == nil {
 		return nil, errNoPlanService
 	}
-	s.debugf("sending an update with masks %q at seq %d", masks, *s.ExpectSeq)
-	resp, err := s.Plan.Apply(ctx, &grapnelpb.ApplyRequest{
-		Update:      &ankbase.UpdateStateRequest{NewState: newState, UpdateMask: masks},
-		ExpectedSeq: *s.ExpectSeq,
-	})
+	req := &grapnelpb.ApplyRequest{Update: &ankbase.UpdateStateRequest{NewState: newState, UpdateMask: masks}}
+	if s.ExpectRevision != nil {
+		s.debugf("sending an update with masks %q at revision %d", masks, *s.ExpectRevision)
+		req.ExpectedRevision = s.ExpectRevision
+	} else {
+		s.debugf("sending an update with masks %q at seq %d", masks, *s.ExpectSeq)
+		req.ExpectedSeq = *s.ExpectSeq
+	}
+	resp, err := s.Plan.Apply(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,10 @@ func (f *fakePlan) DryRun(_ context.Context, in *grapnelpb.PlanRequest, _ ...grp
 	return f.plan, nil
 }
 
+func (f *fakePlan) Revision(_ context.Context, _ *grapnelpb.RevisionRequest, _ ...grpc.CallOption) (*grapnelpb.RevisionResponse, error) {
+	return &grapnelpb.RevisionResponse{Revision: f.plan.GetSeq()}, nil
+}
+
 func (f *fakePlan) Apply(_ context.Context, in *grapnelpb.ApplyRequest, _ ...grpc.CallOption) (*grapnelpb.ApplyResponse, error) {
 	f.apply = append(f.apply, in)
 	return f.applied, nil

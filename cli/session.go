@@ -71,6 +71,13 @@ type Session struct {
 	// ExpectSeq, when set, makes apply and set state update only if the
 	// desired state is still at that sequence number (a plan's seq).
 	ExpectSeq *uint64
+	// ExpectRevision, when set, makes every update command update only if
+	// the objects it addresses are unchanged since that revision (the one
+	// `get state` prints); it goes through the Plan service.
+	ExpectRevision *uint64
+	// Locks reaches Grapnel's Locks service; nil when the connection has
+	// none.
+	Locks grapnelpb.LocksClient
 	// planHint is the command that applies the plan of the command
 	// running, given the plan's seq.
 	planHint func(seq uint64) string

@@ -101,6 +101,16 @@ func decodeBody(t MessageType, buf []byte) (Command, error) {
 		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
 			c = problemsFromProto(&m)
 		}
+	case LockObjectsType:
+		var m fsmpb.LockObjects
+		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
+			c = &LockObjectsRequest{Objects: m.Objects, Owner: m.Owner, Reason: m.Reason, NowMs: m.NowMs, ExpiresMs: m.ExpiresMs}
+		}
+	case UnlockObjectsType:
+		var m fsmpb.UnlockObjects
+		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
+			c = &UnlockObjectsRequest{Objects: m.Objects, Owner: m.Owner, NowMs: m.NowMs, Force: m.Force}
+		}
 	default:
 		if why, ok := retired[t]; ok {
 			panic(fmt.Sprintf("fsm: a committed entry is of type %d (%s), retired: %s; no version of grapnel-server that reads this log writes it", uint8(t), t, why))
@@ -248,6 +258,14 @@ func updateFromProto(p *fsmpb.UpdateDesiredState) (*UpdateDesiredStateRequest, e
 		}
 	}
 	return r, nil
+}
+
+func (r *LockObjectsRequest) message() (proto.Message, error) {
+	return &fsmpb.LockObjects{Objects: r.Objects, Owner: r.Owner, Reason: r.Reason, NowMs: r.NowMs, ExpiresMs: r.ExpiresMs}, nil
+}
+
+func (r *UnlockObjectsRequest) message() (proto.Message, error) {
+	return &fsmpb.UnlockObjects{Objects: r.Objects, Owner: r.Owner, NowMs: r.NowMs, Force: r.Force}, nil
 }
 
 func (r *AgentConnectedRequest) message() (proto.Message, error) {

@@ -79,6 +79,14 @@ const (
 	// IgnoreUnknownTypeFlag: a replica that does not know it skips it and
 	// only misses the problems view.
 	ProblemsChangedType MessageType = 13 | IgnoreUnknownTypeFlag
+	// LockObjectsType takes or renews intent locks (docs/locks.md) at the
+	// leader's time in the body. A replica that does not know it stops
+	// instead of skipping it: a lock it skipped would be missing when it
+	// leads.
+	LockObjectsType MessageType = 14
+	// UnlockObjectsType releases intent locks; a replica that does not
+	// know it stops, as for LockObjectsType.
+	UnlockObjectsType MessageType = 15
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -100,6 +108,8 @@ var typeNames = map[MessageType]string{
 	SetAgentModeType:             "SetAgentMode",
 	PlacementType:                "Placement",
 	ProblemsChangedType:          "ProblemsChanged",
+	LockObjectsType:              "LockObjects",
+	UnlockObjectsType:            "UnlockObjects",
 }
 
 // retired says why each retired type is no longer applied.
@@ -209,6 +219,32 @@ func (*SetAgentModeRequest) Type() MessageType { return SetAgentModeType }
 
 // Type implements Command.
 func (*PlacementRequest) Type() MessageType { return PlacementType }
+
+// LockObjectsRequest is the body of LockObjectsType: Owner locks Objects
+// from NowMs to ExpiresMs, the leader's clock; the locks expired at NowMs
+// are dropped first. Refused (nothing changes) if another owner holds
+// one of them at NowMs.
+type LockObjectsRequest struct {
+	Objects          []string
+	Owner, Reason    string
+	NowMs, ExpiresMs int64
+}
+
+// UnlockObjectsRequest is the body of UnlockObjectsType: Owner releases
+// its locks on Objects, another's only with Force; the locks expired at
+// NowMs are dropped first.
+type UnlockObjectsRequest struct {
+	Objects []string
+	Owner   string
+	NowMs   int64
+	Force   bool
+}
+
+// Type implements Command.
+func (*LockObjectsRequest) Type() MessageType { return LockObjectsType }
+
+// Type implements Command.
+func (*UnlockObjectsRequest) Type() MessageType { return UnlockObjectsType }
 
 // Type implements Command.
 func (*UpdateDesiredStateRequest) Type() MessageType { return UpdateDesiredStatePackedType }

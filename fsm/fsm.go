@@ -271,6 +271,16 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 		return nil
 	case *ProblemsChangedRequest:
 		return applyProblems(st, r)
+	case *LockObjectsRequest:
+		if err := st.TakeLocks(r.Objects, r.Owner, r.Reason, r.NowMs, r.ExpiresMs); err != nil {
+			return err
+		}
+		return nil
+	case *UnlockObjectsRequest:
+		if err := st.ReleaseLocks(r.Objects, r.Owner, r.NowMs, r.Force); err != nil {
+			return err
+		}
+		return nil
 	}
 	// Only a programming error on the leader gets here: a committed entry
 	// always decodes into one of the commands above.

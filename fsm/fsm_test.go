@@ -138,7 +138,8 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 	want := map[MessageType]uint8{UpdateDesiredStateType: 1, AgentConnectedType: 2, AgentGoneType: 3, AgentLoadType: 4, WorkloadStatesType: 5,
 		UpdateDesiredStateSeqType: 6, WorkloadReportsType: 7, UpdateDesiredStatePackedType: 8, BatchType: 9, HistoryNotesType: 138,
 		SetAgentModeType: 11, PlacementType: 12,
-		ProblemsChangedType: 141}
+		ProblemsChangedType: 141,
+		LockObjectsType:     14, UnlockObjectsType: 15}
 	for typ, n := range want {
 		if uint8(typ) != n {
 			t.Errorf("%s is %d, must stay %d", typ, typ, n)
@@ -153,7 +154,7 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 	snaps := map[SnapshotType]uint8{SnapAPIVersion: 1, SnapWorkload: 2, SnapConfig: 3, SnapRendered: 4, SnapDeleteEdge: 5, SnapAgent: 6, SnapWorkloadState: 7, SnapRevision: 8,
 		SnapDesiredSeq: 9, SnapReportMark: 10, SnapHistoryMeta: 11, SnapTx: 12, SnapTransition: 13,
 		SnapAgentMode: 14, SnapPlacement: 15,
-		SnapProblems: 16}
+		SnapProblems: 16, SnapGuard: 17}
 	for typ, n := range snaps {
 		if uint8(typ) != n {
 			t.Errorf("snapshot type %d must stay %d", typ, n)

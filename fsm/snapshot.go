@@ -45,14 +45,19 @@ const (
 	// problem id (docs/problems.md), in one record, written only when a
 	// problem was ever opened.
 	SnapProblems SnapshotType = 16
-	snapEnd      SnapshotType = 255
+	// SnapGuard is one object's modification revision, tombstone or
+	// intent lock, or (with no object) the revisions' floor, which is
+	// always written: a snapshot without it predates revisions
+	// (docs/locks.md).
+	SnapGuard SnapshotType = 17
+	snapEnd   SnapshotType = 255
 )
 
 // AllSnapshotTypes lists every record type; the round-trip test fails if a
 // type is missing from it.
 var AllSnapshotTypes = []SnapshotType{SnapAPIVersion, SnapWorkload, SnapConfig, SnapRendered,
 	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision, SnapDesiredSeq, SnapReportMark,
-	SnapHistoryMeta, SnapTx, SnapTransition, SnapAgentMode, SnapPlacement, SnapProblems}
+	SnapHistoryMeta, SnapTx, SnapTransition, SnapAgentMode, SnapPlacement, SnapProblems, SnapGuard}
 
 // The snapshot format: the magic, the version and the index (uvarints),
 // then records (type byte, uvarint length, JSON body), then snapEnd.
@@ -123,6 +128,16 @@ type placementRecord struct {
 type problemsRecord struct {
 	LastID uint64           `json:"last"`
 	Open   []*state.Problem `json:"open,omitempty"`
+}
+
+// guardRecord is one of: the floor of the revisions (Object empty), an
+// object's modification revision, its tombstone (Deleted), or its lock.
+type guardRecord struct {
+	Object  string      `json:"o,omitempty"`
+	Rev     uint64      `json:"r,omitempty"`
+	Deleted bool        `json:"d,omitempty"`
+	Floor   uint64      `json:"f,omitempty"`
+	Lock    *state.Lock `json:"l,omitempty"`
 }
 
 type agentRecord struct {
@@ -228,6 +243,9 @@ func WriteSnapshot(w io.Writer, st *state.Store, index uint64) error {
 			return err
 		}
 	}
+	if err := writeGuards(rec, st); err != nil {
+		return err
+	}
 	if h := st.History; h != nil && (h.LastSeq != 0 || len(h.Transitions) > 0 || h.Limits != (state.HistoryLimits{})) {
 		if err := rec(SnapHistoryMeta, historyMetaRecord{h.Limits, h.LastSeq}); err != nil {
 			return err
@@ -287,6 +305,7 @@ func ReadSnapshot(r io.Reader) (*state.Store, uint64, error) {
 		return nil, 0, sr.bad("truncated in the header (index)")
 	}
 	st := state.NewStore()
+	sawGuard := false
 	// recErr is the first record that did not decode. In version 2 the
 	// rest is still read, so that damage is reported as a checksum
 	// mismatch rather than as whatever it turned a record into.
@@ -319,6 +338,7 @@ func ReadSnapshot(r io.Reader) (*state.Store, uint64, error) {
 		if recErr != nil {
 			continue
 		}
+		sawGuard = sawGuard || t == SnapGuard
 		if err := restoreRecord(st, t, body.Bytes()); err != nil {
 			recErr = fmt.Errorf("record %d (type %d): %w", rec, t, err)
 			if ver == snapshotVersionV1 {
@@ -345,6 +365,11 @@ func ReadSnapshot(r io.Reader) (*state.Store, uint64, error) {
 	}
 	if extra, _ := io.Copy(io.Discard, sr.br); extra > 0 {
 		return nil, 0, fmt.Errorf("%w: %d trailing bytes after the end of the snapshot", ErrBadSnapshot, extra)
+	}
+	if !sawGuard {
+		// Written before revisions existed: what changed up to here is
+		// unknown, so an expected revision below it is refused.
+		st.Revs.Floor = st.DesiredSeq
 	}
 	return st, index, nil
 }
@@ -490,6 +515,11 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 			}
 			st.Problems.LastID = max(st.Problems.LastID, r.LastID)
 		}
+	case SnapGuard:
+		var r guardRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			restoreGuard(st, r)
+		}
 	case SnapWorkloadState:
 		var r state.WorkloadState
 		if err = json.Unmarshal(body, &r); err == nil {
@@ -501,4 +531,43 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 		return errors.New("unknown record type (written by a newer version?)")
 	}
 	return err
+}
+
+// writeGuards writes the revisions' floor, then each object's revision,
+// tombstone and lock, in object order.
+func writeGuards(rec func(SnapshotType, any) error, st *state.Store) error {
+	if err := rec(SnapGuard, guardRecord{Floor: st.Revs.Floor}); err != nil {
+		return err
+	}
+	for _, o := range state.SortedKeys(st.Revs.Mod) {
+		if err := rec(SnapGuard, guardRecord{Object: o, Rev: st.Revs.Mod[o]}); err != nil {
+			return err
+		}
+	}
+	for _, o := range state.SortedKeys(st.Revs.Tombstones) {
+		if err := rec(SnapGuard, guardRecord{Object: o, Rev: st.Revs.Tombstones[o], Deleted: true}); err != nil {
+			return err
+		}
+	}
+	for _, o := range state.SortedKeys(st.Locks) {
+		lk := st.Locks[o]
+		if err := rec(SnapGuard, guardRecord{Object: o, Lock: &lk}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreGuard puts one guard record into st.
+func restoreGuard(st *state.Store, r guardRecord) {
+	switch {
+	case r.Object == "":
+		st.Revs.Floor = r.Floor
+	case r.Lock != nil:
+		st.Locks[r.Object] = *r.Lock
+	case r.Deleted:
+		st.Revs.Tombstones[r.Object] = r.Rev
+	default:
+		st.Revs.Mod[r.Object] = r.Rev
+	}
 }

@@ -133,8 +133,15 @@ func TestSnapshotReadsVersion1(t *testing.T) {
 	if again.Bytes()[len(snapshotMagic)] != 2 {
 		t.Fatal("a re-saved version-1 snapshot is not version 2")
 	}
-	if !reflect.DeepEqual(recordTypes(t, again.Bytes()), recordTypes(t, data)) {
-		t.Fatalf("records %v, version 1 had %v", recordTypes(t, again.Bytes()), recordTypes(t, data))
+	// It predates revisions: it gains their floor, at its seq, so that an
+	// expected revision older than the snapshot is refused.
+	if st.Revs.Floor != st.DesiredSeq {
+		t.Fatalf("floor %d of a snapshot without revisions, want its seq %d", st.Revs.Floor, st.DesiredSeq)
+	}
+	wantTypes := recordTypes(t, data)
+	wantTypes[SnapGuard] = 1
+	if !reflect.DeepEqual(recordTypes(t, again.Bytes()), wantTypes) {
+		t.Fatalf("records %v, version 1 had %v and the floor", recordTypes(t, again.Bytes()), recordTypes(t, data))
 	}
 	// Version 1 may not carry anything after its end record either.
 	if _, err := VerifySnapshot(bytes.NewReader(append(bytes.Clone(data), 0))); !errors.Is(err, ErrBadSnapshot) || !strings.Contains(err.Error(), "1 trailing bytes") {

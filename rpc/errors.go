@@ -40,6 +40,12 @@ var sentinelReasons = []struct {
 	{errs.ErrStateChanged, codes.FailedPrecondition, "STATE_CHANGED"},
 	{errs.ErrAgentNotConnected, codes.NotFound, "AGENT_NOT_CONNECTED"},
 	{errs.ErrNoSuchTransaction, codes.NotFound, "NO_SUCH_TRANSACTION"},
+	// Both are the state of the cluster refusing the call until it
+	// changes (the lock is released or expires; the caller reads again),
+	// not a conflict a blind retry resolves, hence FailedPrecondition,
+	// as STATE_CHANGED, rather than Aborted (docs/locks.md).
+	{errs.ErrLocked, codes.FailedPrecondition, "LOCKED"},
+	{errs.ErrRevisionConflict, codes.FailedPrecondition, "REVISION_CONFLICT"},
 	{state.ErrInvalid, codes.InvalidArgument, "INVALID"},
 }
 

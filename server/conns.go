@@ -28,7 +28,11 @@ type conn struct {
 	// certificate (empty without TLS): the history names the requester
 	// by it along with the connection name.
 	identity string
-	out      chan any
+	// owner is the CLI's or commander's lock owner (see lockOwner); empty
+	// for agents: a workload's update through the control interface
+	// holds no lock.
+	owner string
+	out   chan any
 	// limit is the largest message the stream sends (see fit).
 	limit int
 	// closed is closed when the stream ends or the server drops it.

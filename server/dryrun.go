@@ -23,25 +23,46 @@ type planCall struct {
 	// at expectSeq; otherwise the call is a dry-run.
 	apply     bool
 	expectSeq uint64
-	reply     chan planAnswer
+	// expectRevision, when set, replaces the check of expectSeq: the
+	// objects the update addresses must be unchanged since it.
+	expectRevision *uint64
+	// owner is the caller's lock owner (lockOwner).
+	owner string
+	// revision asks only for the desired state's revision.
+	revision bool
+	// lock is a Locks service call (locksvc.go).
+	lock  *lockCall
+	reply chan planAnswer
 }
 
 // planAnswer is the answer of a planCall: a plan, an applied update or
 // an error.
 type planAnswer struct {
-	plan    *grapnelpb.PlanResponse
-	applied *grapnelpb.ApplyResponse
-	err     error
+	plan     *grapnelpb.PlanResponse
+	applied  *grapnelpb.ApplyResponse
+	revision *grapnelpb.RevisionResponse
+	locks    []*grapnelpb.LockInfo
+	nowMs    int64
+	err      error
 }
 
 // planCall handles a Plan service call on the leader loop. Like every
 // answer, it goes out once the proposals before it have settled.
 func (l *leader) planCall(c *planCall) {
+	if c.lock != nil {
+		l.lockCall(c)
+		return
+	}
+	if c.revision {
+		resp := &grapnelpb.RevisionResponse{Revision: l.projected.store.DesiredSeq}
+		l.pipe.ordered(func() { c.reply <- planAnswer{revision: resp} })
+		return
+	}
 	if c.apply {
 		l.applyIfUnchanged(c)
 		return
 	}
-	resp := l.dryRun(c.update)
+	resp := l.dryRun(c.update, c.owner)
 	if err := fitPlan(resp, l.s.cfg.MaxMessageBytes); err != nil {
 		l.pipe.ordered(func() { c.reply <- planAnswer{err: err} })
 		return
@@ -60,7 +81,7 @@ func (l *leader) planCall(c *planCall) {
 // dryRun plans an update on the projected state with the planning code
 // of a real update, going on past every rejection to list them all, and
 // describes the plan. It proposes nothing and changes nothing.
-func (l *leader) dryRun(req *ankbase.UpdateStateRequest) *grapnelpb.PlanResponse {
+func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string) *grapnelpb.PlanResponse {
 	st := l.projected.store
 	resp := &grapnelpb.PlanResponse{Seq: st.DesiredSeq}
 	c := &checks{all: true}
@@ -73,6 +94,7 @@ func (l *leader) dryRun(req *ankbase.UpdateStateRequest) *grapnelpb.PlanResponse
 			_, err := l.encodeChecked(&fsm.UpdateDesiredStateRequest{Update: pd.update, Seq: st.DesiredSeq + 1})
 			c.failed(err)
 		}
+		c.failed(checkLocks(st.Locks, pd.updatePlan, l.guard(owner, nil, req)))
 		describePlan(resp, st, next, pd)
 	}
 	resp.Accepted = len(c.errs) == 0
@@ -115,12 +137,12 @@ func fitPlan(resp *grapnelpb.PlanResponse, limit int) error {
 func (l *leader) applyIfUnchanged(c *planCall) {
 	answer := func(a planAnswer) { c.reply <- a }
 	seq := l.projected.store.DesiredSeq
-	if seq != c.expectSeq {
+	if c.expectRevision == nil && seq != c.expectSeq {
 		err := fmt.Errorf("%w: the plan was made at seq %d, the desired state is at seq %d now; run the dry-run again", errs.ErrStateChanged, c.expectSeq, seq)
 		l.pipe.ordered(func() { answer(planAnswer{err: err}) })
 		return
 	}
-	p, err := l.planUpdate(c.update)
+	p, err := l.planUpdate(c.update, l.guard(c.owner, c.expectRevision, c.update))
 	if err != nil {
 		l.pipe.ordered(func() { answer(planAnswer{err: fmt.Errorf("update rejected: %w", err)}) })
 		return

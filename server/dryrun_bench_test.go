@@ -59,7 +59,7 @@ func BenchmarkDryRunOneWorkloadOf10k(b *testing.B) {
 	b.ResetTimer()
 	defer cpuPerOp(b)()
 	for i := 0; i < b.N; i++ {
-		if resp := l.dryRun(req(i)); !resp.GetAccepted() || len(resp.GetAgents()[0].GetSteps()) != 2 {
+		if resp := l.dryRun(req(i), ""); !resp.GetAccepted() || len(resp.GetAgents()[0].GetSteps()) != 2 {
 			b.Fatalf("plan: %v", resp)
 		}
 	}
@@ -73,7 +73,7 @@ func BenchmarkPlanUpdateOneWorkloadOf10k(b *testing.B) {
 	b.ResetTimer()
 	defer cpuPerOp(b)()
 	for i := 0; i < b.N; i++ {
-		p, err := l.planUpdate(req(i))
+		p, err := l.planUpdate(req(i), guard{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func BenchmarkDryRunConfigOf10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		resp := l.dryRun(&ankbase.UpdateStateRequest{NewState: cs, UpdateMask: []string{"desiredState.configs.img"}})
+		resp := l.dryRun(&ankbase.UpdateStateRequest{NewState: cs, UpdateMask: []string{"desiredState.configs.img"}}, "")
 		if !resp.GetAccepted() || len(resp.GetWorkloads()) != 5000 {
 			b.Fatalf("plan: accepted %v, %d workloads", resp.GetAccepted(), len(resp.GetWorkloads()))
 		}

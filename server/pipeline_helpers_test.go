@@ -51,6 +51,7 @@ func startServerCfg(t testing.TB, dir string, startup *state.State, mod func(*Co
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.RegisterPlan(g)
+	srv.RegisterLocks(g)
 	srv.Start()
 	go func() { _ = g.Serve(lis) }()
 	ts := &testServer{t: t, addr: lis.Addr().String(), srv: srv, node: node, fsm: f, g: g, dir: dir}

@@ -35,8 +35,8 @@ func (p *planService) DryRun(ctx context.Context, req *grapnelpb.PlanRequest) (*
 		return nil, fmt.Errorf("%w: update: the update to plan is missing", state.ErrInvalid)
 	}
 	var fwd *grapnelpb.PlanResponse
-	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate()}, func(ctx context.Context, c grapnelpb.PlanClient) (err error) {
-		fwd, err = c.DryRun(ctx, req)
+	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate(), owner: lockOwner(ctx)}, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
+		fwd, err = grapnelpb.NewPlanClient(cc).DryRun(ctx, req)
 		return err
 	})
 	if fwd != nil || err != nil {
@@ -52,9 +52,14 @@ func (p *planService) Apply(ctx context.Context, req *grapnelpb.ApplyRequest) (*
 		return nil, fmt.Errorf("%w: update: the update to apply is missing", state.ErrInvalid)
 	}
 	var fwd *grapnelpb.ApplyResponse
-	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate(), apply: true, expectSeq: req.GetExpectedSeq()},
-		func(ctx context.Context, c grapnelpb.PlanClient) (err error) {
-			fwd, err = c.Apply(ctx, req)
+	c := &planCall{update: req.GetUpdate(), apply: true, expectSeq: req.GetExpectedSeq(), owner: lockOwner(ctx)}
+	if req.ExpectedRevision != nil {
+		rev := req.GetExpectedRevision()
+		c.expectRevision = &rev
+	}
+	a, err := p.onLeader(ctx, c,
+		func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
+			fwd, err = grapnelpb.NewPlanClient(cc).Apply(ctx, req)
 			return err
 		})
 	if fwd != nil || err != nil {
@@ -63,11 +68,24 @@ func (p *planService) Apply(ctx context.Context, req *grapnelpb.ApplyRequest) (*
 	return a.applied, nil
 }
 
+// Revision answers the desired state's revision on the leader.
+func (p *planService) Revision(ctx context.Context, req *grapnelpb.RevisionRequest) (*grapnelpb.RevisionResponse, error) {
+	var fwd *grapnelpb.RevisionResponse
+	a, err := p.onLeader(ctx, &planCall{revision: true}, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
+		fwd, err = grapnelpb.NewPlanClient(cc).Revision(ctx, req)
+		return err
+	})
+	if fwd != nil || err != nil {
+		return fwd, err
+	}
+	return a.revision, nil
+}
+
 // onLeader runs a call on the leader loop of this replica and waits for
 // its answer, holding while no leader is known. A replica that does not
 // lead tells a leader-aware client where the leader is, and forwards the
 // call of any other (forward) unless another replica forwarded it here.
-func (p *planService) onLeader(ctx context.Context, c *planCall, forward func(context.Context, grapnelpb.PlanClient) error) (planAnswer, error) {
+func (p *planService) onLeader(ctx context.Context, c *planCall, forward func(context.Context, grpc.ClientConnInterface) error) (planAnswer, error) {
 	s := p.s
 	d, err := s.findLeader(ctx)
 	if err != nil {
@@ -93,7 +111,7 @@ func (p *planService) onLeader(ctx context.Context, c *planCall, forward func(co
 
 // elsewhere answers a call this replica cannot serve because the leader
 // d is another replica, as elsewhere does for a stream.
-func (p *planService) elsewhere(ctx context.Context, d destination, forward func(context.Context, grapnelpb.PlanClient) error) error {
+func (p *planService) elsewhere(ctx context.Context, d destination, forward func(context.Context, grpc.ClientConnInterface) error) error {
 	s := p.s
 	if err := s.notProxied(ctx, "call", d); err != nil {
 		return err
@@ -102,5 +120,5 @@ func (p *planService) elsewhere(ctx context.Context, d destination, forward func
 	if err != nil {
 		return err
 	}
-	return forward(wire.Outgoing(ctx, s.node.ID(), rpc.PeerNames(ctx)), grapnelpb.NewPlanClient(cc))
+	return forward(wire.Outgoing(ctx, s.node.ID(), rpc.PeerNames(ctx)), cc)
 }

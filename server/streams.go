@@ -185,6 +185,7 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 	if names, err := clientNames(st.Context()); err == nil && len(names) > 0 && names[0] != "*" {
 		c.identity = names[0]
 	}
+	c.owner = lockOwner(st.Context())
 	return c, nil, nil
 }
 

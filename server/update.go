@@ -20,8 +20,8 @@ import (
 // swdd~server-continues-on-invalid-updated-state~1
 // swdd~update-desired-state-with-invalid-version~1
 // swdd~update-desired-state-with-missing-version~1
-func (l *leader) updateState(who, id string, req *ankbase.UpdateStateRequest) {
-	p, err := l.planUpdate(req)
+func (l *leader) updateState(who, owner, id string, req *ankbase.UpdateStateRequest) {
+	p, err := l.planUpdate(req, l.guard(owner, nil, req))
 	if err != nil {
 		l.recordRejection(who, req.GetUpdateMask(), err.Error())
 		l.pipe.ordered(func() { l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err)) })
@@ -38,13 +38,30 @@ func (l *leader) updateState(who, id string, req *ankbase.UpdateStateRequest) {
 }
 
 // planUpdate computes the plan of a request against the speculative
-// state.
-func (l *leader) planUpdate(req *ankbase.UpdateStateRequest) (*updatePlan, error) {
+// state, and checks it against the expected revision and the intent
+// locks (plan_guards.go).
+func (l *leader) planUpdate(req *ankbase.UpdateStateRequest, g guard) (*updatePlan, error) {
+	if err := checkRevision(l.projected.store, g); err != nil {
+		return nil, err
+	}
 	next, nextTags, err := l.nextState(req)
 	if err != nil {
 		return nil, err
 	}
-	return plan(l.s.renderer, l.s.limits, l.projected.store, next, nextTags, l.connected)
+	p, err := plan(l.s.renderer, l.s.limits, l.projected.store, next, nextTags, l.connected)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLocks(l.projected.store.Locks, p, g); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// guard is what an update of owner is checked against now, at the
+// expected revision if one is given.
+func (l *leader) guard(owner string, expected *uint64, req *ankbase.UpdateStateRequest) guard {
+	return guard{owner: owner, nowMs: l.clock.Now().UnixMilli(), expected: expected, masks: req.GetUpdateMask()}
 }
 
 // nextState applies a request's update mask to the speculative state:

@@ -44,6 +44,11 @@ type Store struct {
 	Placement map[string][]string
 	// Problems is the open problems of the problems view (problems.go).
 	Problems Problems
+	// Revs is the modification revision of each workload and config item
+	// and of recent deletions (revisions.go).
+	Revs *Revisions
+	// Locks are the intent locks on workloads and config items (locks.go).
+	Locks Locks
 
 	// inBatch and owned let the updates of one batch, applied under one
 	// hold of the FSM's lock, copy the desired state and the renderings
@@ -74,6 +79,8 @@ func NewStore() *Store {
 		States:      WorkloadStatesMap{},
 		ReportMarks: map[string]ReportMark{},
 		History:     NewHistory(),
+		Revs:        NewRevisions(),
+		Locks:       Locks{},
 	}
 }
 
@@ -98,6 +105,8 @@ func (s *Store) clone() *Store {
 		Modes:       maps.Clone(s.Modes),
 		Placement:   clonePlacement(s.Placement),
 		Problems:    s.Problems.Clone(),
+		Revs:        s.Revs.Clone(),
+		Locks:       s.Locks.Clone(),
 		usage:       s.usage.clone(),
 	}
 }
@@ -137,6 +146,7 @@ type DesiredUpdate struct {
 func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
 	s.Revision = index
 	s.DesiredSeq++
+	s.Revs.record(u, s.DesiredSeq)
 	if s.usage != nil {
 		s.usage.account(s.Desired, s.Rendered, u)
 	}

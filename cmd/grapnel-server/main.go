@@ -148,6 +148,7 @@ func run(cfg config) error {
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.RegisterPlan(g)
+	srv.RegisterLocks(g)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -23,6 +23,7 @@ import (
 const (
 	envServerURL = "GRAPNEL_SERVER_URL"
 	envInsecure  = "GRAPNEL_INSECURE"
+	envOwner     = "GRAPNEL_OWNER"
 	envCAPem     = "GRAPNEL_CA_PEM"
 	envCrtPem    = "GRAPNEL_CRT_PEM"
 	envKeyPem    = "GRAPNEL_KEY_PEM"
@@ -79,6 +80,10 @@ type app struct {
 	applyDelete    bool
 	dryRun         bool
 	expectSeq      uint64
+	expectRevision uint64
+	lockTTL        time.Duration
+	lockReason     string
+	unlockForce    bool
 	planOutput     string
 	runSpec        cli.RunSpec
 	runTags        []string
@@ -179,6 +184,13 @@ func (a *app) resolve() error {
 			*p[0] = *p[1]
 		}
 	}
+	g.Owner = a.defaultOwner()
+	if s := a.getenv(envOwner); s != "" {
+		g.Owner = s
+	}
+	if a.changed("owner") {
+		g.Owner = a.flags.Owner
+	}
 	if a.changed("response-timeout") {
 		if a.timeoutMs <= 0 {
 			return fmt.Errorf("--response-timeout must be a positive number of milliseconds, not %d", a.timeoutMs)
@@ -188,6 +200,24 @@ func (a *app) resolve() error {
 	g.ResponseTimeout = time.Duration(timeoutMs) * time.Millisecond
 	a.global = g
 	return nil
+}
+
+// defaultOwner is the lock owner a CLI declares when none is given:
+// user@host, as far as they are known. Without TLS it is what the server
+// goes by; it is a label, not an authentication (docs/locks.md).
+func (a *app) defaultOwner() string {
+	user := a.getenv("USER")
+	if user == "" {
+		user = a.getenv("USERNAME")
+	}
+	host, _ := os.Hostname()
+	switch {
+	case user != "" && host != "":
+		return user + "@" + host
+	case user != "":
+		return user
+	}
+	return host
 }
 
 // The CLI's own config file (YAML, the keys of ank.conf): under $HOME,
@@ -285,9 +315,14 @@ func (a *app) session(ctx context.Context) (*cli.Session, func(), error) {
 	}); ok {
 		cluster = p.Cluster()
 	}
+	var locks grapnelpb.LocksClient
+	if l, ok := c.(interface{ Locks() grapnelpb.LocksClient }); ok {
+		locks = l.Locks()
+	}
 	s := &cli.Session{
 		Plan:     plan,
 		Cluster:  cluster,
+		Locks:    locks,
 		Conn:     c,
 		In:       a.stdin,
 		Out:      a.stdout,

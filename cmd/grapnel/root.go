@@ -37,6 +37,7 @@ func newRoot(a *app) *cobra.Command {
 	pf.StringVar(&a.flags.CAPem, "ca_pem", "", "CA certificate PEM file (env "+envCAPem+" or "+ankCAPem+")")
 	pf.StringVar(&a.flags.CrtPem, "crt_pem", "", "client certificate PEM file (env "+envCrtPem+" or "+ankCrtPem+")")
 	pf.StringVar(&a.flags.KeyPem, "key_pem", "", "client private key PEM file (env "+envKeyPem+" or "+ankKeyPem+")")
+	pf.StringVar(&a.flags.Owner, "owner", "", "lock owner to act as, without a client certificate (env "+envOwner+"; default USER@HOST); a label, not an authentication (Grapnel only)")
 	pf.IntVar(&a.timeoutMs, "response-timeout", defaultTimeoutMs, "milliseconds to wait for the server's answer")
 	pf.BoolVar(&a.flags.NoWait, "no-wait", false, "do not wait for workloads to reach their states after a change")
 	pf.BoolVarP(&a.flags.Verbose, "verbose", "v", false, "print debug information on stderr")
@@ -46,7 +47,8 @@ func newRoot(a *app) *cobra.Command {
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.Flags().BoolP("version", "V", false, "print the version and exit")
 
-	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a), newHistory(a))
+	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a), newHistory(a),
+		newLock(a), newUnlock(a))
 	return root
 }
 
@@ -131,7 +133,7 @@ func newGet(a *app) *cobra.Command {
 	events.Flags().StringVarP(&a.output, "output", "o", "yaml", "output format: yaml or json")
 	events.Flags().BoolVarP(&a.includeCurrent, "include-current-state", "c", false, "print the current state first")
 
-	get.AddCommand(stateCmd, workloads, agents, configs, events, newGetGraph(a), newTimeline(a))
+	get.AddCommand(stateCmd, workloads, agents, configs, events, newGetGraph(a), newTimeline(a), newGetLocks(a))
 	get.AddCommand(newGetProblems(a))
 	return get
 }
@@ -158,6 +160,7 @@ func planFlags(a *app, cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the plan of the update (what it adds, updates and deletes, in which order, or why it would be rejected) without making it (Grapnel only)")
 	f.Uint64Var(&a.expectSeq, "expect-seq", 0, "make the update only if the desired state is still at this sequence number, the seq of a dry-run's plan (Grapnel only)")
+	revisionFlag(a, cmd)
 	f.StringVarP(&a.planOutput, "output", "o", cli.PlanTable, "output format of --dry-run: table, yaml or json")
 }
 
@@ -171,10 +174,13 @@ func (a *app) withPlan(cmd *cobra.Command, f func(*cli.Session) error) error {
 	if a.dryRun && expect {
 		return fmt.Errorf("%w: --dry-run and --expect-seq: plan first, then apply with the seq the plan names", cli.ErrBadArgument)
 	}
+	if cmd.Flags().Changed("expect-revision") && (a.dryRun || expect) {
+		return fmt.Errorf("%w: --expect-revision goes with neither --dry-run nor --expect-seq", cli.ErrBadArgument)
+	}
 	if cmd.Flags().Changed("output") && !a.dryRun {
 		return fmt.Errorf("%w: -o applies to --dry-run only", cli.ErrBadArgument)
 	}
-	return a.with(cmd.Context(), func(s *cli.Session) error {
+	return a.withRevision(cmd, func(s *cli.Session) error {
 		s.DryRun, s.PlanOutput = a.dryRun, out
 		if expect {
 			seq := a.expectSeq
@@ -184,8 +190,26 @@ func (a *app) withPlan(cmd *cobra.Command, f func(*cli.Session) error) error {
 	})
 }
 
+// revisionFlag adds --expect-revision to an update command.
+func revisionFlag(a *app, cmd *cobra.Command) {
+	cmd.Flags().Uint64Var(&a.expectRevision, "expect-revision", 0, "make the update only if what it changes is unchanged since this revision, the one get state prints (Grapnel only)")
+}
+
+// withRevision runs f in a fresh session with the --expect-revision of
+// cmd, if given.
+func (a *app) withRevision(cmd *cobra.Command, f func(*cli.Session) error) error {
+	return a.with(cmd.Context(), func(s *cli.Session) error {
+		if cmd.Flags().Changed("expect-revision") {
+			rev := a.expectRevision
+			s.ExpectRevision = &rev
+		}
+		return f(s)
+	})
+}
+
 func newDelete(a *app) *cobra.Command {
 	del := &cobra.Command{Use: "delete", Short: "Remove workloads or config items"}
+	del.PersistentFlags().Uint64Var(&a.expectRevision, "expect-revision", 0, "delete only if what is deleted is unchanged since this revision, the one get state prints (Grapnel only)")
 	del.AddCommand(&cobra.Command{
 		Use:               "workloads NAME...",
 		Aliases:           []string{"workload"},
@@ -193,7 +217,7 @@ func newDelete(a *app) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: a.completeNames(desiredWorkloads),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.with(cmd.Context(), func(s *cli.Session) error { return s.DeleteWorkloads(cmd.Context(), args) })
+			return a.withRevision(cmd, func(s *cli.Session) error { return s.DeleteWorkloads(cmd.Context(), args) })
 		},
 	}, &cobra.Command{
 		Use:               "configs NAME...",
@@ -202,7 +226,7 @@ func newDelete(a *app) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: a.completeNames(desiredConfigs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.with(cmd.Context(), func(s *cli.Session) error { return s.DeleteConfigs(cmd.Context(), args) })
+			return a.withRevision(cmd, func(s *cli.Session) error { return s.DeleteConfigs(cmd.Context(), args) })
 		},
 	})
 	return del

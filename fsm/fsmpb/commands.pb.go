@@ -1748,6 +1748,154 @@ func (x *PlacedWorkload) GetAgents() []string {
 	return nil
 }
 
+// LockObjects is the body of type 14: intent locks the leader granted.
+// now_ms and expires_ms are the leader's clock, so that every replica
+// prunes and compares with the same times.
+type LockObjects struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objects       []string               `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	NowMs         int64                  `protobuf:"varint,4,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	ExpiresMs     int64                  `protobuf:"varint,5,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockObjects) Reset() {
+	*x = LockObjects{}
+	mi := &file_commands_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockObjects) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockObjects) ProtoMessage() {}
+
+func (x *LockObjects) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockObjects.ProtoReflect.Descriptor instead.
+func (*LockObjects) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *LockObjects) GetObjects() []string {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *LockObjects) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockObjects) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LockObjects) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+func (x *LockObjects) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
+// UnlockObjects is the body of type 15: intent locks released.
+type UnlockObjects struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objects       []string               `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	NowMs         int64                  `protobuf:"varint,3,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	Force         bool                   `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnlockObjects) Reset() {
+	*x = UnlockObjects{}
+	mi := &file_commands_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnlockObjects) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnlockObjects) ProtoMessage() {}
+
+func (x *UnlockObjects) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnlockObjects.ProtoReflect.Descriptor instead.
+func (*UnlockObjects) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *UnlockObjects) GetObjects() []string {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *UnlockObjects) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *UnlockObjects) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+func (x *UnlockObjects) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 var File_commands_proto protoreflect.FileDescriptor
 
 const file_commands_proto_rawDesc = "" +
@@ -1897,7 +2045,19 @@ const file_commands_proto_rawDesc = "" +
 	"\ahistory\x18\x04 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"D\n" +
 	"\x0ePlacedWorkload\x12\x1a\n" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
-	"\x06agents\x18\x02 \x03(\tR\x06agentsb\x06proto3"
+	"\x06agents\x18\x02 \x03(\tR\x06agents\"\x8b\x01\n" +
+	"\vLockObjects\x12\x18\n" +
+	"\aobjects\x18\x01 \x03(\tR\aobjects\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x15\n" +
+	"\x06now_ms\x18\x04 \x01(\x03R\x05nowMs\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x05 \x01(\x03R\texpiresMs\"l\n" +
+	"\rUnlockObjects\x12\x18\n" +
+	"\aobjects\x18\x01 \x03(\tR\aobjects\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
+	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05forceb\x06proto3"
 
 var (
 	file_commands_proto_rawDescOnce sync.Once
@@ -1912,7 +2072,7 @@ func file_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_commands_proto_goTypes = []any{
 	(ConfigItem_Kind)(0),           // 0: grapnel.fsm.ConfigItem.Kind
 	(*UpdateDesiredState)(nil),     // 1: grapnel.fsm.UpdateDesiredState
@@ -1939,6 +2099,8 @@ var file_commands_proto_goTypes = []any{
 	(*SetAgentMode)(nil),           // 22: grapnel.fsm.SetAgentMode
 	(*Placement)(nil),              // 23: grapnel.fsm.Placement
 	(*PlacedWorkload)(nil),         // 24: grapnel.fsm.PlacedWorkload
+	(*LockObjects)(nil),            // 25: grapnel.fsm.LockObjects
+	(*UnlockObjects)(nil),          // 26: grapnel.fsm.UnlockObjects
 }
 var file_commands_proto_depIdxs = []int32{
 	8,  // 0: grapnel.fsm.UpdateDesiredState.update:type_name -> grapnel.fsm.DesiredUpdate
@@ -1988,7 +2150,7 @@ func file_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

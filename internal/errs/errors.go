@@ -102,3 +102,28 @@ func (e *textError) Unwrap() error { return e.kind }
 // ErrNoSuchTransaction is a history sequence number that was never
 // recorded or has been pruned (docs/history.md).
 var ErrNoSuchTransaction = errors.New("no such transaction in the history")
+
+// ErrLocked refuses a change to a workload or config item that another
+// owner holds an intent lock on (docs/locks.md), as HTTP's 423 Locked
+// does; nothing was changed.
+var ErrLocked = errors.New("locked")
+
+// ErrRevisionConflict refuses an update made at an expected revision
+// when what it addresses changed after that revision (docs/locks.md);
+// nothing was changed.
+var ErrRevisionConflict = errors.New("revision conflict")
+
+// Classify returns an error that reads as err and is both kind and err
+// for errors.Is and errors.As: it gives an error of a pure package (which
+// may not import this one) its sentinel.
+func Classify(kind, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{kind: kind, err: err}
+}
+
+type classified struct{ kind, err error }
+
+func (e *classified) Error() string   { return e.err.Error() }
+func (e *classified) Unwrap() []error { return []error{e.kind, e.err} }

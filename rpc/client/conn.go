@@ -55,6 +55,10 @@ type Options struct {
 	// so that a test that advances the refusal backoff by hand does not
 	// also have to drive every heartbeat.
 	Timers clock.Clock
+	// Owner is the owner this client declares for intent locks on every
+	// call and stream (wire.OwnerKey); a client certificate's name takes
+	// precedence on the server. Empty declares none.
+	Owner string
 }
 
 // timers is Timers, or the system clock.

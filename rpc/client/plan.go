@@ -48,12 +48,24 @@ func (l *leaderPlan) Apply(ctx context.Context, in *grapnelpb.ApplyRequest, opts
 	})
 }
 
+func (l *leaderPlan) Revision(ctx context.Context, in *grapnelpb.RevisionRequest, opts ...grpc.CallOption) (*grapnelpb.RevisionResponse, error) {
+	return onLeader(ctx, l.r, func(c grapnelpb.PlanClient) (*grapnelpb.RevisionResponse, error) {
+		return c.Revision(wire.WithLeaderAware(ctx), in, opts...)
+	})
+}
+
 // onLeader calls the leader's Plan service, following a NotLeaderError to
 // the leader it names: a replica that answers it has done nothing, so
 // calling again is safe. The error is turned back into Grapnel's
 // sentinels (rpc.FromStatus); a server without the service (an Ankaios
 // server) is named as such.
 func onLeader[T any](ctx context.Context, r *Resolver, call func(grapnelpb.PlanClient) (T, error)) (T, error) {
+	return onLeaderOf(ctx, r, "plan", grapnelpb.NewPlanClient, call)
+}
+
+// onLeaderOf is onLeader for any of Grapnel's leader-only services: name
+// names it in errors, newClient makes its client.
+func onLeaderOf[C, T any](ctx context.Context, r *Resolver, name string, newClient func(grpc.ClientConnInterface) C, call func(C) (T, error)) (T, error) {
 	var zero T
 	for hops := 0; ; hops++ {
 		addr, err := r.Leader(ctx)
@@ -61,18 +73,18 @@ func onLeader[T any](ctx context.Context, r *Resolver, call func(grapnelpb.PlanC
 			return zero, err
 		}
 		if r.isLegacy(addr) {
-			return zero, fmt.Errorf("%w: %s does not offer Grapnel's plan service (an Ankaios server?)", ErrRejected, addr)
+			return zero, fmt.Errorf("%w: %s does not offer Grapnel's %s service (an Ankaios server?)", ErrRejected, addr, name)
 		}
 		cc, err := r.conn(addr)
 		if err != nil {
 			return zero, err
 		}
-		v, err := call(grapnelpb.NewPlanClient(cc))
+		v, err := call(newClient(cc))
 		if err == nil {
 			return v, nil
 		}
 		if status.Code(err) == codes.Unimplemented {
-			return zero, fmt.Errorf("%w: %s does not offer Grapnel's plan service (an older Grapnel or an Ankaios server?)", ErrRejected, addr)
+			return zero, fmt.Errorf("%w: %s does not offer Grapnel's %s service (an older Grapnel or an Ankaios server?)", ErrRejected, addr, name)
 		}
 		err = rpc.FromStatus(err)
 		var nl *errs.NotLeaderError

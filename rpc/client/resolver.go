@@ -18,6 +18,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // Resolver finds the leader of a Grapnel cluster and follows it. Given one
@@ -152,6 +153,9 @@ func (r *Resolver) conn(addr string) (*grpc.ClientConn, error) {
 	// (rpc/limits.go).
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(r.creds), grpc.WithKeepaliveParams(rpc.ClientKeepalive),
 		rpc.ClientLimits(), rpc.Redial()}, rpc.ClientWindows()...)
+	if o := r.opts.Owner; o != "" {
+		opts = append(opts, ownerInterceptors(o)...)
+	}
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
@@ -391,4 +395,17 @@ func (r *Resolver) poll(ctx context.Context) (string, pollRound) {
 		round.said = append(round.said, fmt.Sprintf("%s (%s)", addr, said[addr]))
 	}
 	return "", round
+}
+
+// ownerInterceptors declare owner on every call and stream of a
+// connection, so that updates over the Ankaios streams carry it too.
+func ownerInterceptors(owner string) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(wire.WithOwner(ctx, owner), method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(wire.WithOwner(ctx, owner), desc, cc, method, opts...)
+		}),
+	}
 }

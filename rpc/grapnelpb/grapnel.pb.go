@@ -691,6 +691,87 @@ func (x *SnapshotRestoreResponse) GetIndex() uint64 {
 	return 0
 }
 
+type RevisionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevisionRequest) Reset() {
+	*x = RevisionRequest{}
+	mi := &file_grapnel_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevisionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevisionRequest) ProtoMessage() {}
+
+func (x *RevisionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevisionRequest.ProtoReflect.Descriptor instead.
+func (*RevisionRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{12}
+}
+
+type RevisionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the desired-state sequence number, as PlanResponse.seq.
+	Revision      uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevisionResponse) Reset() {
+	*x = RevisionResponse{}
+	mi := &file_grapnel_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevisionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevisionResponse) ProtoMessage() {}
+
+func (x *RevisionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevisionResponse.ProtoReflect.Descriptor instead.
+func (*RevisionResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RevisionResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type PlanRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The same content as an Ankaios update: the new state and the masks.
@@ -701,7 +782,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_grapnel_proto_msgTypes[12]
+	mi := &file_grapnel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +794,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[12]
+	mi := &file_grapnel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +807,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{12}
+	return file_grapnel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PlanRequest) GetUpdate() *ankbase.UpdateStateRequest {
@@ -766,7 +847,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_grapnel_proto_msgTypes[13]
+	mi := &file_grapnel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +859,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[13]
+	mi := &file_grapnel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +872,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{13}
+	return file_grapnel_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanResponse) GetSeq() uint64 {
@@ -871,7 +952,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_grapnel_proto_msgTypes[14]
+	mi := &file_grapnel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +964,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[14]
+	mi := &file_grapnel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +977,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{14}
+	return file_grapnel_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Rejection) GetField() string {
@@ -940,7 +1021,7 @@ type PlannedWorkload struct {
 
 func (x *PlannedWorkload) Reset() {
 	*x = PlannedWorkload{}
-	mi := &file_grapnel_proto_msgTypes[15]
+	mi := &file_grapnel_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1033,7 @@ func (x *PlannedWorkload) String() string {
 func (*PlannedWorkload) ProtoMessage() {}
 
 func (x *PlannedWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[15]
+	mi := &file_grapnel_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1046,7 @@ func (x *PlannedWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedWorkload.ProtoReflect.Descriptor instead.
 func (*PlannedWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{15}
+	return file_grapnel_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlannedWorkload) GetName() string {
@@ -1037,7 +1118,7 @@ type FieldChange struct {
 
 func (x *FieldChange) Reset() {
 	*x = FieldChange{}
-	mi := &file_grapnel_proto_msgTypes[16]
+	mi := &file_grapnel_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1130,7 @@ func (x *FieldChange) String() string {
 func (*FieldChange) ProtoMessage() {}
 
 func (x *FieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[16]
+	mi := &file_grapnel_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1143,7 @@ func (x *FieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
 func (*FieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{16}
+	return file_grapnel_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FieldChange) GetPath() string {
@@ -1097,7 +1178,7 @@ type ConfigChange struct {
 
 func (x *ConfigChange) Reset() {
 	*x = ConfigChange{}
-	mi := &file_grapnel_proto_msgTypes[17]
+	mi := &file_grapnel_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1190,7 @@ func (x *ConfigChange) String() string {
 func (*ConfigChange) ProtoMessage() {}
 
 func (x *ConfigChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[17]
+	mi := &file_grapnel_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1203,7 @@ func (x *ConfigChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigChange.ProtoReflect.Descriptor instead.
 func (*ConfigChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{17}
+	return file_grapnel_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ConfigChange) GetKey() string {
@@ -1150,7 +1231,7 @@ type AgentPlan struct {
 
 func (x *AgentPlan) Reset() {
 	*x = AgentPlan{}
-	mi := &file_grapnel_proto_msgTypes[18]
+	mi := &file_grapnel_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1243,7 @@ func (x *AgentPlan) String() string {
 func (*AgentPlan) ProtoMessage() {}
 
 func (x *AgentPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[18]
+	mi := &file_grapnel_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1256,7 @@ func (x *AgentPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentPlan.ProtoReflect.Descriptor instead.
 func (*AgentPlan) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{18}
+	return file_grapnel_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AgentPlan) GetAgent() string {
@@ -1212,7 +1293,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_grapnel_proto_msgTypes[19]
+	mi := &file_grapnel_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1305,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[19]
+	mi := &file_grapnel_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1318,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{19}
+	return file_grapnel_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PlanStep) GetWave() uint32 {
@@ -1294,7 +1375,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_grapnel_proto_msgTypes[20]
+	mi := &file_grapnel_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1387,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[20]
+	mi := &file_grapnel_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1400,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{20}
+	return file_grapnel_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Wait) GetWorkload() string {
@@ -1354,14 +1435,21 @@ type ApplyRequest struct {
 	state  protoimpl.MessageState      `protogen:"open.v1"`
 	Update *ankbase.UpdateStateRequest `protobuf:"bytes,1,opt,name=update,proto3" json:"update,omitempty"`
 	// expectedSeq is the seq of the plan being applied.
-	ExpectedSeq   uint64 `protobuf:"varint,2,opt,name=expectedSeq,proto3" json:"expectedSeq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpectedSeq uint64 `protobuf:"varint,2,opt,name=expectedSeq,proto3" json:"expectedSeq,omitempty"`
+	// expectedRevision, when set, replaces the expectedSeq check: the
+	// update is made unless an object it addresses (all of the desired
+	// state without masks, else the workloads and config items its masks
+	// name) was changed or deleted after that revision; otherwise it is
+	// refused with FAILED_PRECONDITION (reason REVISION_CONFLICT) naming
+	// both revisions and the object.
+	ExpectedRevision *uint64 `protobuf:"varint,3,opt,name=expectedRevision,proto3,oneof" json:"expectedRevision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_grapnel_proto_msgTypes[21]
+	mi := &file_grapnel_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1461,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[21]
+	mi := &file_grapnel_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1474,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{21}
+	return file_grapnel_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApplyRequest) GetUpdate() *ankbase.UpdateStateRequest {
@@ -1399,6 +1487,13 @@ func (x *ApplyRequest) GetUpdate() *ankbase.UpdateStateRequest {
 func (x *ApplyRequest) GetExpectedSeq() uint64 {
 	if x != nil {
 		return x.ExpectedSeq
+	}
+	return 0
+}
+
+func (x *ApplyRequest) GetExpectedRevision() uint64 {
+	if x != nil && x.ExpectedRevision != nil {
+		return *x.ExpectedRevision
 	}
 	return 0
 }
@@ -1417,7 +1512,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_grapnel_proto_msgTypes[22]
+	mi := &file_grapnel_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1524,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[22]
+	mi := &file_grapnel_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1537,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{22}
+	return file_grapnel_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ApplyResponse) GetSeq() uint64 {
@@ -1475,7 +1570,7 @@ type ResyncAgentRequest struct {
 
 func (x *ResyncAgentRequest) Reset() {
 	*x = ResyncAgentRequest{}
-	mi := &file_grapnel_proto_msgTypes[23]
+	mi := &file_grapnel_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1582,7 @@ func (x *ResyncAgentRequest) String() string {
 func (*ResyncAgentRequest) ProtoMessage() {}
 
 func (x *ResyncAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[23]
+	mi := &file_grapnel_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1595,7 @@ func (x *ResyncAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResyncAgentRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{23}
+	return file_grapnel_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResyncAgentRequest) GetAgent() string {
@@ -1518,7 +1613,7 @@ type ResyncAgentResponse struct {
 
 func (x *ResyncAgentResponse) Reset() {
 	*x = ResyncAgentResponse{}
-	mi := &file_grapnel_proto_msgTypes[24]
+	mi := &file_grapnel_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1625,7 @@ func (x *ResyncAgentResponse) String() string {
 func (*ResyncAgentResponse) ProtoMessage() {}
 
 func (x *ResyncAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[24]
+	mi := &file_grapnel_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1638,7 @@ func (x *ResyncAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResyncAgentResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{24}
+	return file_grapnel_proto_rawDescGZIP(), []int{26}
 }
 
 // SetAgentModeRequest names the agent and the mode: "Active",
@@ -1558,7 +1653,7 @@ type SetAgentModeRequest struct {
 
 func (x *SetAgentModeRequest) Reset() {
 	*x = SetAgentModeRequest{}
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1665,7 @@ func (x *SetAgentModeRequest) String() string {
 func (*SetAgentModeRequest) ProtoMessage() {}
 
 func (x *SetAgentModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1678,7 @@ func (x *SetAgentModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModeRequest.ProtoReflect.Descriptor instead.
 func (*SetAgentModeRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{25}
+	return file_grapnel_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetAgentModeRequest) GetAgent() string {
@@ -1608,7 +1703,7 @@ type SetAgentModeResponse struct {
 
 func (x *SetAgentModeResponse) Reset() {
 	*x = SetAgentModeResponse{}
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1715,7 @@ func (x *SetAgentModeResponse) String() string {
 func (*SetAgentModeResponse) ProtoMessage() {}
 
 func (x *SetAgentModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1728,7 @@ func (x *SetAgentModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModeResponse.ProtoReflect.Descriptor instead.
 func (*SetAgentModeResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{26}
+	return file_grapnel_proto_rawDescGZIP(), []int{28}
 }
 
 type PlacementRequest struct {
@@ -1644,7 +1739,7 @@ type PlacementRequest struct {
 
 func (x *PlacementRequest) Reset() {
 	*x = PlacementRequest{}
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1751,7 @@ func (x *PlacementRequest) String() string {
 func (*PlacementRequest) ProtoMessage() {}
 
 func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1764,7 @@ func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlacementRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{27}
+	return file_grapnel_proto_rawDescGZIP(), []int{29}
 }
 
 type PlacementResponse struct {
@@ -1686,7 +1781,7 @@ type PlacementResponse struct {
 
 func (x *PlacementResponse) Reset() {
 	*x = PlacementResponse{}
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1793,7 @@ func (x *PlacementResponse) String() string {
 func (*PlacementResponse) ProtoMessage() {}
 
 func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1806,7 @@ func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementResponse.ProtoReflect.Descriptor instead.
 func (*PlacementResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{28}
+	return file_grapnel_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PlacementResponse) GetModes() []*AgentModeEntry {
@@ -1745,7 +1840,7 @@ type AgentModeEntry struct {
 
 func (x *AgentModeEntry) Reset() {
 	*x = AgentModeEntry{}
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1852,7 @@ func (x *AgentModeEntry) String() string {
 func (*AgentModeEntry) ProtoMessage() {}
 
 func (x *AgentModeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1865,7 @@ func (x *AgentModeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentModeEntry.ProtoReflect.Descriptor instead.
 func (*AgentModeEntry) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{29}
+	return file_grapnel_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AgentModeEntry) GetAgent() string {
@@ -1797,7 +1892,7 @@ type PlacedWorkload struct {
 
 func (x *PlacedWorkload) Reset() {
 	*x = PlacedWorkload{}
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1904,7 @@ func (x *PlacedWorkload) String() string {
 func (*PlacedWorkload) ProtoMessage() {}
 
 func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1917,7 @@ func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacedWorkload.ProtoReflect.Descriptor instead.
 func (*PlacedWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{30}
+	return file_grapnel_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PlacedWorkload) GetWorkload() string {
@@ -1854,7 +1949,7 @@ type PlacementShortfall struct {
 
 func (x *PlacementShortfall) Reset() {
 	*x = PlacementShortfall{}
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +1961,7 @@ func (x *PlacementShortfall) String() string {
 func (*PlacementShortfall) ProtoMessage() {}
 
 func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +1974,7 @@ func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementShortfall.ProtoReflect.Descriptor instead.
 func (*PlacementShortfall) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{31}
+	return file_grapnel_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PlacementShortfall) GetWorkload() string {
@@ -1921,7 +2016,7 @@ type HistoryListRequest struct {
 
 func (x *HistoryListRequest) Reset() {
 	*x = HistoryListRequest{}
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2028,7 @@ func (x *HistoryListRequest) String() string {
 func (*HistoryListRequest) ProtoMessage() {}
 
 func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2041,7 @@ func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
 func (*HistoryListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{32}
+	return file_grapnel_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HistoryListRequest) GetSince() uint64 {
@@ -1986,7 +2081,7 @@ type HistoryListResponse struct {
 
 func (x *HistoryListResponse) Reset() {
 	*x = HistoryListResponse{}
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2093,7 @@ func (x *HistoryListResponse) String() string {
 func (*HistoryListResponse) ProtoMessage() {}
 
 func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2106,7 @@ func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
 func (*HistoryListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{33}
+	return file_grapnel_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HistoryListResponse) GetTransactions() []*Transaction {
@@ -2058,7 +2153,7 @@ type HistoryGetRequest struct {
 
 func (x *HistoryGetRequest) Reset() {
 	*x = HistoryGetRequest{}
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2165,7 @@ func (x *HistoryGetRequest) String() string {
 func (*HistoryGetRequest) ProtoMessage() {}
 
 func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2178,7 @@ func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryGetRequest.ProtoReflect.Descriptor instead.
 func (*HistoryGetRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{34}
+	return file_grapnel_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HistoryGetRequest) GetSeq() uint64 {
@@ -2115,7 +2210,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2222,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2235,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{35}
+	return file_grapnel_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Transaction) GetSeq() uint64 {
@@ -2235,7 +2330,7 @@ type TxWorkload struct {
 
 func (x *TxWorkload) Reset() {
 	*x = TxWorkload{}
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2342,7 @@ func (x *TxWorkload) String() string {
 func (*TxWorkload) ProtoMessage() {}
 
 func (x *TxWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2355,7 @@ func (x *TxWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxWorkload.ProtoReflect.Descriptor instead.
 func (*TxWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{36}
+	return file_grapnel_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TxWorkload) GetName() string {
@@ -2316,7 +2411,7 @@ type TxFieldChange struct {
 
 func (x *TxFieldChange) Reset() {
 	*x = TxFieldChange{}
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2423,7 @@ func (x *TxFieldChange) String() string {
 func (*TxFieldChange) ProtoMessage() {}
 
 func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2436,7 @@ func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxFieldChange.ProtoReflect.Descriptor instead.
 func (*TxFieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{37}
+	return file_grapnel_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TxFieldChange) GetField() string {
@@ -2375,7 +2470,7 @@ type TxConfig struct {
 
 func (x *TxConfig) Reset() {
 	*x = TxConfig{}
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2482,7 @@ func (x *TxConfig) String() string {
 func (*TxConfig) ProtoMessage() {}
 
 func (x *TxConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2495,7 @@ func (x *TxConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxConfig.ProtoReflect.Descriptor instead.
 func (*TxConfig) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{38}
+	return file_grapnel_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TxConfig) GetKey() string {
@@ -2426,7 +2521,7 @@ type TimelineRequest struct {
 
 func (x *TimelineRequest) Reset() {
 	*x = TimelineRequest{}
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2533,7 @@ func (x *TimelineRequest) String() string {
 func (*TimelineRequest) ProtoMessage() {}
 
 func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2546,7 @@ func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineRequest.ProtoReflect.Descriptor instead.
 func (*TimelineRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{39}
+	return file_grapnel_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TimelineRequest) GetWorkload() string {
@@ -2471,7 +2566,7 @@ type TimelineResponse struct {
 
 func (x *TimelineResponse) Reset() {
 	*x = TimelineResponse{}
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2578,7 @@ func (x *TimelineResponse) String() string {
 func (*TimelineResponse) ProtoMessage() {}
 
 func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2591,7 @@ func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineResponse.ProtoReflect.Descriptor instead.
 func (*TimelineResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{40}
+	return file_grapnel_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TimelineResponse) GetEvents() []*TimelineEvent {
@@ -2534,7 +2629,7 @@ type TimelineEvent struct {
 
 func (x *TimelineEvent) Reset() {
 	*x = TimelineEvent{}
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2546,7 +2641,7 @@ func (x *TimelineEvent) String() string {
 func (*TimelineEvent) ProtoMessage() {}
 
 func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2559,7 +2654,7 @@ func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineEvent.ProtoReflect.Descriptor instead.
 func (*TimelineEvent) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{41}
+	return file_grapnel_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TimelineEvent) GetTimeMs() int64 {
@@ -2647,7 +2742,7 @@ type ProblemsListRequest struct {
 
 func (x *ProblemsListRequest) Reset() {
 	*x = ProblemsListRequest{}
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2754,7 @@ func (x *ProblemsListRequest) String() string {
 func (*ProblemsListRequest) ProtoMessage() {}
 
 func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2767,7 @@ func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListRequest.ProtoReflect.Descriptor instead.
 func (*ProblemsListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{42}
+	return file_grapnel_proto_rawDescGZIP(), []int{44}
 }
 
 type ProblemsListResponse struct {
@@ -2689,7 +2784,7 @@ type ProblemsListResponse struct {
 
 func (x *ProblemsListResponse) Reset() {
 	*x = ProblemsListResponse{}
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2796,7 @@ func (x *ProblemsListResponse) String() string {
 func (*ProblemsListResponse) ProtoMessage() {}
 
 func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2809,7 @@ func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListResponse.ProtoReflect.Descriptor instead.
 func (*ProblemsListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{43}
+	return file_grapnel_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ProblemsListResponse) GetProblems() []*Problem {
@@ -2764,7 +2859,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2871,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2884,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{44}
+	return file_grapnel_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Problem) GetId() uint64 {
@@ -2853,7 +2948,7 @@ type ProblemObject struct {
 
 func (x *ProblemObject) Reset() {
 	*x = ProblemObject{}
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +2960,7 @@ func (x *ProblemObject) String() string {
 func (*ProblemObject) ProtoMessage() {}
 
 func (x *ProblemObject) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +2973,7 @@ func (x *ProblemObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemObject.ProtoReflect.Descriptor instead.
 func (*ProblemObject) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{45}
+	return file_grapnel_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ProblemObject) GetKind() string {
@@ -2893,6 +2988,365 @@ func (x *ProblemObject) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+type LockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// objects are "workload/NAME" or "config/KEY".
+	Objects       []string `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	TtlMs         uint64   `protobuf:"varint,2,opt,name=ttlMs,proto3" json:"ttlMs,omitempty"`
+	Reason        string   `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockRequest) Reset() {
+	*x = LockRequest{}
+	mi := &file_grapnel_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockRequest) ProtoMessage() {}
+
+func (x *LockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
+func (*LockRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *LockRequest) GetObjects() []string {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *LockRequest) GetTtlMs() uint64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *LockRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type LockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Locks         []*LockInfo            `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockResponse) Reset() {
+	*x = LockResponse{}
+	mi := &file_grapnel_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockResponse) ProtoMessage() {}
+
+func (x *LockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
+func (*LockResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *LockResponse) GetLocks() []*LockInfo {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+type UnlockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objects       []string               `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnlockRequest) Reset() {
+	*x = UnlockRequest{}
+	mi := &file_grapnel_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnlockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnlockRequest) ProtoMessage() {}
+
+func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
+func (*UnlockRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *UnlockRequest) GetObjects() []string {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *UnlockRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type UnlockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnlockResponse) Reset() {
+	*x = UnlockResponse{}
+	mi := &file_grapnel_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnlockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnlockResponse) ProtoMessage() {}
+
+func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
+func (*UnlockResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{51}
+}
+
+type ListLocksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLocksRequest) Reset() {
+	*x = ListLocksRequest{}
+	mi := &file_grapnel_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocksRequest) ProtoMessage() {}
+
+func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
+func (*ListLocksRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{52}
+}
+
+type ListLocksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Locks []*LockInfo            `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	// nowMs is the leader's clock when it answered, Unix milliseconds.
+	NowMs         int64 `protobuf:"varint,2,opt,name=nowMs,proto3" json:"nowMs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLocksResponse) Reset() {
+	*x = ListLocksResponse{}
+	mi := &file_grapnel_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocksResponse) ProtoMessage() {}
+
+func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
+func (*ListLocksResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ListLocksResponse) GetLocks() []*LockInfo {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+func (x *ListLocksResponse) GetNowMs() int64 {
+	if x != nil {
+		return x.NowMs
+	}
+	return 0
+}
+
+// LockInfo is one lock; the times are the leader's, Unix milliseconds.
+type LockInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Object        string                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	SinceMs       int64                  `protobuf:"varint,4,opt,name=sinceMs,proto3" json:"sinceMs,omitempty"`
+	ExpiresMs     int64                  `protobuf:"varint,5,opt,name=expiresMs,proto3" json:"expiresMs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockInfo) Reset() {
+	*x = LockInfo{}
+	mi := &file_grapnel_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockInfo) ProtoMessage() {}
+
+func (x *LockInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
+func (*LockInfo) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *LockInfo) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *LockInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockInfo) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LockInfo) GetSinceMs() int64 {
+	if x != nil {
+		return x.SinceMs
+	}
+	return 0
+}
+
+func (x *LockInfo) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
 }
 
 var File_grapnel_proto protoreflect.FileDescriptor
@@ -2943,7 +3397,10 @@ const file_grapnel_proto_rawDesc = "" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"/\n" +
 	"\x17SnapshotRestoreResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index\"C\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"\x11\n" +
+	"\x0fRevisionRequest\".\n" +
+	"\x10RevisionResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\"C\n" +
 	"\vPlanRequest\x124\n" +
 	"\x06update\x18\x01 \x01(\v2\x1c.ank_base.UpdateStateRequestR\x06update\"\xdb\x02\n" +
 	"\fPlanResponse\x12\x10\n" +
@@ -2992,10 +3449,12 @@ const file_grapnel_proto_rawDesc = "" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x1c\n" +
 	"\tcondition\x18\x02 \x01(\tR\tcondition\x12\x16\n" +
 	"\x06inPlan\x18\x03 \x01(\bR\x06inPlan\x12\x18\n" +
-	"\acurrent\x18\x04 \x01(\tR\acurrent\"f\n" +
+	"\acurrent\x18\x04 \x01(\tR\acurrent\"\xac\x01\n" +
 	"\fApplyRequest\x124\n" +
 	"\x06update\x18\x01 \x01(\v2\x1c.ank_base.UpdateStateRequestR\x06update\x12 \n" +
-	"\vexpectedSeq\x18\x02 \x01(\x04R\vexpectedSeq\"u\n" +
+	"\vexpectedSeq\x18\x02 \x01(\x04R\vexpectedSeq\x12/\n" +
+	"\x10expectedRevision\x18\x03 \x01(\x04H\x00R\x10expectedRevision\x88\x01\x01B\x13\n" +
+	"\x11_expectedRevision\"u\n" +
 	"\rApplyResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12&\n" +
 	"\x0eaddedWorkloads\x18\x02 \x03(\tR\x0eaddedWorkloads\x12*\n" +
@@ -3101,7 +3560,27 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x03key\x18\a \x01(\tR\x03key\"7\n" +
 	"\rProblemObject\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name2\x9c\x05\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"U\n" +
+	"\vLockRequest\x12\x18\n" +
+	"\aobjects\x18\x01 \x03(\tR\aobjects\x12\x14\n" +
+	"\x05ttlMs\x18\x02 \x01(\x04R\x05ttlMs\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"7\n" +
+	"\fLockResponse\x12'\n" +
+	"\x05locks\x18\x01 \x03(\v2\x11.grapnel.LockInfoR\x05locks\"?\n" +
+	"\rUnlockRequest\x12\x18\n" +
+	"\aobjects\x18\x01 \x03(\tR\aobjects\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x10\n" +
+	"\x0eUnlockResponse\"\x12\n" +
+	"\x10ListLocksRequest\"R\n" +
+	"\x11ListLocksResponse\x12'\n" +
+	"\x05locks\x18\x01 \x03(\v2\x11.grapnel.LockInfoR\x05locks\x12\x14\n" +
+	"\x05nowMs\x18\x02 \x01(\x03R\x05nowMs\"\x88\x01\n" +
+	"\bLockInfo\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\asinceMs\x18\x04 \x01(\x03R\asinceMs\x12\x1c\n" +
+	"\texpiresMs\x18\x05 \x01(\x03R\texpiresMs2\x9c\x05\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
@@ -3111,16 +3590,21 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x01\x12H\n" +
 	"\vResyncAgent\x12\x1b.grapnel.ResyncAgentRequest\x1a\x1c.grapnel.ResyncAgentResponse\x12K\n" +
 	"\fSetAgentMode\x12\x1c.grapnel.SetAgentModeRequest\x1a\x1d.grapnel.SetAgentModeResponse\x12B\n" +
-	"\tPlacement\x12\x19.grapnel.PlacementRequest\x1a\x1a.grapnel.PlacementResponse2u\n" +
+	"\tPlacement\x12\x19.grapnel.PlacementRequest\x1a\x1a.grapnel.PlacementResponse2\xb6\x01\n" +
 	"\x04Plan\x125\n" +
 	"\x06DryRun\x12\x14.grapnel.PlanRequest\x1a\x15.grapnel.PlanResponse\x126\n" +
-	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponse2\xc6\x01\n" +
+	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponse\x12?\n" +
+	"\bRevision\x12\x18.grapnel.RevisionRequest\x1a\x19.grapnel.RevisionResponse2\xc6\x01\n" +
 	"\aHistory\x12A\n" +
 	"\x04List\x12\x1b.grapnel.HistoryListRequest\x1a\x1c.grapnel.HistoryListResponse\x127\n" +
 	"\x03Get\x12\x1a.grapnel.HistoryGetRequest\x1a\x14.grapnel.Transaction\x12?\n" +
 	"\bTimeline\x12\x18.grapnel.TimelineRequest\x1a\x19.grapnel.TimelineResponse2O\n" +
 	"\bProblems\x12C\n" +
-	"\x04List\x12\x1c.grapnel.ProblemsListRequest\x1a\x1d.grapnel.ProblemsListResponseb\x06proto3"
+	"\x04List\x12\x1c.grapnel.ProblemsListRequest\x1a\x1d.grapnel.ProblemsListResponse2\xb6\x01\n" +
+	"\x05Locks\x123\n" +
+	"\x04Lock\x12\x14.grapnel.LockRequest\x1a\x15.grapnel.LockResponse\x129\n" +
+	"\x06Unlock\x12\x16.grapnel.UnlockRequest\x1a\x17.grapnel.UnlockResponse\x12=\n" +
+	"\x04List\x12\x19.grapnel.ListLocksRequest\x1a\x1a.grapnel.ListLocksResponseb\x06proto3"
 
 var (
 	file_grapnel_proto_rawDescOnce sync.Once
@@ -3134,7 +3618,7 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_grapnel_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
 	(*Member)(nil),                     // 1: grapnel.Member
@@ -3148,99 +3632,118 @@ var file_grapnel_proto_goTypes = []any{
 	(*SnapshotSaveRequest)(nil),        // 9: grapnel.SnapshotSaveRequest
 	(*SnapshotChunk)(nil),              // 10: grapnel.SnapshotChunk
 	(*SnapshotRestoreResponse)(nil),    // 11: grapnel.SnapshotRestoreResponse
-	(*PlanRequest)(nil),                // 12: grapnel.PlanRequest
-	(*PlanResponse)(nil),               // 13: grapnel.PlanResponse
-	(*Rejection)(nil),                  // 14: grapnel.Rejection
-	(*PlannedWorkload)(nil),            // 15: grapnel.PlannedWorkload
-	(*FieldChange)(nil),                // 16: grapnel.FieldChange
-	(*ConfigChange)(nil),               // 17: grapnel.ConfigChange
-	(*AgentPlan)(nil),                  // 18: grapnel.AgentPlan
-	(*PlanStep)(nil),                   // 19: grapnel.PlanStep
-	(*Wait)(nil),                       // 20: grapnel.Wait
-	(*ApplyRequest)(nil),               // 21: grapnel.ApplyRequest
-	(*ApplyResponse)(nil),              // 22: grapnel.ApplyResponse
-	(*ResyncAgentRequest)(nil),         // 23: grapnel.ResyncAgentRequest
-	(*ResyncAgentResponse)(nil),        // 24: grapnel.ResyncAgentResponse
-	(*SetAgentModeRequest)(nil),        // 25: grapnel.SetAgentModeRequest
-	(*SetAgentModeResponse)(nil),       // 26: grapnel.SetAgentModeResponse
-	(*PlacementRequest)(nil),           // 27: grapnel.PlacementRequest
-	(*PlacementResponse)(nil),          // 28: grapnel.PlacementResponse
-	(*AgentModeEntry)(nil),             // 29: grapnel.AgentModeEntry
-	(*PlacedWorkload)(nil),             // 30: grapnel.PlacedWorkload
-	(*PlacementShortfall)(nil),         // 31: grapnel.PlacementShortfall
-	(*HistoryListRequest)(nil),         // 32: grapnel.HistoryListRequest
-	(*HistoryListResponse)(nil),        // 33: grapnel.HistoryListResponse
-	(*HistoryGetRequest)(nil),          // 34: grapnel.HistoryGetRequest
-	(*Transaction)(nil),                // 35: grapnel.Transaction
-	(*TxWorkload)(nil),                 // 36: grapnel.TxWorkload
-	(*TxFieldChange)(nil),              // 37: grapnel.TxFieldChange
-	(*TxConfig)(nil),                   // 38: grapnel.TxConfig
-	(*TimelineRequest)(nil),            // 39: grapnel.TimelineRequest
-	(*TimelineResponse)(nil),           // 40: grapnel.TimelineResponse
-	(*TimelineEvent)(nil),              // 41: grapnel.TimelineEvent
-	(*ProblemsListRequest)(nil),        // 42: grapnel.ProblemsListRequest
-	(*ProblemsListResponse)(nil),       // 43: grapnel.ProblemsListResponse
-	(*Problem)(nil),                    // 44: grapnel.Problem
-	(*ProblemObject)(nil),              // 45: grapnel.ProblemObject
-	(*ankbase.UpdateStateRequest)(nil), // 46: ank_base.UpdateStateRequest
+	(*RevisionRequest)(nil),            // 12: grapnel.RevisionRequest
+	(*RevisionResponse)(nil),           // 13: grapnel.RevisionResponse
+	(*PlanRequest)(nil),                // 14: grapnel.PlanRequest
+	(*PlanResponse)(nil),               // 15: grapnel.PlanResponse
+	(*Rejection)(nil),                  // 16: grapnel.Rejection
+	(*PlannedWorkload)(nil),            // 17: grapnel.PlannedWorkload
+	(*FieldChange)(nil),                // 18: grapnel.FieldChange
+	(*ConfigChange)(nil),               // 19: grapnel.ConfigChange
+	(*AgentPlan)(nil),                  // 20: grapnel.AgentPlan
+	(*PlanStep)(nil),                   // 21: grapnel.PlanStep
+	(*Wait)(nil),                       // 22: grapnel.Wait
+	(*ApplyRequest)(nil),               // 23: grapnel.ApplyRequest
+	(*ApplyResponse)(nil),              // 24: grapnel.ApplyResponse
+	(*ResyncAgentRequest)(nil),         // 25: grapnel.ResyncAgentRequest
+	(*ResyncAgentResponse)(nil),        // 26: grapnel.ResyncAgentResponse
+	(*SetAgentModeRequest)(nil),        // 27: grapnel.SetAgentModeRequest
+	(*SetAgentModeResponse)(nil),       // 28: grapnel.SetAgentModeResponse
+	(*PlacementRequest)(nil),           // 29: grapnel.PlacementRequest
+	(*PlacementResponse)(nil),          // 30: grapnel.PlacementResponse
+	(*AgentModeEntry)(nil),             // 31: grapnel.AgentModeEntry
+	(*PlacedWorkload)(nil),             // 32: grapnel.PlacedWorkload
+	(*PlacementShortfall)(nil),         // 33: grapnel.PlacementShortfall
+	(*HistoryListRequest)(nil),         // 34: grapnel.HistoryListRequest
+	(*HistoryListResponse)(nil),        // 35: grapnel.HistoryListResponse
+	(*HistoryGetRequest)(nil),          // 36: grapnel.HistoryGetRequest
+	(*Transaction)(nil),                // 37: grapnel.Transaction
+	(*TxWorkload)(nil),                 // 38: grapnel.TxWorkload
+	(*TxFieldChange)(nil),              // 39: grapnel.TxFieldChange
+	(*TxConfig)(nil),                   // 40: grapnel.TxConfig
+	(*TimelineRequest)(nil),            // 41: grapnel.TimelineRequest
+	(*TimelineResponse)(nil),           // 42: grapnel.TimelineResponse
+	(*TimelineEvent)(nil),              // 43: grapnel.TimelineEvent
+	(*ProblemsListRequest)(nil),        // 44: grapnel.ProblemsListRequest
+	(*ProblemsListResponse)(nil),       // 45: grapnel.ProblemsListResponse
+	(*Problem)(nil),                    // 46: grapnel.Problem
+	(*ProblemObject)(nil),              // 47: grapnel.ProblemObject
+	(*LockRequest)(nil),                // 48: grapnel.LockRequest
+	(*LockResponse)(nil),               // 49: grapnel.LockResponse
+	(*UnlockRequest)(nil),              // 50: grapnel.UnlockRequest
+	(*UnlockResponse)(nil),             // 51: grapnel.UnlockResponse
+	(*ListLocksRequest)(nil),           // 52: grapnel.ListLocksRequest
+	(*ListLocksResponse)(nil),          // 53: grapnel.ListLocksResponse
+	(*LockInfo)(nil),                   // 54: grapnel.LockInfo
+	(*ankbase.UpdateStateRequest)(nil), // 55: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
 	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
 	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	46, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
-	14, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
-	15, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
-	17, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
-	18, // 6: grapnel.PlanResponse.agents:type_name -> grapnel.AgentPlan
-	16, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
-	19, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
-	20, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
-	46, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
-	29, // 11: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
-	30, // 12: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
-	31, // 13: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
-	35, // 14: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
-	36, // 15: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
-	38, // 16: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
-	37, // 17: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
-	41, // 18: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
-	44, // 19: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
-	45, // 20: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
-	0,  // 21: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
-	3,  // 22: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
-	5,  // 23: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
-	7,  // 24: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
-	9,  // 25: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
-	10, // 26: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	23, // 27: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
-	25, // 28: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
-	27, // 29: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
-	12, // 30: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
-	21, // 31: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
-	32, // 32: grapnel.History.List:input_type -> grapnel.HistoryListRequest
-	34, // 33: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
-	39, // 34: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
-	42, // 35: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
-	2,  // 36: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	4,  // 37: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	6,  // 38: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	8,  // 39: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	10, // 40: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	11, // 41: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	24, // 42: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
-	26, // 43: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
-	28, // 44: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
-	13, // 45: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
-	22, // 46: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
-	33, // 47: grapnel.History.List:output_type -> grapnel.HistoryListResponse
-	35, // 48: grapnel.History.Get:output_type -> grapnel.Transaction
-	40, // 49: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
-	43, // 50: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
-	36, // [36:51] is the sub-list for method output_type
-	21, // [21:36] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	55, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	16, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
+	17, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
+	19, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
+	20, // 6: grapnel.PlanResponse.agents:type_name -> grapnel.AgentPlan
+	18, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
+	21, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
+	22, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
+	55, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	31, // 11: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
+	32, // 12: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
+	33, // 13: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
+	37, // 14: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
+	38, // 15: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
+	40, // 16: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
+	39, // 17: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
+	43, // 18: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
+	46, // 19: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
+	47, // 20: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
+	54, // 21: grapnel.LockResponse.locks:type_name -> grapnel.LockInfo
+	54, // 22: grapnel.ListLocksResponse.locks:type_name -> grapnel.LockInfo
+	0,  // 23: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
+	3,  // 24: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
+	5,  // 25: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
+	7,  // 26: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	9,  // 27: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	10, // 28: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	25, // 29: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
+	27, // 30: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
+	29, // 31: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
+	14, // 32: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	23, // 33: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	12, // 34: grapnel.Plan.Revision:input_type -> grapnel.RevisionRequest
+	34, // 35: grapnel.History.List:input_type -> grapnel.HistoryListRequest
+	36, // 36: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
+	41, // 37: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
+	44, // 38: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
+	48, // 39: grapnel.Locks.Lock:input_type -> grapnel.LockRequest
+	50, // 40: grapnel.Locks.Unlock:input_type -> grapnel.UnlockRequest
+	52, // 41: grapnel.Locks.List:input_type -> grapnel.ListLocksRequest
+	2,  // 42: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	4,  // 43: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	6,  // 44: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	8,  // 45: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	10, // 46: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	11, // 47: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	26, // 48: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
+	28, // 49: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
+	30, // 50: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
+	15, // 51: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	24, // 52: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	13, // 53: grapnel.Plan.Revision:output_type -> grapnel.RevisionResponse
+	35, // 54: grapnel.History.List:output_type -> grapnel.HistoryListResponse
+	37, // 55: grapnel.History.Get:output_type -> grapnel.Transaction
+	42, // 56: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
+	45, // 57: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
+	49, // 58: grapnel.Locks.Lock:output_type -> grapnel.LockResponse
+	51, // 59: grapnel.Locks.Unlock:output_type -> grapnel.UnlockResponse
+	53, // 60: grapnel.Locks.List:output_type -> grapnel.ListLocksResponse
+	42, // [42:61] is the sub-list for method output_type
+	23, // [23:42] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_grapnel_proto_init() }
@@ -3248,15 +3751,16 @@ func file_grapnel_proto_init() {
 	if File_grapnel_proto != nil {
 		return
 	}
+	file_grapnel_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   55,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_grapnel_proto_goTypes,
 		DependencyIndexes: file_grapnel_proto_depIdxs,

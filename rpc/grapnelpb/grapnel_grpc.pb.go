@@ -466,8 +466,9 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Plan_DryRun_FullMethodName = "/grapnel.Plan/DryRun"
-	Plan_Apply_FullMethodName  = "/grapnel.Plan/Apply"
+	Plan_DryRun_FullMethodName   = "/grapnel.Plan/DryRun"
+	Plan_Apply_FullMethodName    = "/grapnel.Plan/Apply"
+	Plan_Revision_FullMethodName = "/grapnel.Plan/Revision"
 )
 
 // PlanClient is the client API for Plan service.
@@ -488,6 +489,10 @@ type PlanClient interface {
 	// (reason STATE_CHANGED) naming the expected and the current sequence
 	// number.
 	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error)
+	// Revision answers the desired state's revision (its seq), for a
+	// caller that reads the state and updates it at an expected revision:
+	// read the revision first, then the state (docs/locks.md).
+	Revision(ctx context.Context, in *RevisionRequest, opts ...grpc.CallOption) (*RevisionResponse, error)
 }
 
 type planClient struct {
@@ -518,6 +523,16 @@ func (c *planClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *planClient) Revision(ctx context.Context, in *RevisionRequest, opts ...grpc.CallOption) (*RevisionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevisionResponse)
+	err := c.cc.Invoke(ctx, Plan_Revision_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PlanServer is the server API for Plan service.
 // All implementations must embed UnimplementedPlanServer
 // for forward compatibility.
@@ -536,6 +551,10 @@ type PlanServer interface {
 	// (reason STATE_CHANGED) naming the expected and the current sequence
 	// number.
 	Apply(context.Context, *ApplyRequest) (*ApplyResponse, error)
+	// Revision answers the desired state's revision (its seq), for a
+	// caller that reads the state and updates it at an expected revision:
+	// read the revision first, then the state (docs/locks.md).
+	Revision(context.Context, *RevisionRequest) (*RevisionResponse, error)
 	mustEmbedUnimplementedPlanServer()
 }
 
@@ -551,6 +570,9 @@ func (UnimplementedPlanServer) DryRun(context.Context, *PlanRequest) (*PlanRespo
 }
 func (UnimplementedPlanServer) Apply(context.Context, *ApplyRequest) (*ApplyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
+}
+func (UnimplementedPlanServer) Revision(context.Context, *RevisionRequest) (*RevisionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Revision not implemented")
 }
 func (UnimplementedPlanServer) mustEmbedUnimplementedPlanServer() {}
 func (UnimplementedPlanServer) testEmbeddedByValue()              {}
@@ -609,6 +631,24 @@ func _Plan_Apply_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plan_Revision_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevisionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlanServer).Revision(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plan_Revision_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlanServer).Revision(ctx, req.(*RevisionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Plan_ServiceDesc is the grpc.ServiceDesc for Plan service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -623,6 +663,10 @@ var Plan_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Apply",
 			Handler:    _Plan_Apply_Handler,
+		},
+		{
+			MethodName: "Revision",
+			Handler:    _Plan_Revision_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -939,6 +983,210 @@ var Problems_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "List",
 			Handler:    _Problems_List_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "grapnel.proto",
+}
+
+const (
+	Locks_Lock_FullMethodName   = "/grapnel.Locks/Lock"
+	Locks_Unlock_FullMethodName = "/grapnel.Locks/Unlock"
+	Locks_List_FullMethodName   = "/grapnel.Locks/List"
+)
+
+// LocksClient is the client API for Locks service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Locks holds intent locks on workloads and config items
+// (docs/locks.md): while an owner holds one, an update from anyone else
+// that changes the object is refused with FAILED_PRECONDITION (reason
+// LOCKED), "locked by OWNER until TIME (reason)". The owner is the first
+// name of the caller's client certificate, or without one the name the
+// caller declares in the grapnel-owner metadata. Leader only: a follower
+// forwards the call.
+type LocksClient interface {
+	// Lock locks the objects for ttlMs from the leader's clock, or renews
+	// the caller's own locks; refused if another owner holds one of them.
+	Lock(ctx context.Context, in *LockRequest, opts ...grpc.CallOption) (*LockResponse, error)
+	// Unlock releases the caller's locks on the objects; another owner's
+	// only with force.
+	Unlock(ctx context.Context, in *UnlockRequest, opts ...grpc.CallOption) (*UnlockResponse, error)
+	// List answers the locks in force.
+	List(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error)
+}
+
+type locksClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewLocksClient(cc grpc.ClientConnInterface) LocksClient {
+	return &locksClient{cc}
+}
+
+func (c *locksClient) Lock(ctx context.Context, in *LockRequest, opts ...grpc.CallOption) (*LockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LockResponse)
+	err := c.cc.Invoke(ctx, Locks_Lock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *locksClient) Unlock(ctx context.Context, in *UnlockRequest, opts ...grpc.CallOption) (*UnlockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnlockResponse)
+	err := c.cc.Invoke(ctx, Locks_Unlock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *locksClient) List(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLocksResponse)
+	err := c.cc.Invoke(ctx, Locks_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LocksServer is the server API for Locks service.
+// All implementations must embed UnimplementedLocksServer
+// for forward compatibility.
+//
+// Locks holds intent locks on workloads and config items
+// (docs/locks.md): while an owner holds one, an update from anyone else
+// that changes the object is refused with FAILED_PRECONDITION (reason
+// LOCKED), "locked by OWNER until TIME (reason)". The owner is the first
+// name of the caller's client certificate, or without one the name the
+// caller declares in the grapnel-owner metadata. Leader only: a follower
+// forwards the call.
+type LocksServer interface {
+	// Lock locks the objects for ttlMs from the leader's clock, or renews
+	// the caller's own locks; refused if another owner holds one of them.
+	Lock(context.Context, *LockRequest) (*LockResponse, error)
+	// Unlock releases the caller's locks on the objects; another owner's
+	// only with force.
+	Unlock(context.Context, *UnlockRequest) (*UnlockResponse, error)
+	// List answers the locks in force.
+	List(context.Context, *ListLocksRequest) (*ListLocksResponse, error)
+	mustEmbedUnimplementedLocksServer()
+}
+
+// UnimplementedLocksServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedLocksServer struct{}
+
+func (UnimplementedLocksServer) Lock(context.Context, *LockRequest) (*LockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lock not implemented")
+}
+func (UnimplementedLocksServer) Unlock(context.Context, *UnlockRequest) (*UnlockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Unlock not implemented")
+}
+func (UnimplementedLocksServer) List(context.Context, *ListLocksRequest) (*ListLocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedLocksServer) mustEmbedUnimplementedLocksServer() {}
+func (UnimplementedLocksServer) testEmbeddedByValue()               {}
+
+// UnsafeLocksServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to LocksServer will
+// result in compilation errors.
+type UnsafeLocksServer interface {
+	mustEmbedUnimplementedLocksServer()
+}
+
+func RegisterLocksServer(s grpc.ServiceRegistrar, srv LocksServer) {
+	// If the following call panics, it indicates UnimplementedLocksServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Locks_ServiceDesc, srv)
+}
+
+func _Locks_Lock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).Lock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_Lock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).Lock(ctx, req.(*LockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Locks_Unlock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnlockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).Unlock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_Unlock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).Unlock(ctx, req.(*UnlockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Locks_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LocksServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Locks_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LocksServer).List(ctx, req.(*ListLocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Locks_ServiceDesc is the grpc.ServiceDesc for Locks service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Locks_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "grapnel.Locks",
+	HandlerType: (*LocksServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Lock",
+			Handler:    _Locks_Lock_Handler,
+		},
+		{
+			MethodName: "Unlock",
+			Handler:    _Locks_Unlock_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _Locks_List_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

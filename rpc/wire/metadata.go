@@ -21,6 +21,10 @@ const (
 	// ForwardedNamesKey carries the proxied client's certificate names,
 	// comma-separated. The leader believes it only from a replica.
 	ForwardedNamesKey = "grapnel-forwarded-names"
+	// OwnerKey carries the owner a client declares for intent locks
+	// (docs/locks.md). A client certificate's name takes precedence; a
+	// proxying replica passes it on.
+	OwnerKey = "grapnel-owner"
 	// ReplicaIDKey is the response header by which a replica accepts a
 	// stream: it names the replica that serves it.
 	ReplicaIDKey = "grapnel-replica-id"
@@ -65,13 +69,25 @@ func ForwardedNames(ctx context.Context) ([]string, bool) {
 	return names, true
 }
 
+// Owner returns the owner the incoming call declares, or "".
+func Owner(ctx context.Context) string { return first(ctx, OwnerKey) }
+
+// WithOwner declares the owner of an outgoing call.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, OwnerKey, owner)
+}
+
 // Outgoing prepares the context of a proxied stream: it names the
 // forwarding replica and, when the client showed a certificate (names is
-// non-nil), the client's certificate names.
+// non-nil), the client's certificate names, and passes on the owner the
+// client declared.
 func Outgoing(ctx context.Context, by string, names []string) context.Context {
 	kv := []string{ForwardedByKey, by}
 	if names != nil {
 		kv = append(kv, ForwardedNamesKey, strings.Join(names, ","))
+	}
+	if o := Owner(ctx); o != "" {
+		kv = append(kv, OwnerKey, o)
 	}
 	return metadata.AppendToOutgoingContext(ctx, kv...)
 }

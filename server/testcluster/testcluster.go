@@ -25,6 +25,8 @@ import (
 type Cluster struct {
 	*clustertest.Cluster
 	t testing.TB
+	// clock is every server's clock; nil is the system clock.
+	clock clock.Clock
 
 	mu      sync.Mutex
 	serving map[string]*serving
@@ -41,8 +43,14 @@ type serving struct {
 
 // New starts n replicas (insecure gRPC) and waits for a leader.
 func New(t testing.TB, n int, opts ...clustertest.Option) *Cluster {
+	return NewWithClock(t, n, nil, opts...)
+}
+
+// NewWithClock is New with every server on clk (server.Config.Clock), so
+// that a test can drive the time every leader goes by.
+func NewWithClock(t testing.TB, n int, clk clock.Clock, opts ...clustertest.Option) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, serving: map[string]*serving{}}
+	c := &Cluster{t: t, serving: map[string]*serving{}, clock: clk}
 	opts = append(opts, clustertest.WithLeaderChConsumer(), clustertest.WithHooks(c.serve, c.unserve))
 	c.Cluster = clustertest.New(t, n, opts...)
 	c.WaitLeader(20 * time.Second)
@@ -79,7 +87,7 @@ func (c *Cluster) serve(r *clustertest.Replica) {
 	pool := proxy.NewPool(grpc.WithTransportCredentials(insecure.NewCredentials()))
 	cfg := server.Config{
 		Node: r.Node, FSM: r.FSM, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		HoldTimeout: 5 * time.Second, Proxy: pool,
+		HoldTimeout: 5 * time.Second, Proxy: pool, Clock: c.clock,
 	}
 	if c.configure != nil {
 		c.configure(r.ID, &cfg)
@@ -94,6 +102,7 @@ func (c *Cluster) serve(r *clustertest.Replica) {
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.RegisterPlan(g)
+	srv.RegisterLocks(g)
 	srv.Start()
 	s := &serving{srv: srv, g: g, pool: pool, done: make(chan struct{})}
 	go func() {
