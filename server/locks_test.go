@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"strconv"
 	"strings"
@@ -11,7 +13,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
@@ -21,6 +26,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
+	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -152,7 +158,8 @@ func manifestState(t *testing.T, name, image string) state.Tree {
 
 // Requirement (issue 16, point 5): while alice holds a lock on web, an
 // update of web from anyone else is refused on every path (an Ankaios
-// stream without an owner, bob's stream, bob's Plan.Apply, a dry-run)
+// stream without an owner, the control interface through an agent,
+// bob's stream, bob's Plan.Apply, a dry-run)
 // with "locked by alice until TIME (reason)"; alice's own update goes
 // through; another workload is not locked; after the TTL by the
 // leader's (fake) clock, bob's update goes through, with no write at
@@ -160,7 +167,7 @@ func manifestState(t *testing.T, name, image string) state.Tree {
 func TestLocksRefuseOthersUntilExpiry(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	ts := startServerCfg(t, t.TempDir(), mustState(t, dbWeb), func(c *Config) { c.Clock = fake })
-	ts.agent("agent_A", nil)
+	agent := ts.agent("agent_A", nil)
 	lc := grapnelpb.NewLocksClient(dialRaw(t, ts.addr))
 	pc := planClient(t, ts.addr)
 	if _, err := lc.Lock(callCtx(t), &grapnelpb.LockRequest{Objects: []string{"workload/web"}, TtlMs: 60_000}); err == nil ||
@@ -180,6 +187,11 @@ func TestLocksRefuseOthersUntilExpiry(t *testing.T) {
 	tree, mask := webImage(t, "nginx:2")
 	if r := cliAs(t, ts.addr, "").update(tree, mask); !strings.Contains(updateText(r), want) {
 		t.Fatalf("an Ankaios client's update: %q", updateText(r))
+	}
+	// A workload's update through the control interface: its agent's
+	// stream, which holds no lock.
+	if r := agent.update(tree, mask); !strings.Contains(updateText(r), want) {
+		t.Fatalf("a control-interface update: %q", updateText(r))
 	}
 	bob := cliAs(t, ts.addr, "bob")
 	if r := bob.update(tree, mask); !strings.Contains(updateText(r), want) {
@@ -214,5 +226,70 @@ func TestLocksRefuseOthersUntilExpiry(t *testing.T) {
 	}
 	if l, err := lc.List(callCtx(t), &grapnelpb.ListLocksRequest{}); err != nil || len(l.GetLocks()) != 0 {
 		t.Fatalf("locks after the TTL: %v %v", l, err)
+	}
+}
+
+// Requirement (issue 16, point 5): with a client certificate the owner is
+// its first name, whatever the client declares; without one, the
+// declared name; a forwarded call carries the client's names.
+func TestLockOwner(t *testing.T) {
+	withCert := func(ctx context.Context, names ...string) context.Context {
+		st := tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{DNSNames: names}}}}
+		return peer.NewContext(ctx, &peer.Peer{AuthInfo: credentials.TLSInfo{State: st}})
+	}
+	incoming := func(kv ...string) context.Context {
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(kv...))
+	}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"declared, no TLS", incoming(wire.OwnerKey, "alice@laptop"), "alice@laptop"},
+		{"none", context.Background(), ""},
+		{"certificate wins over a declared name", withCert(incoming(wire.OwnerKey, "mallory"), "operator-1", "x"), "operator-1"},
+		{"wildcard certificate: the declared name", withCert(incoming(wire.OwnerKey, "alice"), "*"), "alice"},
+		{"forwarded by a replica", withCert(incoming(wire.ForwardedNamesKey, "operator-2", wire.OwnerKey, "mallory"), rpc.ServerName), "operator-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lockOwner(tc.ctx); got != tc.want {
+				t.Fatalf("owner %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Requirement (issue 16, point 5): the lock check is a pure function of
+// the plan, the locks, the owner and the time: a config change that
+// renders a locked workload again touches it; an unrelated lock does not
+// refuse; the owner passes; an expired lock is ignored.
+func TestCheckLocksTouched(t *testing.T) {
+	const base = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: 'image: {{c.img}}'\n    configs: {c: web_cfg}\nconfigs:\n  web_cfg: {img: nginx}\n  other: x\n"
+	st := storeOf(t, base, "agent_A")
+	next := mustState(t, strings.Replace(base, "img: nginx", "img: nginx2", 1))
+	p, err := plan(render.New(), state.Limits{}, st, *next, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := state.Lock{Owner: "alice", ExpiresMs: 1000}
+	for _, tc := range []struct {
+		name  string
+		locks state.Locks
+		owner string
+		now   int64
+		want  string
+	}{
+		{"the re-rendered workload", state.Locks{"workload/web": lock}, "bob", 0, "workload/web is locked by alice"},
+		{"the changed config", state.Locks{"config/web_cfg": lock}, "bob", 0, "config/web_cfg is locked by alice"},
+		{"an untouched config", state.Locks{"config/other": lock}, "bob", 0, ""},
+		{"the owner", state.Locks{"workload/web": lock}, "alice", 0, ""},
+		{"expired", state.Locks{"workload/web": lock}, "bob", 1000, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkLocks(tc.locks, p, guard{owner: tc.owner, nowMs: tc.now})
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, errs.ErrLocked)) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -217,11 +217,23 @@ func (r *Revisions) CheckExpected(expected, current uint64, scope RevisionScope)
 			first = &RevisionConflict{Expected: expected, Current: current, Object: obj, Changed: rev, Deleted: deleted}
 		}
 	}
-	for o, v := range r.Mod {
-		note(o, v, false)
-	}
-	for o, v := range r.Tombstones {
-		note(o, v, true)
+	if scope.All || scope.Workloads || scope.Configs {
+		for o, v := range r.Mod {
+			note(o, v, false)
+		}
+		for o, v := range r.Tombstones {
+			note(o, v, true)
+		}
+	} else {
+		// Only named objects: look them up instead of scanning.
+		for o := range scope.Objects {
+			if v, ok := r.Mod[o]; ok {
+				note(o, v, false)
+			}
+			if v, ok := r.Tombstones[o]; ok {
+				note(o, v, true)
+			}
+		}
 	}
 	if first != nil {
 		return first

@@ -70,3 +70,21 @@ func TestTombstonesBounded(t *testing.T) {
 		t.Fatalf("an object with its revision kept: %v", err)
 	}
 }
+
+// BenchmarkCheckExpected10k is the check of an update of one workload at
+// an older revision among 10,000 workloads (the scan of every revision).
+func BenchmarkCheckExpected10k(b *testing.B) {
+	r := NewRevisions()
+	u := &DesiredUpdate{PutWorkloads: map[string]*Workload{}}
+	for i := range 10_000 {
+		u.PutWorkloads[fmt.Sprint("w", i)] = &Workload{}
+	}
+	r.record(u, 1)
+	scope := ScopeOfMasks([]string{"desiredState.workloads.w5"})
+	b.ResetTimer()
+	for range b.N {
+		if err := r.CheckExpected(1, 2, scope); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
