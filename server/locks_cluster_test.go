@@ -41,15 +41,24 @@ func dialPlain(t *testing.T, addr string) *grpc.ClientConn {
 	return cc
 }
 
-// Requirement (issue 16, point 5): a lock is replicated with the
-// leader's expiry: after the leader is killed, the new leader shows the
+// Requirement (issue 16, point 5): a lock taken through a follower is
+// the declared owner's, and is replicated with the leader's expiry: after the leader is killed, the new leader shows the
 // same owner and expiry, refuses another owner, and lets the update
 // through once its clock passes the expiry (no loss, no extension).
 func TestLocksSurviveFailover(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	c := testcluster.NewWithClock(t, 3, fake)
 	leader := c.WaitServing(20 * time.Second)
-	lc := grapnelpb.NewLocksClient(dialPlain(t, c.Addr(leader)))
+	// The lock is taken through a follower, which forwards the call with
+	// the owner the client declared.
+	follower := ""
+	for _, id := range c.IDs() {
+		if id != leader {
+			follower = id
+			break
+		}
+	}
+	lc := grapnelpb.NewLocksClient(dialPlain(t, c.Addr(follower)))
 	if _, err := lc.Lock(asOwner(t, "alice"), &grapnelpb.LockRequest{Objects: []string{"workload/web", "config/cfg"}, TtlMs: 3_600_000, Reason: "maintenance"}); err != nil {
 		t.Fatal(err)
 	}
