@@ -95,6 +95,9 @@ func (s *Store) TakeLocks(objects []string, owner, reason string, nowMs, expires
 	if err := CheckLocks(s.Locks, objects, owner, nowMs); err != nil {
 		return err
 	}
+	if s.Locks == nil {
+		s.Locks = Locks{}
+	}
 	s.Locks.prune(nowMs)
 	for _, o := range objects {
 		s.Locks[o] = Lock{Owner: owner, Reason: reason, SinceMs: nowMs, ExpiresMs: expiresMs}

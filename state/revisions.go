@@ -61,8 +61,11 @@ func NewRevisions() *Revisions {
 	return &Revisions{Mod: map[string]uint64{}, Tombstones: map[string]uint64{}}
 }
 
-// Clone is a copy sharing no map with r.
+// Clone is a copy sharing no map with r; an empty record for nil.
 func (r *Revisions) Clone() *Revisions {
+	if r == nil {
+		return NewRevisions()
+	}
 	return &Revisions{Mod: maps.Clone(r.Mod), Tombstones: maps.Clone(r.Tombstones), Floor: r.Floor}
 }
 

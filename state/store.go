@@ -146,6 +146,9 @@ type DesiredUpdate struct {
 func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
 	s.Revision = index
 	s.DesiredSeq++
+	if s.Revs == nil {
+		s.Revs = NewRevisions()
+	}
 	s.Revs.record(u, s.DesiredSeq)
 	if s.usage != nil {
 		s.usage.account(s.Desired, s.Rendered, u)
