@@ -2,15 +2,9 @@ package client
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/grapnel-io/grapnel/internal/errs"
-	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
@@ -31,32 +25,7 @@ type leaderProblems struct {
 }
 
 func (l *leaderProblems) List(ctx context.Context, in *grapnelpb.ProblemsListRequest, opts ...grpc.CallOption) (*grapnelpb.ProblemsListResponse, error) {
-	var zero *grapnelpb.ProblemsListResponse
-	for hops := 0; ; hops++ {
-		addr, err := l.r.Leader(ctx)
-		if err != nil {
-			return zero, err
-		}
-		if l.r.isLegacy(addr) {
-			return zero, fmt.Errorf("%w: %s does not offer Grapnel's problems service (an Ankaios server?)", ErrRejected, addr)
-		}
-		cc, err := l.r.conn(addr)
-		if err != nil {
-			return zero, err
-		}
-		v, err := grapnelpb.NewProblemsClient(cc).List(wire.WithLeaderAware(ctx), in, opts...)
-		if err == nil {
-			return v, nil
-		}
-		if status.Code(err) == codes.Unimplemented {
-			return zero, fmt.Errorf("%w: %s does not offer Grapnel's problems service (an older Grapnel or an Ankaios server?)", ErrRejected, addr)
-		}
-		err = rpc.FromStatus(err)
-		var nl *errs.NotLeaderError
-		if hops < maxRedirects && errors.As(err, &nl) && nl.LeaderAddress != "" {
-			l.r.redirect(nl.LeaderID, nl.LeaderAddress)
-			continue
-		}
-		return zero, err
-	}
+	return onLeaderOf(ctx, l.r, "problems", grapnelpb.NewProblemsClient, func(c grapnelpb.ProblemsClient) (*grapnelpb.ProblemsListResponse, error) {
+		return c.List(wire.WithLeaderAware(ctx), in, opts...)
+	})
 }
