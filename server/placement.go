@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -246,20 +244,8 @@ type modeCall struct {
 
 // setAgentMode hands a mode to the leader loop and waits for its commit.
 func (s *Server) setAgentMode(ctx context.Context, agent string, mode state.AgentMode, requester string) error {
-	t := s.currentTerm()
-	if t == nil {
-		return fmt.Errorf("%w: replica %s has not opened its term yet", errs.ErrNoLeader, s.node.ID())
-	}
 	call := &modeCall{agent: agent, mode: mode, requester: requester, done: make(chan error, 1)}
-	if !t.post(inMsg{mode: call}) {
-		return fmt.Errorf("%w: replica %s stopped leading", errs.ErrLeaderChanged, s.node.ID())
-	}
-	select {
-	case err := <-call.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.callLeaderLoop(ctx, inMsg{mode: call}, call.done)
 }
 
 // setAgentMode proposes a mode unless the agent already has it; the

@@ -19,16 +19,22 @@ type resyncCall struct {
 // resyncAgent hands a drift repair request to the leader loop and waits
 // for it to be queued on the agent's stream.
 func (s *Server) resyncAgent(ctx context.Context, agent string) error {
+	call := &resyncCall{agent: agent, done: make(chan error, 1)}
+	return s.callLeaderLoop(ctx, inMsg{resync: call}, call.done)
+}
+
+// callLeaderLoop hands msg to this replica's leader loop and waits until
+// the loop answers on done (an operator action, once committed).
+func (s *Server) callLeaderLoop(ctx context.Context, msg inMsg, done <-chan error) error {
 	t := s.currentTerm()
 	if t == nil {
 		return fmt.Errorf("%w: replica %s has not opened its term yet", errs.ErrNoLeader, s.node.ID())
 	}
-	call := &resyncCall{agent: agent, done: make(chan error, 1)}
-	if !t.post(inMsg{resync: call}) {
+	if !t.post(msg) {
 		return fmt.Errorf("%w: replica %s stopped leading", errs.ErrLeaderChanged, s.node.ID())
 	}
 	select {
-	case err := <-call.done:
+	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
