@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/rpc"
 )
 
@@ -60,6 +62,19 @@ func NewCA(t testing.TB) *CA {
 // by a server and a client, and returns the files to load them with.
 func (ca *CA) Issue(t testing.TB, file string, names ...string) rpc.TLSFiles {
 	t.Helper()
+	return ca.issue(t, file, nil, names)
+}
+
+// IssueIdentity writes a certificate naming one Grapnel identity (a
+// grapnel://ROLE/NAME URI SAN) plus the DNS names, as `grapnel certs`
+// does: a replica's certificate also needs identity.ServerSAN.
+func (ca *CA) IssueIdentity(t testing.TB, file string, role identity.Role, name string, dnsNames ...string) rpc.TLSFiles {
+	t.Helper()
+	return ca.issue(t, file, []*url.URL{identity.URI(role, name)}, dnsNames)
+}
+
+func (ca *CA) issue(t testing.TB, file string, uris []*url.URL, names []string) rpc.TLSFiles {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +84,7 @@ func (ca *CA) Issue(t testing.TB, file string, names ...string) rpc.TLSFiles {
 	ca.next++
 	ca.mu.Unlock()
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: file}, DNSNames: names,
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: file}, DNSNames: names, URIs: uris,
 		NotBefore: clock.Real().Now().Add(-time.Hour), NotAfter: clock.Real().Now().Add(time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
