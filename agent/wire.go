@@ -64,7 +64,7 @@ func start(cfg Config) (*instance, error) {
 	resolver, err := client.NewResolver(client.Options{
 		Addrs: cfg.Servers, Insecure: cfg.Insecure, TLS: cfg.TLS,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
-		Clock: cfg.Clock, Timers: cfg.Clock,
+		Lookout: true, Clock: cfg.Clock, Timers: cfg.Clock,
 	})
 	if err != nil {
 		return nil, err

@@ -41,6 +41,12 @@ type Options struct {
 	// HeartbeatInterval is how often the replica is asked to send a
 	// heartbeat. Zero means DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+	// Lookout makes every stream keep a slow watch at one other replica
+	// (see lookout.go), which names the next leader as soon as it is
+	// elected; the leader's heartbeat then defaults to
+	// LookoutHeartbeatInterval and LookoutHeartbeatTimeout. For clients
+	// that hold a stream for long, such as agents.
+	Lookout bool
 	// Commander makes Dial open a CommandConnection instead of a
 	// CliConnection: a commander that gets only its own responses, not
 	// the workload-state broadcasts every CLI stream receives.
@@ -77,24 +83,34 @@ func (o Options) timeout() time.Duration {
 }
 
 func (o Options) heartbeatTimeout() time.Duration {
-	if o.HeartbeatTimeout == 0 {
-		return DefaultHeartbeatTimeout
+	switch {
+	case o.HeartbeatTimeout != 0:
+		return o.HeartbeatTimeout
+	case o.Lookout:
+		return LookoutHeartbeatTimeout
 	}
-	return o.HeartbeatTimeout
+	return DefaultHeartbeatTimeout
 }
 
 func (o Options) heartbeatInterval() time.Duration {
-	if o.HeartbeatInterval > 0 {
+	switch {
+	case o.HeartbeatInterval > 0:
 		return o.HeartbeatInterval
+	case o.Lookout:
+		return LookoutHeartbeatInterval
 	}
 	return DefaultHeartbeatInterval
 }
 
 // probeTimeout bounds one Status query while looking for the leader: a
 // replica that cannot answer within a heartbeat timeout is as good as
-// dead.
+// dead. A lookout's longer heartbeat does not stretch it.
 func (o Options) probeTimeout() time.Duration {
-	if t := o.heartbeatTimeout(); t > 0 {
+	t := o.HeartbeatTimeout
+	if t == 0 {
+		t = DefaultHeartbeatTimeout
+	}
+	if t > 0 {
 		return min(t, o.timeout())
 	}
 	return o.timeout()

@@ -29,6 +29,7 @@ type fakeCluster struct {
 
 	mu      sync.Mutex // guards the following fields
 	leader  string     // id; "" while none
+	term    uint64     // grows with every setLeader, as a Raft term does
 	changed chan struct{}
 	reps    []*fakeReplica
 }
@@ -97,6 +98,7 @@ func newFakeClusterOn(t *testing.T, listeners ...net.Listener) *fakeCluster {
 func (fc *fakeCluster) setLeader(id string) {
 	fc.mu.Lock()
 	fc.leader = id
+	fc.term++
 	close(fc.changed)
 	fc.changed = make(chan struct{})
 	fc.mu.Unlock()
@@ -109,6 +111,15 @@ func (fc *fakeCluster) rep(id string) *fakeReplica {
 		}
 	}
 	return nil
+}
+
+// touch wakes every watch without changing the leader or the term: each
+// sends its status again.
+func (fc *fakeCluster) touch() {
+	fc.mu.Lock()
+	close(fc.changed)
+	fc.changed = make(chan struct{})
+	fc.mu.Unlock()
 }
 
 // view is what replica r sees: the leader's id and address, and a channel
@@ -129,7 +140,10 @@ func (r *fakeReplica) view() (string, string, <-chan struct{}) {
 
 func (r *fakeReplica) status() *grapnelpb.StatusResponse {
 	id, addr, _ := r.view()
-	st := &grapnelpb.StatusResponse{ReplicaId: r.id, LeaderId: id, LeaderGrpcAddress: addr, Term: 1}
+	r.fc.mu.Lock()
+	term := r.fc.term
+	r.fc.mu.Unlock()
+	st := &grapnelpb.StatusResponse{ReplicaId: r.id, LeaderId: id, LeaderGrpcAddress: addr, Term: term}
 	for _, m := range r.fc.reps {
 		st.Members = append(st.Members, &grapnelpb.Member{Id: m.id, GrpcAddress: m.addr, Leader: m.id == id})
 	}

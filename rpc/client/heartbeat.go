@@ -39,6 +39,15 @@ func (r *Resolver) heartbeat(s *Stream, cc *grpc.ClientConn) {
 	}
 	timer := arm()
 	defer func() { timer.Stop() }()
+	if r.opts.Lookout {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.lookout(s)
+		}()
+		// The lookout ends with the stream; s.watched closes after it.
+		defer func() { <-done }()
+	}
 	w, err := grapnelpb.NewClusterClient(cc).Watch(s.ctx, &grapnelpb.WatchRequest{
 		HeartbeatMs: uint32(r.opts.heartbeatInterval().Milliseconds()),
 	})
@@ -64,6 +73,7 @@ func (r *Resolver) heartbeat(s *Stream, cc *grpc.ClientConn) {
 		timer.Stop()
 		timer = arm()
 		st := ev.GetStatus()
+		s.term.Store(st.GetTerm())
 		r.observe(s.addr, st)
 		if st.GetLeaderId() != st.GetReplicaId() {
 			next := "no replica leads now"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
@@ -36,6 +37,9 @@ type Stream struct {
 	// watched is closed when the heartbeat goroutine has ended (at once
 	// when there is none).
 	watched chan struct{}
+	// term is the term the leader's last heartbeat gave; 0 before the
+	// first. The lookout acts only on a newer one.
+	term atomic.Uint64
 }
 
 // Open opens a stream of the given kind to the leader: it finds the leader,
