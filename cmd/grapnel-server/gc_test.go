@@ -58,16 +58,21 @@ func TestGCTunerSwitchesWithAllocationRate(t *testing.T) {
 	if !slices.Equal(f.percents, []int{400}) || f.pending == nil || f.delay != gcCheckEvery {
 		t.Fatalf("after start: percents %v, check pending %t after %v; want the busy target and a check", f.percents, f.pending != nil, f.delay)
 	}
+	idled := 0
+	g.onIdle = func() { idled++ }
 	// The start was busy; then it calms down.
 	f.advance(gcCheckEvery, 64<<20)
 	f.fire(t)
-	if len(f.percents) != 1 || f.pending == nil {
-		t.Fatalf("busy start went idle: percents %v", f.percents)
+	if len(f.percents) != 1 || f.pending == nil || idled != 0 {
+		t.Fatalf("busy start went idle: percents %v, idle hook ran %d times", f.percents, idled)
 	}
 	f.advance(gcCheckEvery, 1<<20)
 	f.fire(t)
 	if !slices.Equal(f.percents, []int{400, 50}) || f.pending != nil {
 		t.Fatalf("after a quiet check: percents %v, check pending %t; want the idle target and no timer", f.percents, f.pending != nil)
+	}
+	if idled != 1 {
+		t.Fatalf("turning idle ran the idle hook %d times, want once", idled)
 	}
 	f.percents = f.percents[1:]
 

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package residency
+
+// DropExecutablePages does nothing outside Linux.
+func DropExecutablePages() (int, error) { return 0, nil }
