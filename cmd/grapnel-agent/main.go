@@ -11,11 +11,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/grapnel-io/grapnel/agent"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
+	"github.com/grapnel-io/grapnel/internal/residency"
 )
 
 func main() {
@@ -24,6 +26,12 @@ func main() {
 	process.RunShimIfRequested()
 	os.Exit(run(os.Args[1:]))
 }
+
+// trimAfter is when the agent drops its start-up code pages from the
+// resident set (internal/residency): by then it has connected, taken its
+// workloads again after a power cycle, and settled. Once: an agent has no
+// busy spells that bring much code back.
+const trimAfter = 20 * time.Second
 
 // run returns the exit code: 2 for a configuration error, 1 when the
 // agent failed.
@@ -45,6 +53,12 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	trim := time.AfterFunc(trimAfter, func() {
+		if n, err := residency.DropExecutablePages(); err == nil {
+			log.Debug("code pages dropped from the resident set", "bytes", n)
+		}
+	})
+	defer trim.Stop()
 	if err := agent.Run(ctx, acfg); err != nil {
 		fmt.Fprintf(os.Stderr, "grapnel-agent: %v\n", err)
 		return 1
