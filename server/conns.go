@@ -45,10 +45,65 @@ type conn struct {
 	// agent ends its stream with Goodbye: it left on purpose, so no
 	// reconnect grace applies.
 	saidGoodbye bool
+
+	// The requests of a CLI or commander stream not answered yet, so that
+	// a peer that half-closes its side still gets every answer (see
+	// awaitAnswers).
+	pendingMu  sync.Mutex
+	unanswered map[string]int // by the peer's request id
+	pending    int
+	halfClosed bool
+	settled    chan struct{} // closed once halfClosed and pending is 0
 }
 
 func newConn(name string, kind wire.Kind) *conn {
-	return &conn{name: name, kind: kind, out: make(chan any, sendQueueLen), limit: rpc.MaxMessageBytes, closed: make(chan struct{})}
+	return &conn{name: name, kind: kind, out: make(chan any, sendQueueLen), limit: rpc.MaxMessageBytes,
+		closed: make(chan struct{}), unanswered: map[string]int{}, settled: make(chan struct{})}
+}
+
+// asked notes a request the peer sent (its own id, before the prefix).
+func (c *conn) asked(id string) {
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
+	c.unanswered[id]++
+	c.pending++
+}
+
+// answered notes a response queued for the request id; the later
+// responses of a subscription find nothing to count.
+func (c *conn) answered(id string) {
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
+	n := c.unanswered[id]
+	if n == 0 {
+		return
+	}
+	if n == 1 {
+		delete(c.unanswered, id)
+	} else {
+		c.unanswered[id] = n - 1
+	}
+	c.pending--
+	if c.halfClosed && c.pending == 0 {
+		close(c.settled)
+	}
+}
+
+// awaitAnswers is called once the peer has sent all it will send; the
+// channel it returns is closed when every request it sent has had its
+// first answer. gRPC lets a server keep sending after the client's
+// half-close, and a scripted client (a pipe into grpcurl) reads the
+// answers only then.
+func (c *conn) awaitAnswers() <-chan struct{} {
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
+	if !c.halfClosed {
+		c.halfClosed = true
+		if c.pending == 0 {
+			close(c.settled)
+		}
+	}
+	return c.settled
 }
 
 // send queues a message; a full queue means a stuck peer, which is

@@ -110,6 +110,7 @@ func (l *leader) respond(requestID string, resp *ankbase.Response) {
 	}
 	resp.RequestId = rest
 	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_Response{Response: resp}})
+	c.answered(rest)
 }
 
 func (l *leader) respondError(requestID string, err error) { l.respondText(requestID, err.Error()) }

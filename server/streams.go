@@ -3,7 +3,9 @@ package server
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -110,12 +112,16 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 	// when the peer is idle: returning from the handler makes gRPC end the
 	// stream, which also ends the pending Recv.
 	recvDone := make(chan struct{})
+	var sentAll bool
 	go func() {
 		defer close(recvDone)
-		s.recvLoop(st, t, c)
+		sentAll = s.recvLoop(st, t, c)
 	}()
 	select {
 	case <-recvDone:
+		if sentAll && c.kind != wire.KindAgent {
+			s.awaitAnswers(c)
+		}
 	case <-c.closed:
 	}
 	c.close()
@@ -273,27 +279,51 @@ func (s *Server) drain(st toServerStream, c *conn) {
 }
 
 // recvLoop forwards everything the peer sends, prefixing request ids with
-// the connection name so that answers find their way back.
-func (s *Server) recvLoop(st toServerStream, t *term, c *conn) {
+// the connection name so that answers find their way back. It reports
+// whether the peer ended its side cleanly (a half-close, or a CLI's
+// Goodbye) rather than going away.
+func (s *Server) recvLoop(st toServerStream, t *term, c *conn) (sentAll bool) {
 	for {
 		m, err := st.Recv()
 		if err != nil {
-			return
+			return errors.Is(err, io.EOF)
 		}
 		select {
 		case <-c.closed:
-			return
+			return false
 		default:
 		}
 		if req := m.GetRequest(); req != nil {
+			if c.kind != wire.KindAgent {
+				c.asked(req.GetRequestId())
+			}
 			req.RequestId = rpc.PrefixRequestID(c.name, req.GetRequestId())
 		}
 		if !t.post(inMsg{conn: c, msg: m}) {
-			return
+			return false
 		}
 		if m.GetGoodbye() != nil && c.kind != wire.KindAgent {
-			return
+			return true
 		}
+	}
+}
+
+// answerTimeout bounds how long a stream whose peer has sent all it will
+// send stays open for the answers still due: a request waits for a
+// commit, which a term end cuts short anyway (it closes the connection).
+const answerTimeout = 30 * time.Second
+
+// awaitAnswers keeps a CLI or commander stream open after its peer's
+// half-close until every request it sent is answered, the connection is
+// closed, or answerTimeout passes.
+func (s *Server) awaitAnswers(c *conn) {
+	wait := clock.NewTimer(s.clock(), answerTimeout)
+	defer wait.Stop()
+	select {
+	case <-c.awaitAnswers():
+	case <-c.closed:
+	case <-wait.C:
+		s.log.Warn("a stream closed by its peer ends with requests unanswered", "peer", c.name, "after", answerTimeout)
 	}
 }
 
