@@ -91,7 +91,12 @@ func RSS(pid int) (int64, error) {
 // ApplyWorkloads adds or replaces the given workloads in one UpdateState,
 // through the leader.
 func ApplyWorkloads(ctx context.Context, addrs []string, ws map[string]*state.Workload) error {
-	c, err := client.Dial(ctx, client.Options{Addrs: addrs, Insecure: true})
+	return ApplyWorkloadsWith(ctx, Insecure(addrs), ws)
+}
+
+// ApplyWorkloadsWith is ApplyWorkloads for a client with options o.
+func ApplyWorkloadsWith(ctx context.Context, o client.Options, ws map[string]*state.Workload) error {
+	c, err := client.Dial(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,16 @@ import (
 // client: one short-lived CLI stream per call, so a call after a failover
 // finds the new leader.
 func WorkloadStates(ctx context.Context, addrs []string) ([]state.WorkloadState, error) {
-	c, err := client.Dial(ctx, client.Options{Addrs: addrs, Insecure: true})
+	return WorkloadStatesWith(ctx, Insecure(addrs))
+}
+
+// Insecure is the client options of an insecure cluster at addrs.
+func Insecure(addrs []string) client.Options { return client.Options{Addrs: addrs, Insecure: true} }
+
+// WorkloadStatesWith is WorkloadStates for a client with options o (a
+// cluster with mutual TLS).
+func WorkloadStatesWith(ctx context.Context, o client.Options) ([]state.WorkloadState, error) {
+	c, err := client.Dial(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -54,11 +63,16 @@ func statesOf(resp *ankbase.Response) ([]state.WorkloadState, error) {
 // WaitStates polls the workload states until cond accepts them; on timeout
 // the error shows the last states seen.
 func WaitStates(ctx context.Context, addrs []string, what string, cond func([]state.WorkloadState) bool) ([]state.WorkloadState, error) {
+	return WaitStatesWith(ctx, Insecure(addrs), what, cond)
+}
+
+// WaitStatesWith is WaitStates for a client with options o.
+func WaitStatesWith(ctx context.Context, o client.Options, what string, cond func([]state.WorkloadState) bool) ([]state.WorkloadState, error) {
 	var last []state.WorkloadState
 	var lastErr error
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		ws, err := WorkloadStates(qctx, addrs)
+		ws, err := WorkloadStatesWith(qctx, o)
 		cancel()
 		if err == nil {
 			last, lastErr = ws, nil

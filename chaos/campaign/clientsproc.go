@@ -10,6 +10,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/chaos/clients"
 	"github.com/grapnel-io/grapnel/chaos/history"
+	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
 )
@@ -27,13 +28,19 @@ type ClientsConfig struct {
 	// the history small enough to check in seconds.
 	Rate float64
 	Out  string
+	// TLS is the clients' certificate; nil connects insecure.
+	TLS *rpc.TLSFiles
 }
 
 // Args is the command line ParseClientsArgs reads back.
 func (c ClientsConfig) Args() []string {
-	return []string{"--addrs", strings.Join(c.Addrs, ","), "--keys", strings.Join(c.Keys, ","),
+	args := []string{"--addrs", strings.Join(c.Addrs, ","), "--keys", strings.Join(c.Keys, ","),
 		"--clients", fmt.Sprint(c.Clients), "--duration", c.Duration.String(),
 		"--seed", fmt.Sprint(c.Seed), "--rate", fmt.Sprint(c.Rate), "--out", c.Out}
+	if c.TLS != nil {
+		args = append(args, "--ca", c.TLS.CA, "--cert", c.TLS.Cert, "--key", c.TLS.Key)
+	}
+	return args
 }
 
 // ParseClientsArgs reads the flags of `grapnel-chaos clients`.
@@ -47,8 +54,15 @@ func ParseClientsArgs(args []string) (ClientsConfig, error) {
 	fs.Int64Var(&c.Seed, "seed", 1, "seed of the operation mix")
 	fs.Float64Var(&c.Rate, "rate", DefaultRate, "most operations per second of one client; 0 is unlimited")
 	fs.StringVar(&c.Out, "out", "history.json", "history file written at the end")
+	var tlsFiles rpc.TLSFiles
+	fs.StringVar(&tlsFiles.CA, "ca", "", "CA certificate (PEM); with --cert and --key, mutual TLS")
+	fs.StringVar(&tlsFiles.Cert, "cert", "", "client certificate (PEM)")
+	fs.StringVar(&tlsFiles.Key, "key", "", "client key (PEM)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if !tlsFiles.Empty() {
+		c.TLS = &tlsFiles
 	}
 	c.Addrs, c.Keys = splitList(*addrs), splitList(*keys)
 	switch {
@@ -83,15 +97,15 @@ func RunClients(ctx context.Context, c ClientsConfig) error {
 	rec := history.NewRecorder()
 	err := clients.Run(ctx, clients.Config{
 		Addrs: c.Addrs, Clients: c.Clients, Keys: c.Keys,
-		ReadShare: 0.3, DeleteShare: 0.1, Seed: c.Seed, Rate: c.Rate, Timeout: 2 * time.Second,
+		ReadShare: 0.3, DeleteShare: 0.1, Seed: c.Seed, Rate: c.Rate, Timeout: 2 * time.Second, TLS: c.TLS,
 	}, rec)
 	return errors.Join(err, rec.Save(c.Out))
 }
 
 // finalRead reads the keys' values from the leader once the run is over,
 // for NoLostAcks; a key absent from the map is deleted.
-func finalRead(ctx context.Context, addrs, keys []string) (map[string]string, error) {
-	conn, err := client.Dial(ctx, client.Options{Addrs: addrs, Insecure: true})
+func finalRead(ctx context.Context, o client.Options, keys []string) (map[string]string, error) {
+	conn, err := client.Dial(ctx, o)
 	if err != nil {
 		return nil, err
 	}

@@ -13,10 +13,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/chaos/netns"
+	"github.com/grapnel-io/grapnel/chaos/pki"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
 
@@ -61,6 +65,9 @@ type cluster struct {
 	bins  map[string]string
 	dir   string
 	grace time.Duration
+	// pki holds every certificate and the gossip key; nil runs the
+	// cluster insecure (Config.Insecure).
+	pki *pki.Set
 
 	mu     sync.Mutex
 	extra  []string // Raft timing flags of the current phase
@@ -74,14 +81,31 @@ func hostAddr(h *netns.Host, port int) string {
 
 // newCluster prepares (does not start) a replica and an agent per host;
 // every address is checked to route over the bridge first.
-func newCluster(n *netns.Net, bins map[string]string, dir string, grace time.Duration, extra []string) (*cluster, error) {
+func newCluster(n *netns.Net, bins map[string]string, dir string, grace time.Duration, extra []string, secure bool) (*cluster, error) {
 	c := &cluster{net: n, bins: bins, dir: dir, grace: grace, extra: extra}
+	creds := insecure.NewCredentials()
+	if secure {
+		var names, agents []string
+		for i := range n.Hosts() {
+			names = append(names, fmt.Sprintf("r%d", i+1))
+			agents = append(agents, fmt.Sprintf("agent_h%d", i+1))
+		}
+		var err error
+		if c.pki, err = pki.Make(filepath.Join(dir, "pki"), names, agents, 7*24*time.Hour); err != nil {
+			return nil, fmt.Errorf("certificates: %w", err)
+		}
+		tc, err := rpc.ClientTLSConfig(c.pki.Operator, rpc.ServerName)
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(tc)
+	}
 	for i, h := range n.Hosts() {
 		if err := n.CheckRoute(h.Addr); err != nil {
 			return nil, err
 		}
 		conn, err := grpc.NewClient(hostAddr(h, GRPCPort),
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(creds),
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
 				MinConnectTimeout: time.Second,
@@ -126,20 +150,49 @@ func (c *cluster) benchAgents() []*bench.Agent {
 	return out
 }
 
+// clientOptions are the options of a campaign client (the operator's
+// certificate, or insecure).
+func (c *cluster) clientOptions() client.Options {
+	if c.pki == nil {
+		return bench.Insecure(c.addrs())
+	}
+	return client.Options{Addrs: c.addrs(), TLS: c.pki.Operator}
+}
+
+// securityArgs are the flags that give a program its certificate (and a
+// replica the gossip key), or -k.
+func (c *cluster) securityArgs(f rpc.TLSFiles, gossip bool) []string {
+	if c.pki == nil {
+		return []string{"-k"}
+	}
+	args := []string{"--ca_pem", f.CA, "--crt_pem", f.Cert, "--key_pem", f.Key}
+	if gossip {
+		args = append(args, "--gossip-key-file", c.pki.GossipKey)
+	}
+	return args
+}
+
 // replicaArgs are replica i's flags: host addresses, the others to join,
-// insecure, the grace and the phase's Raft timing.
-func (c *cluster) replicaArgs(i int) []string {
+// its certificate (or insecure), the grace and the phase's Raft timing.
+func (c *cluster) replicaArgs(i int) ([]string, error) {
 	r := c.reps[i]
-	args := []string{"-k", "--name", r.name, "--log-level", "info",
+	var files rpc.TLSFiles
+	if c.pki != nil {
+		var err error
+		if files, err = c.pki.Replica(r.name); err != nil {
+			return nil, err
+		}
+	}
+	args := append(c.securityArgs(files, true), "--name", r.name, "--log-level", "info",
 		"-a", hostAddr(r.host, GRPCPort), "--raft-address", hostAddr(r.host, RaftPort),
 		"--gossip-address", hostAddr(r.host, GossipPort), "--bootstrap-expect", fmt.Sprint(len(c.reps)),
-		"--data-dir", r.dataDir, "--agent-reconnect-grace", c.grace.String()}
+		"--data-dir", r.dataDir, "--agent-reconnect-grace", c.grace.String())
 	for j, o := range c.reps {
 		if j != i {
 			args = append(args, "--join", hostAddr(o.host, GossipPort))
 		}
 	}
-	return append(args, c.extra...)
+	return append(args, c.extra...), nil
 }
 
 // startReplica starts replica i (again) with its data dir.
@@ -153,7 +206,11 @@ func (c *cluster) startReplica(i int) error {
 	if err := os.MkdirAll(r.dataDir, 0o755); err != nil {
 		return err
 	}
-	p, err := startProc(r.name, c.net.Command(r.host, c.bins["grapnel-server"], c.replicaArgs(i)...), r.logPath)
+	args, err := c.replicaArgs(i)
+	if err != nil {
+		return err
+	}
+	p, err := startProc(r.name, c.net.Command(r.host, c.bins["grapnel-server"], args...), r.logPath)
 	if err != nil {
 		return err
 	}
@@ -182,8 +239,12 @@ func (c *cluster) startAgent(i int) error {
 	if err := os.MkdirAll(a.runFolder, 0o755); err != nil {
 		return err
 	}
-	args := []string{"-k", "--name", a.name, "--server-url", strings.Join(c.addrs(), ","),
-		"--run-folder", a.runFolder, "--runtimes", "process", "--log-level", "info"}
+	var files rpc.TLSFiles
+	if c.pki != nil {
+		files = c.pki.Agents[a.name]
+	}
+	args := append(c.securityArgs(files, false), "--name", a.name, "--server-url", strings.Join(c.addrs(), ","),
+		"--run-folder", a.runFolder, "--runtimes", "process", "--log-level", "info")
 	p, err := startProc(a.name, c.net.Command(a.host, c.bins["grapnel-agent"], args...), a.logPath)
 	if err != nil {
 		return err

@@ -57,6 +57,11 @@ type Config struct {
 	Grace time.Duration
 	// ComparisonKills is the leader kills under Raft's default timing.
 	ComparisonKills int
+	// Insecure runs every channel without TLS and gossip without a key;
+	// by default the campaign makes a CA, a certificate per replica and
+	// agent, one for its own clients, and a gossip key (chaos/pki), and
+	// adds the intruder fault.
+	Insecure bool
 	// Prefix names the namespaces (netns.Config.Prefix).
 	Prefix string
 	// Logf reports progress.

@@ -57,7 +57,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	n.CloseOnSignal()
 	defer n.Close()
-	c, err := newCluster(n, cfg.Bins, cfg.Dir, cfg.Grace, nil)
+	c, err := newCluster(n, cfg.Bins, cfg.Dir, cfg.Grace, nil, !cfg.Insecure)
 	if err != nil {
 		return nil, err
 	}
@@ -171,12 +171,12 @@ func (r *runner) setup(ctx context.Context) error {
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := bench.ApplyWorkloads(actx, r.c.addrs(), ws); err != nil {
+	if err := bench.ApplyWorkloadsWith(actx, r.c.clientOptions(), ws); err != nil {
 		return fmt.Errorf("apply the stable workloads: %w", err)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, setupBound)
 	defer wcancel()
-	states, err := bench.WaitStates(wctx, r.c.addrs(), "stable workloads running", func(s []state.WorkloadState) bool {
+	states, err := bench.WaitStatesWith(wctx, r.c.clientOptions(), "stable workloads running", func(s []state.WorkloadState) bool {
 		return check.Converged(r.want, s).OK
 	})
 	if err != nil {
@@ -197,6 +197,9 @@ func (r *runner) setup(ctx context.Context) error {
 func (r *runner) startClients(histPath string) (*proc, error) {
 	cc := ClientsConfig{Addrs: r.c.addrs(), Keys: r.keys, Clients: r.cfg.Clients,
 		Duration: 24 * time.Hour, Seed: r.cfg.Seed, Rate: DefaultRate, Out: histPath}
+	if p := r.c.pki; p != nil {
+		cc.TLS = &p.Operator
+	}
 	if !r.cfg.Short && len(r.cfg.Steps) == 0 {
 		cc.Duration = r.cfg.Duration + 30*time.Minute
 	} else {
@@ -286,8 +289,8 @@ func (r *runner) comparison(ctx context.Context) {
 func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start time.Time) *report.Report {
 	qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	final, ferr := finalRead(qctx, r.c.addrs(), r.keys)
-	states, serr := bench.WorkloadStates(qctx, r.c.addrs())
+	final, ferr := finalRead(qctx, r.c.clientOptions(), r.keys)
+	states, serr := bench.WorkloadStatesWith(qctx, r.c.clientOptions())
 	var idsAfter map[string]string
 	var ierr error
 	if serr == nil {

@@ -32,6 +32,7 @@ func runCmd(args []string) int {
 	clients := fs.Int("clients", campaign.DefaultClients, "concurrent clients")
 	kills := fs.Int("comparison-kills", 0, "leader kills under Raft's default timing (default 3 short, 20 long)")
 	prefix := fs.String("prefix", "gch", "name prefix of the namespaces")
+	plain := fs.Bool("insecure", false, "run every channel without TLS and gossip without a key, and leave out the intruder fault (by default the campaign makes its own CA and certificates)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -67,7 +68,7 @@ func runCmd(args []string) int {
 			"grapnel-server": filepath.Join(*binDir, "grapnel-server"),
 			"grapnel-agent":  filepath.Join(*binDir, "grapnel-agent"),
 		},
-		Clients: *clients, ComparisonKills: *kills, Prefix: *prefix,
+		Clients: *clients, ComparisonKills: *kills, Prefix: *prefix, Insecure: *plain,
 		Logf: func(format string, a ...any) {
 			fmt.Printf("%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, a...))
 		},
