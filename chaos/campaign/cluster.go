@@ -68,6 +68,9 @@ type cluster struct {
 	// pki holds every certificate and the gossip key; nil runs the
 	// cluster insecure (Config.Insecure).
 	pki *pki.Set
+	// selfBin is the grapnel-chaos binary, run in the client namespace
+	// as the intruder.
+	selfBin string
 
 	mu     sync.Mutex
 	extra  []string // Raft timing flags of the current phase

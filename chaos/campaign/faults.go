@@ -19,6 +19,8 @@ import (
 type injected struct {
 	fault report.Fault
 	cuts  []check.Cut
+	// intrusion is what the intruder fault found; nil for other faults.
+	intrusion *check.IntruderFinding
 }
 
 // faultFunc injects one fault, holds it for s.Hold and heals it.
@@ -38,6 +40,7 @@ var faults = map[Kind]faultFunc{
 	ReplaceReplica:    replaceReplica,
 	PacketLoss:        packetLoss,
 	Latency:           latency,
+	Intruder:          intrude,
 }
 
 // sleep waits d or until ctx ends.

@@ -87,3 +87,15 @@ func (p *proc) stop(grace time.Duration) {
 		p.kill()
 	}
 }
+
+// waitBound waits for the process to end on its own, killing it after
+// bound; the error says how it ended.
+func (p *proc) waitBound(bound time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(bound):
+		p.kill()
+		return fmt.Errorf("%s: still running after %v, killed", p.name, bound)
+	}
+}

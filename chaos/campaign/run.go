@@ -62,6 +62,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer c.close()
+	c.selfBin = cfg.Self
 	r := &runner{cfg: cfg, c: c, res: &Result{Dir: cfg.Dir}}
 	return r.res, r.run(ctx, steps)
 }
@@ -333,6 +334,13 @@ func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start
 		rep.Checks = append(rep.Checks, check.StableIDs(r.idsBefore, idsAfter), check.Converged(r.want, states))
 	}
 	rep.Checks = append(rep.Checks, check.DisconnectedOnlyWhenCut(stateSamples, cuts, r.cfg.Grace))
+	var intrusions []check.IntruderFinding
+	for _, in := range r.faults {
+		if in.intrusion != nil {
+			intrusions = append(intrusions, *in.intrusion)
+		}
+	}
+	rep.Checks = append(rep.Checks, check.IntruderRefused(intrusions))
 	rep.Checks = append(rep.Checks, settled(r.res.Log))
 	return rep
 }

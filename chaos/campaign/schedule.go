@@ -23,13 +23,14 @@ const (
 	ReplaceReplica    Kind = "replace-replica"    // remove a follower, join a fresh one
 	PacketLoss        Kind = "packet-loss"        // 20–30 % loss between the leader and a follower
 	Latency           Kind = "latency"            // delay on the leader's Raft link to a follower
+	Intruder          Kind = "intruder"           // a non-replica host attacks every port (secure campaigns)
 )
 
 // Kinds is every fault kind, in the order a short campaign uses when the
 // seed does not shuffle it.
 var Kinds = []Kind{
 	LeaderKill, FollowerKill, LeaderStop, LeaderPartition, MinorityPartition, OneWayPartition,
-	AgentCutShort, AgentCutLong, ClusterRestart, ReplaceReplica, PacketLoss, Latency,
+	AgentCutShort, AgentCutLong, ClusterRestart, ReplaceReplica, PacketLoss, Latency, Intruder,
 }
 
 // Step is one scheduled fault with its random parameters fixed by the
@@ -117,6 +118,8 @@ func step(rng *rand.Rand, k Kind, short bool, grace time.Duration) Step {
 		s.Delay = between(rng, 20*time.Millisecond, 100*time.Millisecond)
 	case ClusterRestart, ReplaceReplica:
 		s.Hold = between(rng, 500*time.Millisecond, 1500*time.Millisecond)
+	case Intruder:
+		s.Hold = intruderHold
 	}
 	return s
 }

@@ -1,18 +1,22 @@
 // Command grapnel-chaos runs Grapnel's chaos campaign (chaos/campaign) as
 // root: `grapnel-chaos run --short` runs every fault kind once, `run
 // --duration 30m --seed N` a randomized campaign. `grapnel-chaos clients`
-// is the clients process the campaign starts inside the client namespace;
+// is the clients process the campaign starts inside the client namespace,
+// `grapnel-chaos intrude` its intruder there;
 // `grapnel-chaos check --history FILE` checks a saved history again.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/grapnel-io/grapnel/chaos/campaign"
+	"github.com/grapnel-io/grapnel/chaos/intruder"
 )
 
 func main() {
@@ -26,6 +30,8 @@ func main() {
 		code = runCmd(os.Args[2:])
 	case "clients":
 		code = clientsCmd(os.Args[2:])
+	case "intrude":
+		code = intrudeCmd(os.Args[2:])
 	case "check":
 		code = checkCmd(os.Args[2:])
 	default:
@@ -54,6 +60,38 @@ func clientsCmd(args []string) int {
 	defer stop()
 	if err := campaign.RunClients(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "clients:", err)
+		return 1
+	}
+	return 0
+}
+
+// intrudeCmd runs the intruder (chaos/intruder) with the configuration
+// file the campaign wrote and saves its attempts.
+func intrudeCmd(args []string) int {
+	fs := flag.NewFlagSet("intrude", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "intruder configuration (JSON), written by the campaign")
+	out := fs.String("out", "attempts.json", "attempts written at the end")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	b, err := os.ReadFile(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "intrude:", err)
+		return 2
+	}
+	var cfg intruder.Config
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "intrude:", *cfgPath, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	attempts := intruder.Run(ctx, cfg)
+	for _, a := range attempts {
+		fmt.Printf("%-8s %-7s accepted=%-5v %s: %s\n", a.Target, a.Channel, a.Accepted, a.What, a.Detail)
+	}
+	if err := intruder.Save(*out, attempts); err != nil {
+		fmt.Fprintln(os.Stderr, "intrude:", err)
 		return 1
 	}
 	return 0
