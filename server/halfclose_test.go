@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -49,9 +51,9 @@ func TestEveryRequestIsAnsweredAfterAHalfClose(t *testing.T) {
 				for i, req := range []*ankbase.Request{get, upd, get, upd} {
 					id := fmt.Sprintf("r%d-%d", n, i)
 					want = append(want, id)
-					r := *req
+					r := proto.Clone(req).(*ankbase.Request)
 					r.RequestId = id
-					send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: &r}})
+					send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: r}})
 				}
 				if err := st.CloseSend(); err != nil {
 					t.Fatal(err)
