@@ -148,6 +148,10 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 	if first == nil || first.ToServerEnum == nil {
 		return nil, nil, errs.WithText(errs.ErrBadFirstMessage, "Empty")
 	}
+	who, err := s.guard.Identify(st.Context())
+	if err != nil {
+		return nil, nil, err
+	}
 	if kind == wire.KindAgent {
 		h := first.GetAgentHello()
 		if h == nil {
@@ -160,14 +164,13 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 		if name == "" || !state.ValidName(name) {
 			return nil, nil, fmt.Errorf("%w: agent name '%s' must be non-empty and use only [a-zA-Z0-9_-]", state.ErrInvalid, name)
 		}
-		names, err := clientNames(st.Context())
-		if err != nil {
+		if err := s.checkAgentName(who, name); err != nil {
+			s.refused(who, grpcapi.AgentConnection_ConnectAgent_FullMethodName, err)
 			return nil, nil, err
 		}
-		if !rpc.NameAllowed(names, name) {
-			return nil, nil, fmt.Errorf("%w: the client certificate does not allow agent name '%s'", errs.ErrUnauthenticated, name)
-		}
-		return newConn(name, wire.KindAgent), h, nil
+		c := newConn(name, wire.KindAgent)
+		c.who = who
+		return c, h, nil
 	}
 	h := first.GetCommanderHello()
 	if h == nil {
@@ -181,11 +184,8 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 		prefix = "commander-conn-"
 	}
 	c := newConn(prefix+randomID(), kind)
-	// Only for the history: a CLI is not restricted by its names.
-	if names, err := clientNames(st.Context()); err == nil && len(names) > 0 && names[0] != "*" {
-		c.identity = names[0]
-	}
-	c.owner = lockOwner(st.Context())
+	c.who = who
+	c.owner = s.lockOwner(st.Context())
 	return c, nil, nil
 }
 
