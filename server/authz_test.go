@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"io"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/testwait"
@@ -374,5 +376,33 @@ func TestEveryServedMethodIsInTheTable(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("only %d methods served; the test server registers fewer services than grapnel-server", n)
+	}
+}
+
+// Requirement (issue 17, point 3): a refusal is logged at most once per
+// identity and method per window, with the count of those left out, and
+// every one is counted in /metrics.
+func TestRefusalsAreRateLimitedAndCounted(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	var logged bytes.Buffer
+	set := metrics.NewSet()
+	s := &Server{log: slog.New(slog.NewTextHandler(&logged, nil)), refusals: newLogLimiter(clk, refusalLogWindow), cfg: Config{Metrics: set}}
+	agent := identity.Identity{Role: identity.Agent, Name: "agent_A", Names: []string{"agent_A"}, Typed: true}
+	op := identity.Identity{Role: identity.Operator, Name: "alice", Names: []string{"alice"}, Typed: true}
+	save := grapnelpb.Cluster_SnapshotSave_FullMethodName
+	for range 5 {
+		s.refused(agent, save, authz.Check(agent, save))
+	}
+	s.refused(op, authz.UpdateState, errors.New("another identity is another line"))
+	clk.Advance(refusalLogWindow)
+	s.refused(agent, save, authz.Check(agent, save))
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "agent 'agent_A' may not SnapshotSave") || !strings.Contains(lines[2], "suppressed=4") {
+		t.Fatalf("log lines:\n%s", logged.String())
+	}
+	var out bytes.Buffer
+	_, _ = set.Registry.WriteTo(&out)
+	if want := `grapnel_permission_denied_total{role="agent",method="` + save + `"} 6`; !strings.Contains(out.String(), want) {
+		t.Fatalf("metrics lack %s:\n%s", want, out.String())
 	}
 }

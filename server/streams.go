@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -87,9 +88,13 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 	if err != nil {
 		// A refused peer may retry at once and for ever (an upstream
 		// Ankaios agent does, every second): its refusal is logged once,
-		// then at most once per refusalLogWindow with the count.
-		host := peerHost(st.Context())
-		s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
+		// then at most once per refusalLogWindow with the count. A
+		// refusal for want of a right was logged and counted already
+		// (Server.refused).
+		if !errors.Is(err, errs.ErrPermissionDenied) {
+			host := peerHost(st.Context())
+			s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
+		}
 		return err
 	}
 	c.limit = s.cfg.MaxMessageBytes
