@@ -18,6 +18,7 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -49,11 +50,11 @@ func startTLSReplica(t *testing.T, pki *rpctest.CA) *tlsReplica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Node: node, FSM: f, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := server.New(server.Config{Node: node, FSM: f, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), UntypedCertRole: identity.Agent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := rpc.ServerTLSConfig(pki.Issue(t, "server", rpc.ServerName))
+	tc, err := rpc.ServerTLSConfig(pki.IssueIdentity(t, "server", identity.Replica, "s1", rpc.ServerName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,8 @@ func startTLSReplica(t *testing.T, pki *rpctest.CA) *tlsReplica {
 		}
 		return h(s, ss)
 	}
-	g := grpc.NewServer(append(append(rpc.ServerOptions(), rpc.StatusInterceptors()...), grpc.Creds(credentials.NewTLS(tc)), grpc.StreamInterceptor(count))...)
+	opts := append(append(rpc.ServerOptions(), rpc.StatusInterceptors()...), grpc.Creds(credentials.NewTLS(tc)), grpc.StreamInterceptor(count))
+	g := grpc.NewServer(append(opts, srv.Interceptors()...)...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.Start()
@@ -85,7 +87,7 @@ func startTLSReplica(t *testing.T, pki *rpctest.CA) *tlsReplica {
 
 // refusedConn is an agent connection named agent_A whose certificate
 // allows only another name, so the replica refuses every stream
-// (Unauthenticated).
+// (PermissionDenied).
 func refusedConn(t *testing.T, pki *rpctest.CA, addr string, clk clock.Clock, log *syncbuf.Buffer) *fakeConn {
 	t.Helper()
 	r, err := client.NewResolver(client.Options{Addrs: []string{addr}, TLS: pki.Issue(t, "agent", "agent_B"), Clock: clk})
@@ -157,7 +159,7 @@ func TestRefusedAgentBacksOff(t *testing.T) {
 	if n := strings.Count(out, "the server refused the agent stream"); n != len(steps)+1 {
 		t.Fatalf("%d refusal lines for %d refusals:\n%s", n, len(steps)+1, out)
 	}
-	if !strings.Contains(out, "does not allow agent name 'agent_A'") || !strings.Contains(out, "retry_in=") {
+	if !strings.Contains(out, "may not say AgentHello as 'agent_A'") || !strings.Contains(out, "retry_in=") {
 		t.Fatalf("the refusal lines do not say why and when the next attempt is:\n%s", out)
 	}
 	if strings.Contains(out, "connected to the server") {

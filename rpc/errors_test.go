@@ -43,6 +43,7 @@ func TestToStatus(t *testing.T) {
 		{"shutting down", errs.ErrShuttingDown, codes.Unavailable, "shutting down"},
 		{"state changed", fmt.Errorf("%w: expected seq 4, the desired state is at seq 5", errs.ErrStateChanged), codes.FailedPrecondition, "expected seq 4"},
 		{"unauthenticated", fmt.Errorf("%w: agent 'a' not in certificate", errs.ErrUnauthenticated), codes.Unauthenticated, "agent 'a'"},
+		{"permission denied", fmt.Errorf("%w: agent 'a' may not SnapshotSave: cluster administration needs the operator role", errs.ErrPermissionDenied), codes.PermissionDenied, "needs the operator role"},
 		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "deadline"},
 		{"canceled", context.Canceled, codes.Canceled, "canceled"},
 		{"already a status", already, codes.NotFound, "gone"},

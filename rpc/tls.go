@@ -1,15 +1,11 @@
 package rpc
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
-
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 )
 
 // ServerName is the name clients verify in the server certificate. Ankaios
@@ -174,39 +170,4 @@ func ClientTLSConfig(f TLSFiles, serverName string) (*tls.Config, error) {
 		ServerName:   serverName,
 		MinVersion:   tls.VersionTLS12,
 	}, nil
-}
-
-// PeerNames returns the SAN DNS names of the verified client certificate of
-// the gRPC peer in ctx. It returns nil when the connection is not TLS (the
-// insecure mode) and a non-nil, possibly empty, slice otherwise, so that
-// NameAllowed can tell the two apart.
-func PeerNames(ctx context.Context) []string {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return nil
-	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return nil
-	}
-	names := []string{}
-	if chains := info.State.VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
-		names = append(names, chains[0][0].DNSNames...)
-	}
-	return names
-}
-
-// NameAllowed reports whether a peer with the given certificate names may
-// act as name: names contains name or "*". Nil names (insecure mode) allow
-// everything.
-func NameAllowed(names []string, name string) bool {
-	if names == nil {
-		return true
-	}
-	for _, n := range names {
-		if n == name || n == "*" {
-			return true
-		}
-	}
-	return false
 }

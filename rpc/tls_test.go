@@ -112,7 +112,12 @@ func (echoNames) ConnectCli(s grpc.BidiStreamingServer[grpcapi.ToServer, grpcapi
 	if _, err := s.Recv(); err != nil {
 		return err
 	}
-	names := PeerNames(s.Context())
+	var names []string
+	if p, ok := peer.FromContext(s.Context()); ok {
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.VerifiedChains) > 0 {
+			names = info.State.VerifiedChains[0][0].DNSNames
+		}
+	}
 	return s.Send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_Response{
 		Response: &ankbase.Response{RequestId: strings.Join(names, ",")},
 	}})
@@ -337,108 +342,5 @@ func TestCheckPEMPermissions(t *testing.T) {
 func TestTLSFilesEmpty(t *testing.T) {
 	if !(TLSFiles{}).Empty() || (TLSFiles{Key: "k"}).Empty() {
 		t.Fatal("Empty is wrong")
-	}
-}
-
-func TestPeerNamesInsecure(t *testing.T) {
-	if PeerNames(context.Background()) != nil {
-		t.Fatal("no peer must give nil")
-	}
-	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{}})
-	if PeerNames(ctx) != nil {
-		t.Fatal("a peer without TLS must give nil")
-	}
-	ctx = peer.NewContext(context.Background(), &peer.Peer{AuthInfo: credentials.TLSInfo{}})
-	if names := PeerNames(ctx); names == nil || len(names) != 0 {
-		t.Fatalf("TLS without verified chain gave %#v, want empty non-nil", names)
-	}
-}
-
-// An agent may only say hello as a name of its certificate, or any name
-// with "*"; the insecure mode allows all.
-func TestNameAllowed(t *testing.T) {
-	tests := []struct {
-		names []string
-		name  string
-		want  bool
-	}{
-		{nil, "agent_A", true},
-		{[]string{}, "agent_A", false},
-		{[]string{"agent_A"}, "agent_A", true},
-		{[]string{"agent_B", "agent_A"}, "agent_A", true},
-		{[]string{"agent_B"}, "agent_A", false},
-		{[]string{"*"}, "agent_A", true},
-		{[]string{"agent_*"}, "agent_A", false},
-		{[]string{"Agent_A"}, "agent_A", false},
-	}
-	for _, tc := range tests {
-		if got := NameAllowed(tc.names, tc.name); got != tc.want {
-			t.Errorf("NameAllowed(%q, %q) = %v, want %v", tc.names, tc.name, got, tc.want)
-		}
-	}
-}
-
-// asText moves the parts named in which ("ca", "cert", "key") from their
-// files into PEM text, as an Ankaios *_pem_content key gives them.
-func asText(t *testing.T, f TLSFiles, which ...string) TLSFiles {
-	t.Helper()
-	read := func(p string) string {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	for _, w := range which {
-		switch w {
-		case "ca":
-			f.CAPEM, f.CA = read(f.CA), ""
-		case "cert":
-			f.CertPEM, f.Cert = read(f.Cert), ""
-		case "key":
-			f.KeyPEM, f.Key = read(f.Key), ""
-		}
-	}
-	return f
-}
-
-// Each part may be PEM text instead of a file; a path given as well wins.
-func TestMutualTLSFromPEMText(t *testing.T) {
-	pki := newTestPKI(t)
-	addr := startTLSServer(t, asText(t, pki.issue(t, "server", ServerName), "ca", "cert", "key"))
-	agent := pki.issue(t, "agent", "agent_A")
-	for name, f := range map[string]TLSFiles{
-		"all text":      asText(t, agent, "ca", "cert", "key"),
-		"key text only": asText(t, agent, "key"),
-		"CA text only":  asText(t, agent, "ca"),
-		"path wins":     func() TLSFiles { f := agent; f.KeyPEM, f.CAPEM = "garbage", "garbage"; return f }(),
-	} {
-		t.Run(name, func(t *testing.T) {
-			if f.Empty() {
-				t.Fatal("Empty with PEM text")
-			}
-			cfg, err := ClientTLSConfig(f, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			names, err := askNames(t, addr, cfg)
-			if err != nil || names != "agent_A" {
-				t.Fatalf("names %q, %v", names, err)
-			}
-		})
-	}
-	for name, c := range map[string]struct {
-		f    TLSFiles
-		want string
-	}{
-		"CA text not PEM":   {TLSFiles{CAPEM: "hello", Cert: agent.Cert, Key: agent.Key}, "CA certificate (PEM content): no PEM certificate found"},
-		"key text not PEM":  {TLSFiles{CA: agent.CA, Cert: agent.Cert, KeyPEM: "hello"}, "private key (PEM content)"},
-		"cert text missing": {TLSFiles{CA: agent.CA, Key: agent.Key}, "missing certificate"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			if _, err := ClientTLSConfig(c.f, ""); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v does not mention %q", err, c.want)
-			}
-		})
 	}
 }

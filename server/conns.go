@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -24,10 +25,10 @@ const sendQueueLen = 1024
 type conn struct {
 	name string
 	kind wire.Kind
-	// identity is the first name in a CLI's or commander's client
-	// certificate (empty without TLS): the history names the requester
-	// by it along with the connection name.
-	identity string
+	// who is the peer's identity (identity.Insecure without TLS): the
+	// history names a CLI's or commander's requests by its name, and each
+	// message is checked against its role (leader.permitted).
+	who identity.Identity
 	// owner is the CLI's or commander's lock owner (see lockOwner); empty
 	// for agents: a workload's update through the control interface
 	// holds no lock.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -18,10 +19,10 @@ const requesterStartup = "startup-manifest"
 // name the server knows ("agent_A", "cli-conn-3f…", "commander-conn-…"),
 // with the name in the client certificate first when the stream had one
 // ("operator-1/cli-conn-3f…"). A request a proxying follower forwarded
-// carries the client's names, not the follower's.
+// carries the client's identity, not the follower's.
 func requester(c *conn) string {
-	if c.identity != "" {
-		return c.identity + "/" + c.name
+	if c.kind != wire.KindAgent && !c.who.IsInsecure() && c.who.Name != "" {
+		return c.who.Name + "/" + c.name
 	}
 	return c.name
 }

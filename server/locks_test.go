@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,10 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
@@ -229,17 +232,27 @@ func TestLocksRefuseOthersUntilExpiry(t *testing.T) {
 	}
 }
 
-// Requirement (issue 16, point 5): with a client certificate the owner is
-// its first name, whatever the client declares; without one, the
-// declared name; a forwarded call carries the client's names.
+// Requirement (issue 16, point 5; issue 17, point 3): with a client
+// certificate the owner is its identity's name, whatever the client
+// declares; without one, the declared name; a call a replica forwarded
+// carries the client's identity.
 func TestLockOwner(t *testing.T) {
-	withCert := func(ctx context.Context, names ...string) context.Context {
-		st := tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{DNSNames: names}}}}
+	withCert := func(ctx context.Context, uri string, names ...string) context.Context {
+		c := &x509.Certificate{DNSNames: names}
+		if uri != "" {
+			u, err := url.Parse(uri)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.URIs = []*url.URL{u}
+		}
+		st := tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{c}}}
 		return peer.NewContext(ctx, &peer.Peer{AuthInfo: credentials.TLSInfo{State: st}})
 	}
 	incoming := func(kv ...string) context.Context {
 		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(kv...))
 	}
+	s := &Server{guard: &authz.Guard{Untyped: identity.Commander}}
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context
@@ -247,12 +260,12 @@ func TestLockOwner(t *testing.T) {
 	}{
 		{"declared, no TLS", incoming(wire.OwnerKey, "alice@laptop"), "alice@laptop"},
 		{"none", context.Background(), ""},
-		{"certificate wins over a declared name", withCert(incoming(wire.OwnerKey, "mallory"), "operator-1", "x"), "operator-1"},
-		{"wildcard certificate: the declared name", withCert(incoming(wire.OwnerKey, "alice"), "*"), "alice"},
-		{"forwarded by a replica", withCert(incoming(wire.ForwardedNamesKey, "operator-2", wire.OwnerKey, "mallory"), rpc.ServerName), "operator-2"},
+		{"certificate wins over a declared name", withCert(incoming(wire.OwnerKey, "mallory"), "grapnel://operator/operator-1", "x"), "operator-1"},
+		{"untyped certificate: its first DNS name", withCert(incoming(wire.OwnerKey, "mallory"), "", "ota", "y"), "ota"},
+		{"forwarded by a replica", withCert(incoming(wire.ForwardedIdentityKey, "operator/operator-2", wire.OwnerKey, "mallory"), "grapnel://replica/r2", rpc.ServerName), "operator-2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := lockOwner(tc.ctx); got != tc.want {
+			if got := s.lockOwner(tc.ctx); got != tc.want {
 				t.Fatalf("owner %q, want %q", got, tc.want)
 			}
 		})

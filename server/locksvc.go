@@ -10,6 +10,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
@@ -39,16 +40,9 @@ func (s *Server) RegisterLocks(g grpc.ServiceRegistrar) {
 	grapnelpb.RegisterLocksServer(g, &locksService{p: &planService{s: s}})
 }
 
-// lockOwner is the lock owner of a call or stream: the first name of the
-// client's certificate (forwarded by a proxying replica), or, without
-// one (or with the wildcard), the owner the client declares
-// (wire.OwnerKey). Without TLS a declared name is not authenticated.
-func lockOwner(ctx context.Context) string {
-	if names, err := clientNames(ctx); err == nil && len(names) > 0 && names[0] != "*" {
-		return names[0]
-	}
-	return wire.Owner(ctx)
-}
+// declaredOwner is the lock owner a client declares (wire.OwnerKey),
+// which counts only without TLS (Server.lockOwner).
+func declaredOwner(ctx context.Context) string { return wire.Owner(ctx) }
 
 // lockCall is a Locks service call on the leader loop.
 type lockCall struct {
@@ -102,7 +96,7 @@ func (ls *locksService) Lock(ctx context.Context, req *grapnelpb.LockRequest) (*
 	case len(req.GetReason()) > maxLockReasonLen:
 		return nil, fmt.Errorf("%w: reason: %d bytes, at most %d", state.ErrInvalid, len(req.GetReason()), maxLockReasonLen)
 	}
-	owner := lockOwner(ctx)
+	owner := ls.p.s.lockOwner(ctx)
 	if err := checkOwner(owner); err != nil {
 		return nil, err
 	}
@@ -124,9 +118,15 @@ func (ls *locksService) Unlock(ctx context.Context, req *grapnelpb.UnlockRequest
 	if err != nil {
 		return nil, err
 	}
-	owner := lockOwner(ctx)
+	owner := ls.p.s.lockOwner(ctx)
 	if err := checkOwner(owner); err != nil {
 		return nil, err
+	}
+	if req.GetForce() {
+		// Releasing another owner's lock is cluster administration.
+		if err := ls.p.s.authorize(ctx, authz.UnlockForce); err != nil {
+			return nil, err
+		}
 	}
 	var fwd *grapnelpb.UnlockResponse
 	_, err = ls.p.onLeader(ctx, &planCall{owner: owner, lock: &lockCall{release: true, objects: objs, force: req.GetForce()}},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
@@ -50,6 +51,9 @@ func (l *leader) cliGone(conn string) {
 }
 
 func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
+	if !l.permitted(c, m) {
+		return
+	}
 	switch x := m.ToServerEnum.(type) {
 	case *grpcapi.ToServer_Request:
 		l.handleRequest(c, x.Request)
@@ -77,6 +81,35 @@ func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
 	case *grpcapi.ToServer_AgentHello, *grpcapi.ToServer_CommanderHello:
 		l.s.log.Warn("ignoring a second hello", "conn", c.name)
 	}
+}
+
+// permitted checks one stream message against the sender's role
+// (rpc/authz; the stream itself was checked when it opened): a CLI's or
+// commander's request needs the right its kind needs, and an agent's
+// state report keeps only its own workloads (Server.ownStates). A
+// refused request is answered with the refusal and changes nothing.
+// Without TLS everything passes.
+func (l *leader) permitted(c *conn, m *grpcapi.ToServer) bool {
+	switch x := m.ToServerEnum.(type) {
+	case *grpcapi.ToServer_Request:
+		if c.kind == wire.KindAgent || x.Request.GetRequestContent() == nil {
+			// A workload's request, forwarded by its agent; an empty
+			// one is answered as unsupported.
+			return true
+		}
+		kind := authz.RequestKind(x.Request)
+		if err := authz.Check(c.who, kind); err != nil {
+			l.s.refused(c.who, kind, err)
+			id := x.Request.GetRequestId()
+			l.pipe.ordered(func() { l.respondError(id, err) })
+			return false
+		}
+	case *grpcapi.ToServer_UpdateWorkloadState:
+		if c.kind == wire.KindAgent {
+			l.s.ownStates(c, x.UpdateWorkloadState)
+		}
+	}
+	return true
 }
 
 func (l *leader) handleRequest(c *conn, req *ankbase.Request) {

@@ -47,7 +47,7 @@ func startServerCfg(t testing.TB, dir string, startup *state.State, mod func(*Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(rpc.StatusInterceptors()...)
+	g := grpc.NewServer(append(rpc.StatusInterceptors(), srv.Interceptors()...)...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.RegisterPlan(g)

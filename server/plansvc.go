@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
-	"github.com/grapnel-io/grapnel/rpc"
+
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
@@ -35,7 +35,7 @@ func (p *planService) DryRun(ctx context.Context, req *grapnelpb.PlanRequest) (*
 		return nil, fmt.Errorf("%w: update: the update to plan is missing", state.ErrInvalid)
 	}
 	var fwd *grapnelpb.PlanResponse
-	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate(), owner: lockOwner(ctx)}, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
+	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate(), owner: p.s.lockOwner(ctx)}, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
 		fwd, err = grapnelpb.NewPlanClient(cc).DryRun(ctx, req)
 		return err
 	})
@@ -52,7 +52,7 @@ func (p *planService) Apply(ctx context.Context, req *grapnelpb.ApplyRequest) (*
 		return nil, fmt.Errorf("%w: update: the update to apply is missing", state.ErrInvalid)
 	}
 	var fwd *grapnelpb.ApplyResponse
-	c := &planCall{update: req.GetUpdate(), apply: true, expectSeq: req.GetExpectedSeq(), owner: lockOwner(ctx)}
+	c := &planCall{update: req.GetUpdate(), apply: true, expectSeq: req.GetExpectedSeq(), owner: p.s.lockOwner(ctx)}
 	if req.ExpectedRevision != nil {
 		rev := req.GetExpectedRevision()
 		c.expectRevision = &rev
@@ -120,5 +120,5 @@ func (p *planService) elsewhere(ctx context.Context, d destination, forward func
 	if err != nil {
 		return err
 	}
-	return forward(wire.Outgoing(ctx, s.node.ID(), rpc.PeerNames(ctx)), cc)
+	return forward(wire.Outgoing(ctx, s.node.ID(), s.forwardedIdentity(ctx)), cc)
 }

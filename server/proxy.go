@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"google.golang.org/grpc"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
-	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
@@ -73,7 +71,7 @@ func (s *Server) proxyStream(st toServerStream, kind wire.Kind, d destination) e
 	if err != nil {
 		return err
 	}
-	names := rpc.PeerNames(st.Context())
+	who := s.forwardedIdentity(st.Context())
 
 	ctx, cancel := context.WithCancelCause(st.Context())
 	defer cancel(nil)
@@ -85,7 +83,7 @@ func (s *Server) proxyStream(st toServerStream, kind wire.Kind, d destination) e
 
 	s.log.Debug("proxying a stream to the leader", "leader", d.leaderID, "address", d.addr)
 	err = proxy.Forward(ctx, st, func(ctx context.Context) (wire.Stream, error) {
-		return kind.Open(wire.Outgoing(ctx, s.node.ID(), names), cc)
+		return kind.Open(wire.Outgoing(ctx, s.node.ID(), who), cc)
 	})
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause
@@ -119,23 +117,4 @@ func (s *Server) endOnLeaderChange(ctx context.Context, cancel context.CancelCau
 		}
 	}()
 	return done
-}
-
-// clientNames returns the certificate names the handshake checks an agent
-// name against: the peer's own, or, for a stream a replica proxied, the
-// names the proxy forwarded. Those are believed only from a peer whose
-// certificate carries the replica name rpc.ServerName, or in the insecure
-// mode; from anyone else they are refused, since believing them would let
-// any client claim any agent name.
-func clientNames(ctx context.Context) ([]string, error) {
-	peer := rpc.PeerNames(ctx)
-	fwd, ok := wire.ForwardedNames(ctx)
-	if !ok {
-		return peer, nil
-	}
-	if peer != nil && !slices.Contains(peer, rpc.ServerName) {
-		return nil, fmt.Errorf("%w: %s may only be sent by a replica (certificate name %s)",
-			errs.ErrUnauthenticated, wire.ForwardedNamesKey, rpc.ServerName)
-	}
-	return fwd, nil
 }

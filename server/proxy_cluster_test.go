@@ -16,10 +16,12 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/server/metrics"
 )
 
 // replicaSet is a cluster of real replicas in one process: Raft, gossip and
@@ -34,6 +36,8 @@ type replicaSet struct {
 	// tls, when set before a replica starts, makes it serve mutual TLS
 	// with these files and proxy with the same identity as a client.
 	tls *rpc.TLSFiles
+	// metrics, when set before a replica starts, records its metrics.
+	metrics *metrics.Set
 }
 
 type replica struct {
@@ -152,14 +156,16 @@ func (r *replica) start() {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(sc)))
 		r.pool = proxy.NewPool(grpc.WithTransportCredentials(credentials.NewTLS(cc)))
 	}
-	srv, err := New(Config{Node: node, FSM: f, Logger: log, HoldTimeout: r.hold, Proxy: r.pool, Clock: r.rs.clk})
+	srv, err := New(Config{Node: node, FSM: f, Logger: log, HoldTimeout: r.hold, Proxy: r.pool, Clock: r.rs.clk,
+		UntypedCertRole: identity.Agent, Metrics: r.rs.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(append(serverOpts, rpc.StatusInterceptors()...)...)
+	g := grpc.NewServer(append(append(serverOpts, rpc.StatusInterceptors()...), srv.Interceptors()...)...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.RegisterPlan(g)
+	srv.RegisterLocks(g)
 	srv.Start()
 	go func() { _ = g.Serve(r.lis) }()
 	r.node, r.srv, r.fsm, r.g, r.started = node, srv, f, g, true

@@ -2,19 +2,14 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
@@ -217,57 +212,5 @@ func TestProxiedStreamEndsWhenLeadershipMoves(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), l.id) {
 		t.Errorf("%v does not name the former leader", err)
-	}
-}
-
-// Forwarded certificate names are believed only from a replica (or in the
-// insecure mode); anyone else sending them is refused.
-func TestClientNames(t *testing.T) {
-	withPeer := func(names []string, md ...string) context.Context {
-		ctx := context.Background()
-		if names != nil {
-			cert := &x509.Certificate{DNSNames: names}
-			ctx = peer.NewContext(ctx, &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
-				VerifiedChains: [][]*x509.Certificate{{cert}},
-			}}})
-		}
-		if len(md) > 0 {
-			ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(md...))
-		}
-		return ctx
-	}
-	fwd := func(names string) []string {
-		return []string{wire.ForwardedByKey, "rs-2", wire.ForwardedNamesKey, names}
-	}
-	tests := []struct {
-		name    string
-		ctx     context.Context
-		want    []string
-		wantErr error
-	}{
-		{"direct client with a certificate", withPeer([]string{"agent_A"}), []string{"agent_A"}, nil},
-		{"direct client, insecure", withPeer(nil), nil, nil},
-		{"proxied by a replica", withPeer([]string{rpc.ServerName}, fwd("agent_A,agent_B")...), []string{"agent_A", "agent_B"}, nil},
-		{"proxied, insecure", withPeer(nil, fwd("agent_A")...), []string{"agent_A"}, nil},
-		{"proxied client without names", withPeer([]string{rpc.ServerName}, fwd("")...), []string{}, nil},
-		{"forged by an agent", withPeer([]string{"agent_A"}, fwd("agent_B")...), nil, errs.ErrUnauthenticated},
-		{"forged by a wildcard certificate", withPeer([]string{"*"}, fwd("agent_B")...), nil, errs.ErrUnauthenticated},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := clientNames(tc.ctx)
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
-			}
-			if tc.wantErr != nil {
-				if status.Code(rpc.ToStatus(err)) != codes.Unauthenticated || !strings.Contains(err.Error(), wire.ForwardedNamesKey) {
-					t.Fatalf("refusal %v must be Unauthenticated and name the header", err)
-				}
-				return
-			}
-			if !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
-				t.Fatalf("names = %#v, want %#v", got, tc.want)
-			}
-		})
 	}
 }

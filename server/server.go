@@ -12,8 +12,10 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server/metrics"
@@ -81,6 +83,11 @@ type Config struct {
 	// Secrets seals secret config items and opens them for the agents
 	// (docs/secrets.md); nil refuses to store a secret item.
 	Secrets *secrets.Keyring
+	// UntypedCertRole is the role of a client certificate without a
+	// grapnel:// identity (an Ankaios-made one; internal/identity). The
+	// zero value, identity.None, refuses such certificates;
+	// grapnel-server defaults to identity.Agent.
+	UntypedCertRole identity.Role
 }
 
 // Server is the leader-side Ankaios logic of one replica.
@@ -104,8 +111,11 @@ type Server struct {
 	leaderMu sync.RWMutex
 	term     *term
 
-	// refusals rate-limits the log lines of refused streams.
+	// refusals rate-limits the log lines of refused streams and calls.
 	refusals *logLimiter
+	// guard checks every call against the authorization table
+	// (rpc/authz); Interceptors installs it.
+	guard *authz.Guard
 }
 
 // term is one stretch of leadership. Streams accepted during it post to
@@ -157,9 +167,17 @@ func New(cfg Config) (*Server, error) {
 		shutdownCh:    make(chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
 	}
+	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused}
 	cfg.Metrics.CollectProblems(s.problemCounts)
 	return s, nil
 }
+
+// Interceptors are the server options that check every call's identity
+// and role against the authorization table (rpc/authz). Every gRPC
+// server that serves this Server's services needs them, after
+// rpc.StatusInterceptors; without them the server still checks agent
+// names and each stream message, but not which methods a role may call.
+func (s *Server) Interceptors() []grpc.ServerOption { return s.guard.ServerOptions() }
 
 // Register adds the Ankaios services to a gRPC server.
 //

@@ -89,9 +89,13 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 	if err != nil {
 		// A refused peer may retry at once and for ever (an upstream
 		// Ankaios agent does, every second): its refusal is logged once,
-		// then at most once per refusalLogWindow with the count.
-		host := peerHost(st.Context())
-		s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
+		// then at most once per refusalLogWindow with the count. A
+		// refusal for want of a right was logged and counted already
+		// (Server.refused).
+		if !errors.Is(err, errs.ErrPermissionDenied) {
+			host := peerHost(st.Context())
+			s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
+		}
 		return err
 	}
 	c.limit = s.cfg.MaxMessageBytes
@@ -154,6 +158,10 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 	if first == nil || first.ToServerEnum == nil {
 		return nil, nil, errs.WithText(errs.ErrBadFirstMessage, "Empty")
 	}
+	who, err := s.guard.Identify(st.Context())
+	if err != nil {
+		return nil, nil, err
+	}
 	if kind == wire.KindAgent {
 		h := first.GetAgentHello()
 		if h == nil {
@@ -166,14 +174,13 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 		if name == "" || !state.ValidName(name) {
 			return nil, nil, fmt.Errorf("%w: agent name '%s' must be non-empty and use only [a-zA-Z0-9_-]", state.ErrInvalid, name)
 		}
-		names, err := clientNames(st.Context())
-		if err != nil {
+		if err := s.checkAgentName(who, name); err != nil {
+			s.refused(who, grpcapi.AgentConnection_ConnectAgent_FullMethodName, err)
 			return nil, nil, err
 		}
-		if !rpc.NameAllowed(names, name) {
-			return nil, nil, fmt.Errorf("%w: the client certificate does not allow agent name '%s'", errs.ErrUnauthenticated, name)
-		}
-		return newConn(name, wire.KindAgent), h, nil
+		c := newConn(name, wire.KindAgent)
+		c.who = who
+		return c, h, nil
 	}
 	h := first.GetCommanderHello()
 	if h == nil {
@@ -187,11 +194,8 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 		prefix = "commander-conn-"
 	}
 	c := newConn(prefix+randomID(), kind)
-	// Only for the history: a CLI is not restricted by its names.
-	if names, err := clientNames(st.Context()); err == nil && len(names) > 0 && names[0] != "*" {
-		c.identity = names[0]
-	}
-	c.owner = lockOwner(st.Context())
+	c.who = who
+	c.owner = s.lockOwner(st.Context())
 	return c, nil, nil
 }
 

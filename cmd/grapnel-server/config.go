@@ -11,6 +11,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
+	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/server"
@@ -38,6 +39,10 @@ type config struct {
 	CrtPem          string `yaml:"crt_pem"`
 	KeyPem          string `yaml:"key_pem"`
 	LogLevel        string `yaml:"log_level"`
+	// UntypedCertRole is the role of client certificates without a
+	// grapnel:// identity (Ankaios-made ones): agent, commander, operator
+	// or refuse (docs/security.md).
+	UntypedCertRole string `yaml:"untyped_cert_role"`
 	// The PEM contents an Ankaios config file may give instead of the
 	// paths (ca_pem_content, ...); a path, from any layer, wins.
 	CAPemContent  string `yaml:"-"`
@@ -119,6 +124,7 @@ func defaults() config {
 		DataDir:                "/var/lib/grapnel",
 		RaftAddress:            "127.0.0.1:25561",
 		LogLevel:               "info",
+		UntypedCertRole:        "agent",
 		AgentReconnectGrace:    3 * time.Second,
 		AgentConnectGrace:      server.DefaultAgentConnectGrace,
 		RPCHoldTimeout:         5 * time.Second,
@@ -184,6 +190,7 @@ func options() []layered.Option[config] {
 		layered.Opt("ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }).Upstream("ANKSERVER_CA_PEM"),
 		layered.Opt("crt_pem", "", "CRT_PEM", "server certificate (PEM)", func(c *config) any { return &c.CrtPem }).Upstream("ANKSERVER_CRT_PEM"),
 		layered.Opt("key_pem", "", "KEY_PEM", "server key (PEM)", func(c *config) any { return &c.KeyPem }).Upstream("ANKSERVER_KEY_PEM"),
+		layered.Opt("untyped-cert-role", "", "UNTYPED_CERT_ROLE", "role of a client certificate without a grapnel:// identity, e.g. one made for Ankaios (its DNS names are agent names): agent, commander, operator or refuse", func(c *config) any { return &c.UntypedCertRole }),
 		layered.Opt("log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }),
 	}
 }
@@ -251,6 +258,9 @@ func (c config) validate() error {
 		if err := rpc.CheckPEMPermissions(files); err != nil {
 			return err
 		}
+	}
+	if _, err := c.untypedRole(); err != nil {
+		return err
 	}
 	if c.Name == "" || !validID(c.Name) {
 		return fmt.Errorf("--name %q: a replica id uses only [a-zA-Z0-9_-]", c.Name)
@@ -384,4 +394,17 @@ func (c config) validateLimits() error {
 		}
 	}
 	return nil
+}
+
+// untypedRole is UntypedCertRole as the server takes it; "refuse" is
+// identity.None, which refuses untyped certificates.
+func (c config) untypedRole() (identity.Role, error) {
+	if c.UntypedCertRole == "refuse" {
+		return identity.None, nil
+	}
+	r, err := identity.ParseRole(c.UntypedCertRole)
+	if err != nil || r == identity.Replica {
+		return identity.None, fmt.Errorf("--untyped-cert-role %q: must be agent, commander, operator or refuse (a replica's certificate always names it)", c.UntypedCertRole)
+	}
+	return r, nil
 }

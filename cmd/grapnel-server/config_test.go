@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/identity"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -146,6 +148,20 @@ func TestClusterOptions(t *testing.T) {
 		{"group commit delay", []string{"-k", "--group-commit-delay", "0"}, nil, func(c config) bool { return c.GroupCommitDelay == 0 }, ""},
 		{"group commit delay too long", []string{"-k", "--group-commit-delay", "1s"}, nil, nil, "--group-commit-delay 1s"},
 		{"gc percent too low", []string{"-k", "--gc-percent", "5"}, nil, nil, "--gc-percent 5"},
+		{"untyped certificates are agents by default", []string{"-k"}, nil, func(c config) bool {
+			r, err := c.untypedRole()
+			return err == nil && r == identity.Agent
+		}, ""},
+		{"untyped certificates refused", []string{"-k", "--untyped-cert-role", "refuse"}, nil, func(c config) bool {
+			r, err := c.untypedRole()
+			return err == nil && r == identity.None
+		}, ""},
+		{"untyped certificates as commanders, from env", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_UNTYPED_CERT_ROLE": "commander"}, func(c config) bool {
+			r, err := c.untypedRole()
+			return err == nil && r == identity.Commander
+		}, ""},
+		{"untyped certificates never replicas", []string{"-k", "--untyped-cert-role", "replica"}, nil, nil, "--untyped-cert-role \"replica\""},
+		{"untyped role unknown", []string{"-k", "--untyped-cert-role", "root"}, nil, nil, "must be agent, commander, operator or refuse"},
 		{"gc idle percent too low", []string{"-k", "--gc-idle-percent", "10"}, nil, nil, "--gc-idle-percent 10"},
 	}
 	for _, c := range cases {

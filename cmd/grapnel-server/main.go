@@ -62,7 +62,7 @@ func run(cfg config) error {
 	proxyCreds := insecure.NewCredentials()
 	if cfg.Insecure {
 		// swdd~server-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1
-		log.Warn("serving WITHOUT TLS (--insecure): anyone who reaches the port controls the cluster")
+		log.Warn("serving WITHOUT TLS (--insecure): no identity is checked and every caller may do everything, cluster administration included; anyone who reaches the port controls the cluster")
 	} else {
 		// swdd~server-provides-file-paths-to-communication-middleware~1
 		tc, err := rpc.ServerTLSConfig(cfg.tlsFiles())
@@ -119,13 +119,17 @@ func run(cfg config) error {
 		commitDelay = -1 // zero means none; the server reads zero as its default
 	}
 	lim := cfg.limits()
+	untyped, err := cfg.untypedRole()
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Config{
 		Node: node, FSM: f, Logger: log, StartupState: startup, Metrics: metricSet,
 		AgentReconnectGrace: grace, AgentConnectGrace: connectGrace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
 		GroupCommitDelay: commitDelay, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
-		Secrets: keyring,
+		Secrets: keyring, UntypedCertRole: untyped,
 	})
 	if err != nil {
 		node.Shutdown()
@@ -144,7 +148,9 @@ func run(cfg config) error {
 		return err
 	}
 	defer stopMetrics()
-	g := grpc.NewServer(opts...)
+	// Every call is checked against the authorization table (rpc/authz),
+	// inside the status interceptors so that a refusal gets its code.
+	g := grpc.NewServer(append(opts, srv.Interceptors()...)...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.RegisterPlan(g)

@@ -48,7 +48,7 @@ func newRoot(a *app) *cobra.Command {
 	root.Flags().BoolP("version", "V", false, "print the version and exit")
 
 	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a), newHistory(a),
-		newLock(a), newUnlock(a))
+		newLock(a), newUnlock(a), newCerts(a))
 	return root
 }
 

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -220,6 +222,8 @@ func TestStreamErrorFailsPendingRequest(t *testing.T) {
 	}{
 		{"protocol version", status.Error(codes.FailedPrecondition, "Unsupported protocol version '0.9.0'. Currently supported '1'"), ErrRejected, "Unsupported protocol version '0.9.0'"},
 		{"credentials", status.Error(codes.Unauthenticated, "agent name not in certificate"), ErrRejected, "credentials not accepted"},
+		{"role lacks the right", rpc.ToStatus(fmt.Errorf("%w: agent 'agent_A' may not ConnectCli: reading the state needs the operator or commander role", errs.ErrPermissionDenied)),
+			ErrRejected, "connection: permission denied: agent 'agent_A' may not ConnectCli"},
 		{"server gone", status.Error(codes.Unavailable, "shutting down"), ErrConnectionLost, "shutting down"},
 		{"clean end", nil, ErrConnectionLost, "closed the stream"},
 	}

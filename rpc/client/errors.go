@@ -81,6 +81,10 @@ func streamError(err error) error {
 	switch {
 	case errors.Is(kind, errs.ErrUnsupportedProtocol), errors.Is(kind, errs.ErrBadFirstMessage):
 		return fmt.Errorf("%w: %s", ErrRejected, statusText(err))
+	case errors.Is(kind, errs.ErrPermissionDenied):
+		// The credentials were accepted; the role lacks the right, which
+		// the text names.
+		return fmt.Errorf("%w: %s", ErrRejected, statusText(err))
 	case errors.Is(kind, errs.ErrUnauthenticated):
 		return fmt.Errorf("%w: credentials not accepted: %s", ErrRejected, statusText(err))
 	}

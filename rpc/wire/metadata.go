@@ -2,7 +2,6 @@ package wire
 
 import (
 	"context"
-	"strings"
 
 	"google.golang.org/grpc/metadata"
 )
@@ -18,9 +17,10 @@ const (
 	// it rather than proxying it again, so a stream never travels in a
 	// circle while leadership moves.
 	ForwardedByKey = "grapnel-forwarded-by"
-	// ForwardedNamesKey carries the proxied client's certificate names,
-	// comma-separated. The leader believes it only from a replica.
-	ForwardedNamesKey = "grapnel-forwarded-names"
+	// ForwardedIdentityKey carries the proxied client's identity (role
+	// and names, as rpc/authz encodes it). The leader believes it only
+	// from a peer whose certificate is a replica's.
+	ForwardedIdentityKey = "grapnel-forwarded-identity"
 	// OwnerKey carries the owner a client declares for intent locks
 	// (docs/locks.md). A client certificate's name takes precedence; a
 	// proxying replica passes it on.
@@ -44,29 +44,19 @@ func WithLeaderAware(ctx context.Context) context.Context {
 // or "" when the client called directly.
 func ForwardedBy(ctx context.Context) string { return first(ctx, ForwardedByKey) }
 
-// ForwardedNames returns the certificate names a proxy forwarded with the
-// incoming call, and whether it forwarded any (the header is absent when
-// the proxied client had no certificate: the insecure mode). Empty parts
-// are dropped; a present but empty header gives an empty, non-nil slice,
-// which allows nothing.
-func ForwardedNames(ctx context.Context) ([]string, bool) {
+// ForwardedIdentity returns the encoded identity a proxy forwarded with
+// the incoming call, and whether it forwarded one (the header is absent
+// when the proxied client had no certificate: the insecure mode).
+func ForwardedIdentity(ctx context.Context) (string, bool) {
 	md, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
-		return nil, false
+		return "", false
 	}
-	vals := md.Get(ForwardedNamesKey)
+	vals := md.Get(ForwardedIdentityKey)
 	if len(vals) == 0 {
-		return nil, false
+		return "", false
 	}
-	names := []string{}
-	for _, v := range vals {
-		for _, n := range strings.Split(v, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				names = append(names, n)
-			}
-		}
-	}
-	return names, true
+	return vals[0], true
 }
 
 // Owner returns the owner the incoming call declares, or "".
@@ -77,14 +67,14 @@ func WithOwner(ctx context.Context, owner string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, OwnerKey, owner)
 }
 
-// Outgoing prepares the context of a proxied stream: it names the
-// forwarding replica and, when the client showed a certificate (names is
-// non-nil), the client's certificate names, and passes on the owner the
-// client declared.
-func Outgoing(ctx context.Context, by string, names []string) context.Context {
+// Outgoing prepares the context of a proxied call: it names the
+// forwarding replica and, when the client showed a certificate (identity
+// is not empty), the client's encoded identity, and passes on the owner
+// the client declared.
+func Outgoing(ctx context.Context, by, identity string) context.Context {
 	kv := []string{ForwardedByKey, by}
-	if names != nil {
-		kv = append(kv, ForwardedNamesKey, strings.Join(names, ","))
+	if identity != "" {
+		kv = append(kv, ForwardedIdentityKey, identity)
 	}
 	if o := Owner(ctx); o != "" {
 		kv = append(kv, OwnerKey, o)

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"context"
-	"slices"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
@@ -17,16 +16,15 @@ func TestMetadata(t *testing.T) {
 		ctx       context.Context
 		aware     bool
 		by        string
-		names     []string
+		identity  string
 		forwarded bool
 	}{
-		{"plain client", in(), false, "", nil, false},
-		{"no metadata at all", context.Background(), false, "", nil, false},
-		{"leader-aware", in(LeaderAwareKey, "1"), true, "", nil, false},
-		{"leader-aware must say 1", in(LeaderAwareKey, "yes"), false, "", nil, false},
-		{"forwarded with names", in(ForwardedByKey, "r2", ForwardedNamesKey, "agent-a, agent-b,,"), false, "r2", []string{"agent-a", "agent-b"}, true},
-		{"forwarded, certificate without names", in(ForwardedByKey, "r2", ForwardedNamesKey, ""), false, "r2", []string{}, true},
-		{"forwarded, insecure", in(ForwardedByKey, "r2"), false, "r2", nil, false},
+		{"plain client", in(), false, "", "", false},
+		{"no metadata at all", context.Background(), false, "", "", false},
+		{"leader-aware", in(LeaderAwareKey, "1"), true, "", "", false},
+		{"leader-aware must say 1", in(LeaderAwareKey, "yes"), false, "", "", false},
+		{"forwarded with an identity", in(ForwardedByKey, "r2", ForwardedIdentityKey, "agent/agent-a"), false, "r2", "agent/agent-a", true},
+		{"forwarded, insecure", in(ForwardedByKey, "r2"), false, "r2", "", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,9 +34,9 @@ func TestMetadata(t *testing.T) {
 			if got := ForwardedBy(tc.ctx); got != tc.by {
 				t.Errorf("ForwardedBy = %q", got)
 			}
-			names, ok := ForwardedNames(tc.ctx)
-			if ok != tc.forwarded || !slices.Equal(names, tc.names) || (tc.names != nil) != (names != nil) {
-				t.Errorf("ForwardedNames = %#v, %v; want %#v, %v", names, ok, tc.names, tc.forwarded)
+			id, ok := ForwardedIdentity(tc.ctx)
+			if ok != tc.forwarded || id != tc.identity {
+				t.Errorf("ForwardedIdentity = %q, %v; want %q, %v", id, ok, tc.identity, tc.forwarded)
 			}
 		})
 	}
@@ -47,20 +45,20 @@ func TestMetadata(t *testing.T) {
 // What Outgoing and WithLeaderAware write, the incoming side reads.
 func TestOutgoingRoundTrip(t *testing.T) {
 	tests := []struct {
-		name  string
-		names []string
+		name     string
+		identity string
 	}{
-		{"with names", []string{"agent-a", "*"}},
-		{"insecure", nil},
+		{"with an identity", "operator/alice"},
+		{"insecure", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := WithLeaderAware(Outgoing(context.Background(), "r3", tc.names))
+			out := WithLeaderAware(Outgoing(context.Background(), "r3", tc.identity))
 			md, _ := metadata.FromOutgoingContext(out)
 			ctx := metadata.NewIncomingContext(context.Background(), md)
-			names, ok := ForwardedNames(ctx)
-			if ForwardedBy(ctx) != "r3" || !IsLeaderAware(ctx) || ok != (tc.names != nil) || !slices.Equal(names, tc.names) {
-				t.Fatalf("read back: by %q aware %v names %v %v", ForwardedBy(ctx), IsLeaderAware(ctx), names, ok)
+			id, ok := ForwardedIdentity(ctx)
+			if ForwardedBy(ctx) != "r3" || !IsLeaderAware(ctx) || ok != (tc.identity != "") || id != tc.identity {
+				t.Fatalf("read back: by %q aware %v identity %q %v", ForwardedBy(ctx), IsLeaderAware(ctx), id, ok)
 			}
 		})
 	}

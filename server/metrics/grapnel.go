@@ -18,6 +18,9 @@ type Set struct {
 	// in one Raft entry, and (type Batch) the number of commands the
 	// leader's group commit handed to Raft at once.
 	BatchSize *Histogram
+	// PermissionDenied counts calls and stream messages refused for want
+	// of a right (rpc/authz), by the caller's role and the method.
+	PermissionDenied *Counter
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
@@ -32,6 +35,8 @@ func NewSet() *Set {
 		CommitSeconds: r.NewHistogram("grapnel_raft_commit_seconds", "Time from proposing a Raft entry to its commit and local apply.", LatencyBuckets, "type"),
 		BatchSize: r.NewHistogram("grapnel_ingest_batch_size", "Items carried in one batched Raft entry.",
 			[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, "type"),
+		PermissionDenied: r.NewCounter("grapnel_permission_denied_total",
+			"Calls and stream messages refused because the caller's role lacks the right (docs/security.md).", "role", "method"),
 		isLeader:     r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:         r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:  r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -56,6 +61,14 @@ func (s *Set) LeaderChanged() {
 		return
 	}
 	s.LeaderChanges.Inc()
+}
+
+// Denied counts one refusal of method to a caller of role.
+func (s *Set) Denied(role, method string) {
+	if s == nil {
+		return
+	}
+	s.PermissionDenied.Inc(role, method)
 }
 
 // ObserveBatch records the size of one batched entry.

@@ -98,7 +98,7 @@ func (c *Cluster) serve(r *clustertest.Replica) {
 		c.t.Errorf("testcluster: server %s: %v", r.ID, err)
 		return
 	}
-	g := grpc.NewServer(rpc.StatusInterceptors()...)
+	g := grpc.NewServer(append(rpc.StatusInterceptors(), srv.Interceptors()...)...)
 	srv.Register(g)
 	srv.RegisterCluster(g)
 	srv.RegisterPlan(g)

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/rpc/authz"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+)
+
+// refused logs a refusal (at most one line per identity and method per
+// refusalLogWindow, with the count of those left out) and counts it in
+// grapnel_permission_denied_total. The guard calls it for every call it
+// refuses, the server for every stream message.
+func (s *Server) refused(id identity.Identity, method string, err error) {
+	who := authz.Who(id)
+	s.refusals.log(s.log, slog.LevelWarn, "denied|"+who+"|"+method, "permission denied",
+		"identity", who, "method", method, "error", err)
+	s.cfg.Metrics.Denied(id.Role.String(), method)
+}
+
+// authorize checks a right that depends on a request's content (e.g.
+// Unlock with force) for the caller in ctx; a refusal is logged and
+// counted.
+func (s *Server) authorize(ctx context.Context, method string) error {
+	id, err := s.guard.Identify(ctx)
+	if err == nil {
+		err = authz.Check(id, method)
+	}
+	if err != nil {
+		s.refused(id, method, err)
+	}
+	return err
+}
+
+// forwardedIdentity is the identity a follower forwards with a call it
+// proxies to the leader ("" in the insecure mode): the leader checks the
+// call as this client's, believing it because a replica sent it.
+func (s *Server) forwardedIdentity(ctx context.Context) string {
+	id, err := s.guard.Identify(ctx)
+	if err != nil {
+		// The guard refused the call before it got here; should it not
+		// have run, forward an identity that holds no right.
+		return ""
+	}
+	return authz.Encode(id)
+}
+
+// lockOwner is the lock owner of a call or stream: the caller's
+// certificate name (forwarded by a proxying replica), or, without TLS,
+// the owner the client declares (wire.OwnerKey), which nothing
+// authenticates.
+func (s *Server) lockOwner(ctx context.Context) string {
+	if id, err := s.guard.Identify(ctx); err == nil && !id.IsInsecure() {
+		return id.Name
+	}
+	return declaredOwner(ctx)
+}
+
+// checkAgentName refuses an AgentHello whose name the identity may not
+// use: an agent says hello only as itself, and never under a name that
+// is a replica's (in the current Raft configuration) or the name every
+// replica's certificate carries (identity.ServerSAN). Without TLS any
+// name goes, as before roles existed.
+func (s *Server) checkAgentName(id identity.Identity, name string) error {
+	if id.IsInsecure() {
+		return nil
+	}
+	switch {
+	case id.Role != identity.Agent:
+		return authz.Denied(id, "say AgentHello", authz.AgentStream)
+	case name == identity.ServerSAN || strings.Contains(name, "*"):
+		return fmt.Errorf("%w: %s may not say AgentHello as '%s': it is a replica's name, never an agent's", errs.ErrPermissionDenied, authz.Who(id), name)
+	case !id.Is(identity.Agent, name):
+		return fmt.Errorf("%w: %s may not say AgentHello as '%s': an agent says hello only under a name its certificate carries", errs.ErrPermissionDenied, authz.Who(id), name)
+	case s.isReplicaID(name):
+		return fmt.Errorf("%w: %s may not say AgentHello as '%s': that is a replica's id in the cluster's configuration", errs.ErrPermissionDenied, authz.Who(id), name)
+	}
+	return nil
+}
+
+// isReplicaID reports whether name is the id of a server in the latest
+// Raft configuration.
+func (s *Server) isReplicaID(name string) bool {
+	f := s.node.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if string(srv.ID) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ownStates keeps of an agent's report only the states of workloads on
+// that agent; the others are refused (logged and counted) and not
+// applied, so a stolen agent key cannot rewrite another host's states.
+// Without TLS everything is kept, as before roles existed.
+func (s *Server) ownStates(c *conn, u *grpcapi.UpdateWorkloadState) {
+	if c.who.IsInsecure() {
+		return
+	}
+	ws := u.GetWorkloadStates()
+	kept := ws[:0]
+	var foreign string
+	for _, w := range ws {
+		if w.GetInstanceName().GetAgentName() == c.name {
+			kept = append(kept, w)
+		} else if foreign == "" {
+			foreign = w.GetInstanceName().GetWorkloadName() + " on " + w.GetInstanceName().GetAgentName()
+		}
+	}
+	if dropped := len(ws) - len(kept); dropped > 0 {
+		s.refused(c.who, authz.ReportStates, fmt.Errorf("%w: %s may not report the states of %d workloads of other agents (%s, …): an agent reports only its own",
+			errs.ErrPermissionDenied, authz.Who(c.who), dropped, foreign))
+	}
+	u.WorkloadStates = kept
+}

@@ -1,0 +1,408 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/internal/testwait"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/authz"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/rpctest"
+	"github.com/grapnel-io/grapnel/rpc/wire"
+	"github.com/grapnel-io/grapnel/server/metrics"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// addWorkloadRequest is an UpdateState that adds one workload.
+func addWorkloadRequest(name string) *ankbase.Request {
+	p := func(s string) *string { return &s }
+	return &ankbase.Request{RequestId: "r1", RequestContent: &ankbase.Request_UpdateStateRequest{UpdateStateRequest: &ankbase.UpdateStateRequest{
+		NewState: &ankbase.CompleteState{DesiredState: &ankbase.State{ApiVersion: "v1", Workloads: &ankbase.WorkloadMap{
+			Workloads: map[string]*ankbase.Workload{name: {Agent: p("agent_A"), Runtime: p("podman"), RuntimeConfig: p("image: " + name)}},
+		}}},
+		UpdateMask: []string{"desiredState.workloads." + name},
+	}}}
+}
+
+// tlsConn dials addr over mutual TLS with the client files f.
+func tlsConn(t *testing.T, addr string, f rpc.TLSFiles) *grpc.ClientConn {
+	t.Helper()
+	cfg, err := rpc.ClientTLSConfig(f, rpc.ServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// tlsStream opens an Ankaios stream of kind to addr over mutual TLS with
+// the client files f and the outgoing metadata md, and sends first.
+func tlsStream(t *testing.T, addr string, f rpc.TLSFiles, kind wire.Kind, first *grpcapi.ToServer, md ...string) rawClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if len(md) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, md...)
+	}
+	st, err := kind.Open(ctx, tlsConn(t, addr, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(first); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// tlsAgentStream opens an agent stream and sends the AgentHello for name.
+func tlsAgentStream(t *testing.T, addr string, f rpc.TLSFiles, name string, md ...string) rawClient {
+	t.Helper()
+	return tlsStream(t, addr, f, wire.KindAgent, agentHello(name, rpc.ProtocolVersion), md...)
+}
+
+// denied fails unless err is PERMISSION_DENIED, errs.ErrPermissionDenied
+// for a Grapnel client, with every one of words in its message.
+func denied(t *testing.T, err error, words ...string) {
+	t.Helper()
+	if status.Code(err) != codes.PermissionDenied || !errors.Is(rpc.FromStatus(err), errs.ErrPermissionDenied) {
+		t.Fatalf("err = %v, want PERMISSION_DENIED", err)
+	}
+	for _, w := range words {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("refusal %q does not name %q", err, w)
+		}
+	}
+}
+
+// rolesCluster is three replicas serving mutual TLS with replica
+// certificates, and the certificates of one caller per role.
+type rolesCluster struct {
+	rs        *replicaSet
+	l, f      *replica
+	metrics   *metrics.Set
+	agentA    rpc.TLSFiles // grapnel://agent/agent_A
+	untypedA  rpc.TLSFiles // an Ankaios-made certificate: DNS agent_A, ank-server, *
+	operator  rpc.TLSFiles // grapnel://operator/alice
+	commander rpc.TLSFiles // grapnel://commander/ota
+	replica   rpc.TLSFiles // what every replica holds
+	asReplica rpc.TLSFiles // grapnel://agent/<a replica's id>
+}
+
+func startRolesCluster(t *testing.T) *rolesCluster {
+	ca := rpctest.NewCA(t)
+	c := &rolesCluster{
+		replica:   ca.IssueIdentity(t, "replica", identity.Replica, "replicas", identity.ServerSAN),
+		agentA:    ca.IssueIdentity(t, "agent-a", identity.Agent, "agent_A", "agent_A"),
+		untypedA:  ca.Issue(t, "ank-agent-a", "agent_A", identity.ServerSAN, "*"),
+		operator:  ca.IssueIdentity(t, "alice", identity.Operator, "alice"),
+		commander: ca.IssueIdentity(t, "ota", identity.Commander, "ota"),
+		metrics:   metrics.NewSet(),
+	}
+	c.rs = newReplicaSet(t, 3, 0)
+	c.rs.tls, c.rs.metrics = &c.replica, c.metrics
+	c.asReplica = ca.IssueIdentity(t, "as-replica", identity.Agent, c.rs.reps[0].id, c.rs.reps[0].id)
+	for _, r := range c.rs.reps {
+		r.start()
+	}
+	c.l, c.f = c.rs.leader(), c.rs.follower()
+	return c
+}
+
+// Requirement (issue 17, point 3): every role against every class of
+// method, directly at the leader and through a follower, which forwards
+// the caller's identity (a replica holds no right of its own but
+// Status): allowed calls pass the check (whatever they answer then),
+// refused ones get PERMISSION_DENIED naming the identity and the right,
+// and change nothing.
+func TestRolesOnEveryMethodClass(t *testing.T) {
+	c := startRolesCluster(t)
+	type call func(t *testing.T, cc *grpc.ClientConn) error
+	ctx := func(t *testing.T) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	status_ := func(t *testing.T, cc *grpc.ClientConn) error {
+		_, err := grapnelpb.NewClusterClient(cc).Status(ctx(t), &grapnelpb.StatusRequest{})
+		return err
+	}
+	snapshotSave := func(t *testing.T, cc *grpc.ClientConn) error {
+		st, err := grapnelpb.NewClusterClient(cc).SnapshotSave(ctx(t), &grapnelpb.SnapshotSaveRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	snapshotRestore := func(t *testing.T, cc *grpc.ClientConn) error {
+		st, err := grapnelpb.NewClusterClient(cc).SnapshotRestore(ctx(t))
+		if err != nil {
+			return err
+		}
+		_ = st.Send(&grapnelpb.SnapshotChunk{Data: []byte("not a snapshot")})
+		_, err = st.CloseAndRecv()
+		return err
+	}
+	removeReplica := func(t *testing.T, cc *grpc.ClientConn) error {
+		_, err := grapnelpb.NewClusterClient(cc).RemoveReplica(ctx(t), &grapnelpb.RemoveReplicaRequest{Id: "no-such-replica"})
+		return err
+	}
+	revision := func(t *testing.T, cc *grpc.ClientConn) error {
+		_, err := grapnelpb.NewPlanClient(cc).Revision(ctx(t), &grapnelpb.RevisionRequest{})
+		return err
+	}
+	forceUnlock := func(t *testing.T, cc *grpc.ClientConn) error {
+		_, err := grapnelpb.NewLocksClient(cc).Unlock(ctx(t), &grapnelpb.UnlockRequest{Objects: []string{"workload/nginx"}, Force: true})
+		return err
+	}
+	cliUpdate := func(name string) call {
+		return func(t *testing.T, cc *grpc.ClientConn) error {
+			st, err := wire.KindCLI.Open(ctx(t), cc)
+			if err != nil {
+				return err
+			}
+			// A refused stream ends at once: a send may see io.EOF, and
+			// the receive gets the status.
+			_ = st.Send(commanderHello(rpc.ProtocolVersion))
+			_ = st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: addWorkloadRequest(name)}})
+			m, err := st.Recv()
+			if err != nil {
+				return err
+			}
+			if m.GetResponse().GetUpdateStateSuccess() == nil {
+				return errors.New(m.GetResponse().GetError().GetMessage())
+			}
+			return nil
+		}
+	}
+	const (
+		allow = iota
+		deny
+	)
+	cases := []struct {
+		name   string
+		who    rpc.TLSFiles
+		call   call
+		want   int
+		naming []string
+	}{
+		{"every role reads the status: agent", c.agentA, status_, allow, nil},
+		{"every role reads the status: replica", c.replica, status_, allow, nil},
+		{"an agent cannot SnapshotSave (the issue's attack)", c.agentA, snapshotSave, deny,
+			[]string{"agent 'agent_A' may not SnapshotSave", "cluster administration needs the operator role"}},
+		{"an untyped Ankaios certificate is an agent", c.untypedA, snapshotSave, deny, []string{"agent 'agent_A' (untyped certificate)"}},
+		{"an agent cannot SnapshotRestore (the issue's attack)", c.agentA, snapshotRestore, deny, []string{"SnapshotRestore"}},
+		{"an agent cannot UpdateState through the CLI connection", c.agentA, cliUpdate("by-agent"), deny, []string{"ConnectCli"}},
+		{"an agent cannot read plans", c.agentA, revision, deny, []string{"reading the state"}},
+		{"a replica's own certificate holds no client right", c.replica, revision, deny, []string{"replica 'replicas'"}},
+		{"a commander updates the desired state", c.commander, cliUpdate("by-commander"), allow, nil},
+		{"a commander reads plans", c.commander, revision, allow, nil},
+		{"a commander cannot remove a replica", c.commander, removeReplica, deny, []string{"commander 'ota' may not RemoveReplica"}},
+		{"a commander cannot SnapshotSave", c.commander, snapshotSave, deny, []string{"commander 'ota'"}},
+		{"a commander cannot override a lock", c.commander, forceUnlock, deny, []string{"Unlock(force)"}},
+		{"an operator updates the desired state", c.operator, cliUpdate("by-operator"), allow, nil},
+		{"an operator may remove replicas", c.operator, removeReplica, allow, nil},
+		{"an operator may SnapshotSave", c.operator, snapshotSave, allow, nil},
+		{"an operator may SnapshotRestore", c.operator, snapshotRestore, allow, nil},
+		{"an operator may override a lock", c.operator, forceUnlock, allow, nil},
+	}
+	for _, via := range []struct {
+		name string
+		r    *replica
+	}{{"at the leader", c.l}, {"through a follower", c.f}} {
+		for _, tc := range cases {
+			t.Run(via.name+"/"+tc.name, func(t *testing.T) {
+				var rev uint64
+				c.l.fsm.Read(func(s *state.Store, _ uint64) { rev = s.Revision })
+				err := tc.call(t, tlsConn(t, via.r.addr, tc.who))
+				if tc.want == allow {
+					if status.Code(err) == codes.PermissionDenied {
+						t.Fatalf("refused: %v", err)
+					}
+					return
+				}
+				denied(t, err, tc.naming...)
+				var after uint64
+				c.l.fsm.Read(func(s *state.Store, _ uint64) { after = s.Revision })
+				if after != rev {
+					t.Fatalf("a refused call changed the state: revision %d → %d", rev, after)
+				}
+			})
+		}
+	}
+	var out bytes.Buffer
+	if _, err := c.metrics.Registry.WriteTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	if want := `grapnel_permission_denied_total{role="agent",method="/grapnel.Cluster/SnapshotSave"} 4`; !strings.Contains(out.String(), want) {
+		t.Fatalf("metrics lack %s:\n%s", want, out.String())
+	}
+}
+
+// Requirement (issue 17, point 3): an agent says AgentHello only as
+// itself, never as another agent, as ank-server or as a replica's id,
+// directly or through a follower (which forwards its identity; the
+// leader checks the name); a forged forwarded identity is refused.
+func TestAgentHelloAsItselfOnly(t *testing.T) {
+	c := startRolesCluster(t)
+	replicaID := c.rs.reps[0].id
+	for _, via := range []struct {
+		name string
+		r    *replica
+	}{{"at the leader", c.l}, {"through a follower", c.f}} {
+		for _, tc := range []struct {
+			name   string
+			who    rpc.TLSFiles
+			agent  string
+			ok     bool
+			naming []string
+		}{
+			{"as itself", c.agentA, "agent_A", true, nil},
+			{"an untyped certificate as its DNS name", c.untypedA, "agent_A", true, nil},
+			{"as another agent", c.agentA, "agent_B", false, []string{"agent 'agent_A' may not say AgentHello as 'agent_B'"}},
+			{"as ank-server, with a certificate carrying it", c.untypedA, identity.ServerSAN, false, []string{"'ank-server'"}},
+			{"as a replica's id", c.asReplica, replicaID, false, []string{"replica's id"}},
+			{"an operator as an agent", c.operator, "alice", false, []string{"operator 'alice'"}},
+			{"a replica's certificate as an agent", c.replica, "replicas", false, []string{"replica 'replicas'"}},
+		} {
+			t.Run(via.name+"/"+tc.name, func(t *testing.T) {
+				st := tlsAgentStream(t, via.r.addr, tc.who, tc.agent)
+				if tc.ok {
+					m, err := st.Recv()
+					if err != nil || m.GetServerHello() == nil {
+						t.Fatalf("got %v, %v; want the ServerHello", m, err)
+					}
+					return
+				}
+				denied(t, streamEnd(t, st, 10*time.Second), tc.naming...)
+			})
+		}
+	}
+	t.Run("a forwarded identity forged by an agent", func(t *testing.T) {
+		st := tlsAgentStream(t, c.l.addr, c.agentA, "agent_B", wire.ForwardedByKey, c.f.id, wire.ForwardedIdentityKey, "agent/agent_B")
+		denied(t, streamEnd(t, st, 10*time.Second), wire.ForwardedIdentityKey, "only a replica forwards")
+	})
+}
+
+// Requirement (issue 17, point 3): an agent reports only its own
+// workloads' states; those of another agent's workloads in its report
+// are refused and not applied, its own are.
+func TestAgentReportsOnlyItsOwnWorkloads(t *testing.T) {
+	c := startRolesCluster(t)
+	st := tlsAgentStream(t, c.l.addr, c.agentA, "agent_A")
+	if m, err := st.Recv(); err != nil || m.GetServerHello() == nil {
+		t.Fatalf("hello: %v %v", m, err)
+	}
+	own := state.InstanceName{WorkloadName: "mine", AgentName: "agent_A", ID: "1"}
+	other := state.InstanceName{WorkloadName: "theirs", AgentName: "agent_B", ID: "2"}
+	if err := st.Send(statesMsg(state.WorkloadState{Instance: other, State: state.RunningOk}, state.WorkloadState{Instance: own, State: state.RunningOk})); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, func() bool {
+		ok := false
+		c.l.fsm.Read(func(s *state.Store, _ uint64) { _, ok = s.States.Get(own) })
+		return ok
+	}, "the agent's own workload state applied")
+	c.l.fsm.Read(func(s *state.Store, _ uint64) {
+		if _, ok := s.States.Get(other); ok {
+			t.Fatal("agent_A's report of agent_B's workload was applied")
+		}
+	})
+	var out bytes.Buffer
+	_, _ = c.metrics.Registry.WriteTo(&out)
+	if want := `method="` + authz.ReportStates + `"} 1`; !strings.Contains(out.String(), want) {
+		t.Fatalf("metrics lack %s", want)
+	}
+}
+
+// Requirement (issue 17, point 3): the history names a CLI by its
+// certificate's identity, through a follower too.
+func TestHistoryNamesTheIdentityThroughAFollower(t *testing.T) {
+	c := startRolesCluster(t)
+	st := tlsStream(t, c.f.addr, c.operator, wire.KindCLI, commanderHello(rpc.ProtocolVersion))
+	if err := st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: addWorkloadRequest("by-operator")}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(); err != nil || m.GetResponse().GetUpdateStateSuccess() == nil {
+		t.Fatalf("update: %v %v", m, err)
+	}
+	var who string
+	c.l.fsm.Read(func(s *state.Store, _ uint64) {
+		for _, tx := range s.History.Txs {
+			if tx.Touches("by-operator") {
+				who = tx.Requester
+			}
+		}
+	})
+	if !strings.HasPrefix(who, "alice/cli-conn-") {
+		t.Fatalf("requester %q, want alice/cli-conn-…", who)
+	}
+}
+
+// Requirement (issue 17, point 3): every method a replica's gRPC server
+// serves is in the authorization table.
+func TestEveryServedMethodIsInTheTable(t *testing.T) {
+	ts := startServer(t, nil)
+	n := 0
+	for svc, info := range ts.g.GetServiceInfo() {
+		for _, m := range info.Methods {
+			n++
+			if _, ok := authz.Methods["/"+svc+"/"+m.Name]; !ok {
+				t.Errorf("/%s/%s is served but not in the authorization table", svc, m.Name)
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d methods served; the test server registers fewer services than grapnel-server", n)
+	}
+}
+
+// Requirement (issue 17, point 3): a refusal is logged at most once per
+// identity and method per window, with the count of those left out, and
+// every one is counted in /metrics.
+func TestRefusalsAreRateLimitedAndCounted(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	var logged bytes.Buffer
+	set := metrics.NewSet()
+	s := &Server{log: slog.New(slog.NewTextHandler(&logged, nil)), refusals: newLogLimiter(clk, refusalLogWindow), cfg: Config{Metrics: set}}
+	agent := identity.Identity{Role: identity.Agent, Name: "agent_A", Names: []string{"agent_A"}, Typed: true}
+	op := identity.Identity{Role: identity.Operator, Name: "alice", Names: []string{"alice"}, Typed: true}
+	save := grapnelpb.Cluster_SnapshotSave_FullMethodName
+	for range 5 {
+		s.refused(agent, save, authz.Check(agent, save))
+	}
+	s.refused(op, authz.UpdateState, errors.New("another identity is another line"))
+	clk.Advance(refusalLogWindow)
+	s.refused(agent, save, authz.Check(agent, save))
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "agent 'agent_A' may not SnapshotSave") || !strings.Contains(lines[2], "suppressed=4") {
+		t.Fatalf("log lines:\n%s", logged.String())
+	}
+	var out bytes.Buffer
+	_, _ = set.Registry.WriteTo(&out)
+	if want := `grapnel_permission_denied_total{role="agent",method="` + save + `"} 6`; !strings.Contains(out.String(), want) {
+		t.Fatalf("metrics lack %s:\n%s", want, out.String())
+	}
+}
