@@ -81,25 +81,6 @@ type Spec struct {
 	RunDir string
 }
 
-// Owner is the user a workload's processes, files and control
-// interface FIFOs belong to, so that no other workload can open them.
-type Owner struct {
-	UID, GID uint32
-}
-
-// Owners is implemented by a runtime that runs each workload under a
-// user of its own (the process runtime). The agent asks it before it
-// writes the instance's files and FIFOs, and gives them to that user;
-// for a runtime without it they belong to the agent's user, in
-// directories no other user can enter.
-type Owners interface {
-	// Owner is the user the instance runs as; nil when it runs as the
-	// agent's user. The error wraps ErrBadConfig and names the field
-	// (runtimeConfig.user) when the workload asks for a user it may not
-	// have.
-	Owner(inst state.InstanceName, w *state.Workload) (*Owner, error)
-}
-
 // Mount is one workload file.
 type Mount struct {
 	HostPath   string

@@ -227,21 +227,25 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 	if err != nil {
 		return "", err
 	}
+	// The run directory is the agent's, entered by the workload's group
+	// only; the record directory in it holds the rendered environment
+	// and stays the agent's alone. The workload's own directory is its
+	// HOME, and its working directory unless the runtimeConfig names one.
+	runDir := filepath.Dir(dir)
+	if owner != nil {
+		if err := traversable(r.cfg.RunFolder, filepath.Dir(runDir)); err != nil {
+			return "", fmt.Errorf("process runtime: %w", err)
+		}
+	}
+	if err := runtime.PrepareRunDir(runDir, owner); err != nil {
+		return "", fmt.Errorf("process runtime: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("process runtime: %w", err)
 	}
-	// The workload's own directory: its HOME, and its working directory
-	// unless the runtimeConfig names one. The record directory next to
-	// it stays the agent's: it holds the rendered environment.
-	runDir := filepath.Dir(dir)
 	home := filepath.Join(runDir, workSubdir)
 	if err := ownDir(home, owner); err != nil {
 		return "", fmt.Errorf("process runtime: the workload's directory: %w", err)
-	}
-	if owner != nil {
-		if err := traversable(r.cfg.RunFolder, filepath.Dir(runDir), runDir); err != nil {
-			return "", fmt.Errorf("process runtime: %w", err)
-		}
 	}
 	sp := specRecord{
 		Instance:         s.Instance.String(),

@@ -231,11 +231,15 @@ func ownDir(dir string, owner *runtime.Owner) error {
 	return os.Chmod(dir, 0o700)
 }
 
-// traversable sets dirs to 0711: a workload under its own uid can pass
-// through them to its own directories but cannot list them.
+// traversable makes dirs (the run folder, <agent>_io) 0711: a workload
+// under its own uid can pass through them to its own directories but
+// cannot list them.
 func traversable(dirs ...string) error {
 	for _, d := range dirs {
-		if err := os.Chmod(d, 0o711); err != nil {
+		if err := os.MkdirAll(d, runtime.PrivateDirMode); err != nil {
+			return err
+		}
+		if err := os.Chmod(d, runtime.TraverseMode); err != nil {
 			return err
 		}
 	}
