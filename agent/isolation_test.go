@@ -140,7 +140,13 @@ func TestRunFolderModes(t *testing.T) {
 			if !tt.uids.IsZero() && os.Geteuid() != 0 {
 				t.Skip("needs root")
 			}
-			run := filepath.Join(t.TempDir(), "run")
+			top, err := os.MkdirTemp("", "grapnel-runfolder-") // t.TempDir's parent lets nobody pass
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(top) })
+			os.Chmod(top, 0o711)
+			run := filepath.Join(top, "run")
 			if err := os.MkdirAll(filepath.Join(run, "agent_A_io"), 0o777); err != nil {
 				t.Fatal(err)
 			}
@@ -156,6 +162,16 @@ func TestRunFolderModes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a parent workloads cannot pass", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root")
+		}
+		run := filepath.Join(t.TempDir(), "run") // its parent is 0700
+		err := secureRunFolder(Config{Name: "agent_A", RunFolder: run, WorkloadUIDs: process.UIDRange{First: 61403, Last: 61404}}, log)
+		if err == nil || !strings.Contains(err.Error(), "does not let other users pass") {
+			t.Fatalf("a run folder under a 0700 directory: %v", err)
+		}
+	})
 	t.Run("owned by another user", func(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("needs root to make a folder of another user")

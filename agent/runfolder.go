@@ -27,7 +27,33 @@ func secureRunFolder(cfg Config, log interface{ Warn(string, ...any) }) error {
 			return fmt.Errorf("%w: run folder: %v", ErrConfig, err)
 		}
 	}
+	if mode == runtime.TraverseMode {
+		return passable(cfg.RunFolder)
+	}
 	return nil
+}
+
+// passable checks that every directory above the run folder lets other
+// users pass (o+x): a workload under its own uid could not reach its
+// directories in the run folder otherwise, and every start would fail.
+func passable(runFolder string) error {
+	abs, err := filepath.Abs(runFolder)
+	if err != nil {
+		return fmt.Errorf("%w: run folder: %v", ErrConfig, err)
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("%w: run folder: %v", ErrConfig, err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%w: --run-folder %s: %s (mode %v) does not let other users pass, so workloads under their own uids (--workload-uid-range) could not reach their directories; choose a run folder under a directory they may pass, or give it o+x",
+				ErrConfig, runFolder, d, fi.Mode().Perm())
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 func offersProcess(cfg Config) bool {
