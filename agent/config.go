@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -60,6 +61,14 @@ type Config struct {
 	// podman skipped when it is not available; podman listed explicitly
 	// but not available is an error.
 	Runtimes []string
+	// WorkloadUIDs is the range of uids process workloads run under, one
+	// per workload name (process.UIDRange); zero runs them as the
+	// agent's user. grapnel-agent's command line defaults to
+	// process.DefaultUIDRange.
+	WorkloadUIDs process.UIDRange
+	// AllowRootWorkloads lets a process workload's runtimeConfig ask for
+	// `user: root`.
+	AllowRootWorkloads bool
 	// PodmanBinary is the podman executable; "" is podman from PATH.
 	PodmanBinary string
 	// GossipJoin are replica gossip addresses; when given, the agent

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 
 	"github.com/grapnel-io/grapnel/agent/controlif"
@@ -50,8 +49,8 @@ func start(cfg Config) (*instance, error) {
 		return nil, err
 	}
 	log := cfg.Logger
-	if err := os.MkdirAll(cfg.RunFolder, 0o755); err != nil {
-		return nil, fmt.Errorf("run folder: %w", err)
+	if err := secureRunFolder(cfg, log); err != nil {
+		return nil, err
 	}
 	incarnation, err := nextIncarnation(incarnationPath(cfg.RunFolder, cfg.Name), cfg.Clock.Now(), log)
 	if err != nil {
@@ -137,7 +136,8 @@ func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
 		)
 		switch name {
 		case RuntimeProcess:
-			r, err = process.New(process.Config{RunFolder: cfg.RunFolder, Logger: cfg.Logger, Clock: cfg.Clock})
+			r, err = process.New(process.Config{RunFolder: cfg.RunFolder, Logger: cfg.Logger, Clock: cfg.Clock,
+				UIDs: cfg.WorkloadUIDs, AllowRoot: cfg.AllowRootWorkloads})
 		case RuntimePodman:
 			if !podman.Available(cfg.PodmanBinary) {
 				if explicit {

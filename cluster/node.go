@@ -247,11 +247,16 @@ func NewNode(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, logger)
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, logger)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
+	if err := secureDataDir(cfg.DataDir, base.Named("cluster")); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	}
+	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir}
 	nt, layer, err := newRaftTransport(cfg, logger)
 	if err != nil {
 		store.Close()

@@ -11,26 +11,33 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
+// fifoMode is the FIFOs' mode: their owner (the workload) reads and
+// writes them, nobody else.
+const fifoMode = 0o600
+
 // ensureFIFO creates the FIFO at path, or keeps the one an earlier agent
 // left there, so that a workload that outlived an agent restart keeps its
-// ends open.
+// ends open; either way it belongs to owner (nil = the agent's user) with
+// mode 0600.
 //
 // swdd~agent-control-interface-creates-two-pipes-per-workload~1
-func ensureFIFO(path string) error {
+func ensureFIFO(path string, owner *runtime.Owner) error {
 	fi, err := os.Lstat(path)
-	if err == nil {
-		if fi.Mode()&os.ModeNamedPipe != 0 {
-			return nil
-		}
+	switch {
+	case err == nil && fi.Mode()&os.ModeNamedPipe == 0:
 		return fmt.Errorf("%w: %s exists and is not a FIFO", ErrFIFO, path)
-	}
-	if !errors.Is(err, os.ErrNotExist) {
+	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%w: %v", ErrFIFO, err)
+	case err != nil:
+		if err := unix.Mkfifo(path, fifoMode); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrFIFO, path, err)
+		}
 	}
-	if err := unix.Mkfifo(path, 0o700); err != nil {
+	if err := runtime.GiveFile(path, owner, fifoMode); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrFIFO, path, err)
 	}
 	return nil
@@ -48,7 +55,9 @@ type fifoReader struct {
 }
 
 func openReader(path string) (*fifoReader, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	// O_NOFOLLOW: the agent never follows a link planted in place of a
+	// FIFO.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %v", ErrFIFO, path, err)
 	}
@@ -173,7 +182,7 @@ func (w *fifoWriter) try(b []byte) error {
 		return errStopped
 	}
 	if w.f == nil {
-		fd, err := unix.Open(w.path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(w.path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 		if err != nil {
 			w.mu.Unlock()
 			return &os.PathError{Op: "open", Path: w.path, Err: err}

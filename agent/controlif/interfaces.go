@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -86,13 +87,15 @@ func (c *Interfaces) Dir(inst state.InstanceName) string {
 
 // Open creates the FIFO pair of an instance, or re-uses the one left by an
 // earlier agent, and starts serving it; it returns the directory holding
-// `input` and `output`. Opening an instance that is served already keeps
+// `input` and `output`. The FIFOs belong to owner (the workload's user;
+// nil = the agent's) with mode 0600, in a directory of the agent that only
+// the owner's group may enter, so no other workload can open them. Opening an instance that is served already keeps
 // its connection when the rules are the same, and starts a new one (the
 // workload must say Hello again) when they changed.
 //
 // swdd~agent-create-control-interface-pipes-per-workload~2
 // swdd~agent-control-interface-created-for-eligible-workloads~1
-func (c *Interfaces) Open(inst state.InstanceName, access state.ControlInterfaceAccess) (string, error) {
+func (c *Interfaces) Open(inst state.InstanceName, access state.ControlInterfaceAccess, owner *runtime.Owner) (string, error) {
 	if err := checkInstance(inst); err != nil {
 		return "", err
 	}
@@ -109,11 +112,14 @@ func (c *Interfaces) Open(inst state.InstanceName, access state.ControlInterface
 		old.stop()
 		delete(c.sessions, inst)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := runtime.PrepareRunDir(filepath.Dir(dir), owner); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrFIFO, err)
+	}
+	if err := runtime.PrepareGroupDir(dir, owner); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrFIFO, err)
 	}
 	for _, name := range []string{inputName, outputName} {
-		if err := ensureFIFO(filepath.Join(dir, name)); err != nil {
+		if err := ensureFIFO(filepath.Join(dir, name), owner); err != nil {
 			return "", err
 		}
 	}

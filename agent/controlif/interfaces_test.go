@@ -33,7 +33,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// swdd~agent-control-interface-pipes-path-naming~2
 	// swdd~agent-control-interface-creates-two-pipes-per-workload~1
-	dir, err := c.Open(testInst, readAccess)
+	dir, err := c.Open(testInst, readAccess, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestBadFirstMessage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newForwarder()
 			c, _ := newTestInterfaces(t, f)
-			dir, err := c.Open(testInst, readAccess)
+			dir, err := c.Open(testInst, readAccess, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,7 @@ func TestBadFirstMessage(t *testing.T) {
 func TestRepeatedHello(t *testing.T) {
 	f := newForwarder()
 	c, _ := newTestInterfaces(t, f)
-	dir, err := c.Open(testInst, readAccess)
+	dir, err := c.Open(testInst, readAccess, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestReopen(t *testing.T) {
 	f := newForwarder()
 	run := t.TempDir()
 	c := New(Config{Agent: "agent_A", RunFolder: run, Forward: f.forward, Logger: quiet})
-	dir, err := c.Open(testInst, readAccess)
+	dir, err := c.Open(testInst, readAccess, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestReopen(t *testing.T) {
 	w.handshake()
 
 	same := readAccess.Clone()
-	if d, err := c.Open(testInst, same); err != nil || d != dir {
+	if d, err := c.Open(testInst, same, nil); err != nil || d != dir {
 		t.Fatalf("Open again: %s, %v", d, err)
 	}
 	w.send(requestMsg(&ankbase.Request{RequestId: "1", RequestContent: readReq("desiredState.workloads").RequestContent}))
@@ -220,7 +220,7 @@ func TestReopen(t *testing.T) {
 	}
 
 	wider := state.ControlInterfaceAccess{AllowRules: []state.AccessRule{stateRuleOf(state.RWRead, "*")}}
-	if _, err := c.Open(testInst, wider); err != nil {
+	if _, err := c.Open(testInst, wider, nil); err != nil {
 		t.Fatal(err)
 	}
 	w.send(requestMsg(&ankbase.Request{RequestId: "2", RequestContent: readReq().RequestContent}))
@@ -236,12 +236,12 @@ func TestReopen(t *testing.T) {
 	// An agent restart: the FIFOs stay, the workload keeps its ends and
 	// says Hello to the new agent.
 	within(t, "Shutdown", c.Shutdown)
-	if _, err := c.Open(testInst, readAccess); !errors.Is(err, ErrShutdown) {
+	if _, err := c.Open(testInst, readAccess, nil); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("Open after Shutdown: %v", err)
 	}
 	c2 := New(Config{Agent: "agent_A", RunFolder: run, Forward: f.forward, Logger: quiet})
 	t.Cleanup(c2.Shutdown)
-	if d, err := c2.Open(testInst, readAccess); err != nil || d != dir {
+	if d, err := c2.Open(testInst, readAccess, nil); err != nil || d != dir {
 		t.Fatalf("Open after restart: %s, %v", d, err)
 	}
 	if after := isFIFO(t, filepath.Join(dir, "output")); !os.SameFile(before, after) {
@@ -258,7 +258,7 @@ func TestShutdownWithoutWorkload(t *testing.T) {
 	for _, name := range []string{"a", "b", "c"} {
 		inst := testInst
 		inst.WorkloadName = name
-		dir, err := c.Open(inst, readAccess)
+		dir, err := c.Open(inst, readAccess, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := c.Open(tt.inst, readAccess)
+			_, err := c.Open(tt.inst, readAccess, nil)
 			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.text) {
 				t.Fatalf("err %v, want %v with %q", err, tt.want, tt.text)
 			}

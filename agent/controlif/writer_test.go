@@ -74,7 +74,7 @@ func TestWorkloadGone(t *testing.T) {
 			logs := recorder{msgs: make(chan string, 100)}
 			c := New(Config{Agent: "agent_A", RunFolder: t.TempDir(), Forward: f.forward, Logger: slog.New(logs), Clock: clk})
 			t.Cleanup(c.Shutdown)
-			dir, err := c.Open(testInst, readAccess)
+			dir, err := c.Open(testInst, readAccess, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

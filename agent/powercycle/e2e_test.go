@@ -144,9 +144,16 @@ func TestPowerCycle(t *testing.T) {
 	if err := os.MkdirAll(runFolder, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := bench.Passable(runFolder); err != nil {
+		t.Fatal(err)
+	}
 	// Every start of a workload appends its name: how often and in
-	// which order they started.
+	// which order they started. The workloads run under uids of their
+	// own: the file is one they may all append to.
 	starts := filepath.Join(dir, "starts")
+	if err := os.WriteFile(starts, nil, 0o600); err != nil || os.Chmod(starts, 0o666) != nil {
+		t.Fatal(err)
+	}
 	server := []string{bins["grapnel-server"], "-k", "--name", "r1", "-a", addrs[0], "--raft-address", addrs[1],
 		"--data-dir", filepath.Join(dir, "data"), "--log-level", "info"}
 	agent := []string{agentBin, "-k", "--name", "agent_A", "--server-url", addrs[0], "--run-folder", runFolder,

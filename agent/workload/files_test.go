@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -19,7 +21,7 @@ func TestWriteFiles(t *testing.T) {
 		// A YAML block scalar keeps line breaks and indentation.
 		{MountPoint: "/data/blob.bin", Content: "AAEC\n  //8=\n", Binary: true},
 	}
-	mounts, err := writeFiles(dir, files)
+	mounts, err := writeFiles(dir, files, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +47,50 @@ func TestWriteFiles(t *testing.T) {
 	}
 	// A second attempt replaces the read-only files.
 	files[0].Content = "port: 81\n"
-	if _, err := writeFiles(dir, files); err != nil {
+	if _, err := writeFiles(dir, files, nil); err != nil {
 		t.Fatalf("rewrite: %v", err)
 	}
 	if got, _ := os.ReadFile(mounts[0].HostPath); string(got) != "port: 81\n" {
 		t.Fatalf("rewrite left %q", got)
 	}
+}
+
+// TestWriteFilesModes: issue 17, point 5. A workload's files are its own
+// (0400) in directories of the agent that only its group enters (0750);
+// without an owner (a container) the directories are the agent's alone
+// (0700), so no other host user reaches the files.
+func TestWriteFilesModes(t *testing.T) {
+	files := []state.File{{MountPoint: "/etc/app/secret", Content: "s3cret"}}
+	check := func(path string, uid, gid uint32, mode os.FileMode) {
+		t.Helper()
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != uid || st.Gid != gid || fi.Mode().Perm() != mode {
+			t.Errorf("%s: %d:%d %v, want %d:%d %v", path, st.Uid, st.Gid, fi.Mode().Perm(), uid, gid, mode)
+		}
+	}
+	me, mygid := uint32(os.Geteuid()), uint32(os.Getegid())
+	dir := filepath.Join(t.TempDir(), "files")
+	if _, err := writeFiles(dir, files, nil); err != nil {
+		t.Fatal(err)
+	}
+	check(dir, me, mygid, 0o700)
+	check(filepath.Join(dir, "etc", "app"), me, mygid, 0o700)
+	check(filepath.Join(dir, "etc", "app", "secret"), me, mygid, 0o444)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files to another uid")
+	}
+	owner := &runtime.Owner{UID: 61100, GID: 61100}
+	dir = filepath.Join(t.TempDir(), "owned")
+	if _, err := writeFiles(dir, files, owner); err != nil {
+		t.Fatal(err)
+	}
+	check(dir, 0, owner.GID, 0o750)
+	check(filepath.Join(dir, "etc"), 0, owner.GID, 0o750)
+	check(filepath.Join(dir, "etc", "app", "secret"), owner.UID, owner.GID, 0o400)
 }
 
 func TestWriteFilesRejects(t *testing.T) {
@@ -71,7 +111,7 @@ func TestWriteFilesRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "files")
-			_, err := writeFiles(dir, []state.File{{MountPoint: "/ok", Content: "fine"}, tt.file})
+			_, err := writeFiles(dir, []state.File{{MountPoint: "/ok", Content: "fine"}, tt.file}, nil)
 			if err == nil {
 				t.Fatal("accepted")
 			}

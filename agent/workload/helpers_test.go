@@ -287,7 +287,7 @@ type memControl struct {
 	closed map[state.InstanceName]int
 }
 
-func (c *memControl) Open(inst state.InstanceName, access state.ControlInterfaceAccess) (string, error) {
+func (c *memControl) Open(inst state.InstanceName, access state.ControlInterfaceAccess, _ *runtime.Owner) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.opened[inst]++

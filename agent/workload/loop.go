@@ -231,15 +231,19 @@ func (l *loop) create(ctx context.Context) (permanent bool, err error) {
 	if err := l.rt.Check(l.w.RuntimeConfig); err != nil {
 		return true, err
 	}
+	owner, err := l.owner()
+	if err != nil {
+		return errors.Is(err, runtime.ErrBadConfig), err
+	}
 	// The run directory is made again: a run folder on tmpfs is empty
 	// after a power cycle.
-	if err := os.MkdirAll(l.runDir, dirMode); err != nil {
+	if err := runtime.PrepareRunDir(l.runDir, owner); err != nil {
 		return false, fmt.Errorf("run directory: %w", err)
 	}
 	spec := runtime.Spec{Instance: l.inst, Workload: l.w, RunDir: l.runDir}
 	if len(l.w.Files) > 0 {
 		spec.FilesDir = filepath.Join(l.runDir, "files")
-		if spec.Mounts, err = writeFiles(spec.FilesDir, l.w.Files); err != nil {
+		if spec.Mounts, err = writeFiles(spec.FilesDir, l.w.Files, owner); err != nil {
 			if rmErr := os.RemoveAll(spec.FilesDir); rmErr != nil {
 				l.m.log.Warn("removing workload files", "instance", l.inst.String(), "error", rmErr)
 			}
@@ -247,7 +251,7 @@ func (l *loop) create(ctx context.Context) (permanent bool, err error) {
 		}
 	}
 	if l.ctlDir == "" && l.w.ControlInterfaceAccess.HasAllowRules() && l.m.cfg.Control != nil {
-		dir, err := l.m.cfg.Control.Open(l.inst, l.w.ControlInterfaceAccess)
+		dir, err := l.m.cfg.Control.Open(l.inst, l.w.ControlInterfaceAccess, owner)
 		if err != nil {
 			return false, fmt.Errorf("control interface: %w", err)
 		}
@@ -276,6 +280,17 @@ func (l *loop) create(ctx context.Context) (permanent bool, err error) {
 	}
 	l.setID(id)
 	return false, nil
+}
+
+// owner is the user the instance runs as, whose its files and FIFOs
+// are: the runtime's answer when it runs workloads under users of their
+// own (runtime.Owners), else nil, the agent's user.
+func (l *loop) owner() (*runtime.Owner, error) {
+	o, ok := l.rt.(runtime.Owners)
+	if !ok {
+		return nil, nil
+	}
+	return o.Owner(l.inst, l.w)
 }
 
 // resume decides, as the Ankaios agent does at its start, what becomes
@@ -338,7 +353,12 @@ func (l *loop) openControl() {
 	if !l.w.ControlInterfaceAccess.HasAllowRules() || l.m.cfg.Control == nil {
 		return
 	}
-	dir, err := l.m.cfg.Control.Open(l.inst, l.w.ControlInterfaceAccess)
+	owner, err := l.owner()
+	if err != nil {
+		l.m.log.Warn("re-opening control interface", "instance", l.inst.String(), "error", err)
+		return
+	}
+	dir, err := l.m.cfg.Control.Open(l.inst, l.w.ControlInterfaceAccess, owner)
 	if err != nil {
 		l.m.log.Warn("re-opening control interface", "instance", l.inst.String(), "error", err)
 		return

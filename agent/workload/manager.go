@@ -31,7 +31,8 @@ type Deleted struct {
 type ControlInterfaces interface {
 	// Open creates (or re-opens after an agent restart) the FIFO pair of an instance and starts
 	// serving it; returns the host directory holding `input` and `output`.
-	Open(inst state.InstanceName, access state.ControlInterfaceAccess) (dir string, err error)
+	// The FIFOs belong to owner, the workload's user (nil: the agent's).
+	Open(inst state.InstanceName, access state.ControlInterfaceAccess, owner *runtime.Owner) (dir string, err error)
 	// Close stops serving and removes the directory.
 	Close(inst state.InstanceName)
 }

@@ -59,6 +59,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err := os.MkdirAll(a.RunFolder, 0o755); err != nil {
 		return nil, err
 	}
+	if err := Passable(a.RunFolder); err != nil {
+		return nil, err
+	}
 	a.args = []string{"-k", "--name", cfg.Name, "--server-url", strings.Join(cfg.Servers, ","), "--run-folder", a.RunFolder}
 	if len(cfg.Runtimes) > 0 {
 		a.args = append(a.args, "--runtimes", strings.Join(cfg.Runtimes, ","))
@@ -167,4 +170,28 @@ func (a *Agent) Signal(sig os.Signal) error {
 		return fmt.Errorf("agent %s not started", a.Name)
 	}
 	return a.proc.cmd.Process.Signal(sig)
+}
+
+// Passable lets other users pass (o+x) through every directory above dir
+// that is under the temporary directory, as a test's t.TempDir is not:
+// the agent runs its process workloads under uids of their own, which
+// must reach their directories in its run folder.
+func Passable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Clean(os.TempDir())
+	for d := filepath.Dir(abs); strings.HasPrefix(d, tmp+string(filepath.Separator)); d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(d, fi.Mode().Perm()|0o001); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
@@ -45,6 +46,10 @@ type config struct {
 	// ResyncInterval is the period of drift repair; 0 turns the periodic
 	// rounds off (`grapnel agent resync` still asks for one).
 	ResyncInterval time.Duration `yaml:"resync_interval"`
+	// WorkloadUIDRange is FIRST-LAST, the uids process workloads run
+	// under (one per workload), or off.
+	WorkloadUIDRange   string `yaml:"workload_uid_range"`
+	AllowRootWorkloads bool   `yaml:"allow_root_workloads"`
 	// The PEM contents an Ankaios config file may give instead of the
 	// paths (ca_pem_content, ...); a path, from any layer, wins.
 	CAPemContent  string `yaml:"-"`
@@ -60,6 +65,8 @@ func defaults() config {
 		LogLevel:      "info",
 
 		ResyncInterval: agent.DefaultResyncInterval,
+
+		WorkloadUIDRange: process.DefaultUIDRange.String(),
 	}
 }
 
@@ -79,6 +86,8 @@ func options() []layered.Option[config] {
 		layered.Opt("gossip-address", "", "GOSSIP_ADDRESS", "bind address of the agent's gossip member", func(c *config) any { return &c.GossipAddress }),
 		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the replicas' base64 gossip key", func(c *config) any { return &c.GossipKeyFile }),
 		layered.Opt("log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }),
+		layered.Opt("workload-uid-range", "", "WORKLOAD_UID_RANGE", "uids FIRST-LAST that process workloads run under, one of its own per workload (the agent must be root); off runs them as the agent's user", func(c *config) any { return &c.WorkloadUIDRange }),
+		layered.Opt("allow-root-workloads", "", "ALLOW_ROOT_WORKLOADS", "let a process workload's runtimeConfig ask for user: root", func(c *config) any { return &c.AllowRootWorkloads }),
 		layered.Opt("resync-interval", "", "RESYNC_INTERVAL", "how often to compare what the runtimes run with what the agent was told and repair the drift; 0 turns it off", func(c *config) any { return &c.ResyncInterval }),
 	}
 }
@@ -222,6 +231,9 @@ func (c config) validate() error {
 	if c.ResyncInterval < 0 {
 		return fmt.Errorf("--resync-interval %v: must not be negative (0 turns drift repair rounds off)", c.ResyncInterval)
 	}
+	if _, err := process.ParseUIDRange(c.WorkloadUIDRange); err != nil {
+		return fmt.Errorf("--workload-uid-range %v", err)
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
@@ -240,12 +252,17 @@ func (c config) agentConfig(log *slog.Logger) (agent.Config, error) {
 	if err != nil {
 		return agent.Config{}, err
 	}
+	uids, err := process.ParseUIDRange(c.WorkloadUIDRange)
+	if err != nil {
+		return agent.Config{}, fmt.Errorf("--workload-uid-range %v", err)
+	}
 	return agent.Config{
 		Name: c.Name, Servers: c.ServerURL, Insecure: c.Insecure, TLS: c.tlsFiles(), Tags: c.Tags,
 		RunFolder: c.RunFolder, Runtimes: c.Runtimes,
 		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key,
 		ResyncInterval: c.ResyncInterval,
-		Logger:         log,
+		WorkloadUIDs:   uids, AllowRootWorkloads: c.AllowRootWorkloads,
+		Logger: log,
 	}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/layered"
 )
 
@@ -109,6 +110,18 @@ func TestConfigDefaults(t *testing.T) {
 	if ac, err := cfg.agentConfig(nil); err != nil || ac.ResyncInterval != 0 {
 		t.Fatalf("--resync-interval 0 gives %v, %v", ac.ResyncInterval, err)
 	}
+	// Process workloads get uids of their own by default (issue 17,
+	// point 5); root workloads only when allowed.
+	if ac, err := cfg.agentConfig(nil); err != nil || ac.WorkloadUIDs != process.DefaultUIDRange || ac.AllowRootWorkloads {
+		t.Fatalf("default workload uids %v, root allowed %v, %v", ac.WorkloadUIDs, ac.AllowRootWorkloads, err)
+	}
+	cfg, err = loadConfig([]string{"-n", "agent_A", "-k", "-x", writeFile(t, "empty.yaml", ""), "--workload-uid-range", "off", "--allow-root-workloads"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac, err := cfg.agentConfig(nil); err != nil || !ac.WorkloadUIDs.IsZero() || !ac.AllowRootWorkloads {
+		t.Fatalf("--workload-uid-range off --allow-root-workloads gives %v, %v, %v", ac.WorkloadUIDs, ac.AllowRootWorkloads, err)
+	}
 }
 
 // Bad settings are refused with a message that names the option.
@@ -139,6 +152,7 @@ func TestConfigRefusals(t *testing.T) {
 		{"bad gossip address", []string{"-n", "a", "-k", "-x", empty, "--gossip-join", "h:1", "--gossip-address", "x"}, nil, `--gossip-address "x"`},
 		{"bad log level", []string{"-n", "a", "-k", "-x", empty, "--log-level", "loud"}, nil, "--log-level"},
 		{"negative resync interval", []string{"-n", "a", "-k", "-x", empty, "--resync-interval", "-1s"}, nil, "--resync-interval -1s: must not be negative"},
+		{"bad workload uid range", []string{"-n", "a", "-k", "-x", empty, "--workload-uid-range", "0-10"}, nil, `--workload-uid-range "0-10": uid 0 is root`},
 		{"stray argument", []string{"-n", "a", "-k", "-x", empty, "extra"}, nil, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {

@@ -29,6 +29,10 @@ import (
 )
 
 func main() {
+	// Everything the replica writes is its own: the data directory holds
+	// the whole state, secrets included, and hashicorp/raft and raft-wal
+	// create their files 0644 and directories 0755 by their own choice.
+	syscall.Umask(0o077)
 	cfg, err := loadConfig(os.Args[1:], os.LookupEnv)
 	if errors.Is(err, pflag.ErrHelp) {
 		return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,19 +57,47 @@ func (r *Runtime) exec(ctx context.Context, timeout time.Duration, args ...strin
 // front of `run` do not hide it.
 func subcommand(args []string) string {
 	for _, a := range args {
-		switch a {
-		case "run", "start", "ps", "rm", "stop", "logs", "info":
+		if subcommands[a] {
 			return a
 		}
 	}
-	return strings.Join(args, " ")
+	return "(no known subcommand)"
 }
 
-// loggedArgs is args as the debug log shows them: the values of
-// environment options are left out, since that is where a workload's
-// secrets usually go (docs/secrets.md); the names stay.
+// loggedArgs is args as the debug log shows them. Nothing that comes
+// from a workload's rendered runtimeConfig is logged, at any level: that
+// is where its secrets go (`--env` values, options, the command's
+// arguments; docs/secrets.md). The general options in front of the
+// subcommand are counted, not shown; of `podman run` only the container's
+// name is shown. Environment values left anywhere else are hidden as
+// well; their names stay.
 func loggedArgs(args []string) []string {
+	k := slices.IndexFunc(args, func(a string) bool { return subcommands[a] })
+	if k < 0 {
+		return []string{fmt.Sprintf("(%d arguments not logged)", len(args))}
+	}
 	var out []string
+	if args[k] == "run" {
+		out = []string{"run"}
+		if i := slices.Index(args[k:], "--name"); i >= 0 && k+i+1 < len(args) {
+			out = append(out, "--name", args[k+i+1])
+		}
+		return append(out, fmt.Sprintf("(%d arguments of the runtimeConfig not logged)", len(args)-k-1))
+	}
+	out = hideEnv(args[k:])
+	if k > 0 {
+		out = append(out, fmt.Sprintf("(%d general options of the runtimeConfig not logged)", k))
+	}
+	return out
+}
+
+// subcommands are the podman subcommands this package uses.
+var subcommands = map[string]bool{"run": true, "start": true, "ps": true, "rm": true, "stop": true, "logs": true, "info": true}
+
+// hideEnv is a copy of args with the values of environment options
+// hidden.
+func hideEnv(args []string) []string {
+	out := make([]string, len(args))
 	for i, a := range args {
 		v := a
 		switch {
@@ -78,16 +107,10 @@ func loggedArgs(args []string) []string {
 			v = "--env=" + hideValue(strings.TrimPrefix(a, "--env="))
 		case strings.HasPrefix(a, "-e="):
 			v = "-e=" + hideValue(strings.TrimPrefix(a, "-e="))
+		case strings.HasPrefix(a, "-e") && len(a) > 2 && strings.Contains(a, "="):
+			v = "-e" + hideValue(a[2:])
 		}
-		if v != a && out == nil {
-			out = append([]string(nil), args...)
-		}
-		if out != nil {
-			out[i] = v
-		}
-	}
-	if out == nil {
-		return args
+		out[i] = v
 	}
 	return out
 }

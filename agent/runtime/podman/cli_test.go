@@ -3,12 +3,14 @@ package podman
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -87,13 +89,48 @@ func TestPodmanFailureReported(t *testing.T) {
 }
 
 func TestLoggedArgsHideEnvironmentValues(t *testing.T) {
-	args := []string{"run", "-e", "PW=hunter2", "--env", "TOKEN=abc", "--env=KEY=v=1", "-e=X=y", "-e", "HOST_VAR", "img", "PW=visible-arg"}
+	args := []string{"--remote", "ps", "-e", "PW=hunter2", "--env", "TOKEN=abc", "--env=KEY=v=1", "-e=X=y", "-eZ=w", "-e", "HOST_VAR", "PW=visible-arg"}
 	got := strings.Join(loggedArgs(args), " ")
-	want := "run -e PW=*** --env TOKEN=*** --env=KEY=*** -e=X=*** -e HOST_VAR img PW=visible-arg"
+	want := "ps -e PW=*** --env TOKEN=*** --env=KEY=*** -e=X=*** -eZ=*** -e HOST_VAR PW=visible-arg (1 general options of the runtimeConfig not logged)"
 	if got != want {
 		t.Fatalf("loggedArgs = %q, want %q", got, want)
 	}
-	if args[2] != "PW=hunter2" {
+	if args[3] != "PW=hunter2" {
 		t.Fatal("loggedArgs changed the arguments podman gets")
+	}
+	run := []string{"--log-level=debug", "run", "--detach", "--name", "w.1.a", "-e", "PW=hunter2", "img", "--password", "hunter2"}
+	if got, want := strings.Join(loggedArgs(run), " "), "run --name w.1.a (8 arguments of the runtimeConfig not logged)"; got != want {
+		t.Fatalf("loggedArgs(run) = %q, want %q", got, want)
+	}
+}
+
+// TestNoRenderedConfigInLogs: issue 17, point 5. Nothing of a rendered
+// runtimeConfig — general options, --env values, command options, the
+// command's arguments — reaches a log line, at debug level either.
+func TestNoRenderedConfigInLogs(t *testing.T) {
+	var buf syncbuf.Buffer
+	bin := filepath.Join(t.TempDir(), "podman")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nfor a; do case $a in ps) echo '[]'; exit 0;; rm) exit 0;; run) break;; esac; done\necho 'Error: simulated' >&2; exit 125\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Binary: bin, Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := `image: img
+generalOptions: ["--log-opt=tag=SECRET-1"]
+commandOptions: ["-e", "PW=SECRET-2", "--env=TOKEN=SECRET-3", "-eK=SECRET-4", "--label", "x=SECRET-5"]
+commandArgs: ["--password", "SECRET-6"]
+`
+	inst := state.InstanceName{WorkloadName: "w", ID: "1", AgentName: "a"}
+	if _, err := r.Create(context.Background(), runtime.Spec{Instance: inst, Workload: &state.Workload{RuntimeConfig: config}}); err == nil {
+		t.Fatal("Create succeeded with a podman that fails")
+	}
+	out := buf.String()
+	if !strings.Contains(out, "run --name w.1.a") {
+		t.Fatalf("the podman call is not logged at all:\n%s", out)
+	}
+	if strings.Contains(out, "SECRET") {
+		t.Fatalf("a rendered runtimeConfig value is in the log:\n%s", out)
 	}
 }

@@ -2,7 +2,9 @@ package process
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -32,6 +34,9 @@ type processConfig struct {
 	Args       []string
 	Env        map[string]string
 	WorkingDir string
+	// User is the user the workload asks to run as, a name or a number;
+	// "" = a uid of its own from the agent's range (see users.go).
+	User string
 }
 
 const root = "runtimeConfig"
@@ -49,7 +54,7 @@ func parseConfig(text string) (*processConfig, error) {
 	}
 	m := deref(doc.Content[0])
 	if m.Kind != yaml.MappingNode {
-		return nil, configErr(root, "expected a mapping with the keys command, args, env and workingDir")
+		return nil, configErr(root, "expected a mapping with the keys command, args, env, workingDir and user")
 	}
 	var (
 		c       processConfig
@@ -87,8 +92,16 @@ func parseConfig(text string) (*processConfig, error) {
 			if err == nil && c.WorkingDir != "" && !filepath.IsAbs(c.WorkingDir) {
 				err = configErr(field, "must be an absolute path, got %q", c.WorkingDir)
 			}
+		case "user":
+			if isNull(v) {
+				break
+			}
+			c.User, err = parseString(field, v)
+			if err == nil {
+				err = checkUserSyntax(field, c.User)
+			}
 		default:
-			err = configErr(field, "unknown key (expected command, args, env or workingDir)")
+			err = configErr(field, "unknown key (expected command, args, env, workingDir or user)")
 		}
 		if err != nil {
 			return nil, err
@@ -98,6 +111,32 @@ func parseConfig(text string) (*processConfig, error) {
 		return nil, configErr(root+".command", "required")
 	}
 	return &c, nil
+}
+
+// checkUserSyntax accepts a uid (decimal) or a user name as useradd
+// allows them; whether the user exists and may be used is the runtime's
+// question (Runtime.Owner).
+func checkUserSyntax(field, u string) error {
+	if u == "" {
+		return configErr(field, "must not be empty (leave the key out for a uid of the workload's own)")
+	}
+	if n, err := strconv.ParseUint(u, 10, 32); err == nil {
+		if n == math.MaxUint32 {
+			return configErr(field, "uid %d is not a valid user", n)
+		}
+		return nil
+	}
+	if len(u) > 32 {
+		return configErr(field, "user name %.40q is longer than 32 characters", u)
+	}
+	for i, r := range u {
+		ok := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' ||
+			i > 0 && (r == '-' || r == '.' || r >= '0' && r <= '9')
+		if !ok {
+			return configErr(field, "%q is neither a uid nor a user name ([a-zA-Z_][a-zA-Z0-9._-]*)", u)
+		}
+	}
+	return nil
 }
 
 func parseArgs(field string, v *yaml.Node) ([]string, error) {

@@ -28,6 +28,9 @@ workingDir: /tmp
 			processConfig{Command: "sleep", Args: []string{"5", "0.5", "true"}, Env: map[string]string{"PORT": "8080", "DEBUG": "yes"}}},
 		{"empty args, env and workingDir", "command: x\nargs:\nenv:\nworkingDir:", processConfig{Command: "x"}},
 		{"aliases", "command: &c echo\nargs: [*c]", processConfig{Command: "echo", Args: []string{"echo"}}},
+		{"user by name", "command: x\nuser: nobody", processConfig{Command: "x", User: "nobody"}},
+		{"user by uid", "command: x\nuser: 1234", processConfig{Command: "x", User: "1234"}},
+		{"user null", "command: x\nuser:", processConfig{Command: "x"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,7 +52,7 @@ func TestCheckRejects(t *testing.T) {
 		{"empty", "", "runtimeConfig.command: required"},
 		{"null", "~", "runtimeConfig.command: required"},
 		{"no command", "args: [a]", "runtimeConfig.command: required"},
-		{"not a mapping", "- sleep", "runtimeConfig: expected a mapping with the keys command, args, env and workingDir"},
+		{"not a mapping", "- sleep", "runtimeConfig: expected a mapping with the keys command, args, env, workingDir and user"},
 		{"bad yaml", "command: [", ""},
 		{"command list", "command: [sleep]", "runtimeConfig.command: expected a string"},
 		{"command null", "command: ~", "runtimeConfig.command: expected a string"},
@@ -68,7 +71,12 @@ func TestCheckRejects(t *testing.T) {
 		{"env duplicate", "command: x\nenv: {A: b, A: c}", "runtimeConfig.env.A: duplicate key"},
 		{"workingDir relative", "command: x\nworkingDir: tmp", `runtimeConfig.workingDir: must be an absolute path, got "tmp"`},
 		{"workingDir list", "command: x\nworkingDir: [/]", "runtimeConfig.workingDir: expected a string"},
-		{"unknown key", "command: x\nimage: alpine", "runtimeConfig.image: unknown key (expected command, args, env or workingDir)"},
+		{"unknown key", "command: x\nimage: alpine", "runtimeConfig.image: unknown key (expected command, args, env, workingDir or user)"},
+		{"user empty", "command: x\nuser: ''", "runtimeConfig.user: must not be empty (leave the key out for a uid of the workload's own)"},
+		{"user list", "command: x\nuser: [a]", "runtimeConfig.user: expected a string"},
+		{"user odd name", "command: x\nuser: 'a b'", `runtimeConfig.user: "a b" is neither a uid nor a user name ([a-zA-Z_][a-zA-Z0-9._-]*)`},
+		{"user negative", "command: x\nuser: -1", `runtimeConfig.user: "-1" is neither a uid nor a user name ([a-zA-Z_][a-zA-Z0-9._-]*)`},
+		{"user uid -1", "command: x\nuser: 4294967295", "runtimeConfig.user: uid 4294967295 is not a valid user"},
 		{"duplicate key", "command: x\ncommand: y", "runtimeConfig.command: duplicate key"},
 		{"key not a string", "command: x\n[a]: b", "runtimeConfig: keys must be strings"},
 	}
@@ -97,4 +105,29 @@ func TestCheckRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseConfig: any text is parsed or refused with a *ConfigError,
+// never a panic; what is accepted has a command.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{
+		"command: sleep", "command: x\nargs: [a, 1]\nenv: {A: b}\nworkingDir: /tmp\nuser: nobody",
+		"command: x\nuser: 0", "command: x\nuser: 4294967295", "command: x\nuser: ''", "command: x\nuser: [a]",
+		"- a", "~", "command: &a x\nargs: [*a]",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		c, err := parseConfig(in)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("%q: %v is not a *ConfigError", in, err)
+			}
+			return
+		}
+		if c.Command == "" {
+			t.Fatalf("%q: accepted without a command", in)
+		}
+	})
 }

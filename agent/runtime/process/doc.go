@@ -24,6 +24,14 @@
 //	output.log   "<RFC3339Nano> <stdout|stderr> <line>" per output line
 //	shim.log     the shim's own diagnostics
 //
+// The record directory is the agent's alone (0700): spec.json holds the
+// rendered environment. The workload runs under a user of its own
+// (users.go: a uid of Config.UIDs kept per workload name, or the user its
+// runtimeConfig names), with the allow-listed environment of package
+// shim, in <run folder>/<agent>_io/<instance>/work, its HOME, 0700 and
+// its own; the directories above are the agent's, passable by the
+// workload's group only (see runtime.PrepareRunDir).
+//
 // Every JSON file is written to a temporary name and renamed, so a reader
 // never sees half of one. A pid is only trusted together with its start
 // time (field 22 of /proc/<pid>/stat, clock ticks since boot) and the

@@ -17,6 +17,7 @@ import (
 // shim's are shared with package shim.
 const (
 	recordSubdir   = "process"
+	workSubdir     = "work"
 	specFile       = shim.SpecFile
 	shimFile       = "shim.json"
 	recordFile     = shim.RecordFile

@@ -17,6 +17,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/agent/runtime/pidfd"
+	"github.com/grapnel-io/grapnel/agent/runtime/process/shim"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -61,7 +62,15 @@ type Config struct {
 	// for the workload, nor signalled. Tests point it at a file of their
 	// own to simulate a reboot.
 	BootIDFile string
-	Logger     *slog.Logger
+	// UIDs is the range the agent gives each process workload a uid of
+	// its own from (see users.go); zero runs workloads as the agent's
+	// user unless their runtimeConfig names one. An agent that is not
+	// root cannot switch users and ignores it, saying so once.
+	UIDs UIDRange
+	// AllowRoot lets a runtimeConfig ask for `user: root` (or 0);
+	// without it such a workload is refused.
+	AllowRoot bool
+	Logger    *slog.Logger
 	// Clock drives the start timeout, the polls and the waits of Delete;
 	// nil is the system clock.
 	Clock clock.Clock
@@ -82,9 +91,19 @@ type Runtime struct {
 	// read them from its record (see stateWithoutRecord).
 	seenMu sync.Mutex
 	seen   map[runtime.ID]seenProcs
+
+	// euid is the agent's uid; canSetUID says it is root and may start
+	// processes as other users. uids is nil when workloads get no uids
+	// of their own.
+	euid      uint32
+	canSetUID bool
+	uids      *uidTable
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Owners  = (*Runtime)(nil)
+)
 
 // New checks the configuration and returns the runtime.
 func New(cfg Config) (*Runtime, error) {
@@ -123,7 +142,18 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	r := &Runtime{cfg: cfg, log: log}
+	r := &Runtime{cfg: cfg, log: log, euid: uint32(os.Geteuid())}
+	r.canSetUID = r.euid == 0
+	switch {
+	case cfg.UIDs.IsZero():
+		log.Warn("process workloads run as the agent's user unless their runtimeConfig names one: no uid range (--workload-uid-range)", "uid", r.euid)
+	case !r.canSetUID:
+		log.Warn("the agent is not root and cannot switch users: process workloads run as the agent's user, not under uids of their own", "uid", r.euid, "range", cfg.UIDs.String())
+	default:
+		if r.uids, err = loadUIDTable(uidPath(cfg.RunFolder), cfg.UIDs); err != nil {
+			return nil, err
+		}
+	}
 	if r.boot, err = readBootID(cfg.BootIDFile); err != nil {
 		r.log.Warn("no boot id: a reboot is recognised by process start times alone", "file", cfg.BootIDFile, "error", err)
 	}
@@ -160,9 +190,13 @@ func defaultShim(log *slog.Logger) (string, error) {
 // Name is the workloads' runtime value: "process".
 func (r *Runtime) Name() string { return "process" }
 
-// Check parses a rendered runtimeConfig; errors are *ConfigError.
+// Check parses a rendered runtimeConfig and checks that the user it
+// names may be used; errors are *ConfigError.
 func (r *Runtime) Check(runtimeConfig string) error {
-	_, err := parseConfig(runtimeConfig)
+	pc, err := parseConfig(runtimeConfig)
+	if err == nil && pc.User != "" {
+		_, err = r.namedUser(pc.User)
+	}
 	return err
 }
 
@@ -189,8 +223,29 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 			return "", fmt.Errorf("process runtime: replacing the instance left over: %w", err)
 		}
 	}
+	owner, err := r.ownerOf(s.Instance.WorkloadName, pc)
+	if err != nil {
+		return "", err
+	}
+	// The run directory is the agent's, entered by the workload's group
+	// only; the record directory in it holds the rendered environment
+	// and stays the agent's alone. The workload's own directory is its
+	// HOME, and its working directory unless the runtimeConfig names one.
+	runDir := filepath.Dir(dir)
+	if owner != nil {
+		if err := traversable(r.cfg.RunFolder, filepath.Dir(runDir)); err != nil {
+			return "", fmt.Errorf("process runtime: %w", err)
+		}
+	}
+	if err := runtime.PrepareRunDir(runDir, owner); err != nil {
+		return "", fmt.Errorf("process runtime: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("process runtime: %w", err)
+	}
+	home := filepath.Join(runDir, workSubdir)
+	if err := ownDir(home, owner); err != nil {
+		return "", fmt.Errorf("process runtime: the workload's directory: %w", err)
 	}
 	sp := specRecord{
 		Instance:         s.Instance.String(),
@@ -198,9 +253,16 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 		Args:             pc.Args,
 		Env:              pc.Env,
 		WorkingDir:       pc.WorkingDir,
+		Home:             home,
 		ControlInterface: s.ControlInterface,
 		FilesDir:         s.FilesDir,
 		BootID:           r.boot,
+	}
+	if sp.WorkingDir == "" {
+		sp.WorkingDir = home
+	}
+	if owner != nil {
+		sp.User = &shim.User{UID: owner.UID, GID: owner.GID}
 	}
 	if err := writeJSON(filepath.Join(dir, specFile), sp); err != nil {
 		os.RemoveAll(dir)
@@ -210,7 +272,11 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 		os.RemoveAll(dir)
 		return "", err
 	}
-	r.log.Info("workload process started", "instance", id)
+	if owner != nil {
+		r.log.Info("workload process started", "instance", id, "uid", owner.UID)
+	} else {
+		r.log.Info("workload process started", "instance", id)
+	}
 	return id, nil
 }
 

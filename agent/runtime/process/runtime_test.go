@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/agent/runtime/process/shim"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -110,9 +111,12 @@ func TestEnvironmentReachesWorkload(t *testing.T) {
 	t.Setenv(runtime.FilesEnv, "/leaked/files")
 	t.Setenv(runtime.ControlInterfaceEnv, "/leaked/ci")
 	t.Setenv("GRAPNEL_TEST_INHERITED", "from-agent")
+	t.Setenv("ANKAGENT_KEY_PEM", "/etc/agent/key.pem")
+	t.Setenv("TZ", "Europe/Berlin")
 	workDir := t.TempDir()
 	script := `echo "foo=$FOO arg=$1 pwd=$(pwd) files=${GRAPNEL_FILES-unset} ci=${ANKAIOS_CONTROL_INTERFACE-unset} ` +
-		`shim=${GRAPNEL_PROCESS_SHIM-unset} inherited=$GRAPNEL_TEST_INHERITED"`
+		`shim=${GRAPNEL_PROCESS_SHIM-unset} inherited=${GRAPNEL_TEST_INHERITED-unset} key=${ANKAGENT_KEY_PEM-unset} ` +
+		`tz=$TZ path=$PATH home=$HOME"`
 	config := "command: sh\nargs: ['-c', '" + script + "', 'sh', 'first']\nenv: {FOO: bar baz}\nworkingDir: " + workDir
 	tests := []struct {
 		name             string
@@ -129,7 +133,11 @@ func TestEnvironmentReachesWorkload(t *testing.T) {
 			s.FilesDir, s.ControlInterface = tt.files, tt.ci
 			id := h.create(s)
 			h.waitState(id, state.SucceededOk)
-			want := "foo=bar baz arg=first pwd=" + workDir + " " + tt.words + " shim=unset inherited=from-agent\n"
+			home := filepath.Join(s.RunDir, workSubdir)
+			// Requirement (issue 17, point 5): nothing of the agent's
+			// environment but the locale and time zone.
+			want := "foo=bar baz arg=first pwd=" + workDir + " " + tt.words + " shim=unset inherited=unset key=unset " +
+				"tz=Europe/Berlin path=" + shim.DefaultPath + " home=" + home + "\n"
 			if got := h.logs(id, runtime.LogOptions{Tail: -1}); got != want {
 				t.Fatalf("workload saw\n%q\nwant\n%q", got, want)
 			}

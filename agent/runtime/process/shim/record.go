@@ -21,16 +21,26 @@ const (
 // Spec is what the shim starts: the parsed runtimeConfig and the paths
 // the runtime exposes in the environment.
 type Spec struct {
-	Instance         string            `json:"instance"`
-	Command          string            `json:"command"`
-	Args             []string          `json:"args,omitempty"`
-	Env              map[string]string `json:"env,omitempty"`
-	WorkingDir       string            `json:"workingDir,omitempty"`
-	ControlInterface string            `json:"controlInterface,omitempty"`
-	FilesDir         string            `json:"filesDir,omitempty"`
+	Instance   string            `json:"instance"`
+	Command    string            `json:"command"`
+	Args       []string          `json:"args,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	WorkingDir string            `json:"workingDir,omitempty"`
+	// Home is the workload's own directory, its HOME.
+	Home string `json:"home,omitempty"`
+	// User is who the workload runs as; nil = the shim's own user.
+	User             *User  `json:"user,omitempty"`
+	ControlInterface string `json:"controlInterface,omitempty"`
+	FilesDir         string `json:"filesDir,omitempty"`
 	// BootID is the boot Create ran in; the shim records its processes
 	// with it.
 	BootID string `json:"bootId,omitempty"`
+}
+
+// User is a uid and the gid that goes with it.
+type User struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
 }
 
 // ProcRef names one process beyond pid reuse: a pid together with its

@@ -171,6 +171,9 @@ func startChild(sp *Spec) (*exec.Cmd, []outPipe, error) {
 	env := childEnv(os.Environ(), sp)
 	dir := sp.WorkingDir
 	if dir == "" {
+		dir = sp.Home
+	}
+	if dir == "" {
 		dir = "/"
 	} else if err := checkDir(dir); err != nil {
 		// Checked here: exec reports a failed chdir as if the command
@@ -191,6 +194,12 @@ func startChild(sp *Spec) (*exec.Cmd, []outPipe, error) {
 		outW.Close()
 		return nil, nil, err
 	}
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if u := sp.User; u != nil {
+		// No supplementary groups: the agent's (root's) would follow
+		// the workload otherwise.
+		attr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+	}
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        append([]string{sp.Command}, sp.Args...),
@@ -198,7 +207,7 @@ func startChild(sp *Spec) (*exec.Cmd, []outPipe, error) {
 		Dir:         dir,
 		Stdout:      outW,
 		Stderr:      errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: attr,
 	}
 	err = cmd.Start()
 	outW.Close()
@@ -211,29 +220,49 @@ func startChild(sp *Spec) (*exec.Cmd, []outPipe, error) {
 	return cmd, []outPipe{{outR, "stdout"}, {errR, "stderr"}}, nil
 }
 
-// childEnv is the shim's environment (the agent's) without the shim
-// marker and the runtime's own variables, then the configured variables,
-// then the runtime's variables for this instance.
-func childEnv(base []string, sp *Spec) []string {
-	drop := map[string]bool{Env: true, ControlInterfaceEnv: true, FilesEnv: true}
-	for k := range sp.Env {
-		drop[k] = true
+// DefaultPath is the workload's PATH unless its runtimeConfig sets one:
+// fixed, so that nothing of the agent's own PATH reaches it.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// passedOn says whether a variable of the agent's environment reaches
+// the workload: only the locale and the time zone. Everything else of
+// the agent's — its key's path, GRAPNEL_* and ANK* settings, proxies —
+// stays with the agent.
+func passedOn(name string) bool {
+	switch name {
+	case "LANG", "LANGUAGE", "TZ":
+		return true
 	}
-	env := make([]string, 0, len(base)+len(sp.Env)+2)
+	return strings.HasPrefix(name, "LC_")
+}
+
+// childEnv is the workload's environment: PATH (DefaultPath) and HOME,
+// the locale and time zone of the agent (base), then the configured
+// variables, then the runtime's variables for this instance, which the
+// configuration cannot override.
+func childEnv(base []string, sp *Spec) []string {
+	vars := map[string]string{"PATH": DefaultPath}
+	if sp.Home != "" {
+		vars["HOME"] = sp.Home
+	}
 	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if !drop[k] {
-			env = append(env, kv)
+		if k, v, ok := strings.Cut(kv, "="); ok && passedOn(k) {
+			vars[k] = v
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(sp.Env)) {
-		env = append(env, k+"="+sp.Env[k])
-	}
+	maps.Copy(vars, sp.Env)
+	delete(vars, ControlInterfaceEnv)
+	delete(vars, FilesEnv)
+	delete(vars, Env)
 	if sp.ControlInterface != "" {
-		env = append(env, ControlInterfaceEnv+"="+sp.ControlInterface)
+		vars[ControlInterfaceEnv] = sp.ControlInterface
 	}
 	if sp.FilesDir != "" {
-		env = append(env, FilesEnv+"="+sp.FilesDir)
+		vars[FilesEnv] = sp.FilesDir
+	}
+	env := make([]string, 0, len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		env = append(env, k+"="+vars[k])
 	}
 	return env
 }

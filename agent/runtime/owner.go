@@ -1,0 +1,81 @@
+package runtime
+
+import (
+	"os"
+
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Owner is the user a workload's processes, files and control
+// interface FIFOs belong to, so that no other workload can open them.
+type Owner struct {
+	UID, GID uint32
+}
+
+// Owners is implemented by a runtime that runs each workload under a
+// user of its own (the process runtime). The agent asks it before it
+// writes the instance's files and FIFOs, and gives them to that user;
+// for a runtime without it they belong to the agent's user, in
+// directories no other user can enter.
+type Owners interface {
+	// Owner is the user the instance runs as; nil when it runs as the
+	// agent's user. The error wraps ErrBadConfig and names the field
+	// (runtimeConfig.user) when the workload asks for a user it may not
+	// have.
+	Owner(inst state.InstanceName, w *state.Workload) (*Owner, error)
+}
+
+// Modes of what the agent keeps for an instance. The directories stay
+// the agent's (root's), so that a workload can neither rename nor
+// replace an entry the agent later opens; the workload's group may enter
+// them, and the files in them are the workload's own.
+const (
+	// TraverseMode is the run folder's and <agent>_io's mode when
+	// workloads run under their own uids: they pass through to their
+	// own directories, and can list nothing.
+	TraverseMode os.FileMode = 0o711
+	// PrivateDirMode is a directory of the agent alone.
+	PrivateDirMode os.FileMode = 0o700
+	// runDirMode is an instance's run directory with an owner: the
+	// workload's group passes through, nobody else.
+	runDirMode os.FileMode = 0o710
+	// groupDirMode is a directory of the agent that the workload's
+	// group may list and enter (its files, its FIFOs).
+	groupDirMode os.FileMode = 0o750
+)
+
+// PrepareRunDir makes an instance's run directory: the agent's, 0710
+// with the workload's group when it has an owner, else 0700.
+func PrepareRunDir(dir string, o *Owner) error {
+	return agentDir(dir, o, runDirMode)
+}
+
+// PrepareGroupDir makes a directory of the agent that the workload's
+// group may list and enter (0750), or 0700 without an owner.
+func PrepareGroupDir(dir string, o *Owner) error {
+	return agentDir(dir, o, groupDirMode)
+}
+
+func agentDir(dir string, o *Owner, mode os.FileMode) error {
+	if err := os.MkdirAll(dir, PrivateDirMode); err != nil {
+		return err
+	}
+	if o == nil {
+		return os.Chmod(dir, PrivateDirMode)
+	}
+	if err := os.Lchown(dir, os.Geteuid(), int(o.GID)); err != nil {
+		return err
+	}
+	return os.Chmod(dir, mode)
+}
+
+// GiveFile hands a file the agent made to the workload with mode; a nil
+// owner leaves it the agent's.
+func GiveFile(path string, o *Owner, mode os.FileMode) error {
+	if o != nil {
+		if err := os.Lchown(path, int(o.UID), int(o.GID)); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(path, mode)
+}
