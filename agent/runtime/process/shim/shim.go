@@ -89,7 +89,11 @@ func Run(dir string) int {
 	defer out.Close()
 	lw := &lineWriter{f: out}
 
-	cmd, pipes, err := startChild(&sp)
+	start := startChild
+	if wantsSDKPath(&sp) {
+		start = startWithSDKPath
+	}
+	cmd, pipes, err := start(&sp)
 	if err != nil {
 		return failStart(dir, err)
 	}
