@@ -15,6 +15,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 )
 
 // Config configures a Node.
@@ -68,6 +69,11 @@ type Config struct {
 	// the pipeline watchdog); nil is the system clock. Raft's and
 	// memberlist's timers are their own.
 	Clock clock.Clock
+	// RaftTLS, when set, makes the Raft port speak mutual TLS 1.3 with
+	// the store's certificate, accepting only replica certificates (see
+	// tlsLayer); it also makes admission need proof of a replica
+	// certificate (see admission). Nil is plain TCP: the insecure mode.
+	RaftTLS *tlsreload.Store
 	// RaftStreamLayer, when set, builds Raft's stream layer over the bound
 	// listener (tests put a fault network in between); nil is plain TCP.
 	RaftStreamLayer func(ln net.Listener, advertise net.Addr) raft.StreamLayer
@@ -103,7 +109,9 @@ type Node struct {
 	snaps     raft.SnapshotStore
 	transport *raft.NetworkTransport
 	layer     *closingLayer
-	leaderCh  chan bool
+	// tls is the TLS stream layer; nil in the insecure mode.
+	tls      *tlsLayer
+	leaderCh chan bool
 	// existing says the Raft had state when the node started.
 	existing bool
 
@@ -252,7 +260,7 @@ func NewNode(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
-	nt, layer, err := newRaftTransport(cfg, logger)
+	nt, layer, tl, err := newRaftTransport(cfg, logger)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -293,10 +301,13 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, timing: cfg.Timing, now: cfg.Now, logger: base.Named("cluster"),
-		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, leaderCh: leaderCh, existing: existing,
+		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, tls: tl, leaderCh: leaderCh, existing: existing,
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: newChangeFeed(),
 		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(),
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
+	}
+	if tl != nil {
+		tl.raft.Store(r)
 	}
 	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{

@@ -29,24 +29,31 @@ func (l *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 
 // newRaftTransport binds RaftAddress and builds the network transport,
 // through cfg.RaftStreamLayer when set.
-func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, *closingLayer, error) {
+// With cfg.RaftTLS the layer speaks mutual TLS 1.3 (tlsLayer), returned
+// so the node can hand it the Raft configuration.
+func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, *closingLayer, *tlsLayer, error) {
 	ln, err := net.Listen("tcp", cfg.RaftAddress)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cluster: field RaftAddress: listen on %s: %w", cfg.RaftAddress, err)
+		return nil, nil, nil, fmt.Errorf("cluster: field RaftAddress: listen on %s: %w", cfg.RaftAddress, err)
 	}
 	adv, ok := ln.Addr().(*net.TCPAddr)
 	if !ok || adv.IP.IsUnspecified() {
 		ln.Close()
-		return nil, nil, fmt.Errorf("cluster: field RaftAddress: %q is not advertisable; give the address peers reach this replica on", cfg.RaftAddress)
+		return nil, nil, nil, fmt.Errorf("cluster: field RaftAddress: %q is not advertisable; give the address peers reach this replica on", cfg.RaftAddress)
 	}
 	var layer raft.StreamLayer = &tcpStreamLayer{ln: ln, advertise: adv}
 	if cfg.RaftStreamLayer != nil {
 		layer = cfg.RaftStreamLayer(ln, adv)
 	}
+	var tl *tlsLayer
+	if cfg.RaftTLS != nil {
+		tl = newTLSLayer(layer, cfg.RaftTLS, logger, cfg.Now)
+		layer = tl
+	}
 	cl := newClosingLayer(layer)
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: cl, MaxPool: raftPoolPerPeer, Timeout: 10 * time.Second, Logger: logger,
-	}), cl, nil
+	}), cl, tl, nil
 }
 
 // raftPoolPerPeer is how many idle outgoing connections the transport

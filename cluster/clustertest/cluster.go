@@ -164,6 +164,9 @@ func (c *Cluster) start(id string) error {
 			return c.net.GossipTransport(r.ID, tr)
 		},
 	}
+	if c.opts.raftTLS != nil {
+		cfg.RaftTLS = c.opts.raftTLS(r.ID)
+	}
 	if c.opts.configure != nil {
 		c.opts.configure(&cfg)
 	}
