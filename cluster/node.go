@@ -110,7 +110,10 @@ type Node struct {
 	transport *raft.NetworkTransport
 	layer     *closingLayer
 	// tls is the TLS stream layer; nil in the insecure mode.
-	tls      *tlsLayer
+	tls *tlsLayer
+	// prover checks candidates' certificates before admission; nil
+	// without TLS.
+	prover   *prover
 	leaderCh chan bool
 	// existing says the Raft had state when the node started.
 	existing bool
@@ -162,6 +165,8 @@ func (cfg *Config) validate() error {
 		return bad("BootstrapSelf", "contradicts BootstrapExpect > 1")
 	case len(cfg.Join) > 0 && cfg.GossipAddress == "":
 		return bad("Join", "needs GossipAddress")
+	case cfg.RaftTLS != nil && cfg.GossipAddress != "" && len(cfg.GossipKey) == 0:
+		return bad("GossipKey", "required with RaftTLS: unencrypted gossip lets anyone on the network read and forge the replicas' metadata")
 	}
 	switch len(cfg.GossipKey) {
 	case 0, 16, 24, 32:
@@ -308,6 +313,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	if tl != nil {
 		tl.raft.Store(r)
+		n.prover = newProver(n)
 	}
 	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{

@@ -166,6 +166,7 @@ func (c *Cluster) start(id string) error {
 	}
 	if c.opts.raftTLS != nil {
 		cfg.RaftTLS = c.opts.raftTLS(r.ID)
+		cfg.GossipKey = TestGossipKey
 	}
 	if c.opts.configure != nil {
 		c.opts.configure(&cfg)

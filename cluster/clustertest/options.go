@@ -85,9 +85,13 @@ func WithHooks(onStart, onStop func(*Replica)) Option {
 	return func(o *options) { o.onStart, o.onStop = onStart, onStop }
 }
 
+// TestGossipKey is the gossip key of the replicas of a cluster started
+// WithRaftTLS, which requires one.
+var TestGossipKey = []byte("grapnel-clustertest-gossip-key32")
+
 // WithRaftTLS makes every replica's Raft port speak mutual TLS with the
 // store certs returns for its id (called on every start, added replicas
-// included).
+// included), and encrypts gossip with TestGossipKey.
 func WithRaftTLS(certs func(id string) *tlsreload.Store) Option {
 	return func(o *options) { o.raftTLS = certs }
 }
