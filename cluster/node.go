@@ -59,6 +59,17 @@ type Config struct {
 	// GossipKey encrypts gossip (AES-128/192/256: 16, 24 or 32 bytes);
 	// empty gossips in the clear.
 	GossipKey []byte
+	// GossipSecondaryKeys are further keys gossip accepts (a rotation in
+	// progress); SetGossipKeys changes them at run time.
+	GossipSecondaryKeys [][]byte
+	// AgentGossipAddress, when set, runs a second memberlist pool there
+	// for the agents: the replicas announce their metadata in it as in
+	// their own pool, and ignore what agents announce. Agents thus never
+	// hold the replicas' key. Needs GossipAddress.
+	AgentGossipAddress string
+	// AgentGossipKeys encrypt the agents' pool, the first the primary;
+	// they must differ from the replicas' keys.
+	AgentGossipKeys [][]byte
 	// Join lists gossip addresses of replicas to join; retried with backoff
 	// until one answers or the node shuts down.
 	Join []string
@@ -168,10 +179,40 @@ func (cfg *Config) validate() error {
 	case cfg.RaftTLS != nil && cfg.GossipAddress != "" && len(cfg.GossipKey) == 0:
 		return bad("GossipKey", "required with RaftTLS: unencrypted gossip lets anyone on the network read and forge the replicas' metadata")
 	}
-	switch len(cfg.GossipKey) {
-	case 0, 16, 24, 32:
-	default:
-		return bad("GossipKey", fmt.Sprintf("%d bytes; an AES key is 16, 24 or 32 bytes", len(cfg.GossipKey)))
+	replicaKeys := append([][]byte{cfg.GossipKey}, cfg.GossipSecondaryKeys...)
+	for i, k := range replicaKeys {
+		field := "GossipKey"
+		if i > 0 {
+			field = fmt.Sprintf("GossipSecondaryKeys[%d]", i-1)
+		}
+		switch len(k) {
+		case 0, 16, 24, 32:
+			if len(k) == 0 && i > 0 {
+				return bad(field, "empty")
+			}
+		default:
+			return bad(field, fmt.Sprintf("%d bytes; an AES key is 16, 24 or 32 bytes", len(k)))
+		}
+	}
+	if len(cfg.GossipKey) == 0 && len(cfg.GossipSecondaryKeys) > 0 {
+		return bad("GossipSecondaryKeys", "given without GossipKey")
+	}
+	if cfg.AgentGossipAddress != "" {
+		switch {
+		case cfg.GossipAddress == "":
+			return bad("AgentGossipAddress", "needs GossipAddress")
+		case cfg.RaftTLS != nil && len(cfg.AgentGossipKeys) == 0:
+			return bad("AgentGossipKeys", "required with RaftTLS")
+		case gossipmeta.Keys(cfg.AgentGossipKeys).Shares(replicaKeys):
+			return bad("AgentGossipKeys", "shares a key with the replicas' gossip; agents must not hold the replicas' key")
+		}
+		for i, k := range cfg.AgentGossipKeys {
+			switch len(k) {
+			case 16, 24, 32:
+			default:
+				return bad(fmt.Sprintf("AgentGossipKeys[%d]", i), fmt.Sprintf("%d bytes; an AES key is 16, 24 or 32 bytes", len(k)))
+			}
+		}
 	}
 	return nil
 }
