@@ -68,10 +68,13 @@ type Config struct {
 	// GossipAddress is the bind address of the agent's memberlist member
 	// (DefaultGossipAddress: loopback, any port).
 	GossipAddress string
-	// GossipKey is the replicas' gossip encryption key (16, 24 or 32
-	// bytes); nil when gossip is not encrypted.
+	// GossipKey is the agents' gossip pool's encryption key (16, 24 or
+	// 32 bytes; the replicas serve that pool with a key of its own, never
+	// their own pool's); nil when gossip is not encrypted.
 	GossipKey []byte
-	Logger    *slog.Logger
+	// GossipSecondaryKeys are further keys accepted during a rotation.
+	GossipSecondaryKeys [][]byte
+	Logger              *slog.Logger
 	// LoadInterval is how often CPU usage and free memory are reported
 	// (DefaultLoadInterval).
 	LoadInterval time.Duration

@@ -57,12 +57,14 @@ const gossipMemberPrefix = "agent:"
 
 // gossipConfig configures the agent's memberlist member.
 type gossipConfig struct {
-	Agent  string
-	Bind   string
-	Join   []string
-	Key    []byte
-	Timing gossipTiming
-	Logger *slog.Logger
+	Agent string
+	Bind  string
+	Join  []string
+	Key   []byte
+	// MoreKeys are further keys accepted (a key rotation in progress).
+	MoreKeys [][]byte
+	Timing   gossipTiming
+	Logger   *slog.Logger
 	// OnChange gets every new view, from one goroutine, in order.
 	OnChange func(gossipView)
 	// Clock paces the rejoins; nil is the system clock.
@@ -125,7 +127,14 @@ func startGossip(cfg gossipConfig) (*gossipMember, error) {
 	mc.GossipInterval, mc.PushPullInterval = t.GossipInterval, t.PushPullInterval
 	mc.GossipToTheDeadTime = t.PushPullInterval
 	mc.TCPTimeout = t.TCPTimeout
-	mc.SecretKey = cfg.Key
+	if len(cfg.Key) > 0 {
+		kr, err := memberlist.NewKeyring(append([][]byte{cfg.Key}, cfg.MoreKeys...), cfg.Key)
+		if err != nil {
+			_ = tr.Shutdown()
+			return nil, fmt.Errorf("gossipKey: %w", err)
+		}
+		mc.Keyring = kr
+	}
 	// As the replicas: no compression of the tiny probe messages.
 	mc.EnableCompression = false
 	mc.Delegate = g

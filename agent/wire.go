@@ -88,7 +88,7 @@ func start(cfg Config) (*instance, error) {
 	if len(cfg.GossipJoin) > 0 {
 		f := &follower{c: c}
 		a.member, err = startGossip(gossipConfig{
-			Agent: cfg.Name, Bind: cfg.GossipAddress, Join: cfg.GossipJoin, Key: cfg.GossipKey,
+			Agent: cfg.Name, Bind: cfg.GossipAddress, Join: cfg.GossipJoin, Key: cfg.GossipKey, MoreKeys: cfg.GossipSecondaryKeys,
 			Timing: defaultGossipTiming, Logger: log, OnChange: f.onChange, Clock: cfg.Clock,
 		})
 		if err != nil {

@@ -77,7 +77,7 @@ func options() []layered.Option[config] {
 		layered.Opt("key_pem", "", "KEY_PEM", "agent key (PEM)", func(c *config) any { return &c.KeyPem }).Upstream("ANKAGENT_KEY_PEM"),
 		layered.Opt("gossip-join", "", "GOSSIP_JOIN", "gossip address of a replica: join the replicas' memberlist pool as an agent member (repeatable; env: comma-separated)", func(c *config) any { return &c.GossipJoin }),
 		layered.Opt("gossip-address", "", "GOSSIP_ADDRESS", "bind address of the agent's gossip member", func(c *config) any { return &c.GossipAddress }),
-		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the replicas' base64 gossip key", func(c *config) any { return &c.GossipKeyFile }),
+		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the base64 key of the agents' gossip pool (the replicas' agent_gossip_key_file, never their gossip_key_file); several lines during a rotation, the first used to send; mode 0600 or 0400", func(c *config) any { return &c.GossipKeyFile }),
 		layered.Opt("log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }),
 		layered.Opt("resync-interval", "", "RESYNC_INTERVAL", "how often to compare what the runtimes run with what the agent was told and repair the drift; 0 turns it off", func(c *config) any { return &c.ResyncInterval }),
 	}
@@ -243,9 +243,10 @@ func (c config) agentConfig(log *slog.Logger) (agent.Config, error) {
 	return agent.Config{
 		Name: c.Name, Servers: c.ServerURL, Insecure: c.Insecure, TLS: c.tlsFiles(), Tags: c.Tags,
 		RunFolder: c.RunFolder, Runtimes: c.Runtimes,
-		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key,
-		ResyncInterval: c.ResyncInterval,
-		Logger:         log,
+		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key.Primary(),
+		ResyncInterval:      c.ResyncInterval,
+		Logger:              log,
+		GossipSecondaryKeys: secondary(key),
 	}, nil
 }
 
@@ -255,4 +256,12 @@ func parseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level %q: use debug, info, warn or error", s)
 	}
 	return l, nil
+}
+
+// secondary are the keys after the primary: those a rotation adds.
+func secondary(k gossipmeta.Keys) [][]byte {
+	if len(k) < 2 {
+		return nil
+	}
+	return k[1:]
 }
