@@ -12,6 +12,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -50,6 +51,9 @@ type Config struct {
 	// for mutual TLS.
 	Insecure bool
 	TLS      rpc.TLSFiles
+	// Certs, when set, replaces TLS with certificates that rotate (the
+	// agent's main watches the files and reloads on SIGHUP).
+	Certs *tlsreload.Store
 	// Tags are announced in AgentHello.
 	Tags map[string]string
 	// RunFolder holds the workloads' files, control interfaces and

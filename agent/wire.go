@@ -62,7 +62,7 @@ func start(cfg Config) (*instance, error) {
 		return nil, err
 	}
 	resolver, err := client.NewResolver(client.Options{
-		Addrs: cfg.Servers, Insecure: cfg.Insecure, TLS: cfg.TLS,
+		Addrs: cfg.Servers, Insecure: cfg.Insecure, TLS: cfg.TLS, Certs: cfg.Certs,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
 		Clock: cfg.Clock, Timers: cfg.Clock,
 	})
