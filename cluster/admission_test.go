@@ -86,3 +86,37 @@ func TestAdmissionNeedsAReplicaCertificate(t *testing.T) {
 		}
 	}
 }
+
+// Requirement (issue 17, point 2): an operator's approval (grapnel
+// cluster add) adds a replica without the gossip probe, but does not
+// bypass its certificate: a member at an address that cannot show the
+// replica certificate of its id never becomes a voter; adding a member
+// already there is a no-op.
+func TestOperatorAddStillNeedsTheCertificate(t *testing.T) {
+	ca := rpctest.NewCA(t)
+	c := clustertest.New(t, 3, clustertest.WithRaftTLS(replicaCerts(t, ca)))
+	l := c.WaitLeader(waitLong)
+	c.WaitFor("three voters", waitLong, func() bool { v, _ := c.Configuration(l.ID()); return len(v) == 3 })
+	x := intruder(t, c, "x0", nil) // plain Raft port
+	if err := l.AddReplica("x0", x.RaftAddress(), 5*time.Second); err != nil {
+		t.Fatalf("operator add: %v", err)
+	}
+	_, nv := c.Configuration(l.ID())
+	if !slices.Contains(nv, "x0") {
+		t.Fatalf("x0 not added as non-voter: %v", nv)
+	}
+	holdsFor(t, 3*time.Second, "x0 not a voter", func() bool {
+		v, _ := c.Configuration(c.Leader().ID())
+		return !slices.Contains(v, "x0")
+	})
+	if x.Raft().LastIndex() != 0 {
+		t.Fatalf("x0 received %d log entries over a plain port", x.Raft().LastIndex())
+	}
+	v, _ := c.Configuration(l.ID())
+	if err := l.AddReplica("n2", c.Replica("n2").RaftAddress, 5*time.Second); err != nil {
+		t.Fatalf("adding a voter again: %v", err)
+	}
+	if v2, _ := c.Configuration(l.ID()); !slices.Equal(v, v2) {
+		t.Fatalf("adding a present voter changed the voters: %v -> %v", v, v2)
+	}
+}
