@@ -42,6 +42,9 @@ type gossip struct {
 	// without one; agentKeyring its keys.
 	agents       *memberlist.Memberlist
 	agentKeyring *memberlist.Keyring
+	// agentAddress is the agents' pool's address, announced in the
+	// metadata; set before the loop starts, never changed.
+	agentAddress string
 
 	announceCh chan struct{}
 
@@ -156,7 +159,7 @@ func (n *Node) localMeta() gossipmeta.Meta {
 	return gossipmeta.Meta{
 		Role: gossipmeta.RoleServer, RaftAddress: n.RaftAddress(), GRPCAddress: n.cfg.GRPCAddress,
 		Version: n.cfg.Version, Expect: n.cfg.BootstrapExpect, LeaderSeen: string(leader),
-		HasState: n.hasState(), AgentGossipAddress: n.AgentGossipAddress(),
+		HasState: n.hasState(),
 	}
 }
 
@@ -196,6 +199,7 @@ func (g *gossip) loop() {
 // refreshMeta broadcasts the local metadata when it changed.
 func (g *gossip) refreshMeta() {
 	m := g.n.localMeta()
+	m.AgentGossipAddress = g.agentAddress
 	m.Leaving = g.leaving.Load()
 	g.mu.Lock()
 	if m == g.meta {

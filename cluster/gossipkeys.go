@@ -148,6 +148,7 @@ func (g *gossip) startAgentPool(stdlog *log.Logger) error {
 		return fmt.Errorf("cluster: start the agents' gossip pool: %w", err)
 	}
 	g.agents = ml
+	g.agentAddress = ml.LocalNode().Address()
 	return nil
 }
 

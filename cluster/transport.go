@@ -142,9 +142,21 @@ func (l *closingLayer) Close() error {
 	}
 	l.mu.Unlock()
 	for _, c := range conns {
-		c.Close()
+		closeRaw(c)
 	}
 	return err
+}
+
+// closeRaw closes c's network connection. A TLS connection's own Close
+// first writes a close_notify alert, which waits up to 5 s on a peer that
+// stopped reading; shutting down must not. Its owner's later Close then
+// fails at once.
+func closeRaw(c net.Conn) {
+	if t, ok := c.(interface{ NetConn() net.Conn }); ok {
+		t.NetConn().Close()
+		return
+	}
+	c.Close()
 }
 
 // wait blocks until every accepted connection has been closed by the
