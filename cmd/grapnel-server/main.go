@@ -230,7 +230,8 @@ func secondaryKeys(k gossipmeta.Keys) [][]byte {
 }
 
 // reloadOnHangup re-reads, on each SIGHUP until ctx ends, the
-// certificates (also reloaded on file change) and the gossip key files
+// certificates (also reloaded on file change) and, with a node, the gossip
+// key files
 // (docs/security.md, "Gossip keys"). A reload that fails keeps what was in
 // use and logs why. The returned channel closes when it has stopped.
 func reloadOnHangup(ctx context.Context, cfg config, certs *tlsreload.Store, node *cluster.Node, log *slog.Logger) <-chan struct{} {
@@ -253,6 +254,9 @@ func reloadOnHangup(ctx context.Context, cfg config, certs *tlsreload.Store, nod
 				} else {
 					log.Info("certificates reloaded", "generation", certs.Current().Generation)
 				}
+			}
+			if node == nil {
+				continue
 			}
 			replicas, agents, err := cfg.readGossipKeys()
 			if err != nil {
