@@ -12,6 +12,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
@@ -78,7 +79,11 @@ type Config struct {
 	GossipKey []byte
 	// GossipSecondaryKeys are further keys accepted during a rotation.
 	GossipSecondaryKeys [][]byte
-	Logger              *slog.Logger
+	// GossipHangup, with GossipLoadKeys, re-reads the gossip keys on each
+	// signal (the agent's main sends one per SIGHUP).
+	GossipHangup   <-chan struct{}
+	GossipLoadKeys func() (gossipmeta.Keys, error)
+	Logger         *slog.Logger
 	// LoadInterval is how often CPU usage and free memory are reported
 	// (DefaultLoadInterval).
 	LoadInterval time.Duration

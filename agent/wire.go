@@ -89,6 +89,7 @@ func start(cfg Config) (*instance, error) {
 		f := &follower{c: c}
 		a.member, err = startGossip(gossipConfig{
 			Agent: cfg.Name, Bind: cfg.GossipAddress, Join: cfg.GossipJoin, Key: cfg.GossipKey, MoreKeys: cfg.GossipSecondaryKeys,
+			Hangup: cfg.GossipHangup, LoadKeys: cfg.GossipLoadKeys,
 			Timing: defaultGossipTiming, Logger: log, OnChange: f.onChange, Clock: cfg.Clock,
 		})
 		if err != nil {

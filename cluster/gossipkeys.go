@@ -28,41 +28,6 @@ func newKeyring(keys [][]byte) (*memberlist.Keyring, error) {
 	return memberlist.NewKeyring(ks, ks[0])
 }
 
-// ErrNoKeyring marks a key change on a pool started without encryption:
-// memberlist cannot start encrypting a running pool.
-var ErrNoKeyring = errors.New("gossip pool started without a key; restart with one")
-
-// rotate makes keys the keyring's keys in the order of a rotation: every
-// new key installed, the first made primary, the others removed.
-func rotate(kr *memberlist.Keyring, keys [][]byte) error {
-	if kr == nil {
-		return ErrNoKeyring
-	}
-	if len(keys) == 0 {
-		return errors.New("no key given; a running pool cannot stop encrypting")
-	}
-	for _, k := range keys {
-		if err := kr.AddKey(k); err != nil {
-			return err
-		}
-	}
-	if err := kr.UseKey(keys[0]); err != nil {
-		return err
-	}
-	for _, old := range kr.GetKeys() {
-		keep := false
-		for _, k := range keys {
-			keep = keep || bytes.Equal(k, old)
-		}
-		if !keep {
-			if err := kr.RemoveKey(old); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // SetGossipKeys replaces the keys of the replicas' gossip pool, the first
 // the primary (docs/security.md, "Gossip keys"): new keys are installed,
 // then the primary switched, then keys no longer listed removed.
@@ -70,7 +35,7 @@ func (n *Node) SetGossipKeys(keys [][]byte) error {
 	if n.gossip == nil {
 		return errors.New("cluster: no gossip")
 	}
-	if err := rotate(n.gossip.keyring, keys); err != nil {
+	if err := gossipmeta.Rotate(n.gossip.keyring, keys); err != nil {
 		return fmt.Errorf("cluster: replicas' gossip keys: %w", err)
 	}
 	return nil
@@ -89,7 +54,7 @@ func (n *Node) SetAgentGossipKeys(keys [][]byte) error {
 			}
 		}
 	}
-	if err := rotate(n.gossip.agentKeyring, keys); err != nil {
+	if err := gossipmeta.Rotate(n.gossip.agentKeyring, keys); err != nil {
 		return fmt.Errorf("cluster: agents' gossip keys: %w", err)
 	}
 	return nil

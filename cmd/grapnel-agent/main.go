@@ -16,6 +16,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 )
@@ -68,13 +69,22 @@ func run(args []string) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	hupDone := make(chan struct{})
-	go func() { // SIGHUP: re-read the certificates; stops with ctx
+	gossipHup := make(chan struct{}, 1)
+	if cfg.GossipKeyFile != "" {
+		acfg.GossipHangup = gossipHup
+		acfg.GossipLoadKeys = func() (gossipmeta.Keys, error) { return gossipmeta.ReadKeyFile(cfg.GossipKeyFile) }
+	}
+	go func() { // SIGHUP: re-read the certificates and the gossip keys; stops with ctx
 		defer close(hupDone)
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
+				select {
+				case gossipHup <- struct{}{}:
+				default:
+				}
 				if acfg.Certs == nil {
 					continue
 				}

@@ -3,9 +3,12 @@ package gossipmeta
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // Keys is a gossip keyring as a key file gives it: the first key
@@ -78,4 +81,40 @@ func ReadKeys(option, path string) (Keys, error) {
 		return nil, fmt.Errorf("%s %s: no key in the file", option, path)
 	}
 	return keys, nil
+}
+
+// ErrNoKeyring marks a key change on a pool started without encryption:
+// memberlist cannot start encrypting a running pool.
+var ErrNoKeyring = errors.New("gossip pool started without a key; restart with one")
+
+// Rotate makes keys the keyring's keys in the order of a rotation: every
+// new key installed, the first made primary, the others removed
+// (docs/security.md, "Gossip keys").
+func Rotate(kr *memberlist.Keyring, keys Keys) error {
+	if kr == nil {
+		return ErrNoKeyring
+	}
+	if len(keys) == 0 {
+		return errors.New("no key given; a running pool cannot stop encrypting")
+	}
+	for _, k := range keys {
+		if err := kr.AddKey(k); err != nil {
+			return err
+		}
+	}
+	if err := kr.UseKey(keys[0]); err != nil {
+		return err
+	}
+	for _, old := range kr.GetKeys() {
+		keep := false
+		for _, k := range keys {
+			keep = keep || bytes.Equal(k, old)
+		}
+		if !keep {
+			if err := kr.RemoveKey(old); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
