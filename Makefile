@@ -62,7 +62,8 @@ proto: tools
 	./scripts/genproto.sh
 
 # Cluster benchmarks: 3 replicas vs 3 etcd members (1/16/64 clients), then
-# 20 leader kills; the report goes to .bench/results/latest.txt.
+# 20 leader kills, plain and with TLS on every channel side by side; the
+# report goes to .bench/results/latest.txt.
 bench:
 	./scripts/bench.sh
 

@@ -13,6 +13,8 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -51,6 +53,9 @@ type Config struct {
 	// for mutual TLS.
 	Insecure bool
 	TLS      rpc.TLSFiles
+	// Certs, when set, replaces TLS with certificates that rotate (the
+	// agent's main watches the files and reloads on SIGHUP).
+	Certs *tlsreload.Store
 	// Tags are announced in AgentHello.
 	Tags map[string]string
 	// RunFolder holds the workloads' files, control interfaces and
@@ -77,10 +82,17 @@ type Config struct {
 	// GossipAddress is the bind address of the agent's memberlist member
 	// (DefaultGossipAddress: loopback, any port).
 	GossipAddress string
-	// GossipKey is the replicas' gossip encryption key (16, 24 or 32
-	// bytes); nil when gossip is not encrypted.
+	// GossipKey is the agents' gossip pool's encryption key (16, 24 or
+	// 32 bytes; the replicas serve that pool with a key of its own, never
+	// their own pool's); nil when gossip is not encrypted.
 	GossipKey []byte
-	Logger    *slog.Logger
+	// GossipSecondaryKeys are further keys accepted during a rotation.
+	GossipSecondaryKeys [][]byte
+	// GossipHangup, with GossipLoadKeys, re-reads the gossip keys on each
+	// signal (the agent's main sends one per SIGHUP).
+	GossipHangup   <-chan struct{}
+	GossipLoadKeys func() (gossipmeta.Keys, error)
+	Logger         *slog.Logger
 	// LoadInterval is how often CPU usage and free memory are reported
 	// (DefaultLoadInterval).
 	LoadInterval time.Duration

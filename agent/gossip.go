@@ -57,12 +57,19 @@ const gossipMemberPrefix = "agent:"
 
 // gossipConfig configures the agent's memberlist member.
 type gossipConfig struct {
-	Agent  string
-	Bind   string
-	Join   []string
-	Key    []byte
-	Timing gossipTiming
-	Logger *slog.Logger
+	Agent string
+	Bind  string
+	Join  []string
+	Key   []byte
+	// MoreKeys are further keys accepted (a key rotation in progress).
+	MoreKeys [][]byte
+	// Hangup, when set with LoadKeys, asks for the keys to be read again
+	// (SIGHUP): the keyring then holds what LoadKeys returns, the first
+	// the primary.
+	Hangup   <-chan struct{}
+	LoadKeys func() (gossipmeta.Keys, error)
+	Timing   gossipTiming
+	Logger   *slog.Logger
 	// OnChange gets every new view, from one goroutine, in order.
 	OnChange func(gossipView)
 	// Clock paces the rejoins; nil is the system clock.
@@ -77,6 +84,8 @@ type gossipMember struct {
 	ml   *memberlist.Memberlist
 	meta []byte
 	logw *levelWriter
+	// keyring is nil when gossip is not encrypted.
+	keyring *memberlist.Keyring
 
 	mu      sync.Mutex
 	servers map[string]gossipmeta.Meta // alive server members by replica id
@@ -125,7 +134,15 @@ func startGossip(cfg gossipConfig) (*gossipMember, error) {
 	mc.GossipInterval, mc.PushPullInterval = t.GossipInterval, t.PushPullInterval
 	mc.GossipToTheDeadTime = t.PushPullInterval
 	mc.TCPTimeout = t.TCPTimeout
-	mc.SecretKey = cfg.Key
+	if len(cfg.Key) > 0 {
+		kr, err := memberlist.NewKeyring(append([][]byte{cfg.Key}, cfg.MoreKeys...), cfg.Key)
+		if err != nil {
+			_ = tr.Shutdown()
+			return nil, fmt.Errorf("gossipKey: %w", err)
+		}
+		mc.Keyring = kr
+		g.keyring = kr
+	}
 	// As the replicas: no compression of the tiny probe messages.
 	mc.EnableCompression = false
 	mc.Delegate = g
@@ -140,7 +157,33 @@ func startGossip(cfg gossipConfig) (*gossipMember, error) {
 	g.wg.Add(2)
 	go g.joinLoop()
 	go g.viewLoop()
+	if cfg.Hangup != nil && cfg.LoadKeys != nil {
+		g.wg.Add(1)
+		go g.keyLoop()
+	}
 	return g, nil
+}
+
+// keyLoop re-reads the gossip keys on each Hangup until Stop; a reload
+// that fails keeps the keys in use.
+func (g *gossipMember) keyLoop() {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-g.cfg.Hangup:
+		}
+		keys, err := g.cfg.LoadKeys()
+		if err == nil {
+			err = gossipmeta.Rotate(g.keyring, keys)
+		}
+		if err != nil {
+			g.cfg.Logger.Error("gossip key reload failed; keeping the previous keys", "error", err)
+			continue
+		}
+		g.cfg.Logger.Info("gossip keys reloaded", "keys", len(keys))
+	}
 }
 
 // Address is the member's own gossip address.

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
@@ -142,4 +145,44 @@ func TestGossipMemberJoinsReplicasStartedLater(t *testing.T) {
 	rec.wait(t, "the restarted replica as leader", 20*time.Second, func(v gossipView) bool {
 		return v.LeaderID == id && slices.Equal(v.Addrs, []string{c.Replica(id).GRPCAddress})
 	})
+}
+
+// Requirement (issue 17, point 2): the agent's gossip keys rotate on a
+// hangup (SIGHUP) without a restart; a reload that fails keeps them.
+func TestGossipKeysReloadOnHangup(t *testing.T) {
+	keyA, keyB := []byte("aaaaaaaaaaaaaaaa"), []byte("bbbbbbbbbbbbbbbb")
+	hup := make(chan struct{})
+	var mu sync.Mutex
+	next, failNext := gossipmeta.Keys{keyB, keyA}, false
+	g, err := startGossip(gossipConfig{
+		Agent: "agent_A", Bind: "127.0.0.1:0", Key: keyA, Timing: fastGossip, Logger: quiet,
+		OnChange: func(gossipView) {}, Hangup: hup,
+		LoadKeys: func() (gossipmeta.Keys, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if failNext {
+				return nil, errors.New("bad file")
+			}
+			return next, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	hup <- struct{}{}
+	testwait.For(t, 5*time.Second, func() bool { return bytes.Equal(g.keyring.GetPrimaryKey(), keyB) }, "the new key is primary")
+	mu.Lock()
+	next = gossipmeta.Keys{keyB}
+	mu.Unlock()
+	hup <- struct{}{}
+	testwait.For(t, 5*time.Second, func() bool { return len(g.keyring.GetKeys()) == 1 }, "the old key removed")
+	mu.Lock()
+	failNext = true
+	mu.Unlock()
+	hup <- struct{}{}
+	hup <- struct{}{} // the loop took the failing reload and is back waiting
+	if !bytes.Equal(g.keyring.GetPrimaryKey(), keyB) || len(g.keyring.GetKeys()) != 1 {
+		t.Fatal("a failed reload changed the keys")
+	}
 }

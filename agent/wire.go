@@ -61,7 +61,7 @@ func start(cfg Config) (*instance, error) {
 		return nil, err
 	}
 	resolver, err := client.NewResolver(client.Options{
-		Addrs: cfg.Servers, Insecure: cfg.Insecure, TLS: cfg.TLS,
+		Addrs: cfg.Servers, Insecure: cfg.Insecure, TLS: cfg.TLS, Certs: cfg.Certs,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
 		Lookout: true, Clock: cfg.Clock, Timers: cfg.Clock,
 	})
@@ -87,7 +87,8 @@ func start(cfg Config) (*instance, error) {
 	if len(cfg.GossipJoin) > 0 {
 		f := &follower{c: c}
 		a.member, err = startGossip(gossipConfig{
-			Agent: cfg.Name, Bind: cfg.GossipAddress, Join: cfg.GossipJoin, Key: cfg.GossipKey,
+			Agent: cfg.Name, Bind: cfg.GossipAddress, Join: cfg.GossipJoin, Key: cfg.GossipKey, MoreKeys: cfg.GossipSecondaryKeys,
+			Hangup: cfg.GossipHangup, LoadKeys: cfg.GossipLoadKeys,
 			Timing: defaultGossipTiming, Logger: log, OnChange: f.onChange, Clock: cfg.Clock,
 		})
 		if err != nil {

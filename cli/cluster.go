@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -118,6 +119,22 @@ func (c *Cluster) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	c.info("removed replica %s from the cluster", id)
+	return nil
+}
+
+// Add approves a replica: the leader adds id at raftAddress as a
+// non-voter, and autopilot promotes it once healthy.
+func (c *Cluster) Add(ctx context.Context, id, raftAddress string) error {
+	if !state.ValidName(id) {
+		return fmt.Errorf("%w: replica id %q uses only [a-zA-Z0-9_-]", ErrBadArgument, id)
+	}
+	if _, _, err := net.SplitHostPort(raftAddress); err != nil {
+		return fmt.Errorf("%w: Raft address %q is not host:port (the replica's --raft-address)", ErrBadArgument, raftAddress)
+	}
+	if _, err := c.Client.AddReplica(ctx, &grapnelpb.AddReplicaRequest{Id: id, RaftAddress: raftAddress}); err != nil {
+		return err
+	}
+	c.info("added replica %s (%s) as non-voter; it becomes a voter once healthy", id, raftAddress)
 	return nil
 }
 

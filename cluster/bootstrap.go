@@ -78,7 +78,8 @@ func (n *Node) bootstrapLoop() {
 			n.logger.Info("raft has state; bootstrap-expect not needed")
 			return
 		}
-		servers, reason := bootstrapSet(n.peers.all(), n.cfg.ID, n.cfg.BootstrapExpect)
+		// With TLS only members that proved a replica certificate count.
+		servers, reason := bootstrapSet(n.admitted(n.peers.all()), n.cfg.ID, n.cfg.BootstrapExpect)
 		if servers != nil {
 			if err := n.bootstrap(servers); err != nil {
 				n.logger.Error("bootstrap failed", "error", err)

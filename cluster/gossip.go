@@ -36,6 +36,15 @@ type gossip struct {
 	ml      *memberlist.Memberlist
 	logger  hclog.Logger
 	address string
+	// keyring is the replicas' pool's; nil when it is not encrypted.
+	keyring *memberlist.Keyring
+	// agents is the agents' pool (Config.AgentGossipAddress), nil
+	// without one; agentKeyring its keys.
+	agents       *memberlist.Memberlist
+	agentKeyring *memberlist.Keyring
+	// agentAddress is the agents' pool's address, announced in the
+	// metadata; set before the loop starts, never changed.
+	agentAddress string
 
 	announceCh chan struct{}
 
@@ -91,13 +100,25 @@ func startGossip(n *Node, logger hclog.Logger) (*gossip, error) {
 	if cfg.WrapGossipTransport != nil {
 		tr = cfg.WrapGossipTransport(nt)
 	}
-	ml, err := memberlist.Create(g.memberlistConfig(tr, stdlog))
+	mc := g.memberlistConfig(tr, stdlog)
+	if g.keyring, err = newKeyring(append([][]byte{cfg.GossipKey}, cfg.GossipSecondaryKeys...)); err != nil {
+		_ = tr.Shutdown()
+		return nil, fmt.Errorf("%w: field GossipKey: %v", ErrConfig, err)
+	}
+	mc.Keyring = g.keyring
+	ml, err := memberlist.Create(mc)
 	if err != nil {
 		_ = tr.Shutdown()
 		return nil, fmt.Errorf("cluster: start gossip: %w", err)
 	}
 	g.ml = ml
 	g.address = ml.LocalNode().Address()
+	if cfg.AgentGossipAddress != "" {
+		if err := g.startAgentPool(stdlog); err != nil {
+			_ = ml.Shutdown()
+			return nil, err
+		}
+	}
 	n.wg.Add(1)
 	go g.loop()
 	return g, nil
@@ -121,7 +142,6 @@ func (g *gossip) memberlistConfig(tr memberlist.Transport, stdlog *log.Logger) *
 	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
 	// Tell the dead for as long as a push/pull period, as the LAN default.
 	mc.GossipToTheDeadTime = t.PushPullInterval
-	mc.SecretKey = g.n.cfg.GossipKey
 	// The LAN default compresses every message, probes and acks of a few
 	// dozen bytes included: a few percent of an idle replica's CPU for
 	// nothing on a vehicle LAN. Members still read compressed messages, so
@@ -165,9 +185,11 @@ func (g *gossip) loop() {
 		select {
 		case <-g.announceCh:
 			g.refreshMeta()
+			g.joinAgentPools()
 		case <-tick.C:
 			tick.Reset(clock.UntilSlot(clk.Now(), every))
 			g.refreshMeta()
+			g.joinAgentPools()
 		case <-g.n.shutdownCh:
 			return
 		}
@@ -177,6 +199,7 @@ func (g *gossip) loop() {
 // refreshMeta broadcasts the local metadata when it changed.
 func (g *gossip) refreshMeta() {
 	m := g.n.localMeta()
+	m.AgentGossipAddress = g.agentAddress
 	m.Leaving = g.leaving.Load()
 	g.mu.Lock()
 	if m == g.meta {
@@ -203,6 +226,11 @@ func (g *gossip) refreshMeta() {
 	}
 	if err := g.ml.UpdateNode(g.n.timing.Gossip.TCPTimeout); err != nil {
 		g.logger.Debug("metadata broadcast not confirmed", "error", err)
+	}
+	if g.agents != nil {
+		if err := g.agents.UpdateNode(g.n.timing.Gossip.TCPTimeout); err != nil {
+			g.logger.Debug("metadata broadcast to the agents' pool not confirmed", "error", err)
+		}
 	}
 }
 
@@ -234,6 +262,10 @@ func (g *gossip) leave(timeout time.Duration) error {
 	g.left.Store(true)
 	g.sendLeaveIntent()
 	err := g.ml.Leave(timeout)
+	if g.agents != nil {
+		_ = g.agents.Leave(timeout)
+		_ = g.agents.Shutdown()
+	}
 	g.stopped.Store(true)
 	if serr := g.ml.Shutdown(); err == nil {
 		err = serr
@@ -247,6 +279,9 @@ func (g *gossip) stop() {
 	defer g.annMu.Unlock()
 	g.stopped.Store(true)
 	_ = g.ml.Shutdown()
+	if g.agents != nil {
+		_ = g.agents.Shutdown()
+	}
 }
 
 // NodeMeta implements memberlist.Delegate.
@@ -387,6 +422,7 @@ func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
 		p.ID, p.Role, p.GossipStatus = node.Name, meta.Role, StatusAlive
 		p.RaftAddress, p.GRPCAddress, p.GossipAddress = meta.RaftAddress, meta.GRPCAddress, node.Address()
 		p.Version, p.LeaderSeen, p.Expect, p.HasState = meta.Version, meta.LeaderSeen, meta.Expect, meta.HasState
+		p.AgentGossipAddress = meta.AgentGossipAddress
 	})
 	g.n.feed.notify()
 	g.n.triggerReconcile()

@@ -58,6 +58,8 @@ type peerInfo struct {
 	HasState    bool
 	// Leaving: the member announced its leave; its death is a leave.
 	Leaving bool
+	// AgentGossipAddress is where the member serves the agents' pool.
+	AgentGossipAddress string
 }
 
 // peerTable maps replica ids to peerInfo; gossip writes it, readers copy.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 )
 
 // Config configures a Node.
@@ -58,6 +59,17 @@ type Config struct {
 	// GossipKey encrypts gossip (AES-128/192/256: 16, 24 or 32 bytes);
 	// empty gossips in the clear.
 	GossipKey []byte
+	// GossipSecondaryKeys are further keys gossip accepts (a rotation in
+	// progress); SetGossipKeys changes them at run time.
+	GossipSecondaryKeys [][]byte
+	// AgentGossipAddress, when set, runs a second memberlist pool there
+	// for the agents: the replicas announce their metadata in it as in
+	// their own pool, and ignore what agents announce. Agents thus never
+	// hold the replicas' key. Needs GossipAddress.
+	AgentGossipAddress string
+	// AgentGossipKeys encrypt the agents' pool, the first the primary;
+	// they must differ from the replicas' keys.
+	AgentGossipKeys [][]byte
 	// Join lists gossip addresses of replicas to join; retried with backoff
 	// until one answers or the node shuts down.
 	Join []string
@@ -68,6 +80,11 @@ type Config struct {
 	// the pipeline watchdog); nil is the system clock. Raft's and
 	// memberlist's timers are their own.
 	Clock clock.Clock
+	// RaftTLS, when set, makes the Raft port speak mutual TLS 1.3 with
+	// the store's certificate, accepting only replica certificates (see
+	// tlsLayer); it also makes admission need proof of a replica
+	// certificate (see admission). Nil is plain TCP: the insecure mode.
+	RaftTLS *tlsreload.Store
 	// RaftStreamLayer, when set, builds Raft's stream layer over the bound
 	// listener (tests put a fault network in between); nil is plain TCP.
 	RaftStreamLayer func(ln net.Listener, advertise net.Addr) raft.StreamLayer
@@ -103,7 +120,12 @@ type Node struct {
 	snaps     raft.SnapshotStore
 	transport *raft.NetworkTransport
 	layer     *closingLayer
-	leaderCh  chan bool
+	// tls is the TLS stream layer; nil in the insecure mode.
+	tls *tlsLayer
+	// prover checks candidates' certificates before admission; nil
+	// without TLS.
+	prover   *prover
+	leaderCh chan bool
 	// existing says the Raft had state when the node started.
 	existing bool
 
@@ -154,11 +176,43 @@ func (cfg *Config) validate() error {
 		return bad("BootstrapSelf", "contradicts BootstrapExpect > 1")
 	case len(cfg.Join) > 0 && cfg.GossipAddress == "":
 		return bad("Join", "needs GossipAddress")
+	case cfg.RaftTLS != nil && cfg.GossipAddress != "" && len(cfg.GossipKey) == 0:
+		return bad("GossipKey", "required with RaftTLS: unencrypted gossip lets anyone on the network read and forge the replicas' metadata")
 	}
-	switch len(cfg.GossipKey) {
-	case 0, 16, 24, 32:
-	default:
-		return bad("GossipKey", fmt.Sprintf("%d bytes; an AES key is 16, 24 or 32 bytes", len(cfg.GossipKey)))
+	replicaKeys := append([][]byte{cfg.GossipKey}, cfg.GossipSecondaryKeys...)
+	for i, k := range replicaKeys {
+		field := "GossipKey"
+		if i > 0 {
+			field = fmt.Sprintf("GossipSecondaryKeys[%d]", i-1)
+		}
+		switch len(k) {
+		case 0, 16, 24, 32:
+			if len(k) == 0 && i > 0 {
+				return bad(field, "empty")
+			}
+		default:
+			return bad(field, fmt.Sprintf("%d bytes; an AES key is 16, 24 or 32 bytes", len(k)))
+		}
+	}
+	if len(cfg.GossipKey) == 0 && len(cfg.GossipSecondaryKeys) > 0 {
+		return bad("GossipSecondaryKeys", "given without GossipKey")
+	}
+	if cfg.AgentGossipAddress != "" {
+		switch {
+		case cfg.GossipAddress == "":
+			return bad("AgentGossipAddress", "needs GossipAddress")
+		case cfg.RaftTLS != nil && len(cfg.AgentGossipKeys) == 0:
+			return bad("AgentGossipKeys", "required with RaftTLS")
+		case gossipmeta.Keys(cfg.AgentGossipKeys).Shares(replicaKeys):
+			return bad("AgentGossipKeys", "shares a key with the replicas' gossip; agents must not hold the replicas' key")
+		}
+		for i, k := range cfg.AgentGossipKeys {
+			switch len(k) {
+			case 16, 24, 32:
+			default:
+				return bad(fmt.Sprintf("AgentGossipKeys[%d]", i), fmt.Sprintf("%d bytes; an AES key is 16, 24 or 32 bytes", len(k)))
+			}
+		}
 	}
 	return nil
 }
@@ -257,7 +311,7 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir}
-	nt, layer, err := newRaftTransport(cfg, logger)
+	nt, layer, tl, err := newRaftTransport(cfg, logger)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -298,10 +352,14 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, timing: cfg.Timing, now: cfg.Now, logger: base.Named("cluster"),
-		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, leaderCh: leaderCh, existing: existing,
+		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, tls: tl, leaderCh: leaderCh, existing: existing,
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: newChangeFeed(),
 		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(),
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
+	}
+	if tl != nil {
+		tl.raft.Store(r)
+		n.prover = newProver(n)
 	}
 	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{

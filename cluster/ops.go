@@ -201,3 +201,37 @@ func (n *Node) member(id string) (raft.Configuration, *raft.Server, error) {
 	}
 	return cfg, nil, fmt.Errorf("%w: %q", errs.ErrUnknownReplica, id)
 }
+
+// AddReplica is an operator's approval (grapnel cluster add): it adds
+// replica id at the Raft address addr as a non-voter, without the
+// certificate probe of gossip admission, and autopilot promotes it once
+// healthy. Raft's connections still require the replica certificate of
+// id at addr (tlsLayer). Adding a member already there at the same address
+// does nothing; a voter is never demoted. A replica an operator removed
+// may be added back this way. Leader only.
+func (n *Node) AddReplica(id, addr string, timeout time.Duration) error {
+	if !n.IsLeader() {
+		return errs.ErrNotLeader
+	}
+	cfg, err := n.configuration()
+	if err != nil {
+		return err
+	}
+	f := n.raft.AddNonvoter
+	for _, s := range cfg.Servers {
+		if string(s.ID) != id {
+			continue
+		}
+		if string(s.Address) == addr {
+			return nil
+		}
+		if s.Suffrage == raft.Voter {
+			f = n.raft.AddVoter // a move keeps the vote
+		}
+	}
+	n.removed.forget(id)
+	n.logger.Info("operator adds replica", "id", id, "raft", addr)
+	err = FoldRaftError(f(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error())
+	n.triggerReconcile()
+	return err
+}

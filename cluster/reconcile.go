@@ -133,7 +133,8 @@ func (r *reconciler) once() {
 }
 
 // addMembers adds alive gossip servers missing from the configuration as
-// non-voters, and updates the address of members that moved.
+// non-voters, and updates the address of members that moved; with TLS on
+// the Raft port only those that proved a replica certificate there.
 func (r *reconciler) addMembers(peers map[string]peerInfo, inConfig map[string]raft.Server) {
 	n := r.n
 	for _, id := range slices.Sorted(maps.Keys(peers)) {
@@ -145,6 +146,10 @@ func (r *reconciler) addMembers(peers map[string]peerInfo, inConfig map[string]r
 		s, ok := inConfig[id]
 		switch {
 		case ok && s.Address == addr:
+			continue
+		case n.tls != nil && !r.proven(id, p):
+			// Moved or new: only once it proved a replica certificate at
+			// the address it announces (admission.go).
 			continue
 		case ok:
 			n.logger.Info("member moved", "id", id, "from", s.Address, "to", addr)
@@ -172,6 +177,20 @@ func (r *reconciler) addMembers(peers map[string]peerInfo, inConfig map[string]r
 			return
 		}
 	}
+}
+
+// proven says candidate id proved its replica certificate at the Raft
+// address it announces; a probe may start (admission.go).
+func (r *reconciler) proven(id string, p peerInfo) bool {
+	ok, err := r.n.prover.proven(id, p.RaftAddress, p.StatusSince)
+	if !ok {
+		msg := "waiting for the candidate to prove a replica certificate on the Raft port"
+		if err != nil {
+			msg = "candidate did not prove a replica certificate; not admitting it: " + err.Error()
+		}
+		r.warnOnce(id, msg)
+	}
+	return ok
 }
 
 func (r *reconciler) warnOnce(id, msg string) {

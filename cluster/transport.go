@@ -29,24 +29,31 @@ func (l *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 
 // newRaftTransport binds RaftAddress and builds the network transport,
 // through cfg.RaftStreamLayer when set.
-func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, *closingLayer, error) {
+// With cfg.RaftTLS the layer speaks mutual TLS 1.3 (tlsLayer), returned
+// so the node can hand it the Raft configuration.
+func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, *closingLayer, *tlsLayer, error) {
 	ln, err := net.Listen("tcp", cfg.RaftAddress)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cluster: field RaftAddress: listen on %s: %w", cfg.RaftAddress, err)
+		return nil, nil, nil, fmt.Errorf("cluster: field RaftAddress: listen on %s: %w", cfg.RaftAddress, err)
 	}
 	adv, ok := ln.Addr().(*net.TCPAddr)
 	if !ok || adv.IP.IsUnspecified() {
 		ln.Close()
-		return nil, nil, fmt.Errorf("cluster: field RaftAddress: %q is not advertisable; give the address peers reach this replica on", cfg.RaftAddress)
+		return nil, nil, nil, fmt.Errorf("cluster: field RaftAddress: %q is not advertisable; give the address peers reach this replica on", cfg.RaftAddress)
 	}
 	var layer raft.StreamLayer = &tcpStreamLayer{ln: ln, advertise: adv}
 	if cfg.RaftStreamLayer != nil {
 		layer = cfg.RaftStreamLayer(ln, adv)
 	}
+	var tl *tlsLayer
+	if cfg.RaftTLS != nil {
+		tl = newTLSLayer(layer, cfg.RaftTLS, logger, cfg.Now)
+		layer = tl
+	}
 	cl := newClosingLayer(layer)
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: cl, MaxPool: raftPoolPerPeer, Timeout: 10 * time.Second, Logger: logger,
-	}), cl, nil
+	}), cl, tl, nil
 }
 
 // raftPoolPerPeer is how many idle outgoing connections the transport
@@ -135,9 +142,21 @@ func (l *closingLayer) Close() error {
 	}
 	l.mu.Unlock()
 	for _, c := range conns {
-		c.Close()
+		closeRaw(c)
 	}
 	return err
+}
+
+// closeRaw closes c's network connection. A TLS connection's own Close
+// first writes a close_notify alert, which waits up to 5 s on a peer that
+// stopped reading; shutting down must not. Its owner's later Close then
+// fails at once.
+func closeRaw(c net.Conn) {
+	if t, ok := c.(interface{ NetConn() net.Conn }); ok {
+		t.NetConn().Close()
+		return
+	}
+	c.Close()
 }
 
 // wait blocks until every accepted connection has been closed by the

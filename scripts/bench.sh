@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # make bench: builds grapnel-server, etcd and the etcd put client, then runs
 # chaos/bench/cmd/grapnel-bench: 3 Grapnel replicas vs 3 etcd members on
-# loopback with 1, 16 and 64 clients, then 20 leader kills. The report goes
-# to stdout and to .bench/results/latest.txt.
+# loopback with 1, 16 and 64 clients, then 20 leader kills, each measured
+# twice in the same run: plain (--insecure) and secured (mTLS on gRPC and
+# Raft, gossip encrypted), with a side-by-side table of the cost
+# (-- -security plain|tls measures one). The report goes to stdout and to
+# .bench/results/latest.txt.
 #
 #   scripts/bench.sh                  full run (a few minutes)
 #   scripts/bench.sh --quick          every part, short bounds (about a minute)

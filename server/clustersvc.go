@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"time"
 
@@ -208,6 +209,25 @@ func (c *clusterService) RemoveReplica(ctx context.Context, req *grapnelpb.Remov
 		return nil, c.clusterErr(err)
 	}
 	return &grapnelpb.RemoveReplicaResponse{}, nil
+}
+
+// AddReplica is an operator's approval of a replica (leader only; see
+// cluster.Node.AddReplica). Who may call it is the authorization's
+// concern: it is cluster administration, for operators only.
+func (c *clusterService) AddReplica(ctx context.Context, req *grapnelpb.AddReplicaRequest) (*grapnelpb.AddReplicaResponse, error) {
+	if !state.ValidName(req.GetId()) {
+		return nil, fmt.Errorf("%w: id: %q: a replica id uses only [a-zA-Z0-9_-]", state.ErrInvalid, req.GetId())
+	}
+	if host, port, err := net.SplitHostPort(req.GetRaftAddress()); err != nil || host == "" || port == "" {
+		return nil, fmt.Errorf("%w: raftAddress: %q is not host:port (the replica's --raft-address)", state.ErrInvalid, req.GetRaftAddress())
+	}
+	if err := c.requireLeader(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.node.AddReplica(req.GetId(), req.GetRaftAddress(), opTimeout(ctx)); err != nil {
+		return nil, c.clusterErr(err)
+	}
+	return &grapnelpb.AddReplicaResponse{}, nil
 }
 
 // ResyncAgent asks an agent for a drift repair round (leader only); it

@@ -87,7 +87,7 @@ func startCluster(t *testing.T, replicas int) (*Grapnel, int) {
 func TestLoadUpdatesEveryClientsWorkload(t *testing.T) {
 	g, leader := startCluster(t, 1)
 	const clients = 4
-	op, ws, err := GrapnelOp(g.LeaderFirst(leader), clients, 256, 5*time.Second, false, false)
+	op, ws, err := GrapnelOp(g.LeaderFirst(leader), g.ClientOptions(), clients, 256, 5*time.Second, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,6 +101,9 @@ func MeasureFailover(ctx context.Context, g *Grapnel, cfg FailoverConfig) (res F
 		logf = func(string, ...any) {}
 	}
 	w, err := NewWriter(g.Addrs(), "failover", cfg.Payload, cfg.Timeout)
+	if err == nil {
+		w.Secure(g.ClientOptions())
+	}
 	if err != nil {
 		return res, err
 	}

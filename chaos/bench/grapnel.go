@@ -11,8 +11,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
 
@@ -32,6 +35,9 @@ type GrapnelConfig struct {
 	Extra []string
 	// Deferred leaves every replica unstarted; Start starts each.
 	Deferred bool
+	// PKI, when set, secures the cluster: mTLS on gRPC and Raft, gossip
+	// encrypted; the bench's clients use PKI.Client. Nil is --insecure.
+	PKI *PKI
 }
 
 // Replica is one grapnel-server process and its addresses.
@@ -53,6 +59,16 @@ type Replica struct {
 type Grapnel struct {
 	bin      string
 	Replicas []*Replica
+	// ClientTLS is what clients connect with; nil: insecure.
+	ClientTLS *rpc.TLSFiles
+}
+
+// ClientOptions are the security settings of a client of this cluster.
+func (g *Grapnel) ClientOptions() client.Options {
+	if g.ClientTLS == nil {
+		return client.Options{Insecure: true}
+	}
+	return client.Options{TLS: *g.ClientTLS}
 }
 
 // statusTimeout bounds one Status call; a replica on loopback answers in
@@ -79,7 +95,17 @@ func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
 		if err := os.MkdirAll(r.DataDir, 0o755); err != nil {
 			return nil, err
 		}
-		r.args = []string{"-k", "--name", r.Name, "-a", r.Addr, "--raft-address", r.RaftAddr, "--data-dir", r.DataDir}
+		r.args = []string{"--name", r.Name, "-a", r.Addr, "--raft-address", r.RaftAddr, "--data-dir", r.DataDir}
+		if cfg.PKI == nil {
+			r.args = append(r.args, "-k")
+		} else {
+			sec, err := cfg.PKI.ServerFlags(r.Name)
+			if err != nil {
+				return nil, err
+			}
+			r.args = append(r.args, sec...)
+			g.ClientTLS = &cfg.PKI.Client
+		}
 		g.Replicas = append(g.Replicas, r)
 	}
 	if cfg.Replicas > 1 {
@@ -92,10 +118,18 @@ func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
 			}
 		}
 	}
+	creds := insecure.NewCredentials()
+	if g.ClientTLS != nil {
+		tc, err := rpc.ClientTLSConfig(*g.ClientTLS, rpc.ServerName)
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(tc)
+	}
 	for _, r := range g.Replicas {
 		r.args = append(r.args, cfg.Extra...)
 		r.status, err = grpc.NewClient(r.Addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(creds),
 			// A killed replica comes back at the same address; the
 			// default backoff (up to 2 minutes) would hide it.
 			grpc.WithConnectParams(grpc.ConnectParams{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/server/testcluster"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkInProcessUpdates(b *testing.B) {
 			b.Run(fmt.Sprintf("clients=%d/commanders=%v", clients, commanders), func(b *testing.B) {
 				c := testcluster.New(b, 3, clustertest.WithLog(io.Discard, "error"))
 				c.WaitServing(20 * time.Second)
-				op, ws, err := GrapnelOp(c.Addrs(), clients, 256, 5*time.Second, false, commanders)
+				op, ws, err := GrapnelOp(c.Addrs(), client.Options{Insecure: true}, clients, 256, 5*time.Second, false, commanders)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -100,3 +100,53 @@ func FailoverTable(r FailoverResult) string {
 	fmt.Fprintf(&b, "writer: %d updates acknowledged, %d failed during the run\n", r.Acks, r.Errors)
 	return b.String()
 }
+
+// SecurityRow is one client count measured with the cluster plain
+// (--insecure) and secured (mTLS on gRPC and Raft, gossip encrypted).
+type SecurityRow struct {
+	Clients    int
+	Plain, TLS *Summary
+}
+
+// SecurityTable prints plain and TLS side by side: ops/s, p50 and p99 of
+// each, and the TLS throughput as a share of the plain one.
+func SecurityTable(rows []SecurityRow) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tplain ops/s\tp50\tp99\tTLS ops/s\tp50\tp99\tTLS/plain\t")
+	for _, r := range rows {
+		p, t := side(r.Plain), side(r.TLS)
+		ratio := "-"
+		if r.Plain != nil && r.TLS != nil && r.Plain.OpsPerSec > 0 {
+			ratio = fmt.Sprintf("%.2f", r.TLS.OpsPerSec/r.Plain.OpsPerSec)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Clients, p[0], p[1], p[2], t[0], t[1], t[2], ratio)
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// FailoverSecurityTable prints the failover percentiles of a plain and a
+// secured run side by side.
+func FailoverSecurityTable(plain, secured FailoverResult) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tplain p50\tp99\tmax\tTLS p50\tp99\tmax")
+	for _, row := range []struct {
+		name string
+		p, t []time.Duration
+	}{
+		{"kill -> next acknowledged update", plain.Outage, secured.Outage},
+		{"kill -> new leader (Status poll)", plain.Election, secured.Election},
+		{"restart -> healthy and caught up", plain.Rejoin, secured.Rejoin},
+	} {
+		p, t := slices.Clone(row.p), slices.Clone(row.t)
+		slices.Sort(p)
+		slices.Sort(t)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.name,
+			FormatDuration(Percentile(p, 50)), FormatDuration(Percentile(p, 99)), FormatDuration(Percentile(p, 100)),
+			FormatDuration(Percentile(t, 50)), FormatDuration(Percentile(t, 99)), FormatDuration(Percentile(t, 100)))
+	}
+	tw.Flush()
+	return b.String()
+}

@@ -217,16 +217,24 @@ func (w *Writer) ReadSeq(ctx context.Context) (seq int, ok bool, err error) {
 	return seq, true, nil
 }
 
+// Secure makes the writer connect with base's security settings
+// (Insecure or TLS) instead of insecurely; call it before the first
+// Update.
+func (w *Writer) Secure(base client.Options) {
+	w.opts.Insecure, w.opts.TLS, w.opts.Certs = base.Insecure, base.TLS, base.Certs
+}
+
 // GrapnelOp returns an OpFunc for RunLoad over one Writer per client, and
 // the writers (the caller closes them). Client c updates workload
-// bench_c<c>.
-func GrapnelOp(addrs []string, clients, payload int, timeout time.Duration, configOnly, commanders bool) (OpFunc, []*Writer, error) {
+// bench_c<c>. security gives the clients' Insecure or TLS setting.
+func GrapnelOp(addrs []string, security client.Options, clients, payload int, timeout time.Duration, configOnly, commanders bool) (OpFunc, []*Writer, error) {
 	ws := make([]*Writer, clients)
 	for c := range ws {
 		w, err := NewWriter(addrs, fmt.Sprintf("bench_c%03d", c), payload, timeout)
 		if err != nil {
 			return nil, nil, err
 		}
+		w.Secure(security)
 		w.ConfigOnly = configOnly
 		w.Commander = commanders
 		ws[c] = w

@@ -164,6 +164,10 @@ func (c *Cluster) start(id string) error {
 			return c.net.GossipTransport(r.ID, tr)
 		},
 	}
+	if c.opts.raftTLS != nil {
+		cfg.RaftTLS = c.opts.raftTLS(r.ID)
+		cfg.GossipKey = TestGossipKey
+	}
 	if c.opts.configure != nil {
 		c.opts.configure(&cfg)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 )
 
 // Option changes how New starts the cluster.
@@ -19,6 +20,7 @@ type options struct {
 	keepLeaderCh bool
 	onStart      func(*Replica)
 	onStop       func(*Replica)
+	raftTLS      func(id string) *tlsreload.Store
 }
 
 // FastTiming is the test timing: the production Raft timers (elections
@@ -81,4 +83,15 @@ func WithLeaderChConsumer() Option { return func(o *options) { o.keepLeaderCh = 
 // test cluster uses them to serve gRPC on Replica.GRPCAddress.
 func WithHooks(onStart, onStop func(*Replica)) Option {
 	return func(o *options) { o.onStart, o.onStop = onStart, onStop }
+}
+
+// TestGossipKey is the gossip key of the replicas of a cluster started
+// WithRaftTLS, which requires one.
+var TestGossipKey = []byte("grapnel-clustertest-gossip-key32")
+
+// WithRaftTLS makes every replica's Raft port speak mutual TLS with the
+// store certs returns for its id (called on every start, added replicas
+// included), and encrypts gossip with TestGossipKey.
+func WithRaftTLS(certs func(id string) *tlsreload.Store) Option {
+	return func(o *options) { o.raftTLS = certs }
 }

@@ -84,7 +84,7 @@ func options() []layered.Option[config] {
 		layered.Opt("key_pem", "", "KEY_PEM", "agent key (PEM)", func(c *config) any { return &c.KeyPem }).Upstream("ANKAGENT_KEY_PEM"),
 		layered.Opt("gossip-join", "", "GOSSIP_JOIN", "gossip address of a replica: join the replicas' memberlist pool as an agent member (repeatable; env: comma-separated)", func(c *config) any { return &c.GossipJoin }),
 		layered.Opt("gossip-address", "", "GOSSIP_ADDRESS", "bind address of the agent's gossip member", func(c *config) any { return &c.GossipAddress }),
-		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the replicas' base64 gossip key", func(c *config) any { return &c.GossipKeyFile }),
+		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the base64 key of the agents' gossip pool (the replicas' agent_gossip_key_file, never their gossip_key_file); several lines during a rotation, the first used to send; mode 0600 or 0400", func(c *config) any { return &c.GossipKeyFile }),
 		layered.Opt("log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }),
 		layered.Opt("workload-uid-range", "", "WORKLOAD_UID_RANGE", "uids FIRST-LAST that process workloads run under, one of its own per workload (the agent must be root); off runs them as the agent's user", func(c *config) any { return &c.WorkloadUIDRange }),
 		layered.Opt("allow-root-workloads", "", "ALLOW_ROOT_WORKLOADS", "let a process workload's runtimeConfig ask for user: root", func(c *config) any { return &c.AllowRootWorkloads }),
@@ -259,10 +259,11 @@ func (c config) agentConfig(log *slog.Logger) (agent.Config, error) {
 	return agent.Config{
 		Name: c.Name, Servers: c.ServerURL, Insecure: c.Insecure, TLS: c.tlsFiles(), Tags: c.Tags,
 		RunFolder: c.RunFolder, Runtimes: c.Runtimes,
-		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key,
+		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key.Primary(),
 		ResyncInterval: c.ResyncInterval,
 		WorkloadUIDs:   uids, AllowRootWorkloads: c.AllowRootWorkloads,
-		Logger: log,
+		Logger:              log,
+		GossipSecondaryKeys: secondary(key),
 	}, nil
 }
 
@@ -272,4 +273,12 @@ func parseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level %q: use debug, info, warn or error", s)
 	}
 	return l, nil
+}
+
+// secondary are the keys after the primary: those a rotation adds.
+func secondary(k gossipmeta.Keys) [][]byte {
+	if len(k) < 2 {
+		return nil
+	}
+	return k[1:]
 }

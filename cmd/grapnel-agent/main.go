@@ -17,7 +17,10 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/residency"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
+	"github.com/grapnel-io/grapnel/rpc"
 )
 
 func main() {
@@ -51,6 +54,23 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "grapnel-agent: %v\n", err)
 		return 2
 	}
+	if !acfg.Insecure {
+		// Certificates rotate without a restart: on file change and on
+		// SIGHUP; a reload that fails keeps the old ones.
+		if acfg.Certs, err = rpc.NewTLSStore(acfg.TLS); err != nil {
+			fmt.Fprintf(os.Stderr, "grapnel-agent: %v\n", err)
+			return 2
+		}
+		acfg.Certs.OnError(func(err error) {
+			log.Error("certificate reload failed; keeping the previous certificates", "error", err)
+		})
+		watch, err := tlsreload.Watch(acfg.Certs)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "grapnel-agent: %v\n", err)
+			return 1
+		}
+		defer watch.Stop()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	trim := time.AfterFunc(trimAfter, func() {
@@ -59,6 +79,38 @@ func run(args []string) int {
 		}
 	})
 	defer trim.Stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	hupDone := make(chan struct{})
+	gossipHup := make(chan struct{}, 1)
+	if cfg.GossipKeyFile != "" {
+		acfg.GossipHangup = gossipHup
+		acfg.GossipLoadKeys = func() (gossipmeta.Keys, error) { return gossipmeta.ReadKeyFile(cfg.GossipKeyFile) }
+	}
+	go func() { // SIGHUP: re-read the certificates and the gossip keys; stops with ctx
+		defer close(hupDone)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				select {
+				case gossipHup <- struct{}{}:
+				default:
+				}
+				if acfg.Certs == nil {
+					continue
+				}
+				if err := acfg.Certs.Reload(); err != nil {
+					log.Error("certificate reload failed; keeping the previous certificates", "error", err)
+				} else {
+					log.Info("certificates reloaded", "generation", acfg.Certs.Current().Generation)
+				}
+			}
+		}
+	}()
+	defer func() { stop(); <-hupDone }()
 	if err := agent.Run(ctx, acfg); err != nil {
 		fmt.Fprintf(os.Stderr, "grapnel-agent: %v\n", err)
 		return 1

@@ -11,6 +11,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
+	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -51,6 +52,10 @@ type config struct {
 
 	GossipAddress string `yaml:"gossip_address"`
 	GossipKeyFile string `yaml:"gossip_key_file"`
+	// AgentGossipAddress and AgentGossipKeyFile run the agents' gossip
+	// pool, apart from the replicas' (issue 17).
+	AgentGossipAddress string `yaml:"agent_gossip_address"`
+	AgentGossipKeyFile string `yaml:"agent_gossip_key_file"`
 	// SecretKeyFile is the keyring that seals secret config items
 	// (docs/secrets.md).
 	SecretKeyFile   string       `yaml:"secret_key_file"`
@@ -152,7 +157,9 @@ func options() []layered.Option[config] {
 		layered.Opt("data-dir", "", "DATA_DIR", "Raft log, stable store and snapshots", func(c *config) any { return &c.DataDir }),
 		layered.Opt("raft-address", "", "RAFT_ADDRESS", "Raft transport address", func(c *config) any { return &c.RaftAddress }),
 		layered.Opt("gossip-address", "", "GOSSIP_ADDRESS", "memberlist address (default "+defaultGossipAddress+" when forming or joining a cluster)", func(c *config) any { return &c.GossipAddress }),
-		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the base64 AES key (16, 24 or 32 bytes) that encrypts gossip", func(c *config) any { return &c.GossipKeyFile }),
+		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the base64 AES key (16, 24 or 32 bytes) that encrypts the replicas' gossip, mode 0600 or 0400; required with TLS; several lines during a rotation, the first used to send (re-read on SIGHUP)", func(c *config) any { return &c.GossipKeyFile }),
+		layered.Opt("agent-gossip-address", "", "AGENT_GOSSIP_ADDRESS", "address of the agents' gossip pool, apart from the replicas' (off when empty)", func(c *config) any { return &c.AgentGossipAddress }),
+		layered.Opt("agent-gossip-key-file", "", "AGENT_GOSSIP_KEY_FILE", "key file of the agents' gossip pool (as --gossip-key-file, a different key); required with TLS when --agent-gossip-address is set", func(c *config) any { return &c.AgentGossipKeyFile }),
 		layered.Opt("secret-key-file", "", "SECRET_KEY_FILE", "keyring that seals secret config items: one `ID BASE64KEY` a line (32-byte keys), the first one seals; mode 0600 (docs/secrets.md)", func(c *config) any { return &c.SecretKeyFile }),
 		layered.Opt("bootstrap-expect", "", "BOOTSTRAP_EXPECT", "form a new cluster once this many replicas see each other (0 or 1: a single replica)", func(c *config) any { return &c.BootstrapExpect }),
 		layered.Opt("join", "", "JOIN", "gossip address of a replica to join (repeatable; env: comma-separated)", func(c *config) any { return &c.Join }),
@@ -289,6 +296,9 @@ func (c config) validate() error {
 			}
 		}
 	}
+	if err := c.validateGossipKeys(); err != nil {
+		return err
+	}
 	if c.RaftSegmentMiB < 1 || c.RaftSegmentMiB > 1024 {
 		return fmt.Errorf("--raft-segment-mib %d: must be 1 to 1024", c.RaftSegmentMiB)
 	}
@@ -407,4 +417,47 @@ func (c config) untypedRole() (identity.Role, error) {
 		return identity.None, fmt.Errorf("--untyped-cert-role %q: must be agent, commander, operator or refuse (a replica's certificate always names it)", c.UntypedCertRole)
 	}
 	return r, nil
+}
+
+// validateGossipKeys: with TLS, gossip is encrypted, and the agents' pool
+// has a key of its own (issue 17). The files themselves are read, and
+// their modes checked, by readGossipKeys.
+func (c config) validateGossipKeys() error {
+	if c.AgentGossipAddress != "" {
+		if c.GossipAddress == "" {
+			return fmt.Errorf("--agent-gossip-address %q: needs --gossip-address (or --join / --bootstrap-expect)", c.AgentGossipAddress)
+		}
+		if _, _, err := net.SplitHostPort(c.AgentGossipAddress); err != nil {
+			return fmt.Errorf("--agent-gossip-address %q: not host:port", c.AgentGossipAddress)
+		}
+	}
+	if c.Insecure {
+		return nil
+	}
+	if c.GossipAddress != "" && c.GossipKeyFile == "" {
+		return errors.New("--gossip-key-file (config gossip_key_file) is required with TLS: unencrypted gossip lets anyone on the network read and forge the replicas' announcements; " +
+			"create one with `head -c32 /dev/urandom | base64 > FILE; chmod 600 FILE`, or run with --insecure")
+	}
+	if c.AgentGossipAddress != "" && c.AgentGossipKeyFile == "" {
+		return errors.New("--agent-gossip-key-file (config agent_gossip_key_file) is required with TLS when --agent-gossip-address is set; it must be a different key from --gossip-key-file")
+	}
+	if c.AgentGossipKeyFile != "" && c.AgentGossipKeyFile == c.GossipKeyFile {
+		return fmt.Errorf("--agent-gossip-key-file %s: the same file as --gossip-key-file; agents must not hold the replicas' key", c.AgentGossipKeyFile)
+	}
+	return nil
+}
+
+// readGossipKeys reads both key files (modes checked), refusing an agents'
+// key that is also a replicas' key.
+func (c config) readGossipKeys() (replicas, agents gossipmeta.Keys, err error) {
+	if replicas, err = gossipmeta.ReadKeyFile(c.GossipKeyFile); err != nil {
+		return nil, nil, err
+	}
+	if agents, err = gossipmeta.ReadKeys("--agent-gossip-key-file", c.AgentGossipKeyFile); err != nil {
+		return nil, nil, err
+	}
+	if agents.Shares(replicas) {
+		return nil, nil, fmt.Errorf("--agent-gossip-key-file %s: holds a key of --gossip-key-file %s; agents must not hold the replicas' key", c.AgentGossipKeyFile, c.GossipKeyFile)
+	}
+	return replicas, agents, nil
 }

@@ -222,3 +222,53 @@ func TestGOGCWinsOverGCPercent(t *testing.T) {
 		t.Fatalf("with GOGC set, the GC target changed to %d", got)
 	}
 }
+
+// Requirement (issue 17, point 2): with TLS a gossip key is required (the
+// refusal names the option), its file must be 0600 or 0400 (named with
+// its mode), and the agents' pool has a key of its own.
+func TestGossipKeyRequiredWithTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, crt, key := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "crt.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(ca, []byte("x"), 0o644)
+	os.WriteFile(crt, []byte("x"), 0o644)
+	os.WriteFile(key, []byte("x"), 0o600)
+	keyFile := func(name, content string, perm os.FileMode) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(content), perm)
+		os.Chmod(p, perm)
+		return p
+	}
+	replicasKey := keyFile("gossip.key", "MDEyMzQ1Njc4OWFiY2RlZg==\n", 0o600)
+	loose := keyFile("loose.key", "MDEyMzQ1Njc4OWFiY2RlZg==\n", 0o644)
+	agentsKey := keyFile("agents.key", "ZmVkY2JhOTg3NjU0MzIxMA==\n", 0o600)
+	sameKey := keyFile("same.key", "MDEyMzQ1Njc4OWFiY2RlZg==\n", 0o600)
+	tlsArgs := []string{"-x", writeFile(t, ""), "--ca_pem", ca, "--crt_pem", crt, "--key_pem", key, "--address", "10.0.0.1:25551",
+		"--bootstrap-expect", "3", "--gossip-address", "10.0.0.1:25571"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" loads and reads the keys
+	}{
+		{"TLS without a gossip key", tlsArgs, "--gossip-key-file (config gossip_key_file) is required with TLS"},
+		{"insecure without a gossip key", []string{"-k", "-x", writeFile(t, ""), "--bootstrap-expect", "3", "--address", "10.0.0.1:1"}, ""},
+		{"TLS with a key", append(tlsArgs, "--gossip-key-file", replicasKey), ""},
+		{"key file readable by others", append(tlsArgs, "--gossip-key-file", loose), "loose.key has permissions 0644"},
+		{"agents' pool without its key", append(tlsArgs, "--gossip-key-file", replicasKey, "--agent-gossip-address", "10.0.0.1:25573"), "--agent-gossip-key-file (config agent_gossip_key_file) is required"},
+		{"agents' pool with the replicas' key file", append(tlsArgs, "--gossip-key-file", replicasKey, "--agent-gossip-address", "10.0.0.1:25573", "--agent-gossip-key-file", replicasKey), "agents must not hold the replicas' key"},
+		{"agents' pool with the replicas' key in another file", append(tlsArgs, "--gossip-key-file", replicasKey, "--agent-gossip-address", "10.0.0.1:25573", "--agent-gossip-key-file", sameKey), "agents must not hold the replicas' key"},
+		{"agents' pool with its own key", append(tlsArgs, "--gossip-key-file", replicasKey, "--agent-gossip-address", "10.0.0.1:25573", "--agent-gossip-key-file", agentsKey), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadConfig(tc.args, env(nil))
+			if err == nil {
+				_, _, err = cfg.readGossipKeys()
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server"
@@ -64,23 +65,31 @@ func run(cfg config) error {
 	// The proxy dials the leader as a client, with this replica's own
 	// certificate, so the leader can trust the names it forwards.
 	proxyCreds := insecure.NewCredentials()
+	// certs is this replica's certificate, key and CA, re-read when the
+	// files change or on SIGHUP, for every channel: the gRPC server, the
+	// follower proxy's client and the Raft port.
+	var certs *tlsreload.Store
 	if cfg.Insecure {
 		// swdd~server-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1
 		log.Warn("serving WITHOUT TLS (--insecure): no identity is checked and every caller may do everything, cluster administration included; anyone who reaches the port controls the cluster")
+		log.Warn("the Raft port " + cfg.RaftAddress + " is PLAIN TCP (--insecure): anyone who reaches it can write the replicated state; gossip alone admits replicas")
 	} else {
 		// swdd~server-provides-file-paths-to-communication-middleware~1
-		tc, err := rpc.ServerTLSConfig(cfg.tlsFiles())
+		if certs, err = rpc.NewTLSStore(cfg.tlsFiles()); err != nil {
+			return err
+		}
+		certs.OnError(func(err error) {
+			log.Error("certificate reload failed; keeping the previous certificates", "error", err)
+		})
+		opts = append(opts, grpc.Creds(credentials.NewTLS(rpc.ServerTLSConfigFrom(certs))))
+		proxyCreds = credentials.NewTLS(rpc.ClientTLSConfigFrom(certs, rpc.ServerName))
+		watch, err := tlsreload.Watch(certs)
 		if err != nil {
 			return err
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
-		cc, err := rpc.ClientTLSConfig(cfg.tlsFiles(), rpc.ServerName)
-		if err != nil {
-			return err
-		}
-		proxyCreds = credentials.NewTLS(cc)
+		defer watch.Stop()
 	}
-	gossipKey, err := gossipmeta.ReadKeyFile(cfg.GossipKeyFile)
+	gossipKeys, agentGossipKeys, err := cfg.readGossipKeys()
 	if err != nil {
 		return err
 	}
@@ -99,7 +108,9 @@ func run(cfg config) error {
 	node, err := cluster.NewNode(cluster.Config{
 		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
 		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
-		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress, GossipKey: gossipKey,
+		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress,
+		GossipKey: gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(gossipKeys),
+		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: agentGossipKeys, RaftTLS: certs,
 		Join: cfg.Join, LogOutput: os.Stderr, SegmentSize: cfg.RaftSegmentMiB << 20,
 		CheckEntry: fsm.CheckType, DeferSoloElection: true,
 	})
@@ -162,6 +173,8 @@ func run(cfg config) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hupDone := reloadOnHangup(ctx, cfg, certs, node, log)
+	defer func() { stop(); <-hupDone }()
 	errCh := make(chan error, 1)
 	go func() { errCh <- g.Serve(lis) }()
 	log.Info("grapnel-server started", "id", cfg.Name, "address", lis.Addr().String(), "raft", cfg.RaftAddress,
@@ -216,4 +229,63 @@ func parseLevel(s string) slog.Level {
 		return slog.LevelError
 	}
 	return slog.LevelInfo
+}
+
+// secondaryKeys are the keys after the primary: those a rotation adds.
+func secondaryKeys(k gossipmeta.Keys) [][]byte {
+	if len(k) < 2 {
+		return nil
+	}
+	return k[1:]
+}
+
+// reloadOnHangup re-reads, on each SIGHUP until ctx ends, the
+// certificates (also reloaded on file change) and, with a node, the gossip
+// key files
+// (docs/security.md, "Gossip keys"). A reload that fails keeps what was in
+// use and logs why. The returned channel closes when it has stopped.
+func reloadOnHangup(ctx context.Context, cfg config, certs *tlsreload.Store, node *cluster.Node, log *slog.Logger) <-chan struct{} {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			log.Info("SIGHUP: reloading certificates and gossip keys")
+			if certs != nil {
+				if err := certs.Reload(); err != nil {
+					log.Error("certificate reload failed; keeping the previous certificates", "error", err)
+				} else {
+					log.Info("certificates reloaded", "generation", certs.Current().Generation)
+				}
+			}
+			if node == nil {
+				continue
+			}
+			replicas, agents, err := cfg.readGossipKeys()
+			if err != nil {
+				log.Error("gossip key reload failed; keeping the previous keys", "error", err)
+				continue
+			}
+			if len(replicas) > 0 {
+				if err := node.SetGossipKeys(replicas); err != nil {
+					log.Error("gossip key reload failed; keeping the previous keys", "file", cfg.GossipKeyFile, "error", err)
+				}
+			}
+			if len(agents) > 0 {
+				if err := node.SetAgentGossipKeys(agents); err != nil {
+					log.Error("agents' gossip key reload failed; keeping the previous keys", "file", cfg.AgentGossipKeyFile, "error", err)
+				}
+			}
+			r, a := node.GossipKeyCounts()
+			log.Info("gossip keys in use", "replicas_pool", r, "agents_pool", a)
+		}
+	}()
+	return done
 }

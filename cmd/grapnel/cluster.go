@@ -50,6 +50,14 @@ func newCluster(a *app) *cobra.Command {
 			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.Remove(ctx, args[0]) })
 		},
 	}
+	add := &cobra.Command{
+		Use:   "add ID RAFT_ADDRESS",
+		Short: "Approve a replica: add it to the Raft configuration as non-voter (promoted once healthy); it must hold the replica certificate of ID",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.Add(ctx, args[0], args[1]) })
+		},
+	}
 	transfer := &cobra.Command{
 		Use:   "transfer-leadership",
 		Short: "Hand leadership to another voter (--to ID, or the most up-to-date one)",
@@ -75,6 +83,6 @@ func newCluster(a *app) *cobra.Command {
 			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.SnapshotRestore(ctx, args[0]) })
 		},
 	})
-	cl.AddCommand(members, remove, transfer, snapshot)
+	cl.AddCommand(members, add, remove, transfer, snapshot)
 	return cl
 }

@@ -37,6 +37,10 @@ type Meta struct {
 	// Leaving says the member is leaving gracefully; its death that
 	// follows is a leave.
 	Leaving bool
+	// AgentGossipAddress is where a replica serves the agents' gossip
+	// pool, if it does; replicas join each other's so the agents see one
+	// pool.
+	AgentGossipAddress string
 }
 
 // The encoding is a version byte, then tag, uvarint length, value per
@@ -45,19 +49,21 @@ type Meta struct {
 const version = 1
 
 const (
-	tagRole     = 1
-	tagRaft     = 2
-	tagGRPC     = 3
-	tagVersion  = 4
-	tagExpect   = 5
-	tagLeader   = 6
-	tagHasState = 7
-	tagLeaving  = 8
+	tagRole        = 1
+	tagRaft        = 2
+	tagGRPC        = 3
+	tagVersion     = 4
+	tagExpect      = 5
+	tagLeader      = 6
+	tagHasState    = 7
+	tagLeaving     = 8
+	tagAgentGossip = 9
 )
 
 var fieldNames = map[byte]string{
 	tagRole: "role", tagRaft: "raft_address", tagGRPC: "grpc_address", tagVersion: "version",
 	tagExpect: "bootstrap_expect", tagLeader: "leader", tagHasState: "has_state", tagLeaving: "leaving",
+	tagAgentGossip: "agent_gossip_address",
 }
 
 // Encode returns the wire form, or an error when it would not fit in
@@ -80,6 +86,9 @@ func (m Meta) Encode() ([]byte, error) {
 	buf = append(buf, tagHasState, 1, boolByte(m.HasState))
 	if m.Leaving {
 		buf = append(buf, tagLeaving, 1, 1)
+	}
+	if m.AgentGossipAddress != "" {
+		str(tagAgentGossip, m.AgentGossipAddress)
 	}
 	if len(buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d-byte limit: "+
@@ -144,6 +153,8 @@ func (m *Meta) set(tag byte, name string, val []byte) error {
 		m.Version = string(val)
 	case tagLeader:
 		m.LeaderSeen = string(val)
+	case tagAgentGossip:
+		m.AgentGossipAddress = string(val)
 	case tagExpect:
 		v, k := binary.Uvarint(val)
 		if k <= 0 || k != len(val) || v > 1<<16 {

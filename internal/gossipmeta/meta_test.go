@@ -11,7 +11,7 @@ import (
 func TestRoundTrip(t *testing.T) {
 	tests := []Meta{
 		{Role: RoleServer, RaftAddress: "10.0.0.1:25561", GRPCAddress: "10.0.0.1:25551", Version: "1.2.3",
-			Expect: 3, LeaderSeen: "ecu-a", HasState: true, Leaving: true},
+			Expect: 3, LeaderSeen: "ecu-a", HasState: true, Leaving: true, AgentGossipAddress: "10.0.0.1:25573"},
 		{Role: RoleServer, RaftAddress: "[::1]:1"},
 		{Role: RoleAgent, RaftAddress: "", Version: "1.0.0", Leaving: true},
 	}

@@ -104,6 +104,7 @@ var Methods = map[string]Right{
 	grapnelpb.Cluster_Status_FullMethodName:             Status,
 	grapnelpb.Cluster_Watch_FullMethodName:              Status,
 	grapnelpb.Cluster_RemoveReplica_FullMethodName:      Administer,
+	grapnelpb.Cluster_AddReplica_FullMethodName:         Administer,
 	grapnelpb.Cluster_TransferLeadership_FullMethodName: Administer,
 	grapnelpb.Cluster_SnapshotSave_FullMethodName:       Administer,
 	grapnelpb.Cluster_SnapshotRestore_FullMethodName:    Administer,

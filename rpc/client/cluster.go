@@ -117,6 +117,12 @@ func (l *leaderCluster) Status(ctx context.Context, in *grapnelpb.StatusRequest,
 	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.StatusResponse, error) { return c.Status(ctx, in, opts...) })
 }
 
+func (l *leaderCluster) AddReplica(ctx context.Context, in *grapnelpb.AddReplicaRequest, opts ...grpc.CallOption) (*grapnelpb.AddReplicaResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.AddReplicaResponse, error) {
+		return c.AddReplica(ctx, in, opts...)
+	})
+}
+
 func (l *leaderCluster) RemoveReplica(ctx context.Context, in *grapnelpb.RemoveReplicaRequest, opts ...grpc.CallOption) (*grapnelpb.RemoveReplicaResponse, error) {
 	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.RemoveReplicaResponse, error) {
 		return c.RemoveReplica(ctx, in, opts...)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -30,6 +31,9 @@ type Options struct {
 	// mutual TLS.
 	Insecure bool
 	TLS      rpc.TLSFiles
+	// Certs, when set, is used instead of TLS: certificates re-read when
+	// their files change (a long-lived client such as the agent).
+	Certs *tlsreload.Store
 	// ResponseTimeout bounds the wait for the answer to a request, and the
 	// time Dial takes to find the leader and open the stream there. Zero
 	// means DefaultResponseTimeout.
@@ -203,6 +207,9 @@ func (r *Resolver) Dial(ctx context.Context) (*Conn, error) {
 func transportCredentials(o Options) (credentials.TransportCredentials, error) {
 	if o.Insecure {
 		return insecure.NewCredentials(), nil
+	}
+	if o.Certs != nil {
+		return credentials.NewTLS(rpc.ClientTLSConfigFrom(o.Certs, rpc.ServerName)), nil
 	}
 	cfg, err := rpc.ClientTLSConfig(o.TLS, rpc.ServerName)
 	if err != nil {

@@ -478,6 +478,95 @@ func (*RemoveReplicaResponse) Descriptor() ([]byte, []int) {
 	return file_grapnel_proto_rawDescGZIP(), []int{6}
 }
 
+type AddReplicaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// host:port of the replica's Raft transport (its --raft-address).
+	RaftAddress   string `protobuf:"bytes,2,opt,name=raftAddress,proto3" json:"raftAddress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddReplicaRequest) Reset() {
+	*x = AddReplicaRequest{}
+	mi := &file_grapnel_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddReplicaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddReplicaRequest) ProtoMessage() {}
+
+func (x *AddReplicaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddReplicaRequest.ProtoReflect.Descriptor instead.
+func (*AddReplicaRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AddReplicaRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AddReplicaRequest) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+type AddReplicaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddReplicaResponse) Reset() {
+	*x = AddReplicaResponse{}
+	mi := &file_grapnel_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddReplicaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddReplicaResponse) ProtoMessage() {}
+
+func (x *AddReplicaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddReplicaResponse.ProtoReflect.Descriptor instead.
+func (*AddReplicaResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{8}
+}
+
 type TransferLeadershipRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Target replica id; empty lets Raft pick the most up-to-date voter.
@@ -488,7 +577,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_grapnel_proto_msgTypes[7]
+	mi := &file_grapnel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +589,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[7]
+	mi := &file_grapnel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +602,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{7}
+	return file_grapnel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -532,7 +621,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_grapnel_proto_msgTypes[8]
+	mi := &file_grapnel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +633,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[8]
+	mi := &file_grapnel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +646,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{8}
+	return file_grapnel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransferLeadershipResponse) GetNewLeaderId() string {
@@ -575,7 +664,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_grapnel_proto_msgTypes[9]
+	mi := &file_grapnel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +676,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[9]
+	mi := &file_grapnel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +689,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{9}
+	return file_grapnel_proto_rawDescGZIP(), []int{11}
 }
 
 type SnapshotChunk struct {
@@ -612,7 +701,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_grapnel_proto_msgTypes[10]
+	mi := &file_grapnel_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +713,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[10]
+	mi := &file_grapnel_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +726,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{10}
+	return file_grapnel_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -656,7 +745,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_grapnel_proto_msgTypes[11]
+	mi := &file_grapnel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +757,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[11]
+	mi := &file_grapnel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +770,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{11}
+	return file_grapnel_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SnapshotRestoreResponse) GetIndex() uint64 {
@@ -699,7 +788,7 @@ type RevisionRequest struct {
 
 func (x *RevisionRequest) Reset() {
 	*x = RevisionRequest{}
-	mi := &file_grapnel_proto_msgTypes[12]
+	mi := &file_grapnel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +800,7 @@ func (x *RevisionRequest) String() string {
 func (*RevisionRequest) ProtoMessage() {}
 
 func (x *RevisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[12]
+	mi := &file_grapnel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +813,7 @@ func (x *RevisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionRequest.ProtoReflect.Descriptor instead.
 func (*RevisionRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{12}
+	return file_grapnel_proto_rawDescGZIP(), []int{14}
 }
 
 type RevisionResponse struct {
@@ -737,7 +826,7 @@ type RevisionResponse struct {
 
 func (x *RevisionResponse) Reset() {
 	*x = RevisionResponse{}
-	mi := &file_grapnel_proto_msgTypes[13]
+	mi := &file_grapnel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +838,7 @@ func (x *RevisionResponse) String() string {
 func (*RevisionResponse) ProtoMessage() {}
 
 func (x *RevisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[13]
+	mi := &file_grapnel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +851,7 @@ func (x *RevisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionResponse.ProtoReflect.Descriptor instead.
 func (*RevisionResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{13}
+	return file_grapnel_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevisionResponse) GetRevision() uint64 {
@@ -782,7 +871,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_grapnel_proto_msgTypes[14]
+	mi := &file_grapnel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +883,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[14]
+	mi := &file_grapnel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +896,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{14}
+	return file_grapnel_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlanRequest) GetUpdate() *ankbase.UpdateStateRequest {
@@ -847,7 +936,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_grapnel_proto_msgTypes[15]
+	mi := &file_grapnel_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +948,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[15]
+	mi := &file_grapnel_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +961,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{15}
+	return file_grapnel_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlanResponse) GetSeq() uint64 {
@@ -952,7 +1041,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_grapnel_proto_msgTypes[16]
+	mi := &file_grapnel_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1053,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[16]
+	mi := &file_grapnel_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1066,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{16}
+	return file_grapnel_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Rejection) GetField() string {
@@ -1021,7 +1110,7 @@ type PlannedWorkload struct {
 
 func (x *PlannedWorkload) Reset() {
 	*x = PlannedWorkload{}
-	mi := &file_grapnel_proto_msgTypes[17]
+	mi := &file_grapnel_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1122,7 @@ func (x *PlannedWorkload) String() string {
 func (*PlannedWorkload) ProtoMessage() {}
 
 func (x *PlannedWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[17]
+	mi := &file_grapnel_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1135,7 @@ func (x *PlannedWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedWorkload.ProtoReflect.Descriptor instead.
 func (*PlannedWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{17}
+	return file_grapnel_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PlannedWorkload) GetName() string {
@@ -1118,7 +1207,7 @@ type FieldChange struct {
 
 func (x *FieldChange) Reset() {
 	*x = FieldChange{}
-	mi := &file_grapnel_proto_msgTypes[18]
+	mi := &file_grapnel_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1219,7 @@ func (x *FieldChange) String() string {
 func (*FieldChange) ProtoMessage() {}
 
 func (x *FieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[18]
+	mi := &file_grapnel_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1232,7 @@ func (x *FieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
 func (*FieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{18}
+	return file_grapnel_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FieldChange) GetPath() string {
@@ -1178,7 +1267,7 @@ type ConfigChange struct {
 
 func (x *ConfigChange) Reset() {
 	*x = ConfigChange{}
-	mi := &file_grapnel_proto_msgTypes[19]
+	mi := &file_grapnel_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1279,7 @@ func (x *ConfigChange) String() string {
 func (*ConfigChange) ProtoMessage() {}
 
 func (x *ConfigChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[19]
+	mi := &file_grapnel_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1292,7 @@ func (x *ConfigChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigChange.ProtoReflect.Descriptor instead.
 func (*ConfigChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{19}
+	return file_grapnel_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConfigChange) GetKey() string {
@@ -1231,7 +1320,7 @@ type AgentPlan struct {
 
 func (x *AgentPlan) Reset() {
 	*x = AgentPlan{}
-	mi := &file_grapnel_proto_msgTypes[20]
+	mi := &file_grapnel_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1332,7 @@ func (x *AgentPlan) String() string {
 func (*AgentPlan) ProtoMessage() {}
 
 func (x *AgentPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[20]
+	mi := &file_grapnel_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1345,7 @@ func (x *AgentPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentPlan.ProtoReflect.Descriptor instead.
 func (*AgentPlan) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{20}
+	return file_grapnel_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AgentPlan) GetAgent() string {
@@ -1293,7 +1382,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_grapnel_proto_msgTypes[21]
+	mi := &file_grapnel_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1394,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[21]
+	mi := &file_grapnel_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1407,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{21}
+	return file_grapnel_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanStep) GetWave() uint32 {
@@ -1375,7 +1464,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_grapnel_proto_msgTypes[22]
+	mi := &file_grapnel_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1476,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[22]
+	mi := &file_grapnel_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1489,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{22}
+	return file_grapnel_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Wait) GetWorkload() string {
@@ -1449,7 +1538,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_grapnel_proto_msgTypes[23]
+	mi := &file_grapnel_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1550,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[23]
+	mi := &file_grapnel_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1563,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{23}
+	return file_grapnel_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ApplyRequest) GetUpdate() *ankbase.UpdateStateRequest {
@@ -1512,7 +1601,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_grapnel_proto_msgTypes[24]
+	mi := &file_grapnel_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1613,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[24]
+	mi := &file_grapnel_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1626,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{24}
+	return file_grapnel_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApplyResponse) GetSeq() uint64 {
@@ -1570,7 +1659,7 @@ type ResyncAgentRequest struct {
 
 func (x *ResyncAgentRequest) Reset() {
 	*x = ResyncAgentRequest{}
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1671,7 @@ func (x *ResyncAgentRequest) String() string {
 func (*ResyncAgentRequest) ProtoMessage() {}
 
 func (x *ResyncAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1684,7 @@ func (x *ResyncAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResyncAgentRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{25}
+	return file_grapnel_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResyncAgentRequest) GetAgent() string {
@@ -1613,7 +1702,7 @@ type ResyncAgentResponse struct {
 
 func (x *ResyncAgentResponse) Reset() {
 	*x = ResyncAgentResponse{}
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1714,7 @@ func (x *ResyncAgentResponse) String() string {
 func (*ResyncAgentResponse) ProtoMessage() {}
 
 func (x *ResyncAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1727,7 @@ func (x *ResyncAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResyncAgentResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{26}
+	return file_grapnel_proto_rawDescGZIP(), []int{28}
 }
 
 // SetAgentModeRequest names the agent and the mode: "Active",
@@ -1653,7 +1742,7 @@ type SetAgentModeRequest struct {
 
 func (x *SetAgentModeRequest) Reset() {
 	*x = SetAgentModeRequest{}
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1754,7 @@ func (x *SetAgentModeRequest) String() string {
 func (*SetAgentModeRequest) ProtoMessage() {}
 
 func (x *SetAgentModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1767,7 @@ func (x *SetAgentModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModeRequest.ProtoReflect.Descriptor instead.
 func (*SetAgentModeRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{27}
+	return file_grapnel_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetAgentModeRequest) GetAgent() string {
@@ -1703,7 +1792,7 @@ type SetAgentModeResponse struct {
 
 func (x *SetAgentModeResponse) Reset() {
 	*x = SetAgentModeResponse{}
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1804,7 @@ func (x *SetAgentModeResponse) String() string {
 func (*SetAgentModeResponse) ProtoMessage() {}
 
 func (x *SetAgentModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1817,7 @@ func (x *SetAgentModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModeResponse.ProtoReflect.Descriptor instead.
 func (*SetAgentModeResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{28}
+	return file_grapnel_proto_rawDescGZIP(), []int{30}
 }
 
 type PlacementRequest struct {
@@ -1739,7 +1828,7 @@ type PlacementRequest struct {
 
 func (x *PlacementRequest) Reset() {
 	*x = PlacementRequest{}
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1840,7 @@ func (x *PlacementRequest) String() string {
 func (*PlacementRequest) ProtoMessage() {}
 
 func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1853,7 @@ func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlacementRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{29}
+	return file_grapnel_proto_rawDescGZIP(), []int{31}
 }
 
 type PlacementResponse struct {
@@ -1781,7 +1870,7 @@ type PlacementResponse struct {
 
 func (x *PlacementResponse) Reset() {
 	*x = PlacementResponse{}
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1882,7 @@ func (x *PlacementResponse) String() string {
 func (*PlacementResponse) ProtoMessage() {}
 
 func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1895,7 @@ func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementResponse.ProtoReflect.Descriptor instead.
 func (*PlacementResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{30}
+	return file_grapnel_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PlacementResponse) GetModes() []*AgentModeEntry {
@@ -1840,7 +1929,7 @@ type AgentModeEntry struct {
 
 func (x *AgentModeEntry) Reset() {
 	*x = AgentModeEntry{}
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +1941,7 @@ func (x *AgentModeEntry) String() string {
 func (*AgentModeEntry) ProtoMessage() {}
 
 func (x *AgentModeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +1954,7 @@ func (x *AgentModeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentModeEntry.ProtoReflect.Descriptor instead.
 func (*AgentModeEntry) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{31}
+	return file_grapnel_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AgentModeEntry) GetAgent() string {
@@ -1892,7 +1981,7 @@ type PlacedWorkload struct {
 
 func (x *PlacedWorkload) Reset() {
 	*x = PlacedWorkload{}
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +1993,7 @@ func (x *PlacedWorkload) String() string {
 func (*PlacedWorkload) ProtoMessage() {}
 
 func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2006,7 @@ func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacedWorkload.ProtoReflect.Descriptor instead.
 func (*PlacedWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{32}
+	return file_grapnel_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PlacedWorkload) GetWorkload() string {
@@ -1949,7 +2038,7 @@ type PlacementShortfall struct {
 
 func (x *PlacementShortfall) Reset() {
 	*x = PlacementShortfall{}
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2050,7 @@ func (x *PlacementShortfall) String() string {
 func (*PlacementShortfall) ProtoMessage() {}
 
 func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2063,7 @@ func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementShortfall.ProtoReflect.Descriptor instead.
 func (*PlacementShortfall) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{33}
+	return file_grapnel_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PlacementShortfall) GetWorkload() string {
@@ -2016,7 +2105,7 @@ type HistoryListRequest struct {
 
 func (x *HistoryListRequest) Reset() {
 	*x = HistoryListRequest{}
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2117,7 @@ func (x *HistoryListRequest) String() string {
 func (*HistoryListRequest) ProtoMessage() {}
 
 func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2130,7 @@ func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
 func (*HistoryListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{34}
+	return file_grapnel_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HistoryListRequest) GetSince() uint64 {
@@ -2081,7 +2170,7 @@ type HistoryListResponse struct {
 
 func (x *HistoryListResponse) Reset() {
 	*x = HistoryListResponse{}
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2182,7 @@ func (x *HistoryListResponse) String() string {
 func (*HistoryListResponse) ProtoMessage() {}
 
 func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2195,7 @@ func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
 func (*HistoryListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{35}
+	return file_grapnel_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HistoryListResponse) GetTransactions() []*Transaction {
@@ -2153,7 +2242,7 @@ type HistoryGetRequest struct {
 
 func (x *HistoryGetRequest) Reset() {
 	*x = HistoryGetRequest{}
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2254,7 @@ func (x *HistoryGetRequest) String() string {
 func (*HistoryGetRequest) ProtoMessage() {}
 
 func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2267,7 @@ func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryGetRequest.ProtoReflect.Descriptor instead.
 func (*HistoryGetRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{36}
+	return file_grapnel_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *HistoryGetRequest) GetSeq() uint64 {
@@ -2210,7 +2299,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2311,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2324,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{37}
+	return file_grapnel_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Transaction) GetSeq() uint64 {
@@ -2330,7 +2419,7 @@ type TxWorkload struct {
 
 func (x *TxWorkload) Reset() {
 	*x = TxWorkload{}
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2431,7 @@ func (x *TxWorkload) String() string {
 func (*TxWorkload) ProtoMessage() {}
 
 func (x *TxWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2444,7 @@ func (x *TxWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxWorkload.ProtoReflect.Descriptor instead.
 func (*TxWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{38}
+	return file_grapnel_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TxWorkload) GetName() string {
@@ -2411,7 +2500,7 @@ type TxFieldChange struct {
 
 func (x *TxFieldChange) Reset() {
 	*x = TxFieldChange{}
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2512,7 @@ func (x *TxFieldChange) String() string {
 func (*TxFieldChange) ProtoMessage() {}
 
 func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2525,7 @@ func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxFieldChange.ProtoReflect.Descriptor instead.
 func (*TxFieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{39}
+	return file_grapnel_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TxFieldChange) GetField() string {
@@ -2470,7 +2559,7 @@ type TxConfig struct {
 
 func (x *TxConfig) Reset() {
 	*x = TxConfig{}
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2571,7 @@ func (x *TxConfig) String() string {
 func (*TxConfig) ProtoMessage() {}
 
 func (x *TxConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2584,7 @@ func (x *TxConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxConfig.ProtoReflect.Descriptor instead.
 func (*TxConfig) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{40}
+	return file_grapnel_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TxConfig) GetKey() string {
@@ -2521,7 +2610,7 @@ type TimelineRequest struct {
 
 func (x *TimelineRequest) Reset() {
 	*x = TimelineRequest{}
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2622,7 @@ func (x *TimelineRequest) String() string {
 func (*TimelineRequest) ProtoMessage() {}
 
 func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2635,7 @@ func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineRequest.ProtoReflect.Descriptor instead.
 func (*TimelineRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{41}
+	return file_grapnel_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TimelineRequest) GetWorkload() string {
@@ -2566,7 +2655,7 @@ type TimelineResponse struct {
 
 func (x *TimelineResponse) Reset() {
 	*x = TimelineResponse{}
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2667,7 @@ func (x *TimelineResponse) String() string {
 func (*TimelineResponse) ProtoMessage() {}
 
 func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2680,7 @@ func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineResponse.ProtoReflect.Descriptor instead.
 func (*TimelineResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{42}
+	return file_grapnel_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TimelineResponse) GetEvents() []*TimelineEvent {
@@ -2629,7 +2718,7 @@ type TimelineEvent struct {
 
 func (x *TimelineEvent) Reset() {
 	*x = TimelineEvent{}
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2730,7 @@ func (x *TimelineEvent) String() string {
 func (*TimelineEvent) ProtoMessage() {}
 
 func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2743,7 @@ func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineEvent.ProtoReflect.Descriptor instead.
 func (*TimelineEvent) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{43}
+	return file_grapnel_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TimelineEvent) GetTimeMs() int64 {
@@ -2742,7 +2831,7 @@ type ProblemsListRequest struct {
 
 func (x *ProblemsListRequest) Reset() {
 	*x = ProblemsListRequest{}
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2843,7 @@ func (x *ProblemsListRequest) String() string {
 func (*ProblemsListRequest) ProtoMessage() {}
 
 func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2856,7 @@ func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListRequest.ProtoReflect.Descriptor instead.
 func (*ProblemsListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{44}
+	return file_grapnel_proto_rawDescGZIP(), []int{46}
 }
 
 type ProblemsListResponse struct {
@@ -2784,7 +2873,7 @@ type ProblemsListResponse struct {
 
 func (x *ProblemsListResponse) Reset() {
 	*x = ProblemsListResponse{}
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2885,7 @@ func (x *ProblemsListResponse) String() string {
 func (*ProblemsListResponse) ProtoMessage() {}
 
 func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2898,7 @@ func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListResponse.ProtoReflect.Descriptor instead.
 func (*ProblemsListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{45}
+	return file_grapnel_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ProblemsListResponse) GetProblems() []*Problem {
@@ -2859,7 +2948,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_grapnel_proto_msgTypes[46]
+	mi := &file_grapnel_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +2960,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[46]
+	mi := &file_grapnel_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +2973,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{46}
+	return file_grapnel_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Problem) GetId() uint64 {
@@ -2948,7 +3037,7 @@ type ProblemObject struct {
 
 func (x *ProblemObject) Reset() {
 	*x = ProblemObject{}
-	mi := &file_grapnel_proto_msgTypes[47]
+	mi := &file_grapnel_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3049,7 @@ func (x *ProblemObject) String() string {
 func (*ProblemObject) ProtoMessage() {}
 
 func (x *ProblemObject) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[47]
+	mi := &file_grapnel_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3062,7 @@ func (x *ProblemObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemObject.ProtoReflect.Descriptor instead.
 func (*ProblemObject) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{47}
+	return file_grapnel_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ProblemObject) GetKind() string {
@@ -3002,7 +3091,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_grapnel_proto_msgTypes[48]
+	mi := &file_grapnel_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3014,7 +3103,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[48]
+	mi := &file_grapnel_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3027,7 +3116,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{48}
+	return file_grapnel_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LockRequest) GetObjects() []string {
@@ -3060,7 +3149,7 @@ type LockResponse struct {
 
 func (x *LockResponse) Reset() {
 	*x = LockResponse{}
-	mi := &file_grapnel_proto_msgTypes[49]
+	mi := &file_grapnel_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3161,7 @@ func (x *LockResponse) String() string {
 func (*LockResponse) ProtoMessage() {}
 
 func (x *LockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[49]
+	mi := &file_grapnel_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3174,7 @@ func (x *LockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
 func (*LockResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{49}
+	return file_grapnel_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LockResponse) GetLocks() []*LockInfo {
@@ -3105,7 +3194,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_grapnel_proto_msgTypes[50]
+	mi := &file_grapnel_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3117,7 +3206,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[50]
+	mi := &file_grapnel_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3130,7 +3219,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{50}
+	return file_grapnel_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UnlockRequest) GetObjects() []string {
@@ -3155,7 +3244,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_grapnel_proto_msgTypes[51]
+	mi := &file_grapnel_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3167,7 +3256,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[51]
+	mi := &file_grapnel_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3180,7 +3269,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{51}
+	return file_grapnel_proto_rawDescGZIP(), []int{53}
 }
 
 type ListLocksRequest struct {
@@ -3191,7 +3280,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_grapnel_proto_msgTypes[52]
+	mi := &file_grapnel_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3203,7 +3292,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[52]
+	mi := &file_grapnel_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3216,7 +3305,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{52}
+	return file_grapnel_proto_rawDescGZIP(), []int{54}
 }
 
 type ListLocksResponse struct {
@@ -3230,7 +3319,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_grapnel_proto_msgTypes[53]
+	mi := &file_grapnel_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +3331,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[53]
+	mi := &file_grapnel_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +3344,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{53}
+	return file_grapnel_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListLocksResponse) GetLocks() []*LockInfo {
@@ -3286,7 +3375,7 @@ type LockInfo struct {
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_grapnel_proto_msgTypes[54]
+	mi := &file_grapnel_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3298,7 +3387,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[54]
+	mi := &file_grapnel_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3311,7 +3400,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{54}
+	return file_grapnel_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *LockInfo) GetObject() string {
@@ -3388,7 +3477,11 @@ const file_grapnel_proto_rawDesc = "" +
 	"\theartbeat\x18\x02 \x01(\bR\theartbeat\"&\n" +
 	"\x14RemoveReplicaRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15RemoveReplicaResponse\"+\n" +
+	"\x15RemoveReplicaResponse\"E\n" +
+	"\x11AddReplicaRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
+	"\vraftAddress\x18\x02 \x01(\tR\vraftAddress\"\x14\n" +
+	"\x12AddReplicaResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\tR\x02to\">\n" +
 	"\x1aTransferLeadershipResponse\x12 \n" +
@@ -3580,11 +3673,13 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\asinceMs\x18\x04 \x01(\x03R\asinceMs\x12\x1c\n" +
-	"\texpiresMs\x18\x05 \x01(\x03R\texpiresMs2\x9c\x05\n" +
+	"\texpiresMs\x18\x05 \x01(\x03R\texpiresMs2\xe3\x05\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
-	"\rRemoveReplica\x12\x1d.grapnel.RemoveReplicaRequest\x1a\x1e.grapnel.RemoveReplicaResponse\x12]\n" +
+	"\rRemoveReplica\x12\x1d.grapnel.RemoveReplicaRequest\x1a\x1e.grapnel.RemoveReplicaResponse\x12E\n" +
+	"\n" +
+	"AddReplica\x12\x1a.grapnel.AddReplicaRequest\x1a\x1b.grapnel.AddReplicaResponse\x12]\n" +
 	"\x12TransferLeadership\x12\".grapnel.TransferLeadershipRequest\x1a#.grapnel.TransferLeadershipResponse\x12F\n" +
 	"\fSnapshotSave\x12\x1c.grapnel.SnapshotSaveRequest\x1a\x16.grapnel.SnapshotChunk0\x01\x12M\n" +
 	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x01\x12H\n" +
@@ -3618,7 +3713,7 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_grapnel_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
 	(*Member)(nil),                     // 1: grapnel.Member
@@ -3627,120 +3722,124 @@ var file_grapnel_proto_goTypes = []any{
 	(*WatchEvent)(nil),                 // 4: grapnel.WatchEvent
 	(*RemoveReplicaRequest)(nil),       // 5: grapnel.RemoveReplicaRequest
 	(*RemoveReplicaResponse)(nil),      // 6: grapnel.RemoveReplicaResponse
-	(*TransferLeadershipRequest)(nil),  // 7: grapnel.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 8: grapnel.TransferLeadershipResponse
-	(*SnapshotSaveRequest)(nil),        // 9: grapnel.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 10: grapnel.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 11: grapnel.SnapshotRestoreResponse
-	(*RevisionRequest)(nil),            // 12: grapnel.RevisionRequest
-	(*RevisionResponse)(nil),           // 13: grapnel.RevisionResponse
-	(*PlanRequest)(nil),                // 14: grapnel.PlanRequest
-	(*PlanResponse)(nil),               // 15: grapnel.PlanResponse
-	(*Rejection)(nil),                  // 16: grapnel.Rejection
-	(*PlannedWorkload)(nil),            // 17: grapnel.PlannedWorkload
-	(*FieldChange)(nil),                // 18: grapnel.FieldChange
-	(*ConfigChange)(nil),               // 19: grapnel.ConfigChange
-	(*AgentPlan)(nil),                  // 20: grapnel.AgentPlan
-	(*PlanStep)(nil),                   // 21: grapnel.PlanStep
-	(*Wait)(nil),                       // 22: grapnel.Wait
-	(*ApplyRequest)(nil),               // 23: grapnel.ApplyRequest
-	(*ApplyResponse)(nil),              // 24: grapnel.ApplyResponse
-	(*ResyncAgentRequest)(nil),         // 25: grapnel.ResyncAgentRequest
-	(*ResyncAgentResponse)(nil),        // 26: grapnel.ResyncAgentResponse
-	(*SetAgentModeRequest)(nil),        // 27: grapnel.SetAgentModeRequest
-	(*SetAgentModeResponse)(nil),       // 28: grapnel.SetAgentModeResponse
-	(*PlacementRequest)(nil),           // 29: grapnel.PlacementRequest
-	(*PlacementResponse)(nil),          // 30: grapnel.PlacementResponse
-	(*AgentModeEntry)(nil),             // 31: grapnel.AgentModeEntry
-	(*PlacedWorkload)(nil),             // 32: grapnel.PlacedWorkload
-	(*PlacementShortfall)(nil),         // 33: grapnel.PlacementShortfall
-	(*HistoryListRequest)(nil),         // 34: grapnel.HistoryListRequest
-	(*HistoryListResponse)(nil),        // 35: grapnel.HistoryListResponse
-	(*HistoryGetRequest)(nil),          // 36: grapnel.HistoryGetRequest
-	(*Transaction)(nil),                // 37: grapnel.Transaction
-	(*TxWorkload)(nil),                 // 38: grapnel.TxWorkload
-	(*TxFieldChange)(nil),              // 39: grapnel.TxFieldChange
-	(*TxConfig)(nil),                   // 40: grapnel.TxConfig
-	(*TimelineRequest)(nil),            // 41: grapnel.TimelineRequest
-	(*TimelineResponse)(nil),           // 42: grapnel.TimelineResponse
-	(*TimelineEvent)(nil),              // 43: grapnel.TimelineEvent
-	(*ProblemsListRequest)(nil),        // 44: grapnel.ProblemsListRequest
-	(*ProblemsListResponse)(nil),       // 45: grapnel.ProblemsListResponse
-	(*Problem)(nil),                    // 46: grapnel.Problem
-	(*ProblemObject)(nil),              // 47: grapnel.ProblemObject
-	(*LockRequest)(nil),                // 48: grapnel.LockRequest
-	(*LockResponse)(nil),               // 49: grapnel.LockResponse
-	(*UnlockRequest)(nil),              // 50: grapnel.UnlockRequest
-	(*UnlockResponse)(nil),             // 51: grapnel.UnlockResponse
-	(*ListLocksRequest)(nil),           // 52: grapnel.ListLocksRequest
-	(*ListLocksResponse)(nil),          // 53: grapnel.ListLocksResponse
-	(*LockInfo)(nil),                   // 54: grapnel.LockInfo
-	(*ankbase.UpdateStateRequest)(nil), // 55: ank_base.UpdateStateRequest
+	(*AddReplicaRequest)(nil),          // 7: grapnel.AddReplicaRequest
+	(*AddReplicaResponse)(nil),         // 8: grapnel.AddReplicaResponse
+	(*TransferLeadershipRequest)(nil),  // 9: grapnel.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 10: grapnel.TransferLeadershipResponse
+	(*SnapshotSaveRequest)(nil),        // 11: grapnel.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 12: grapnel.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 13: grapnel.SnapshotRestoreResponse
+	(*RevisionRequest)(nil),            // 14: grapnel.RevisionRequest
+	(*RevisionResponse)(nil),           // 15: grapnel.RevisionResponse
+	(*PlanRequest)(nil),                // 16: grapnel.PlanRequest
+	(*PlanResponse)(nil),               // 17: grapnel.PlanResponse
+	(*Rejection)(nil),                  // 18: grapnel.Rejection
+	(*PlannedWorkload)(nil),            // 19: grapnel.PlannedWorkload
+	(*FieldChange)(nil),                // 20: grapnel.FieldChange
+	(*ConfigChange)(nil),               // 21: grapnel.ConfigChange
+	(*AgentPlan)(nil),                  // 22: grapnel.AgentPlan
+	(*PlanStep)(nil),                   // 23: grapnel.PlanStep
+	(*Wait)(nil),                       // 24: grapnel.Wait
+	(*ApplyRequest)(nil),               // 25: grapnel.ApplyRequest
+	(*ApplyResponse)(nil),              // 26: grapnel.ApplyResponse
+	(*ResyncAgentRequest)(nil),         // 27: grapnel.ResyncAgentRequest
+	(*ResyncAgentResponse)(nil),        // 28: grapnel.ResyncAgentResponse
+	(*SetAgentModeRequest)(nil),        // 29: grapnel.SetAgentModeRequest
+	(*SetAgentModeResponse)(nil),       // 30: grapnel.SetAgentModeResponse
+	(*PlacementRequest)(nil),           // 31: grapnel.PlacementRequest
+	(*PlacementResponse)(nil),          // 32: grapnel.PlacementResponse
+	(*AgentModeEntry)(nil),             // 33: grapnel.AgentModeEntry
+	(*PlacedWorkload)(nil),             // 34: grapnel.PlacedWorkload
+	(*PlacementShortfall)(nil),         // 35: grapnel.PlacementShortfall
+	(*HistoryListRequest)(nil),         // 36: grapnel.HistoryListRequest
+	(*HistoryListResponse)(nil),        // 37: grapnel.HistoryListResponse
+	(*HistoryGetRequest)(nil),          // 38: grapnel.HistoryGetRequest
+	(*Transaction)(nil),                // 39: grapnel.Transaction
+	(*TxWorkload)(nil),                 // 40: grapnel.TxWorkload
+	(*TxFieldChange)(nil),              // 41: grapnel.TxFieldChange
+	(*TxConfig)(nil),                   // 42: grapnel.TxConfig
+	(*TimelineRequest)(nil),            // 43: grapnel.TimelineRequest
+	(*TimelineResponse)(nil),           // 44: grapnel.TimelineResponse
+	(*TimelineEvent)(nil),              // 45: grapnel.TimelineEvent
+	(*ProblemsListRequest)(nil),        // 46: grapnel.ProblemsListRequest
+	(*ProblemsListResponse)(nil),       // 47: grapnel.ProblemsListResponse
+	(*Problem)(nil),                    // 48: grapnel.Problem
+	(*ProblemObject)(nil),              // 49: grapnel.ProblemObject
+	(*LockRequest)(nil),                // 50: grapnel.LockRequest
+	(*LockResponse)(nil),               // 51: grapnel.LockResponse
+	(*UnlockRequest)(nil),              // 52: grapnel.UnlockRequest
+	(*UnlockResponse)(nil),             // 53: grapnel.UnlockResponse
+	(*ListLocksRequest)(nil),           // 54: grapnel.ListLocksRequest
+	(*ListLocksResponse)(nil),          // 55: grapnel.ListLocksResponse
+	(*LockInfo)(nil),                   // 56: grapnel.LockInfo
+	(*ankbase.UpdateStateRequest)(nil), // 57: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
 	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
 	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	55, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
-	16, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
-	17, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
-	19, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
-	20, // 6: grapnel.PlanResponse.agents:type_name -> grapnel.AgentPlan
-	18, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
-	21, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
-	22, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
-	55, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
-	31, // 11: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
-	32, // 12: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
-	33, // 13: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
-	37, // 14: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
-	38, // 15: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
-	40, // 16: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
-	39, // 17: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
-	43, // 18: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
-	46, // 19: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
-	47, // 20: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
-	54, // 21: grapnel.LockResponse.locks:type_name -> grapnel.LockInfo
-	54, // 22: grapnel.ListLocksResponse.locks:type_name -> grapnel.LockInfo
+	57, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	18, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
+	19, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
+	21, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
+	22, // 6: grapnel.PlanResponse.agents:type_name -> grapnel.AgentPlan
+	20, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
+	23, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
+	24, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
+	57, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	33, // 11: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
+	34, // 12: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
+	35, // 13: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
+	39, // 14: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
+	40, // 15: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
+	42, // 16: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
+	41, // 17: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
+	45, // 18: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
+	48, // 19: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
+	49, // 20: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
+	56, // 21: grapnel.LockResponse.locks:type_name -> grapnel.LockInfo
+	56, // 22: grapnel.ListLocksResponse.locks:type_name -> grapnel.LockInfo
 	0,  // 23: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
 	3,  // 24: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
 	5,  // 25: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
-	7,  // 26: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
-	9,  // 27: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
-	10, // 28: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	25, // 29: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
-	27, // 30: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
-	29, // 31: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
-	14, // 32: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
-	23, // 33: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
-	12, // 34: grapnel.Plan.Revision:input_type -> grapnel.RevisionRequest
-	34, // 35: grapnel.History.List:input_type -> grapnel.HistoryListRequest
-	36, // 36: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
-	41, // 37: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
-	44, // 38: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
-	48, // 39: grapnel.Locks.Lock:input_type -> grapnel.LockRequest
-	50, // 40: grapnel.Locks.Unlock:input_type -> grapnel.UnlockRequest
-	52, // 41: grapnel.Locks.List:input_type -> grapnel.ListLocksRequest
-	2,  // 42: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	4,  // 43: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	6,  // 44: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	8,  // 45: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	10, // 46: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	11, // 47: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	26, // 48: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
-	28, // 49: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
-	30, // 50: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
-	15, // 51: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
-	24, // 52: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
-	13, // 53: grapnel.Plan.Revision:output_type -> grapnel.RevisionResponse
-	35, // 54: grapnel.History.List:output_type -> grapnel.HistoryListResponse
-	37, // 55: grapnel.History.Get:output_type -> grapnel.Transaction
-	42, // 56: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
-	45, // 57: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
-	49, // 58: grapnel.Locks.Lock:output_type -> grapnel.LockResponse
-	51, // 59: grapnel.Locks.Unlock:output_type -> grapnel.UnlockResponse
-	53, // 60: grapnel.Locks.List:output_type -> grapnel.ListLocksResponse
-	42, // [42:61] is the sub-list for method output_type
-	23, // [23:42] is the sub-list for method input_type
+	7,  // 26: grapnel.Cluster.AddReplica:input_type -> grapnel.AddReplicaRequest
+	9,  // 27: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	11, // 28: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	12, // 29: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	27, // 30: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
+	29, // 31: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
+	31, // 32: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
+	16, // 33: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	25, // 34: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	14, // 35: grapnel.Plan.Revision:input_type -> grapnel.RevisionRequest
+	36, // 36: grapnel.History.List:input_type -> grapnel.HistoryListRequest
+	38, // 37: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
+	43, // 38: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
+	46, // 39: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
+	50, // 40: grapnel.Locks.Lock:input_type -> grapnel.LockRequest
+	52, // 41: grapnel.Locks.Unlock:input_type -> grapnel.UnlockRequest
+	54, // 42: grapnel.Locks.List:input_type -> grapnel.ListLocksRequest
+	2,  // 43: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	4,  // 44: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	6,  // 45: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	8,  // 46: grapnel.Cluster.AddReplica:output_type -> grapnel.AddReplicaResponse
+	10, // 47: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	12, // 48: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	13, // 49: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	28, // 50: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
+	30, // 51: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
+	32, // 52: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
+	17, // 53: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	26, // 54: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	15, // 55: grapnel.Plan.Revision:output_type -> grapnel.RevisionResponse
+	37, // 56: grapnel.History.List:output_type -> grapnel.HistoryListResponse
+	39, // 57: grapnel.History.Get:output_type -> grapnel.Transaction
+	44, // 58: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
+	47, // 59: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
+	51, // 60: grapnel.Locks.Lock:output_type -> grapnel.LockResponse
+	53, // 61: grapnel.Locks.Unlock:output_type -> grapnel.UnlockResponse
+	55, // 62: grapnel.Locks.List:output_type -> grapnel.ListLocksResponse
+	43, // [43:63] is the sub-list for method output_type
+	23, // [23:43] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
@@ -3751,14 +3850,14 @@ func file_grapnel_proto_init() {
 	if File_grapnel_proto != nil {
 		return
 	}
-	file_grapnel_proto_msgTypes[23].OneofWrappers = []any{}
+	file_grapnel_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -25,6 +25,7 @@ const (
 	Cluster_Status_FullMethodName             = "/grapnel.Cluster/Status"
 	Cluster_Watch_FullMethodName              = "/grapnel.Cluster/Watch"
 	Cluster_RemoveReplica_FullMethodName      = "/grapnel.Cluster/RemoveReplica"
+	Cluster_AddReplica_FullMethodName         = "/grapnel.Cluster/AddReplica"
 	Cluster_TransferLeadership_FullMethodName = "/grapnel.Cluster/TransferLeadership"
 	Cluster_SnapshotSave_FullMethodName       = "/grapnel.Cluster/SnapshotSave"
 	Cluster_SnapshotRestore_FullMethodName    = "/grapnel.Cluster/SnapshotRestore"
@@ -46,6 +47,11 @@ type ClusterClient interface {
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
 	// RemoveReplica takes a replica out of the Raft configuration (leader only).
 	RemoveReplica(ctx context.Context, in *RemoveReplicaRequest, opts ...grpc.CallOption) (*RemoveReplicaResponse, error)
+	// AddReplica is an operator's approval of a replica (leader only): it
+	// adds id at raftAddress as a non-voter, without the gossip admission's
+	// certificate probe; autopilot promotes it once healthy. Raft still
+	// requires the replica certificate of id at that address to talk to it.
+	AddReplica(ctx context.Context, in *AddReplicaRequest, opts ...grpc.CallOption) (*AddReplicaResponse, error)
 	// TransferLeadership hands leadership to another voter (leader only).
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 	// SnapshotSave streams a fresh snapshot of the replicated state.
@@ -108,6 +114,16 @@ func (c *clusterClient) RemoveReplica(ctx context.Context, in *RemoveReplicaRequ
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RemoveReplicaResponse)
 	err := c.cc.Invoke(ctx, Cluster_RemoveReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) AddReplica(ctx context.Context, in *AddReplicaRequest, opts ...grpc.CallOption) (*AddReplicaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddReplicaResponse)
+	err := c.cc.Invoke(ctx, Cluster_AddReplica_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +215,11 @@ type ClusterServer interface {
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
 	// RemoveReplica takes a replica out of the Raft configuration (leader only).
 	RemoveReplica(context.Context, *RemoveReplicaRequest) (*RemoveReplicaResponse, error)
+	// AddReplica is an operator's approval of a replica (leader only): it
+	// adds id at raftAddress as a non-voter, without the gossip admission's
+	// certificate probe; autopilot promotes it once healthy. Raft still
+	// requires the replica certificate of id at that address to talk to it.
+	AddReplica(context.Context, *AddReplicaRequest) (*AddReplicaResponse, error)
 	// TransferLeadership hands leadership to another voter (leader only).
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	// SnapshotSave streams a fresh snapshot of the replicated state.
@@ -236,6 +257,9 @@ func (UnimplementedClusterServer) Watch(*WatchRequest, grpc.ServerStreamingServe
 }
 func (UnimplementedClusterServer) RemoveReplica(context.Context, *RemoveReplicaRequest) (*RemoveReplicaResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveReplica not implemented")
+}
+func (UnimplementedClusterServer) AddReplica(context.Context, *AddReplicaRequest) (*AddReplicaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddReplica not implemented")
 }
 func (UnimplementedClusterServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
@@ -319,6 +343,24 @@ func _Cluster_RemoveReplica_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ClusterServer).RemoveReplica(ctx, req.(*RemoveReplicaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_AddReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddReplicaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).AddReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_AddReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).AddReplica(ctx, req.(*AddReplicaRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -427,6 +469,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveReplica",
 			Handler:    _Cluster_RemoveReplica_Handler,
+		},
+		{
+			MethodName: "AddReplica",
+			Handler:    _Cluster_AddReplica_Handler,
 		},
 		{
 			MethodName: "TransferLeadership",

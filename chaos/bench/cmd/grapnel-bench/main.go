@@ -38,6 +38,10 @@ type options struct {
 	serverFlags                   []string
 	configOnly                    bool
 	commanders                    bool
+	// pki secures the cluster of one measurement; nil is --insecure.
+	pki *bench.PKI
+	// security is plain, tls or both (one run, side by side).
+	security string
 }
 
 type stringList []string
@@ -75,6 +79,7 @@ func parse(args []string) (options, error) {
 	// is deprecated upstream and also carries every workload-state
 	// broadcast, which etcd's put clients have no counterpart of.
 	fs.BoolVar(&o.commanders, "commanders", true, "writers open CommandConnection (commanders: own answers only); -commanders=false opens the deprecated CliConnection, which also receives every workload-state broadcast")
+	fs.StringVar(&o.security, "security", "both", "plain (--insecure), tls (mTLS on gRPC and Raft, gossip encrypted) or both, measured in one run side by side")
 	fs.Var(&extra, "server-flag", "extra grapnel-server flag, e.g. -server-flag=--raft-heartbeat-timeout=500ms (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -97,6 +102,8 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("%w: -payload %d: need at least %d bytes", errUsage, o.payload, bench.MinPayload)
 	case o.kills < 0:
 		return o, fmt.Errorf("%w: -kills %d: must not be negative", errUsage, o.kills)
+	case o.security != "plain" && o.security != "tls" && o.security != "both":
+		return o, fmt.Errorf("%w: -security %q: plain, tls or both", errUsage, o.security)
 	case o.kills > 0 && o.replicas < 3:
 		return o, fmt.Errorf("%w: -kills needs -replicas of at least 3", errUsage)
 	}
@@ -113,31 +120,79 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	defer func() { cleanup(err != nil) }()
 	var report strings.Builder
 	report.WriteString(header(o))
-	if !o.skipThroughput {
-		rows, err := throughput(ctx, o, dir)
-		if err != nil {
-			return err
-		}
-		what := fmt.Sprintf("one workload per client, %d-byte runtimeConfig", o.payload)
-		if o.configOnly {
-			what = fmt.Sprintf("one config item per client, %d bytes", o.payload)
-		}
-		if o.commanders {
-			what += ", writers on CommandConnection"
-		} else {
-			what += ", writers on the deprecated CliConnection (each receives every workload-state broadcast)"
-		}
-		fmt.Fprintf(&report, "\nThroughput: UpdateState (%s) vs etcd put (%d-byte value), %d replicas/members\n\n",
-			what, o.payload, o.replicas)
-		report.WriteString(bench.ThroughputTable(rows))
+	var modes []bool // secured?
+	switch o.security {
+	case "plain":
+		modes = []bool{false}
+	case "tls":
+		modes = []bool{true}
+	default:
+		modes = []bool{false, true}
 	}
-	if o.kills > 0 {
-		res, err := failover(ctx, o, dir)
-		if err != nil {
+	var pki *bench.PKI
+	if o.security != "plain" {
+		if pki, err = bench.NewPKI(filepath.Join(dir, "pki")); err != nil {
 			return err
 		}
-		fmt.Fprintf(&report, "\nFailover: SIGKILL of the leader of %d replicas, %d times, one client updating continuously\n\n", o.replicas, o.kills)
-		report.WriteString(bench.FailoverTable(res))
+	}
+	label := func(secured bool) string {
+		if secured {
+			return "TLS (mTLS on gRPC and Raft, TLS 1.3 on Raft; gossip encrypted)"
+		}
+		return "plain (--insecure: no TLS anywhere)"
+	}
+	perMode := map[bool][]bench.ThroughputRow{}
+	fails := map[bool]bench.FailoverResult{}
+	for _, secured := range modes {
+		mo := o
+		if secured {
+			mo.pki = pki
+			mo.skipEtcd = true // etcd is measured once, beside the first mode
+		}
+		if !o.skipThroughput {
+			rows, err := throughput(ctx, mo, filepath.Join(dir, mode(secured)))
+			if err != nil {
+				return err
+			}
+			perMode[secured] = rows
+			what := fmt.Sprintf("one workload per client, %d-byte runtimeConfig", o.payload)
+			if o.configOnly {
+				what = fmt.Sprintf("one config item per client, %d bytes", o.payload)
+			}
+			if o.commanders {
+				what += ", writers on CommandConnection"
+			} else {
+				what += ", writers on the deprecated CliConnection (each receives every workload-state broadcast)"
+			}
+			fmt.Fprintf(&report, "\nThroughput, %s: UpdateState (%s) vs etcd put (%d-byte value), %d replicas/members\n\n",
+				label(secured), what, o.payload, o.replicas)
+			report.WriteString(bench.ThroughputTable(rows))
+		}
+		if o.kills > 0 {
+			res, err := failover(ctx, mo, filepath.Join(dir, mode(secured)))
+			if err != nil {
+				return err
+			}
+			fails[secured] = res
+			fmt.Fprintf(&report, "\nFailover, %s: SIGKILL of the leader of %d replicas, %d times, one client updating continuously\n\n", label(secured), o.replicas, o.kills)
+			report.WriteString(bench.FailoverTable(res))
+		}
+	}
+	if len(modes) == 2 {
+		fmt.Fprintf(&report, "\nCost of security, same run: plain vs TLS (mTLS on gRPC and on Raft, gossip encrypted)\n\n")
+		if !o.skipThroughput {
+			rows := make([]bench.SecurityRow, len(o.clients))
+			for i, n := range o.clients {
+				rows[i] = bench.SecurityRow{Clients: n, Plain: perMode[false][i].Grapnel, TLS: perMode[true][i].Grapnel}
+			}
+			report.WriteString(bench.SecurityTable(rows))
+		}
+		if o.kills > 0 {
+			if !o.skipThroughput {
+				report.WriteString("\n")
+			}
+			report.WriteString(bench.FailoverSecurityTable(fails[false], fails[true]))
+		}
 	}
 	fmt.Fprint(stdout, report.String())
 	if o.out != "" {
@@ -160,6 +215,7 @@ func header(o options) string {
 		flags = strings.Join(o.serverFlags, " ")
 	}
 	fmt.Fprintf(&b, "grapnel-server flags: %s\n", flags)
+	fmt.Fprintf(&b, "security: %s\n", o.security)
 	if !o.skipEtcd && !o.skipThroughput {
 		fmt.Fprintf(&b, "etcd: %s (defaults)\n", version(o.etcdBin))
 	}
@@ -182,7 +238,7 @@ func bounded(ctx context.Context, d time.Duration) (context.Context, context.Can
 }
 
 func startGrapnel(ctx context.Context, o options, dir string) (*bench.Grapnel, int, error) {
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.grapnelBin, Dir: dir, Replicas: o.replicas, Extra: o.serverFlags})
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.grapnelBin, Dir: dir, Replicas: o.replicas, Extra: o.serverFlags, PKI: o.pki})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -210,7 +266,7 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 		cfg.Clients = n
 		// Every address is given; the leader's first, so that even a
 		// client that does not follow leaders talks to it directly.
-		op, ws, err := bench.GrapnelOp(g.LeaderFirst(leader), n, o.payload, o.timeout, o.configOnly, o.commanders)
+		op, ws, err := bench.GrapnelOp(g.LeaderFirst(leader), g.ClientOptions(), n, o.payload, o.timeout, o.configOnly, o.commanders)
 		if err != nil {
 			return nil, err
 		}
@@ -280,4 +336,12 @@ func failover(ctx context.Context, o options, dir string) (bench.FailoverResult,
 	return bench.MeasureFailover(ctx, g, bench.FailoverConfig{
 		Kills: o.kills, Payload: o.payload, Timeout: o.timeout, Bound: o.bound, Settle: o.settle, Logf: bench.Logf,
 	})
+}
+
+// mode names a measurement's directory.
+func mode(secured bool) string {
+	if secured {
+		return "tls"
+	}
+	return "plain"
 }
