@@ -118,12 +118,18 @@ func TestEnvironmentReachesWorkload(t *testing.T) {
 		`shim=${GRAPNEL_PROCESS_SHIM-unset} inherited=${GRAPNEL_TEST_INHERITED-unset} key=${ANKAGENT_KEY_PEM-unset} ` +
 		`tz=$TZ path=$PATH home=$HOME"`
 	config := "command: sh\nargs: ['-c', '" + script + "', 'sh', 'first']\nenv: {FOO: bar baz}\nworkingDir: " + workDir
+	// A real directory: a workload with a control interface also gets
+	// it bound at the SDKs' fixed path, which needs the directory.
+	ci := filepath.Join(t.TempDir(), "control_interface")
+	if err := os.Mkdir(ci, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name             string
 		files, ci        string
 		wantFiles, words string
 	}{
-		{"with files and control interface", "/run/x/files", "/run/x/control_interface", "", "files=/run/x/files ci=/run/x/control_interface"},
+		{"with files and control interface", "/run/x/files", ci, "", "files=/run/x/files ci=" + ci},
 		{"without", "", "", "", "files=unset ci=unset"},
 	}
 	h := newHarness(t, Config{})
