@@ -58,6 +58,8 @@ type peerInfo struct {
 	HasState    bool
 	// Leaving: the member announced its leave; its death is a leave.
 	Leaving bool
+	// Incarnation is the member's run (gossipmeta.Meta.Incarnation).
+	Incarnation uint64
 }
 
 // peerTable maps replica ids to peerInfo; gossip writes it, readers copy.
