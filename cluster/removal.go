@@ -84,7 +84,8 @@ type removedRun struct {
 	// incarnation is the run gossip saw alive when it was removed (0:
 	// the replica announced none).
 	incarnation uint64
-	// index is the removal's Raft index, 0 until RemoveServer returned.
+	// index is the removal's Raft index, 0 until RemoveServer answered
+	// (and for good when its outcome was unknown).
 	index uint64
 }
 
@@ -137,7 +138,7 @@ func (r *reconciler) refuseRemoved(id string, p peerInfo) bool {
 		r.refuse(p, fmt.Sprintf("not re-adding replica %s: an operator removed this run of it (incarnation %d); "+
 			"it joins again once restarted", id, rec.incarnation))
 		return true
-	case rec.index == 0 || n.raft.AppliedIndex() < rec.index:
+	case !n.removalCommitted(rec):
 		r.refuse(p, fmt.Sprintf("not adding replica %s yet: the removal of its earlier run (incarnation %d) has not committed; "+
 			"it is added once it has", id, rec.incarnation))
 		return true
@@ -146,6 +147,18 @@ func (r *reconciler) refuseRemoved(id string, p peerInfo) bool {
 	n.logger.Info("adding a new run of a removed replica", "id", id, "removed_incarnation", rec.incarnation,
 		"incarnation", p.Incarnation, "removal_index", rec.index)
 	return false
+}
+
+// removalCommitted says the removal rec has committed: its own index when
+// RemoveServer answered; otherwise (still under way, or its outcome was
+// unknown) the latest configuration's, which lacks the replica (or the
+// reconciler would not ask) and so holds the removal.
+func (n *Node) removalCommitted(rec removedRun) bool {
+	if rec.index != 0 {
+		return n.raft.AppliedIndex() >= rec.index
+	}
+	f := n.raft.GetConfiguration()
+	return f.Error() == nil && n.raft.AppliedIndex() >= f.Index()
 }
 
 // refuse logs why p is kept out and tells p, both once per reason.
