@@ -299,7 +299,7 @@ func replaceReplica(ctx context.Context, c *cluster, s Step) (injected, error) {
 	}
 	err = c.startReplica(f)
 	in.fault.Healed = time.Now()
-	in.fault.Detail = fmt.Sprintf("%s; first removal: %s; asked %d more times (already removed: %v); fresh %s joined on an empty data dir",
+	in.fault.Detail = fmt.Sprintf("%s; first removal: %s; asked again until answered (%d rounds, already removed: %v); fresh %s joined on an empty data dir",
 		change, errText(firstErr), tries, already, old)
 	return in, err
 }
