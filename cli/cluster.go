@@ -12,6 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -26,6 +32,8 @@ type Cluster struct {
 	Out    io.Writer
 	Err    io.Writer
 	Quiet  bool
+	// Clock paces the retries of Remove; nil is the system clock.
+	Clock clock.Clock
 }
 
 // memberColumns are the columns of `cluster members`.
@@ -110,16 +118,60 @@ func statusTree(st *grapnelpb.StatusResponse) state.Tree {
 	}
 }
 
-// Remove takes a replica out of the cluster.
+// removeAttempts bounds Remove's retries; the context bounds them too.
+const removeAttempts = 10
+
+// Remove takes a replica out of the cluster. Removal is idempotent, so
+// when leadership changes under it (the outcome is unknown) or no leader
+// answers, it asks again, on the next leader, with a growing pause, up to
+// removeAttempts times: the retry either removes the replica or finds it
+// already removed.
 func (c *Cluster) Remove(ctx context.Context, id string) error {
 	if !state.ValidName(id) {
 		return fmt.Errorf("%w: replica id %q uses only [a-zA-Z0-9_-]", ErrBadArgument, id)
 	}
-	if _, err := c.Client.RemoveReplica(ctx, &grapnelpb.RemoveReplicaRequest{Id: id}); err != nil {
-		return err
+	pause := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		resp, err := c.Client.RemoveReplica(ctx, &grapnelpb.RemoveReplicaRequest{Id: id})
+		if err == nil {
+			if resp.GetAlreadyRemoved() {
+				c.info("replica %s is not in the cluster's configuration (already removed)", id)
+			} else {
+				c.info("removed replica %s from the cluster", id)
+			}
+			return nil
+		}
+		if !removeRetryable(err) || attempt == removeAttempts {
+			return err
+		}
+		c.info("removing %s: %v; asking again in %v (attempt %d of %d)", id, rpc.FromStatus(err), pause, attempt+1, removeAttempts)
+		t := clock.NewTimer(c.clock(), pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("removing %s: %w (last answer: %v)", id, ctx.Err(), err)
+		case <-t.C:
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
-	c.info("removed replica %s from the cluster", id)
-	return nil
+}
+
+// removeRetryable: the leader changed or is unknown, or the removal's
+// outcome is unknown; asking again is safe because removal is idempotent.
+func removeRetryable(err error) bool {
+	err = rpc.FromStatus(err)
+	if errors.Is(err, errs.ErrOutcomeUnknown) || errors.Is(err, errs.ErrNotLeader) ||
+		errors.Is(err, errs.ErrNoLeader) || errors.Is(err, errs.ErrLeaderChanged) {
+		return true
+	}
+	return status.Code(err) == codes.Unavailable
+}
+
+func (c *Cluster) clock() clock.Clock {
+	if c.Clock != nil {
+		return c.Clock
+	}
+	return clock.Real()
 }
 
 // Add approves a replica: the leader adds id at raftAddress as a

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -121,33 +120,4 @@ func planPromotions(servers []serverView, health map[string]peerHealth, ap Autop
 	}
 	sort.Strings(out)
 	return out
-}
-
-// removedSet remembers replicas an operator removed while gossip still saw
-// them alive, so the reconciler does not add them straight back. Gossip
-// seeing such a replica die or leave clears it, so a restarted replica can
-// join again. It lives in the leader's memory only.
-type removedSet struct {
-	mu  sync.Mutex
-	ids map[string]bool
-}
-
-func newRemovedSet() *removedSet { return &removedSet{ids: map[string]bool{}} }
-
-func (s *removedSet) add(id string) {
-	s.mu.Lock()
-	s.ids[id] = true
-	s.mu.Unlock()
-}
-
-func (s *removedSet) has(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ids[id]
-}
-
-func (s *removedSet) forget(id string) {
-	s.mu.Lock()
-	delete(s.ids, id)
-	s.mu.Unlock()
 }

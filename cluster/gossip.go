@@ -159,7 +159,7 @@ func (n *Node) localMeta() gossipmeta.Meta {
 	return gossipmeta.Meta{
 		Role: gossipmeta.RoleServer, RaftAddress: n.RaftAddress(), GRPCAddress: n.cfg.GRPCAddress,
 		Version: n.cfg.Version, Expect: n.cfg.BootstrapExpect, LeaderSeen: string(leader),
-		HasState: n.hasState(),
+		HasState: n.hasState(), Incarnation: n.incarnation,
 	}
 }
 
@@ -332,6 +332,10 @@ func (g *gossip) sendLeaveIntent() {
 // intent marks the member leaving, or left when it is already gone (the
 // intent and memberlist's leave may arrive in either order).
 func (g *gossip) NotifyMsg(buf []byte) {
+	if len(buf) >= 2 && buf[0] == msgRefused {
+		g.n.refusedNotice(string(buf[1:]))
+		return
+	}
 	if len(buf) < 2 || buf[0] != msgLeaveIntent {
 		return
 	}
@@ -423,6 +427,7 @@ func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
 		p.RaftAddress, p.GRPCAddress, p.GossipAddress = meta.RaftAddress, meta.GRPCAddress, node.Address()
 		p.Version, p.LeaderSeen, p.Expect, p.HasState = meta.Version, meta.LeaderSeen, meta.Expect, meta.HasState
 		p.AgentGossipAddress = meta.AgentGossipAddress
+		p.Incarnation = meta.Incarnation
 	})
 	g.n.feed.notify()
 	g.n.triggerReconcile()

@@ -60,6 +60,8 @@ type peerInfo struct {
 	Leaving bool
 	// AgentGossipAddress is where the member serves the agents' pool.
 	AgentGossipAddress string
+	// Incarnation is the member's run (gossipmeta.Meta.Incarnation).
+	Incarnation uint64
 }
 
 // peerTable maps replica ids to peerInfo; gossip writes it, readers copy.

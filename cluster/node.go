@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -137,8 +138,14 @@ type Node struct {
 	// reconcileCh wakes the leader's reconciler (coalesced).
 	reconcileCh chan struct{}
 	// removed are replicas an operator removed while still in gossip; the
-	// reconciler does not re-add them until gossip sees them leave or die.
+	// reconciler does not re-add the removed run (see refuseRemoved).
 	removed *removedSet
+	// incarnation tells this run from earlier ones under the same id
+	// (announced in gossip).
+	incarnation uint64
+	// refused is the last reason a leader gave for keeping this replica
+	// out (a string).
+	refused atomic.Value
 
 	obsCh      chan raft.Observation
 	observer   *raft.Observer
@@ -354,7 +361,7 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg: cfg, timing: cfg.Timing, now: cfg.Now, logger: base.Named("cluster"),
 		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, tls: tl, leaderCh: leaderCh, existing: existing,
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: newChangeFeed(),
-		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(),
+		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(), incarnation: rand.Uint64() | 1,
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
 	}
 	if tl != nil {

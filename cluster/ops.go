@@ -13,43 +13,6 @@ import (
 	"github.com/grapnel-io/grapnel/internal/errs"
 )
 
-// RemoveReplica takes a replica out of the Raft configuration. Only the
-// leader can; it refuses to remove itself (transfer leadership first, or
-// let the replica leave) and refuses to remove a voter when the alive
-// voters left would not be a majority. A replica still alive in gossip is
-// not re-added until it restarts or leaves.
-func (n *Node) RemoveReplica(id string, timeout time.Duration) error {
-	if !n.IsLeader() {
-		return errs.ErrNotLeader
-	}
-	if id == n.cfg.ID {
-		return fmt.Errorf("%w: the leader cannot remove itself; transfer leadership first", errs.ErrQuorum)
-	}
-	cfg, target, err := n.member(id)
-	if err != nil {
-		return err
-	}
-	if target.Suffrage == raft.Voter {
-		voters, alive := 0, 0
-		for _, s := range cfg.Servers {
-			if s.Suffrage != raft.Voter || string(s.ID) == id {
-				continue
-			}
-			voters++
-			if n.seemsAlive(string(s.ID)) {
-				alive++
-			}
-		}
-		if alive*2 <= voters {
-			return fmt.Errorf("%w: after removing %q only %d of %d voters would be alive", errs.ErrQuorum, id, alive, voters)
-		}
-	}
-	if p, ok := n.peers.get(id); ok && p.GossipStatus == StatusAlive {
-		n.removed.add(id)
-	}
-	return FoldRaftError(n.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error())
-}
-
 // seemsAlive: this node, a member alive in gossip, or without
 // gossip one that answered the leader within an election timeout.
 func (n *Node) seemsAlive(id string) bool {

@@ -63,12 +63,16 @@ func TestRemoveReplica(t *testing.T) {
 	}{
 		{"on a follower", followers[0], b, errs.ErrNotLeader},
 		{"the leader itself", leader, leader.ID(), errs.ErrQuorum},
-		{"unknown id", leader, "nobody", errs.ErrUnknownReplica},
 	}
 	for _, ck := range checks {
-		if err := ck.node.RemoveReplica(ck.id, time.Second); !errors.Is(err, ck.want) {
+		if _, err := ck.node.RemoveReplica(ck.id, time.Second); !errors.Is(err, ck.want) {
 			t.Fatalf("%s: %v, want %v", ck.name, err, ck.want)
 		}
+	}
+	// Removal is idempotent: an id not in the configuration is already
+	// removed (issue 17 point 6: a retry after "outcome unknown").
+	if already, err := leader.RemoveReplica("nobody", time.Second); err != nil || !already {
+		t.Fatalf("unknown id: already %v, %v; want already removed", already, err)
 	}
 
 	c.Stop(a)
@@ -76,12 +80,13 @@ func TestRemoveReplica(t *testing.T) {
 	var other string
 	err := onLeader(c, func(l *cluster.Node) error {
 		other = otherThan(c, l.ID())
-		return l.RemoveReplica(other, time.Second)
+		_, err := l.RemoveReplica(other, time.Second)
+		return err
 	})
 	if !errors.Is(err, errs.ErrQuorum) {
 		t.Fatalf("removing the last alive follower: %v, want errs.ErrQuorum", err)
 	}
-	if err := onLeader(c, func(l *cluster.Node) error { return l.RemoveReplica(a, 5*time.Second) }); err != nil {
+	if err := onLeader(c, func(l *cluster.Node) error { _, err := l.RemoveReplica(a, 5*time.Second); return err }); err != nil {
 		t.Fatalf("removing the dead follower: %v", err)
 	}
 	leader = c.WaitLeader(waitLong)
@@ -93,7 +98,8 @@ func TestRemoveReplica(t *testing.T) {
 	var removed, kept string
 	if err := onLeader(c, func(l *cluster.Node) error {
 		removed, kept = otherThan(c, l.ID()), l.ID()
-		return l.RemoveReplica(removed, 5*time.Second)
+		_, err := l.RemoveReplica(removed, 5*time.Second)
+		return err
 	}); err != nil {
 		t.Fatalf("removing a live follower of two voters: %v", err)
 	}

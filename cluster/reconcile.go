@@ -164,8 +164,7 @@ func (r *reconciler) addMembers(peers map[string]peerInfo, inConfig map[string]r
 				return
 			}
 			continue
-		case n.removed.has(id):
-			r.warnOnce(id, "not re-adding a member an operator removed until it restarts")
+		case r.refuseRemoved(id, p):
 			continue
 		case p.LeaderSeen != "" && p.LeaderSeen != n.cfg.ID && !inConfigID(inConfig, p.LeaderSeen):
 			r.warnOnce(id, "member follows leader "+p.LeaderSeen+" of another cluster; not adding it")

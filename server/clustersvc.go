@@ -205,10 +205,11 @@ func (c *clusterService) RemoveReplica(ctx context.Context, req *grapnelpb.Remov
 	if err := c.requireLeader(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.node.RemoveReplica(req.GetId(), opTimeout(ctx)); err != nil {
+	already, err := c.node.RemoveReplica(req.GetId(), opTimeout(ctx))
+	if err != nil {
 		return nil, c.clusterErr(err)
 	}
-	return &grapnelpb.RemoveReplicaResponse{}, nil
+	return &grapnelpb.RemoveReplicaResponse{AlreadyRemoved: already}, nil
 }
 
 // AddReplica is an operator's approval of a replica (leader only; see

@@ -349,7 +349,6 @@ func TestOperatorActions(t *testing.T) {
 		is   error
 	}{
 		{"unnamed", "", codes.InvalidArgument, state.ErrInvalid},
-		{"unknown", "rs-9", codes.NotFound, errs.ErrUnknownReplica},
 		{"the leader itself", l.id, codes.FailedPrecondition, errs.ErrQuorum},
 	}
 	for _, tc := range tests {
@@ -360,6 +359,15 @@ func TestOperatorActions(t *testing.T) {
 			}
 		})
 	}
+
+	// Removal is idempotent (issue 17 point 6): an id not in the
+	// configuration answers already removed, so a retry is safe.
+	t.Run("remove unknown", func(t *testing.T) {
+		resp, err := c.RemoveReplica(context.Background(), &grapnelpb.RemoveReplicaRequest{Id: "rs-9"})
+		if err != nil || !resp.GetAlreadyRemoved() {
+			t.Fatalf("remove rs-9: %v, already removed %v; want already removed", err, resp.GetAlreadyRemoved())
+		}
+	})
 
 	t.Run("transfer leadership", func(t *testing.T) {
 		resp, err := c.TransferLeadership(context.Background(), &grapnelpb.TransferLeadershipRequest{To: f.id})

@@ -8,6 +8,9 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/grapnel-io/grapnel/chaos/check"
 	"github.com/grapnel-io/grapnel/chaos/netns"
 	"github.com/grapnel-io/grapnel/chaos/report"
@@ -234,42 +237,109 @@ func clusterRestart(ctx context.Context, c *cluster, s Step) (injected, error) {
 }
 
 // replaceReplica kills a follower, removes it from the Raft configuration
-// through the leader, and starts a fresh replica (new name, empty data
-// dir) on the same host that joins through gossip.
+// while leadership changes in the middle of the removal, and starts a
+// fresh replica under the same id (empty data dir) on the same host that
+// joins through gossip. On even picks the leader hands leadership to the
+// other follower right after the removal is proposed; on odd ones it is
+// SIGKILLed then and started again at once. The removal is asked again on
+// whichever replica leads until it answers (it is idempotent), as
+// `grapnel cluster remove` does after "outcome unknown".
 func replaceReplica(ctx context.Context, c *cluster, s Step) (injected, error) {
 	l, f, err := findLeader(ctx, c, s.Pick)
 	if err != nil {
 		return injected{}, err
 	}
 	old := c.replicaName(f)
+	other := l
+	for i := range c.reps {
+		if i != l && i != f {
+			other = i
+			break
+		}
+	}
 	in := newFault(s.Kind, old)
 	c.killReplica(f)
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = grapnelpb.NewClusterClient(c.reps[l].conn).RemoveReplica(rctx, &grapnelpb.RemoveReplicaRequest{Id: old})
-	cancel()
+	first := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := grapnelpb.NewClusterClient(c.reps[l].conn).RemoveReplica(rctx, &grapnelpb.RemoveReplicaRequest{Id: old})
+		first <- err
+	}()
+	// In the middle: the removal is on its way to the leader, or proposed.
+	sleep(ctx, time.Duration(s.Pick%4)*time.Millisecond)
+	change := "leadership handed to " + c.replicaName(other)
+	if s.Pick%2 == 0 {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, terr := grapnelpb.NewClusterClient(c.reps[l].conn).TransferLeadership(tctx, &grapnelpb.TransferLeadershipRequest{To: c.replicaName(other)})
+		cancel()
+		if terr != nil {
+			change += " (" + status.Convert(terr).Message() + ")"
+		}
+	} else {
+		change = "leader " + c.replicaName(l) + " SIGKILLed and restarted"
+		c.killReplica(l)
+		if err := c.startReplica(l); err != nil {
+			return in, err
+		}
+	}
+	firstErr := <-first
+	tries, already, err := removeUntilAnswered(ctx, c, old, 30*time.Second)
 	if err != nil {
-		// Bring the old one back so the cluster keeps three voters.
-		in.fault.Detail = "remove failed: " + err.Error()
-		_ = c.startReplica(f)
 		in.fault.Healed = time.Now()
+		in.fault.Detail = fmt.Sprintf("%s; first removal: %v; not removed after %d tries", change, errText(firstErr), tries)
 		return in, fmt.Errorf("remove %s: %w", old, err)
 	}
 	sleep(ctx, s.Hold)
 	c.mu.Lock()
 	r := c.reps[f]
 	r.gen++
-	r.name = fmt.Sprintf("r%dg%d", f+1, r.gen)
-	r.dataDir = filepath.Join(c.dir, r.name)
-	r.logPath = filepath.Join(c.dir, r.name+".log")
-	name := r.name
+	r.dataDir = filepath.Join(c.dir, fmt.Sprintf("%s-g%d", r.name, r.gen))
+	r.logPath = filepath.Join(c.dir, fmt.Sprintf("%s-g%d.log", r.name, r.gen))
 	c.mu.Unlock()
 	if err := os.RemoveAll(r.dataDir); err != nil {
 		return in, err
 	}
 	err = c.startReplica(f)
 	in.fault.Healed = time.Now()
-	in.fault.Detail = fmt.Sprintf("removed %s, fresh %s joined", old, name)
+	in.fault.Detail = fmt.Sprintf("%s; first removal: %s; asked again until answered (%d rounds, already removed: %v); fresh %s joined on an empty data dir",
+		change, errText(firstErr), tries, already, old)
 	return in, err
+}
+
+// removeUntilAnswered asks whichever replica leads to remove id until one
+// answers, for up to bound: removal is idempotent, so a retry after a
+// lost leadership or a lost answer is safe. It returns the number of calls
+// and whether the last found the replica already removed.
+func removeUntilAnswered(ctx context.Context, c *cluster, id string, bound time.Duration) (int, bool, error) {
+	deadline := time.Now().Add(bound)
+	var last error
+	for tries := 1; ctx.Err() == nil && time.Now().Before(deadline); tries++ {
+		if l, _ := c.leader(ctx); l >= 0 {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			resp, err := grapnelpb.NewClusterClient(c.reps[l].conn).RemoveReplica(rctx, &grapnelpb.RemoveReplicaRequest{Id: id})
+			cancel()
+			if err == nil {
+				return tries, resp.GetAlreadyRemoved(), nil
+			}
+			last = err
+			if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded && code != codes.FailedPrecondition {
+				return tries, false, err
+			}
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	if last == nil {
+		last = fmt.Errorf("%w: no leader to remove %s", ErrNotSettled, id)
+	}
+	return 0, false, last
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return status.Convert(err).Message()
 }
 
 // packetLoss drops s.Percent of the packets between the leader's host and

@@ -335,6 +335,32 @@ func (c *Cluster) Restart(id string) {
 	c.startAll([]string{id})
 }
 
+// Wipe empties a stopped replica's data directory and makes it join the
+// running replicas at its next start: the next Restart is a fresh replica
+// under the same id and addresses (a replaced compute unit).
+func (c *Cluster) Wipe(id string) {
+	c.t.Helper()
+	var join []string
+	for _, o := range c.Running() {
+		if o != id {
+			join = append(join, c.Replica(o).GossipAddress)
+		}
+	}
+	c.mu.Lock()
+	r := c.replicas[id]
+	running := r != nil && r.Node != nil
+	if r != nil && !running {
+		r.Join, r.Expect = join, 0
+	}
+	c.mu.Unlock()
+	if r == nil || running {
+		c.t.Fatalf("clustertest: wipe %s: not a stopped replica", id)
+	}
+	if err := os.RemoveAll(r.DataDir); err != nil {
+		c.t.Fatalf("clustertest: wipe %s: %v", id, err)
+	}
+}
+
 // RestartAll starts the given stopped replicas concurrently.
 func (c *Cluster) RestartAll(ids ...string) {
 	c.t.Helper()

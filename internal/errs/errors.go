@@ -46,6 +46,11 @@ var ErrLeaderChanged = errors.New("the leader changed")
 // configuration.
 var ErrUnknownReplica = errors.New("no such replica in the cluster")
 
+// ErrOutcomeUnknown means the leader lost leadership after proposing a
+// change and before it committed: the change may or may not take effect.
+// Only an idempotent call may be retried blindly (cluster remove is).
+var ErrOutcomeUnknown = errors.New("outcome unknown; retry")
+
 // ErrQuorum refuses an operator action that would leave the cluster
 // without a quorum of voters (or a leader that would remove itself).
 var ErrQuorum = errors.New("the action would lose the quorum")

@@ -41,6 +41,10 @@ type Meta struct {
 	// pool, if it does; replicas join each other's so the agents see one
 	// pool.
 	AgentGossipAddress string
+	// Incarnation tells one run of a replica from the next under the same
+	// id (its start time in nanoseconds): the leader refuses to re-add
+	// the run an operator removed, never a later one (0: not announced).
+	Incarnation uint64
 }
 
 // The encoding is a version byte, then tag, uvarint length, value per
@@ -58,12 +62,15 @@ const (
 	tagHasState    = 7
 	tagLeaving     = 8
 	tagAgentGossip = 9
+	// tagIncarnation is issue 17 point 6 (replace never sticks).
+	tagIncarnation = 10
 )
 
 var fieldNames = map[byte]string{
 	tagRole: "role", tagRaft: "raft_address", tagGRPC: "grpc_address", tagVersion: "version",
 	tagExpect: "bootstrap_expect", tagLeader: "leader", tagHasState: "has_state", tagLeaving: "leaving",
 	tagAgentGossip: "agent_gossip_address",
+	tagIncarnation: "incarnation",
 }
 
 // Encode returns the wire form, or an error when it would not fit in
@@ -89,6 +96,11 @@ func (m Meta) Encode() ([]byte, error) {
 	}
 	if m.AgentGossipAddress != "" {
 		str(tagAgentGossip, m.AgentGossipAddress)
+	}
+	if m.Incarnation != 0 {
+		num := binary.AppendUvarint(nil, m.Incarnation)
+		buf = append(buf, tagIncarnation, byte(len(num)))
+		buf = append(buf, num...)
 	}
 	if len(buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d-byte limit: "+
@@ -161,6 +173,12 @@ func (m *Meta) set(tag byte, name string, val []byte) error {
 			return fmt.Errorf("%w: field %s: not a small unsigned number", ErrBadMetadata, name)
 		}
 		m.Expect = int(v)
+	case tagIncarnation:
+		v, k := binary.Uvarint(val)
+		if k <= 0 || k != len(val) {
+			return fmt.Errorf("%w: field %s: not an unsigned number", ErrBadMetadata, name)
+		}
+		m.Incarnation = v
 	case tagHasState, tagLeaving:
 		if len(val) != 1 || val[0] > 1 {
 			return fmt.Errorf("%w: field %s: not a boolean", ErrBadMetadata, name)

@@ -11,7 +11,8 @@ import (
 func TestRoundTrip(t *testing.T) {
 	tests := []Meta{
 		{Role: RoleServer, RaftAddress: "10.0.0.1:25561", GRPCAddress: "10.0.0.1:25551", Version: "1.2.3",
-			Expect: 3, LeaderSeen: "ecu-a", HasState: true, Leaving: true, AgentGossipAddress: "10.0.0.1:25573"},
+			Expect: 3, LeaderSeen: "ecu-a", HasState: true, Leaving: true, AgentGossipAddress: "10.0.0.1:25573",
+			Incarnation: 1795000000123456789},
 		{Role: RoleServer, RaftAddress: "[::1]:1"},
 		{Role: RoleAgent, RaftAddress: "", Version: "1.0.0", Leaving: true},
 	}
@@ -33,11 +34,11 @@ func TestRoundTrip(t *testing.T) {
 // The tag numbers are the wire format replicas of earlier versions read:
 // they must never change.
 func TestTagNumbersAreStable(t *testing.T) {
-	b, err := Meta{Role: "r", RaftAddress: "a", GRPCAddress: "g", Version: "v", Expect: 3, LeaderSeen: "l", HasState: true, Leaving: true}.Encode()
+	b, err := Meta{Role: "r", RaftAddress: "a", GRPCAddress: "g", Version: "v", Expect: 3, LeaderSeen: "l", HasState: true, Leaving: true, Incarnation: 300}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte{1, 1, 1, 'r', 2, 1, 'a', 3, 1, 'g', 4, 1, 'v', 5, 1, 3, 6, 1, 'l', 7, 1, 1, 8, 1, 1}
+	want := []byte{1, 1, 1, 'r', 2, 1, 'a', 3, 1, 'g', 4, 1, 'v', 5, 1, 3, 6, 1, 'l', 7, 1, 1, 8, 1, 1, 10, 2, 0xac, 0x02}
 	if string(b) != string(want) {
 		t.Fatalf("encoding changed:\n got %v\nwant %v", b, want)
 	}
@@ -76,6 +77,7 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{"missing role", []byte{1, tagRaft, 3, 'a', ':', '1'}, "role"},
 		{"bad expect", []byte{1, tagRole, 0, tagRaft, 0, tagExpect, 2, 0x80, 0x80}, "bootstrap_expect"},
 		{"bad has_state", []byte{1, tagRole, 0, tagRaft, 0, tagHasState, 1, 2}, "has_state"},
+		{"bad incarnation", []byte{1, tagRole, 0, tagRaft, 0, tagIncarnation, 2, 0x80, 0x80}, "incarnation"},
 		{"bad leaving", []byte{1, tagRole, 0, tagRaft, 0, tagLeaving, 2, 1, 1}, "leaving"},
 		{"empty raft address of a server", []byte{1, tagRole, 6, 's', 'e', 'r', 'v', 'e', 'r', tagRaft, 0}, "raft_address"},
 		{"truncated good", good[:len(good)-1], "has_state"},

@@ -443,9 +443,12 @@ func (x *RemoveReplicaRequest) GetId() string {
 }
 
 type RemoveReplicaResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// alreadyRemoved: the replica was not in the configuration (removal is
+	// idempotent, so a retry after "outcome unknown" answers this).
+	AlreadyRemoved bool `protobuf:"varint,1,opt,name=alreadyRemoved,proto3" json:"alreadyRemoved,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RemoveReplicaResponse) Reset() {
@@ -476,6 +479,13 @@ func (x *RemoveReplicaResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RemoveReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RemoveReplicaResponse) Descriptor() ([]byte, []int) {
 	return file_grapnel_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RemoveReplicaResponse) GetAlreadyRemoved() bool {
+	if x != nil {
+		return x.AlreadyRemoved
+	}
+	return false
 }
 
 type AddReplicaRequest struct {
@@ -3476,8 +3486,9 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\v2\x17.grapnel.StatusResponseR\x06status\x12\x1c\n" +
 	"\theartbeat\x18\x02 \x01(\bR\theartbeat\"&\n" +
 	"\x14RemoveReplicaRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15RemoveReplicaResponse\"E\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"?\n" +
+	"\x15RemoveReplicaResponse\x12&\n" +
+	"\x0ealreadyRemoved\x18\x01 \x01(\bR\x0ealreadyRemoved\"E\n" +
 	"\x11AddReplicaRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vraftAddress\x18\x02 \x01(\tR\vraftAddress\"\x14\n" +

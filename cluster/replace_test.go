@@ -1,0 +1,157 @@
+package cluster_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/errs"
+)
+
+// Issue 17 point 6, replace never sticks: a removal that meets a
+// leadership change answers "outcome unknown"; removing again on the next
+// leader is safe and idempotent; a fresh replica under the removed id (a
+// wiped disk, same addresses) becomes a voter within seconds once the
+// removal has committed, and the cluster settles with every replica a
+// healthy voter.
+func TestReplace_RemovalMeetsLeadershipChange(t *testing.T) {
+	c := clustertest.New(t, 5)
+	leader := c.WaitLeader(waitLong)
+	old := c.Followers()[0].ID()
+	applyAgents(t, c, "before", 3)
+
+	// The replaced unit dies; the operator removes it, and leadership is
+	// lost right after the removal is proposed: the leader is cut off from
+	// every other replica, so the entry cannot commit under it.
+	c.Stop(old)
+	c.Isolate(leader.ID())
+	_, err := leader.RemoveReplica(old, 10*time.Second)
+	if !errors.Is(err, errs.ErrOutcomeUnknown) && !errors.Is(err, errs.ErrNotLeader) {
+		t.Fatalf("removal on a leader that lost leadership: %v, want ErrOutcomeUnknown (or ErrNotLeader)", err)
+	}
+	t.Logf("first removal: %v", err)
+
+	// The retry on the next leader removes it, or finds it removed.
+	var next *cluster.Node
+	c.WaitFor("a new leader among the majority", waitLong, func() bool {
+		next = c.Leader()
+		return next != nil && next.ID() != leader.ID()
+	})
+	var already bool
+	if err := onLeader(c, func(l *cluster.Node) error {
+		if l.ID() == leader.ID() {
+			return errs.ErrNotLeader
+		}
+		var err error
+		already, err = l.RemoveReplica(old, 5*time.Second)
+		if errors.Is(err, errs.ErrOutcomeUnknown) {
+			return errs.ErrNotLeader // retried, as the CLI does
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("retrying the removal: %v", err)
+	}
+	t.Logf("retry: already removed %v", already)
+	again, err := c.Leader().RemoveReplica(old, 5*time.Second)
+	if err != nil || !again {
+		t.Fatalf("removing again: already %v, %v; want already removed", again, err)
+	}
+
+	// The old leader comes back, and so does a fresh replica under the
+	// removed id, with an empty data directory.
+	c.Heal()
+	c.Wipe(old)
+	c.Restart(old)
+	start := time.Now()
+	c.WaitFor(old+" a voter again", waitLong, func() bool {
+		l := c.Leader()
+		if l == nil {
+			return false
+		}
+		voters, _ := c.Configuration(l.ID())
+		return slices.Contains(voters, old)
+	})
+	t.Logf("fresh %s a voter %v after its start", old, time.Since(start).Round(time.Millisecond))
+	waitSettled(t, c, 5)
+	if r := c.Node(old).Refused(); r != "" {
+		t.Logf("the fresh replica was told while the removal was pending: %s", r)
+	}
+	applyAgents(t, c, "after", 2)
+	c.WaitConverged()
+}
+
+// A live replica an operator removed stays out while it keeps running,
+// and is told so; the same id started again (a new run) is re-added at
+// once, without waiting for gossip to see the old run die.
+func TestReplace_RemovedRunStaysOutNewRunJoins(t *testing.T) {
+	c := clustertest.New(t, 3)
+	c.WaitLeader(waitLong)
+	var removed string
+	if err := onLeader(c, func(l *cluster.Node) error {
+		removed = c.Followers()[0].ID()
+		_, err := l.RemoveReplica(removed, 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatalf("removing a live follower: %v", err)
+	}
+	c.WaitFor(removed+" told it is kept out", waitLong, func() bool { return c.Node(removed).Refused() != "" })
+	t.Logf("told: %s", c.Node(removed).Refused())
+	inConfig := func() bool {
+		l := c.Leader()
+		if l == nil {
+			return false
+		}
+		voters, nonvoters := c.Configuration(l.ID())
+		return slices.Contains(voters, removed) || slices.Contains(nonvoters, removed)
+	}
+	if inConfig() {
+		t.Fatalf("%s is back in the configuration while the removed run runs", removed)
+	}
+
+	c.Stop(removed)
+	c.Wipe(removed)
+	c.Restart(removed)
+	c.WaitFor(removed+" (a new run) a voter again", waitLong, func() bool {
+		l := c.Leader()
+		if l == nil {
+			return false
+		}
+		voters, _ := c.Configuration(l.ID())
+		return slices.Contains(voters, removed)
+	})
+	waitSettled(t, c, 3)
+}
+
+// waitSettled waits for one leader and n voters that all see it and are
+// healthy.
+func waitSettled(t *testing.T, c *clustertest.Cluster, n int) {
+	t.Helper()
+	c.WaitFor("the cluster settled", waitLong, func() bool {
+		l := c.Leader()
+		if l == nil {
+			return false
+		}
+		ms, err := l.Members()
+		if err != nil {
+			return false
+		}
+		healthy := 0
+		for _, m := range ms {
+			if m.InConfig && m.Voter && m.Healthy {
+				healthy++
+			}
+		}
+		if healthy != n {
+			return false
+		}
+		for _, id := range c.Running() {
+			if lid, _, _ := c.Node(id).LeaderInfo(); lid != l.ID() {
+				return false
+			}
+		}
+		return true
+	})
+}
