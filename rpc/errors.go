@@ -34,6 +34,7 @@ var sentinelReasons = []struct {
 	{errs.ErrUnsupportedProtocol, codes.FailedPrecondition, "UNSUPPORTED_PROTOCOL"},
 	{errs.ErrBadFirstMessage, codes.InvalidArgument, "BAD_FIRST_MESSAGE"},
 	{errs.ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
+	{errs.ErrPermissionDenied, codes.PermissionDenied, "PERMISSION_DENIED"},
 	{errs.ErrBadSnapshot, codes.InvalidArgument, "BAD_SNAPSHOT"},
 	{errs.ErrSnapshotTooLarge, codes.ResourceExhausted, "SNAPSHOT_TOO_LARGE"},
 	{errs.ErrMessageTooLarge, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},

@@ -29,6 +29,11 @@ var ErrBadFirstMessage = errors.New("bad first message")
 // asked for, e.g. an agent name missing from the certificate's SAN.
 var ErrUnauthenticated = errors.New("unauthenticated")
 
+// ErrPermissionDenied means the peer is who its certificate says, but its
+// role does not hold the right the call needs (rpc/authz); nothing was
+// changed.
+var ErrPermissionDenied = errors.New("permission denied")
+
 // ErrShuttingDown means the replica is stopping; the caller should use
 // another one.
 var ErrShuttingDown = errors.New("shutting down")
