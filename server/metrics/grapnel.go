@@ -19,6 +19,14 @@ type Set struct {
 	// leader's group commit handed to Raft at once.
 	BatchSize *Histogram
 
+	// ForwardedRefused counts the requests an agent forwarded for a
+	// workload that the server refused (issue 17): the workload is not
+	// in the desired state, not on that agent, or its rules refuse it.
+	ForwardedRefused *Counter
+	// LogResponsesDropped counts log responses not sent by the agent
+	// hosting an instance of a live campaign, by sender kind.
+	LogResponsesDropped *Counter
+
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
 }
@@ -32,6 +40,10 @@ func NewSet() *Set {
 		CommitSeconds: r.NewHistogram("grapnel_raft_commit_seconds", "Time from proposing a Raft entry to its commit and local apply.", LatencyBuckets, "type"),
 		BatchSize: r.NewHistogram("grapnel_ingest_batch_size", "Items carried in one batched Raft entry.",
 			[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, "type"),
+		ForwardedRefused: r.NewCounter("grapnel_forwarded_requests_refused_total",
+			"Requests an agent forwarded for its workloads that the server refused, by agent.", "agent"),
+		LogResponsesDropped: r.NewCounter("grapnel_log_responses_dropped_total",
+			"Log responses dropped because their sender does not host an instance of a live campaign, by sender kind (agent, client).", "from"),
 		isLeader:     r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:         r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:  r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -64,6 +76,23 @@ func (s *Set) ObserveBatch(typ string, n int) {
 		return
 	}
 	s.BatchSize.Observe(float64(n), typ)
+}
+
+// RefusedForwarded counts a forwarded request the server refused.
+func (s *Set) RefusedForwarded(agent string) {
+	if s == nil {
+		return
+	}
+	s.ForwardedRefused.Inc(agent)
+}
+
+// DroppedLogResponse counts a log response from a sender that does not
+// provide the campaign.
+func (s *Set) DroppedLogResponse(from string) {
+	if s == nil {
+		return
+	}
+	s.LogResponsesDropped.Inc(from)
 }
 
 // CollectProblems refreshes the grapnel_problems gauge from counts (open
