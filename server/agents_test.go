@@ -161,7 +161,7 @@ func TestAgentLoadServedFromLeaderMemory(t *testing.T) {
 	applied := ts.fsm.AppliedIndex()
 	a.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentLoadStatus{AgentLoadStatus: &grpcapi.AgentLoadStatus{
 		AgentName: "agent_A", CpuUsage: &ankbase.CpuUsage{CpuUsage: 42}, FreeMemory: &ankbase.FreeMemory{FreeMemory: 1 << 30}}}})
-	a.sync("agent_A", "load sent")
+	a.sync("load sent")
 	for _, masks := range [][]string{nil, {"agents"}, {"agents.agent_A.status"}} {
 		st := cli.get(masks...).GetAgents().GetAgents()["agent_A"].GetStatus()
 		if st.GetCpuUsage().GetCpuUsage() != 42 || st.GetFreeMemory().GetFreeMemory() != 1<<30 {

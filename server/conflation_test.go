@@ -54,7 +54,7 @@ func TestStateReportsConflatedAndBatched(t *testing.T) {
 		agent.report(gen, state.WorkloadState{Instance: x, State: s}, state.WorkloadState{Instance: y, State: starting})
 	}
 	agent.report(150, state.WorkloadState{Instance: x, State: failed}) // stale
-	agent.sync("agent_A", "reports sent")
+	agent.sync("reports sent")
 	release()
 
 	testwait.For(t, 5e9, func() bool { return count(fsm.WorkloadReportsType) == 2 }, "the conflated batch")
@@ -107,7 +107,7 @@ func TestStaleReportDroppedByNewLeader(t *testing.T) {
 	agent2, _ := ts2.hello("agent_A", 7, nil)
 	failed := state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed}
 	agent2.report(9, state.WorkloadState{Instance: x, State: failed})
-	agent2.sync("agent_A", "stale sent")
+	agent2.sync("stale sent")
 	cli := ts2.cli()
 	cli.get() // answered after any batch proposed before it
 	if s, _ := ts2.stateOf(x); s != state.RunningOk {
@@ -140,8 +140,8 @@ func TestLoadReportsCreateNoEntries(t *testing.T) {
 				AgentName: fmt.Sprintf("agent_%d", i), CpuUsage: &ankbase.CpuUsage{CpuUsage: cpu}, FreeMemory: &ankbase.FreeMemory{FreeMemory: uint64(cpu)}}}})
 		}
 	}
-	for i, c := range agents {
-		c.sync(fmt.Sprintf("agent_%d", i), "loads sent")
+	for _, c := range agents {
+		c.sync("loads sent")
 	}
 	got := cli.get("agents").GetAgents().GetAgents()
 	for i := range agents {

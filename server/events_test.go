@@ -109,7 +109,7 @@ func TestEventsCancel(t *testing.T) {
 
 // swdd~server-removes-subscription-for-deleted-subscriber-workload~1
 func TestSubscriptionOfDeletedWorkloadDropped(t *testing.T) {
-	ts := startServer(t, mustState(t, twoAgents))
+	ts := startServer(t, mustState(t, twoAgentsWithRules))
 	b := ts.agent("agent_B", nil)
 	req := &ankbase.Request{RequestId: "wl_b@7", RequestContent: &ankbase.Request_CompleteStateRequest{
 		CompleteStateRequest: &ankbase.CompleteStateRequest{SubscribeForEvents: true}}}

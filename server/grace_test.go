@@ -37,7 +37,7 @@ func failover(t *testing.T) (*testServer, *clock.Fake, *grpcapi.ServerHello) {
 		})
 		return ok
 	}, "state stored")
-	agent.sync("agent_A", "load handled")
+	agent.sync("load handled")
 	ts.stop()
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	// The restart of the only replica stands in for a failover: the new

@@ -169,7 +169,18 @@ func manifestState(t *testing.T, name, image string) state.Tree {
 // expiry.
 func TestLocksRefuseOthersUntilExpiry(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-	ts := startServerCfg(t, t.TempDir(), mustState(t, dbWeb), func(c *Config) { c.Clock = fake })
+	// ctl, on agent_A, may write web through its control interface.
+	withCtl := dbWeb + `  ctl:
+    runtime: podman
+    agent: agent_A
+    runtimeConfig: "image: ctl"
+    controlInterfaceAccess:
+      allowRules:
+        - type: StateRule
+          operation: Write
+          filterMasks: ["desiredState.workloads.web"]
+`
+	ts := startServerCfg(t, t.TempDir(), mustState(t, withCtl), func(c *Config) { c.Clock = fake })
 	agent := ts.agent("agent_A", nil)
 	lc := grapnelpb.NewLocksClient(dialRaw(t, ts.addr))
 	pc := planClient(t, ts.addr)
@@ -193,7 +204,7 @@ func TestLocksRefuseOthersUntilExpiry(t *testing.T) {
 	}
 	// A workload's update through the control interface: its agent's
 	// stream, which holds no lock.
-	if r := agent.update(tree, mask); !strings.Contains(updateText(r), want) {
+	if r := forward(agent, "ctl@1", updateRequest(t, tree, mask)); !strings.Contains(updateText(r), want) {
 		t.Fatalf("a control-interface update: %q", updateText(r))
 	}
 	bob := cliAs(t, ts.addr, "bob")

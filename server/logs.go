@@ -1,11 +1,13 @@
 package server
 
 import (
+	"log/slog"
 	"slices"
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -62,20 +64,59 @@ func (l *leader) logsCancel(id string) {
 	})
 }
 
-// forwardLogEntries routes an agent's log batch to the collector.
+// forwardLogEntries routes an agent's log batch to the collector, if the
+// agent provides every instance of the batch for that live campaign;
+// otherwise the batch is dropped, so that nobody can put lines into
+// another's campaign by choosing its request id.
 //
 // swdd~server-forwards-logs-entries-response-messages~1
-func (l *leader) forwardLogEntries(m *grpcapi.LogEntriesResponse) {
-	l.respond(m.GetRequestId(), &ankbase.Response{ResponseContent: &ankbase.Response_LogEntriesResponse{
+func (l *leader) forwardLogEntries(c *conn, m *grpcapi.LogEntriesResponse) {
+	id := m.GetRequestId()
+	entries := m.GetLogEntriesResponse().GetLogEntries()
+	if len(entries) == 0 && (c.kind != wire.KindAgent || !l.logs.HasProvider(id, c.name)) {
+		l.dropLogResponse(c, id, nil)
+		return
+	}
+	for _, e := range entries {
+		if !l.providesLogs(c, id, e.GetWorkloadName()) {
+			l.dropLogResponse(c, id, e.GetWorkloadName())
+			return
+		}
+	}
+	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogEntriesResponse{
 		LogEntriesResponse: m.GetLogEntriesResponse()}})
 }
 
-// forwardLogsStop routes the end of a log source to the collector.
+// forwardLogsStop routes the end of a log source to the collector, under
+// the same condition.
 //
 // swdd~server-forwards-logs-stop-response-messages~1
-func (l *leader) forwardLogsStop(m *grpcapi.LogsStopResponse) {
-	l.respond(m.GetRequestId(), &ankbase.Response{ResponseContent: &ankbase.Response_LogsStopResponse{
+func (l *leader) forwardLogsStop(c *conn, m *grpcapi.LogsStopResponse) {
+	id := m.GetRequestId()
+	if n := m.GetLogsStopResponse().GetWorkloadName(); !l.providesLogs(c, id, n) {
+		l.dropLogResponse(c, id, n)
+		return
+	}
+	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogsStopResponse{
 		LogsStopResponse: m.GetLogsStopResponse()}})
+}
+
+// providesLogs reports whether c is the agent a live campaign asked for
+// the logs of inst.
+func (l *leader) providesLogs(c *conn, id string, inst *ankbase.WorkloadInstanceName) bool {
+	return c.kind == wire.KindAgent && inst != nil && l.logs.Provides(id, c.name, rpc.InstanceNameFromProto(inst))
+}
+
+// dropLogResponse logs (rate-limited) and counts a log response that is
+// not forwarded.
+func (l *leader) dropLogResponse(c *conn, id string, inst *ankbase.WorkloadInstanceName) {
+	from := "client"
+	if c.kind == wire.KindAgent {
+		from = "agent"
+	}
+	l.s.cfg.Metrics.DroppedLogResponse(from)
+	l.s.refusals.log(l.s.log, slog.LevelWarn, "logs|"+c.name, "dropped a log response its sender does not provide",
+		"conn", c.name, "request", id, "instance", rpc.InstanceNameFromProto(inst).String())
 }
 
 // sendLogsCancel tells every agent to stop collecting for a campaign.

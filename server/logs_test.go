@@ -18,6 +18,29 @@ func logsReq(names ...state.InstanceName) *ankbase.Request {
 	return &ankbase.Request{RequestContent: &ankbase.Request_LogsRequest{LogsRequest: &ankbase.LogsRequest{WorkloadNames: ps, Follow: &follow}}}
 }
 
+// twoAgentsWithRules is twoAgents where wl_b may read the whole state
+// and collect every workload's logs through its control interface: the
+// server refuses what an agent forwards beyond a workload's rules.
+const twoAgentsWithRules = `
+apiVersion: v1
+workloads:
+  wl_a:
+    runtime: podman
+    agent: agent_A
+    runtimeConfig: "image: a"
+  wl_b:
+    runtime: podman
+    agent: agent_B
+    runtimeConfig: "image: b"
+    controlInterfaceAccess:
+      allowRules:
+        - type: StateRule
+          operation: Read
+          filterMasks: ["*"]
+        - type: LogRule
+          workloadNames: ["*"]
+`
+
 func isLogsRequest(m *grpcapi.FromServer) bool { return m.GetLogsRequest() != nil }
 func isLogsCancel(m *grpcapi.FromServer) bool  { return m.GetLogsCancelRequest() != nil }
 
@@ -92,7 +115,7 @@ func TestLogsStoppedWhenProviderAgentGoes(t *testing.T) {
 
 // swdd~server-cancels-log-campaign-for-deleted-workloads~1
 func TestLogsOfDeletedCollectorCancelled(t *testing.T) {
-	ts := startServer(t, mustState(t, twoAgents))
+	ts := startServer(t, mustState(t, twoAgentsWithRules))
 	a := ts.agent("agent_A", nil)
 	b := ts.agent("agent_B", nil)
 	// wl_b (a workload on agent_B) collects logs of wl_a through the

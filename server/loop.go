@@ -56,6 +56,12 @@ func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
 	}
 	switch x := m.ToServerEnum.(type) {
 	case *grpcapi.ToServer_Request:
+		if c.kind == wire.KindAgent {
+			if err := l.checkForwarded(c, x.Request); err != nil {
+				l.refuseForwarded(c, x.Request, err)
+				return
+			}
+		}
 		l.handleRequest(c, x.Request)
 	case *grpcapi.ToServer_UpdateWorkloadState:
 		if c.kind == wire.KindAgent {
@@ -66,9 +72,9 @@ func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
 			l.agentLoad(c.name, x.AgentLoadStatus)
 		}
 	case *grpcapi.ToServer_LogEntriesResponse:
-		l.forwardLogEntries(x.LogEntriesResponse)
+		l.forwardLogEntries(c, x.LogEntriesResponse)
 	case *grpcapi.ToServer_LogsStopResponse:
-		l.forwardLogsStop(x.LogsStopResponse)
+		l.forwardLogsStop(c, x.LogsStopResponse)
 	case *grpcapi.ToServer_Goodbye:
 		// An agent that says goodbye is gone when its stream ends, without
 		// a reconnect grace; a CLI's goodbye ends its subscriptions and

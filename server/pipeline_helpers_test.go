@@ -92,12 +92,15 @@ func (c *testConn) report(generation uint64, ws ...state.WorkloadState) {
 }
 
 // sync returns once the leader loop has handled everything this agent
-// sent before: the agent sends a log batch addressed to its own stream,
-// which the loop forwards at once, in order with the agent's messages.
-func (c *testConn) sync(agent, marker string) {
+// sent before: the agent sends a request naming none of its workloads,
+// which the loop refuses at once (forwarded.go), in order with the
+// agent's messages. (It once sent a log batch addressed to itself, which
+// the server now drops: log responses count only from a campaign's
+// provider.)
+func (c *testConn) sync(marker string) {
 	c.t.Helper()
-	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_LogEntriesResponse{LogEntriesResponse: &grpcapi.LogEntriesResponse{
-		RequestId: rpc.PrefixRequestID(agent, marker), LogEntriesResponse: &ankbase.LogEntriesResponse{}}}})
+	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: &ankbase.Request{
+		RequestId: marker, RequestContent: &ankbase.Request_EventsCancelRequest{EventsCancelRequest: &ankbase.EventsCancelRequest{}}}}})
 	c.expect("marker "+marker, func(m *grpcapi.FromServer) bool { return m.GetResponse().GetRequestId() == marker })
 }
 

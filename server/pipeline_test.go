@@ -259,8 +259,8 @@ func TestAgentHelloDuringCommitGetsWorkloadOnce(t *testing.T) {
 	if r := cli.expect("answer", isResponse).GetResponse(); r.GetUpdateStateSuccess() == nil {
 		t.Fatalf("update: %v", r)
 	}
-	cli.get()                           // after the update settled
-	agent.sync("agent_A", "dispatched") // after anything sent to the agent then
+	cli.get()                // after the update settled
+	agent.sync("dispatched") // after anything sent to the agent then
 	times := len(hello.GetAddedWorkloads())
 	for {
 		m, ok := agent.tryExpect(0, isUpdateWorkload)

@@ -28,7 +28,7 @@ func TestRestartedAgentStatesAreNotShownAsCurrent(t *testing.T) {
 
 	c1.close()
 	c1b, _ := ts.hello("agent_A", 1, nil) // the same process reconnects
-	c1b.sync("agent_A", "same-life")
+	c1b.sync("same-life")
 	if s, _ := ts.stateOf(inst); s != state.RunningOk {
 		t.Fatalf("a reconnection of the same incarnation changed the state to %v", s)
 	}
@@ -49,7 +49,7 @@ func TestRestartedAgentStatesAreNotShownAsCurrent(t *testing.T) {
 
 	c3.close()
 	c0, _ := ts.hello("agent_A", 0, nil) // an Ankaios agent sends no incarnation
-	c0.sync("agent_A", "ankaios")
+	c0.sync("ankaios")
 	if s, _ := ts.stateOf(inst); s != state.RunningOk {
 		t.Fatalf("an agent without incarnation changed the state to %v", s)
 	}

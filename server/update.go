@@ -68,13 +68,7 @@ func (l *leader) guard(owner string, expected *uint64, req *ankbase.UpdateStateR
 // the desired state and agent tags the update asks for, with its secret
 // config items sealed (secrets.go).
 func (l *leader) nextState(req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
-	newState := rpc.CompleteStateToTree(req.GetNewState())
-	st := l.projected.store
-	tags := make(map[string]map[string]string, len(st.Agents))
-	for a, attr := range st.Agents {
-		tags[a] = attr.Tags
-	}
-	next, nextTags, err := state.ApplyUpdateMask(st.Desired, tags, newState, req.GetUpdateMask())
+	next, nextTags, err := l.applyUpdateMask(req)
 	if err != nil {
 		return state.State{}, nil, err
 	}
@@ -82,6 +76,18 @@ func (l *leader) nextState(req *ankbase.UpdateStateRequest) (state.State, map[st
 		return state.State{}, nil, err
 	}
 	return next, nextTags, nil
+}
+
+// applyUpdateMask is nextState before sealing: what the request would
+// make of the speculative desired state and agent tags.
+func (l *leader) applyUpdateMask(req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
+	newState := rpc.CompleteStateToTree(req.GetNewState())
+	st := l.projected.store
+	tags := make(map[string]map[string]string, len(st.Agents))
+	for a, attr := range st.Agents {
+		tags[a] = attr.Tags
+	}
+	return state.ApplyUpdateMask(st.Desired, tags, newState, req.GetUpdateMask())
 }
 
 // connected reports whether an agent is in the speculative agent map.

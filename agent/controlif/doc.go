@@ -11,7 +11,7 @@
 // messages until it starts a new connection with another Hello.
 //
 // Every request is checked against the workload's controlInterfaceAccess
-// by the rules of the Ankaios authorizer (see authorizer.go). A denied
+// by package access, which the server uses to check it again. A denied
 // request is answered "Access denied" at once; an allowed one gets the
 // request id "<workload name>@<id>" and goes to the server through
 // Config.Forward. Answers come back through Deliver, which finds the

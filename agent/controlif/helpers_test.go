@@ -250,3 +250,30 @@ var errOffline = errors.New("offline")
 
 // quiet keeps the agent's logs out of the test output.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func stateRuleOf(op state.ReadWrite, masks ...string) state.AccessRule {
+	return state.AccessRule{Operation: op, FilterMasks: masks}
+}
+
+func logRuleOf(names ...string) state.AccessRule {
+	return state.AccessRule{IsLogRule: true, WorkloadNames: names}
+}
+
+func readReq(masks ...string) *ankbase.Request {
+	return &ankbase.Request{RequestId: "r", RequestContent: &ankbase.Request_CompleteStateRequest{
+		CompleteStateRequest: &ankbase.CompleteStateRequest{FieldMask: masks}}}
+}
+
+func logsReq(names ...string) *ankbase.Request {
+	var wl []*ankbase.WorkloadInstanceName
+	for _, n := range names {
+		wl = append(wl, &ankbase.WorkloadInstanceName{WorkloadName: n, AgentName: "agent_A", Id: "1234"})
+	}
+	return &ankbase.Request{RequestId: "l", RequestContent: &ankbase.Request_LogsRequest{
+		LogsRequest: &ankbase.LogsRequest{WorkloadNames: wl}}}
+}
+
+func writeReq(masks ...string) *ankbase.Request {
+	return &ankbase.Request{RequestId: "w", RequestContent: &ankbase.Request_UpdateStateRequest{
+		UpdateStateRequest: &ankbase.UpdateStateRequest{UpdateMask: masks}}}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/grapnel-io/grapnel/access"
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -95,7 +96,7 @@ func (c *Interfaces) Dir(inst state.InstanceName) string {
 //
 // swdd~agent-create-control-interface-pipes-per-workload~2
 // swdd~agent-control-interface-created-for-eligible-workloads~1
-func (c *Interfaces) Open(inst state.InstanceName, access state.ControlInterfaceAccess, owner *runtime.Owner) (string, error) {
+func (c *Interfaces) Open(inst state.InstanceName, rules state.ControlInterfaceAccess, owner *runtime.Owner) (string, error) {
 	if err := checkInstance(inst); err != nil {
 		return "", err
 	}
@@ -106,7 +107,7 @@ func (c *Interfaces) Open(inst state.InstanceName, access state.ControlInterface
 	}
 	dir := c.Dir(inst)
 	if old, ok := c.sessions[inst]; ok {
-		if sameAccess(old.access, access) {
+		if sameAccess(old.access, rules) {
 			return dir, nil
 		}
 		old.stop()
@@ -131,8 +132,8 @@ func (c *Interfaces) Open(inst state.InstanceName, access state.ControlInterface
 	quit := make(chan struct{})
 	s := &session{
 		inst:    inst,
-		access:  access.Clone(),
-		auth:    newAuthorizer(access),
+		access:  rules.Clone(),
+		auth:    access.New(rules),
 		prefix:  inst.WorkloadName + "@",
 		seq:     c.seq,
 		forward: c.cfg.Forward,

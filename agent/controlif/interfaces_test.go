@@ -310,3 +310,43 @@ func TestOpenErrors(t *testing.T) {
 		t.Fatalf("run folder holds %d entries", len(entries))
 	}
 }
+
+// TestWildcardPastDenyRule is issue 17's attack through the FIFO: allowed
+// to read the configs but not the secret one, a workload asked for
+// desiredState.configs.* (and subscribed to it); the agent forwarded both
+// and the server's answer held the secret. Now both are refused and
+// nothing reaches the server, while a config the deny rule does not
+// reach is still forwarded.
+//
+// swdd~agent-checks-request-for-authorization~1
+// swdd~agent-authorizing-matching-deny-rules~1
+func TestWildcardPastDenyRule(t *testing.T) {
+	f := newForwarder()
+	c, _ := newTestInterfaces(t, f)
+	rules := state.ControlInterfaceAccess{
+		AllowRules: []state.AccessRule{stateRuleOf(state.RWRead, "desiredState.configs")},
+		DenyRules:  []state.AccessRule{stateRuleOf(state.RWRead, "desiredState.configs.secret")},
+	}
+	dir, err := c.Open(testInst, rules, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := connect(t, dir)
+	w.handshake()
+	for i, cs := range []*ankbase.CompleteStateRequest{
+		{FieldMask: []string{"desiredState.configs.*"}},
+		{FieldMask: []string{"desiredState.configs.*"}, SubscribeForEvents: true},
+		{FieldMask: []string{"desiredState.configs"}},
+	} {
+		id := string(rune('a' + i))
+		w.send(requestMsg(&ankbase.Request{RequestId: id, RequestContent: &ankbase.Request_CompleteStateRequest{CompleteStateRequest: cs}}))
+		if resp := w.recv().GetResponse(); resp.GetRequestId() != id || resp.GetError().GetMessage() != "Access denied" {
+			t.Fatalf("request %d (%v) answered %v", i, cs, resp)
+		}
+	}
+	f.none(t)
+	w.send(requestMsg(&ankbase.Request{RequestId: "ok", RequestContent: readReq("desiredState.configs.public").RequestContent}))
+	if got := f.next(t); got.GetRequestId() != "dyn@ok" {
+		t.Fatalf("forwarded %v", got)
+	}
+}

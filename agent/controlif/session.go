@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/grapnel-io/grapnel/access"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/controlapi"
@@ -43,7 +44,7 @@ const (
 type session struct {
 	inst   state.InstanceName
 	access state.ControlInterfaceAccess
-	auth   *authorizer
+	auth   *access.Rules
 	prefix string // "<workload name>@"
 	seq    uint64 // opening order, to route to the newest instance of a name
 
@@ -200,8 +201,8 @@ func (s *session) request(req *ankbase.Request) {
 	if req == nil {
 		req = &ankbase.Request{}
 	}
-	if !s.auth.authorize(req) {
-		s.log.Info("control interface: request denied", "instance", s.inst.String(), "requestId", req.GetRequestId())
+	if err := s.auth.Authorize(req); err != nil {
+		s.log.Info("control interface: request denied", "instance", s.inst.String(), "requestId", req.GetRequestId(), "reason", err)
 		s.answerError(req.GetRequestId(), accessDenied)
 		return
 	}

@@ -59,9 +59,13 @@ var rules = []rule{
 	// replicated state, run by the leader (docs/placement.md).
 	{folder: "placement", may: []string{"state"}, why: "issue 16: placement imports only state (pure, deterministic)",
 		notImported: append([]string{"os"}, impure...)},
-	{folder: "server", may: []string{"state", "fsm", "cluster", "rpc", "placement"}, leaves: true, why: "brief §2: server imports state, fsm, cluster and rpc; issue 16: and the allocator (placement)"},
+	// access is pure like state: the agent and the server evaluate a
+	// workload's control-interface rules with the same code (issue 17).
+	{folder: "access", may: []string{"state", "rpc/ankbase"}, leaves: true, why: "issue 17: access imports state, the Ankaios messages and leaves only (pure)",
+		notImported: append([]string{"os"}, impure...)},
+	{folder: "server", may: []string{"state", "fsm", "cluster", "rpc", "placement", "access"}, leaves: true, why: "brief §2: server imports state, fsm, cluster and rpc; issue 16: and the allocator (placement); issue 17: and the control-interface rules (access)"},
 	{folder: "rpc", may: []string{"state"}, leaves: true, why: "brief §2: rpc imports state"},
-	{folder: "agent", may: []string{"state", "rpc"}, leaves: true, why: "brief §2: the agent imports state and rpc (so it links no cluster, server, fsm or Raft)",
+	{folder: "agent", may: []string{"state", "rpc", "access"}, leaves: true, why: "brief §2: the agent imports state and rpc (so it links no cluster, server, fsm or Raft); issue 17: and the control-interface rules (access)",
 		notLinked: []string{"github.com/hashicorp/raft", module + "cluster", module + "server", module + "fsm"}},
 	{folder: "internal", leaves: true, why: "issue 14: leaf packages import nothing of ours but other leaves"},
 	{folder: "cmd", may: []string{""}, why: "brief §2: cmd wires everything"},
@@ -215,6 +219,8 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"state links the network", []pkg{{m("state"), []string{"gopkg.in/yaml.v3"}}, {"gopkg.in/yaml.v3", []string{"net"}}}, "state links net (state → gopkg.in/yaml.v3 → net)"},
 		{"fsm uses randomness", []pkg{{m("fsm"), []string{m("state"), "math/rand/v2"}}}, "fsm imports math/rand/v2"},
 		{"a folder without a rule", []pkg{{m("newthing"), nil}}, "newthing: no rule covers its folder"},
+		{"access imports rpc", []pkg{{m("access"), []string{m("state"), m("rpc")}}}, "access imports rpc"},
+		{"access uses the network", []pkg{{m("access"), []string{m("state"), "net"}}}, "access imports net"},
 		{"server code waits as a test", []pkg{{m("server"), []string{m("internal/testwait")}}}, "server imports internal/testwait, but only tests"},
 	}
 	for _, tc := range tests {

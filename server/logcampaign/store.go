@@ -77,6 +77,29 @@ func (s *Store) Remove(requestID string) bool {
 	return true
 }
 
+// Provides reports whether the live campaign requestID asked agent for
+// the logs of inst: only then may the agent send entries or a stop for
+// it, since the collector trusts what arrives under its id.
+func (s *Store) Provides(requestID, agent string, inst state.InstanceName) bool {
+	c, ok := s.campaigns[requestID]
+	if !ok {
+		return false
+	}
+	for _, p := range c.providers[agent] {
+		if p == inst {
+			return true
+		}
+	}
+	return false
+}
+
+// HasProvider reports whether the live campaign requestID asked agent for
+// the logs of any instance.
+func (s *Store) HasProvider(requestID, agent string) bool {
+	c, ok := s.campaigns[requestID]
+	return ok && len(c.providers[agent]) > 0
+}
+
 // RemoveByAgent handles the loss of an agent. Campaigns collected by
 // workloads on that agent have nobody left to deliver to: they are removed
 // and their ids returned in collectorIDs, to be cancelled on the providing

@@ -327,3 +327,44 @@ func TestInsertDeduplicatesProviders(t *testing.T) {
 		t.Errorf("stopped = %v, want %v", stopped, want)
 	}
 }
+
+// Only the agent a live campaign asked for an instance provides it: log
+// responses from anyone else are dropped by the server.
+//
+// swdd~server-log-campaign-store-holds-log-campaign-metadata~1
+func TestProvides(t *testing.T) {
+	s := fixture()
+	tests := []struct {
+		name  string
+		id    string
+		agent string
+		inst  state.InstanceName
+		want  bool
+	}{
+		{"the hosting agent, its instance", cli1, "agent_A", inst("p1", "agent_A"), true},
+		{"the other provider, its instance", cli1, "agent_B", inst("p2", "agent_B"), true},
+		{"another provider's instance", cli1, "agent_A", inst("p2", "agent_B"), false},
+		{"an agent the campaign did not ask", cli1, "agent_C", inst("p1", "agent_A"), false},
+		{"an instance the campaign did not ask for", cli1, "agent_A", inst("p9", "agent_A"), false},
+		{"no such campaign", "cli-conn-9@req_1", "agent_A", inst("p1", "agent_A"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := s.Provides(tt.id, tt.agent, tt.inst); got != tt.want {
+				t.Fatalf("Provides = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if !s.HasProvider(cli1, "agent_B") || s.HasProvider(cli1, "agent_C") {
+		t.Fatal("HasProvider disagrees with the campaign's providers")
+	}
+	// A provider that went away provides nothing any more.
+	s.RemoveByAgent("agent_A")
+	if s.Provides(cli1, "agent_A", inst("p1", "agent_A")) || s.HasProvider(cli1, "agent_A") {
+		t.Fatal("a lost agent still provides")
+	}
+	s.Remove(cli1)
+	if s.Provides(cli1, "agent_B", inst("p2", "agent_B")) {
+		t.Fatal("a removed campaign still has providers")
+	}
+}

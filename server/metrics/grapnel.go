@@ -22,6 +22,14 @@ type Set struct {
 	// of a right (rpc/authz), by the caller's role and the method.
 	PermissionDenied *Counter
 
+	// ForwardedRefused counts the requests an agent forwarded for a
+	// workload that the server refused (issue 17): the workload is not
+	// in the desired state, not on that agent, or its rules refuse it.
+	ForwardedRefused *Counter
+	// LogResponsesDropped counts log responses not sent by the agent
+	// hosting an instance of a live campaign, by sender kind.
+	LogResponsesDropped *Counter
+
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
 }
@@ -37,6 +45,10 @@ func NewSet() *Set {
 			[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, "type"),
 		PermissionDenied: r.NewCounter("grapnel_permission_denied_total",
 			"Calls and stream messages refused because the caller's role lacks the right (docs/security.md).", "role", "method"),
+		ForwardedRefused: r.NewCounter("grapnel_forwarded_requests_refused_total",
+			"Requests an agent forwarded for its workloads that the server refused, by agent.", "agent"),
+		LogResponsesDropped: r.NewCounter("grapnel_log_responses_dropped_total",
+			"Log responses dropped because their sender does not host an instance of a live campaign, by sender kind (agent, client).", "from"),
 		isLeader:     r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:         r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:  r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -77,6 +89,23 @@ func (s *Set) ObserveBatch(typ string, n int) {
 		return
 	}
 	s.BatchSize.Observe(float64(n), typ)
+}
+
+// RefusedForwarded counts a forwarded request the server refused.
+func (s *Set) RefusedForwarded(agent string) {
+	if s == nil {
+		return
+	}
+	s.ForwardedRefused.Inc(agent)
+}
+
+// DroppedLogResponse counts a log response from a sender that does not
+// provide the campaign.
+func (s *Set) DroppedLogResponse(from string) {
+	if s == nil {
+		return
+	}
+	s.LogResponsesDropped.Inc(from)
 }
 
 // CollectProblems refreshes the grapnel_problems gauge from counts (open
