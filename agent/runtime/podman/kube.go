@@ -270,7 +270,15 @@ func (k *KubeRuntime) removeInstance(ctx context.Context, inst string) error {
 	args := append(append(append([]string(nil), rec.down.GeneralOptions...), "kube", "down"), rec.down.DownOptions...)
 	args = append(args, "-")
 	if _, err := k.exec(ctx, k.p.grace+stopSlack, rec.down.Manifest, args...); err != nil {
-		return err
+		// kube down stops at a pod that is gone (an operator's `podman
+		// pod rm`); the instance's own pods go by their ids then.
+		if ctx.Err() != nil || len(rec.pods) == 0 {
+			return err
+		}
+		rm := append([]string{"pod", "rm", "--force", "--ignore", "-t", k.p.graceSeconds()}, rec.pods...)
+		if _, rmErr := k.exec(ctx, k.p.grace+stopSlack, "", rm...); rmErr != nil {
+			return err
+		}
 	}
 	if _, err := k.exec(ctx, callTimeout, "", "volume", "rm", "--force", inst+kubePodsSuffix, inst+kubeConfigSuffix); err != nil {
 		return err
@@ -390,7 +398,7 @@ func (k *KubeRuntime) exec(ctx context.Context, timeout time.Duration, input str
 // kubeSubcommand names a call by its subcommand words only.
 func kubeSubcommand(args []string) string {
 	for i, a := range args {
-		if (a == "kube" || a == "volume") && i+1 < len(args) {
+		if (a == "kube" || a == "volume" || a == "pod") && i+1 < len(args) {
 			return a + " " + args[i+1]
 		}
 	}
