@@ -122,14 +122,12 @@ func (k *KubeRuntime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, e
 	args = append(args, "-")
 	out, playErr := k.exec(ctx, runTimeout, manifest, args...)
 	pods := parsePlayedPods(out)
-	rec := kubeRecord{pods: pods, down: stored}
 	if playErr != nil {
-		// kube play may have made some pods before it failed; a later
-		// List must not find them: take everything down again.
-		k.remember(inst, rec)
-		if rmErr := k.removeInstance(context.WithoutCancel(ctx), inst); rmErr != nil {
-			k.p.log.Warn("podman-kube: cannot remove a failed instance", "instance", inst, "err", rmErr)
-		}
+		// kube play may have made some pods before it failed: those go,
+		// by id, and so does the config volume. Not `kube down`: a pod
+		// of the manifest's name may be another workload's, which is
+		// often why the play failed.
+		k.discard(context.WithoutCancel(ctx), inst, pods)
 		return "", playErr
 	}
 	podsJSON, _ := json.Marshal(pods)
@@ -138,7 +136,7 @@ func (k *KubeRuntime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, e
 		// sees the instance as ended and replaces it.
 		k.p.log.Warn("podman-kube: cannot store the pods of an instance", "instance", inst, "err", err)
 	}
-	k.remember(inst, rec)
+	k.remember(inst, kubeRecord{pods: pods, down: stored})
 	return runtime.ID(inst), nil
 }
 
@@ -287,6 +285,22 @@ func (k *KubeRuntime) removeInstance(ctx context.Context, inst string) error {
 	delete(k.known, inst)
 	k.mu.Unlock()
 	return nil
+}
+
+// discard removes the pods a failed play made and the instance's volumes.
+func (k *KubeRuntime) discard(ctx context.Context, inst string, pods []string) {
+	if len(pods) > 0 {
+		rm := append([]string{"pod", "rm", "--force", "--ignore", "-t", "0"}, pods...)
+		if _, err := k.exec(ctx, k.p.grace+stopSlack, "", rm...); err != nil {
+			k.p.log.Warn("podman-kube: cannot remove the pods of a failed play", "instance", inst, "err", err)
+		}
+	}
+	if _, err := k.exec(ctx, callTimeout, "", "volume", "rm", "--force", inst+kubePodsSuffix, inst+kubeConfigSuffix); err != nil {
+		k.p.log.Warn("podman-kube: cannot remove the volumes of a failed play", "instance", inst, "err", err)
+	}
+	k.mu.Lock()
+	delete(k.known, inst)
+	k.mu.Unlock()
 }
 
 func (k *KubeRuntime) remember(inst string, rec kubeRecord) {

@@ -169,9 +169,10 @@ func TestKubeCreateRunningRestartDelete(t *testing.T) {
 		t.Fatalf("State after Delete: %v, want ErrNotFound", err)
 	}
 	// The first runtime remembers the instance, and sees its pod gone.
-	if got, err := k.State(ctx, id); err != nil || !got.Is(state.StateFailed, state.SubLost) {
-		t.Fatalf("State of the first runtime after the second's Delete: %v, %v; want Failed(Lost)", got, err)
-	}
+	testwait.For(t, waitFor, func() bool {
+		got, err := k.State(ctx, id)
+		return err == nil && got.Is(state.StateFailed, state.SubLost)
+	}, "the first runtime to see the pod gone (Failed(Lost))")
 	if err := k2.Delete(ctx, id); err != nil {
 		t.Fatalf("second Delete: %v", err)
 	}
@@ -217,10 +218,12 @@ func TestKubeLostAndReplaced(t *testing.T) {
 	if out, err := exec.Command("podman", "pod", "rm", "--force", "-t", "0", pod).CombinedOutput(); err != nil {
 		t.Fatalf("podman pod rm: %v: %s", err, out)
 	}
-	got, err := k.State(ctx, id)
-	if err != nil || !got.Is(state.StateFailed, state.SubLost) {
-		t.Fatalf("state after the pod was removed: %v, %v; want Failed(Lost)", got, err)
-	}
+	// States come from a `podman ps` at most a second old.
+	var got state.ExecutionState
+	testwait.For(t, waitFor, func() bool {
+		got, err = k.State(ctx, id)
+		return err == nil && got.Is(state.StateFailed, state.SubLost)
+	}, "Failed(Lost) after the pod was removed (got %v)", testwait.Lazy(func() string { return fmt.Sprint(got) }))
 	// The same instance again, as after a power cycle: replaced.
 	if _, err := k.Create(ctx, s); err != nil {
 		t.Fatalf("Create over the leftover: %v", err)
@@ -270,5 +273,32 @@ func TestKubeControlInterfaceMounted(t *testing.T) {
 	files.Mounts = []runtime.Mount{{HostPath: dir, MountPoint: "/etc/x"}}
 	if _, err := k.Create(ctx, files); !errors.Is(err, runtime.ErrBadConfig) || !strings.Contains(err.Error(), "files") {
 		t.Fatalf("Create with files: %v", err)
+	}
+}
+
+// A play that fails because another workload's pod has the manifest's
+// pod name leaves that pod alone, and leaves nothing of its own.
+func TestKubeFailedPlayLeavesOthersAlone(t *testing.T) {
+	k, agent, pod := kubeTest(t)
+	t.Parallel()
+	ctx := context.Background()
+	a := kubeSpec(t, agent, pod, "exec sleep 1000", "")
+	id, err := k.Create(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitKubeState(t, k, id, state.RunningOk)
+	b := kubeSpec(t, agent, pod, "exec sleep 1001", "")
+	if _, err := k.Create(ctx, b); err == nil || !strings.Contains(err.Error(), "kube play") {
+		t.Fatalf("Create of a second pod of the same name: %v, want kube play's error", err)
+	}
+	if got, err := k.State(ctx, id); err != nil || got != state.RunningOk {
+		t.Fatalf("the first workload after the second's failed play: %v, %v", got, err)
+	}
+	if volumeLabels(t, b.Instance.String()+".config") != nil {
+		t.Fatal("the failed instance's config volume is left")
+	}
+	if found, _ := k.List(ctx, agent); len(found) != 1 || found[0].Instance != a.Instance {
+		t.Fatalf("List = %+v, want only the first", found)
 	}
 }
