@@ -224,7 +224,8 @@ func gone(pid int) bool {
 }
 
 // agentName is unique per test, so that podman's List sees only the
-// test's containers; they are removed when the test ends.
+// test's containers; they, and podman-kube's volumes of the agent, are
+// removed when the test ends.
 func agentName(t *testing.T) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -233,6 +234,10 @@ func agentName(t *testing.T) string {
 		out, _ := exec.Command("podman", "ps", "--all", "--quiet", "--filter", "label=agent="+name).Output()
 		if ids := strings.Fields(string(out)); len(ids) > 0 {
 			_ = exec.Command("podman", append([]string{"rm", "--force", "--ignore", "-t", "0"}, ids...)...).Run()
+		}
+		out, _ = exec.Command("podman", "volume", "ls", "--quiet", "--filter", "label=agent="+name).Output()
+		if vs := strings.Fields(string(out)); len(vs) > 0 {
+			_ = exec.Command("podman", append([]string{"volume", "rm", "--force"}, vs...)...).Run()
 		}
 	})
 	return name
@@ -248,6 +253,13 @@ func kubeRig(t *testing.T) *rig {
 	var suffix [3]byte
 	_, _ = rand.Read(suffix[:])
 	tag := hex.EncodeToString(suffix[:])
+	t.Cleanup(func() {
+		// The pods outlive a test that fails half-way.
+		out, _ := exec.Command("podman", "pod", "ps", "--quiet", "--filter", "name=^pc-"+tag+"-").Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("podman", append([]string{"pod", "rm", "--force", "--ignore", "-t", "0"}, ids...)...).Run()
+		}
+	})
 	seq := 0
 	pods := func(t *testing.T, rt runtime.Runtime, inst state.InstanceName) []string {
 		ids, err := rt.(*podman.KubeRuntime).Pods(context.Background(), runtime.ID(inst.String()))
