@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
@@ -25,13 +26,22 @@ var ErrConfig = errors.New("invalid agent configuration")
 
 // The runtimes an agent knows.
 const (
-	RuntimeProcess = "process"
-	RuntimePodman  = "podman"
+	RuntimeProcess    = "process"
+	RuntimePodman     = "podman"
+	RuntimePodmanKube = "podman-kube"
 )
 
-// DefaultRuntimes are used when Config.Runtimes is empty; podman is then
-// optional and skipped with a warning when it is not installed.
-var DefaultRuntimes = []string{RuntimeProcess, RuntimePodman}
+// KnownRuntimes are the runtimes an agent can offer, in the order error
+// messages list them.
+var KnownRuntimes = []string{RuntimeProcess, RuntimePodman, RuntimePodmanKube}
+
+// DefaultRuntimes are used when Config.Runtimes is empty; podman and
+// podman-kube are then optional and skipped with a warning when podman is
+// not installed.
+var DefaultRuntimes = []string{RuntimeProcess, RuntimePodman, RuntimePodmanKube}
+
+// IsKnownRuntime says whether name is one of KnownRuntimes.
+func IsKnownRuntime(name string) bool { return slices.Contains(KnownRuntimes, name) }
 
 // Defaults of Config.
 const (
@@ -157,8 +167,8 @@ func (c Config) validate() error {
 		}
 	}
 	for i, r := range c.Runtimes {
-		if r != RuntimeProcess && r != RuntimePodman {
-			return fmt.Errorf("%w: runtimes[%d] %q: unknown runtime (known: %s, %s)", ErrConfig, i, r, RuntimeProcess, RuntimePodman)
+		if !IsKnownRuntime(r) {
+			return fmt.Errorf("%w: runtimes[%d] %q: unknown runtime (known: %s)", ErrConfig, i, r, strings.Join(KnownRuntimes, ", "))
 		}
 		if slices.Index(c.Runtimes, r) != i {
 			return fmt.Errorf("%w: runtimes[%d] %q: listed twice", ErrConfig, i, r)

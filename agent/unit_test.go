@@ -272,7 +272,8 @@ func TestDeletedFromProto(t *testing.T) {
 	}
 }
 
-// Podman is optional among the default runtimes and required when listed.
+// Podman (and podman-kube, which runs on it) is optional among the
+// default runtimes and required when listed.
 func TestOpenRuntimes(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-podman")
 	tests := []struct {
@@ -283,7 +284,8 @@ func TestOpenRuntimes(t *testing.T) {
 	}{
 		{"default without podman", nil, []string{RuntimeProcess}, ""},
 		{"process only", []string{RuntimeProcess}, []string{RuntimeProcess}, ""},
-		{"podman listed but missing", []string{RuntimeProcess, RuntimePodman}, nil, "runtimes: podman is listed but not available"},
+		{"podman listed but missing", []string{RuntimeProcess, RuntimePodman}, nil, "runtimes: podman is listed but podman is not available"},
+		{"podman-kube listed but missing", []string{RuntimePodmanKube}, nil, "runtimes: podman-kube is listed but podman is not available"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -130,6 +130,12 @@ func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
 		names = DefaultRuntimes
 	}
 	out := map[string]runtime.Runtime{}
+	// podman and podman-kube share one podman runtime, and with it one
+	// `podman ps --all` answer for the state polls of both.
+	var (
+		pod        *podman.Runtime
+		podChecked bool
+	)
 	for _, name := range names {
 		var (
 			r   runtime.Runtime
@@ -139,15 +145,26 @@ func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
 		case RuntimeProcess:
 			r, err = process.New(process.Config{RunFolder: cfg.RunFolder, Logger: cfg.Logger, Clock: cfg.Clock,
 				UIDs: cfg.WorkloadUIDs, AllowRoot: cfg.AllowRootWorkloads})
-		case RuntimePodman:
-			if !podman.Available(cfg.PodmanBinary) {
-				if explicit {
-					return nil, fmt.Errorf("%w: runtimes: podman is listed but not available (is it installed, and does 'podman info' work?)", ErrConfig)
+		case RuntimePodman, RuntimePodmanKube:
+			if !podChecked {
+				podChecked = true
+				if podman.Available(cfg.PodmanBinary) {
+					pod, err = podman.New(podman.Config{Binary: cfg.PodmanBinary, Logger: cfg.Logger, Clock: cfg.Clock})
 				}
-				cfg.Logger.Warn("podman is not available; its workloads will fail to start", "runtime", RuntimePodman)
+			}
+			if pod == nil && err == nil {
+				if explicit {
+					return nil, fmt.Errorf("%w: runtimes: %s is listed but podman is not available (is it installed, and does 'podman info' work?)", ErrConfig, name)
+				}
+				cfg.Logger.Warn("podman is not available; its workloads will fail to start", "runtime", name)
 				continue
 			}
-			r, err = podman.New(podman.Config{Binary: cfg.PodmanBinary, Logger: cfg.Logger, Clock: cfg.Clock})
+			if err == nil {
+				r = pod
+				if name == RuntimePodmanKube {
+					r = podman.NewKube(pod)
+				}
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("runtime %s: %w", name, err)

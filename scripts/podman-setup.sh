@@ -2,7 +2,8 @@
 # podman-setup.sh prepares a Debian machine for Grapnel's podman runtime and
 # its tests. Run it as root; it is idempotent and prints what it did.
 #
-#  1. installs podman, runc and busybox-static when they are missing;
+#  1. installs podman, runc, catatonit (podman builds the pause image of
+#     its pods from it, offline) and busybox-static when they are missing;
 #  2. writes the engine settings podman needs on machines without systemd
 #     and with low default limits (runc, cgroupfs, file events, ulimits);
 #  3. builds the test image localhost/grapnel-busybox:latest offline from a
@@ -27,6 +28,7 @@ fi
 missing=()
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v runc >/dev/null 2>&1 || missing+=(runc)
+dpkg-query -W -f='${Status}' catatonit 2>/dev/null | grep -q 'ok installed' || missing+=(catatonit)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]}"
@@ -36,7 +38,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 else
-  say "podman, runc and busybox-static already installed"
+  say "podman, runc, catatonit and busybox-static already installed"
 fi
 
 # 2. Engine settings. A drop-in leaves any containers.conf of the machine's
@@ -102,3 +104,24 @@ if [ "$nofile" != 20000 ]; then
   exit 1
 fi
 say "smoke test passed: podman runs $image"
+
+# 5. Smoke test of podman-kube: a pod plays (podman builds its pause image
+# offline from catatonit) and goes down again.
+pod=grapnel-setup-smoke
+manifest="apiVersion: v1
+kind: Pod
+metadata:
+  name: $pod
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: $image
+    command: [\"true\"]"
+podman pod rm --force --ignore "$pod" >/dev/null
+if ! printf '%s\n' "$manifest" | podman kube play --quiet - >/dev/null; then
+  say "smoke test: podman kube play failed" >&2
+  exit 1
+fi
+printf '%s\n' "$manifest" | podman kube down - >/dev/null
+say "smoke test passed: podman kube play runs a pod of $image"

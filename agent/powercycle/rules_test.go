@@ -3,6 +3,7 @@ package powercycle
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -223,7 +224,8 @@ func gone(pid int) bool {
 }
 
 // agentName is unique per test, so that podman's List sees only the
-// test's containers; they are removed when the test ends.
+// test's containers; they, and podman-kube's volumes of the agent, are
+// removed when the test ends.
 func agentName(t *testing.T) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -233,8 +235,78 @@ func agentName(t *testing.T) string {
 		if ids := strings.Fields(string(out)); len(ids) > 0 {
 			_ = exec.Command("podman", append([]string{"rm", "--force", "--ignore", "-t", "0"}, ids...)...).Run()
 		}
+		out, _ = exec.Command("podman", "volume", "ls", "--quiet", "--filter", "label=agent="+name).Output()
+		if vs := strings.Fields(string(out)); len(vs) > 0 {
+			_ = exec.Command("podman", append([]string{"volume", "rm", "--force"}, vs...)...).Run()
+		}
 	})
 	return name
+}
+
+// kubeRig is the podman-kube runtime, or nil when podman is not set up.
+// Every script gets a pod of its own, named after it.
+func kubeRig(t *testing.T) *rig {
+	p := podmanRig(t)
+	if p == nil {
+		return nil
+	}
+	var suffix [3]byte
+	_, _ = rand.Read(suffix[:])
+	tag := hex.EncodeToString(suffix[:])
+	t.Cleanup(func() {
+		// The pods outlive a test that fails half-way.
+		out, _ := exec.Command("podman", "pod", "ps", "--quiet", "--filter", "name=^pc-"+tag+"-").Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("podman", append([]string{"pod", "rm", "--force", "--ignore", "-t", "0"}, ids...)...).Run()
+		}
+	})
+	seq := 0
+	pods := func(t *testing.T, rt runtime.Runtime, inst state.InstanceName) []string {
+		ids, err := rt.(*podman.KubeRuntime).Pods(context.Background(), runtime.ID(inst.String()))
+		if err != nil {
+			return nil
+		}
+		return ids
+	}
+	return &rig{
+		name: podman.KubeName,
+		runtime: func(t *testing.T, boot string) runtime.Runtime {
+			return podman.NewKube(p.runtime(t, boot).(*podman.Runtime))
+		},
+		config: func(script string) string {
+			// Two workloads may run the same script: each gets a pod.
+			seq++
+			sum := sha256.Sum256(fmt.Appendf(nil, "%d %s", seq, script))
+			b, _ := json.Marshal(script)
+			return fmt.Sprintf("manifest: |\n  apiVersion: v1\n  kind: Pod\n  metadata:\n    name: pc-%s-%x\n  spec:\n    restartPolicy: Never\n    containers:\n    - name: app\n      image: %s\n      command: [sh, -c, %s]\n",
+				tag, sum[:4], testImage, b)
+		},
+		hostID: func(t *testing.T, rt runtime.Runtime, inst state.InstanceName) string {
+			ids := pods(t, rt, inst)
+			for _, id := range ids {
+				if exec.Command("podman", "pod", "exists", id).Run() != nil {
+					return ""
+				}
+			}
+			if len(ids) == 0 {
+				return ""
+			}
+			return "pods " + strings.Join(ids, ",")
+		},
+		// A power cut leaves the pod's containers Exited; killed, they
+		// count as failed and the pod is replaced.
+		powerLoss: func(t *testing.T, rt runtime.Runtime, inst state.InstanceName) {
+			for _, id := range pods(t, rt, inst) {
+				if out, err := exec.Command("podman", "pod", "kill", id).CombinedOutput(); err != nil {
+					t.Fatalf("podman pod kill %s: %v: %s", id, err, out)
+				}
+				testwait.For(t, waitWithin, func() bool {
+					out, _ := exec.Command("podman", "pod", "inspect", "--format", "{{.State}}", id).Output()
+					return strings.TrimSpace(string(out)) == "Exited"
+				}, "pod %s Exited", id)
+			}
+		},
+	}
 }
 
 // agentRun is one agent process as the Manager sees it.
@@ -270,6 +342,7 @@ func TestStartRules(t *testing.T) {
 	rigs := []func(t *testing.T, runFolder string) *rig{
 		func(t *testing.T, runFolder string) *rig { r := processRig(t, runFolder); return &r },
 		func(t *testing.T, _ string) *rig { return podmanRig(t) },
+		func(t *testing.T, _ string) *rig { return kubeRig(t) },
 	}
 	scenarios := []struct {
 		name         string
@@ -281,7 +354,7 @@ func TestStartRules(t *testing.T) {
 	}
 	for i, mk := range rigs {
 		for _, sc := range scenarios {
-			t.Run([]string{"process", "podman"}[i]+"/"+sc.name, func(t *testing.T) {
+			t.Run([]string{"process", "podman", "podman-kube"}[i]+"/"+sc.name, func(t *testing.T) {
 				t.Parallel()
 				runFolder := t.TempDir()
 				r := mk(t, runFolder)
@@ -332,7 +405,12 @@ func testStartRules(t *testing.T, r rig, runFolder string, reboot, wipe bool) {
 		lost    = added("lost", "exec sleep 302", map[string]state.AddCondition{"init": state.AddCondSucceeded})
 		unknown = added("unknown", "exec sleep 303", nil)
 	)
-	init_.Workload.Files = []state.File{{MountPoint: "/etc/init.conf", Content: "ok\n"}}
+	if r.name == podman.KubeName {
+		// podman-kube takes no workload files (a ConfigMap does it).
+		init_ = added("init", "sleep 1", nil)
+	} else {
+		init_.Workload.Files = []state.File{{MountPoint: "/etc/init.conf", Content: "ok\n"}}
+	}
 	succeeded := func(s state.ExecutionState) bool { return s.Is(state.StateSucceeded, state.SubOk) }
 	isRunning := func(s state.ExecutionState) bool { return s == state.RunningOk }
 	execFailed := func(s state.ExecutionState) bool { return s.Is(state.StateFailed, state.SubExecFailed) }

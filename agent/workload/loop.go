@@ -273,10 +273,12 @@ func (l *loop) create(ctx context.Context) (permanent bool, err error) {
 			l.m.log.Warn("starting the workload again in place failed; creating it anew", "instance", l.inst.String(), "error", err)
 		}
 	}
-	// Create replaces what is left of the same instance.
+	// Create replaces what is left of the same instance. A config it
+	// refuses only once it sees the spec (podman-kube: files, a control
+	// interface target not in the manifest) is as permanent as Check's.
 	id, err := l.rt.Create(ctx, spec)
 	if err != nil {
-		return false, err
+		return errors.Is(err, runtime.ErrBadConfig), err
 	}
 	l.setID(id)
 	return false, nil

@@ -161,3 +161,21 @@ func TestCreateRetryCancelled(t *testing.T) {
 		})
 	}
 }
+
+// A config the runtime refuses only at Create (podman-kube: workload
+// files, a control interface target that is not in the manifest) is
+// Pending(StartingFailed) at once, like one Check refuses: no retry can
+// cure it.
+func TestCreateBadConfigNotRetried(t *testing.T) {
+	h := newHarness(t, withFakeClock())
+	bad := fmt.Errorf("runtimeConfig.controlInterfaceTarget: required: %w", runtime.ErrBadConfig)
+	h.rt.failCreate = func(runtime.Spec, int) error { return bad }
+	a := workload("kube", "cfg")
+	h.m.Update([]Added{a}, nil)
+	want := state.ExecutionState{State: state.StatePending, SubState: state.SubStartingFailed, AdditionalInfo: bad.Error()}
+	h.waitLast(a.Instance, want)
+	h.clk.Advance(time.Hour)
+	if n := h.rt.createCount(a.Instance); n != 1 {
+		t.Fatalf("%d creates, want 1: a bad config was retried", n)
+	}
+}

@@ -76,7 +76,7 @@ func options() []layered.Option[config] {
 		layered.Opt("server-url", "s", "SERVER_URL", "replica gRPC addresses ADDR[,ADDR...]; any one is enough to find the leader", func(c *config) any { return &c.ServerURL }),
 		layered.Opt("run-folder", "r", "RUN_FOLDER", "workload files, control interfaces, process records and the incarnation counter", func(c *config) any { return &c.RunFolder }),
 		layered.Opt("tag", "t", "TAGS", "agent tag key=value (repeatable; env: comma-separated)", func(c *config) any { return &c.Tags }),
-		layered.Opt("runtimes", "", "RUNTIMES", "runtimes to offer, comma-separated: process, podman (default both, podman only when available)", func(c *config) any { return &c.Runtimes }),
+		layered.Opt("runtimes", "", "RUNTIMES", "runtimes to offer, comma-separated: process, podman, podman-kube (default all three, the podman ones only when podman is available)", func(c *config) any { return &c.Runtimes }),
 		// The Ankaios agent reads these four from ANKAGENT_* variables too.
 		layered.Opt("insecure", "k", "INSECURE", "connect without TLS (development only)", func(c *config) any { return &c.Insecure }).Upstream("ANKAGENT_INSECURE"),
 		layered.Opt("ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }).Upstream("ANKAGENT_CA_PEM"),
@@ -123,7 +123,7 @@ func loadConfigTo(args []string, lookup func(string) (string, bool), stdout, std
 
 // Ankaios runtimes Grapnel has no counterpart for; an Ankaios agent
 // config that names them gets a warning.
-var ankaiosOnlyRuntimes = map[string]bool{"containerd": true, "podman-kube": true}
+var ankaiosOnlyRuntimes = map[string]bool{"containerd": true}
 
 // applyAnkaiosConfig applies an Ankaios agent config file (TOML) to c:
 // every key it has maps to the Grapnel setting of the same name.
@@ -150,12 +150,12 @@ func applyAnkaiosConfig(path string, data []byte, c *config) ([]string, error) {
 		var keep, dropped layered.List
 		for _, r := range names {
 			switch {
-			case r == agent.RuntimeProcess || r == agent.RuntimePodman:
+			case agent.IsKnownRuntime(r):
 				keep = append(keep, r)
 			case ankaiosOnlyRuntimes[r]:
 				dropped = append(dropped, r)
 			default:
-				return nil, f.Fail(ankconf.Agent.What, "runtimes", "unknown runtime %q (Grapnel has %s and %s)", r, agent.RuntimeProcess, agent.RuntimePodman)
+				return nil, f.Fail(ankconf.Agent.What, "runtimes", "unknown runtime %q (Grapnel has %s)", r, strings.Join(agent.KnownRuntimes, ", "))
 			}
 		}
 		if len(dropped) > 0 {
@@ -163,7 +163,7 @@ func applyAnkaiosConfig(path string, data []byte, c *config) ([]string, error) {
 				ankconf.Agent.What, path, strings.Join(dropped, ", ")))
 		}
 		if len(keep) == 0 {
-			return nil, f.Fail(ankconf.Agent.What, "runtimes", "no runtime Grapnel has (%s, %s) is listed, so the agent could run nothing", agent.RuntimeProcess, agent.RuntimePodman)
+			return nil, f.Fail(ankconf.Agent.What, "runtimes", "no runtime Grapnel has (%s) is listed, so the agent could run nothing", strings.Join(agent.KnownRuntimes, ", "))
 		}
 		c.Runtimes = keep
 	}
@@ -208,8 +208,8 @@ func (c config) validate() error {
 		}
 	}
 	for _, r := range c.Runtimes {
-		if r != agent.RuntimeProcess && r != agent.RuntimePodman {
-			return fmt.Errorf("--runtimes: unknown runtime %q (known: %s, %s)", r, agent.RuntimeProcess, agent.RuntimePodman)
+		if !agent.IsKnownRuntime(r) {
+			return fmt.Errorf("--runtimes: unknown runtime %q (known: %s)", r, strings.Join(agent.KnownRuntimes, ", "))
 		}
 	}
 	for _, a := range c.ServerURL {

@@ -23,6 +23,15 @@
 // older answers stale, and a container is only reported gone after an
 // answer taken since the question was asked.
 //
+// The same package holds the podman-kube runtime (KubeRuntime, kube*.go),
+// as the Ankaios podman-kube runtime: a Kubernetes manifest played with
+// `podman kube play` and taken down with `podman kube down`. It shares
+// the podman runtime's binary and `podman ps --all` answers, so both
+// kinds of workload cost one podman call a second between them. What a
+// restarted agent needs (the pods, what kube down reads) is kept, as
+// Ankaios keeps it, in the label of two volumes per instance,
+// <instance>.config and <instance>.pods.
+//
 // scripts/podman-setup.sh installs and configures podman on a Debian host
 // and builds the offline test image localhost/grapnel-busybox:latest.
 package podman

@@ -16,6 +16,10 @@ type container struct {
 	State    string            `json:"State"`
 	ExitCode int               `json:"ExitCode"`
 	Labels   map[string]string `json:"Labels"`
+	// Pod is the id of the pod the container belongs to ("" for none);
+	// the podman-kube runtime finds its containers by it.
+	Pod     string `json:"Pod"`
+	IsInfra bool   `json:"IsInfra"`
 }
 
 // parsePS decodes the output of `podman ps --format json`.

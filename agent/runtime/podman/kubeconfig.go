@@ -1,0 +1,179 @@
+package podman
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// kubeConfig is a parsed podman-kube runtimeConfig, with the Ankaios
+// field names: generalOptions go before `kube play`, playOptions after
+// it, downOptions after `kube down`; manifest is the Kubernetes YAML fed
+// to both on standard input; controlInterfaceTarget names the
+// <pod>/<container> that gets the control interface.
+type kubeConfig struct {
+	GeneralOptions []string
+	PlayOptions    []string
+	DownOptions    []string
+	Manifest       string
+	// Target is controlInterfaceTarget split; zero when not set.
+	Target kubeTarget
+}
+
+// kubeTarget is the container that gets the control interface.
+type kubeTarget struct {
+	Pod, Container string
+}
+
+const kubeFields = "generalOptions, playOptions, downOptions, controlInterfaceTarget or manifest"
+
+// parseKubeConfig decodes a rendered podman-kube runtimeConfig. As for
+// podman, unknown and repeated keys are refused and every error names the
+// field. The manifest must be YAML documents that are mappings with a
+// kind; errors never quote the manifest, which may hold secrets.
+func parseKubeConfig(text string) (kubeConfig, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
+		return kubeConfig{}, badConfig(root, "not valid YAML: %v", err)
+	}
+	var c kubeConfig
+	n := resolve(&doc)
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = resolve(n.Content[0])
+	}
+	switch {
+	case n.Kind == 0 || n.Kind == yaml.DocumentNode || isNull(n):
+		// Empty: only the missing manifest is wrong.
+	case n.Kind != yaml.MappingNode:
+		return kubeConfig{}, badConfig(root, "expected a mapping with the keys %s", kubeFields)
+	default:
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+			if k.Kind != yaml.ScalarNode {
+				return kubeConfig{}, badConfig(root, "keys must be strings (line %d)", k.Line)
+			}
+			field := root + "." + k.Value
+			if seen[k.Value] {
+				return kubeConfig{}, badConfig(field, "defined more than once")
+			}
+			seen[k.Value] = true
+			var err error
+			switch k.Value {
+			case "generalOptions":
+				c.GeneralOptions, err = stringList(field, v)
+			case "playOptions":
+				c.PlayOptions, err = stringList(field, v)
+			case "downOptions":
+				c.DownOptions, err = stringList(field, v)
+			case "controlInterfaceTarget":
+				c.Target, err = parseKubeTarget(field, v)
+			case "manifest":
+				c.Manifest, err = manifestText(field, v)
+			case "options":
+				err = badConfig(field, "unknown field: Ankaios puts playOptions and downOptions at the top level of runtimeConfig")
+			default:
+				err = badConfig(field, "unknown field (expected %s)", kubeFields)
+			}
+			if err != nil {
+				return kubeConfig{}, err
+			}
+		}
+	}
+	if c.Manifest == "" {
+		return kubeConfig{}, badConfig(root+".manifest", "required")
+	}
+	return c, nil
+}
+
+// manifestText accepts a string of YAML documents, each a mapping with a
+// string `kind`: what `podman kube play` reads.
+func manifestText(field string, n *yaml.Node) (string, error) {
+	if isNull(n) {
+		return "", badConfig(field, "required")
+	}
+	if n.Kind != yaml.ScalarNode {
+		return "", badConfig(field, "expected a string holding Kubernetes YAML (write it as a block scalar: `manifest: |`)")
+	}
+	if strings.TrimSpace(n.Value) == "" {
+		return "", badConfig(field, "required")
+	}
+	if _, err := manifestDocs(field, n.Value); err != nil {
+		return "", err
+	}
+	return n.Value, nil
+}
+
+// manifestDocs parses the manifest's documents, skipping empty ones.
+func manifestDocs(field, text string) ([]*yaml.Node, error) {
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	var docs []*yaml.Node
+	for i := 0; ; i++ {
+		var d yaml.Node
+		err := dec.Decode(&d)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, badConfig(field, "document %d is not valid YAML: %v", i+1, err)
+		}
+		m := resolve(&d)
+		if m.Kind == yaml.DocumentNode && len(m.Content) > 0 {
+			m = resolve(m.Content[0])
+		}
+		if m.Kind == yaml.DocumentNode || isNull(m) {
+			continue
+		}
+		if m.Kind != yaml.MappingNode {
+			return nil, badConfig(field, "document %d: expected a Kubernetes object (a mapping)", i+1)
+		}
+		kind := mapValue(m, "kind")
+		if kind == nil || kind.Kind != yaml.ScalarNode || kind.Value == "" {
+			return nil, badConfig(field, "document %d: kind is required", i+1)
+		}
+		docs = append(docs, m)
+	}
+	if len(docs) == 0 {
+		return nil, badConfig(field, "holds no Kubernetes object")
+	}
+	return docs, nil
+}
+
+// mapValue is the value of key in mapping m, or nil.
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if k := resolve(m.Content[i]); k.Kind == yaml.ScalarNode && k.Value == key {
+			return resolve(m.Content[i+1])
+		}
+	}
+	return nil
+}
+
+// parseKubeTarget reads `<pod>/<container>`, as Ankaios does.
+func parseKubeTarget(field string, n *yaml.Node) (kubeTarget, error) {
+	if isNull(n) {
+		return kubeTarget{}, nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return kubeTarget{}, badConfig(field, "expected a string <pod>/<container>")
+	}
+	pod, ctr, ok := strings.Cut(n.Value, "/")
+	if !ok || pod == "" || ctr == "" || strings.Contains(ctr, "/") {
+		return kubeTarget{}, badConfig(field, "expected <pod>/<container>, got %q", n.Value)
+	}
+	return kubeTarget{Pod: pod, Container: ctr}, nil
+}
+
+// String is the target as written.
+func (t kubeTarget) String() string {
+	if t.Pod == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/%s", t.Pod, t.Container)
+}
