@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/aymerick/raymond v2.0.2+incompatible
+	github.com/coreos/go-systemd/v22 v22.6.0
 	github.com/hashicorp/go-hclog v1.6.2
 	github.com/hashicorp/memberlist v0.6.0
 	github.com/hashicorp/raft v1.7.3

@@ -81,6 +81,10 @@ type Config struct {
 	// Secrets seals secret config items and opens them for the agents
 	// (docs/secrets.md); nil refuses to store a secret item.
 	Secrets *secrets.Keyring
+	// OnLeadership is told when this replica starts (true) and stops
+	// (false) leading, on the leader loop: it must not block. The systemd
+	// notifier (cmd/grapnel-server) turns it into STATUS= lines.
+	OnLeadership func(leading bool)
 }
 
 // Server is the leader-side Ankaios logic of one replica.
@@ -97,7 +101,10 @@ type Server struct {
 
 	shutdownCh chan struct{}
 	shutdown   sync.Once
-	monitorWG  sync.WaitGroup
+	// pings carries Alive's questions to the leadership monitor while
+	// this replica does not lead (liveness.go).
+	pings     chan chan struct{}
+	monitorWG sync.WaitGroup
 
 	// leaderMu guards term: the current leadership term's inbox, nil while
 	// this replica does not lead.
@@ -113,6 +120,8 @@ type Server struct {
 type term struct {
 	inbox chan inMsg
 	stop  chan struct{}
+	// ping carries Alive's questions to the leader loop (liveness.go).
+	ping chan chan struct{}
 	// unsatisfied is what the leader's last allocation could not satisfy
 	// (placement.go), read by Server.Unsatisfied.
 	unsatMu     sync.Mutex
@@ -155,6 +164,7 @@ func New(cfg Config) (*Server, error) {
 
 		historyLimits: cfg.HistoryLimits.Effective(),
 		shutdownCh:    make(chan struct{}),
+		pings:         make(chan chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
 	}
 	cfg.Metrics.CollectProblems(s.problemCounts)
