@@ -16,6 +16,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
+	"github.com/grapnel-io/grapnel/internal/sdnotify"
 )
 
 func main() {
@@ -43,6 +44,9 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "grapnel-agent: %v\n", err)
 		return 2
 	}
+	// systemd (Type=notify): READY=1, STATUS= and the watchdog
+	// (docs/operations.md, "systemd"); without NOTIFY_SOCKET a no-op.
+	acfg.Notify = sdnotify.New(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := agent.Run(ctx, acfg); err != nil {

@@ -11,7 +11,8 @@ import (
 	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
-// Notifier sends the service's state to systemd's NOTIFY_SOCKET.
+// Notifier sends the service's state to systemd's NOTIFY_SOCKET. A nil
+// Notifier sends nothing.
 type Notifier struct {
 	log *slog.Logger
 	mu  sync.Mutex
@@ -23,6 +24,9 @@ type Notifier struct {
 func New(log *slog.Logger) *Notifier { return &Notifier{log: log} }
 
 func (n *Notifier) send(state string) {
+	if n == nil {
+		return
+	}
 	if _, err := daemon.SdNotify(false, state); err != nil {
 		n.log.Warn("systemd notify failed", "state", state, "error", err)
 	}
@@ -36,6 +40,9 @@ func (n *Notifier) Stopping() { n.send(daemon.SdNotifyStopping) }
 
 // Status sends STATUS=text unless it is what was sent last.
 func (n *Notifier) Status(text string) {
+	if n == nil {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if text == n.status {
@@ -54,6 +61,9 @@ func (n *Notifier) Status(text string) {
 // returns a no-op; otherwise it returns the function that stops the
 // goroutine and waits for it.
 func (n *Notifier) Watchdog(alive func(context.Context) error) (stop func()) {
+	if n == nil {
+		return func() {}
+	}
 	interval, err := daemon.SdWatchdogEnabled(false)
 	if err != nil {
 		n.log.Warn("systemd watchdog setting ignored", "error", err)
