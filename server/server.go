@@ -168,6 +168,7 @@ func New(cfg Config) (*Server, error) {
 		refusals:      newLogLimiter(clk, refusalLogWindow),
 	}
 	cfg.Metrics.CollectProblems(s.problemCounts)
+	cfg.Metrics.CollectCluster(s.clusterCounts)
 	return s, nil
 }
 

@@ -21,6 +21,7 @@ type Set struct {
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
+	agentsConnected, workloads                                       *Gauge
 }
 
 // NewSet registers Grapnel's families on a fresh registry.
@@ -32,13 +33,15 @@ func NewSet() *Set {
 		CommitSeconds: r.NewHistogram("grapnel_raft_commit_seconds", "Time from proposing a Raft entry to its commit and local apply.", LatencyBuckets, "type"),
 		BatchSize: r.NewHistogram("grapnel_ingest_batch_size", "Items carried in one batched Raft entry.",
 			[]float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, "type"),
-		isLeader:     r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
-		term:         r.NewGauge("grapnel_raft_term", "Current Raft term."),
-		commitIndex:  r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
-		appliedIndex: r.NewGauge("grapnel_raft_applied_index", "Highest Raft index applied to the FSM."),
-		applyLag:     r.NewGauge("grapnel_raft_apply_lag", "Entries committed but not yet applied to the FSM (commit_index - applied_index)."),
-		lastContact:  r.NewGauge("grapnel_raft_last_contact_seconds", "On a follower, time since the last contact with the leader; 0 on the leader."),
-		problems:     r.NewGauge("grapnel_problems", "Open problems of the problems view in this replica's state, by kind (docs/problems.md).", "kind"),
+		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
+		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
+		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
+		appliedIndex:    r.NewGauge("grapnel_raft_applied_index", "Highest Raft index applied to the FSM."),
+		applyLag:        r.NewGauge("grapnel_raft_apply_lag", "Entries committed but not yet applied to the FSM (commit_index - applied_index)."),
+		lastContact:     r.NewGauge("grapnel_raft_last_contact_seconds", "On a follower, time since the last contact with the leader; 0 on the leader."),
+		problems:        r.NewGauge("grapnel_problems", "Open problems of the problems view in this replica's state, by kind (docs/problems.md).", "kind"),
+		agentsConnected: r.NewGauge("grapnel_agents_connected", "Agents connected to the leader, as this replica's state records them."),
+		workloads:       r.NewGauge("grapnel_workloads", "Workload instances in this replica's state, by execution state.", "state"),
 	}
 }
 
@@ -77,6 +80,22 @@ func (s *Set) CollectProblems(counts func() map[string]int) {
 	s.Registry.OnCollect(func() {
 		for k, n := range counts() {
 			s.problems.Set(float64(n), k)
+		}
+	})
+}
+
+// CollectCluster refreshes grapnel_agents_connected and grapnel_workloads
+// from counts (read from the replicated state) before every scrape.
+func (s *Set) CollectCluster(counts func() (agents int, byState map[string]int)) {
+	if s == nil {
+		return
+	}
+	s.Registry.OnCollect(func() {
+		agents, byState := counts()
+		s.agentsConnected.Set(float64(agents))
+		s.workloads.Reset()
+		for st, n := range byState {
+			s.workloads.Set(float64(n), st)
 		}
 	})
 }
