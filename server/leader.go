@@ -273,9 +273,10 @@ func (l *leader) step() {
 	l.detectProblems()
 }
 
-// observeCommit records the time from proposing an entry to its commit.
-func (s *Server) observeCommit(t fsm.MessageType, d time.Duration) {
-	s.cfg.Metrics.ObserveCommit(t.String(), d)
+// observeCommit records the time from proposing an entry to its commit,
+// with the entry's Raft index as the exemplar (0 when it failed).
+func (s *Server) observeCommit(t fsm.MessageType, d time.Duration, index uint64) {
+	s.cfg.Metrics.ObserveCommitAt(t.String(), d, index)
 }
 
 // stepDownHalted hands leadership to another voter if the FSM halted

@@ -26,8 +26,15 @@ func TestAliveFailsWhileTheLeaderLoopIsFrozen(t *testing.T) {
 		t.Fatalf("idle leader loop: %v", err)
 	}
 	mu.Lock()
-	if len(told) != 1 || !told[0] {
-		t.Errorf("OnLeadership calls = %v, want [true]", told)
+	// Under -race a lone voter may lose and regain leadership at start:
+	// what counts is that gains and losses alternate and it now leads.
+	for i, leading := range told {
+		if leading != (i%2 == 0) {
+			t.Errorf("OnLeadership calls = %v, want true, false, true, ... ending with true", told)
+		}
+	}
+	if len(told) == 0 || !told[len(told)-1] {
+		t.Errorf("OnLeadership calls = %v, want the last one true", told)
 	}
 	mu.Unlock()
 

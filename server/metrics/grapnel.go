@@ -53,6 +53,21 @@ func (s *Set) ObserveCommit(typ string, d time.Duration) {
 	s.CommitSeconds.Observe(d.Seconds(), typ)
 }
 
+// ObserveCommitAt records one proposal's commit latency with the Raft
+// index of its entry as the exemplar (none for 0), so that an OpenMetrics
+// scraper can lead from a slow bucket to the entry (`grapnel history`,
+// the Raft log).
+func (s *Set) ObserveCommitAt(typ string, d time.Duration, index uint64) {
+	if s == nil {
+		return
+	}
+	if index == 0 {
+		s.CommitSeconds.Observe(d.Seconds(), typ)
+		return
+	}
+	s.CommitSeconds.ObserveWithExemplar(d.Seconds(), map[string]string{"raft_index": strconv.FormatUint(index, 10)}, typ)
+}
+
 // LeaderChanged counts a gain or loss of leadership.
 func (s *Set) LeaderChanged() {
 	if s == nil {
