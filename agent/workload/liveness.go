@@ -20,6 +20,7 @@ func (m *Manager) Alive(ctx context.Context) error {
 		go func() {
 			m.ops.Lock()
 			m.mu.Lock()
+			//lint:ignore SA2001 taking the lock is the whole probe
 			m.mu.Unlock()
 			m.ops.Unlock()
 			m.probeMu.Lock()
