@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/sdnotify"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
@@ -120,6 +121,10 @@ type Config struct {
 	// Timers), the runtimes' polls and timeouts, the workload restarts
 	// and the control interfaces' waits. Nil is the system clock.
 	Clock clock.Clock
+	// Notify tells systemd when the agent is ready, whom it is connected
+	// to, and pets the watchdog while the workload Manager answers
+	// (docs/operations.md, "systemd"); nil tells nothing.
+	Notify *sdnotify.Notifier
 }
 
 // DefaultRunFolder is $TMPDIR/ankaios, or /tmp/ankaios without TMPDIR.

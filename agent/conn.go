@@ -13,6 +13,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/sdnotify"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -67,6 +68,8 @@ type conn struct {
 
 	mu  sync.Mutex
 	cur *session // nil while disconnected
+	// notify tells systemd whether a stream is open; nil tells nothing.
+	notify *sdnotify.Notifier
 }
 
 // clk is the agent's clock, or the system clock.
@@ -395,7 +398,18 @@ func (c *conn) setCurrent(s *session) {
 	c.mu.Lock()
 	c.cur = s
 	c.mu.Unlock()
+	if s == nil {
+		c.notify.Status(statusWaiting)
+	} else {
+		c.notify.Status(statusConnected + s.st.ReplicaID())
+	}
 }
+
+// The STATUS= texts systemd shows for an agent.
+const (
+	statusWaiting   = "waiting for the leader"
+	statusConnected = "connected to leader "
+)
 
 // replica is the id of the replica the current stream is open to; "" when
 // disconnected or unknown.

@@ -70,7 +70,7 @@ func start(cfg Config) (*instance, error) {
 	}
 	c := &conn{
 		name: cfg.Name, tags: cfg.Tags, incarnation: incarnation, loadEvery: cfg.LoadInterval,
-		log: log, resolver: resolver, out: newOutbox(), clock: cfg.Clock,
+		log: log, resolver: resolver, out: newOutbox(), clock: cfg.Clock, notify: cfg.Notify,
 	}
 	a := &instance{log: log, conn: c}
 	a.ctl = controlif.New(controlif.Config{Agent: cfg.Name, RunFolder: cfg.RunFolder, Forward: c.forward, Logger: log, Clock: cfg.Clock})
@@ -101,8 +101,20 @@ func start(cfg Config) (*instance, error) {
 }
 
 // run serves the stream until ctx ends, then stops what start started.
+//
+// The agent tells systemd it is ready here, before any server answers:
+// its runtimes are open, its run folder and incarnation are in place and
+// the workloads on the host run on whether or not a replica is
+// reachable (a vehicle powers its units on in no fixed order). STATUS
+// says whether a stream to the leader is open.
 func (a *instance) run(ctx context.Context) error {
+	notify := a.conn.notify
+	notify.Status(statusWaiting)
+	notify.Ready()
+	stopWatchdog := notify.Watchdog(a.mgr.Alive)
 	err := a.conn.serve(ctx)
+	stopWatchdog()
+	notify.Stopping()
 	a.stop()
 	if err != nil {
 		return err

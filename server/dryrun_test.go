@@ -548,7 +548,7 @@ func TestDryRunBehindAFailedProposal(t *testing.T) {
 	}
 	inFlight.err = errors.New("lost")
 	l.projected.markFailed()
-	l.pipe.settle(inFlight, func(fsm.MessageType, time.Duration) {})
+	l.pipe.settle(inFlight, func(fsm.MessageType, time.Duration, uint64) {})
 	a := <-c.reply
 	if !errors.Is(a.err, errs.ErrStateChanged) || a.plan != nil {
 		t.Fatalf("answer %v %v, want ErrStateChanged", a.plan, a.err)

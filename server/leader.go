@@ -121,6 +121,8 @@ func (s *Server) monitorLeadership() {
 				stop()
 				s.stepDownHalted()
 			}
+		case r := <-s.pings:
+			close(r)
 		case <-s.shutdownCh:
 			stop()
 			return
@@ -185,6 +187,10 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 			l.problemWoke()
 		case <-restored:
 			l.restoreSeen()
+		case r := <-l.term.ping:
+			// A liveness question changes nothing: no step.
+			close(r)
+			continue
 		case <-stopCh:
 			return
 		}
@@ -199,7 +205,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 	clk := s.clock()
 	l := &leader{
 		s:      s,
-		term:   &term{inbox: make(chan inMsg, 256), stop: stopCh},
+		term:   &term{inbox: make(chan inMsg, 256), stop: stopCh, ping: make(chan chan struct{})},
 		events: events.NewHandler(),
 		logs:   logcampaign.NewStore(),
 		clock:  clk,
@@ -227,6 +233,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 	s.term = l.term
 	s.leaderMu.Unlock()
 	s.cfg.Metrics.LeaderChanged()
+	s.leadershipChanged(true)
 	s.log.Info("leading", "id", s.node.ID(), "agents in grace", len(l.grace))
 	return l
 }
@@ -247,6 +254,7 @@ func (l *leader) revoke() {
 	l.pipe.stopAndWait()
 	s.conns.closeAll()
 	s.cfg.Metrics.LeaderChanged()
+	s.leadershipChanged(false)
 	s.log.Info("no longer leading", "id", s.node.ID())
 }
 
@@ -265,9 +273,10 @@ func (l *leader) step() {
 	l.detectProblems()
 }
 
-// observeCommit records the time from proposing an entry to its commit.
-func (s *Server) observeCommit(t fsm.MessageType, d time.Duration) {
-	s.cfg.Metrics.ObserveCommit(t.String(), d)
+// observeCommit records the time from proposing an entry to its commit,
+// with the entry's Raft index as the exemplar (0 when it failed).
+func (s *Server) observeCommit(t fsm.MessageType, d time.Duration, index uint64) {
+	s.cfg.Metrics.ObserveCommitAt(t.String(), d, index)
 }
 
 // stepDownHalted hands leadership to another voter if the FSM halted

@@ -291,7 +291,7 @@ func (p *pipeline) ordered(fn func()) {
 // settle marks a proposal as back from Raft and runs, in order, every
 // entry whose turn has come. observe gets each proposal's type and time
 // to commit.
-func (p *pipeline) settle(e *entry, observe func(fsm.MessageType, time.Duration)) {
+func (p *pipeline) settle(e *entry, observe func(t fsm.MessageType, d time.Duration, index uint64)) {
 	e.done = true
 	for len(p.queue) > 0 {
 		head := p.queue[0]
@@ -305,7 +305,7 @@ func (p *pipeline) settle(e *entry, observe func(fsm.MessageType, time.Duration)
 			continue
 		}
 		p.inFlight--
-		observe(head.typ, p.clock.Now().Sub(head.start))
+		observe(head.typ, p.clock.Now().Sub(head.start), head.index)
 		if head.err != nil {
 			if head.fail != nil {
 				head.fail(head.err)

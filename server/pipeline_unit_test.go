@@ -125,7 +125,7 @@ func TestPipelineSettlesInOrder(t *testing.T) {
 		select {
 		case batch := <-p.done:
 			for _, e := range batch {
-				p.settle(e, func(t fsm.MessageType, _ time.Duration) { observed = append(observed, t) })
+				p.settle(e, func(t fsm.MessageType, _ time.Duration, _ uint64) { observed = append(observed, t) })
 				n++
 			}
 		case <-time.After(5 * time.Second):
@@ -213,7 +213,7 @@ func TestPipelineBound(t *testing.T) {
 		select {
 		case batch := <-p.done:
 			for _, e := range batch {
-				p.settle(e, func(fsm.MessageType, time.Duration) {})
+				p.settle(e, func(fsm.MessageType, time.Duration, uint64) {})
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("still full after the commits")
@@ -234,7 +234,7 @@ func settleOne(t *testing.T, p *pipeline) {
 	select {
 	case batch := <-p.done:
 		for _, e := range batch {
-			p.settle(e, func(fsm.MessageType, time.Duration) {})
+			p.settle(e, func(fsm.MessageType, time.Duration, uint64) {})
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no completion")

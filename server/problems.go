@@ -296,6 +296,24 @@ func problemPath(id uint64) string { return problemsRoot + "." + strconv.FormatU
 
 // problemCounts counts this replica's open problems by kind, every kind
 // present, for the grapnel_problems gauge.
+// clusterCounts is what grapnel_agents_connected and grapnel_workloads
+// read at a scrape: the connected agents and the instances by execution
+// state, from this replica's store.
+func (s *Server) clusterCounts() (agents int, byState map[string]int) {
+	byState = map[string]int{}
+	s.fsm.Read(func(st *state.Store, _ uint64) {
+		agents = len(st.Agents)
+		for _, byWl := range st.States {
+			for _, byID := range byWl {
+				for _, e := range byID {
+					byState[string(e.State)]++
+				}
+			}
+		}
+	})
+	return agents, byState
+}
+
 func (s *Server) problemCounts() map[string]int {
 	out := make(map[string]int, len(problems.Kinds))
 	for _, k := range problems.Kinds {

@@ -88,6 +88,10 @@ type Config struct {
 	// zero value, identity.None, refuses such certificates;
 	// grapnel-server defaults to identity.Agent.
 	UntypedCertRole identity.Role
+	// OnLeadership is told when this replica starts (true) and stops
+	// (false) leading, on the leader loop: it must not block. The systemd
+	// notifier (cmd/grapnel-server) turns it into STATUS= lines.
+	OnLeadership func(leading bool)
 }
 
 // Server is the leader-side Ankaios logic of one replica.
@@ -104,7 +108,10 @@ type Server struct {
 
 	shutdownCh chan struct{}
 	shutdown   sync.Once
-	monitorWG  sync.WaitGroup
+	// pings carries Alive's questions to the leadership monitor while
+	// this replica does not lead (liveness.go).
+	pings     chan chan struct{}
+	monitorWG sync.WaitGroup
 
 	// leaderMu guards term: the current leadership term's inbox, nil while
 	// this replica does not lead.
@@ -123,6 +130,8 @@ type Server struct {
 type term struct {
 	inbox chan inMsg
 	stop  chan struct{}
+	// ping carries Alive's questions to the leader loop (liveness.go).
+	ping chan chan struct{}
 	// unsatisfied is what the leader's last allocation could not satisfy
 	// (placement.go), read by Server.Unsatisfied.
 	unsatMu     sync.Mutex
@@ -165,10 +174,12 @@ func New(cfg Config) (*Server, error) {
 
 		historyLimits: cfg.HistoryLimits.Effective(),
 		shutdownCh:    make(chan struct{}),
+		pings:         make(chan chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
 	}
 	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused}
 	cfg.Metrics.CollectProblems(s.problemCounts)
+	cfg.Metrics.CollectCluster(s.clusterCounts)
 	return s, nil
 }
 

@@ -116,6 +116,11 @@ type Manager struct {
 
 	// resyncKick (capacity 1) asks the resync goroutine for a round.
 	resyncKick chan struct{}
+
+	// probe is closed when Alive's probe took ops and mu; nil when none
+	// is under way (liveness.go). probeMu guards it.
+	probeMu sync.Mutex
+	probe   chan struct{}
 }
 
 // NewManager returns a Manager with no loops; nothing runs until the first

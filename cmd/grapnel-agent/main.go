@@ -19,6 +19,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/residency"
+	"github.com/grapnel-io/grapnel/internal/sdnotify"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 )
@@ -71,6 +72,9 @@ func run(args []string) int {
 		}
 		defer watch.Stop()
 	}
+	// systemd (Type=notify): READY=1, STATUS= and the watchdog
+	// (docs/operations.md, "systemd"); without NOTIFY_SOCKET a no-op.
+	acfg.Notify = sdnotify.New(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	trim := time.AfterFunc(trimAfter, func() {

@@ -20,6 +20,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/sdnotify"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
@@ -119,6 +120,11 @@ func run(cfg config) error {
 		return err
 	}
 	metricSet := metrics.NewSet()
+	// systemd (Type=notify): the replica reports leader/follower as it
+	// changes, READY=1 once it serves, WATCHDOG=1 while its main loop
+	// answers (docs/operations.md, "systemd").
+	notify := sdnotify.New(log)
+	notify.Status(followerStatus)
 	pool := proxy.NewPool(grpc.WithTransportCredentials(proxyCreds))
 	defer pool.Close()
 	grace := cfg.AgentReconnectGrace
@@ -145,6 +151,13 @@ func run(cfg config) error {
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
 		Secrets: keyring, UntypedCertRole: untyped,
+		OnLeadership: func(leading bool) {
+			if leading {
+				notify.Status(leaderStatus)
+			} else {
+				notify.Status(followerStatus)
+			}
+		},
 	})
 	if err != nil {
 		node.Shutdown()
@@ -177,6 +190,12 @@ func run(cfg config) error {
 	defer func() { stop(); <-hupDone }()
 	errCh := make(chan error, 1)
 	go func() { errCh <- g.Serve(lis) }()
+	// Serving: the listener is bound and its accept loop runs, the Raft
+	// node is open and the leadership monitor watches it, so the replica
+	// either leads, follows, or knows it waits for its peers (a lone
+	// member of a cluster still forming answers with "no leader").
+	notify.Ready()
+	stopWatchdog := notify.Watchdog(srv.Alive)
 	log.Info("grapnel-server started", "id", cfg.Name, "address", lis.Addr().String(), "raft", cfg.RaftAddress,
 		"gossip", cfg.GossipAddress, "data", cfg.DataDir)
 	select {
@@ -184,6 +203,8 @@ func run(cfg config) error {
 		log.Info("shutting down")
 	case err = <-errCh:
 	}
+	stopWatchdog()
+	notify.Stopping()
 	stepDown(node, cfg.LeaveOnTerminate, log)
 	srv.Shutdown()
 	g.Stop()
@@ -192,6 +213,12 @@ func run(cfg config) error {
 	}
 	return err
 }
+
+// The STATUS= texts systemd shows for a replica.
+const (
+	leaderStatus   = "leader"
+	followerStatus = "follower"
+)
 
 // loadStartupManifest parses and validates the startup manifest; an
 // invalid one stops the server (swdd~server-fails-on-invalid-startup-state~1).

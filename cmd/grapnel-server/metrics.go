@@ -25,6 +25,10 @@ func serveMetrics(addr string, debug bool, set *metrics.Set, node *cluster.Node,
 	if addr == "" {
 		return func() {}, nil
 	}
+	// Raft's and memberlist's own metrics, through go-metrics' global.
+	if err := metrics.ExportGoMetrics(set.Registry); err != nil {
+		return nil, fmt.Errorf("raft metrics: %w", err)
+	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address %s: %w", addr, err)

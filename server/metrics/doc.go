@@ -1,5 +1,8 @@
-// Package metrics is a small registry of counters, gauges and histograms
-// written in the Prometheus text exposition format (version 0.0.4). It
-// covers what an operator of a replica needs — leader changes, commit
-// latency, apply lag — without a client library dependency.
+// Package metrics holds a replica's metric families on a
+// prometheus/client_golang registry, with the Go runtime and process
+// collectors, and serves them with OpenMetrics negotiation. Its small API
+// (NewCounter, NewGauge, NewHistogram with label values passed at the
+// call) keeps adding a metric a one-line change; Grapnel's own families
+// are in grapnel.go, Raft's and memberlist's arrive through the go-metrics
+// sink (gometrics.go).
 package metrics

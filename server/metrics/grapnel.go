@@ -32,6 +32,7 @@ type Set struct {
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
+	agentsConnected, workloads                                       *Gauge
 }
 
 // NewSet registers Grapnel's families on a fresh registry.
@@ -49,13 +50,15 @@ func NewSet() *Set {
 			"Requests an agent forwarded for its workloads that the server refused, by agent.", "agent"),
 		LogResponsesDropped: r.NewCounter("grapnel_log_responses_dropped_total",
 			"Log responses dropped because their sender does not host an instance of a live campaign, by sender kind (agent, client).", "from"),
-		isLeader:     r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
-		term:         r.NewGauge("grapnel_raft_term", "Current Raft term."),
-		commitIndex:  r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
-		appliedIndex: r.NewGauge("grapnel_raft_applied_index", "Highest Raft index applied to the FSM."),
-		applyLag:     r.NewGauge("grapnel_raft_apply_lag", "Entries committed but not yet applied to the FSM (commit_index - applied_index)."),
-		lastContact:  r.NewGauge("grapnel_raft_last_contact_seconds", "On a follower, time since the last contact with the leader; 0 on the leader."),
-		problems:     r.NewGauge("grapnel_problems", "Open problems of the problems view in this replica's state, by kind (docs/problems.md).", "kind"),
+		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
+		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
+		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
+		appliedIndex:    r.NewGauge("grapnel_raft_applied_index", "Highest Raft index applied to the FSM."),
+		applyLag:        r.NewGauge("grapnel_raft_apply_lag", "Entries committed but not yet applied to the FSM (commit_index - applied_index)."),
+		lastContact:     r.NewGauge("grapnel_raft_last_contact_seconds", "On a follower, time since the last contact with the leader; 0 on the leader."),
+		problems:        r.NewGauge("grapnel_problems", "Open problems of the problems view in this replica's state, by kind (docs/problems.md).", "kind"),
+		agentsConnected: r.NewGauge("grapnel_agents_connected", "Agents connected to the leader, as this replica's state records them."),
+		workloads:       r.NewGauge("grapnel_workloads", "Workload instances in this replica's state, by execution state.", "state"),
 	}
 }
 
@@ -65,6 +68,21 @@ func (s *Set) ObserveCommit(typ string, d time.Duration) {
 		return
 	}
 	s.CommitSeconds.Observe(d.Seconds(), typ)
+}
+
+// ObserveCommitAt records one proposal's commit latency with the Raft
+// index of its entry as the exemplar (none for 0), so that an OpenMetrics
+// scraper can lead from a slow bucket to the entry (`grapnel history`,
+// the Raft log).
+func (s *Set) ObserveCommitAt(typ string, d time.Duration, index uint64) {
+	if s == nil {
+		return
+	}
+	if index == 0 {
+		s.CommitSeconds.Observe(d.Seconds(), typ)
+		return
+	}
+	s.CommitSeconds.ObserveWithExemplar(d.Seconds(), map[string]string{"raft_index": strconv.FormatUint(index, 10)}, typ)
 }
 
 // LeaderChanged counts a gain or loss of leadership.
@@ -119,6 +137,22 @@ func (s *Set) CollectProblems(counts func() map[string]int) {
 	s.Registry.OnCollect(func() {
 		for k, n := range counts() {
 			s.problems.Set(float64(n), k)
+		}
+	})
+}
+
+// CollectCluster refreshes grapnel_agents_connected and grapnel_workloads
+// from counts (read from the replicated state) before every scrape.
+func (s *Set) CollectCluster(counts func() (agents int, byState map[string]int)) {
+	if s == nil {
+		return
+	}
+	s.Registry.OnCollect(func() {
+		agents, byState := counts()
+		s.agentsConnected.Set(float64(agents))
+		s.workloads.Reset()
+		for st, n := range byState {
+			s.workloads.Set(float64(n), st)
 		}
 	})
 }

@@ -1,52 +1,38 @@
 package metrics
 
 import (
-	"fmt"
+	"bytes"
 	"io"
-	"math"
 	"net/http"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 )
 
 // Registry holds metric families by name. The zero value is not usable;
 // call New.
 type Registry struct {
-	mu       sync.Mutex
-	families map[string]*family
-	// collectors run before every write to refresh gauges that are read
-	// from elsewhere (Raft statistics).
+	reg *prometheus.Registry
+	mu  sync.Mutex
+	// collectors run before every gathering to refresh gauges that are
+	// read from elsewhere (Raft statistics, the problems view): they cost
+	// nothing between scrapes.
 	collectors []func()
 }
 
-type kind string
-
-const (
-	kindCounter   kind = "counter"
-	kindGauge     kind = "gauge"
-	kindHistogram kind = "histogram"
-)
-
-type family struct {
-	name, help string
-	kind       kind
-	labelNames []string
-	buckets    []float64
-	series     map[string]*series
+// New returns a registry with the Go runtime and process collectors.
+func New() *Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &Registry{reg: reg}
 }
 
-type series struct {
-	labels  []string
-	value   float64 // counter and gauge
-	counts  []uint64
-	sum     float64
-	samples uint64
-}
-
-// New returns an empty registry.
-func New() *Registry { return &Registry{families: map[string]*family{}} }
+// Register adds a client_golang collector (the go-metrics sink).
+func (r *Registry) Register(c prometheus.Collector) error { return r.reg.Register(c) }
 
 // OnCollect registers fn to run before each exposition.
 func (r *Registry) OnCollect(fn func()) {
@@ -55,190 +41,116 @@ func (r *Registry) OnCollect(fn func()) {
 	r.mu.Unlock()
 }
 
-func (r *Registry) family(name, help string, k kind, labels []string, buckets []float64) *family {
+// Gather runs the OnCollect functions, then gathers every family.
+func (r *Registry) Gather() ([]*dto.MetricFamily, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.families[name]; ok {
-		if f.kind != k {
-			panic(fmt.Sprintf("metrics: %s registered as %s and %s", name, f.kind, k))
-		}
-		return f
+	fns := append([]func(){}, r.collectors...)
+	r.mu.Unlock()
+	for _, fn := range fns {
+		fn()
 	}
-	f := &family{name: name, help: help, kind: k, labelNames: labels, buckets: buckets, series: map[string]*series{}}
-	r.families[name] = f
-	return f
+	return r.reg.Gather()
 }
 
-func (r *Registry) series(f *family, labels []string) *series {
-	if len(labels) != len(f.labelNames) {
-		panic(fmt.Sprintf("metrics: %s wants %d labels, got %d", f.name, len(f.labelNames), len(labels)))
-	}
-	key := strings.Join(labels, "\xff")
-	s, ok := f.series[key]
-	if !ok {
-		s = &series{labels: append([]string(nil), labels...)}
-		if f.kind == kindHistogram {
-			s.counts = make([]uint64, len(f.buckets))
-		}
-		f.series[key] = s
-	}
-	return s
-}
+// Counter is a monotonically increasing value per label set.
+type Counter struct{ vec *prometheus.CounterVec }
 
-// Counter is a monotonically increasing value.
-type Counter struct {
-	r *Registry
-	f *family
-}
-
-// NewCounter registers (or returns) a counter family.
+// NewCounter registers a counter family with the given label names.
 func (r *Registry) NewCounter(name, help string, labels ...string) *Counter {
-	return &Counter{r: r, f: r.family(name, help, kindCounter, labels, nil)}
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	r.reg.MustRegister(v)
+	if len(labels) == 0 {
+		v.WithLabelValues() // a series without labels reads 0 until counted
+	}
+	return &Counter{vec: v}
 }
 
 // Add adds v (which must not be negative) to the series of labels.
-func (c *Counter) Add(v float64, labels ...string) {
-	if v < 0 {
-		return
-	}
-	c.r.mu.Lock()
-	c.r.series(c.f, labels).value += v
-	c.r.mu.Unlock()
-}
+func (c *Counter) Add(v float64, labels ...string) { c.vec.WithLabelValues(labels...).Add(v) }
 
 // Inc adds one.
-func (c *Counter) Inc(labels ...string) { c.Add(1, labels...) }
+func (c *Counter) Inc(labels ...string) { c.vec.WithLabelValues(labels...).Inc() }
 
-// Gauge is a value that goes up and down.
-type Gauge struct {
-	r *Registry
-	f *family
-}
+// Gauge is a value that goes up and down per label set.
+type Gauge struct{ vec *prometheus.GaugeVec }
 
-// NewGauge registers (or returns) a gauge family.
+// NewGauge registers a gauge family with the given label names.
 func (r *Registry) NewGauge(name, help string, labels ...string) *Gauge {
-	return &Gauge{r: r, f: r.family(name, help, kindGauge, labels, nil)}
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	r.reg.MustRegister(v)
+	if len(labels) == 0 {
+		v.WithLabelValues()
+	}
+	return &Gauge{vec: v}
 }
 
 // Set sets the series of labels to v.
-func (g *Gauge) Set(v float64, labels ...string) {
-	g.r.mu.Lock()
-	g.r.series(g.f, labels).value = v
-	g.r.mu.Unlock()
+func (g *Gauge) Set(v float64, labels ...string) { g.vec.WithLabelValues(labels...).Set(v) }
+
+// Reset drops every series (a family whose label values come and go,
+// refreshed as a whole before each scrape).
+func (g *Gauge) Reset() { g.vec.Reset() }
+
+// Histogram counts observations into cumulative buckets per label set.
+type Histogram struct{ vec *prometheus.HistogramVec }
+
+// NewHistogram registers a histogram family with the given upper bounds
+// (any order) and label names.
+func (r *Registry) NewHistogram(name, help string, buckets []float64, labels ...string) *Histogram {
+	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: sortedCopy(buckets)}, labels)
+	r.reg.MustRegister(v)
+	if len(labels) == 0 {
+		v.WithLabelValues()
+	}
+	return &Histogram{vec: v}
 }
 
-// Histogram counts observations into cumulative buckets.
-type Histogram struct {
-	r *Registry
-	f *family
+// Observe records v in the series of labels.
+func (h *Histogram) Observe(v float64, labels ...string) { h.vec.WithLabelValues(labels...).Observe(v) }
+
+// ObserveWithExemplar records v and attaches an exemplar (e.g. the
+// request id that took this long), shown to OpenMetrics scrapers; an
+// empty exemplar is a plain Observe.
+func (h *Histogram) ObserveWithExemplar(v float64, exemplar prometheus.Labels, labels ...string) {
+	o := h.vec.WithLabelValues(labels...)
+	if eo, ok := o.(prometheus.ExemplarObserver); ok && len(exemplar) > 0 {
+		eo.ObserveWithExemplar(v, exemplar)
+		return
+	}
+	o.Observe(v)
 }
 
 // LatencyBuckets suit Raft commits on a LAN: 0.5 ms to 5 s.
 var LatencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 
-// NewHistogram registers (or returns) a histogram family with the given
-// upper bounds (sorted ascending; +Inf is implied).
-func (r *Registry) NewHistogram(name, help string, buckets []float64, labels ...string) *Histogram {
-	b := append([]float64(nil), buckets...)
-	sort.Float64s(b)
-	return &Histogram{r: r, f: r.family(name, help, kindHistogram, labels, b)}
-}
-
-// Observe records one value.
-func (h *Histogram) Observe(v float64, labels ...string) {
-	h.r.mu.Lock()
-	defer h.r.mu.Unlock()
-	s := h.r.series(h.f, labels)
-	for i, ub := range h.f.buckets {
-		if v <= ub {
-			s.counts[i]++
-		}
-	}
-	s.sum += v
-	s.samples++
-}
-
-// WriteTo writes every family in the text format, sorted by name.
+// WriteTo writes every family in the Prometheus text format.
 func (r *Registry) WriteTo(w io.Writer) (int64, error) {
-	r.mu.Lock()
-	collectors := append([]func(){}, r.collectors...)
-	r.mu.Unlock()
-	for _, fn := range collectors {
-		fn()
+	mfs, err := r.Gather()
+	if err != nil {
+		return 0, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var b strings.Builder
-	names := make([]string, 0, len(r.families))
-	for n := range r.families {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		f := r.families[n]
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", f.name, escapeHelp(f.help), f.name, f.kind)
-		keys := make([]string, 0, len(f.series))
-		for k := range f.series {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			s := f.series[k]
-			switch f.kind {
-			case kindHistogram:
-				for i, ub := range f.buckets {
-					fmt.Fprintf(&b, "%s_bucket%s %d\n", f.name, labelText(f.labelNames, s.labels, "le", formatFloat(ub)), s.counts[i])
-				}
-				fmt.Fprintf(&b, "%s_bucket%s %d\n", f.name, labelText(f.labelNames, s.labels, "le", "+Inf"), s.samples)
-				fmt.Fprintf(&b, "%s_sum%s %s\n", f.name, labelText(f.labelNames, s.labels, "", ""), formatFloat(s.sum))
-				fmt.Fprintf(&b, "%s_count%s %d\n", f.name, labelText(f.labelNames, s.labels, "", ""), s.samples)
-			default:
-				fmt.Fprintf(&b, "%s%s %s\n", f.name, labelText(f.labelNames, s.labels, "", ""), formatFloat(s.value))
-			}
+	var b bytes.Buffer
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return 0, err
 		}
 	}
-	n, err := io.WriteString(w, b.String())
-	return int64(n), err
+	return b.WriteTo(w)
 }
 
-// Handler serves the registry at /metrics.
+// Handler serves the registry: OpenMetrics (with exemplars) to a scraper
+// that asks for it, the text format 0.0.4 otherwise.
 func (r *Registry) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = r.WriteTo(w)
-	})
+	return promhttp.HandlerFor(r, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
-func labelText(names, values []string, extraName, extraValue string) string {
-	if len(names) == 0 && extraName == "" {
-		return ""
+func sortedCopy(b []float64) []float64 {
+	out := append([]float64(nil), b...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
 	}
-	parts := make([]string, 0, len(names)+1)
-	for i, n := range names {
-		parts = append(parts, n+`="`+escapeLabel(values[i])+`"`)
-	}
-	if extraName != "" {
-		parts = append(parts, extraName+`="`+extraValue+`"`)
-	}
-	return "{" + strings.Join(parts, ",") + "}"
-}
-
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`).Replace(s)
-}
-
-func escapeHelp(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
-}
-
-func formatFloat(v float64) string {
-	switch {
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case math.IsInf(v, -1):
-		return "-Inf"
-	case math.IsNaN(v):
-		return "NaN"
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestExposition(t *testing.T) {
@@ -65,5 +66,30 @@ func TestCollectRaft(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// An OpenMetrics scraper sees the commit latency's exemplar (the Raft
+// index); a plain one gets the 0.0.4 text format without it.
+func TestCommitExemplarInOpenMetrics(t *testing.T) {
+	s := NewSet()
+	s.ObserveCommitAt("UpdateDesiredState", 3*time.Millisecond, 42)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	s.Registry.Handler().ServeHTTP(rec, req)
+	out := rec.Body.String()
+	if !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/openmetrics-text") {
+		t.Errorf("content type %q", rec.Header().Get("Content-Type"))
+	}
+	if !strings.Contains(out, `grapnel_raft_commit_seconds_bucket{type="UpdateDesiredState",le="0.005"} 1 # {raft_index="42"} 0.003`) {
+		t.Errorf("no exemplar:\n%s", out)
+	}
+	var plain strings.Builder
+	if _, err := s.Registry.WriteTo(&plain); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain.String(), "raft_index") {
+		t.Error("exemplar in the 0.0.4 text format")
 	}
 }
