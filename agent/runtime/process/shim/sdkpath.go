@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,6 +33,10 @@ func startWithSDKPath(sp *Spec) (*exec.Cmd, []outPipe, error) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: see above
 		if err := enterSDKNamespace(sp.ControlInterface); err != nil {
+			if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EROFS) {
+				ch <- started{err: fmt.Errorf("%w: %w", errNoSDKPath, err)}
+				return
+			}
 			ch <- started{err: fmt.Errorf("mounting the control interface at %s: %w", SDKControlInterface, err)}
 			return
 		}
@@ -39,8 +44,21 @@ func startWithSDKPath(sp *Spec) (*exec.Cmd, []outPipe, error) {
 		ch <- started{cmd, pipes, err}
 	}()
 	s := <-ch
+	if s.cmd == nil && errors.Is(s.err, errNoSDKPath) {
+		// Without the rights for a mount namespace (a unit without
+		// CAP_SYS_ADMIN, a read-only /run) the workload still starts,
+		// from this thread in the host's namespace, with its control
+		// interface in ANKAIOS_CONTROL_INTERFACE only. The namespace's
+		// thread has ended with its goroutine.
+		fmt.Fprintf(os.Stderr, "grapnel process shim: %v; the control interface is only in %s\n", s.err, ControlInterfaceEnv)
+		return startChild(sp)
+	}
 	return s.cmd, s.pipes, s.err
 }
+
+// errNoSDKPath marks a namespace the shim may not make; the workload
+// starts without the fixed path.
+var errNoSDKPath = errors.New("no mount namespace for " + SDKControlInterface)
 
 // enterSDKNamespace moves the calling thread into a new mount namespace
 // whose mounts do not propagate back to the host, puts a small tmpfs
