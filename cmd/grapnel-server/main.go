@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,7 @@ func run(cfg config) error {
 	// The proxy dials the leader as a client, with this replica's own
 	// certificate, so the leader can trust the names it forwards.
 	proxyCreds := insecure.NewCredentials()
+	var uiTLS *tls.Config
 	if cfg.Insecure {
 		// swdd~server-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1
 		log.Warn("serving WITHOUT TLS (--insecure): anyone who reaches the port controls the cluster")
@@ -70,6 +72,7 @@ func run(cfg config) error {
 			return err
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		uiTLS = tc
 		cc, err := rpc.ClientTLSConfig(cfg.tlsFiles(), rpc.ServerName)
 		if err != nil {
 			return err
@@ -91,16 +94,28 @@ func run(cfg config) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
 	}
+	uiLis, err := listenUI(cfg.UIAddress)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	uiAddress := ""
+	if uiLis != nil {
+		uiAddress = uiLis.Addr().String()
+	}
 	f := fsm.New()
 	node, err := cluster.NewNode(cluster.Config{
 		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
-		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
+		GRPCAddress: lis.Addr().String(), UIAddress: uiAddress, Version: version, Timing: cfg.timing(),
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress, GossipKey: gossipKey,
 		Join: cfg.Join, LogOutput: os.Stderr, SegmentSize: cfg.RaftSegmentMiB << 20,
 		CheckEntry: fsm.CheckType, DeferSoloElection: true,
 	})
 	if err != nil {
 		lis.Close()
+		if uiLis != nil {
+			uiLis.Close()
+		}
 		return err
 	}
 	metricSet := metrics.NewSet()
@@ -144,6 +159,8 @@ func run(cfg config) error {
 		return err
 	}
 	defer stopMetrics()
+	stopUI := serveUI(uiLis, uiTLS, node, f, lis.Addr().String(), grpc.WithTransportCredentials(proxyCreds), log)
+	defer stopUI()
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	srv.RegisterCluster(g)

@@ -37,6 +37,10 @@ type Meta struct {
 	// Leaving says the member is leaving gracefully; its death that
 	// follows is a leave.
 	Leaving bool
+	// UIAddress is the replica's dashboard address (--ui-address), empty
+	// when it serves none; a dashboard page moves to another replica's
+	// with it when its own replica goes away.
+	UIAddress string
 }
 
 // The encoding is a version byte, then tag, uvarint length, value per
@@ -53,11 +57,13 @@ const (
 	tagLeader   = 6
 	tagHasState = 7
 	tagLeaving  = 8
+	tagUI       = 9
 )
 
 var fieldNames = map[byte]string{
 	tagRole: "role", tagRaft: "raft_address", tagGRPC: "grpc_address", tagVersion: "version",
 	tagExpect: "bootstrap_expect", tagLeader: "leader", tagHasState: "has_state", tagLeaving: "leaving",
+	tagUI: "ui_address",
 }
 
 // Encode returns the wire form, or an error when it would not fit in
@@ -80,6 +86,9 @@ func (m Meta) Encode() ([]byte, error) {
 	buf = append(buf, tagHasState, 1, boolByte(m.HasState))
 	if m.Leaving {
 		buf = append(buf, tagLeaving, 1, 1)
+	}
+	if m.UIAddress != "" {
+		str(tagUI, m.UIAddress)
 	}
 	if len(buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d-byte limit: "+
@@ -144,6 +153,8 @@ func (m *Meta) set(tag byte, name string, val []byte) error {
 		m.Version = string(val)
 	case tagLeader:
 		m.LeaderSeen = string(val)
+	case tagUI:
+		m.UIAddress = string(val)
 	case tagExpect:
 		v, k := binary.Uvarint(val)
 		if k <= 0 || k != len(val) || v > 1<<16 {
