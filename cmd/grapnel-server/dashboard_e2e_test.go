@@ -59,6 +59,18 @@ workloads:
       command: /bin/true
 `
 
+// dashboardLate is applied while the page is open: it must appear
+// without a reload, and its logs reach the page.
+const dashboardLate = `apiVersion: v1
+workloads:
+  talker:
+    runtime: process
+    agent: agent_A
+    runtimeConfig: |
+      command: /bin/sh
+      args: ["-c", "echo hello-from-talker; exec sleep 3600"]
+`
+
 func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: builds the binaries, runs three replicas, an agent and headless Chromium")
@@ -108,7 +120,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// Workloads outlive their agent by design: delete them before it
 	// stops (cleanups run last registered first).
 	t.Cleanup(func() {
-		cmd := exec.Command(bins["grapnel"], "-k", "--server-url", strings.Join(g.Addrs(), ","), "delete", "workload", "sleeper", "waiter", "oneshot")
+		cmd := exec.Command(bins["grapnel"], "-k", "--server-url", strings.Join(g.Addrs(), ","), "delete", "workload", "sleeper", "waiter", "oneshot", "talker")
 		_ = cmd.Run()
 	})
 
@@ -171,6 +183,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		return strings.HasPrefix(stateOf("sleeper"), "Running") && strings.HasPrefix(stateOf("waiter"), "Running") &&
 			strings.HasPrefix(stateOf("oneshot"), "Succeeded")
 	}, "sleeper and waiter Running, oneshot Succeeded on the page (live, without a reload)")
+	// A change while the page is open reaches it over its events stream.
+	late := filepath.Join(dir, "late.yaml")
+	if err := os.WriteFile(late, []byte(dashboardLate), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2eCLI(t, bins["grapnel"], g.Addrs(), "apply", late)
+	testwait.For(t, 20*time.Second, func() bool { return strings.HasPrefix(stateOf("talker"), "Running") },
+		"talker, applied while the page is open, shows Running without a reload")
 	if n := js(`String(document.querySelectorAll('#replicas tbody tr').length)`); n != "3" {
 		t.Fatalf("the replicas table has %s rows, want 3", n)
 	}
@@ -188,6 +208,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	testwait.For(t, 10*time.Second, func() bool {
 		return strings.Contains(text("dconfig"), "/bin/sleep") && js(`String(document.querySelectorAll('#dtimeline tbody tr').length > 0)`) == "true"
 	}, "the detail of waiter with its rendered config and timeline")
+	// Logs: a log campaign through the replica, as `grapnel logs` runs.
+	js(`(() => { location.hash = '#/w/talker'; return ''; })()`)
+	testwait.For(t, 10*time.Second, func() bool { return text("dname") == "talker" }, "the detail of talker")
+	js(`(() => { document.getElementById('logbtn').click(); return ''; })()`)
+	testwait.For(t, 15*time.Second, func() bool { return strings.Contains(text("dlogs"), "hello-from-talker") },
+		"talker's log line on the page (logs: %q)", text("dlogs"))
+	js(`(() => { document.getElementById('logbtn').click(); location.hash = '#/w/waiter'; return ''; })()`)
+	testwait.For(t, 10*time.Second, func() bool { return text("dname") == "waiter" }, "the detail of waiter again")
 	if svg := js(`String(document.getElementById('graph').naturalWidth > 0)`); svg != "true" {
 		t.Fatalf("the dependency graph image did not load")
 	}
