@@ -4,13 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // serveEvents is the live stream of one open page: the overview at once,
 // then again whenever the cluster (leader, term, membership: Node.Changes)
-// or the store (an applied command: Feed) changed, coalesced. It runs on
-// the HTTP server's goroutine for the request and holds no timer; it ends
-// when the browser goes away or the dashboard closes.
+// or the store (an applied command: Feed) changed, coalesced, at most
+// once per MinPushInterval. It runs on the HTTP server's goroutine for the
+// request; its only timer is that interval after a push; it ends when the
+// browser goes away or the dashboard closes.
 func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -37,6 +40,15 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 				}
 				fl.Flush()
 				last = b
+				// Changes meanwhile wait in the feeds' one-slot
+				// channels and make one push after the interval.
+				select {
+				case <-clock.After(h.cfg.Clock, MinPushInterval):
+				case <-r.Context().Done():
+					return
+				case <-h.stop:
+					return
+				}
 			}
 		}
 		select {

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/graph"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
@@ -36,7 +38,16 @@ type Config struct {
 	// URI (identity.None refuses it).
 	Untyped identity.Role
 	Logger  *slog.Logger
+	// Clock paces the events streams (MinPushInterval); nil is the
+	// system clock.
+	Clock clock.Clock
 }
+
+// MinPushInterval is the least time between two pushes of one events
+// stream: a replica applying entries back to back rebuilds the view for
+// an open page at most this often, and a page never waits longer for the
+// last change of a burst.
+const MinPushInterval = 200 * time.Millisecond
 
 // Handler serves the dashboard. Close ends the open event streams.
 type Handler struct {
@@ -53,6 +64,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.Feed == nil {
 		cfg.Feed = NewFeed()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
 	}
 	h := &Handler{cfg: cfg, mux: http.NewServeMux(), stop: make(chan struct{})}
 	static, _ := fs.Sub(assets, "assets")
