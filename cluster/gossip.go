@@ -157,7 +157,7 @@ func (g *gossip) memberlistConfig(tr memberlist.Transport, stdlog *log.Logger) *
 func (n *Node) localMeta() gossipmeta.Meta {
 	_, leader := n.raft.LeaderWithID()
 	return gossipmeta.Meta{
-		Role: gossipmeta.RoleServer, RaftAddress: n.RaftAddress(), GRPCAddress: n.cfg.GRPCAddress,
+		Role: gossipmeta.RoleServer, RaftAddress: n.RaftAddress(), GRPCAddress: n.cfg.GRPCAddress, UIAddress: n.cfg.UIAddress,
 		Version: n.cfg.Version, Expect: n.cfg.BootstrapExpect, LeaderSeen: string(leader),
 		HasState: n.hasState(), Incarnation: n.incarnation,
 	}
@@ -424,7 +424,7 @@ func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
 			p.Leaving = meta.Leaving
 		}
 		p.ID, p.Role, p.GossipStatus = node.Name, meta.Role, StatusAlive
-		p.RaftAddress, p.GRPCAddress, p.GossipAddress = meta.RaftAddress, meta.GRPCAddress, node.Address()
+		p.RaftAddress, p.GRPCAddress, p.GossipAddress, p.UIAddress = meta.RaftAddress, meta.GRPCAddress, node.Address(), meta.UIAddress
 		p.Version, p.LeaderSeen, p.Expect, p.HasState = meta.Version, meta.LeaderSeen, meta.Expect, meta.HasState
 		p.AgentGossipAddress = meta.AgentGossipAddress
 		p.Incarnation = meta.Incarnation

@@ -17,7 +17,10 @@ type Member struct {
 	RaftAddress   string
 	GRPCAddress   string
 	GossipAddress string
-	Version       string
+	// UIAddress is the member's dashboard address, empty when it serves
+	// none or gossip has not told it yet.
+	UIAddress string
+	Version   string
 	// Role is leader, follower, candidate, nonvoter, or unknown when only
 	// gossip knows the member.
 	Role  string
@@ -48,6 +51,7 @@ type peerInfo struct {
 	RaftAddress   string
 	GRPCAddress   string
 	GossipAddress string
+	UIAddress     string
 	Version       string
 	Role          string
 	GossipStatus  string
@@ -145,6 +149,7 @@ func (n *Node) Members() ([]Member, error) {
 		}
 		m.GRPCAddress = p.GRPCAddress
 		m.GossipAddress = p.GossipAddress
+		m.UIAddress = p.UIAddress
 		m.Version = p.Version
 		m.LeaderSeen = p.LeaderSeen
 		if p.GossipStatus != "" {

@@ -30,6 +30,9 @@ type Config struct {
 	// GRPCAddress is the client address this replica serves on; gossip
 	// tells other replicas and clients about it.
 	GRPCAddress string
+	// UIAddress is the dashboard address this replica serves on (empty:
+	// none); gossip tells the other replicas, whose dashboards list it.
+	UIAddress string
 	// Version is the binary's version, carried in gossip metadata.
 	Version string
 	// FSM is the state machine.
@@ -370,7 +373,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{
-		ID: cfg.ID, RaftAddress: string(nt.LocalAddr()), GRPCAddress: cfg.GRPCAddress,
+		ID: cfg.ID, RaftAddress: string(nt.LocalAddr()), GRPCAddress: cfg.GRPCAddress, UIAddress: cfg.UIAddress,
 		Version: cfg.Version, Role: gossipmeta.RoleServer, GossipStatus: "none",
 	})
 	// Gossip first: the goroutines started below read n.gossip unlocked.

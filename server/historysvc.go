@@ -155,3 +155,10 @@ func txToProto(tx *state.Tx) *grapnelpb.Transaction {
 	}
 	return p
 }
+
+// WorkloadTimeline is a workload's timeline as the History service's
+// Timeline gives it, for the dashboard (server/ui), which reads the store
+// itself.
+func WorkloadTimeline(hist *state.History, name string) []*grapnelpb.TimelineEvent {
+	return timeline(hist, name)
+}

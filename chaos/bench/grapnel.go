@@ -38,6 +38,9 @@ type GrapnelConfig struct {
 	// PKI, when set, secures the cluster: mTLS on gRPC and Raft, gossip
 	// encrypted; the bench's clients use PKI.Client. Nil is --insecure.
 	PKI *PKI
+	// UI serves each replica's dashboard (--ui-address) on an address of
+	// its own, Replica.UIAddr.
+	UI bool
 }
 
 // Replica is one grapnel-server process and its addresses.
@@ -46,11 +49,13 @@ type Replica struct {
 	Addr       string // gRPC, for CLIs and agents
 	RaftAddr   string
 	GossipAddr string
-	DataDir    string
-	LogPath    string
-	args       []string
-	proc       *Process
-	status     *grpc.ClientConn
+	// UIAddr is the dashboard's address, empty unless GrapnelConfig.UI.
+	UIAddr  string
+	DataDir string
+	LogPath string
+	args    []string
+	proc    *Process
+	status  *grpc.ClientConn
 }
 
 // Grapnel is a cluster of grapnel-server processes on loopback, insecure.
@@ -81,14 +86,18 @@ func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
 	if cfg.Replicas < 1 {
 		return nil, fmt.Errorf("grapnel: %d replicas: need at least 1", cfg.Replicas)
 	}
-	addrs, err := FreeAddrs(3 * cfg.Replicas)
+	per := 3
+	if cfg.UI {
+		per = 4
+	}
+	addrs, err := FreeAddrs(per * cfg.Replicas)
 	if err != nil {
 		return nil, err
 	}
 	g := &Grapnel{bin: cfg.Bin}
 	for i := range cfg.Replicas {
 		r := &Replica{
-			Name: fmt.Sprintf("r%d", i+1), Addr: addrs[3*i], RaftAddr: addrs[3*i+1], GossipAddr: addrs[3*i+2],
+			Name: fmt.Sprintf("r%d", i+1), Addr: addrs[per*i], RaftAddr: addrs[per*i+1], GossipAddr: addrs[per*i+2],
 			DataDir: filepath.Join(cfg.Dir, fmt.Sprintf("r%d", i+1)),
 			LogPath: filepath.Join(cfg.Dir, fmt.Sprintf("r%d.log", i+1)),
 		}
@@ -105,6 +114,10 @@ func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
 			}
 			r.args = append(r.args, sec...)
 			g.ClientTLS = &cfg.PKI.Client
+		}
+		if cfg.UI {
+			r.UIAddr = addrs[per*i+3]
+			r.args = append(r.args, "--ui-address", r.UIAddr)
 		}
 		g.Replicas = append(g.Replicas, r)
 	}

@@ -62,6 +62,8 @@ type config struct {
 	BootstrapExpect int          `yaml:"bootstrap_expect"`
 	Join            layered.List `yaml:"join"`
 	MetricsAddress  string       `yaml:"metrics_address"`
+	// UIAddress serves the dashboard (docs/operations.md, "Dashboard").
+	UIAddress string `yaml:"ui_address"`
 	// LeaveOnTerminate makes SIGTERM/SIGINT a graceful leave of the cluster.
 	LeaveOnTerminate bool `yaml:"leave_on_terminate"`
 	// EnableDebug serves Go's profiler next to the metrics.
@@ -164,6 +166,7 @@ func options() []layered.Option[config] {
 		layered.Opt("bootstrap-expect", "", "BOOTSTRAP_EXPECT", "form a new cluster once this many replicas see each other (0 or 1: a single replica)", func(c *config) any { return &c.BootstrapExpect }),
 		layered.Opt("join", "", "JOIN", "gossip address of a replica to join (repeatable; env: comma-separated)", func(c *config) any { return &c.Join }),
 		layered.Opt("metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on http://ADDR/metrics (off when empty)", func(c *config) any { return &c.MetricsAddress }),
+		layered.Opt("ui-address", "", "UI_ADDRESS", "serve the dashboard on ADDR (https with the replica's certificates and a client certificate of role operator or commander; http with --insecure; off when empty)", func(c *config) any { return &c.UIAddress }),
 		layered.Opt("agent-reconnect-grace", "", "AGENT_RECONNECT_GRACE", "after a failover, time agents get to reconnect before their workloads turn AgentDisconnected", func(c *config) any { return &c.AgentReconnectGrace }),
 		layered.Opt("agent-connect-grace", "", "AGENT_CONNECT_GRACE", "time an agent with workloads assigned may take to connect for the first time before the problems view reports it", func(c *config) any { return &c.AgentConnectGrace }),
 		layered.Opt("rpc-hold-timeout", "", "RPC_HOLD_TIMEOUT", "how long a request waits for a leader before it fails with 'no leader'", func(c *config) any { return &c.RPCHoldTimeout }),

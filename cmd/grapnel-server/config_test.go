@@ -272,3 +272,38 @@ func TestGossipKeyRequiredWithTLS(t *testing.T) {
 		})
 	}
 }
+
+// Requirement: the dashboard is off by default and set by flag,
+// environment or config file (docs/operations.md, "Dashboard").
+func TestUIAddressOption(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.yaml")
+	file := filepath.Join(dir, "server.yaml")
+	if err := os.WriteFile(empty, []byte("insecure: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("insecure: true\nui_address: 10.0.0.1:25581\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"off by default", []string{"-x", empty}, nil, ""},
+		{"flag", []string{"-x", empty, "--ui-address", "127.0.0.1:25581"}, nil, "127.0.0.1:25581"},
+		{"environment", []string{"-x", empty}, map[string]string{"GRAPNEL_SERVER_UI_ADDRESS": ":8443"}, ":8443"},
+		{"config file", []string{"-x", file}, nil, "10.0.0.1:25581"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := loadConfig(c.args, env(c.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.UIAddress != c.want {
+				t.Fatalf("ui address %q, want %q", cfg.UIAddress, c.want)
+			}
+		})
+	}
+}

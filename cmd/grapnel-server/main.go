@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,6 +71,7 @@ func run(cfg config) error {
 	// files change or on SIGHUP, for every channel: the gRPC server, the
 	// follower proxy's client and the Raft port.
 	var certs *tlsreload.Store
+	var uiTLS *tls.Config
 	if cfg.Insecure {
 		// swdd~server-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1
 		log.Warn("serving WITHOUT TLS (--insecure): no identity is checked and every caller may do everything, cluster administration included; anyone who reaches the port controls the cluster")
@@ -89,6 +91,7 @@ func run(cfg config) error {
 			return err
 		}
 		defer watch.Stop()
+		uiTLS = rpc.ServerTLSConfigFrom(certs)
 	}
 	gossipKeys, agentGossipKeys, err := cfg.readGossipKeys()
 	if err != nil {
@@ -105,10 +108,19 @@ func run(cfg config) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
 	}
+	uiLis, err := listenUI(cfg.UIAddress)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	uiAddress := ""
+	if uiLis != nil {
+		uiAddress = uiLis.Addr().String()
+	}
 	f := fsm.New()
 	node, err := cluster.NewNode(cluster.Config{
 		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
-		GRPCAddress: lis.Addr().String(), Version: version, Timing: cfg.timing(),
+		GRPCAddress: lis.Addr().String(), UIAddress: uiAddress, Version: version, Timing: cfg.timing(),
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress,
 		GossipKey: gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(gossipKeys),
 		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: agentGossipKeys, RaftTLS: certs,
@@ -117,6 +129,9 @@ func run(cfg config) error {
 	})
 	if err != nil {
 		lis.Close()
+		if uiLis != nil {
+			uiLis.Close()
+		}
 		return err
 	}
 	metricSet := metrics.NewSet()
@@ -176,6 +191,8 @@ func run(cfg config) error {
 		return err
 	}
 	defer stopMetrics()
+	stopUI := serveUI(uiLis, uiTLS, node, f, lis.Addr().String(), grpc.WithTransportCredentials(proxyCreds), log)
+	defer stopUI()
 	// Every call is checked against the authorization table (rpc/authz),
 	// inside the status interceptors so that a refusal gets its code.
 	g := grpc.NewServer(append(opts, srv.Interceptors()...)...)

@@ -45,6 +45,10 @@ type Meta struct {
 	// id (its start time in nanoseconds): the leader refuses to re-add
 	// the run an operator removed, never a later one (0: not announced).
 	Incarnation uint64
+	// UIAddress is the replica's dashboard address (--ui-address), empty
+	// when it serves none; a dashboard page moves to another replica's
+	// with it when its own replica goes away.
+	UIAddress string
 }
 
 // The encoding is a version byte, then tag, uvarint length, value per
@@ -64,6 +68,8 @@ const (
 	tagAgentGossip = 9
 	// tagIncarnation is issue 17 point 6 (replace never sticks).
 	tagIncarnation = 10
+	// tagUI is issue 18 (the dashboard's address).
+	tagUI = 11
 )
 
 var fieldNames = map[byte]string{
@@ -71,6 +77,7 @@ var fieldNames = map[byte]string{
 	tagExpect: "bootstrap_expect", tagLeader: "leader", tagHasState: "has_state", tagLeaving: "leaving",
 	tagAgentGossip: "agent_gossip_address",
 	tagIncarnation: "incarnation",
+	tagUI:          "ui_address",
 }
 
 // Encode returns the wire form, or an error when it would not fit in
@@ -101,6 +108,9 @@ func (m Meta) Encode() ([]byte, error) {
 		num := binary.AppendUvarint(nil, m.Incarnation)
 		buf = append(buf, tagIncarnation, byte(len(num)))
 		buf = append(buf, num...)
+	}
+	if m.UIAddress != "" {
+		str(tagUI, m.UIAddress)
 	}
 	if len(buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d-byte limit: "+
@@ -167,6 +177,8 @@ func (m *Meta) set(tag byte, name string, val []byte) error {
 		m.LeaderSeen = string(val)
 	case tagAgentGossip:
 		m.AgentGossipAddress = string(val)
+	case tagUI:
+		m.UIAddress = string(val)
 	case tagExpect:
 		v, k := binary.Uvarint(val)
 		if k <= 0 || k != len(val) || v > 1<<16 {

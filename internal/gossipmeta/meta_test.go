@@ -14,6 +14,7 @@ func TestRoundTrip(t *testing.T) {
 			Expect: 3, LeaderSeen: "ecu-a", HasState: true, Leaving: true, AgentGossipAddress: "10.0.0.1:25573",
 			Incarnation: 1795000000123456789},
 		{Role: RoleServer, RaftAddress: "[::1]:1"},
+		{Role: RoleServer, RaftAddress: "10.0.0.2:25561", UIAddress: "10.0.0.2:25581"},
 		{Role: RoleAgent, RaftAddress: "", Version: "1.0.0", Leaving: true},
 	}
 	for _, want := range tests {
@@ -34,11 +35,11 @@ func TestRoundTrip(t *testing.T) {
 // The tag numbers are the wire format replicas of earlier versions read:
 // they must never change.
 func TestTagNumbersAreStable(t *testing.T) {
-	b, err := Meta{Role: "r", RaftAddress: "a", GRPCAddress: "g", Version: "v", Expect: 3, LeaderSeen: "l", HasState: true, Leaving: true, Incarnation: 300}.Encode()
+	b, err := Meta{Role: "r", RaftAddress: "a", GRPCAddress: "g", Version: "v", Expect: 3, LeaderSeen: "l", HasState: true, Leaving: true, Incarnation: 300, UIAddress: "u"}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte{1, 1, 1, 'r', 2, 1, 'a', 3, 1, 'g', 4, 1, 'v', 5, 1, 3, 6, 1, 'l', 7, 1, 1, 8, 1, 1, 10, 2, 0xac, 0x02}
+	want := []byte{1, 1, 1, 'r', 2, 1, 'a', 3, 1, 'g', 4, 1, 'v', 5, 1, 3, 6, 1, 'l', 7, 1, 1, 8, 1, 1, 10, 2, 0xac, 0x02, 11, 1, 'u'}
 	if string(b) != string(want) {
 		t.Fatalf("encoding changed:\n got %v\nwant %v", b, want)
 	}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/server"
+	"github.com/grapnel-io/grapnel/server/ui"
+)
+
+// listenUI opens the dashboard's listener (nil when addr is empty), before
+// the node starts, so that gossip announces the address it really has.
+func listenUI(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--ui-address %s: %w", addr, err)
+	}
+	return lis, nil
+}
+
+// serveUI serves the dashboard on lis (nothing when lis is nil): over
+// mTLS with the replica's certificates when tc is set, the same CA
+// verifying the browser's client certificate, else plain HTTP. The
+// dashboard is told about every applied command through the FSM's
+// observer; logs come from a CliConnection to this replica's own gRPC
+// address (grpcAddr), dialled on first use with creds. It returns the
+// function that stops it.
+func serveUI(lis net.Listener, tc *tls.Config, node *cluster.Node, f *fsm.FSM, grpcAddr string,
+	creds grpc.DialOption, log *slog.Logger) func() {
+	if lis == nil {
+		return func() {}
+	}
+	feed := ui.NewFeed()
+	f.SetObserver(func(fsm.MessageType, uint64) { feed.Notify() })
+	var (
+		dialOnce sync.Once
+		cc       *grpc.ClientConn
+		dialErr  error
+	)
+	dial := func() (*grpc.ClientConn, error) {
+		dialOnce.Do(func() { cc, dialErr = grpc.NewClient(grpcAddr, creds) })
+		return cc, dialErr
+	}
+	h := ui.New(ui.Config{Node: node, FSM: f, Feed: feed, Timeline: server.WorkloadTimeline,
+		Logs: ui.GRPCLogs(dial), Untyped: identity.None, Logger: log})
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	scheme := "https"
+	if tc == nil {
+		scheme = "http"
+		log.Warn("dashboard served WITHOUT TLS (--insecure): anyone who reaches " + lis.Addr().String() + " sees the whole cluster")
+	} else {
+		hs.TLSConfig = tc.Clone()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var err error
+		if hs.TLSConfig != nil {
+			err = hs.ServeTLS(lis, "", "")
+		} else {
+			err = hs.Serve(lis)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("dashboard stopped", "error", err)
+		}
+	}()
+	log.Info("dashboard", "url", scheme+"://"+lis.Addr().String()+"/")
+	return func() {
+		h.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		<-done
+		if cc != nil {
+			cc.Close()
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package ui
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/internal/testwait"
+	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/rpctest"
+	"github.com/grapnel-io/grapnel/server/secrets"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Requirement: with TLS on, the dashboard takes the API's identities and
+// lets only operators and commanders in; others get 403 naming them.
+func TestOnlyOperatorsAndCommandersSeeTheDashboard(t *testing.T) {
+	ca := rpctest.NewCA(t)
+	srvTLS, err := rpc.ServerTLSConfig(ca.IssueIdentity(t, "replica", identity.Replica, "r1", identity.ServerSAN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(New(Config{}))
+	hs.TLS = srvTLS
+	hs.StartTLS()
+	defer hs.Close()
+	for _, tc := range []struct {
+		role     identity.Role
+		name     string
+		wantCode int
+		wantBody string
+	}{
+		{identity.Operator, "alice", http.StatusOK, "<title>Grapnel</title>"},
+		{identity.Commander, "hmi", http.StatusOK, "<title>Grapnel</title>"},
+		{identity.Agent, "agent_A", http.StatusForbidden, "agent agent_A may not view the dashboard"},
+		{identity.Replica, "r2", http.StatusForbidden, "replica r2 may not view the dashboard"},
+	} {
+		t.Run(tc.role.String(), func(t *testing.T) {
+			cfg, err := rpc.ClientTLSConfig(ca.IssueIdentity(t, tc.name, tc.role, tc.name), identity.ServerSAN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+			defer c.CloseIdleConnections()
+			resp, err := c.Get(hs.URL + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantCode || !strings.Contains(string(body), tc.wantBody) {
+				t.Fatalf("status %d body %q; want %d with %q", resp.StatusCode, body, tc.wantCode, tc.wantBody)
+			}
+		})
+	}
+	// No client certificate: the TLS handshake itself refuses.
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	if resp, err := c.Get(hs.URL + "/"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a browser without a client certificate got status %d", resp.StatusCode)
+	}
+}
+
+// Requirement: a workload's rendered config shows secrets as the mask.
+func TestDetailMasksSecrets(t *testing.T) {
+	k, err := secrets.ParseKeyring([]byte("k1 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := k.Seal("hunter2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := state.NewStore()
+	w := &state.Workload{Agent: "agent_A", Runtime: "podman", RuntimeConfig: "image: db\nenv: {PW: \"{{secret_pw}}\"}\n"}
+	st.Desired.Workloads["db"] = w
+	in := state.InstanceName{WorkloadName: "db", AgentName: "agent_A", ID: "abc"}
+	st.Rendered["db"] = state.Rendered{Instance: in, Workload: &state.Workload{Agent: "agent_A", Runtime: "podman",
+		RuntimeConfig: "image: db\nenv: {PW: \"" + token + "\"}\n"}}
+	st.States.Set(in, state.RunningOk)
+	d, ok := detail("db", st, nil)
+	if !ok {
+		t.Fatal("no detail for db")
+	}
+	if strings.Contains(d.RenderedConfig, token) || strings.Contains(d.RenderedConfig, "hunter2") || !strings.Contains(d.RenderedConfig, secrets.Mask) {
+		t.Fatalf("rendered config %q: want the secret masked as %s", d.RenderedConfig, secrets.Mask)
+	}
+	if len(d.Instances) != 1 || d.Instances[0].State != string(state.StateRunning) {
+		t.Fatalf("instances %+v: want db on agent_A Running", d.Instances)
+	}
+	if _, ok := detail("nope", st, nil); ok {
+		t.Fatal("a workload not in the desired state has a detail")
+	}
+}
+
+// Requirement: the dashboard costs nothing while nobody looks: the events
+// stream subscribes to the change feeds only while a browser is
+// connected, and ends with it.
+func TestEventsStreamOnlyWhileConnected(t *testing.T) {
+	c := clustertest.New(t, 1)
+	node := c.WaitLeader(10 * time.Second)
+	feed := NewFeed()
+	h := New(Config{Node: node, FSM: c.FSM(node.ID()), Feed: feed})
+	defer h.Close()
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	if n := feed.subscribers(); n != 0 {
+		t.Fatalf("%d subscribers before any page opened", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/api/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first line %q, %v: want an event", line, err)
+	}
+	var o Overview
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.Replica != node.ID() || o.Leader != node.ID() || len(o.Replicas) != 1 || !o.Replicas[0].Leader {
+		t.Fatalf("overview %+v: want replica and leader %s", o, node.ID())
+	}
+	if n := feed.subscribers(); n != 1 {
+		t.Fatalf("%d subscribers with one page open, want 1", n)
+	}
+	cancel()
+	testwait.For(t, 5*time.Second, func() bool { return feed.subscribers() == 0 }, "the stream ends with its page")
+}

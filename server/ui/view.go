@@ -1,0 +1,199 @@
+package ui
+
+import (
+	"sort"
+
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/graph"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/server/secrets"
+	"github.com/grapnel-io/grapnel/state"
+)
+
+// Overview is what the main page shows; the events stream sends it
+// whole on every change.
+type Overview struct {
+	// Replica is the replica serving the page.
+	Replica string `json:"replica"`
+	Leader  string `json:"leader"`
+	Term    uint64 `json:"term"`
+	// Applied is the Raft index of this replica's store.
+	Applied   uint64     `json:"applied"`
+	Replicas  []Replica  `json:"replicas"`
+	Agents    []Agent    `json:"agents"`
+	Workloads []Workload `json:"workloads"`
+}
+
+// Replica is one member of the cluster as this replica sees it.
+type Replica struct {
+	ID      string `json:"id"`
+	Role    string `json:"role"`
+	Leader  bool   `json:"leader"`
+	Healthy bool   `json:"healthy"`
+	// LastContactMs is how long ago the leader heard from it; -1 when
+	// unknown (only the leader knows it).
+	LastContactMs int64  `json:"lastContactMs"`
+	GRPCAddress   string `json:"grpc"`
+	UIAddress     string `json:"ui"`
+	Gossip        string `json:"gossip"`
+}
+
+// Agent is one agent: connected or named by a workload.
+type Agent struct {
+	Name      string `json:"name"`
+	Mode      string `json:"mode"`
+	Connected bool   `json:"connected"`
+	// CPUUsage and FreeMemory are the last load report; nil until one.
+	CPUUsage   *uint32 `json:"cpu,omitempty"`
+	FreeMemory *uint64 `json:"freeMemory,omitempty"`
+	Workloads  int     `json:"workloads"`
+}
+
+// Workload is one instance of a workload, or a workload with none.
+type Workload struct {
+	Name     string `json:"name"`
+	Agent    string `json:"agent"`
+	Instance string `json:"instance"`
+	Runtime  string `json:"runtime"`
+	State    string `json:"state"`
+	SubState string `json:"subState"`
+	Info     string `json:"info,omitempty"`
+}
+
+// Detail is one workload's page.
+type Detail struct {
+	Name string `json:"name"`
+	// Instances are its instances with their states.
+	Instances []Workload `json:"instances"`
+	Runtime   string     `json:"runtime"`
+	// RenderedConfig is the runtimeConfig as agents get it, every secret
+	// shown as secrets.Mask.
+	RenderedConfig string `json:"renderedConfig"`
+	// Files are the mount points of its files (contents are not shown:
+	// they may carry secrets too).
+	Files        []string                   `json:"files,omitempty"`
+	Dependencies map[string]string          `json:"dependencies,omitempty"`
+	Timeline     []*grapnelpb.TimelineEvent `json:"timeline"`
+}
+
+// overview builds the main view from the members and the store.
+func overview(self, leader string, term, applied uint64, members []cluster.Member, st *state.Store) Overview {
+	o := Overview{Replica: self, Leader: leader, Term: term, Applied: applied, Replicas: []Replica{}, Agents: []Agent{}, Workloads: []Workload{}}
+	for _, m := range members {
+		o.Replicas = append(o.Replicas, Replica{ID: m.ID, Role: m.Role, Leader: m.Leader, Healthy: m.Healthy,
+			LastContactMs: contactMs(m), GRPCAddress: m.GRPCAddress, UIAddress: m.UIAddress, Gossip: m.GossipStatus})
+	}
+	agents := map[string]*Agent{}
+	agent := func(name string) *Agent {
+		a := agents[name]
+		if a == nil {
+			a = &Agent{Name: name, Mode: st.AgentMode(name).String()}
+			agents[name] = a
+		}
+		return a
+	}
+	for name, attrs := range st.Agents {
+		a := agent(name)
+		a.Connected = true
+		if attrs != nil {
+			a.CPUUsage, a.FreeMemory = attrs.Status.CPUUsage, attrs.Status.FreeMemory
+		}
+	}
+	for name, w := range st.Desired.Workloads {
+		insts := st.Instances(name)
+		if len(insts) == 0 {
+			o.Workloads = append(o.Workloads, Workload{Name: name, Agent: w.Agent, Runtime: w.Runtime, State: "-"})
+			continue
+		}
+		for _, in := range insts {
+			row := Workload{Name: name, Agent: in.AgentName, Instance: in.ID, Runtime: w.Runtime, State: "-"}
+			if es, ok := st.States.Get(in); ok {
+				row.State, row.SubState, row.Info = string(es.State), es.SubState, es.AdditionalInfo
+			}
+			o.Workloads = append(o.Workloads, row)
+			if in.AgentName != "" {
+				agent(in.AgentName).Workloads++
+			}
+		}
+	}
+	for _, a := range agents {
+		o.Agents = append(o.Agents, *a)
+	}
+	sort.Slice(o.Agents, func(i, j int) bool { return o.Agents[i].Name < o.Agents[j].Name })
+	sort.Slice(o.Workloads, func(i, j int) bool {
+		a, b := o.Workloads[i], o.Workloads[j]
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Agent < b.Agent
+	})
+	return o
+}
+
+func contactMs(m cluster.Member) int64 {
+	if m.LastContact < 0 {
+		return -1
+	}
+	return m.LastContact.Milliseconds()
+}
+
+// detail builds a workload's view; ok is false when the desired state has
+// no such workload.
+func detail(name string, st *state.Store, timeline func(*state.History, string) []*grapnelpb.TimelineEvent) (Detail, bool) {
+	w, ok := st.Desired.Workloads[name]
+	if !ok {
+		return Detail{}, false
+	}
+	d := Detail{Name: name, Runtime: w.Runtime, Instances: []Workload{}, Timeline: []*grapnelpb.TimelineEvent{}}
+	rendered := w
+	if r, ok := st.Rendered[name]; ok && r.Workload != nil {
+		rendered = r.Workload
+	}
+	// The rendering carries sealed tokens where secrets go; the mask
+	// replaces them, and nothing here can open them.
+	d.RenderedConfig = secrets.MaskTokens(rendered.RuntimeConfig)
+	for _, f := range rendered.Files {
+		d.Files = append(d.Files, f.MountPoint)
+	}
+	if len(w.Dependencies) > 0 {
+		d.Dependencies = map[string]string{}
+		for dep, c := range w.Dependencies {
+			d.Dependencies[dep] = string(c)
+		}
+	}
+	for _, in := range st.Instances(name) {
+		row := Workload{Name: name, Agent: in.AgentName, Instance: in.ID, Runtime: w.Runtime, State: "-"}
+		if es, ok := st.States.Get(in); ok {
+			row.State, row.SubState, row.Info = string(es.State), es.SubState, es.AdditionalInfo
+		}
+		d.Instances = append(d.Instances, row)
+	}
+	if st.History != nil && timeline != nil {
+		if ev := timeline(st.History, name); ev != nil {
+			d.Timeline = ev
+		}
+	}
+	return d, true
+}
+
+// graphOf is the dependency graph of the store, built as `grapnel get
+// graph` builds it from the complete state: the desired workloads with
+// their rendered agents, the instance states and the connected agents,
+// and the delete graph derived from the dependencies.
+func graphOf(st *state.Store) *graph.Graph {
+	in := graph.Input{
+		Workloads: st.Desired.Workloads,
+		Agents:    map[string]string{},
+		States:    st.States,
+	}
+	for name, r := range st.Rendered {
+		if r.Instance.AgentName != "" {
+			in.Agents[name] = r.Instance.AgentName
+		}
+	}
+	for name := range st.Agents {
+		in.Connected = append(in.Connected, name)
+	}
+	sort.Strings(in.Connected)
+	return graph.Build(in)
+}
