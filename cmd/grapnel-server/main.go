@@ -191,7 +191,7 @@ func run(cfg config) error {
 		return err
 	}
 	defer stopMetrics()
-	stopUI := serveUI(uiLis, uiTLS, node, f, lis.Addr().String(), grpc.WithTransportCredentials(proxyCreds), log)
+	stopUI := serveUI(uiLis, uiTLS, untyped, node, f, lis.Addr().String(), grpc.WithTransportCredentials(proxyCreds), log)
 	defer stopUI()
 	// Every call is checked against the authorization table (rpc/authz),
 	// inside the status interceptors so that a refusal gets its code.

@@ -40,7 +40,7 @@ func listenUI(addr string) (net.Listener, error) {
 // observer; logs come from a CliConnection to this replica's own gRPC
 // address (grpcAddr), dialled on first use with creds. It returns the
 // function that stops it.
-func serveUI(lis net.Listener, tc *tls.Config, node *cluster.Node, f *fsm.FSM, grpcAddr string,
+func serveUI(lis net.Listener, tc *tls.Config, untyped identity.Role, node *cluster.Node, f *fsm.FSM, grpcAddr string,
 	creds grpc.DialOption, log *slog.Logger) func() {
 	if lis == nil {
 		return func() {}
@@ -57,7 +57,7 @@ func serveUI(lis net.Listener, tc *tls.Config, node *cluster.Node, f *fsm.FSM, g
 		return cc, dialErr
 	}
 	h := ui.New(ui.Config{Node: node, FSM: f, Feed: feed, Timeline: server.WorkloadTimeline,
-		Logs: ui.GRPCLogs(dial), Untyped: identity.None, Logger: log})
+		Logs: ui.GRPCLogs(dial), Untyped: untyped, Logger: log})
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	scheme := "https"
 	if tc == nil {

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -84,6 +85,17 @@ func New(cfg Config) *Handler {
 // Shutdown would wait for them forever.
 func (h *Handler) Close() { h.once.Do(func() { close(h.stop) }) }
 
+// viewerKey holds the identity of the browser's certificate in a
+// request's context: what the dashboard asks of the API on the viewer's
+// behalf (logs) acts as the viewer, not as the replica.
+type viewerKey struct{}
+
+// viewer returns the identity ServeHTTP found; false in insecure mode.
+func viewer(ctx context.Context) (identity.Identity, bool) {
+	id, ok := ctx.Value(viewerKey{}).(identity.Identity)
+	return id, ok
+}
+
 // ServeHTTP checks the caller's identity, then serves.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil {
@@ -96,6 +108,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("forbidden: %s may not view the dashboard (roles operator and commander only)", id), http.StatusForbidden)
 			return
 		}
+		r = r.WithContext(context.WithValue(r.Context(), viewerKey{}, id))
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; connect-src 'self' http: https:")

@@ -9,10 +9,13 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -33,6 +36,13 @@ func GRPCLogs(dial func() (*grpc.ClientConn, error)) LogSource {
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
+		if v, ok := viewer(ctx); ok {
+			// The stream goes out with the replica's certificate; the
+			// replica's guard takes the viewer's identity from this header
+			// (believed from replicas only), so the request has the
+			// viewer's rights, not the replica's.
+			ctx = metadata.AppendToOutgoingContext(ctx, wire.ForwardedIdentityKey, authz.Encode(v))
+		}
 		st, err := grpcapi.NewCliConnectionClient(cc).ConnectCli(ctx)
 		if err != nil {
 			return err
