@@ -35,7 +35,7 @@ func TestDashboardServedOverMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := serveUI(lis, tc, node, c.FSM(node.ID()), "127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()),
+	stop := serveUI(lis, tc, identity.None, node, c.FSM(node.ID()), "127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer stop()
 	get := func(role identity.Role, name string) (int, string) {
