@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/grapnel-demo.XXXXXX)
+# Workloads run under their own uids and must pass through to their
+# directories in the run folder below (docs/agent.md, workload isolation).
+chmod 0711 "$work"
 port=${DEMO_PORT:-25551}
 raft=${DEMO_RAFT_PORT:-25561}
 addr=127.0.0.1:$port
