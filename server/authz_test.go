@@ -262,7 +262,7 @@ func TestRolesOnEveryMethodClass(t *testing.T) {
 	if _, err := c.metrics.Registry.WriteTo(&out); err != nil {
 		t.Fatal(err)
 	}
-	if want := `grapnel_permission_denied_total{role="agent",method="/grapnel.Cluster/SnapshotSave"} 4`; !strings.Contains(out.String(), want) {
+	if want := `grapnel_permission_denied_total{method="/grapnel.Cluster/SnapshotSave",role="agent"} 4`; !strings.Contains(out.String(), want) {
 		t.Fatalf("metrics lack %s:\n%s", want, out.String())
 	}
 }
@@ -351,7 +351,7 @@ func TestAgentReportsOnlyItsOwnWorkloads(t *testing.T) {
 	})
 	var out bytes.Buffer
 	_, _ = c.metrics.Registry.WriteTo(&out)
-	if want := `method="` + authz.ReportStates + `"} 1`; !strings.Contains(out.String(), want) {
+	if want := `grapnel_permission_denied_total{method="` + authz.ReportStates + `",role="agent"} 1`; !strings.Contains(out.String(), want) {
 		t.Fatalf("metrics lack %s", want)
 	}
 }
@@ -421,7 +421,7 @@ func TestRefusalsAreRateLimitedAndCounted(t *testing.T) {
 	}
 	var out bytes.Buffer
 	_, _ = set.Registry.WriteTo(&out)
-	if want := `grapnel_permission_denied_total{role="agent",method="` + save + `"} 6`; !strings.Contains(out.String(), want) {
+	if want := `grapnel_permission_denied_total{method="` + save + `",role="agent"} 6`; !strings.Contains(out.String(), want) {
 		t.Fatalf("metrics lack %s:\n%s", want, out.String())
 	}
 }
