@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/grapnel-io/grapnel/chaos/pki"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -37,7 +38,7 @@ type GrapnelConfig struct {
 	Deferred bool
 	// PKI, when set, secures the cluster: mTLS on gRPC and Raft, gossip
 	// encrypted; the bench's clients use PKI.Client. Nil is --insecure.
-	PKI *PKI
+	PKI *pki.Set
 	// UI serves each replica's dashboard (--ui-address) on an address of
 	// its own, Replica.UIAddr.
 	UI bool
@@ -113,7 +114,7 @@ func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
 				return nil, err
 			}
 			r.args = append(r.args, sec...)
-			g.ClientTLS = &cfg.PKI.Client
+			g.ClientTLS = &cfg.PKI.Operator
 		}
 		if cfg.UI {
 			r.UIAddr = addrs[per*i+3]

@@ -118,6 +118,16 @@ func (s *Set) Replica(name string) (rpc.TLSFiles, error) {
 	return f, nil
 }
 
+// ServerFlags are the TLS and gossip key flags of replica name, as
+// grapnel-server takes them.
+func (s *Set) ServerFlags(name string) ([]string, error) {
+	f, err := s.Replica(name)
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--ca_pem", f.CA, "--crt_pem", f.Cert, "--key_pem", f.Key, "--gossip-key-file", s.GossipKey}, nil
+}
+
 func newAuthority(dir, name string, validity time.Duration) (*authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

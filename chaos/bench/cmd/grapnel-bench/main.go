@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/chaos/pki"
 )
 
 type options struct {
@@ -39,7 +40,7 @@ type options struct {
 	configOnly                    bool
 	commanders                    bool
 	// pki secures the cluster of one measurement; nil is --insecure.
-	pki *bench.PKI
+	pki *pki.Set
 	// security is plain, tls or both (one run, side by side).
 	security string
 }
@@ -129,9 +130,9 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	default:
 		modes = []bool{false, true}
 	}
-	var pki *bench.PKI
+	var certs *pki.Set
 	if o.security != "plain" {
-		if pki, err = bench.NewPKI(filepath.Join(dir, "pki")); err != nil {
+		if certs, err = pki.Make(filepath.Join(dir, "pki"), nil, nil, 24*time.Hour); err != nil {
 			return err
 		}
 	}
@@ -146,7 +147,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	for _, secured := range modes {
 		mo := o
 		if secured {
-			mo.pki = pki
+			mo.pki = certs
 			mo.skipEtcd = true // etcd is measured once, beside the first mode
 		}
 		if !o.skipThroughput {
