@@ -4,26 +4,19 @@
 // an agent certificate per agent, an operator certificate for the
 // campaign's own clients and observer; and, for the intruder, an agent
 // certificate of a name no agent has (the wrong role for everything it
-// tries) and a certificate from a CA nobody trusts. Keys are written 0600,
-// certificates 0644, as the programs require.
+// tries) and a certificate from a CA nobody trusts. The certificates are
+// the ones `grapnel certs` makes (internal/certs), one directory each.
 package pki
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
-	"fmt"
-	"math/big"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/certs"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/rpc"
 )
@@ -38,13 +31,13 @@ type Set struct {
 	Agents   map[string]rpc.TLSFiles
 	Operator rpc.TLSFiles
 	// WrongRole is an agent certificate of the name IntruderAgent, signed
-	// by the CA; Foreign is signed by another CA.
+	// by the CA; Foreign one signed by another CA (with the campaign's CA
+	// to verify the replicas by).
 	WrongRole rpc.TLSFiles
 	Foreign   rpc.TLSFiles
 	// GossipKey is the replicas' gossip key file.
 	GossipKey string
 
-	ca       *authority
 	validity time.Duration
 	mu       sync.Mutex // guards Replicas after Make
 }
@@ -52,45 +45,50 @@ type Set struct {
 // IntruderAgent is the agent name of the intruder's certificate.
 const IntruderAgent = "intruder_agent"
 
-type authority struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	file string
-}
+// The CAs' directories under Set.Dir.
+const (
+	caDir      = "ca"
+	foreignDir = "foreign-ca"
+)
 
 // Make writes a Set into dir for the replica and agent names.
 func Make(dir string, replicas, agents []string, validity time.Duration) (*Set, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	ca, err := newAuthority(dir, "ca", validity)
-	if err != nil {
-		return nil, err
+	now := time.Now()
+	// The CAs outlive what they sign by a margin: certs.Issue refuses a
+	// certificate that would expire after its CA.
+	for _, ca := range []string{caDir, foreignDir} {
+		if err := certs.NewCA(filepath.Join(dir, ca), now, validity+time.Hour); err != nil {
+			return nil, err
+		}
 	}
-	other, err := newAuthority(dir, "foreign-ca", validity)
-	if err != nil {
-		return nil, err
-	}
-	s := &Set{Dir: dir, CA: ca.file, Replicas: map[string]rpc.TLSFiles{}, Agents: map[string]rpc.TLSFiles{}, ca: ca, validity: validity}
+	s := &Set{Dir: dir, CA: filepath.Join(dir, caDir, certs.CACert), Replicas: map[string]rpc.TLSFiles{},
+		Agents: map[string]rpc.TLSFiles{}, validity: validity}
+	var err error
 	for _, r := range replicas {
-		if s.Replicas[r], err = ca.issue(dir, "replica-"+r, identity.Replica, r, validity, identity.ServerSAN); err != nil {
+		if s.Replicas[r], err = s.issue(caDir, "replica-"+r, identity.Replica, r); err != nil {
 			return nil, err
 		}
 	}
 	for _, a := range agents {
-		if s.Agents[a], err = ca.issue(dir, "agent-"+a, identity.Agent, a, validity, a); err != nil {
+		if s.Agents[a], err = s.issue(caDir, "agent-"+a, identity.Agent, a); err != nil {
 			return nil, err
 		}
 	}
-	if s.Operator, err = ca.issue(dir, "operator", identity.Operator, "chaos", validity); err != nil {
+	if s.Operator, err = s.issue(caDir, "operator", identity.Operator, "chaos"); err != nil {
 		return nil, err
 	}
-	if s.WrongRole, err = ca.issue(dir, "wrong-role", identity.Agent, IntruderAgent, validity, IntruderAgent); err != nil {
+	if s.WrongRole, err = s.issue(caDir, "wrong-role", identity.Agent, IntruderAgent); err != nil {
 		return nil, err
 	}
-	if s.Foreign, err = other.issue(dir, "foreign", identity.Operator, "intruder", validity); err != nil {
+	if s.Foreign, err = s.issue(foreignDir, "foreign", identity.Operator, "intruder"); err != nil {
 		return nil, err
 	}
+	// The intruder trusts the replicas' CA, so that it is the replica
+	// that has to refuse the foreign certificate.
+	s.Foreign.CA = s.CA
 	s.GossipKey = filepath.Join(dir, "gossip.key")
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
@@ -110,7 +108,7 @@ func (s *Set) Replica(name string) (rpc.TLSFiles, error) {
 	if f, ok := s.Replicas[name]; ok {
 		return f, nil
 	}
-	f, err := s.ca.issue(s.Dir, "replica-"+name, identity.Replica, name, s.validity, identity.ServerSAN)
+	f, err := s.issue(caDir, "replica-"+name, identity.Replica, name)
 	if err != nil {
 		return rpc.TLSFiles{}, err
 	}
@@ -128,72 +126,12 @@ func (s *Set) ServerFlags(name string) ([]string, error) {
 	return []string{"--ca_pem", f.CA, "--crt_pem", f.Cert, "--key_pem", f.Key, "--gossip-key-file", s.GossipKey}, nil
 }
 
-func newAuthority(dir, name string, validity time.Duration) (*authority, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: "grapnel chaos " + name},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	file := filepath.Join(dir, name+".pem")
-	if err := writePEM(file, "CERTIFICATE", der, 0o644); err != nil {
-		return nil, err
-	}
-	return &authority{cert: cert, key: key, file: file}, nil
-}
-
-// issue writes name.pem and name-key.pem for one identity.
-func (a *authority) issue(dir, name string, role identity.Role, id string, validity time.Duration, dns ...string) (rpc.TLSFiles, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+// issue has the CA in ca sign one identity into its own directory, as
+// `grapnel certs issue` does.
+func (s *Set) issue(ca, sub string, role identity.Role, name string) (rpc.TLSFiles, error) {
+	out := filepath.Join(s.Dir, sub)
+	if err := certs.Issue(filepath.Join(s.Dir, ca), out, certs.Request{Role: role, Name: name, Validity: s.validity}, time.Now()); err != nil {
 		return rpc.TLSFiles{}, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: id},
-		DNSNames: dns, URIs: []*url.URL{identity.URI(role, id)},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
-	if err != nil {
-		return rpc.TLSFiles{}, fmt.Errorf("certificate %s: %w", name, err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return rpc.TLSFiles{}, err
-	}
-	f := rpc.TLSFiles{CA: a.file, Cert: filepath.Join(dir, name+".pem"), Key: filepath.Join(dir, name+"-key.pem")}
-	if err := writePEM(f.Cert, "CERTIFICATE", der, 0o644); err != nil {
-		return rpc.TLSFiles{}, err
-	}
-	return f, writePEM(f.Key, "PRIVATE KEY", keyDER, 0o600)
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		panic(err)
-	}
-	return n.Add(n, big.NewInt(1))
-}
-
-func writePEM(path, typ string, der []byte, perm os.FileMode) error {
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), perm); err != nil {
-		return err
-	}
-	return os.Chmod(path, perm)
+	return rpc.TLSFiles{CA: filepath.Join(out, certs.CACert), Cert: filepath.Join(out, certs.Cert), Key: filepath.Join(out, certs.Key)}, nil
 }
