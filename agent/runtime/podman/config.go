@@ -41,54 +41,66 @@ const root = "runtimeConfig"
 // name the exact field (and list index) at fault, and so that unknown
 // or repeated keys are refused instead of silently ignored.
 func parseConfig(text string) (runConfig, error) {
+	var c runConfig
+	err := eachField(text, "generalOptions, image, commandOptions and commandArgs", func(field, key string, v *yaml.Node) (err error) {
+		switch key {
+		case "generalOptions":
+			c.GeneralOptions, err = stringList(field, v)
+		case "commandOptions":
+			c.CommandOptions, err = stringList(field, v)
+		case "commandArgs":
+			c.CommandArgs, err = stringList(field, v)
+		case "image":
+			c.Image, err = imageName(field, v)
+		default:
+			err = badConfig(field, "unknown field (expected generalOptions, image, commandOptions or commandArgs)")
+		}
+		return err
+	})
+	if err != nil {
+		return runConfig{}, err
+	}
+	if c.Image == "" {
+		return runConfig{}, badConfig(root+".image", "required")
+	}
+	return c, nil
+}
+
+// eachField parses a runtimeConfig that must be a mapping (or empty) and
+// calls fn for each key with the key's field path, refusing keys that are
+// not strings or that repeat; keys names them in the error for another
+// kind of node.
+func eachField(text, keys string, fn func(field, key string, v *yaml.Node) error) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
-		return runConfig{}, badConfig(root, "not valid YAML: %v", err)
+		return badConfig(root, "not valid YAML: %v", err)
 	}
-	var c runConfig
 	n := resolve(&doc)
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = resolve(n.Content[0])
 	}
 	switch {
 	case n.Kind == 0 || n.Kind == yaml.DocumentNode || isNull(n):
-		// An empty runtimeConfig: only the missing image is wrong.
+		return nil // empty: only what is required is missing
 	case n.Kind != yaml.MappingNode:
-		return runConfig{}, badConfig(root, "expected a mapping with the keys generalOptions, image, commandOptions and commandArgs")
-	default:
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
-			if k.Kind != yaml.ScalarNode {
-				return runConfig{}, badConfig(root, "keys must be strings (line %d)", k.Line)
-			}
-			field := root + "." + k.Value
-			if seen[k.Value] {
-				return runConfig{}, badConfig(field, "defined more than once")
-			}
-			seen[k.Value] = true
-			var err error
-			switch k.Value {
-			case "generalOptions":
-				c.GeneralOptions, err = stringList(field, v)
-			case "commandOptions":
-				c.CommandOptions, err = stringList(field, v)
-			case "commandArgs":
-				c.CommandArgs, err = stringList(field, v)
-			case "image":
-				c.Image, err = imageName(field, v)
-			default:
-				err = badConfig(field, "unknown field (expected generalOptions, image, commandOptions or commandArgs)")
-			}
-			if err != nil {
-				return runConfig{}, err
-			}
+		return badConfig(root, "expected a mapping with the keys %s", keys)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			return badConfig(root, "keys must be strings (line %d)", k.Line)
+		}
+		field := root + "." + k.Value
+		if seen[k.Value] {
+			return badConfig(field, "defined more than once")
+		}
+		seen[k.Value] = true
+		if err := fn(field, k.Value, v); err != nil {
+			return err
 		}
 	}
-	if c.Image == "" {
-		return runConfig{}, badConfig(root+".image", "required")
-	}
-	return c, nil
+	return nil
 }
 
 // resolve follows YAML aliases to the node they name.

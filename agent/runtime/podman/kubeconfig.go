@@ -35,53 +35,28 @@ const kubeFields = "generalOptions, playOptions, downOptions, controlInterfaceTa
 // field. The manifest must be YAML documents that are mappings with a
 // kind; errors never quote the manifest, which may hold secrets.
 func parseKubeConfig(text string) (kubeConfig, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
-		return kubeConfig{}, badConfig(root, "not valid YAML: %v", err)
-	}
 	var c kubeConfig
-	n := resolve(&doc)
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = resolve(n.Content[0])
-	}
-	switch {
-	case n.Kind == 0 || n.Kind == yaml.DocumentNode || isNull(n):
-		// Empty: only the missing manifest is wrong.
-	case n.Kind != yaml.MappingNode:
-		return kubeConfig{}, badConfig(root, "expected a mapping with the keys %s", kubeFields)
-	default:
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
-			if k.Kind != yaml.ScalarNode {
-				return kubeConfig{}, badConfig(root, "keys must be strings (line %d)", k.Line)
-			}
-			field := root + "." + k.Value
-			if seen[k.Value] {
-				return kubeConfig{}, badConfig(field, "defined more than once")
-			}
-			seen[k.Value] = true
-			var err error
-			switch k.Value {
-			case "generalOptions":
-				c.GeneralOptions, err = stringList(field, v)
-			case "playOptions":
-				c.PlayOptions, err = stringList(field, v)
-			case "downOptions":
-				c.DownOptions, err = stringList(field, v)
-			case "controlInterfaceTarget":
-				c.Target, err = parseKubeTarget(field, v)
-			case "manifest":
-				c.Manifest, err = manifestText(field, v)
-			case "options":
-				err = badConfig(field, "unknown field: Ankaios puts playOptions and downOptions at the top level of runtimeConfig")
-			default:
-				err = badConfig(field, "unknown field (expected %s)", kubeFields)
-			}
-			if err != nil {
-				return kubeConfig{}, err
-			}
+	err := eachField(text, kubeFields, func(field, key string, v *yaml.Node) (err error) {
+		switch key {
+		case "generalOptions":
+			c.GeneralOptions, err = stringList(field, v)
+		case "playOptions":
+			c.PlayOptions, err = stringList(field, v)
+		case "downOptions":
+			c.DownOptions, err = stringList(field, v)
+		case "controlInterfaceTarget":
+			c.Target, err = parseKubeTarget(field, v)
+		case "manifest":
+			c.Manifest, err = manifestText(field, v)
+		case "options":
+			err = badConfig(field, "unknown field: Ankaios puts playOptions and downOptions at the top level of runtimeConfig")
+		default:
+			err = badConfig(field, "unknown field (expected %s)", kubeFields)
 		}
+		return err
+	})
+	if err != nil {
+		return kubeConfig{}, err
 	}
 	if c.Manifest == "" {
 		return kubeConfig{}, badConfig(root+".manifest", "required")
