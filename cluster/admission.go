@@ -92,7 +92,7 @@ func (p *prover) probe(id string, pr *proof) {
 	} else {
 		p.n.logger.Warn("candidate did not prove a replica certificate; not admitting it", "id", id, "raft", pr.addr, "attempt", attempt, "error", err)
 	}
-	p.n.feed.notify()
+	p.n.feed.Notify()
 	p.n.triggerReconcile()
 }
 

@@ -68,7 +68,7 @@ func (n *Node) bootstrap(servers []raft.Server) error {
 // Shutdown.
 func (n *Node) bootstrapLoop() {
 	defer n.wg.Done()
-	changes, cancel := n.feed.subscribe()
+	changes, cancel := n.feed.Subscribe()
 	defer cancel()
 	tick := clock.NewTicker(n.cfg.Clock, n.timing.Gossip.ProbeInterval)
 	defer tick.Stop()

@@ -82,7 +82,7 @@ func (n *Node) standNow(whose string) {
 // run as always.
 func (n *Node) electEarly() {
 	defer n.wg.Done()
-	changes, cancel := n.feed.subscribe()
+	changes, cancel := n.feed.Subscribe()
 	defer cancel()
 	stagger := n.timing.HeartbeatTimeout / 4
 	timer := clock.NewTimer(n.cfg.Clock, time.Hour)

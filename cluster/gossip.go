@@ -217,7 +217,7 @@ func (g *gossip) refreshMeta() {
 	g.n.peers.update(g.n.cfg.ID, func(p *peerInfo) {
 		p.LeaderSeen, p.HasState = m.LeaderSeen, m.HasState
 	})
-	g.n.feed.notify()
+	g.n.feed.Notify()
 
 	g.annMu.Lock()
 	defer g.annMu.Unlock()
@@ -353,7 +353,7 @@ func (g *gossip) NotifyMsg(buf []byte) {
 	})
 	g.logger.Info("member announced its leave", "id", id)
 	if changed {
-		g.n.feed.notify()
+		g.n.feed.Notify()
 		g.n.triggerReconcile()
 	}
 }
@@ -394,7 +394,7 @@ func (g *gossip) NotifyLeave(node *memberlist.Node) {
 	}
 	g.n.removed.forget(node.Name)
 	g.logger.Info("member gone", "id", node.Name, "status", st)
-	g.n.feed.notify()
+	g.n.feed.Notify()
 	g.n.triggerReconcile()
 }
 
@@ -429,6 +429,6 @@ func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
 		p.AgentGossipAddress = meta.AgentGossipAddress
 		p.Incarnation = meta.Incarnation
 	})
-	g.n.feed.notify()
+	g.n.feed.Notify()
 	g.n.triggerReconcile()
 }

@@ -43,7 +43,7 @@ func (n *Node) Leave(timeout time.Duration) error {
 		if err := n.gossip.leave(max(clock.Until(n.cfg.Clock, deadline), time.Millisecond)); err != nil {
 			n.logger.Warn("leave broadcast not confirmed", "error", err)
 		}
-		n.feed.notify()
+		n.feed.Notify()
 	}
 	if !self || others == 0 {
 		return nil
@@ -77,7 +77,7 @@ func (n *Node) leaveLeadership(cfg raft.Configuration, timeout time.Duration) er
 // waitOutOfConfig polls the local configuration, and wakes on changes,
 // until this replica is no longer in it.
 func (n *Node) waitOutOfConfig(deadline time.Time) error {
-	changes, cancel := n.feed.subscribe()
+	changes, cancel := n.feed.Subscribe()
 	defer cancel()
 	tick := clock.NewTicker(n.cfg.Clock, 50*time.Millisecond)
 	defer tick.Stop()

@@ -234,5 +234,5 @@ func (n *Node) SetPeerAddresses(id, raftAddr, grpcAddr string) {
 			p.GossipStatus = StatusNone
 		}
 	})
-	n.feed.notify()
+	n.feed.Notify()
 }

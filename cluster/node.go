@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
@@ -136,7 +137,7 @@ type Node struct {
 	peers    *peerTable
 	health   *healthView
 	contacts *contactTracker
-	feed     *changeFeed
+	feed     *changefeed.Feed
 	gossip   *gossip
 	// reconcileCh wakes the leader's reconciler (coalesced).
 	reconcileCh chan struct{}
@@ -363,7 +364,7 @@ func NewNode(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, timing: cfg.Timing, now: cfg.Now, logger: base.Named("cluster"),
 		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, tls: tl, leaderCh: leaderCh, existing: existing,
-		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: newChangeFeed(),
+		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: changefeed.New(),
 		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(), incarnation: rand.Uint64() | 1,
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
 	}

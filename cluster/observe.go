@@ -1,53 +1,15 @@
 package cluster
 
 import (
-	"sync"
-
 	"github.com/hashicorp/raft"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
-// changeFeed fans a "something changed" signal out to subscribers. A
-// subscriber's channel holds one pending signal, so a slow reader sees
-// changes coalesced and never blocks the sender.
-type changeFeed struct {
-	mu   sync.Mutex
-	next int
-	subs map[int]chan struct{}
-}
-
-func newChangeFeed() *changeFeed { return &changeFeed{subs: map[int]chan struct{}{}} }
-
-func (f *changeFeed) subscribe() (<-chan struct{}, func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id := f.next
-	f.next++
-	ch := make(chan struct{}, 1)
-	f.subs[id] = ch
-	return ch, func() {
-		f.mu.Lock()
-		delete(f.subs, id)
-		f.mu.Unlock()
-	}
-}
-
-func (f *changeFeed) notify() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, ch := range f.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // Changes returns a channel signalled whenever the leader, the Raft
 // configuration or gossip membership may have changed, and a cancel func.
 // Signals are coalesced: read the current view after each one.
-func (n *Node) Changes() (<-chan struct{}, func()) { return n.feed.subscribe() }
+func (n *Node) Changes() (<-chan struct{}, func()) { return n.feed.Subscribe() }
 
 // observeRaft turns Raft's observations into feed signals, starts and
 // stops the reconciler as this node gains and loses leadership, and asks
@@ -107,12 +69,12 @@ func (n *Node) observeRaft() {
 			case raft.LeaderObservation, raft.RaftState:
 				n.noteLeader()
 				syncLeadership()
-				n.feed.notify()
+				n.feed.Notify()
 				if n.gossip != nil {
 					n.gossip.announce()
 				}
 			case raft.PeerObservation:
-				n.feed.notify()
+				n.feed.Notify()
 				n.triggerReconcile()
 				syncLeadership()
 			case raft.FailedHeartbeatObservation:

@@ -99,7 +99,7 @@ func (r *reconciler) once() {
 	}
 	health, changed := n.health.update(evals, now)
 	if changed {
-		n.feed.notify()
+		n.feed.Notify()
 	}
 	if n.gossip == nil {
 		// Without gossip nobody announces joins or deaths: membership is

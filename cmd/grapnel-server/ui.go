@@ -15,6 +15,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/server"
 	"github.com/grapnel-io/grapnel/server/ui"
@@ -45,7 +46,7 @@ func serveUI(lis net.Listener, tc *tls.Config, untyped identity.Role, node *clus
 	if lis == nil {
 		return func() {}
 	}
-	feed := ui.NewFeed()
+	feed := changefeed.New()
 	f.SetObserver(func(fsm.MessageType, uint64) { feed.Notify() })
 	var (
 		dialOnce sync.Once

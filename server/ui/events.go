@@ -22,7 +22,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	clusterChanges, stopCluster := h.cfg.Node.Changes()
 	defer stopCluster()
-	storeChanges, stopStore := h.cfg.Feed.subscribe()
+	storeChanges, stopStore := h.cfg.Feed.Subscribe()
 	defer stopStore()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")

@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/graph"
+	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -30,7 +31,7 @@ type Config struct {
 	FSM  *fsm.FSM
 	// Feed is signalled by the FSM's observer after every applied
 	// command (main wires fsm.SetObserver to Feed.Notify).
-	Feed *Feed
+	Feed *changefeed.Feed
 	// Timeline is a workload's merged history (server.WorkloadTimeline).
 	Timeline func(*state.History, string) []*grapnelpb.TimelineEvent
 	// Logs streams a workload's logs; nil shows none.
@@ -64,7 +65,7 @@ func New(cfg Config) *Handler {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Feed == nil {
-		cfg.Feed = NewFeed()
+		cfg.Feed = changefeed.New()
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()

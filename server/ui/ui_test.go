@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -108,12 +109,12 @@ func TestDetailMasksSecrets(t *testing.T) {
 func TestEventsStreamOnlyWhileConnected(t *testing.T) {
 	c := clustertest.New(t, 1)
 	node := c.WaitLeader(10 * time.Second)
-	feed := NewFeed()
+	feed := changefeed.New()
 	h := New(Config{Node: node, FSM: c.FSM(node.ID()), Feed: feed})
 	defer h.Close()
 	hs := httptest.NewServer(h)
 	defer hs.Close()
-	if n := feed.subscribers(); n != 0 {
+	if n := feed.Subscribers(); n != 0 {
 		t.Fatalf("%d subscribers before any page opened", n)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -137,9 +138,9 @@ func TestEventsStreamOnlyWhileConnected(t *testing.T) {
 	if o.Replica != node.ID() || o.Leader != node.ID() || len(o.Replicas) != 1 || !o.Replicas[0].Leader {
 		t.Fatalf("overview %+v: want replica and leader %s", o, node.ID())
 	}
-	if n := feed.subscribers(); n != 1 {
+	if n := feed.Subscribers(); n != 1 {
 		t.Fatalf("%d subscribers with one page open, want 1", n)
 	}
 	cancel()
-	testwait.For(t, 5*time.Second, func() bool { return feed.subscribers() == 0 }, "the stream ends with its page")
+	testwait.For(t, 5*time.Second, func() bool { return feed.Subscribers() == 0 }, "the stream ends with its page")
 }
