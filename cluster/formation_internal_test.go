@@ -97,6 +97,7 @@ func TestConfig_ErrorsNameTheField(t *testing.T) {
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "DataDir"},
 		{"no raft address", func(c *Config) { c.RaftAddress = "" }, "RaftAddress"},
 		{"no fsm", func(c *Config) { c.FSM = nil }, "FSM"},
+		{"fsm without a removal ledger", func(c *Config) { c.FSM = bareFSM{} }, "FSM"},
 		{"negative expect", func(c *Config) { c.BootstrapExpect = -1 }, "BootstrapExpect"},
 		{"expect without gossip", func(c *Config) { c.BootstrapExpect = 3 }, "BootstrapExpect"},
 		{"self and expect", func(c *Config) { c.BootstrapSelf, c.BootstrapExpect, c.GossipAddress = true, 3, "127.0.0.1:0" }, "BootstrapSelf"},
@@ -165,6 +166,17 @@ type nopFSM struct{}
 func (nopFSM) Apply(*raft.Log) any                 { return nil }
 func (nopFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, errors.New("none") }
 func (nopFSM) Restore(r io.ReadCloser) error       { return r.Close() }
+func (nopFSM) RemovedRun(string) (uint64, uint64, bool) {
+	return 0, 0, false
+}
+func (nopFSM) RemovalEntry(string, uint64, bool) ([]byte, error) { return nil, errors.New("none") }
+
+// bareFSM keeps no removals.
+type bareFSM struct{}
+
+func (bareFSM) Apply(*raft.Log) any                 { return nil }
+func (bareFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, errors.New("none") }
+func (bareFSM) Restore(r io.ReadCloser) error       { return r.Close() }
 
 func TestEarlyTurn(t *testing.T) {
 	voters := func(ids ...string) raft.Configuration {

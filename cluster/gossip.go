@@ -392,7 +392,6 @@ func (g *gossip) NotifyLeave(node *memberlist.Node) {
 	if !known {
 		return
 	}
-	g.n.removed.forget(node.Name)
 	g.logger.Info("member gone", "id", node.Name, "status", st)
 	g.n.feed.Notify()
 	g.n.triggerReconcile()

@@ -141,9 +141,8 @@ type Node struct {
 	gossip   *gossip
 	// reconcileCh wakes the leader's reconciler (coalesced).
 	reconcileCh chan struct{}
-	// removed are replicas an operator removed while still in gossip; the
-	// reconciler does not re-add the removed run (see refuseRemoved).
-	removed *removedSet
+	// ledger is the FSM's record of removed replica runs (removal.go).
+	ledger RemovalLedger
 	// incarnation tells this run from earlier ones under the same id
 	// (announced in gossip).
 	incarnation uint64
@@ -177,6 +176,8 @@ func (cfg *Config) validate() error {
 		return bad("RaftAddress", "required")
 	case cfg.FSM == nil:
 		return bad("FSM", "required")
+	case !implementsLedger(cfg.FSM):
+		return bad("FSM", "must keep the replicas operators removed (implement cluster.RemovalLedger)")
 	case cfg.BootstrapExpect < 0:
 		return bad("BootstrapExpect", "must not be negative")
 	case cfg.SegmentSize < 0:
@@ -365,7 +366,7 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg: cfg, timing: cfg.Timing, now: cfg.Now, logger: base.Named("cluster"),
 		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, tls: tl, leaderCh: leaderCh, existing: existing,
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: changefeed.New(),
-		reconcileCh: make(chan struct{}, 1), removed: newRemovedSet(), incarnation: rand.Uint64() | 1,
+		reconcileCh: make(chan struct{}, 1), ledger: cfg.FSM.(RemovalLedger), incarnation: rand.Uint64() | 1,
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
 	}
 	if tl != nil {

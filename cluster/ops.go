@@ -192,7 +192,12 @@ func (n *Node) AddReplica(id, addr string, timeout time.Duration) error {
 			f = n.raft.AddVoter // a move keeps the vote
 		}
 	}
-	n.removed.forget(id)
+	if _, _, ok := n.ledger.RemovedRun(id); ok {
+		// The operator takes back the removal, whichever run is there.
+		if err := n.recordRemoval(id, 0, true, timeout); err != nil {
+			return err
+		}
+	}
 	n.logger.Info("operator adds replica", "id", id, "raft", addr)
 	err = FoldRaftError(f(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error())
 	n.triggerReconcile()

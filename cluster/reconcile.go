@@ -19,6 +19,9 @@ type reconciler struct {
 	missingSince map[string]time.Time
 	// warned keeps repeated refusals out of the log.
 	warned map[string]string
+	// removals are the new runs of removed replicas waiting for the
+	// removal to commit (removalCommitted).
+	removals map[string]removalWait
 }
 
 // reconcileLoop runs while this node leads: on gossip and Raft events and
@@ -29,7 +32,7 @@ type reconciler struct {
 func (n *Node) reconcileLoop(stop <-chan struct{}) {
 	defer n.wg.Done()
 	n.health.reset()
-	r := &reconciler{n: n, missingSince: map[string]time.Time{}, warned: map[string]string{}}
+	r := &reconciler{n: n, missingSince: map[string]time.Time{}, warned: map[string]string{}, removals: map[string]removalWait{}}
 	// On the once-a-second slots, with the other periodic work.
 	clk := n.cfg.Clock
 	every := n.timing.Autopilot.ReconcileInterval

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -25,10 +24,11 @@ import (
 // the next leader: that answers errs.ErrOutcomeUnknown, and the retry on
 // the next leader settles it either way.
 //
-// The run of the replica that gossip sees alive is remembered, so the
-// reconciler does not add that run straight back; a later run under the
-// same id (a restart, or a fresh replica on a wiped disk) is re-added as
-// soon as the removal has committed (refuseRemoved).
+// The run of the replica that gossip sees alive is recorded in the
+// replicated state first (RemovalLedger), so that no leader adds that run
+// straight back; a later run under the same id (a restart, or a fresh
+// replica on a wiped disk) is added as soon as the removal has committed
+// (refuseRemoved).
 func (n *Node) RemoveReplica(id string, timeout time.Duration) (already bool, err error) {
 	if !n.IsLeader() {
 		return false, errs.ErrNotLeader
@@ -58,108 +58,92 @@ func (n *Node) RemoveReplica(id string, timeout time.Duration) (already bool, er
 			return false, fmt.Errorf("%w: after removing %q only %d of %d voters would be alive", errs.ErrQuorum, id, alive, voters)
 		}
 	}
-	var run uint64
-	p, alive := n.peers.get(id)
-	alive = alive && p.GossipStatus == StatusAlive
-	if alive {
-		run = p.Incarnation
-		n.removed.add(id, removedRun{incarnation: run})
-	}
-	f := n.raft.RemoveServer(raft.ServerID(id), 0, timeout)
-	err = f.Error()
-	switch {
-	case err == nil:
-		if alive {
-			n.removed.add(id, removedRun{incarnation: run, index: f.Index()})
+	if p, ok := n.peers.get(id); ok && p.GossipStatus == StatusAlive && p.Incarnation != 0 {
+		if err := n.recordRemoval(id, p.Incarnation, false, timeout); err != nil {
+			return false, err
 		}
-		return false, nil
-	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
+	}
+	err = n.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error()
+	if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
 		return false, fmt.Errorf("%w: leadership was lost while removing %q; the removal may still commit: run the removal again (it is idempotent)", errs.ErrOutcomeUnknown, id)
 	}
 	return false, FoldRaftError(err)
 }
 
-// removedRun is an operator's removal of one run of a replica.
-type removedRun struct {
-	// incarnation is the run gossip saw alive when it was removed (0:
-	// the replica announced none).
-	incarnation uint64
-	// index is the removal's Raft index, 0 until RemoveServer answered
-	// (and for good when its outcome was unknown).
-	index uint64
+// RemovalLedger is the part of the state machine that keeps operators'
+// removals of replica runs (fsm.FSM implements it). The record is
+// replicated, so that a leader elected after the removal keeps the
+// removed run out as the one that removed it did.
+type RemovalLedger interface {
+	// RemovedRun is the recorded removal of replica id: the run's
+	// incarnation and the index of the record.
+	RemovedRun(id string) (incarnation, index uint64, ok bool)
+	// RemovalEntry encodes the command that records the removal of run
+	// incarnation of replica id or, with forget, drops its record.
+	RemovalEntry(id string, incarnation uint64, forget bool) ([]byte, error)
 }
 
-// removedSet remembers replicas an operator removed while gossip still saw
-// them alive, with the run that was removed, so the reconciler does not
-// add that run straight back. A later run is not held back, and gossip
-// seeing the replica die or leave clears the record. It lives in the
-// memory of the leader that removed the replica only.
-type removedSet struct {
-	mu  sync.Mutex
-	ids map[string]removedRun
+func implementsLedger(f raft.FSM) bool {
+	_, ok := f.(RemovalLedger)
+	return ok
 }
 
-func newRemovedSet() *removedSet { return &removedSet{ids: map[string]removedRun{}} }
-
-func (s *removedSet) add(id string, r removedRun) {
-	s.mu.Lock()
-	s.ids[id] = r
-	s.mu.Unlock()
-}
-
-func (s *removedSet) get(id string) (removedRun, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.ids[id]
-	return r, ok
-}
-
-func (s *removedSet) forget(id string) {
-	s.mu.Lock()
-	delete(s.ids, id)
-	s.mu.Unlock()
+// recordRemoval commits the ledger's command for replica id.
+func (n *Node) recordRemoval(id string, incarnation uint64, forget bool, timeout time.Duration) error {
+	entry, err := n.ledger.RemovalEntry(id, incarnation, forget)
+	if err != nil {
+		return err
+	}
+	err = n.raft.Apply(entry, timeout).Error()
+	if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
+		return fmt.Errorf("%w: leadership was lost while recording the removal of %q; the configuration is unchanged: run it again (it is idempotent)", errs.ErrOutcomeUnknown, id)
+	}
+	return FoldRaftError(err)
 }
 
 // refuseRemoved says whether the reconciler keeps the alive gossip server
 // p, missing from the configuration, out because an operator removed it:
-// the same run stays out; a later run waits only until the removal has
+// the removed run stays out; a later run waits only until the removal has
 // committed (Raft would not take the next configuration change earlier
-// anyway) and is then added, and its record dropped. A refused replica is
-// told why, once per reason and term, so it does not loop silently.
+// anyway) and is then added. A refused replica is told why, once per
+// reason and term, so it does not loop silently.
 func (r *reconciler) refuseRemoved(id string, p peerInfo) bool {
 	n := r.n
-	rec, ok := n.removed.get(id)
-	if !ok {
-		return false
-	}
-	sameRun := rec.incarnation == 0 || p.Incarnation == rec.incarnation
+	run, index, ok := n.ledger.RemovedRun(id)
 	switch {
-	case sameRun:
-		r.refuse(p, fmt.Sprintf("not re-adding replica %s: an operator removed this run of it (incarnation %d); "+
-			"it joins again once restarted", id, rec.incarnation))
+	case !ok:
+		return false
+	case p.Incarnation == run:
+		r.refuse(p, fmt.Sprintf("leader %s does not re-add replica %s: an operator removed this run of it (incarnation %d); "+
+			"it joins again once restarted", n.cfg.ID, id, run))
 		return true
-	case !n.removalCommitted(rec):
-		r.refuse(p, fmt.Sprintf("not adding replica %s yet: the removal of its earlier run (incarnation %d) has not committed; "+
-			"it is added once it has", id, rec.incarnation))
+	case !r.removalCommitted(id, index):
+		r.refuse(p, fmt.Sprintf("leader %s does not add replica %s yet: the removal of its earlier run (incarnation %d) has not committed; "+
+			"it is added once it has", n.cfg.ID, id, run))
 		return true
 	}
-	n.removed.forget(id)
-	n.logger.Info("adding a new run of a removed replica", "id", id, "removed_incarnation", rec.incarnation,
-		"incarnation", p.Incarnation, "removal_index", rec.index)
 	return false
 }
 
-// removalCommitted says the removal rec has committed: its own index when
-// RemoveServer answered; otherwise (still under way, or its outcome was
-// unknown) the latest configuration's, which lacks the replica (or the
-// reconciler would not ask) and so holds the removal.
-func (n *Node) removalCommitted(rec removedRun) bool {
-	if rec.index != 0 {
-		return n.raft.AppliedIndex() >= rec.index
+// removalCommitted says the removal of id recorded at index rec has
+// committed. The reconciler asks only while the latest configuration
+// lacks id, and nothing but the removal can have taken id out after the
+// record (it is recorded only while id is a member): so once everything
+// that was in the log when the reconciler read that configuration is
+// applied, the removal is. Raft does not tell the configuration's own
+// index (GetConfiguration leaves it 0), so the log's last index when the
+// wait began stands for it.
+func (r *reconciler) removalCommitted(id string, rec uint64) bool {
+	w, ok := r.removals[id]
+	if !ok || w.rec != rec {
+		w = removalWait{rec: rec, last: r.n.raft.LastIndex()}
+		r.removals[id] = w
 	}
-	f := n.raft.GetConfiguration()
-	return f.Error() == nil && n.raft.AppliedIndex() >= f.Index()
+	return r.n.raft.AppliedIndex() >= w.last
 }
+
+// removalWait is the log index a new run of a removed replica waits for.
+type removalWait struct{ rec, last uint64 }
 
 // refuse logs why p is kept out and tells p, both once per reason.
 func (r *reconciler) refuse(p peerInfo, why string) {

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +123,86 @@ func TestReplace_RemovedRunStaysOutNewRunJoins(t *testing.T) {
 		voters, _ := c.Configuration(l.ID())
 		return slices.Contains(voters, removed)
 	})
+	waitSettled(t, c, 3)
+}
+
+// The removal of a live run is in the replicated state, not only in the
+// memory of the leader that made it: after leadership moves to another
+// replica, the new leader keeps the removed run out too (and says so,
+// naming itself), while a new run of it joins.
+func TestReplace_RemovedRunStaysOutUnderTheNextLeader(t *testing.T) {
+	c := clustertest.New(t, 3)
+	first := c.WaitLeader(waitLong)
+	removed := c.Followers()[0].ID()
+	if _, err := first.RemoveReplica(removed, 5*time.Second); err != nil {
+		t.Fatalf("removing a live follower: %v", err)
+	}
+	c.WaitFor(removed+" told it is kept out", waitLong, func() bool {
+		return strings.Contains(c.Node(removed).Refused(), "leader "+first.ID()+" ")
+	})
+	// Every replica holds the record.
+	run := c.Node(removed).Incarnation()
+	for _, id := range c.Running() {
+		if id == removed {
+			continue
+		}
+		c.WaitFor(id+" holds the removal", waitLong, func() bool {
+			inc, _, ok := c.FSM(id).RemovedRun(removed)
+			return ok && inc == run
+		})
+	}
+
+	var other string
+	for _, id := range c.Running() {
+		if id != removed && id != first.ID() {
+			other = id
+		}
+	}
+	if err := first.TransferLeadership(other); err != nil {
+		t.Fatalf("moving leadership to %s: %v", other, err)
+	}
+	c.WaitFor("the next leader refuses the removed run", waitLong, func() bool {
+		return strings.Contains(c.Node(removed).Refused(), "leader "+other+" ")
+	})
+	t.Logf("told: %s", c.Node(removed).Refused())
+	voters, nonvoters := c.Configuration(other)
+	if slices.Contains(voters, removed) || slices.Contains(nonvoters, removed) {
+		t.Fatalf("the next leader re-added the removed run of %s", removed)
+	}
+
+	c.Stop(removed)
+	c.Restart(removed)
+	c.WaitFor(removed+" (a new run) a voter again", waitLong, func() bool {
+		l := c.Leader()
+		if l == nil {
+			return false
+		}
+		voters, _ := c.Configuration(l.ID())
+		return slices.Contains(voters, removed)
+	})
+	waitSettled(t, c, 3)
+}
+
+// An operator's add takes a removal back: the removed run, still
+// running, is added again at once and its record is gone on every
+// replica.
+func TestReplace_OperatorAddTakesTheRemovalBack(t *testing.T) {
+	c := clustertest.New(t, 3)
+	leader := c.WaitLeader(waitLong)
+	removed := c.Followers()[0].ID()
+	if _, err := leader.RemoveReplica(removed, 5*time.Second); err != nil {
+		t.Fatalf("removing a live follower: %v", err)
+	}
+	c.WaitFor(removed+" told it is kept out", waitLong, func() bool { return c.Node(removed).Refused() != "" })
+	if err := leader.AddReplica(removed, c.Replica(removed).RaftAddress, 5*time.Second); err != nil {
+		t.Fatalf("the operator adds %s back: %v", removed, err)
+	}
+	for _, id := range c.Running() {
+		c.WaitFor(id+" dropped the removal", waitLong, func() bool {
+			_, _, ok := c.FSM(id).RemovedRun(removed)
+			return !ok
+		})
+	}
 	waitSettled(t, c, 3)
 }
 

@@ -111,6 +111,15 @@ func decodeBody(t MessageType, buf []byte) (Command, error) {
 		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
 			c = &UnlockObjectsRequest{Objects: m.Objects, Owner: m.Owner, NowMs: m.NowMs, Force: m.Force}
 		}
+	case ReplicaRemovalType:
+		var m fsmpb.ReplicaRemoval
+		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
+			if m.Id == "" {
+				err = errors.New("a replica removal names no replica")
+			} else {
+				c = &ReplicaRemovalRequest{ID: m.Id, Incarnation: m.Incarnation, Forget: m.Forget}
+			}
+		}
 	default:
 		if why, ok := retired[t]; ok {
 			panic(fmt.Sprintf("fsm: a committed entry is of type %d (%s), retired: %s; no version of grapnel-server that reads this log writes it", uint8(t), t, why))
@@ -262,6 +271,13 @@ func updateFromProto(p *fsmpb.UpdateDesiredState) (*UpdateDesiredStateRequest, e
 
 func (r *LockObjectsRequest) message() (proto.Message, error) {
 	return &fsmpb.LockObjects{Objects: r.Objects, Owner: r.Owner, Reason: r.Reason, NowMs: r.NowMs, ExpiresMs: r.ExpiresMs}, nil
+}
+
+func (r *ReplicaRemovalRequest) message() (proto.Message, error) {
+	if r.ID == "" {
+		return nil, errors.New("a replica removal names no replica")
+	}
+	return &fsmpb.ReplicaRemoval{Id: r.ID, Incarnation: r.Incarnation, Forget: r.Forget}, nil
 }
 
 func (r *UnlockObjectsRequest) message() (proto.Message, error) {

@@ -251,7 +251,7 @@ func TestEncodeRefuses(t *testing.T) {
 // retired type panics, as documented. What decodes encodes again, and
 // that entry is stable from then on.
 func FuzzDecode(f *testing.F) {
-	for _, cmds := range []map[string]Command{goldenCommands(), historyGolden(), {"ProblemsChanged": problemsGolden()}, lockGolden()} {
+	for _, cmds := range []map[string]Command{goldenCommands(), historyGolden(), {"ProblemsChanged": problemsGolden()}, lockGolden(), removalGolden()} {
 		for _, c := range cmds {
 			buf, err := Encode(c)
 			if err != nil {

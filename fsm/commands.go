@@ -87,6 +87,13 @@ const (
 	// UnlockObjectsType releases intent locks; a replica that does not
 	// know it stops, as for LockObjectsType.
 	UnlockObjectsType MessageType = 15
+	// ReplicaRemovalType records an operator's removal of one run of a
+	// replica, proposed before the configuration change that removes it,
+	// or forgets it when an operator adds the replica back (state.
+	// RemovedReplica). It carries IgnoreUnknownTypeFlag: a replica that
+	// does not know it skips it and, when it leads, only forgets which
+	// run was removed, as every replica did before.
+	ReplicaRemovalType MessageType = 16 | IgnoreUnknownTypeFlag
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -110,6 +117,7 @@ var typeNames = map[MessageType]string{
 	ProblemsChangedType:          "ProblemsChanged",
 	LockObjectsType:              "LockObjects",
 	UnlockObjectsType:            "UnlockObjects",
+	ReplicaRemovalType:           "ReplicaRemoval",
 }
 
 // retired says why each retired type is no longer applied.
@@ -239,6 +247,17 @@ type UnlockObjectsRequest struct {
 	NowMs   int64
 	Force   bool
 }
+
+// ReplicaRemovalRequest is the body of ReplicaRemovalType: run
+// Incarnation of replica ID was removed, or (Forget) its record ends.
+type ReplicaRemovalRequest struct {
+	ID          string
+	Incarnation uint64
+	Forget      bool
+}
+
+// Type implements Command.
+func (*ReplicaRemovalRequest) Type() MessageType { return ReplicaRemovalType }
 
 // Type implements Command.
 func (*LockObjectsRequest) Type() MessageType { return LockObjectsType }

@@ -281,6 +281,13 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 			return err
 		}
 		return nil
+	case *ReplicaRemovalRequest:
+		if r.Forget {
+			st.ForgetRemoval(r.ID)
+		} else {
+			st.RecordRemoval(r.ID, r.Incarnation, index)
+		}
+		return nil
 	}
 	// Only a programming error on the leader gets here: a committed entry
 	// always decodes into one of the commands above.

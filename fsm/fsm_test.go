@@ -139,7 +139,8 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 		UpdateDesiredStateSeqType: 6, WorkloadReportsType: 7, UpdateDesiredStatePackedType: 8, BatchType: 9, HistoryNotesType: 138,
 		SetAgentModeType: 11, PlacementType: 12,
 		ProblemsChangedType: 141,
-		LockObjectsType:     14, UnlockObjectsType: 15}
+		LockObjectsType:     14, UnlockObjectsType: 15,
+		ReplicaRemovalType: 144}
 	for typ, n := range want {
 		if uint8(typ) != n {
 			t.Errorf("%s is %d, must stay %d", typ, typ, n)
@@ -154,7 +155,7 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 	snaps := map[SnapshotType]uint8{SnapAPIVersion: 1, SnapWorkload: 2, SnapConfig: 3, SnapRendered: 4, SnapDeleteEdge: 5, SnapAgent: 6, SnapWorkloadState: 7, SnapRevision: 8,
 		SnapDesiredSeq: 9, SnapReportMark: 10, SnapHistoryMeta: 11, SnapTx: 12, SnapTransition: 13,
 		SnapAgentMode: 14, SnapPlacement: 15,
-		SnapProblems: 16, SnapGuard: 17}
+		SnapProblems: 16, SnapGuard: 17, SnapRemovedReplica: 18}
 	for typ, n := range snaps {
 		if uint8(typ) != n {
 			t.Errorf("snapshot type %d must stay %d", typ, n)
@@ -186,6 +187,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	apply(t, f, &PlacementRequest{Update: state.PlacementUpdate{Layout: map[string][]string{"web2": {"agent_A"}}}})
 	apply(t, f, &UpdateDesiredStateRequest{Seq: 2, Update: state.DesiredUpdate{PutConfigs: map[string]any{"n": "2"}}})
 	applyResp(t, f, problemsGolden())
+	apply(t, f, &ReplicaRemovalRequest{ID: "s2", Incarnation: 7})
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)

@@ -50,14 +50,18 @@ const (
 	// always written: a snapshot without it predates revisions
 	// (docs/locks.md).
 	SnapGuard SnapshotType = 17
-	snapEnd   SnapshotType = 255
+	// SnapRemovedReplica is one replica run an operator removed
+	// (state.RemovedReplica).
+	SnapRemovedReplica SnapshotType = 18
+	snapEnd            SnapshotType = 255
 )
 
 // AllSnapshotTypes lists every record type; the round-trip test fails if a
 // type is missing from it.
 var AllSnapshotTypes = []SnapshotType{SnapAPIVersion, SnapWorkload, SnapConfig, SnapRendered,
 	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision, SnapDesiredSeq, SnapReportMark,
-	SnapHistoryMeta, SnapTx, SnapTransition, SnapAgentMode, SnapPlacement, SnapProblems, SnapGuard}
+	SnapHistoryMeta, SnapTx, SnapTransition, SnapAgentMode, SnapPlacement, SnapProblems, SnapGuard,
+	SnapRemovedReplica}
 
 // The snapshot format: the magic, the version and the index (uvarints),
 // then records (type byte, uvarint length, JSON body), then snapEnd.
@@ -116,6 +120,11 @@ type historyMetaRecord struct {
 type agentModeRecord struct {
 	Agent string `json:"a"`
 	Mode  string `json:"m"`
+}
+
+type removedReplicaRecord struct {
+	ID string `json:"id"`
+	state.RemovedReplica
 }
 
 type placementRecord struct {
@@ -240,6 +249,11 @@ func WriteSnapshot(w io.Writer, st *state.Store, index uint64) error {
 	}
 	for _, w := range state.SortedKeys(st.Placement) {
 		if err := rec(SnapPlacement, placementRecord{w, st.Placement[w]}); err != nil {
+			return err
+		}
+	}
+	for _, id := range state.SortedKeys(st.Removed) {
+		if err := rec(SnapRemovedReplica, removedReplicaRecord{id, st.Removed[id]}); err != nil {
 			return err
 		}
 	}
@@ -519,6 +533,14 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 		var r guardRecord
 		if err = json.Unmarshal(body, &r); err == nil {
 			restoreGuard(st, r)
+		}
+	case SnapRemovedReplica:
+		var r removedReplicaRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			if r.ID == "" {
+				return errors.New("a removed replica without an id")
+			}
+			st.RecordRemoval(r.ID, r.Incarnation, r.Index)
 		}
 	case SnapWorkloadState:
 		var r state.WorkloadState

@@ -49,6 +49,9 @@ type Store struct {
 	Revs *Revisions
 	// Locks are the intent locks on workloads and config items (locks.go).
 	Locks Locks
+	// Removed holds the replica runs operators removed while they ran
+	// (removals.go); nil when there are none.
+	Removed map[string]RemovedReplica
 
 	// inBatch and owned let the updates of one batch, applied under one
 	// hold of the FSM's lock, copy the desired state and the renderings
@@ -107,6 +110,7 @@ func (s *Store) clone() *Store {
 		Problems:    s.Problems.Clone(),
 		Revs:        s.Revs.Clone(),
 		Locks:       s.Locks.Clone(),
+		Removed:     maps.Clone(s.Removed),
 		usage:       s.usage.clone(),
 	}
 }

@@ -1896,6 +1896,71 @@ func (x *UnlockObjects) GetForce() bool {
 	return false
 }
 
+// ReplicaRemoval is the body of type 16 (with the skip flag, 144): an
+// operator's removal of one run of a replica, recorded before the
+// configuration change, or (forget) the end of that record when an
+// operator adds the replica back.
+type ReplicaRemoval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// incarnation is the removed run's number, as gossip announced it.
+	Incarnation   uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Forget        bool   `protobuf:"varint,3,opt,name=forget,proto3" json:"forget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaRemoval) Reset() {
+	*x = ReplicaRemoval{}
+	mi := &file_commands_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaRemoval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaRemoval) ProtoMessage() {}
+
+func (x *ReplicaRemoval) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaRemoval.ProtoReflect.Descriptor instead.
+func (*ReplicaRemoval) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReplicaRemoval) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReplicaRemoval) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *ReplicaRemoval) GetForget() bool {
+	if x != nil {
+		return x.Forget
+	}
+	return false
+}
+
 var File_commands_proto protoreflect.FileDescriptor
 
 const file_commands_proto_rawDesc = "" +
@@ -2057,7 +2122,11 @@ const file_commands_proto_rawDesc = "" +
 	"\aobjects\x18\x01 \x03(\tR\aobjects\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
 	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05forceb\x06proto3"
+	"\x05force\x18\x04 \x01(\bR\x05force\"Z\n" +
+	"\x0eReplicaRemoval\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x16\n" +
+	"\x06forget\x18\x03 \x01(\bR\x06forgetb\x06proto3"
 
 var (
 	file_commands_proto_rawDescOnce sync.Once
@@ -2072,7 +2141,7 @@ func file_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_commands_proto_goTypes = []any{
 	(ConfigItem_Kind)(0),           // 0: grapnel.fsm.ConfigItem.Kind
 	(*UpdateDesiredState)(nil),     // 1: grapnel.fsm.UpdateDesiredState
@@ -2101,6 +2170,7 @@ var file_commands_proto_goTypes = []any{
 	(*PlacedWorkload)(nil),         // 24: grapnel.fsm.PlacedWorkload
 	(*LockObjects)(nil),            // 25: grapnel.fsm.LockObjects
 	(*UnlockObjects)(nil),          // 26: grapnel.fsm.UnlockObjects
+	(*ReplicaRemoval)(nil),         // 27: grapnel.fsm.ReplicaRemoval
 }
 var file_commands_proto_depIdxs = []int32{
 	8,  // 0: grapnel.fsm.UpdateDesiredState.update:type_name -> grapnel.fsm.DesiredUpdate
@@ -2150,7 +2220,7 @@ func file_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
