@@ -516,6 +516,17 @@ func (n *Node) stopping() bool {
 	}
 }
 
+// RefusedHandshakes counts the TLS handshakes on the Raft port that
+// failed, on connections this replica accepted (a peer without a replica
+// certificate of this CA, or of a replica not in the configuration) and
+// on those it dialled (Raft's and admission probes'); 0 without TLS.
+func (n *Node) RefusedHandshakes() (accepted, dialled uint64) {
+	if n.tls == nil {
+		return 0, 0
+	}
+	return n.tls.refused[0].Load(), n.tls.refused[1].Load()
+}
+
 // RefusedEntries counts the AppendEntries this replica refused because
 // an entry failed Config.CheckEntry.
 func (n *Node) RefusedEntries() uint64 {

@@ -135,6 +135,7 @@ func TestTLSRaftPortRefusesIntruders(t *testing.T) {
 	}
 	c := clustertest.New(t, 1, clustertest.WithRaftTLS(replicaCerts(t, ca)))
 	c.WaitLeader(waitLong)
+	before, _ := c.Node("n1").RefusedHandshakes()
 	for _, tc := range []struct {
 		name string
 		dial func(string, time.Duration) (net.Conn, error)
@@ -151,6 +152,11 @@ func TestTLSRaftPortRefusesIntruders(t *testing.T) {
 			}
 		})
 	}
+	// Each refusal is counted for /metrics (grapnel_raft_handshakes_refused_total).
+	c.WaitFor("4 refused handshakes counted", waitLong, func() bool {
+		after, _ := c.Node("n1").RefusedHandshakes()
+		return after-before >= 4
+	})
 	holdsFor(t, time.Second, "no intruder agent", func() bool { return !slices.Contains(agents(c.FSM("n1")), "intruder") })
 	if !c.Node("n1").IsLeader() {
 		t.Fatal("the replica lost its leadership to an intruder")

@@ -65,7 +65,10 @@ type tlsLayer struct {
 	// refusals are rate-limited in the log: one line per second at most.
 	mu         sync.Mutex
 	lastRefuse time.Time
-	refused    atomic.Uint64
+	// refused counts the failed handshakes by side: [0] connections
+	// this replica accepted, [1] those it dialled (Raft's and the
+	// admission probes').
+	refused [2]atomic.Uint64
 }
 
 func newTLSLayer(base raft.StreamLayer, store *tlsreload.Store, logger hclog.Logger, now func() time.Time) *tlsLayer {
@@ -167,7 +170,11 @@ func (l *tlsLayer) Accept() (net.Conn, error) {
 
 // refuse logs a failed handshake, at most once a second, and counts it.
 func (l *tlsLayer) refuse(side, remote string, err error) {
-	l.refused.Add(1)
+	if side == "accepted" {
+		l.refused[0].Add(1)
+	} else {
+		l.refused[1].Add(1)
+	}
 	now := l.now()
 	l.mu.Lock()
 	quiet := now.Sub(l.lastRefuse) < time.Second
@@ -176,7 +183,7 @@ func (l *tlsLayer) refuse(side, remote string, err error) {
 	}
 	l.mu.Unlock()
 	if !quiet {
-		l.logger.Warn("raft TLS handshake refused", "side", side, "peer", remote, "error", err, "refused_total", l.refused.Load())
+		l.logger.Warn("raft TLS handshake refused", "side", side, "peer", remote, "error", err, "refused_total", l.refused[0].Load()+l.refused[1].Load())
 	}
 }
 

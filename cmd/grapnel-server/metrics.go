@@ -22,6 +22,7 @@ var version = buildinfo.Version
 // returns the function that stops it.
 func serveMetrics(addr string, debug bool, set *metrics.Set, node *cluster.Node, log *slog.Logger) (func(), error) {
 	set.CollectRaft(node.Stats)
+	set.CollectRefusals(node.RefusedHandshakes, node.RefusedEntries)
 	if addr == "" {
 		return func() {}, nil
 	}

@@ -157,6 +157,23 @@ func (s *Set) CollectCluster(counts func() (agents int, byState map[string]int))
 	})
 }
 
+// CollectRefusals exposes what the Raft channel refused, read at each
+// scrape: failed TLS handshakes by side (accepted, dialled) and
+// AppendEntries refused because an entry failed the entry check.
+func (s *Set) CollectRefusals(handshakes func() (accepted, dialled uint64), entries func() uint64) {
+	if s == nil {
+		return
+	}
+	const help = "TLS handshakes refused on the Raft port, by side: connections accepted, and dialled by Raft or an admission probe (docs/security.md)."
+	s.Registry.NewCounterFunc("grapnel_raft_handshakes_refused_total", help, map[string]string{"side": "accepted"},
+		func() float64 { a, _ := handshakes(); return float64(a) })
+	s.Registry.NewCounterFunc("grapnel_raft_handshakes_refused_total", help, map[string]string{"side": "dialled"},
+		func() float64 { _, d := handshakes(); return float64(d) })
+	s.Registry.NewCounterFunc("grapnel_raft_entries_refused_total",
+		"AppendEntries requests refused because an entry's type is unknown or retired here (nothing stored).", nil,
+		func() float64 { return float64(entries()) })
+}
+
 // CollectRaft refreshes the Raft gauges from hashicorp/raft's Stats map
 // before every scrape.
 func (s *Set) CollectRaft(stats func() map[string]string) {

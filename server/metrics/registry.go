@@ -65,6 +65,13 @@ func (r *Registry) NewCounter(name, help string, labels ...string) *Counter {
 	return &Counter{vec: v}
 }
 
+// NewCounterFunc registers a counter series read from fn at each scrape,
+// for counts another package keeps; constLabels tell series of one family
+// apart.
+func (r *Registry) NewCounterFunc(name, help string, constLabels map[string]string, fn func() float64) {
+	r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: constLabels}, fn))
+}
+
 // Add adds v (which must not be negative) to the series of labels.
 func (c *Counter) Add(v float64, labels ...string) { c.vec.WithLabelValues(labels...).Add(v) }
 

@@ -69,6 +69,30 @@ func TestCollectRaft(t *testing.T) {
 	}
 }
 
+// The Raft channel's refusals are read from their owner at each scrape.
+func TestCollectRefusals(t *testing.T) {
+	s := NewSet()
+	var accepted uint64 = 3
+	s.CollectRefusals(func() (uint64, uint64) { return accepted, 1 }, func() uint64 { return 2 })
+	scrape := func() string {
+		var b strings.Builder
+		if _, err := s.Registry.WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	for _, want := range []string{`grapnel_raft_handshakes_refused_total{side="accepted"} 3` + "\n",
+		`grapnel_raft_handshakes_refused_total{side="dialled"} 1` + "\n", "grapnel_raft_entries_refused_total 2\n"} {
+		if got := scrape(); !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	accepted = 5
+	if got := scrape(); !strings.Contains(got, `grapnel_raft_handshakes_refused_total{side="accepted"} 5`) {
+		t.Errorf("the next scrape did not read the count again:\n%s", got)
+	}
+}
+
 // An OpenMetrics scraper sees the commit latency's exemplar (the Raft
 // index); a plain one gets the 0.0.4 text format without it.
 func TestCommitExemplarInOpenMetrics(t *testing.T) {
