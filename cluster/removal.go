@@ -96,7 +96,7 @@ func (n *Node) recordRemoval(id string, incarnation uint64, forget bool, timeout
 	}
 	err = n.raft.Apply(entry, timeout).Error()
 	if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
-		return fmt.Errorf("%w: leadership was lost while recording the removal of %q; the configuration is unchanged: run it again (it is idempotent)", errs.ErrOutcomeUnknown, id)
+		return fmt.Errorf("%w: leadership was lost while recording the removal of %q (or its end); the configuration is unchanged: run it again (it is idempotent)", errs.ErrOutcomeUnknown, id)
 	}
 	return FoldRaftError(err)
 }
