@@ -67,14 +67,7 @@ func TestReplace_RemovalMeetsLeadershipChange(t *testing.T) {
 	c.Wipe(old)
 	c.Restart(old)
 	start := time.Now()
-	c.WaitFor(old+" a voter again", waitLong, func() bool {
-		l := c.Leader()
-		if l == nil {
-			return false
-		}
-		voters, _ := c.Configuration(l.ID())
-		return slices.Contains(voters, old)
-	})
+	waitVoter(c, old)
 	t.Logf("fresh %s a voter %v after its start", old, time.Since(start).Round(time.Millisecond))
 	waitSettled(t, c, 5)
 	if r := c.Node(old).Refused(); r != "" {
@@ -115,14 +108,7 @@ func TestReplace_RemovedRunStaysOutNewRunJoins(t *testing.T) {
 	c.Stop(removed)
 	c.Wipe(removed)
 	c.Restart(removed)
-	c.WaitFor(removed+" (a new run) a voter again", waitLong, func() bool {
-		l := c.Leader()
-		if l == nil {
-			return false
-		}
-		voters, _ := c.Configuration(l.ID())
-		return slices.Contains(voters, removed)
-	})
+	waitVoter(c, removed)
 	waitSettled(t, c, 3)
 }
 
@@ -172,14 +158,7 @@ func TestReplace_RemovedRunStaysOutUnderTheNextLeader(t *testing.T) {
 
 	c.Stop(removed)
 	c.Restart(removed)
-	c.WaitFor(removed+" (a new run) a voter again", waitLong, func() bool {
-		l := c.Leader()
-		if l == nil {
-			return false
-		}
-		voters, _ := c.Configuration(l.ID())
-		return slices.Contains(voters, removed)
-	})
+	waitVoter(c, removed)
 	waitSettled(t, c, 3)
 }
 
@@ -204,6 +183,18 @@ func TestReplace_OperatorAddTakesTheRemovalBack(t *testing.T) {
 		})
 	}
 	waitSettled(t, c, 3)
+}
+
+// waitVoter waits until the leader's configuration has id as a voter.
+func waitVoter(c *clustertest.Cluster, id string) {
+	c.WaitFor(id+" a voter", waitLong, func() bool {
+		l := c.Leader()
+		if l == nil {
+			return false
+		}
+		voters, _ := c.Configuration(l.ID())
+		return slices.Contains(voters, id)
+	})
 }
 
 // waitSettled waits for one leader and n voters that all see it and are
