@@ -21,8 +21,9 @@ type Member struct {
 	// none or gossip has not told it yet.
 	UIAddress string
 	Version   string
-	// Role is leader, follower, candidate, nonvoter, or unknown when only
-	// gossip knows the member.
+	// Role is leader, follower, candidate, nonvoter, removed when only
+	// gossip knows the member and it is a run an operator removed (it
+	// stays out until restarted), or unknown when only gossip knows it.
 	Role  string
 	Voter bool
 	// InConfig says the member is in the Raft configuration.
@@ -145,6 +146,9 @@ func (n *Node) Members() ([]Member, error) {
 		m := byID[id]
 		if m == nil {
 			m = &Member{ID: id, RaftAddress: p.RaftAddress, Role: "unknown", LastContact: -1}
+			if run, _, ok := n.ledger.RemovedRun(id); ok && p.Incarnation != 0 && p.Incarnation == run {
+				m.Role = "removed"
+			}
 			byID[id] = m
 		}
 		m.GRPCAddress = p.GRPCAddress

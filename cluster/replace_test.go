@@ -104,6 +104,16 @@ func TestReplace_RemovedRunStaysOutNewRunJoins(t *testing.T) {
 	if inConfig() {
 		t.Fatalf("%s is back in the configuration while the removed run runs", removed)
 	}
+	// cluster members shows it as removed, on every replica.
+	for _, id := range c.Running() {
+		if id == removed {
+			continue
+		}
+		c.WaitFor(id+" lists "+removed+" as removed", waitLong, func() bool {
+			ms, err := c.Node(id).Members()
+			return err == nil && slices.ContainsFunc(ms, func(m cluster.Member) bool { return m.ID == removed && m.Role == "removed" })
+		})
+	}
 
 	c.Stop(removed)
 	c.Wipe(removed)

@@ -68,7 +68,9 @@ type Member struct {
 	RaftAddress   string                 `protobuf:"bytes,3,opt,name=raftAddress,proto3" json:"raftAddress,omitempty"`
 	GossipAddress string                 `protobuf:"bytes,4,opt,name=gossipAddress,proto3" json:"gossipAddress,omitempty"`
 	// Raft role as this replica sees it: leader, follower, candidate,
-	// nonvoter, or unknown when only gossip knows the member.
+	// nonvoter, removed when only gossip knows the member and it is a run
+	// an operator removed (it stays out until restarted), or unknown when
+	// only gossip knows the member.
 	Role    string `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
 	Voter   bool   `protobuf:"varint,6,opt,name=voter,proto3" json:"voter,omitempty"`
 	Healthy bool   `protobuf:"varint,7,opt,name=healthy,proto3" json:"healthy,omitempty"`
