@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -231,22 +230,7 @@ func (k *KubeRuntime) Logs(ctx context.Context, id runtime.ID, o runtime.LogOpti
 	}
 	sort.Strings(ids)
 	args := logsArgs(runtime.ID(ids[0]), o)
-	args = append(args, ids[1:]...)
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("podman logs: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, k.p.binary, args...)
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
-		return nil, fmt.Errorf("podman logs: %w", err)
-	}
-	pw.Close()
-	lr := &logReader{pr: pr, cmd: cmd, done: make(chan struct{})}
-	go lr.wait()
-	return lr, nil
+	return k.p.startLogs(ctx, append(args, ids[1:]...))
 }
 
 // Pods returns the pod ids of an instance; tests use it.

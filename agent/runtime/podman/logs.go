@@ -26,7 +26,12 @@ func (r *Runtime) Logs(ctx context.Context, id runtime.ID, o runtime.LogOptions)
 	if _, err := r.lookup(ctx, id, 0); err != nil {
 		return nil, err
 	}
-	args := logsArgs(id, o)
+	return r.startLogs(ctx, logsArgs(id, o))
+}
+
+// startLogs starts `podman ARGS` (a logs command) with its stdout and
+// stderr on one pipe, and returns the reader of that pipe.
+func (r *Runtime) startLogs(ctx context.Context, args []string) (io.ReadCloser, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("podman logs: %w", err)
