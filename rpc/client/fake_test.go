@@ -56,6 +56,7 @@ type fakeReplica struct {
 	statusDelay atomic.Int64
 
 	statusCalls atomic.Int32
+	watchCalls  atomic.Int32
 	accepted    chan accepted
 	removed     chan string
 }
@@ -164,6 +165,7 @@ func (r *fakeReplica) Status(context.Context, *grapnelpb.StatusRequest) (*grapne
 }
 
 func (r *fakeReplica) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStreamingServer[grapnelpb.WatchEvent]) error {
+	r.watchCalls.Add(1)
 	interval := time.Duration(req.GetHeartbeatMs()) * time.Millisecond
 	tick := time.NewTicker(interval)
 	defer tick.Stop()

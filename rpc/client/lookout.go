@@ -52,11 +52,20 @@ const (
 // for it.
 func (r *Resolver) lookout(s *Stream) {
 	delay, next := lookoutRetryFirst, 0
+	// aliases are addresses found to reach the stream's own replica (a
+	// configured host name beside the address it announces): skipped,
+	// or a single replica would be watched over and over.
+	aliases := map[string]bool{s.addr: true}
 	for {
-		addr := r.lookoutAddr(s.addr, next)
+		addr := r.lookoutAddr(aliases, next)
 		next++
-		if addr != "" && r.lookAt(s, addr) {
-			delay = lookoutRetryFirst
+		if addr != "" {
+			switch answered, self := r.lookAt(s, addr); {
+			case self:
+				aliases[addr] = true
+			case answered:
+				delay = lookoutRetryFirst
+			}
 		}
 		t := clock.NewTimer(r.opts.timers(), delay)
 		select {
@@ -71,10 +80,10 @@ func (r *Resolver) lookout(s *Stream) {
 
 // lookoutAddr is the i-th replica address other than the leader's, or ""
 // when none is known (a single replica).
-func (r *Resolver) lookoutAddr(leader string, i int) string {
+func (r *Resolver) lookoutAddr(leader map[string]bool, i int) string {
 	var others []string
 	for _, a := range r.Members() {
-		if a != leader {
+		if !leader[a] {
 			others = append(others, a)
 		}
 	}
@@ -86,11 +95,12 @@ func (r *Resolver) lookoutAddr(leader string, i int) string {
 
 // lookAt watches the replica at addr until the stream ends or the watch
 // fails. It reports whether the watch delivered any event, so that the
-// caller backs off only from replicas that do not answer.
-func (r *Resolver) lookAt(s *Stream, addr string) (answered bool) {
+// caller backs off only from replicas that do not answer, and whether
+// addr reached the stream's own replica.
+func (r *Resolver) lookAt(s *Stream, addr string) (answered, self bool) {
 	cc, err := r.conn(addr)
 	if err != nil {
-		return false
+		return false, false
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -99,7 +109,7 @@ func (r *Resolver) lookAt(s *Stream, addr string) (answered bool) {
 	w, err := grapnelpb.NewClusterClient(cc).Watch(ctx,
 		&grapnelpb.WatchRequest{HeartbeatMs: uint32(lookoutHeartbeat.Milliseconds())}, grpc.WaitForReady(false))
 	if err != nil {
-		return false
+		return false, false
 	}
 	for {
 		ev, err := w.Recv()
@@ -108,14 +118,14 @@ func (r *Resolver) lookAt(s *Stream, addr string) (answered bool) {
 				// An upstream server has no Watch; nothing to look out for.
 				<-s.ctx.Done()
 			}
-			return answered
+			return answered, false
 		}
 		answered = true
 		silent.Stop()
 		silent = r.opts.timers().AfterFunc(lookoutTimeout, cancel)
 		st := ev.GetStatus()
 		if st.GetReplicaId() == s.replica {
-			return true // the leader itself under another address
+			return true, true // the leader itself under another address
 		}
 		r.observeMembers(st)
 		id, leaderAddr := leaderOf(addr, st)
@@ -130,7 +140,7 @@ func (r *Resolver) lookAt(s *Stream, addr string) (answered bool) {
 		}
 		s.cancel(fmt.Errorf("%w: %w: %s at %s names %s the leader in term %d, after %s in term %d",
 			ErrConnectionLost, ErrLeaderMoved, st.GetReplicaId(), addr, id, st.GetTerm(), s.replica, s.term.Load()))
-		return true
+		return true, false
 	}
 }
 

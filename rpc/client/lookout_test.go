@@ -53,6 +53,42 @@ func TestLookoutFollowsTheNextLeaderOfAFrozenOne(t *testing.T) {
 	t.Logf("left the frozen leader %v after the election", time.Since(start))
 }
 
+// A single replica known under two addresses (a configured name beside
+// the address it announces) is found to be the stream's own replica once;
+// the lookout then has nobody to watch and stays quiet, instead of
+// watching the leader again every 100 ms.
+func TestLookoutSkipsTheLeaderUnderAnotherAddress(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	fc.setLeader("r1")
+	rep := fc.rep("r1")
+	alias := newFreezer(t, rep.addr)
+	o := Options{Addrs: []string{rep.addr, alias.Addr()}, Insecure: true, ResponseTimeout: 5 * time.Second, Lookout: true}
+	r := newResolver(t, o)
+	c, err := r.Dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The stream's heartbeat watch and the lookout's one watch.
+	deadline := time.Now().Add(10 * time.Second)
+	for rep.watchCalls.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lookout never watched the alias (%d watches)", rep.watchCalls.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Looping, the lookout would open one every 100 ms; hold 1.5 s.
+	at := rep.watchCalls.Load()
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if n := rep.watchCalls.Load(); n != at {
+			t.Fatalf("%d more watches at the leader", n-at)
+		}
+	}
+	if c.Err() != nil {
+		t.Fatalf("the stream ended: %v", c.Err())
+	}
+}
+
 // Without a lookout a stream keeps the old heartbeat; with one, the
 // leader is asked for a slower one, and the probe timeout stays short.
 func TestLookoutHeartbeatDefaults(t *testing.T) {
