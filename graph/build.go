@@ -97,7 +97,9 @@ func Build(in Input) *Graph {
 func FromStore(st *state.Store) Input {
 	agents := make(map[string]string, len(st.Rendered))
 	for name, r := range st.Rendered {
-		agents[name] = r.Instance.AgentName
+		if r.Instance.AgentName != "" {
+			agents[name] = r.Instance.AgentName
+		}
 	}
 	return Input{
 		Workloads:   st.Desired.Workloads,

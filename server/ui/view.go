@@ -176,24 +176,8 @@ func detail(name string, st *state.Store, timeline func(*state.History, string) 
 	return d, true
 }
 
-// graphOf is the dependency graph of the store, built as `grapnel get
-// graph` builds it from the complete state: the desired workloads with
-// their rendered agents, the instance states and the connected agents,
-// and the delete graph derived from the dependencies.
-func graphOf(st *state.Store) *graph.Graph {
-	in := graph.Input{
-		Workloads: st.Desired.Workloads,
-		Agents:    map[string]string{},
-		States:    st.States,
-	}
-	for name, r := range st.Rendered {
-		if r.Instance.AgentName != "" {
-			in.Agents[name] = r.Instance.AgentName
-		}
-	}
-	for name := range st.Agents {
-		in.Connected = append(in.Connected, name)
-	}
-	sort.Strings(in.Connected)
-	return graph.Build(in)
-}
+// graphOf is the dependency graph of the store: the desired workloads
+// with their rendered agents, the instance states, the connected agents
+// and the replicated delete graph, so that deleted workloads still
+// stopping show too.
+func graphOf(st *state.Store) *graph.Graph { return graph.Build(graph.FromStore(st)) }
