@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -106,7 +108,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !Allowed(id) {
-			http.Error(w, fmt.Sprintf("forbidden: %s may not view the dashboard (roles operator and commander only)", id), http.StatusForbidden)
+			http.Error(w, fmt.Sprintf("forbidden: %s may not view the dashboard (%s needs the role %v)", id, authz.ReadState, authz.Holders[authz.ReadState]), http.StatusForbidden)
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), viewerKey{}, id))
@@ -116,10 +118,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// Allowed reports whether an identity may view the dashboard: operators
-// and commanders, read-only. Replicas and agents have no business there.
+// Allowed reports whether an identity may view the dashboard: whoever
+// may read the state (rpc/authz), read-only. Replicas and agents have no
+// business there.
 func Allowed(id identity.Identity) bool {
-	return id.Role == identity.Operator || id.Role == identity.Commander
+	return slices.Contains(authz.Holders[authz.ReadState], id.Role)
 }
 
 // current reads the overview under the FSM's read lock.
