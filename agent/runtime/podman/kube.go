@@ -45,6 +45,12 @@ type KubeRuntime struct {
 
 	mu    sync.Mutex
 	known map[string]kubeRecord // guarded by mu: instance name → record
+	// instances are the names with a config volume, once listed is set:
+	// only this runtime makes and removes those volumes, so after the
+	// first `podman volume ls` List answers from here, and a resync
+	// round on a host without kube workloads costs no podman call.
+	instances map[string]bool // guarded by mu
+	listed    bool            // guarded by mu
 }
 
 // kubeRecord is what the runtime keeps of one instance: the pods `kube
@@ -71,7 +77,7 @@ var _ runtime.Runtime = (*KubeRuntime)(nil)
 // whose binary, grace period, logger, clock and `podman ps` answers it
 // shares.
 func NewKube(p *Runtime) *KubeRuntime {
-	return &KubeRuntime{p: p, known: map[string]kubeRecord{}}
+	return &KubeRuntime{p: p, known: map[string]kubeRecord{}, instances: map[string]bool{}}
 }
 
 // Name returns "podman-kube".
@@ -116,6 +122,9 @@ func (k *KubeRuntime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, e
 	if err := k.storeVolume(ctx, inst+kubeConfigSuffix, stored.String(), labels); err != nil {
 		return "", err
 	}
+	k.mu.Lock()
+	k.instances[inst] = true
+	k.mu.Unlock()
 	defer k.p.ps.invalidate()
 	args := append(append(append([]string(nil), cfg.GeneralOptions...), "kube", "play", "--quiet"), cfg.PlayOptions...)
 	args = append(args, "-")
@@ -184,24 +193,36 @@ func (k *KubeRuntime) Delete(ctx context.Context, id runtime.ID) error {
 }
 
 // List returns the instances whose config volume names one of the agent's
-// instances, as Ankaios finds them (one `podman volume ls`).
+// instances, as Ankaios finds them: the first List asks podman (one
+// `podman volume ls`), later ones answer from what Create and Delete kept.
 func (k *KubeRuntime) List(ctx context.Context, agent string) ([]runtime.Found, error) {
-	out, err := k.exec(ctx, callTimeout, "", "volume", "ls", "--format", "{{.Name}}")
-	if err != nil {
-		return nil, err
+	k.mu.Lock()
+	listed := k.listed
+	k.mu.Unlock()
+	if !listed {
+		out, err := k.exec(ctx, callTimeout, "", "volume", "ls", "--format", "{{.Name}}")
+		if err != nil {
+			return nil, err
+		}
+		k.mu.Lock()
+		for _, name := range strings.Fields(out) {
+			if base, ok := strings.CutSuffix(name, kubeConfigSuffix); ok {
+				k.instances[base] = true
+			}
+		}
+		k.listed = true
+		k.mu.Unlock()
 	}
 	var found []runtime.Found
-	for _, name := range strings.Fields(out) {
-		base, ok := strings.CutSuffix(name, kubeConfigSuffix)
-		if !ok {
-			continue
-		}
+	k.mu.Lock()
+	for base := range k.instances {
 		inst, err := state.ParseInstanceName(base)
 		if err != nil || inst.AgentName != agent {
 			continue
 		}
 		found = append(found, runtime.Found{Instance: inst, ID: runtime.ID(base)})
 	}
+	k.mu.Unlock()
 	sort.Slice(found, func(i, j int) bool { return found[i].ID < found[j].ID })
 	return found, nil
 }
@@ -265,9 +286,7 @@ func (k *KubeRuntime) removeInstance(ctx context.Context, inst string) error {
 	if _, err := k.exec(ctx, callTimeout, "", "volume", "rm", "--force", inst+kubePodsSuffix, inst+kubeConfigSuffix); err != nil {
 		return err
 	}
-	k.mu.Lock()
-	delete(k.known, inst)
-	k.mu.Unlock()
+	k.forget(inst)
 	return nil
 }
 
@@ -282,8 +301,14 @@ func (k *KubeRuntime) discard(ctx context.Context, inst string, pods []string) {
 	if _, err := k.exec(ctx, callTimeout, "", "volume", "rm", "--force", inst+kubePodsSuffix, inst+kubeConfigSuffix); err != nil {
 		k.p.log.Warn("podman-kube: cannot remove the volumes of a failed play", "instance", inst, "err", err)
 	}
+	k.forget(inst)
+}
+
+// forget drops an instance whose volumes were removed.
+func (k *KubeRuntime) forget(inst string) {
 	k.mu.Lock()
 	delete(k.known, inst)
+	delete(k.instances, inst)
 	k.mu.Unlock()
 }
 

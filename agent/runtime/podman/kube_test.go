@@ -302,3 +302,62 @@ func TestKubeFailedPlayLeavesOthersAlone(t *testing.T) {
 		t.Fatalf("List = %+v, want only the first", found)
 	}
 }
+
+// Only the first List asks podman; later ones answer from what Create and
+// Delete kept, so a resync round costs no podman call. A new runtime (an
+// agent restart) asks again and finds the instance.
+func TestKubeListAsksPodmanOnce(t *testing.T) {
+	k, agent, pod := kubeTest(t)
+	calls := filepath.Join(t.TempDir(), "calls")
+	wrapper := filepath.Join(t.TempDir(), "podman")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %s\nexec %s \"$@\"\n", calls, k.p.binary)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Binary: wrapper, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k = NewKube(r)
+	ctx := context.Background()
+	list := func() []runtime.ID {
+		t.Helper()
+		found, err := k.List(ctx, agent)
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		var ids []runtime.ID
+		for _, f := range found {
+			ids = append(ids, f.ID)
+		}
+		return ids
+	}
+	volumeLists := func() int {
+		b, _ := os.ReadFile(calls)
+		return strings.Count(string(b), "volume ls")
+	}
+	if ids := list(); len(ids) != 0 {
+		t.Fatalf("a fresh agent lists %v", ids)
+	}
+	s := kubeSpec(t, agent, pod, "exec sleep 1000", "")
+	id, err := k.Create(ctx, s)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if ids := list(); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("after Create List says %v, want [%s]", ids, id)
+	}
+	restarted := NewKube(r)
+	if found, err := restarted.List(ctx, agent); err != nil || len(found) != 1 || found[0].ID != id {
+		t.Fatalf("a restarted agent lists %v, %v; want [%s]", found, err, id)
+	}
+	if err := k.Delete(ctx, id); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if ids := list(); len(ids) != 0 {
+		t.Fatalf("after Delete List says %v", ids)
+	}
+	if n := volumeLists(); n != 2 {
+		t.Fatalf("%d `podman volume ls` calls, want 2 (one per runtime)", n)
+	}
+}
