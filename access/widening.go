@@ -29,15 +29,26 @@ func (w *Widened) Unwrap() error { return errs.ErrPermissionDenied }
 // entry rewrite its own rules, and one allowed to add workloads start one
 // with any rules; only an operator's or a commander's write may grant
 // rights. The first offending workload, by name, is reported.
+//
+// A workload the write left alone is the same pointer in both maps and is
+// not compared, so an update of one workload costs one comparison.
 func CheckNoWidening(before, after map[string]*state.Workload) error {
-	for _, name := range state.SortedKeys(after) {
+	first := ""
+	for name, w := range after {
+		old := before[name]
+		if w == nil || w == old || first != "" && name > first {
+			continue
+		}
 		var was state.ControlInterfaceAccess
-		if w := before[name]; w != nil {
-			was = w.ControlInterfaceAccess
+		if old != nil {
+			was = old.ControlInterfaceAccess
 		}
-		if w := after[name]; w != nil && !Narrows(was, w.ControlInterfaceAccess) {
-			return &Widened{Workload: name}
+		if !Narrows(was, w.ControlInterfaceAccess) {
+			first = name
 		}
+	}
+	if first != "" {
+		return &Widened{Workload: first}
 	}
 	return nil
 }

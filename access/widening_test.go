@@ -65,6 +65,8 @@ func TestCheckNoWidening(t *testing.T) {
 		{"new workload without rules", map[string]*state.Workload{"me": wl(own), "peer": wl(state.ControlInterfaceAccess{}), "new": wl(state.ControlInterfaceAccess{})}, ""},
 		{"new workload with rules", map[string]*state.Workload{"me": wl(own), "peer": wl(state.ControlInterfaceAccess{}), "new": wl(own)}, "new"},
 		{"workloads deleted", map[string]*state.Workload{}, ""},
+		{"two widened: the first by name", map[string]*state.Workload{"me": wl(wide), "peer": wl(own), "new": wl(own)}, "me"},
+		{"the same workload untouched", map[string]*state.Workload{"me": before["me"], "peer": before["peer"]}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
