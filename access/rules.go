@@ -168,16 +168,8 @@ func anyMask(rules []mask, match func(mask) bool) bool {
 // of an execution state's state and subState also returns the other
 // (state.FilterTree), so a deny rule on either refuses both.
 func reached(op Op, path mask) []mask {
-	if op != Read || len(path) != 5 || (path[0] != "workloadStates" && path[0] != wildcard) {
-		return []mask{path}
-	}
-	sib := ""
-	switch path[4] {
-	case "state":
-		sib = "subState"
-	case "subState":
-		sib = "state"
-	default:
+	sib, ok := state.ExecStateSibling(path)
+	if op != Read || !ok {
 		return []mask{path}
 	}
 	other := append(mask{"workloadStates"}, path[1:4]...)

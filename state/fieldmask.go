@@ -57,7 +57,7 @@ func compileMasks(masks []string) []compiledMask {
 		for i := range segs {
 			c[i] = segs[i : i+1 : i+1]
 		}
-		if sib, ok := execStateSibling(segs); ok {
+		if sib, ok := ExecStateSibling(segs); ok {
 			switch segs[0] {
 			case keyWorkloadStates:
 				c[4] = []string{segs[4], sib}
@@ -85,9 +85,10 @@ func compileMasks(masks []string) []compiledMask {
 	return out
 }
 
-// execStateSibling reports, for a mask workloadStates.<agent>.<wl>.<id>.state
-// (or .subState), the other field of the pair.
-func execStateSibling(segs []string) (string, bool) {
+// ExecStateSibling reports, for a mask workloadStates.<agent>.<wl>.<id>.state
+// (or .subState), the other field of the pair: FilterTree returns both
+// when one is asked for, so access control (package access) checks both.
+func ExecStateSibling(segs []string) (string, bool) {
 	if len(segs) != 5 || (segs[0] != keyWorkloadStates && segs[0] != wildcard) {
 		return "", false
 	}
