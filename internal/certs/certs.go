@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/identity"
@@ -40,9 +39,6 @@ const (
 // clockSkew backdates NotBefore, so that a certificate is valid at once
 // on a machine whose clock is a little behind.
 const clockSkew = 5 * time.Minute
-
-// namePattern is what internal/identity reads as a NAME.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,63}$`)
 
 // ErrExists refuses to overwrite a key: a lost CA key cannot be replaced
 // without reissuing every certificate.
@@ -107,7 +103,7 @@ func Issue(caDir, outDir string, r Request, now time.Time) error {
 	if r.Role == identity.None {
 		return errors.New("--role: give replica, agent, operator or commander")
 	}
-	if !namePattern.MatchString(r.Name) {
+	if !identity.ValidName(r.Name) {
 		return fmt.Errorf("--name %q: 1 to 63 letters, digits, '_' or '-'", r.Name)
 	}
 	if r.Name == identity.ServerSAN {

@@ -56,6 +56,9 @@ var ErrBadIdentity = errors.New("bad certificate identity")
 // which a Raft server id of ours also is.
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,63}$`)
 
+// ValidName reports whether name may be an identity's NAME.
+func ValidName(name string) bool { return namePattern.MatchString(name) }
+
 // Identity is one verified peer.
 type Identity struct {
 	Role Role

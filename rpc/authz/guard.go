@@ -100,7 +100,7 @@ func Decode(s string) (identity.Identity, error) {
 	}
 	id := identity.Identity{Role: r, Typed: !untyped}
 	for _, n := range strings.Split(names, ",") {
-		if n == "" || n == identity.ServerSAN || strings.ContainsAny(n, "*;") {
+		if n == identity.ServerSAN || !identity.ValidName(n) {
 			return identity.Identity{}, fmt.Errorf("an identity %q with the name %q", s, n)
 		}
 		id.Names = append(id.Names, n)

@@ -132,7 +132,7 @@ func TestEncodeDecode(t *testing.T) {
 	if Encode(identity.Insecure) != "" {
 		t.Fatal("the insecure mode forwards no identity")
 	}
-	for _, bad := range []string{"", "agent", "root/x", "agent/", "agent/*", "agent/ank-server", "agent/a,,b"} {
+	for _, bad := range []string{"", "agent", "root/x", "agent/", "agent/*", "agent/ank-server", "agent/a,,b", "agent/a b", "operator/x.y"} {
 		if _, err := Decode(bad); err == nil {
 			t.Errorf("Decode(%q) accepted", bad)
 		}
