@@ -6,7 +6,6 @@ import (
 	"io"
 	"log"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -43,8 +42,7 @@ func gossipJoin(ctx context.Context, c Config) Attempt {
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = c.GossipName
 	mc.BindAddr, mc.AdvertiseAddr = local, local
-	mc.BindPort, mc.AdvertisePort = freeUDPPort(local), 0
-	mc.AdvertisePort = mc.BindPort
+	mc.BindPort = 0 // memberlist picks a port free for UDP and TCP and advertises it
 	mc.Delegate = metaDelegate(meta)
 	mc.Logger = log.New(io.Discard, "", 0)
 	ml, err := memberlist.Create(mc)
@@ -88,24 +86,4 @@ func localAddr(target string) (string, error) {
 	defer c.Close()
 	host, _, err := net.SplitHostPort(c.LocalAddr().String())
 	return host, err
-}
-
-// freeUDPPort picks a port free for both UDP and TCP on host (memberlist
-// binds both).
-func freeUDPPort(host string) int {
-	for range 20 {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			continue
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		u, err := net.ListenPacket("udp", net.JoinHostPort(host, strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return port
-	}
-	return 0
 }

@@ -223,12 +223,7 @@ func ownDir(dir string, owner *runtime.Owner) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if owner != nil {
-		if err := os.Lchown(dir, int(owner.UID), int(owner.GID)); err != nil {
-			return err
-		}
-	}
-	return os.Chmod(dir, 0o700)
+	return runtime.GiveFile(dir, owner, 0o700)
 }
 
 // traversable makes dirs (the run folder, <agent>_io) 0711: a workload
