@@ -30,24 +30,44 @@ const (
 // standard output. A failure carries podman's standard error, which is
 // where podman says what went wrong.
 func (r *Runtime) exec(ctx context.Context, timeout time.Duration, args ...string) (string, error) {
+	out, err := r.run(ctx, timeout, "", subcommand(args), loggedArgs(args), args)
+	if err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// run runs podman with args and input on its standard input under its
+// own timeout, and returns its standard output, on failure too (with an
+// error naming the call and carrying podman's standard error). The debug
+// log names the call and shows logged, which the caller makes free of
+// anything a workload's config holds (loggedArgs); nil shows no argument.
+func (r *Runtime) run(ctx context.Context, timeout time.Duration, input, name string, logged []string, args []string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.binary, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if input != "" {
+		cmd.Stdin = strings.NewReader(input)
+	}
 	cmd.WaitDelay = waitDelay
 	start := r.clk().Now()
 	err := cmd.Run()
-	r.log.Debug("podman", "args", loggedArgs(args), "took", clock.Since(r.clk(), start), "err", err)
+	if logged != nil {
+		r.log.Debug("podman", "args", logged, "took", clock.Since(r.clk(), start), "err", err)
+	} else {
+		r.log.Debug("podman", "call", name, "took", clock.Since(r.clk(), start), "err", err)
+	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, ctx.Err())
 		}
 		if msg == "" {
-			return "", fmt.Errorf("podman %s: %w", subcommand(args), err)
+			return stdout.String(), fmt.Errorf("podman %s: %w", name, err)
 		}
-		return "", fmt.Errorf("podman %s: %w: %s", subcommand(args), err, msg)
+		return stdout.String(), fmt.Errorf("podman %s: %w: %s", name, err, msg)
 	}
 	return stdout.String(), nil
 }

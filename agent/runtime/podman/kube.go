@@ -1,14 +1,12 @@
 package podman
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -17,7 +15,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
-	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -392,30 +389,7 @@ func (k *KubeRuntime) readVolume(ctx context.Context, name string) (string, erro
 // and options of podman-kube workloads may hold secrets, and so does the
 // data of the config volume.
 func (k *KubeRuntime) exec(ctx context.Context, timeout time.Duration, input string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, k.p.binary, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if input != "" {
-		cmd.Stdin = strings.NewReader(input)
-	}
-	cmd.WaitDelay = waitDelay
-	start := k.p.clk().Now()
-	err := cmd.Run()
-	name := kubeSubcommand(args)
-	k.p.log.Debug("podman", "call", name, "took", clock.Since(k.p.clk(), start), "err", err)
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%w)", err, ctx.Err())
-		}
-		if msg == "" {
-			return stdout.String(), fmt.Errorf("podman %s: %w", name, err)
-		}
-		return stdout.String(), fmt.Errorf("podman %s: %w: %s", name, err, msg)
-	}
-	return stdout.String(), nil
+	return k.p.run(ctx, timeout, input, kubeSubcommand(args), nil, args)
 }
 
 // kubeSubcommand names a call by its subcommand words only.
