@@ -51,10 +51,9 @@ type conn struct {
 	// a peer that half-closes its side still gets every answer (see
 	// awaitAnswers).
 	pendingMu  sync.Mutex
-	unanswered map[string]int // by the peer's request id
-	pending    int
+	unanswered map[string]int // by the peer's request id; no entry at 0
 	halfClosed bool
-	settled    chan struct{} // closed once halfClosed and pending is 0
+	settled    chan struct{} // closed once halfClosed and nothing is unanswered
 }
 
 func newConn(name string, kind wire.Kind) *conn {
@@ -67,7 +66,6 @@ func (c *conn) asked(id string) {
 	c.pendingMu.Lock()
 	defer c.pendingMu.Unlock()
 	c.unanswered[id]++
-	c.pending++
 }
 
 // answered notes a response queued for the request id; the later
@@ -84,8 +82,7 @@ func (c *conn) answered(id string) {
 	} else {
 		c.unanswered[id] = n - 1
 	}
-	c.pending--
-	if c.halfClosed && c.pending == 0 {
+	if c.halfClosed && len(c.unanswered) == 0 {
 		close(c.settled)
 	}
 }
@@ -100,7 +97,7 @@ func (c *conn) awaitAnswers() <-chan struct{} {
 	defer c.pendingMu.Unlock()
 	if !c.halfClosed {
 		c.halfClosed = true
-		if c.pending == 0 {
+		if len(c.unanswered) == 0 {
 			close(c.settled)
 		}
 	}
