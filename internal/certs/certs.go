@@ -53,25 +53,34 @@ func NewCA(dir string, now time.Time, validity time.Duration) error {
 	if err := prepare(dir, CAKey, CACert); err != nil {
 		return err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, err := serialNumber()
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: "Grapnel CA"},
+	key, der, err := sign(&x509.Certificate{
+		Subject:   pkix.Name{CommonName: "Grapnel CA"},
 		NotBefore: now.Add(-clockSkew), NotAfter: now.Add(validity),
 		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true,
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	}, nil, nil)
 	if err != nil {
 		return err
 	}
 	return writeKeyAndCert(dir, CAKey, CACert, key, der)
+}
+
+// sign makes a P-256 key and a certificate of it from tmpl with a fresh
+// serial number, signed by parent's key, or self-signed when parent is
+// nil.
+func sign(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*ecdsa.PrivateKey, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tmpl.SerialNumber, err = serialNumber(); err != nil {
+		return nil, nil, err
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	return key, der, err
 }
 
 // Request is one certificate to issue.
@@ -123,22 +132,13 @@ func Issue(caDir, outDir string, r Request, now time.Time) error {
 	if err := prepare(outDir, Key, Cert, CACert); err != nil {
 		return err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, err := serialNumber()
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: r.Name, OrganizationalUnit: []string{r.Role.String()}},
+	key, der, err := sign(&x509.Certificate{
+		Subject:  pkix.Name{CommonName: r.Name, OrganizationalUnit: []string{r.Role.String()}},
 		DNSNames: SANs(r.Role, r.Name), URIs: []*url.URL{identity.URI(r.Role, r.Name)},
 		NotBefore: now.Add(-clockSkew), NotAfter: notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	}, caCert, caKey)
 	if err != nil {
 		return err
 	}
