@@ -197,7 +197,7 @@ func (k *KubeRuntime) List(ctx context.Context, agent string) ([]runtime.Found, 
 	listed := k.listed
 	k.mu.Unlock()
 	if !listed {
-		out, err := k.exec(ctx, callTimeout, "", "volume", "ls", "--format", "{{.Name}}")
+		out, err := k.listVolumes(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -222,6 +222,25 @@ func (k *KubeRuntime) List(ctx context.Context, agent string) ([]runtime.Found, 
 	k.mu.Unlock()
 	sort.Slice(found, func(i, j int) bool { return found[i].ID < found[j].ID })
 	return found, nil
+}
+
+// volumeListTries bounds listVolumes' retries.
+const volumeListTries = 5
+
+// listVolumes runs `podman volume ls`. Podman fails the whole listing when
+// a volume it has just listed is removed before it reads it ("no such
+// volume"), which another program removing its own volume can cause at any
+// time; the list is asked again then, a bounded number of times.
+func (k *KubeRuntime) listVolumes(ctx context.Context) (string, error) {
+	var err error
+	for try := 0; try < volumeListTries; try++ {
+		var out string
+		out, err = k.exec(ctx, callTimeout, "", "volume", "ls", "--format", "{{.Name}}")
+		if err == nil || !strings.Contains(err.Error(), "no such volume") || ctx.Err() != nil {
+			return out, err
+		}
+	}
+	return "", err
 }
 
 // Logs runs `podman logs` on the containers of the instance's pods, the

@@ -310,7 +310,9 @@ func TestKubeListAsksPodmanOnce(t *testing.T) {
 	k, agent, pod := kubeTest(t)
 	calls := filepath.Join(t.TempDir(), "calls")
 	wrapper := filepath.Join(t.TempDir(), "podman")
-	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %s\nexec %s \"$@\"\n", calls, k.p.binary)
+	// Only calls that succeeded are counted: a listing that met another
+	// program's volume removal is asked again (listVolumes).
+	script := fmt.Sprintf("#!/bin/sh\n%s \"$@\"\nrc=$?\n[ $rc = 0 ] && echo \"$*\" >> %s\nexit $rc\n", k.p.binary, calls)
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -359,5 +361,42 @@ func TestKubeListAsksPodmanOnce(t *testing.T) {
 	}
 	if n := volumeLists(); n != 2 {
 		t.Fatalf("%d `podman volume ls` calls, want 2 (one per runtime)", n)
+	}
+}
+
+// Podman fails a whole `volume ls` when another program removes a volume
+// while it lists (seen in CI beside the power-cycle tests); List asks
+// again instead of failing the agent's resync.
+func TestKubeListAsksAgainWhenAVolumeVanishes(t *testing.T) {
+	k, agent, pod := kubeTest(t)
+	dir := t.TempDir()
+	failed := filepath.Join(dir, "failed")
+	wrapper := filepath.Join(dir, "podman")
+	script := fmt.Sprintf(`#!/bin/sh
+if [ "$1 $2" = "volume ls" ] && [ ! -e %[1]s ]; then
+	touch %[1]s
+	echo "Error: no volume with name gone.config found in database: no such volume" >&2
+	exit 125
+fi
+exec %[2]s "$@"
+`, failed, k.p.binary)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id, err := k.Create(ctx, kubeSpec(t, agent, pod, "exec sleep 1000", ""))
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	r, err := New(Config{Binary: wrapper, StopGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := NewKube(r).List(ctx, agent)
+	if err != nil || len(found) != 1 || found[0].ID != id {
+		t.Fatalf("List = %v, %v; want [%s]", found, err, id)
+	}
+	if _, err := os.Stat(failed); err != nil {
+		t.Fatalf("the first listing was never refused: %v", err)
 	}
 }
