@@ -108,7 +108,7 @@ func TestShutdown_StopsEveryGoroutine(t *testing.T) {
 		c := clustertest.New(t, 3)
 		c.WaitLeader(waitLong)
 		applyAgents(t, c, "x", 3)
-		c.Stop(c.Leader().ID())
+		c.Stop(c.WaitLeader(waitLong).ID())
 		c.WaitLeader(waitLong)
 		c.Shutdown()
 	}()

@@ -56,7 +56,12 @@ func TestReplace_RemovalMeetsLeadershipChange(t *testing.T) {
 		t.Fatalf("retrying the removal: %v", err)
 	}
 	t.Logf("retry: already removed %v", already)
-	again, err := c.Leader().RemoveReplica(old, 5*time.Second)
+	var again bool
+	err = onLeader(c, func(l *cluster.Node) error {
+		var err error
+		again, err = l.RemoveReplica(old, 5*time.Second)
+		return err
+	})
 	if err != nil || !again {
 		t.Fatalf("removing again: already %v, %v; want already removed", again, err)
 	}

@@ -511,6 +511,19 @@ func (c *Cluster) Configuration(id string) (voters, nonvoters []string) {
 	return voters, nonvoters
 }
 
+// LeaderConfiguration is Configuration as the current leader sees it; ok
+// is false between two leaders, which a cluster under load can be in at
+// any moment, so a wait's condition asks again instead of failing.
+func (c *Cluster) LeaderConfiguration() (voters, nonvoters []string, ok bool) {
+	c.t.Helper()
+	l := c.Leader()
+	if l == nil {
+		return nil, nil, false
+	}
+	voters, nonvoters = c.Configuration(l.ID())
+	return voters, nonvoters, true
+}
+
 // Shutdown stops every running replica concurrently; t.Cleanup calls it.
 func (c *Cluster) Shutdown() {
 	var wg sync.WaitGroup
