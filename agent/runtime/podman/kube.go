@@ -236,7 +236,7 @@ func (k *KubeRuntime) listVolumes(ctx context.Context) (string, error) {
 	for try := 0; try < volumeListTries; try++ {
 		var out string
 		out, err = k.exec(ctx, callTimeout, "", "volume", "ls", "--format", "{{.Name}}")
-		if err == nil || !strings.Contains(err.Error(), "no such volume") || ctx.Err() != nil {
+		if err == nil || !noSuchVolume(err) || ctx.Err() != nil {
 			return out, err
 		}
 	}
@@ -379,12 +379,16 @@ func (k *KubeRuntime) storeVolume(ctx context.Context, name, data string, labels
 	return err
 }
 
+// noSuchVolume: podman refused a call because a volume it was asked for,
+// or had just listed, is gone.
+func noSuchVolume(err error) bool { return strings.Contains(err.Error(), "no such volume") }
+
 // readVolume returns the data label of a volume; runtime.ErrNotFound when
 // there is no such volume.
 func (k *KubeRuntime) readVolume(ctx context.Context, name string) (string, error) {
 	out, err := k.exec(ctx, callTimeout, "", "volume", "inspect", name)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such volume") {
+		if noSuchVolume(err) {
 			return "", fmt.Errorf("volume %s: %w", name, runtime.ErrNotFound)
 		}
 		return "", err
