@@ -274,9 +274,12 @@ func (c *Cluster) WaitLeader(timeout time.Duration) *cluster.Node {
 	return leader
 }
 
-// Followers are the running replicas other than Leader().
+// Followers are the running replicas other than the leader. It waits for
+// a single leader first: between two leaders (a loaded machine can be
+// there at any moment) every replica would pass for a follower.
 func (c *Cluster) Followers() []*cluster.Node {
-	leader := c.Leader()
+	c.t.Helper()
+	leader := c.WaitLeader(15 * time.Second)
 	var out []*cluster.Node
 	for _, id := range c.Running() {
 		if n := c.Node(id); n != nil && n != leader {
