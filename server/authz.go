@@ -10,6 +10,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
 // refused logs a refusal (at most one line per identity and method per
@@ -37,17 +38,20 @@ func (s *Server) authorize(ctx context.Context, method string) error {
 	return err
 }
 
-// forwardedIdentity is the identity a follower forwards with a call it
-// proxies to the leader ("" in the insecure mode): the leader checks the
-// call as this client's, believing it because a replica sent it.
-func (s *Server) forwardedIdentity(ctx context.Context) string {
-	id, err := s.guard.Identify(ctx)
-	if err != nil {
-		// The guard refused the call before it got here; should it not
-		// have run, forward an identity that holds no right.
-		return ""
+// outgoing prepares the context of a call or stream this follower
+// proxies to the leader: it names this replica and forwards the client's
+// identity with the certificates the client presented ("" in the
+// insecure mode), by which the leader checks the call as this client's
+// (rpc/authz Guard).
+func (s *Server) outgoing(ctx context.Context) context.Context {
+	who, certs := "", ""
+	if id, err := s.guard.Identify(ctx); err == nil {
+		// (On error the guard refused the call before it got here;
+		// should it not have run, forward an identity that holds no
+		// right.)
+		who, certs = authz.Encode(id), authz.ForwardedCerts(ctx)
 	}
-	return authz.Encode(id)
+	return wire.Outgoing(ctx, s.node.ID(), who, certs)
 }
 
 // lockOwner is the lock owner of a call or stream: the caller's

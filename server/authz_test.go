@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
@@ -112,8 +114,9 @@ type rolesCluster struct {
 	untypedA  rpc.TLSFiles // an Ankaios-made certificate: DNS agent_A, ank-server, *
 	operator  rpc.TLSFiles // grapnel://operator/alice
 	commander rpc.TLSFiles // grapnel://commander/ota
-	replica   rpc.TLSFiles // what every replica holds
+	replica   rpc.TLSFiles // grapnel://replica/replicas: a replica certificate of no member
 	asReplica rpc.TLSFiles // grapnel://agent/<a replica's id>
+	ca        *rpctest.CA  // signed all of them, and each replica's own
 }
 
 func startRolesCluster(t *testing.T) *rolesCluster {
@@ -127,7 +130,7 @@ func startRolesCluster(t *testing.T) *rolesCluster {
 		metrics:   metrics.NewSet(),
 	}
 	c.rs = newReplicaSet(t, 3, 0)
-	c.rs.tls, c.rs.metrics = &c.replica, c.metrics
+	c.rs.ca, c.rs.metrics, c.ca = ca, c.metrics, ca
 	c.asReplica = ca.IssueIdentity(t, "as-replica", identity.Agent, c.rs.reps[0].id, c.rs.reps[0].id)
 	for _, r := range c.rs.reps {
 		r.start()
@@ -287,7 +290,7 @@ func TestAgentHelloAsItselfOnly(t *testing.T) {
 		}{
 			{"as itself", c.agentA, "agent_A", true, nil},
 			{"an untyped certificate as its DNS name", c.untypedA, "agent_A", true, nil},
-			{"as another agent", c.agentA, "agent_B", false, []string{"agent 'agent_A' may not say AgentHello as 'agent_B'"}},
+			{"as another agent", c.agentA, "agent_B", false, []string{"agent 'agent_A'", "may not say AgentHello as 'agent_B'"}},
 			{"as ank-server, with a certificate carrying it", c.untypedA, identity.ServerSAN, false, []string{"'ank-server'"}},
 			{"as a replica's id", c.asReplica, replicaID, false, []string{"replica's id"}},
 			{"an operator as an agent", c.operator, "alice", false, []string{"operator 'alice'"}},
@@ -323,6 +326,125 @@ func TestAgentHelloAsItselfOnly(t *testing.T) {
 		st := tlsAgentStream(t, c.l.addr, c.agentA, "agent_B", wire.ForwardedByKey, c.f.id, wire.ForwardedIdentityKey, "agent/agent_B")
 		denied(t, streamEnd(t, st, 10*time.Second), wire.ForwardedIdentityKey, "only a replica forwards")
 	})
+}
+
+// Requirement (issue 27, hole 1): holding a replica's key is not enough
+// to act as anyone. The audit's attacks, each with a certificate of the
+// cluster's CA, called straight at the leader with the forwarding headers
+// a proxy sends: a replica never admitted, and a member replica for a
+// method no proxy forwards, for a name with no certificate, and for an
+// agent stream without the agent's own certificate. Every one is refused
+// naming the real certificate; the state is unchanged. The honest proxy
+// path (a follower forwarding a client it terminated) still works.
+func TestForwardedIdentityIsBelievedOnlyFromAMembersProxy(t *testing.T) {
+	c := startRolesCluster(t)
+	member := *c.f.tls // a replica of the configuration
+	alice, agentA := rpctest.Leaf(t, c.operator), rpctest.Leaf(t, c.agentA)
+	certs := func(x *x509.Certificate) string { return base64.StdEncoding.EncodeToString(x.Raw) }
+	fwd := func(by, who string, cert *x509.Certificate) []string {
+		md := []string{wire.ForwardedByKey, by, wire.ForwardedIdentityKey, who}
+		if cert != nil {
+			md = append(md, wire.ForwardedCertKey, certs(cert))
+		}
+		return md
+	}
+	onLeader := func(f rpc.TLSFiles, md []string, call func(context.Context, *grpc.ClientConn) error) error {
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), md...), 10*time.Second)
+		defer cancel()
+		return call(ctx, tlsConn(t, c.l.addr, f))
+	}
+	save := func(ctx context.Context, cc *grpc.ClientConn) error {
+		st, err := grapnelpb.NewClusterClient(cc).SnapshotSave(ctx, &grapnelpb.SnapshotSaveRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	transfer := func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := grapnelpb.NewClusterClient(cc).TransferLeadership(ctx, &grapnelpb.TransferLeadershipRequest{})
+		return err
+	}
+	update := func(name string) func(context.Context, *grpc.ClientConn) error {
+		return func(ctx context.Context, cc *grpc.ClientConn) error {
+			st, err := wire.KindCLI.Open(ctx, cc)
+			if err != nil {
+				return err
+			}
+			// A refused stream ends at once: a Send then fails with
+			// io.EOF, and Recv gives the refusal.
+			_ = st.Send(commanderHello(rpc.ProtocolVersion))
+			_ = st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: addWorkloadRequest(name)}})
+			for {
+				m, err := st.Recv()
+				if err != nil {
+					return err
+				}
+				if r := m.GetResponse(); r != nil {
+					if e := r.GetError(); e != nil {
+						return errors.New(e.GetMessage())
+					}
+					return nil
+				}
+			}
+		}
+	}
+	agentHelloAs := func(ctx context.Context, cc *grpc.ClientConn) error {
+		st, err := wire.KindAgent.Open(ctx, cc)
+		if err != nil {
+			return err
+		}
+		_ = st.Send(agentHello("agent_A", rpc.ProtocolVersion))
+		_, err = st.Recv()
+		return err
+	}
+	for _, tc := range []struct {
+		name   string
+		with   rpc.TLSFiles
+		md     []string
+		call   func(context.Context, *grpc.ClientConn) error
+		naming []string
+	}{
+		{"a replica never admitted saves a snapshot as an operator", c.replica, fwd("replicas", "operator/alice", alice), save,
+			[]string{"replica 'replicas'", "not in the cluster's configuration"}},
+		{"a replica never admitted updates the state as an operator", c.replica, fwd("replicas", "operator/alice", alice), update("by-intruder"),
+			[]string{"replica 'replicas'", "not in the cluster's configuration"}},
+		{"a replica never admitted connects as an agent", c.replica, fwd("replicas", "agent/agent_A", agentA), agentHelloAs,
+			[]string{"replica 'replicas'"}},
+		{"a member moves leadership as an operator", member, fwd(c.f.id, "operator/alice", alice), transfer,
+			[]string{"replica '" + c.f.id + "'", "TransferLeadership"}},
+		{"a member saves a snapshot as an operator", member, fwd(c.f.id, "operator/alice", alice), save,
+			[]string{"SnapshotSave"}},
+		{"a member names an operator it holds no certificate of", member, fwd(c.f.id, "operator/mallory", nil), update("by-mallory"),
+			[]string{"no client certificate"}},
+		{"a member names an operator another certificate names", member, fwd(c.f.id, "operator/mallory", alice), update("by-mallory"),
+			[]string{"names operator 'alice'"}},
+		{"a member connects as an agent without the agent's certificate", member, fwd(c.f.id, "agent/agent_A", nil), agentHelloAs,
+			[]string{"no client certificate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := onLeader(tc.with, tc.md, tc.call)
+			denied(t, err, tc.naming...)
+		})
+	}
+	c.l.fsm.Read(func(s *state.Store, _ uint64) {
+		for _, n := range []string{"by-intruder", "by-mallory"} {
+			if _, ok := s.Desired.Workloads[n]; ok {
+				t.Errorf("workload %s was added", n)
+			}
+		}
+	})
+	if id, _, _ := c.l.node.LeaderInfo(); id != c.l.id {
+		t.Errorf("leadership moved to %s", id)
+	}
+	// The honest path: the follower proxies the operator's stream.
+	st := tlsStream(t, c.f.addr, c.operator, wire.KindCLI, commanderHello(rpc.ProtocolVersion))
+	if err := st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: addWorkloadRequest("by-alice")}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(); err != nil || m.GetResponse().GetUpdateStateSuccess() == nil {
+		t.Fatalf("update through the follower: %v %v", m, err)
+	}
 }
 
 // Requirement (issue 17, point 3): an agent reports only its own

@@ -9,7 +9,6 @@ import (
 	"github.com/grapnel-io/grapnel/internal/errs"
 
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
-	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -120,5 +119,5 @@ func (p *planService) elsewhere(ctx context.Context, d destination, forward func
 	if err != nil {
 		return err
 	}
-	return forward(wire.Outgoing(ctx, s.node.ID(), s.forwardedIdentity(ctx)), cc)
+	return forward(s.outgoing(ctx), cc)
 }

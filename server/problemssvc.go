@@ -6,7 +6,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
-	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -40,7 +39,7 @@ func (p *problemsService) List(ctx context.Context, req *grapnelpb.ProblemsListR
 		if err != nil {
 			return nil, err
 		}
-		return grapnelpb.NewProblemsClient(cc).List(wire.Outgoing(ctx, s.node.ID(), s.forwardedIdentity(ctx)), req)
+		return grapnelpb.NewProblemsClient(cc).List(s.outgoing(ctx), req)
 	}
 	resp := &grapnelpb.ProblemsListResponse{ReplicaId: s.node.ID()}
 	s.fsm.Read(func(st *state.Store, applied uint64) {

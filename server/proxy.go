@@ -71,8 +71,6 @@ func (s *Server) proxyStream(st toServerStream, kind wire.Kind, d destination) e
 	if err != nil {
 		return err
 	}
-	who := s.forwardedIdentity(st.Context())
-
 	ctx, cancel := context.WithCancelCause(st.Context())
 	defer cancel(nil)
 	watched := s.endOnLeaderChange(ctx, cancel, d.leaderID)
@@ -83,7 +81,7 @@ func (s *Server) proxyStream(st toServerStream, kind wire.Kind, d destination) e
 
 	s.log.Debug("proxying a stream to the leader", "leader", d.leaderID, "address", d.addr)
 	err = proxy.Forward(ctx, st, func(ctx context.Context) (wire.Stream, error) {
-		return kind.Open(wire.Outgoing(ctx, s.node.ID(), who), cc)
+		return kind.Open(s.outgoing(ctx), cc)
 	})
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause

@@ -18,9 +18,11 @@ import (
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/testwait"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
+	"github.com/grapnel-io/grapnel/rpc/rpctest"
 	"github.com/grapnel-io/grapnel/server/metrics"
 )
 
@@ -33,22 +35,25 @@ type replicaSet struct {
 	reps []*replica
 	// clk, when set before a replica starts, is its server's clock.
 	clk clock.Clock
-	// tls, when set before a replica starts, makes it serve mutual TLS
-	// with these files and proxy with the same identity as a client.
-	tls *rpc.TLSFiles
+	// ca, when set before a replica starts, makes it serve mutual TLS
+	// with a certificate of this CA naming it (grapnel://replica/ID) and
+	// proxy with the same identity as a client.
+	ca *rpctest.CA
 	// metrics, when set before a replica starts, records its metrics.
 	metrics *metrics.Set
 }
 
 type replica struct {
-	rs      *replicaSet
-	id      string
-	addr    string // gRPC
-	raft    string
-	gossip  string
-	dir     string
-	lis     net.Listener
-	hold    time.Duration
+	rs     *replicaSet
+	id     string
+	addr   string // gRPC
+	raft   string
+	gossip string
+	dir    string
+	lis    net.Listener
+	hold   time.Duration
+	// tls is the replica's own certificate when its set has a CA.
+	tls     *rpc.TLSFiles
 	started bool
 	down    bool
 
@@ -144,20 +149,20 @@ func (r *replica) start() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var serverOpts []grpc.ServerOption
 	r.pool = proxy.NewPool(grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if f := r.rs.tls; f != nil {
-		sc, err := rpc.ServerTLSConfig(*f)
-		if err != nil {
+	var certs *tlsreload.Store
+	if ca := r.rs.ca; ca != nil {
+		if r.tls == nil {
+			files := ca.IssueIdentity(t, r.id, identity.Replica, r.id, identity.ServerSAN)
+			r.tls = &files
+		}
+		if certs, err = rpc.NewTLSStore(*r.tls); err != nil {
 			t.Fatal(err)
 		}
-		cc, err := rpc.ClientTLSConfig(*f, rpc.ServerName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(sc)))
-		r.pool = proxy.NewPool(grpc.WithTransportCredentials(credentials.NewTLS(cc)))
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(rpc.ServerTLSConfigFrom(certs))))
+		r.pool = proxy.NewPool(grpc.WithTransportCredentials(credentials.NewTLS(rpc.ClientTLSConfigFrom(certs, rpc.ServerName))))
 	}
 	srv, err := New(Config{Node: node, FSM: f, Logger: log, HoldTimeout: r.hold, Proxy: r.pool, Clock: r.rs.clk,
-		UntypedCertRole: identity.Agent, Metrics: r.rs.metrics})
+		UntypedCertRole: identity.Agent, Metrics: r.rs.metrics, Certs: certs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/authz"
@@ -88,6 +90,10 @@ type Config struct {
 	// zero value, identity.None, refuses such certificates;
 	// grapnel-server defaults to identity.Agent.
 	UntypedCertRole identity.Role
+	// Certs is the replica's certificate material (nil without TLS). The
+	// guard verifies the client certificates a follower forwards against
+	// its CA pool; without it no forwarded identity is believed.
+	Certs *tlsreload.Store
 	// OnLeadership is told when this replica starts (true) and stops
 	// (false) leading, on the leader loop: it must not block. The systemd
 	// notifier (cmd/grapnel-server) turns it into STATUS= lines.
@@ -177,7 +183,10 @@ func New(cfg Config) (*Server, error) {
 		pings:         make(chan chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
 	}
-	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused}
+	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused, Member: s.isReplicaID}
+	if cfg.Certs != nil {
+		s.guard.Roots = func() *x509.CertPool { return cfg.Certs.Current().Pool }
+	}
 	cfg.Metrics.CollectProblems(s.problemCounts)
 	cfg.Metrics.CollectCluster(s.clusterCounts)
 	return s, nil

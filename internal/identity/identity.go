@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -69,6 +70,22 @@ type Identity struct {
 	Names []string
 	// Typed is set when the certificate carried a grapnel:// URI.
 	Typed bool
+	// Serial is the certificate's serial number (Serial), "" for the
+	// insecure mode: what a revocation names.
+	Serial string
+	// Via names the replica that proxied the call and its certificate
+	// (authz sets it for a forwarded identity), so that a log shows the
+	// certificate the call really came with next to the one it acts as.
+	Via string
+}
+
+// Serial is how a certificate's serial number is written in identities,
+// revocations and logs: lower-case hex.
+func Serial(c *x509.Certificate) string {
+	if c == nil || c.SerialNumber == nil {
+		return ""
+	}
+	return c.SerialNumber.Text(16)
 }
 
 // Insecure is the identity of every peer when TLS is off: nothing is
@@ -86,6 +103,12 @@ func (i Identity) String() string {
 		return fmt.Sprintf("%s %s (untyped certificate)", i.Role, strings.Join(i.Names, ","))
 	}
 	return fmt.Sprintf("%s %s", i.Role, i.Name)
+}
+
+// Same reports whether i and o are the same identity: role, names and
+// kind of certificate (Serial and Via aside).
+func (i Identity) Same(o Identity) bool {
+	return i.Role == o.Role && i.Name == o.Name && i.Typed == o.Typed && slices.Equal(i.Names, o.Names)
 }
 
 // Is reports whether the identity is role r named name.
@@ -125,7 +148,7 @@ func FromCert(c *x509.Certificate, untyped Role) (Identity, error) {
 		if !namePattern.MatchString(name) || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			return Identity{}, fmt.Errorf("%w: URI SAN %s: the name must be 1 to 63 letters, digits, '_' or '-'", ErrBadIdentity, u)
 		}
-		found = append(found, Identity{Role: r, Name: name, Names: []string{name}, Typed: true})
+		found = append(found, Identity{Role: r, Name: name, Names: []string{name}, Typed: true, Serial: Serial(c)})
 	}
 	switch {
 	case len(found) == 1:
@@ -135,7 +158,7 @@ func FromCert(c *x509.Certificate, untyped Role) (Identity, error) {
 	case untyped == None:
 		return Identity{}, fmt.Errorf("%w: certificate %q has no %s:// URI SAN and untyped certificates are refused", ErrBadIdentity, c.Subject.CommonName, Scheme)
 	}
-	id := Identity{Role: untyped}
+	id := Identity{Role: untyped, Serial: Serial(c)}
 	for _, n := range c.DNSNames {
 		if n == ServerSAN || strings.Contains(n, "*") || !namePattern.MatchString(n) {
 			continue

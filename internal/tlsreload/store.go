@@ -158,3 +158,23 @@ func VerifyServer(cs tls.ConnectionState, pool *x509.CertPool, name string) ([][
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 }
+
+// VerifyClient verifies certificates a client presented (leaf first)
+// against pool, as crypto/tls verifies a client's: a proxy forwards
+// them, and the leader checks them so (rpc/authz).
+func VerifyClient(certs []*x509.Certificate, pool *x509.CertPool) ([][]*x509.Certificate, error) {
+	if len(certs) == 0 {
+		return nil, errors.New("tlsreload: no client certificate")
+	}
+	if pool == nil {
+		return nil, errors.New("tlsreload: no CA pool")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	return certs[0].Verify(x509.VerifyOptions{
+		Roots: pool, Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}

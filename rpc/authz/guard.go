@@ -2,6 +2,8 @@ package authz
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"strings"
 
@@ -11,7 +13,10 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
@@ -19,9 +24,49 @@ import (
 // the role given to certificates without a grapnel:// URI (identity.None
 // refuses them); Refused, if set, is told of every refusal (the server
 // logs it, rate-limited, and counts it).
+//
+// A call a follower proxied acts as the client the follower forwarded
+// (wire.ForwardedIdentityKey). Holding a replica's certificate must not
+// be enough to act as anyone: the guard believes the header only from a
+// replica that Member says is in the cluster's configuration, whose
+// certificate Revoked does not name, that names itself as the forwarder,
+// for a method a proxy forwards (Proxied), and only when the client's
+// own certificate comes along (wire.ForwardedCertKey), verifies against
+// Roots and names exactly the forwarded identity. Without Member or
+// Roots no forwarded identity is believed.
 type Guard struct {
 	Untyped identity.Role
 	Refused func(id identity.Identity, method string, err error)
+	// Member reports whether replica id is in the latest Raft
+	// configuration.
+	Member func(id string) bool
+	// Revoked says why a certificate serial is revoked ("" when it is
+	// not): the serials of removed replicas' certificates.
+	Revoked func(serial string) string
+	// Roots is the CA pool the TLS handshake verifies clients against.
+	Roots func() *x509.CertPool
+}
+
+// maxForwardedCerts bounds the certificates a forwarded chain may hold;
+// a client presents its leaf and perhaps an intermediate.
+const maxForwardedCerts = 4
+
+// Proxied are the methods a follower's proxy forwards to the leader: the
+// Ankaios streams and the calls of leader-aware-less clients that
+// server/proxy.go, plansvc.go, locksvc.go and problemssvc.go forward. A
+// forwarded identity on any other method (cluster administration, say)
+// is refused: no proxy sends one there.
+var Proxied = map[string]bool{
+	grpcapi.AgentConnection_ConnectAgent_FullMethodName:     true,
+	grpcapi.CliConnection_ConnectCli_FullMethodName:         true,
+	grpcapi.CommandConnection_ConnectCommand_FullMethodName: true,
+	grapnelpb.Plan_DryRun_FullMethodName:                    true,
+	grapnelpb.Plan_Apply_FullMethodName:                     true,
+	grapnelpb.Plan_Revision_FullMethodName:                  true,
+	grapnelpb.Locks_Lock_FullMethodName:                     true,
+	grapnelpb.Locks_Unlock_FullMethodName:                   true,
+	grapnelpb.Locks_List_FullMethodName:                     true,
+	grapnelpb.Problems_List_FullMethodName:                  true,
 }
 
 type ctxKey struct{}
@@ -38,14 +83,13 @@ func (g *Guard) Identify(ctx context.Context) (identity.Identity, error) {
 	if id, ok := ctx.Value(ctxKey{}).(identity.Identity); ok {
 		return id, nil
 	}
-	return g.identify(ctx)
+	method, _ := grpc.Method(ctx)
+	return g.identify(ctx, method)
 }
 
-// identify reads the peer's certificate. A call a replica proxied acts
-// as the client the replica forwarded (wire.ForwardedIdentityKey); that
-// header is believed from replicas only, since believing it from anyone
-// else would let any certificate claim any role.
-func (g *Guard) identify(ctx context.Context) (identity.Identity, error) {
+// identify reads the peer's certificate, and for a proxied call the
+// client it forwards (forwarded).
+func (g *Guard) identify(ctx context.Context, method string) (identity.Identity, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return identity.Insecure, nil
@@ -58,19 +102,117 @@ func (g *Guard) identify(ctx context.Context) (identity.Identity, error) {
 	if err != nil {
 		return identity.Identity{}, fmt.Errorf("%w: %w", errs.ErrUnauthenticated, err)
 	}
+	if err := g.notRevoked(id); err != nil {
+		return identity.Identity{}, err
+	}
 	fwd, ok := wire.ForwardedIdentity(ctx)
 	if !ok {
+		if wire.ForwardedCert(ctx) != "" {
+			return identity.Identity{}, fmt.Errorf("%w: %s sent %s without %s", errs.ErrPermissionDenied, Who(id), wire.ForwardedCertKey, wire.ForwardedIdentityKey)
+		}
 		return id, nil
 	}
-	if id.Role != identity.Replica {
-		return identity.Identity{}, fmt.Errorf("%w: %s may not send %s: only a replica forwards a client's identity",
-			errs.ErrPermissionDenied, Who(id), wire.ForwardedIdentityKey)
+	return g.forwarded(ctx, id, method, fwd)
+}
+
+// notRevoked refuses a certificate whose serial is revoked.
+func (g *Guard) notRevoked(id identity.Identity) error {
+	if g.Revoked == nil || id.Serial == "" {
+		return nil
 	}
-	client, err := Decode(fwd)
+	if why := g.Revoked(id.Serial); why != "" {
+		return fmt.Errorf("%w: the certificate of %s (serial %s) is revoked: %s", errs.ErrUnauthenticated, Who(id), id.Serial, why)
+	}
+	return nil
+}
+
+// forwarded is the client a replica's proxy forwarded with a call to
+// method, when every condition of Guard holds; by is the identity of
+// the connection's own certificate.
+func (g *Guard) forwarded(ctx context.Context, by identity.Identity, method, fwd string) (identity.Identity, error) {
+	refuse := func(format string, a ...any) (identity.Identity, error) {
+		return identity.Identity{}, fmt.Errorf("%w: %s (serial %s) may not forward %s: "+format,
+			append([]any{errs.ErrPermissionDenied, Who(by), by.Serial, fwd}, a...)...)
+	}
+	switch {
+	case by.Role != identity.Replica:
+		return refuse("only a replica forwards a client's identity (%s)", wire.ForwardedIdentityKey)
+	case g.Member == nil || g.Roots == nil:
+		return refuse("this replica believes no forwarded identity")
+	case !g.Member(by.Name):
+		return refuse("replica %s is not in the cluster's configuration; only a member's proxy is believed", by.Name)
+	case wire.ForwardedBy(ctx) != by.Name:
+		return refuse("the call says it was forwarded by %q, not by the replica its certificate names", wire.ForwardedBy(ctx))
+	case !Proxied[method]:
+		return refuse("a proxy forwards only the Ankaios streams and the Plan, Locks and Problems calls, not %s", ShortName(method))
+	}
+	claimed, err := Decode(fwd)
 	if err != nil {
-		return identity.Identity{}, fmt.Errorf("%w: %s forwarded %w", errs.ErrPermissionDenied, Who(id), err)
+		return refuse("%v", err)
 	}
+	client, err := g.forwardedCert(wire.ForwardedCert(ctx))
+	if err != nil {
+		return refuse("%v", err)
+	}
+	switch {
+	case !client.Same(claimed):
+		return refuse("the client certificate that came with it names %s", Who(client))
+	case client.Role == identity.Replica:
+		return refuse("a replica is never proxied")
+	}
+	if err := g.notRevoked(client); err != nil {
+		return identity.Identity{}, err
+	}
+	client.Via = fmt.Sprintf("%s (serial %s)", Who(by), by.Serial)
 	return client, nil
+}
+
+// forwardedCert verifies the client certificates a proxy forwarded
+// (wire.ForwardedCertKey) as the TLS handshake verifies a client's, and
+// reads their identity.
+func (g *Guard) forwardedCert(text string) (identity.Identity, error) {
+	if text == "" {
+		return identity.Identity{}, fmt.Errorf("no client certificate came with it (%s); a proxy forwards the certificate of the client whose stream it terminated", wire.ForwardedCertKey)
+	}
+	parts := strings.Split(text, ",")
+	if len(parts) > maxForwardedCerts {
+		return identity.Identity{}, fmt.Errorf("%s holds %d certificates, at most %d", wire.ForwardedCertKey, len(parts), maxForwardedCerts)
+	}
+	certs := make([]*x509.Certificate, 0, len(parts))
+	for i, p := range parts {
+		der, err := base64.StdEncoding.DecodeString(p)
+		if err != nil {
+			return identity.Identity{}, fmt.Errorf("%s[%d]: not base64: %v", wire.ForwardedCertKey, i, err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return identity.Identity{}, fmt.Errorf("%s[%d]: %v", wire.ForwardedCertKey, i, err)
+		}
+		certs = append(certs, c)
+	}
+	chains, err := tlsreload.VerifyClient(certs, g.Roots())
+	if err != nil {
+		return identity.Identity{}, fmt.Errorf("the client certificate that came with it does not verify: %v", err)
+	}
+	return identity.FromChains(chains, g.Untyped)
+}
+
+// ForwardedCerts writes the certificates the client of ctx presented, as
+// wire.ForwardedCertKey carries them; "" without TLS.
+func ForwardedCerts(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return ""
+	}
+	parts := make([]string, 0, len(info.State.PeerCertificates))
+	for _, c := range info.State.PeerCertificates {
+		parts = append(parts, base64.StdEncoding.EncodeToString(c.Raw))
+	}
+	return strings.Join(parts, ",")
 }
 
 // Encode writes an identity for wire.ForwardedIdentityKey:
@@ -130,7 +272,7 @@ func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 // admit identifies the caller and checks the method; the returned
 // context carries the identity for the handler.
 func (g *Guard) admit(ctx context.Context, method string) (context.Context, error) {
-	id, err := g.identify(ctx)
+	id, err := g.identify(ctx, method)
 	if err == nil {
 		err = Check(id, method)
 	}

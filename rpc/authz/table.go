@@ -155,15 +155,23 @@ func Denied(id identity.Identity, what string, r Right) error {
 	return fmt.Errorf("%w: %s may not %s: %s needs %s", errs.ErrPermissionDenied, Who(id), what, r, needs)
 }
 
-// Who names an identity in a refusal: "agent 'agent_A'".
+// Who names an identity in a refusal: "agent 'agent_A'", and for a
+// forwarded one the certificate it came with: "operator 'alice' via
+// replica 's2' (serial 1f…)".
 func Who(id identity.Identity) string {
-	if id.IsInsecure() {
+	var s string
+	switch {
+	case id.IsInsecure():
 		return "an unauthenticated peer"
+	case !id.Typed:
+		s = fmt.Sprintf("%s '%s' (untyped certificate)", id.Role, id.Name)
+	default:
+		s = fmt.Sprintf("%s '%s'", id.Role, id.Name)
 	}
-	if !id.Typed {
-		return fmt.Sprintf("%s '%s' (untyped certificate)", id.Role, id.Name)
+	if id.Via != "" {
+		s += " via " + id.Via
 	}
-	return fmt.Sprintf("%s '%s'", id.Role, id.Name)
+	return s
 }
 
 // ShortName is the last part of a method name, as a refusal names it:

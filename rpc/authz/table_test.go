@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"net/url"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/rpctest"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
@@ -140,8 +142,7 @@ func TestEncodeDecode(t *testing.T) {
 }
 
 // Requirement (issue 17, point 3): a call acts as the peer's certificate
-// says, or, proxied by a replica, as the client the replica forwarded; a
-// forwarded identity from anyone else is refused.
+// says; a forwarded identity from anyone but a replica is refused.
 func TestIdentify(t *testing.T) {
 	withPeer := func(uri string, dns []string, md ...string) context.Context {
 		ctx := context.Background()
@@ -172,13 +173,12 @@ func TestIdentify(t *testing.T) {
 		{"an untyped certificate gets the configured role", withPeer("", []string{"agent_A"}), "agent 'agent_A' (untyped certificate)", nil},
 		{"no TLS", withPeer("", nil), "an unauthenticated peer", nil},
 		{"no TLS ignores a forwarded identity", withPeer("", nil, fwd("operator/alice")...), "an unauthenticated peer", nil},
-		{"proxied by a replica", withPeer("grapnel://replica/r2", []string{identity.ServerSAN}, fwd("commander/ota")...), "commander 'ota'", nil},
 		{"forged by an agent", withPeer("grapnel://agent/agent_A", nil, fwd("operator/alice")...), "", errs.ErrPermissionDenied},
 		{"forged by an untyped certificate with ank-server", withPeer("", []string{identity.ServerSAN, "x"}, fwd("operator/alice")...), "", errs.ErrPermissionDenied},
-		{"forwarded garbage", withPeer("grapnel://replica/r2", nil, fwd("root/x")...), "", errs.ErrPermissionDenied},
+		{"a guard that knows no members believes no replica", withPeer("grapnel://replica/r2", nil, fwd("commander/ota")...), "", errs.ErrPermissionDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			id, err := g.Identify(tc.ctx)
+			id, err := g.identify(tc.ctx, grapnelpb.Plan_Apply_FullMethodName)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -190,6 +190,113 @@ func TestIdentify(t *testing.T) {
 	refuse := &Guard{Untyped: identity.None}
 	if _, err := refuse.Identify(withPeer("", []string{"agent_A"})); !errors.Is(err, errs.ErrUnauthenticated) {
 		t.Fatalf("untyped certificates refused: err = %v", err)
+	}
+}
+
+// Requirement (issue 27, hole 1): a forwarded identity is believed only
+// from a replica of the configuration whose certificate is not revoked,
+// that names itself as the forwarder, for a method a proxy forwards, and
+// only with the client's own certificate, verified against the CA and
+// naming exactly that identity. Each refusal names the real certificate.
+func TestForwardedIdentity(t *testing.T) {
+	ca, other := rpctest.NewCA(t), rpctest.NewCA(t)
+	leaf := func(f rpc.TLSFiles) *x509.Certificate { return rpctest.Leaf(t, f) }
+	r2 := leaf(ca.IssueIdentity(t, "r2", identity.Replica, "r2", identity.ServerSAN))
+	r9 := leaf(ca.IssueIdentity(t, "r9", identity.Replica, "r9", identity.ServerSAN))
+	removed := leaf(ca.IssueIdentity(t, "r3", identity.Replica, "r3", identity.ServerSAN))
+	ota := leaf(ca.IssueIdentity(t, "ota", identity.Commander, "ota"))
+	alice := leaf(ca.IssueIdentity(t, "alice", identity.Operator, "alice"))
+	agentA := leaf(ca.IssueIdentity(t, "agent_A", identity.Agent, "agent_A", "agent_A"))
+	untypedA := leaf(ca.Issue(t, "ank-agent", "agent_A"))
+	foreignOta := leaf(other.IssueIdentity(t, "ota", identity.Commander, "ota"))
+	revokedOta := leaf(ca.IssueIdentity(t, "ota-old", identity.Commander, "ota"))
+	g := &Guard{
+		Untyped: identity.Agent,
+		Member:  func(id string) bool { return id == "r2" || id == "r3" },
+		Revoked: func(serial string) string {
+			if serial == identity.Serial(removed) || serial == identity.Serial(revokedOta) {
+				return "removed"
+			}
+			return ""
+		},
+		Roots: ca.Pool,
+	}
+	b64 := func(cs ...*x509.Certificate) string {
+		var parts []string
+		for _, c := range cs {
+			parts = append(parts, base64.StdEncoding.EncodeToString(c.Raw))
+		}
+		return strings.Join(parts, ",")
+	}
+	call := func(by *x509.Certificate, md ...string) context.Context {
+		ctx := peer.NewContext(context.Background(), &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+			VerifiedChains: [][]*x509.Certificate{{by}},
+		}}})
+		return metadata.NewIncomingContext(ctx, metadata.Pairs(md...))
+	}
+	proxied := func(byName, claim string, certs ...*x509.Certificate) []string {
+		md := []string{wire.ForwardedByKey, byName, wire.ForwardedIdentityKey, claim}
+		if len(certs) > 0 {
+			md = append(md, wire.ForwardedCertKey, b64(certs...))
+		}
+		return md
+	}
+	apply, agentStream := grapnelpb.Plan_Apply_FullMethodName, grpcapi.AgentConnection_ConnectAgent_FullMethodName
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		method  string
+		want    string   // Who of the identity
+		wantErr error    // or the refusal
+		naming  []string // words of the refusal
+	}{
+		{"a member forwards a commander with its certificate", call(r2, proxied("r2", "commander/ota", ota)...), apply,
+			"commander 'ota' via replica 'r2' (serial " + identity.Serial(r2) + ")", nil, nil},
+		{"an agent stream with the agent's own certificate", call(r2, proxied("r2", "agent/agent_A", agentA)...), agentStream,
+			"agent 'agent_A' via replica 'r2' (serial " + identity.Serial(r2) + ")", nil, nil},
+		{"an untyped agent certificate", call(r2, proxied("r2", "agent/agent_A;untyped", untypedA)...), agentStream,
+			"agent 'agent_A' (untyped certificate) via replica 'r2' (serial " + identity.Serial(r2) + ")", nil, nil},
+		{"a replica never admitted", call(r9, proxied("r9", "operator/alice", alice)...), apply,
+			"", errs.ErrPermissionDenied, []string{"replica 'r9'", "not in the cluster's configuration"}},
+		{"a removed replica's revoked certificate", call(removed, proxied("r3", "operator/alice", alice)...), apply,
+			"", errs.ErrUnauthenticated, []string{"replica 'r3'", "revoked"}},
+		{"a method no proxy forwards", call(r2, proxied("r2", "operator/alice", alice)...), grapnelpb.Cluster_SnapshotSave_FullMethodName,
+			"", errs.ErrPermissionDenied, []string{"replica 'r2'", "SnapshotSave"}},
+		{"the forwarder names another replica", call(r2, proxied("r3", "operator/alice", alice)...), apply,
+			"", errs.ErrPermissionDenied, []string{"forwarded by \"r3\""}},
+		{"a name with no certificate", call(r2, proxied("r2", "operator/mallory")...), apply,
+			"", errs.ErrPermissionDenied, []string{"no client certificate"}},
+		{"a name the certificate does not carry", call(r2, proxied("r2", "operator/mallory", alice)...), apply,
+			"", errs.ErrPermissionDenied, []string{"names operator 'alice'"}},
+		{"an agent stream with another agent's identity", call(r2, proxied("r2", "agent/agent_B", agentA)...), agentStream,
+			"", errs.ErrPermissionDenied, []string{"names agent 'agent_A'"}},
+		{"a certificate of another CA", call(r2, proxied("r2", "commander/ota", foreignOta)...), apply,
+			"", errs.ErrPermissionDenied, []string{"does not verify"}},
+		{"a revoked client certificate", call(r2, proxied("r2", "commander/ota", revokedOta)...), apply,
+			"", errs.ErrUnauthenticated, []string{"revoked"}},
+		{"a replica's identity is never proxied", call(r2, proxied("r2", "replica/r2", r2)...), apply,
+			"", errs.ErrPermissionDenied, []string{"never proxied"}},
+		{"certificates without an identity", call(r2, wire.ForwardedByKey, "r2", wire.ForwardedCertKey, b64(alice)), apply,
+			"", errs.ErrPermissionDenied, []string{wire.ForwardedCertKey}},
+		{"garbage certificates", call(r2, append(proxied("r2", "operator/alice"), wire.ForwardedCertKey, "!!")...), apply,
+			"", errs.ErrPermissionDenied, []string{"base64"}},
+		{"too many certificates", call(r2, proxied("r2", "operator/alice", alice, alice, alice, alice, alice)...), apply,
+			"", errs.ErrPermissionDenied, []string{"at most"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := g.identify(tc.ctx, tc.method)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if err == nil && Who(id) != tc.want {
+				t.Fatalf("identity %s, want %s", Who(id), tc.want)
+			}
+			for _, w := range tc.naming {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("refusal %q does not name %q", err, w)
+				}
+			}
+		})
 	}
 }
 

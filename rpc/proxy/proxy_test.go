@@ -53,7 +53,7 @@ func front(t *testing.T, pool *Pool, back string, forwarded chan<- error) string
 			return err
 		}
 		err = Forward(st.Context(), st, func(ctx context.Context) (wire.Stream, error) {
-			return wire.KindCLI.Open(wire.Outgoing(ctx, "r2", "agent/agent-a"), cc)
+			return wire.KindCLI.Open(wire.Outgoing(ctx, "r2", "agent/agent-a", ""), cc)
 		})
 		if forwarded != nil {
 			forwarded <- err

@@ -109,3 +109,29 @@ func writePEM(t testing.TB, path, typ string, der []byte, perm os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// Pool is a pool holding the CA's certificate, as a replica's ca.pem
+// gives it.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// Leaf reads the certificate of the files f.
+func Leaf(t testing.TB, f rpc.TLSFiles) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(f.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(data)
+	if b == nil {
+		t.Fatalf("%s holds no PEM block", f.Cert)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -19,8 +19,16 @@ const (
 	ForwardedByKey = "grapnel-forwarded-by"
 	// ForwardedIdentityKey carries the proxied client's identity (role
 	// and names, as rpc/authz encodes it). The leader believes it only
-	// from a peer whose certificate is a replica's.
+	// from a replica of its configuration, for a method a proxy forwards,
+	// and only when ForwardedCertKey proves it (rpc/authz).
 	ForwardedIdentityKey = "grapnel-forwarded-identity"
+	// ForwardedCertKey carries the certificates the proxied client
+	// presented in the mutual-TLS handshake the proxy terminated (DER,
+	// standard base64, leaf first, comma-separated). The leader verifies
+	// them against its CA and requires them to name the forwarded
+	// identity, so a replica can forward only a client whose certificate
+	// it holds, never a name it chose.
+	ForwardedCertKey = "grapnel-forwarded-cert"
 	// OwnerKey carries the owner a client declares for intent locks
 	// (docs/locks.md). A client certificate's name takes precedence; a
 	// proxying replica passes it on.
@@ -59,6 +67,10 @@ func ForwardedIdentity(ctx context.Context) (string, bool) {
 	return vals[0], true
 }
 
+// ForwardedCert returns the client certificates a proxy forwarded with
+// the incoming call (ForwardedCertKey), or "".
+func ForwardedCert(ctx context.Context) string { return first(ctx, ForwardedCertKey) }
+
 // Owner returns the owner the incoming call declares, or "".
 func Owner(ctx context.Context) string { return first(ctx, OwnerKey) }
 
@@ -69,12 +81,16 @@ func WithOwner(ctx context.Context, owner string) context.Context {
 
 // Outgoing prepares the context of a proxied call: it names the
 // forwarding replica and, when the client showed a certificate (identity
-// is not empty), the client's encoded identity, and passes on the owner
-// the client declared.
-func Outgoing(ctx context.Context, by, identity string) context.Context {
+// is not empty), the client's encoded identity and its certificates
+// (certs, as ForwardedCertKey carries them), and passes on the owner the
+// client declared.
+func Outgoing(ctx context.Context, by, identity, certs string) context.Context {
 	kv := []string{ForwardedByKey, by}
 	if identity != "" {
 		kv = append(kv, ForwardedIdentityKey, identity)
+	}
+	if certs != "" {
+		kv = append(kv, ForwardedCertKey, certs)
 	}
 	if o := Owner(ctx); o != "" {
 		kv = append(kv, OwnerKey, o)

@@ -47,17 +47,18 @@ func TestOutgoingRoundTrip(t *testing.T) {
 	tests := []struct {
 		name     string
 		identity string
+		certs    string
 	}{
-		{"with an identity", "operator/alice"},
-		{"insecure", ""},
+		{"with an identity", "operator/alice", "MIIB,MIIC"},
+		{"insecure", "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := WithLeaderAware(Outgoing(context.Background(), "r3", tc.identity))
+			out := WithLeaderAware(Outgoing(context.Background(), "r3", tc.identity, tc.certs))
 			md, _ := metadata.FromOutgoingContext(out)
 			ctx := metadata.NewIncomingContext(context.Background(), md)
 			id, ok := ForwardedIdentity(ctx)
-			if ForwardedBy(ctx) != "r3" || !IsLeaderAware(ctx) || ok != (tc.identity != "") || id != tc.identity {
+			if ForwardedBy(ctx) != "r3" || !IsLeaderAware(ctx) || ok != (tc.identity != "") || id != tc.identity || ForwardedCert(ctx) != tc.certs {
 				t.Fatalf("read back: by %q aware %v identity %q %v", ForwardedBy(ctx), IsLeaderAware(ctx), id, ok)
 			}
 		})
