@@ -18,7 +18,9 @@ import (
 // requiring that id at that address (tlsLayer). The probe runs when a
 // candidate appears or changes (address, or back after dying), never at
 // idle: a proof is kept, and a failed one is retried a few times with
-// backoff and then left until the candidate's gossip entry changes.
+// backoff and then left until the candidate's gossip entry changes or a
+// new run of it appears (a restart, perhaps with a new certificate
+// after the old one was revoked).
 // Without TLS (the insecure mode) gossip alone admits, as before.
 
 // maxProofAttempts bounds the probes of one candidate appearance.
@@ -28,8 +30,10 @@ const maxProofAttempts = 4
 type proof struct {
 	addr string
 	// since is the candidate's gossip StatusSince when probed: a member
-	// back after dying is probed again.
+	// back after dying is probed again; run is its incarnation, so a
+	// restart that gossip never saw die is probed again too.
 	since    time.Time
+	run      uint64
 	ok       bool
 	running  bool
 	attempts int
@@ -46,18 +50,20 @@ type prover struct {
 
 func newProver(n *Node) *prover { return &prover{n: n, proofs: map[string]*proof{}} }
 
-// proven reports whether replica id has proven its certificate at addr
-// for the gossip appearance since; when it has not, it starts a probe
+// proven reports whether replica id has proven its certificate at the
+// Raft address candidate c announces, for this gossip appearance and run
+// of it; when it has not, it starts a probe
 // unless one runs, the attempts are spent, or the backoff is not over.
 // The result arrives later: the prover then wakes the reconciler and the
 // bootstrap loop. err is the last failure, for the log.
-func (p *prover) proven(id, addr string, since time.Time) (ok bool, err error) {
+func (p *prover) proven(id string, c peerInfo) (ok bool, err error) {
+	addr, since := c.RaftAddress, c.StatusSince
 	now := p.n.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pr := p.proofs[id]
-	if pr == nil || pr.addr != addr || !pr.since.Equal(since) {
-		pr = &proof{addr: addr, since: since}
+	if pr == nil || pr.addr != addr || !pr.since.Equal(since) || pr.run != c.Incarnation {
+		pr = &proof{addr: addr, since: since, run: c.Incarnation}
 		p.proofs[id] = pr
 	}
 	if pr.ok || pr.running || pr.attempts >= maxProofAttempts || now.Before(pr.next) {
@@ -106,7 +112,7 @@ func (n *Node) admitted(peers map[string]peerInfo) map[string]peerInfo {
 	out := make(map[string]peerInfo, len(peers))
 	for id, p := range peers {
 		if id != n.cfg.ID && p.GossipStatus == StatusAlive && p.RaftAddress != "" {
-			if ok, _ := n.prover.proven(id, p.RaftAddress, p.StatusSince); !ok {
+			if ok, _ := n.prover.proven(id, p); !ok {
 				continue
 			}
 		}

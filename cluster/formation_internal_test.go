@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"github.com/grapnel-io/grapnel/state"
 	"io"
 	"strings"
 	"testing"
@@ -169,7 +170,14 @@ func (nopFSM) Restore(r io.ReadCloser) error       { return r.Close() }
 func (nopFSM) RemovedRun(string) (uint64, uint64, bool) {
 	return 0, 0, false
 }
-func (nopFSM) RemovalEntry(string, uint64, bool) ([]byte, error) { return nil, errors.New("none") }
+func (nopFSM) RemovalEntry(string, uint64, bool, []state.ReplicaCert, int64) ([]byte, error) {
+	return nil, errors.New("none")
+}
+func (nopFSM) RecordedCerts(string) []state.ReplicaCert { return nil }
+func (nopFSM) CertificateEntry(string, state.ReplicaCert) ([]byte, error) {
+	return nil, errors.New("none")
+}
+func (nopFSM) RevokedCert(string) (state.RevokedCert, bool) { return state.RevokedCert{}, false }
 
 // bareFSM keeps no removals.
 type bareFSM struct{}

@@ -372,6 +372,9 @@ func NewNode(cfg Config) (*Node, error) {
 	if tl != nil {
 		tl.raft.Store(r)
 		n.prover = newProver(n)
+		tl.mu.Lock()
+		tl.onSeen = n.triggerReconcile
+		tl.mu.Unlock()
 	}
 	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{

@@ -194,7 +194,7 @@ func (n *Node) AddReplica(id, addr string, timeout time.Duration) error {
 	}
 	if _, _, ok := n.ledger.RemovedRun(id); ok {
 		// The operator takes back the removal, whichever run is there.
-		if err := n.recordRemoval(id, 0, true, timeout); err != nil {
+		if err := n.recordRemoval(id, 0, true, nil, timeout); err != nil {
 			return err
 		}
 	}

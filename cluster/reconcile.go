@@ -9,6 +9,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // reconciler is the leader's loop state for one leadership term.
@@ -104,6 +105,7 @@ func (r *reconciler) once() {
 	if changed {
 		n.feed.Notify()
 	}
+	r.recordCertificates(inConfig)
 	if n.gossip == nil {
 		// Without gossip nobody announces joins or deaths: membership is
 		// the operator's (RemoveReplica) and health is only reported.
@@ -133,6 +135,42 @@ func (r *reconciler) once() {
 		}
 	}
 	r.addMembers(peers, inConfig)
+}
+
+// recordCertificates records in the replicated state every certificate a
+// member showed this leader (and the leader's own) that no entry records
+// yet, so that any later leader can revoke it when an operator removes
+// that member (RemoveReplica). It writes only when a member shows a new
+// certificate: at formation, on a rotation, and for a new member.
+func (r *reconciler) recordCertificates(inConfig map[string]raft.Server) {
+	n := r.n
+	if n.tls == nil {
+		return
+	}
+	for _, id := range slices.Sorted(maps.Keys(inConfig)) {
+		seen := n.tls.certsOf(id)
+		if id == n.cfg.ID {
+			seen = append(seen, n.tls.own())
+		}
+		recorded := n.ledger.RecordedCerts(id)
+		for _, c := range seen {
+			if slices.ContainsFunc(recorded, func(h state.ReplicaCert) bool { return h.Serial == c.Serial }) {
+				continue
+			}
+			if _, revoked := n.ledger.RevokedCert(c.Serial); revoked {
+				continue
+			}
+			entry, err := n.ledger.CertificateEntry(id, c)
+			if err == nil {
+				err = n.raft.Apply(entry, n.changeTimeout()).Error()
+			}
+			if err != nil {
+				n.logger.Warn("recording a replica's certificate failed", "id", id, "serial", c.Serial, "error", err)
+				return
+			}
+			recorded = append(recorded, c)
+		}
+	}
 }
 
 // addMembers adds alive gossip servers missing from the configuration as
@@ -184,7 +222,7 @@ func (r *reconciler) addMembers(peers map[string]peerInfo, inConfig map[string]r
 // proven says candidate id proved its replica certificate at the Raft
 // address it announces; a probe may start (admission.go).
 func (r *reconciler) proven(id string, p peerInfo) bool {
-	ok, err := r.n.prover.proven(id, p.RaftAddress, p.StatusSince)
+	ok, err := r.n.prover.proven(id, p)
 	if !ok {
 		msg := "waiting for the candidate to prove a replica certificate on the Raft port"
 		if err != nil {

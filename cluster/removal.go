@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // RemoveReplica takes a replica out of the Raft configuration. Only the
@@ -58,8 +59,14 @@ func (n *Node) RemoveReplica(id string, timeout time.Duration) (already bool, er
 			return false, fmt.Errorf("%w: after removing %q only %d of %d voters would be alive", errs.ErrQuorum, id, alive, voters)
 		}
 	}
+	// The record revokes the replica's certificates (with TLS) and keeps
+	// the run gossip sees alive out.
+	var run uint64
 	if p, ok := n.peers.get(id); ok && p.GossipStatus == StatusAlive && p.Incarnation != 0 {
-		if err := n.recordRemoval(id, p.Incarnation, false, timeout); err != nil {
+		run = p.Incarnation
+	}
+	if seen := n.tls.certsOf(id); run != 0 || n.tls != nil {
+		if err := n.recordRemoval(id, run, false, seen, timeout); err != nil {
 			return false, err
 		}
 	}
@@ -71,16 +78,27 @@ func (n *Node) RemoveReplica(id string, timeout time.Duration) (already bool, er
 }
 
 // RemovalLedger is the part of the state machine that keeps operators'
-// removals of replica runs (fsm.FSM implements it). The record is
-// replicated, so that a leader elected after the removal keeps the
-// removed run out as the one that removed it did.
+// removals of replica runs and the replicas' certificates (fsm.FSM
+// implements it). The records are replicated, so that a leader elected
+// after the removal keeps the removed run out, and every replica refuses
+// the removed replica's certificates, as the one that removed it does.
 type RemovalLedger interface {
 	// RemovedRun is the recorded removal of replica id: the run's
 	// incarnation and the index of the record.
 	RemovedRun(id string) (incarnation, index uint64, ok bool)
 	// RemovalEntry encodes the command that records the removal of run
-	// incarnation of replica id or, with forget, drops its record.
-	RemovalEntry(id string, incarnation uint64, forget bool) ([]byte, error)
+	// incarnation of replica id (0: none known) and revokes its
+	// certificates, those recorded and certs, at the leader's time nowMs;
+	// or, with forget, drops the run's record.
+	RemovalEntry(id string, incarnation uint64, forget bool, certs []state.ReplicaCert, nowMs int64) ([]byte, error)
+	// RecordedCerts are the certificates recorded for replica id.
+	RecordedCerts(id string) []state.ReplicaCert
+	// CertificateEntry encodes the command that records certificate c of
+	// replica id.
+	CertificateEntry(id string, c state.ReplicaCert) ([]byte, error)
+	// RevokedCert is the revocation of a certificate serial; it is read
+	// at every Raft handshake and must not wait for the FSM's lock.
+	RevokedCert(serial string) (state.RevokedCert, bool)
 }
 
 func implementsLedger(f raft.FSM) bool {
@@ -89,8 +107,8 @@ func implementsLedger(f raft.FSM) bool {
 }
 
 // recordRemoval commits the ledger's command for replica id.
-func (n *Node) recordRemoval(id string, incarnation uint64, forget bool, timeout time.Duration) error {
-	entry, err := n.ledger.RemovalEntry(id, incarnation, forget)
+func (n *Node) recordRemoval(id string, incarnation uint64, forget bool, certs []state.ReplicaCert, timeout time.Duration) error {
+	entry, err := n.ledger.RemovalEntry(id, incarnation, forget, certs, n.now().UnixMilli())
 	if err != nil {
 		return err
 	}

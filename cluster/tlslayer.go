@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // ErrNotReplica marks a Raft peer whose certificate is not the replica
@@ -55,6 +57,10 @@ const raftHandshakeTimeout = 5 * time.Second
 //     each RPC's header is not compared with the certificate: the layer
 //     never sees RPCs, and a peer holding a replica certificate of this
 //     cluster is trusted as a replica anyway.
+//   - Both sides: a certificate an operator's removal revoked (by serial,
+//     replicated: RemovalLedger) is refused, so the key of a removed
+//     replica opens nothing, under any leader, even once its id is a
+//     member again.
 type tlsLayer struct {
 	raft.StreamLayer
 	store  *tlsreload.Store
@@ -69,10 +75,80 @@ type tlsLayer struct {
 	// this replica accepted, [1] those it dialled (Raft's and the
 	// admission probes').
 	refused [2]atomic.Uint64
+	// revoked looks a certificate serial up among those revoked by an
+	// operator's removal (RemovalLedger.RevokedCert); nil revokes none.
+	revoked func(serial string) (state.RevokedCert, bool)
+	// seen are the certificates members of the configuration showed in
+	// handshakes, newest last, at most state.MaxCertsPerReplica per id
+	// (guarded by mu): the leader records them in the replicated state
+	// (reconciler.recordCertificates) and a removal revokes them.
+	seen map[string][]state.ReplicaCert
+	// onSeen is told when a member shows a certificate not in seen.
+	onSeen func()
 }
 
 func newTLSLayer(base raft.StreamLayer, store *tlsreload.Store, logger hclog.Logger, now func() time.Time) *tlsLayer {
-	return &tlsLayer{StreamLayer: base, store: store, logger: logger, now: now}
+	return &tlsLayer{StreamLayer: base, store: store, logger: logger, now: now, seen: map[string][]state.ReplicaCert{}}
+}
+
+// verified checks a replica certificate that verified against the CA:
+// refused when an operator's removal revoked it, else remembered when
+// its replica is in the configuration.
+func (l *tlsLayer) verified(id string, chains [][]*x509.Certificate, cfg raft.Configuration) error {
+	leaf := chains[0][0]
+	serial := identity.Serial(leaf)
+	if l.revoked != nil {
+		if r, ok := l.revoked(serial); ok {
+			return fmt.Errorf("%w: the certificate of replica %s (serial %s) was revoked when an operator removed replica %s (Raft index %d)",
+				ErrNotReplica, id, serial, r.ID, r.Index)
+		}
+	}
+	for _, s := range cfg.Servers {
+		if string(s.ID) == id {
+			l.remember(id, state.ReplicaCert{Serial: serial, NotAfterMs: leaf.NotAfter.UnixMilli()})
+			break
+		}
+	}
+	return nil
+}
+
+// remember adds c to what replica id showed.
+func (l *tlsLayer) remember(id string, c state.ReplicaCert) {
+	l.mu.Lock()
+	have := l.seen[id]
+	for _, h := range have {
+		if h.Serial == c.Serial {
+			l.mu.Unlock()
+			return
+		}
+	}
+	have = append(have, c)
+	if len(have) > state.MaxCertsPerReplica {
+		have = have[1:]
+	}
+	l.seen[id] = have
+	notify := l.onSeen
+	l.mu.Unlock()
+	if notify != nil {
+		notify()
+	}
+}
+
+// certsOf are the certificates replica id showed this replica, with this
+// replica's own when id is its own (nil without TLS).
+func (l *tlsLayer) certsOf(id string) []state.ReplicaCert {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen[id])
+}
+
+// own is the certificate this replica presents now.
+func (l *tlsLayer) own() state.ReplicaCert {
+	leaf := l.store.Current().Leaf
+	return state.ReplicaCert{Serial: identity.Serial(leaf), NotAfterMs: leaf.NotAfter.UnixMilli()}
 }
 
 // configuration is the latest Raft configuration, empty before Raft runs.
@@ -128,7 +204,7 @@ func (l *tlsLayer) dialReplica(address raft.ServerAddress, want string, timeout 
 		if want != "" && id != want {
 			return fmt.Errorf("%w: %s answered as replica %s, the configuration has %s there", ErrNotReplica, address, id, want)
 		}
-		return nil
+		return l.verified(id, chains, l.configuration())
 	}
 	tc := tls.Client(c, l.store.ClientConfig(identity.ServerSAN, tls.VersionTLS13, check))
 	ctx, cancel := context.WithTimeout(context.Background(), min(timeout, raftHandshakeTimeout))
@@ -156,11 +232,11 @@ func (l *tlsLayer) Accept() (net.Conn, error) {
 		}
 		cfg := l.configuration()
 		if len(cfg.Servers) == 0 {
-			return nil
+			return l.verified(id, chains, cfg)
 		}
 		for _, s := range cfg.Servers {
 			if string(s.ID) == id {
-				return nil
+				return l.verified(id, chains, cfg)
 			}
 		}
 		return fmt.Errorf("%w: replica %s is not in this replica's configuration", ErrNotReplica, id)

@@ -48,6 +48,9 @@ func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, 
 	var tl *tlsLayer
 	if cfg.RaftTLS != nil {
 		tl = newTLSLayer(layer, cfg.RaftTLS, logger, cfg.Now)
+		if l, ok := cfg.FSM.(RemovalLedger); ok {
+			tl.revoked = l.RevokedCert
+		}
 		layer = tl
 	}
 	cl := newClosingLayer(layer)

@@ -100,6 +100,7 @@ func (f *FSM) applyBatchLocked(cmds []Command, index uint64) BatchResponse {
 			continue
 		}
 		out[i] = Execute(f.store, c, index)
+		f.noteRevocationsLocked(c.Type())
 		if f.observer != nil {
 			f.observer(c.Type(), index)
 		}

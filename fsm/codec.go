@@ -117,7 +117,19 @@ func decodeBody(t MessageType, buf []byte) (Command, error) {
 			if m.Id == "" {
 				err = errors.New("a replica removal names no replica")
 			} else {
-				c = &ReplicaRemovalRequest{ID: m.Id, Incarnation: m.Incarnation, Forget: m.Forget}
+				c = &ReplicaRemovalRequest{ID: m.Id, Incarnation: m.Incarnation, Forget: m.Forget, Certs: certsOf(m.Certs), TimeMs: m.TimeMs}
+			}
+		}
+	case ReplicaCertificateType:
+		var m fsmpb.ReplicaCertificate
+		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
+			switch {
+			case m.Id == "":
+				err = errors.New("a replica certificate names no replica")
+			case m.Cert.GetSerial() == "":
+				err = errors.New("a replica certificate without a serial")
+			default:
+				c = &ReplicaCertificateRequest{ID: m.Id, Cert: state.ReplicaCert{Serial: m.Cert.GetSerial(), NotAfterMs: m.Cert.GetNotAfterMs()}}
 			}
 		}
 	default:
@@ -277,7 +289,33 @@ func (r *ReplicaRemovalRequest) message() (proto.Message, error) {
 	if r.ID == "" {
 		return nil, errors.New("a replica removal names no replica")
 	}
-	return &fsmpb.ReplicaRemoval{Id: r.ID, Incarnation: r.Incarnation, Forget: r.Forget}, nil
+	m := &fsmpb.ReplicaRemoval{Id: r.ID, Incarnation: r.Incarnation, Forget: r.Forget, TimeMs: r.TimeMs}
+	for _, c := range r.Certs {
+		if c.Serial == "" {
+			return nil, fmt.Errorf("a certificate of replica %q without a serial", r.ID)
+		}
+		m.Certs = append(m.Certs, &fsmpb.ReplicaCert{Serial: c.Serial, NotAfterMs: c.NotAfterMs})
+	}
+	return m, nil
+}
+
+func (r *ReplicaCertificateRequest) message() (proto.Message, error) {
+	switch {
+	case r.ID == "":
+		return nil, errors.New("a replica certificate names no replica")
+	case r.Cert.Serial == "":
+		return nil, fmt.Errorf("a certificate of replica %q without a serial", r.ID)
+	}
+	return &fsmpb.ReplicaCertificate{Id: r.ID, Cert: &fsmpb.ReplicaCert{Serial: r.Cert.Serial, NotAfterMs: r.Cert.NotAfterMs}}, nil
+}
+
+// certsOf reads replica certificates off the wire.
+func certsOf(ms []*fsmpb.ReplicaCert) []state.ReplicaCert {
+	var out []state.ReplicaCert
+	for _, m := range ms {
+		out = append(out, state.ReplicaCert{Serial: m.GetSerial(), NotAfterMs: m.GetNotAfterMs()})
+	}
+	return out
 }
 
 func (r *UnlockObjectsRequest) message() (proto.Message, error) {

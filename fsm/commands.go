@@ -94,6 +94,13 @@ const (
 	// does not know it skips it and, when it leads, only forgets which
 	// run was removed, as every replica did before.
 	ReplicaRemovalType MessageType = 16 | IgnoreUnknownTypeFlag
+	// ReplicaCertificateType records a certificate a replica of the
+	// configuration showed the leader on the Raft port (state.
+	// ReplicaCert), so that any later leader can revoke it when an
+	// operator removes that replica. It carries IgnoreUnknownTypeFlag: a
+	// replica that does not know it skips it and, when it leads, revokes
+	// only what it saw itself.
+	ReplicaCertificateType MessageType = 17 | IgnoreUnknownTypeFlag
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -118,6 +125,7 @@ var typeNames = map[MessageType]string{
 	LockObjectsType:              "LockObjects",
 	UnlockObjectsType:            "UnlockObjects",
 	ReplicaRemovalType:           "ReplicaRemoval",
+	ReplicaCertificateType:       "ReplicaCertificate",
 }
 
 // retired says why each retired type is no longer applied.
@@ -249,15 +257,29 @@ type UnlockObjectsRequest struct {
 }
 
 // ReplicaRemovalRequest is the body of ReplicaRemovalType: run
-// Incarnation of replica ID was removed, or (Forget) its record ends.
+// Incarnation of replica ID was removed, or (Forget) its record ends. A
+// removal revokes Certs and every certificate recorded for ID; TimeMs is
+// the leader's time, by which expired revocations are dropped.
 type ReplicaRemovalRequest struct {
 	ID          string
 	Incarnation uint64
 	Forget      bool
+	Certs       []state.ReplicaCert
+	TimeMs      int64
 }
 
 // Type implements Command.
 func (*ReplicaRemovalRequest) Type() MessageType { return ReplicaRemovalType }
+
+// ReplicaCertificateRequest is the body of ReplicaCertificateType:
+// replica ID showed certificate Cert.
+type ReplicaCertificateRequest struct {
+	ID   string
+	Cert state.ReplicaCert
+}
+
+// Type implements Command.
+func (*ReplicaCertificateRequest) Type() MessageType { return ReplicaCertificateType }
 
 // Type implements Command.
 func (*LockObjectsRequest) Type() MessageType { return LockObjectsType }

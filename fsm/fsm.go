@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -33,6 +34,11 @@ type FSM struct {
 	// applied after it (see HaltError).
 	halted       *HaltError
 	haltObserver func(*HaltError)
+
+	// revoked is a copy of the store's revoked certificates, replaced
+	// after each removal and restore, so that every TLS handshake and
+	// gRPC call can look a serial up without the lock (removals.go).
+	revoked atomic.Pointer[map[string]state.RevokedCert]
 }
 
 // Meta describes the store a Read sees.
@@ -145,6 +151,7 @@ func (f *FSM) Apply(l *raft.Log) (resp any) {
 		return nil
 	}
 	resp = Execute(f.store, body, l.Index)
+	f.noteRevocationsLocked(t)
 	if f.observer != nil {
 		f.observer(t, l.Index)
 	}
@@ -285,8 +292,14 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 		if r.Forget {
 			st.ForgetRemoval(r.ID)
 		} else {
-			st.RecordRemoval(r.ID, r.Incarnation, index)
+			if r.Incarnation != 0 {
+				st.RecordRemoval(r.ID, r.Incarnation, index)
+			}
+			st.RevokeReplica(r.ID, r.Certs, index, r.TimeMs)
 		}
+		return nil
+	case *ReplicaCertificateRequest:
+		st.RecordReplicaCert(r.ID, r.Cert)
 		return nil
 	}
 	// Only a programming error on the leader gets here: a committed entry
@@ -319,6 +332,7 @@ func (f *FSM) Restore(r io.ReadCloser) error {
 	f.store = s
 	f.applied = index
 	f.restores++
+	f.copyRevokedLocked()
 	// The snapshot holds what the halted entry did, as applied by the
 	// replica that wrote it: applying may go on from there.
 	f.halted = nil

@@ -53,7 +53,12 @@ const (
 	// SnapRemovedReplica is one replica run an operator removed
 	// (state.RemovedReplica).
 	SnapRemovedReplica SnapshotType = 18
-	snapEnd            SnapshotType = 255
+	// SnapReplicaCerts is the certificates recorded for one replica,
+	// SnapRevokedCert one revoked certificate (state.ReplicaCert,
+	// state.RevokedCert).
+	SnapReplicaCerts SnapshotType = 19
+	SnapRevokedCert  SnapshotType = 20
+	snapEnd          SnapshotType = 255
 )
 
 // AllSnapshotTypes lists every record type; the round-trip test fails if a
@@ -61,7 +66,7 @@ const (
 var AllSnapshotTypes = []SnapshotType{SnapAPIVersion, SnapWorkload, SnapConfig, SnapRendered,
 	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision, SnapDesiredSeq, SnapReportMark,
 	SnapHistoryMeta, SnapTx, SnapTransition, SnapAgentMode, SnapPlacement, SnapProblems, SnapGuard,
-	SnapRemovedReplica}
+	SnapRemovedReplica, SnapReplicaCerts, SnapRevokedCert}
 
 // The snapshot format: the magic, the version and the index (uvarints),
 // then records (type byte, uvarint length, JSON body), then snapEnd.
@@ -125,6 +130,16 @@ type agentModeRecord struct {
 type removedReplicaRecord struct {
 	ID string `json:"id"`
 	state.RemovedReplica
+}
+
+type replicaCertsRecord struct {
+	ID    string              `json:"id"`
+	Certs []state.ReplicaCert `json:"c"`
+}
+
+type revokedCertRecord struct {
+	Serial string `json:"s"`
+	state.RevokedCert
 }
 
 type placementRecord struct {
@@ -254,6 +269,16 @@ func WriteSnapshot(w io.Writer, st *state.Store, index uint64) error {
 	}
 	for _, id := range state.SortedKeys(st.Removed) {
 		if err := rec(SnapRemovedReplica, removedReplicaRecord{id, st.Removed[id]}); err != nil {
+			return err
+		}
+	}
+	for _, id := range state.SortedKeys(st.ReplicaCerts) {
+		if err := rec(SnapReplicaCerts, replicaCertsRecord{id, st.ReplicaCerts[id]}); err != nil {
+			return err
+		}
+	}
+	for _, serial := range state.SortedKeys(st.Revoked) {
+		if err := rec(SnapRevokedCert, revokedCertRecord{serial, st.Revoked[serial]}); err != nil {
 			return err
 		}
 	}
@@ -541,6 +566,30 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 				return errors.New("a removed replica without an id")
 			}
 			st.RecordRemoval(r.ID, r.Incarnation, r.Index)
+		}
+	case SnapReplicaCerts:
+		var r replicaCertsRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			if r.ID == "" {
+				return errors.New("replica certificates without an id")
+			}
+			for _, c := range r.Certs {
+				if c.Serial == "" {
+					return errors.New("a replica certificate without a serial")
+				}
+				st.RecordReplicaCert(r.ID, c)
+			}
+		}
+	case SnapRevokedCert:
+		var r revokedCertRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			if r.Serial == "" || r.ID == "" {
+				return errors.New("a revoked certificate without a serial or a replica id")
+			}
+			if st.Revoked == nil {
+				st.Revoked = map[string]state.RevokedCert{}
+			}
+			st.Revoked[r.Serial] = r.RevokedCert
 		}
 	case SnapWorkloadState:
 		var r state.WorkloadState

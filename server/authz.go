@@ -55,14 +55,26 @@ func (s *Server) outgoing(ctx context.Context) context.Context {
 }
 
 // lockOwner is the lock owner of a call or stream: the caller's
-// certificate name (forwarded by a proxying replica), or, without TLS,
-// the owner the client declares (wire.OwnerKey), which nothing
-// authenticates.
+// identity, role and name (identity.Key: a commander named alice does
+// not own operator alice's locks), forwarded by a proxying replica; or,
+// without TLS, the owner the client declares (wire.OwnerKey), which
+// nothing authenticates.
 func (s *Server) lockOwner(ctx context.Context) string {
 	if id, err := s.guard.Identify(ctx); err == nil && !id.IsInsecure() {
-		return id.Name
+		return id.Key()
 	}
 	return declaredOwner(ctx)
+}
+
+// revoked says why a certificate serial is refused on the gRPC port: an
+// operator's removal of the replica that held it revoked it
+// (state.RevokedCert), "" when it is not revoked.
+func (s *Server) revoked(serial string) string {
+	r, ok := s.fsm.RevokedCert(serial)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("an operator removed replica %s (Raft index %d)", r.ID, r.Index)
 }
 
 // checkAgentName refuses an AgentHello whose name the identity may not

@@ -497,8 +497,48 @@ func TestHistoryNamesTheIdentityThroughAFollower(t *testing.T) {
 			}
 		}
 	})
-	if !strings.HasPrefix(who, "alice/cli-conn-") {
-		t.Fatalf("requester %q, want alice/cli-conn-…", who)
+	if !strings.HasPrefix(who, "operator/alice/cli-conn-") {
+		t.Fatalf("requester %q, want operator/alice/cli-conn-…", who)
+	}
+}
+
+// Requirement (issue 27, hole 8): a lock belongs to a role and a name. A
+// commander certificate named alice, which the CA may issue beside
+// operator alice's, neither releases operator alice's lock without force
+// nor passes it with an update; alice herself does both. The lock lists
+// its owner as operator/alice.
+func TestLocksGoByRoleAndName(t *testing.T) {
+	c := startRolesCluster(t)
+	commanderAlice := c.ca.IssueIdentity(t, "commander-alice", identity.Commander, "alice")
+	ctx := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	locks := func(f rpc.TLSFiles) grapnelpb.LocksClient { return grapnelpb.NewLocksClient(tlsConn(t, c.l.addr, f)) }
+	got, err := locks(c.operator).Lock(ctx(), &grapnelpb.LockRequest{Objects: []string{"workload/web"}, TtlMs: 600_000, Reason: "maintenance"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := got.GetLocks(); len(l) != 1 || l[0].GetOwner() != "operator/alice" {
+		t.Fatalf("locks %v, want one owned by operator/alice", l)
+	}
+	_, err = locks(commanderAlice).Unlock(ctx(), &grapnelpb.UnlockRequest{Objects: []string{"workload/web"}})
+	if err == nil || !strings.Contains(err.Error(), "operator/alice") {
+		t.Fatalf("commander alice released operator alice's lock: %v", err)
+	}
+	st := tlsStream(t, c.l.addr, commanderAlice, wire.KindCommand, commanderHello(rpc.ProtocolVersion))
+	if err := st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: addWorkloadRequest("web")}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(); err != nil || !strings.Contains(m.GetResponse().GetError().GetMessage(), "locked by operator/alice") {
+		t.Fatalf("commander alice's update of a locked workload: %v, %v", m, err)
+	}
+	if _, err := locks(c.operator).Unlock(ctx(), &grapnelpb.UnlockRequest{Objects: []string{"workload/web"}}); err != nil {
+		t.Fatalf("operator alice releases her own lock: %v", err)
+	}
+	if l, err := locks(c.operator).List(ctx(), &grapnelpb.ListLocksRequest{}); err != nil || len(l.GetLocks()) != 0 {
+		t.Fatalf("locks after the release: %v, %v", l, err)
 	}
 }
 

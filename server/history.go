@@ -17,12 +17,12 @@ const requesterStartup = "startup-manifest"
 
 // requester names who sent a request for the history: the connection
 // name the server knows ("agent_A", "cli-conn-3f…", "commander-conn-…"),
-// with the name in the client certificate first when the stream had one
-// ("operator-1/cli-conn-3f…"). A request a proxying follower forwarded
-// carries the client's identity, not the follower's.
+// with the client certificate's role and name first when the stream had
+// one ("operator/alice/cli-conn-3f…"). A request a proxying follower
+// forwarded carries the client's identity, not the follower's.
 func requester(c *conn) string {
 	if c.kind != wire.KindAgent && !c.who.IsInsecure() && c.who.Name != "" {
-		return c.who.Name + "/" + c.name
+		return c.who.Key() + "/" + c.name
 	}
 	return c.name
 }

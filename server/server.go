@@ -183,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 		pings:         make(chan chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
 	}
-	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused, Member: s.isReplicaID}
+	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused, Member: s.isReplicaID, Revoked: s.revoked}
 	if cfg.Certs != nil {
 		s.guard.Roots = func() *x509.CertPool { return cfg.Certs.Current().Pool }
 	}

@@ -1904,8 +1904,15 @@ type ReplicaRemoval struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// incarnation is the removed run's number, as gossip announced it.
-	Incarnation   uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Forget        bool   `protobuf:"varint,3,opt,name=forget,proto3" json:"forget,omitempty"`
+	Incarnation uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Forget      bool   `protobuf:"varint,3,opt,name=forget,proto3" json:"forget,omitempty"`
+	// certs are the replica's certificates the removing leader saw itself;
+	// with those every replica recorded (ReplicaCertificate), they are
+	// revoked by the removal. Not set on forget.
+	Certs []*ReplicaCert `protobuf:"bytes,4,rep,name=certs,proto3" json:"certs,omitempty"`
+	// time_ms is the leader's time of the removal: revocations of
+	// certificates expired before it are dropped.
+	TimeMs        int64 `protobuf:"varint,5,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1959,6 +1966,129 @@ func (x *ReplicaRemoval) GetForget() bool {
 		return x.Forget
 	}
 	return false
+}
+
+func (x *ReplicaRemoval) GetCerts() []*ReplicaCert {
+	if x != nil {
+		return x.Certs
+	}
+	return nil
+}
+
+func (x *ReplicaRemoval) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+// ReplicaCert is one certificate of a replica: its serial, lower-case
+// hex, and when it expires.
+type ReplicaCert struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Serial        string                 `protobuf:"bytes,1,opt,name=serial,proto3" json:"serial,omitempty"`
+	NotAfterMs    int64                  `protobuf:"varint,2,opt,name=not_after_ms,json=notAfterMs,proto3" json:"not_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaCert) Reset() {
+	*x = ReplicaCert{}
+	mi := &file_commands_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaCert) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaCert) ProtoMessage() {}
+
+func (x *ReplicaCert) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaCert.ProtoReflect.Descriptor instead.
+func (*ReplicaCert) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReplicaCert) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *ReplicaCert) GetNotAfterMs() int64 {
+	if x != nil {
+		return x.NotAfterMs
+	}
+	return 0
+}
+
+// ReplicaCertificate is the body of type 17 (with the skip flag, 145):
+// the leader saw replica id of the configuration show a certificate on
+// the Raft port that no entry recorded yet.
+type ReplicaCertificate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Cert          *ReplicaCert           `protobuf:"bytes,2,opt,name=cert,proto3" json:"cert,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaCertificate) Reset() {
+	*x = ReplicaCertificate{}
+	mi := &file_commands_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaCertificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaCertificate) ProtoMessage() {}
+
+func (x *ReplicaCertificate) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaCertificate.ProtoReflect.Descriptor instead.
+func (*ReplicaCertificate) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReplicaCertificate) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReplicaCertificate) GetCert() *ReplicaCert {
+	if x != nil {
+		return x.Cert
+	}
+	return nil
 }
 
 var File_commands_proto protoreflect.FileDescriptor
@@ -2122,11 +2252,20 @@ const file_commands_proto_rawDesc = "" +
 	"\aobjects\x18\x01 \x03(\tR\aobjects\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
 	"\x06now_ms\x18\x03 \x01(\x03R\x05nowMs\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05force\"Z\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\xa3\x01\n" +
 	"\x0eReplicaRemoval\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x16\n" +
-	"\x06forget\x18\x03 \x01(\bR\x06forgetb\x06proto3"
+	"\x06forget\x18\x03 \x01(\bR\x06forget\x12.\n" +
+	"\x05certs\x18\x04 \x03(\v2\x18.grapnel.fsm.ReplicaCertR\x05certs\x12\x17\n" +
+	"\atime_ms\x18\x05 \x01(\x03R\x06timeMs\"G\n" +
+	"\vReplicaCert\x12\x16\n" +
+	"\x06serial\x18\x01 \x01(\tR\x06serial\x12 \n" +
+	"\fnot_after_ms\x18\x02 \x01(\x03R\n" +
+	"notAfterMs\"R\n" +
+	"\x12ReplicaCertificate\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12,\n" +
+	"\x04cert\x18\x02 \x01(\v2\x18.grapnel.fsm.ReplicaCertR\x04certb\x06proto3"
 
 var (
 	file_commands_proto_rawDescOnce sync.Once
@@ -2141,7 +2280,7 @@ func file_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_commands_proto_goTypes = []any{
 	(ConfigItem_Kind)(0),           // 0: grapnel.fsm.ConfigItem.Kind
 	(*UpdateDesiredState)(nil),     // 1: grapnel.fsm.UpdateDesiredState
@@ -2171,6 +2310,8 @@ var file_commands_proto_goTypes = []any{
 	(*LockObjects)(nil),            // 25: grapnel.fsm.LockObjects
 	(*UnlockObjects)(nil),          // 26: grapnel.fsm.UnlockObjects
 	(*ReplicaRemoval)(nil),         // 27: grapnel.fsm.ReplicaRemoval
+	(*ReplicaCert)(nil),            // 28: grapnel.fsm.ReplicaCert
+	(*ReplicaCertificate)(nil),     // 29: grapnel.fsm.ReplicaCertificate
 }
 var file_commands_proto_depIdxs = []int32{
 	8,  // 0: grapnel.fsm.UpdateDesiredState.update:type_name -> grapnel.fsm.DesiredUpdate
@@ -2202,11 +2343,13 @@ var file_commands_proto_depIdxs = []int32{
 	16, // 26: grapnel.fsm.Placement.set_states:type_name -> grapnel.fsm.WorkloadState
 	15, // 27: grapnel.fsm.Placement.delete_states:type_name -> grapnel.fsm.InstanceName
 	2,  // 28: grapnel.fsm.Placement.history:type_name -> grapnel.fsm.HistoryMeta
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	28, // 29: grapnel.fsm.ReplicaRemoval.certs:type_name -> grapnel.fsm.ReplicaCert
+	28, // 30: grapnel.fsm.ReplicaCertificate.cert:type_name -> grapnel.fsm.ReplicaCert
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_commands_proto_init() }
@@ -2220,7 +2363,7 @@ func file_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

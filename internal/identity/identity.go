@@ -105,6 +105,12 @@ func (i Identity) String() string {
 	return fmt.Sprintf("%s %s", i.Role, i.Name)
 }
 
+// Key names the identity where its name alone would be ambiguous: role
+// and name, "operator/alice". A lock's owner and the history's requester
+// are keys, so that a commander certificate named alice is not operator
+// alice (a CA may issue both).
+func (i Identity) Key() string { return i.Role.String() + "/" + i.Name }
+
 // Same reports whether i and o are the same identity: role, names and
 // kind of certificate (Serial and Via aside).
 func (i Identity) Same(o Identity) bool {
