@@ -60,7 +60,11 @@ func (s *Server) outgoing(ctx context.Context) context.Context {
 // without TLS, the owner the client declares (wire.OwnerKey), which
 // nothing authenticates.
 func (s *Server) lockOwner(ctx context.Context) string {
-	if id, err := s.guard.Identify(ctx); err == nil && !id.IsInsecure() {
+	id, err := s.guard.Identify(ctx)
+	switch {
+	case err != nil:
+		return "" // a call the guard refuses owns nothing
+	case !id.IsInsecure():
 		return id.Key()
 	}
 	return declaredOwner(ctx)

@@ -243,10 +243,11 @@ func TestLocksRefuseOthersUntilExpiry(t *testing.T) {
 	}
 }
 
-// Requirement (issue 16, point 5; issue 17, point 3): with a client
-// certificate the owner is its identity's name, whatever the client
-// declares; without one, the declared name; a call a replica forwarded
-// carries the client's identity.
+// Requirement (issue 16, point 5; issue 17, point 3; issue 27, hole 8):
+// with a client certificate the owner is its identity's role and name,
+// whatever the client declares; without one, the declared name; a
+// forwarded identity the guard does not believe owns nothing (the
+// believed one: TestLocksGoByRoleAndName).
 func TestLockOwner(t *testing.T) {
 	withCert := func(ctx context.Context, uri string, names ...string) context.Context {
 		c := &x509.Certificate{DNSNames: names}
@@ -271,9 +272,9 @@ func TestLockOwner(t *testing.T) {
 	}{
 		{"declared, no TLS", incoming(wire.OwnerKey, "alice@laptop"), "alice@laptop"},
 		{"none", context.Background(), ""},
-		{"certificate wins over a declared name", withCert(incoming(wire.OwnerKey, "mallory"), "grapnel://operator/operator-1", "x"), "operator-1"},
-		{"untyped certificate: its first DNS name", withCert(incoming(wire.OwnerKey, "mallory"), "", "ota", "y"), "ota"},
-		{"forwarded by a replica", withCert(incoming(wire.ForwardedIdentityKey, "operator/operator-2", wire.OwnerKey, "mallory"), "grapnel://replica/r2", rpc.ServerName), "operator-2"},
+		{"certificate wins over a declared name", withCert(incoming(wire.OwnerKey, "mallory"), "grapnel://operator/operator-1", "x"), "operator/operator-1"},
+		{"untyped certificate: its first DNS name", withCert(incoming(wire.OwnerKey, "mallory"), "", "ota", "y"), "commander/ota"},
+		{"a forwarded identity not believed", withCert(incoming(wire.ForwardedIdentityKey, "operator/operator-2", wire.OwnerKey, "mallory"), "grapnel://replica/r2", rpc.ServerName), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := s.lockOwner(tc.ctx); got != tc.want {

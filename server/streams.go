@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
+	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
@@ -97,6 +98,10 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 			s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
 		}
 		return err
+	}
+	if c.who.Via != "" {
+		// The client's certificate next to the one the stream came with.
+		s.log.Info("serving a stream a follower proxied", "kind", kind, "name", c.name, "identity", authz.Who(c.who))
 	}
 	c.limit = s.cfg.MaxMessageBytes
 	if old := s.conns.add(c); old != nil {

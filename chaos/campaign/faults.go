@@ -238,8 +238,9 @@ func clusterRestart(ctx context.Context, c *cluster, s Step) (injected, error) {
 
 // replaceReplica kills a follower, removes it from the Raft configuration
 // while leadership changes in the middle of the removal, and starts a
-// fresh replica under the same id (empty data dir) on the same host that
-// joins through gossip. On even picks the leader hands leadership to the
+// fresh replica under the same id (empty data dir, and with security on
+// a new certificate: the removal revoked the old one) on the same host
+// that joins through gossip. On even picks the leader hands leadership to the
 // other follower right after the removal is proposed; on odd ones it is
 // SIGKILLed then and started again at once. The removal is asked again on
 // whichever replica leads until it answers (it is idempotent), as
@@ -299,6 +300,13 @@ func replaceReplica(ctx context.Context, c *cluster, s Step) (injected, error) {
 	c.mu.Unlock()
 	if err := os.RemoveAll(r.dataDir); err != nil {
 		return in, err
+	}
+	if c.pki != nil {
+		// The removal revoked the old certificate: the fresh unit gets
+		// its own, as a replacement unit would.
+		if _, err := c.pki.Reissue(r.name, r.gen); err != nil {
+			return in, err
+		}
 	}
 	err = c.startReplica(f)
 	in.fault.Healed = time.Now()

@@ -11,6 +11,7 @@ package pki
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,9 +38,12 @@ type Set struct {
 	Foreign   rpc.TLSFiles
 	// GossipKey is the replicas' gossip key file.
 	GossipKey string
+	// Removed are the certificates of replicas an operator removed
+	// (Reissue keeps them): revoked, the intruder tries them.
+	Removed []rpc.TLSFiles
 
 	validity time.Duration
-	mu       sync.Mutex // guards Replicas after Make
+	mu       sync.Mutex // guards Replicas and Removed after Make
 }
 
 // IntruderAgent is the agent name of the intruder's certificate.
@@ -114,6 +118,30 @@ func (s *Set) Replica(name string) (rpc.TLSFiles, error) {
 	}
 	s.Replicas[name] = f
 	return f, nil
+}
+
+// Reissue gives replica name a new certificate, as the unit that replaces
+// a removed one gets (the removal revoked the old one), into a directory
+// of generation gen. The old one joins Removed.
+func (s *Set) Reissue(name string, gen int) (rpc.TLSFiles, error) {
+	f, err := s.issue(caDir, fmt.Sprintf("replica-%s-g%d", name, gen), identity.Replica, name)
+	if err != nil {
+		return rpc.TLSFiles{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.Replicas[name]; ok {
+		s.Removed = append(s.Removed, old)
+	}
+	s.Replicas[name] = f
+	return f, nil
+}
+
+// RemovedReplicas is a copy of Removed.
+func (s *Set) RemovedReplicas() []rpc.TLSFiles {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]rpc.TLSFiles(nil), s.Removed...)
 }
 
 // ServerFlags are the TLS and gossip key flags of replica name, as
