@@ -156,7 +156,7 @@ func (cp *campaign) open(n *ankbase.WorkloadInstanceName, opts runtime.LogOption
 		return false, ""
 	}
 	if held, ok := cp.c.reserveSource(); !ok {
-		cp.c.refusals.log(cp.c.log, "sources", "logs: refusing a log source over the agent's cap",
+		cp.c.refusals.Log(cp.c.log, slog.LevelWarn, "sources", "logs: refusing a log source over the agent's cap",
 			"requestId", cp.id, "instance", inst.String(), "max", cp.c.cfg.MaxSources)
 		return false, fmt.Sprintf("%v: the agent%s reads %d log sources, as many as it may (--max-log-sources %d); try again once a campaign has ended",
 			ErrBusy, cp.c.named(), held, cp.c.cfg.MaxSources)

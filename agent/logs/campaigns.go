@@ -10,6 +10,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/ratelog"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -33,9 +34,6 @@ const (
 	DefaultMaxCampaigns = 64
 	DefaultMaxSources   = 256
 )
-
-// refusalLogWindow is how often a refusal for the caps is logged at most.
-const refusalLogWindow = 10 * time.Second
 
 // errStopped: the campaign was cancelled; nothing is sent any more.
 var errStopped = errors.New("log campaign stopped")
@@ -77,7 +75,7 @@ type Campaigns struct {
 	cfg       Config
 	log       *slog.Logger
 	lineLimit int
-	refusals  *refusalLog
+	refusals  *ratelog.Limiter
 
 	// mu guards byID, sources and the refusal counts.
 	mu   sync.Mutex
@@ -117,7 +115,7 @@ func New(cfg Config) *Campaigns {
 		cfg.MaxSources = DefaultMaxSources
 	}
 	return &Campaigns{cfg: cfg, log: cfg.Logger, lineLimit: lineLimit, byID: map[string]*campaign{},
-		refusals: &refusalLog{clock: cfg.Clock, window: refusalLogWindow, last: map[string]refusalCount{}}}
+		refusals: ratelog.New(cfg.Clock, ratelog.DefaultWindow)}
 }
 
 // Stats reports the running campaigns and sources and the refusals.
@@ -161,7 +159,7 @@ func (c *Campaigns) Start(req *grpcapi.LogsRequest) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	if refused {
-		c.refusals.log(c.log, "campaigns", "logs: refusing a campaign over the agent's cap",
+		c.refusals.Log(c.log, slog.LevelWarn, "campaigns", "logs: refusing a campaign over the agent's cap",
 			"requestId", cp.id, "max", c.cfg.MaxCampaigns)
 	}
 	if old != nil {
