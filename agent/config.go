@@ -121,6 +121,14 @@ type Config struct {
 	// Timers), the runtimes' polls and timeouts, the workload restarts
 	// and the control interfaces' waits. Nil is the system clock.
 	Clock clock.Clock
+	// MaxLogCampaignsPerWorkload caps the log campaigns one workload
+	// keeps open through its control interface; MaxLogCampaigns and
+	// MaxLogSources cap the campaigns the agent runs for the server and
+	// the log readers they hold (docs/agent.md, "Logs and load"). Zero
+	// is the default of each.
+	MaxLogCampaignsPerWorkload int
+	MaxLogCampaigns            int
+	MaxLogSources              int
 	// Notify tells systemd when the agent is ready, whom it is connected
 	// to, and pets the watchdog while the workload Manager answers
 	// (docs/operations.md, "systemd"); nil tells nothing.
@@ -165,6 +173,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: loadInterval %v: must not be negative", ErrConfig, c.LoadInterval)
 	case c.ResyncInterval < 0:
 		return fmt.Errorf("%w: resyncInterval %v: must not be negative (0 turns the rounds off)", ErrConfig, c.ResyncInterval)
+	case c.MaxLogCampaignsPerWorkload < 0:
+		return fmt.Errorf("%w: maxLogCampaignsPerWorkload %d: must not be negative (0 is the default)", ErrConfig, c.MaxLogCampaignsPerWorkload)
+	case c.MaxLogCampaigns < 0:
+		return fmt.Errorf("%w: maxLogCampaigns %d: must not be negative (0 is the default)", ErrConfig, c.MaxLogCampaigns)
+	case c.MaxLogSources < 0:
+		return fmt.Errorf("%w: maxLogSources %d: must not be negative (0 is the default)", ErrConfig, c.MaxLogSources)
 	}
 	for i, s := range c.Servers {
 		if _, _, err := net.SplitHostPort(s); err != nil {

@@ -38,6 +38,9 @@ type workloads interface {
 // answers routes the server's answers to control interface requests.
 type answers interface {
 	Deliver(r *ankbase.Response) bool
+	// ServerGone tells that the stream ended, and with it the log
+	// campaigns the workloads opened.
+	ServerGone()
 }
 
 // logSources runs the log campaigns the server asks for.
@@ -206,8 +209,11 @@ func (c *conn) session(ctx context.Context) error {
 	cancel()
 	st.Close()
 	wg.Wait()
-	// Ankaios ServerGone: the campaigns belong to the old stream.
+	// Ankaios ServerGone: the campaigns belong to the old stream, those
+	// the agent runs and those its workloads opened (the server ended
+	// them when the stream broke).
 	c.logs.StopAll()
+	c.ctl.ServerGone()
 	return c.why(s, err)
 }
 

@@ -290,8 +290,9 @@ func (w *fakeWork) counts() (hellos, updates, states int) {
 
 // fakeAnswers records delivered responses.
 type fakeAnswers struct {
-	mu  sync.Mutex
-	ids []string
+	mu   sync.Mutex
+	ids  []string
+	gone int // ServerGone calls
 }
 
 func (a *fakeAnswers) Deliver(r *ankbase.Response) bool {
@@ -299,6 +300,18 @@ func (a *fakeAnswers) Deliver(r *ankbase.Response) bool {
 	defer a.mu.Unlock()
 	a.ids = append(a.ids, r.GetRequestId())
 	return true
+}
+
+func (a *fakeAnswers) ServerGone() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gone++
+}
+
+func (a *fakeAnswers) goneCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.gone
 }
 
 func (a *fakeAnswers) delivered() []string {
@@ -470,6 +483,10 @@ func TestConnServesTheStream(t *testing.T) {
 	}
 	if _, _, stopped := fc.logs.get(); stopped != 1 {
 		t.Fatalf("StopAll called %d times after the stream broke", stopped)
+	}
+	// The workloads' campaigns ended with the stream too.
+	if n := fc.ans.goneCount(); n != 1 {
+		t.Fatalf("ServerGone called %d times after the stream broke", n)
 	}
 	// After the next ServerHello every instance's state is reported
 	// again, with the next generation.

@@ -73,13 +73,15 @@ func start(cfg Config) (*instance, error) {
 		log: log, resolver: resolver, out: newOutbox(), clock: cfg.Clock, notify: cfg.Notify,
 	}
 	a := &instance{log: log, conn: c}
-	a.ctl = controlif.New(controlif.Config{Agent: cfg.Name, RunFolder: cfg.RunFolder, Forward: c.forward, Logger: log, Clock: cfg.Clock})
+	a.ctl = controlif.New(controlif.Config{Agent: cfg.Name, RunFolder: cfg.RunFolder, Forward: c.forward, Logger: log, Clock: cfg.Clock,
+		MaxLogCampaigns: cfg.MaxLogCampaignsPerWorkload})
 	a.mgr = workload.NewManager(workload.Config{
 		Agent: cfg.Name, RunFolder: cfg.RunFolder, Runtimes: runtimes,
 		Report: c.report, Control: a.ctl, Logger: log, Clock: cfg.Clock,
 		ResyncInterval: cfg.ResyncInterval,
 	})
-	a.campaigns = logs.New(logs.Config{Lookup: a.mgr.Lookup, Send: c.send, Logger: log, Clock: cfg.Clock})
+	a.campaigns = logs.New(logs.Config{Lookup: a.mgr.Lookup, Send: c.send, Logger: log, Clock: cfg.Clock,
+		Agent: cfg.Name, MaxCampaigns: cfg.MaxLogCampaigns, MaxSources: cfg.MaxLogSources})
 	c.work, c.ctl, c.logs = a.mgr, a.ctl, a.campaigns
 	log.Info("agent starting", "name", cfg.Name, "incarnation", incarnation,
 		"runtimes", slices.Sorted(maps.Keys(runtimes)), "run_folder", cfg.RunFolder)

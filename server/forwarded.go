@@ -26,12 +26,20 @@ const accessDenied = "Access denied"
 // an update may besides widen no workload's controlInterfaceAccess. The
 // agent checks all this before forwarding, so a refusal here means an
 // agent that is compromised, broken or older than this rule.
+//
+// A LogsCancelRequest needs only the workload name: the agent cancels the
+// campaigns of a workload whose instance it stops, which may be after the
+// workload left the desired state, and the id ("<agent>@<workload>@...")
+// reaches only campaigns of that agent's own workloads.
 func (l *leader) checkForwarded(c *conn, req *ankbase.Request) error {
 	_, rest, _ := rpc.SplitRequestID(req.GetRequestId())
 	wl, _, ok := strings.Cut(rest, "@")
 	if !ok || wl == "" {
 		return fmt.Errorf("%w: agent '%s' sent a request naming no workload (id '%s'); agents forward requests of their workloads only",
 			errs.ErrPermissionDenied, c.name, rest)
+	}
+	if req.GetLogsCancelRequest() != nil {
+		return nil
 	}
 	st := l.projected.store
 	w := st.Desired.Workloads[wl]

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -10,6 +12,12 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
+
+// DefaultMaxLogCampaignsPerRequester is how many live log campaigns one
+// requester (a client connection, a workload on an agent) may have: more
+// than an agent allows a workload by default (8), so that the server's
+// cap only stops an agent that does not keep its own.
+const DefaultMaxLogCampaignsPerRequester = 32
 
 // logsRequest keeps the requested instances that exist in the committed
 // desired state, asks their agents for logs, records the campaign and
@@ -21,6 +29,10 @@ func (l *leader) logsRequest(id string, req *ankbase.LogsRequest) {
 }
 
 func (l *leader) startLogs(id string, req *ankbase.LogsRequest) {
+	if n, max := l.logs.Live(id), l.s.cfg.MaxLogCampaignsPerRequester; n >= max {
+		l.refuseLogs(id, n, max)
+		return
+	}
 	perAgent := map[string][]*ankbase.WorkloadInstanceName{}
 	var accepted []state.InstanceName
 	l.s.fsm.Read(func(st *state.Store, _ uint64) {
@@ -51,6 +63,23 @@ func (l *leader) startLogs(id string, req *ankbase.LogsRequest) {
 	}
 	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogsRequestAccepted{
 		LogsRequestAccepted: &ankbase.LogsRequestAccepted{WorkloadNames: names}}})
+}
+
+// refuseLogs answers a logs request past the requester's cap; no agent
+// is asked. Whoever sends it, a workload (whose agent keeps a lower cap
+// of its own) or a client, can ask every agent for logs, so the server
+// bounds it too (issue 27, point 5).
+func (l *leader) refuseLogs(id string, n, max int) {
+	who, what := "client", "connection"
+	if _, rest, _ := rpc.SplitRequestID(id); strings.Contains(rest, "@") {
+		who, what = "workload", "workload '"+strings.SplitN(rest, "@", 2)[0]+"'"
+	}
+	l.s.cfg.Metrics.RefusedLogCampaign(who)
+	conn, _, _ := rpc.SplitRequestID(id)
+	l.s.refusals.log(l.s.log, slog.LevelWarn, "logcap|"+conn, "refused a log campaign over the requester's cap",
+		"request", id, "live", n, "max", max)
+	l.respondText(id, fmt.Sprintf("Log campaign refused: the %s has %d live log campaigns, as many as the server allows one requester (--max-log-campaigns-per-requester %d); cancel one or wait for one to end",
+		what, n, max))
 }
 
 // logsCancel ends a campaign on request.
@@ -93,12 +122,15 @@ func (l *leader) forwardLogEntries(c *conn, m *grpcapi.LogEntriesResponse) {
 // swdd~server-forwards-logs-stop-response-messages~1
 func (l *leader) forwardLogsStop(c *conn, m *grpcapi.LogsStopResponse) {
 	id := m.GetRequestId()
-	if n := m.GetLogsStopResponse().GetWorkloadName(); !l.providesLogs(c, id, n) {
+	n := m.GetLogsStopResponse().GetWorkloadName()
+	if !l.providesLogs(c, id, n) {
 		l.dropLogResponse(c, id, n)
 		return
 	}
 	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogsStopResponse{
 		LogsStopResponse: m.GetLogsStopResponse()}})
+	// The instance ends its part; the campaign ends with its last one.
+	l.logs.Stopped(id, c.name, rpc.InstanceNameFromProto(n))
 }
 
 // providesLogs reports whether c is the agent a live campaign asked for

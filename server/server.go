@@ -78,6 +78,10 @@ type Config struct {
 	// MaxMessageBytes is the largest message sent on a stream
 	// (rpc.MaxMessageBytes when zero; tests lower it).
 	MaxMessageBytes int
+	// MaxLogCampaignsPerRequester caps the live log campaigns of one
+	// requester: a client connection, or a workload on an agent
+	// (DefaultMaxLogCampaignsPerRequester when zero).
+	MaxLogCampaignsPerRequester int
 	// HistoryLimits bound the replicated transaction history (zero
 	// fields: state.DefaultHistoryMax*); the leader puts them into the
 	// entries so that every replica prunes the same (docs/history.md).
@@ -164,6 +168,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = rpc.MaxMessageBytes
+	}
+	if cfg.MaxLogCampaignsPerRequester <= 0 {
+		cfg.MaxLogCampaignsPerRequester = DefaultMaxLogCampaignsPerRequester
 	}
 	clk := cfg.Clock
 	if clk == nil {

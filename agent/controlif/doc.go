@@ -17,6 +17,15 @@
 // Config.Forward. Answers come back through Deliver, which finds the
 // workload by that prefix, strips it and writes the answer to `input`.
 //
+// A session follows the log campaigns its workload opens (logBook): at
+// most Config.MaxLogCampaigns at once, a LogsRequest past it answered with
+// an error and not forwarded. When the workload's connection ends (a new
+// Hello, both FIFOs closed, the instance closed) the agent cancels them at
+// the server and keeps their late answers from the workload; when the
+// agent's stream ends (ServerGone) the server has ended them itself, and
+// the workload is told. A campaign's answers go to the instance that
+// opened it.
+//
 // FIFOs are opened without blocking, so no goroutine waits for a workload
 // that never opens its ends: Close and Shutdown always return promptly. A
 // write to `input` gives up after 500 ms without progress, or after five

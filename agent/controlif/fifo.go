@@ -240,6 +240,43 @@ func (w *fifoWriter) sleep(d time.Duration) bool {
 	}
 }
 
+// hasReader reports whether somebody has `input` open for reading. The
+// FIFO held open for writing tells by poll (POLLERR: no reader left);
+// otherwise it is opened, as a write would, and kept. Unknown counts as
+// yes, and so does a stopped writer.
+func (w *fifoWriter) hasReader() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return true
+	}
+	if w.f == nil {
+		fd, err := unix.Open(w.path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return !errors.Is(err, unix.ENXIO)
+		}
+		w.f = os.NewFile(uintptr(fd), w.path)
+		return true
+	}
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return true
+	}
+	gone := false
+	_ = rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		if n, err := unix.Poll(p, 0); err == nil && n > 0 {
+			gone = p[0].Revents&unix.POLLERR != 0
+		}
+	})
+	if gone {
+		// As after a write that met no reader: open again next time.
+		_ = w.f.Close()
+		w.f = nil
+	}
+	return !gone
+}
+
 func (w *fifoWriter) isStopped() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

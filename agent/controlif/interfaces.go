@@ -9,10 +9,12 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/grapnel-io/grapnel/access"
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/ratelog"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/controlapi"
@@ -51,6 +53,10 @@ type Config struct {
 	Logger  *slog.Logger
 	// Clock times the writes to the workloads; nil is the real clock.
 	Clock clock.Clock
+	// MaxLogCampaigns caps the log campaigns one workload keeps open
+	// (0 = DefaultMaxLogCampaigns); a LogsRequest past it is answered
+	// with an error and not forwarded.
+	MaxLogCampaigns int
 }
 
 // Interfaces serves the control interfaces of the agent's instances.
@@ -64,6 +70,12 @@ type Interfaces struct {
 	sessions map[state.InstanceName]*session
 	seq      uint64
 	down     bool
+
+	// gate orders the sessions' LogsRequests (readers, until forwarded)
+	// before ServerGone (the writer).
+	gate     sync.RWMutex
+	refusals *ratelog.Limiter
+	refused  atomic.Uint64 // LogsRequests refused at MaxLogCampaigns
 }
 
 // New returns the agent's control interfaces; nothing is served until
@@ -75,7 +87,11 @@ func New(cfg Config) *Interfaces {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	return &Interfaces{cfg: cfg, log: cfg.Logger, timing: ankaiosTiming, sessions: map[state.InstanceName]*session{}}
+	if cfg.MaxLogCampaigns <= 0 {
+		cfg.MaxLogCampaigns = DefaultMaxLogCampaigns
+	}
+	return &Interfaces{cfg: cfg, log: cfg.Logger, timing: ankaiosTiming, sessions: map[state.InstanceName]*session{},
+		refusals: ratelog.New(cfg.Clock, ratelog.DefaultWindow)}
 }
 
 // Dir is the host directory of an instance's FIFOs:
@@ -100,6 +116,14 @@ func (c *Interfaces) Open(inst state.InstanceName, rules state.ControlInterfaceA
 	if err := checkInstance(inst); err != nil {
 		return "", err
 	}
+	var ended *session
+	// The cancels go out once the lock is released: forwarding may wait
+	// on the stream, and Deliver needs the lock.
+	defer func() {
+		if ended != nil {
+			ended.endLogs("the control interface's rules changed")
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.down {
@@ -112,6 +136,7 @@ func (c *Interfaces) Open(inst state.InstanceName, rules state.ControlInterfaceA
 		}
 		old.stop()
 		delete(c.sessions, inst)
+		ended = old
 	}
 	if err := runtime.PrepareRunDir(filepath.Dir(dir), owner); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrFIFO, err)
@@ -131,17 +156,21 @@ func (c *Interfaces) Open(inst state.InstanceName, rules state.ControlInterfaceA
 	c.seq++
 	quit := make(chan struct{})
 	s := &session{
-		inst:    inst,
-		access:  rules.Clone(),
-		auth:    access.New(rules),
-		prefix:  inst.WorkloadName + "@",
-		seq:     c.seq,
-		forward: c.cfg.Forward,
-		log:     c.log,
-		in:      in,
-		out:     &fifoWriter{path: filepath.Join(dir, inputName), clock: c.cfg.Clock, t: c.timing, quit: quit},
-		queue:   make(chan *controlapi.FromAnkaios, queueLen),
-		quit:    quit,
+		inst:     inst,
+		access:   rules.Clone(),
+		auth:     access.New(rules),
+		prefix:   inst.WorkloadName + "@",
+		seq:      c.seq,
+		forward:  c.cfg.Forward,
+		log:      c.log,
+		logs:     newLogBook(c.cfg.MaxLogCampaigns),
+		gate:     &c.gate,
+		refusals: c.refusals,
+		refused:  &c.refused,
+		in:       in,
+		out:      &fifoWriter{path: filepath.Join(dir, inputName), clock: c.cfg.Clock, t: c.timing, quit: quit},
+		queue:    make(chan *controlapi.FromAnkaios, queueLen),
+		quit:     quit,
 	}
 	c.sessions[inst] = s
 	s.start()
@@ -188,8 +217,8 @@ func sameAccess(a, b state.ControlInterfaceAccess) bool {
 	return reflect.DeepEqual(norm(a), norm(b))
 }
 
-// Close stops serving an instance and removes its control_interface
-// directory with the FIFOs.
+// Close stops serving an instance, cancels its log campaigns and removes
+// its control_interface directory with the FIFOs.
 func (c *Interfaces) Close(inst state.InstanceName) {
 	c.mu.Lock()
 	s, ok := c.sessions[inst]
@@ -197,6 +226,7 @@ func (c *Interfaces) Close(inst state.InstanceName) {
 	c.mu.Unlock()
 	if ok {
 		s.stop()
+		s.endLogs("the instance stopped")
 	}
 	if checkInstance(inst) != nil {
 		return
@@ -222,7 +252,15 @@ func (c *Interfaces) Deliver(r *ankbase.Response) bool {
 	c.mu.Lock()
 	var target *session
 	for inst, s := range c.sessions {
-		if inst.WorkloadName == name && (target == nil || s.seq > target.seq) {
+		if inst.WorkloadName != name {
+			continue
+		}
+		// The session that opened a log campaign follows it to its end.
+		if s.logs.knows(id) {
+			target = s
+			break
+		}
+		if target == nil || s.seq > target.seq {
 			target = s
 		}
 	}
@@ -230,9 +268,48 @@ func (c *Interfaces) Deliver(r *ankbase.Response) bool {
 	if target == nil {
 		return false
 	}
-	target.send(&controlapi.FromAnkaios{FromAnkaiosEnum: &controlapi.FromAnkaios_Response{
-		Response: &ankbase.Response{RequestId: id, ResponseContent: r.GetResponseContent()}}})
+	target.deliver(&ankbase.Response{RequestId: id, ResponseContent: r.GetResponseContent()})
 	return true
+}
+
+// ServerGone tells every session that the agent's stream to the server
+// ended: the server ended the log campaigns of the agent's workloads with
+// it (and told their providers), so the sessions forget them and each
+// workload gets the end of what it still waited for. The agent calls it
+// before it opens the next stream.
+func (c *Interfaces) ServerGone() {
+	// The sessions first, then the gate: Open holds mu while it waits
+	// for a session's reader, which may wait for the gate. A session
+	// opened meanwhile forwarded nothing on the lost stream.
+	c.mu.Lock()
+	all := make([]*session, 0, len(c.sessions))
+	for _, s := range c.sessions {
+		all = append(all, s)
+	}
+	c.mu.Unlock()
+	c.gate.Lock()
+	defer c.gate.Unlock()
+	for _, s := range all {
+		s.serverGone()
+	}
+}
+
+// LogStats counts the log campaigns the workloads keep open through
+// their control interfaces, and those refused at the cap since the start.
+type LogStats struct {
+	Open    int
+	Refused uint64
+}
+
+// LogStats reports the workloads' log campaigns.
+func (c *Interfaces) LogStats() LogStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := LogStats{Refused: c.refused.Load()}
+	for _, s := range c.sessions {
+		st.Open += s.logs.size()
+	}
+	return st
 }
 
 // Shutdown stops serving every instance and waits for it; the FIFOs stay
@@ -252,6 +329,7 @@ func (c *Interfaces) Shutdown() {
 		go func() {
 			defer wg.Done()
 			s.stop()
+			s.endLogs("the agent stops")
 		}()
 	}
 	wg.Wait()

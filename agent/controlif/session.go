@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/grapnel-io/grapnel/access"
+	"github.com/grapnel-io/grapnel/internal/ratelog"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/controlapi"
@@ -50,6 +52,14 @@ type session struct {
 
 	forward func(*ankbase.Request) error
 	log     *slog.Logger
+	// logs follows the workload's log campaigns; gate is held (read)
+	// from admitting a LogsRequest until it is forwarded, so that
+	// ServerGone, which takes it, never forgets a campaign forwarded on
+	// the next stream.
+	logs     *logBook
+	gate     *sync.RWMutex
+	refusals *ratelog.Limiter
+	refused  *atomic.Uint64
 
 	in    *fifoReader
 	out   *fifoWriter
@@ -93,6 +103,9 @@ func (s *session) readLoop() {
 			// The workload closed `output`; a partial frame is lost.
 			if ph == closed {
 				ph = awaitingHello
+			}
+			if ph == accepted && s.logs.size() > 0 && s.workloadGone() {
+				s.endLogs("the workload closed its control interface")
 			}
 			continue
 		default:
@@ -171,6 +184,9 @@ func (s *session) serve(msg *controlapi.ToAnkaios, err error) phase {
 	case *controlapi.ToAnkaios_Hello:
 		v := x.Hello.GetProtocolVersion()
 		s.log.Info("control interface: another Hello", "instance", s.inst.String(), "protocolVersion", v)
+		// A new connection: the campaigns of the one before have nobody
+		// to read them.
+		s.endLogs("the workload said Hello again")
 		if reason := versionProblem(v); reason != "" {
 			s.send(&controlapi.FromAnkaios{FromAnkaiosEnum: &controlapi.FromAnkaios_ConnectionClosed{
 				ConnectionClosed: &controlapi.ConnectionClosed{Reason: reason}}})
@@ -206,14 +222,108 @@ func (s *session) request(req *ankbase.Request) {
 		s.answerError(req.GetRequestId(), accessDenied)
 		return
 	}
-	fwd := &ankbase.Request{RequestId: s.prefix + req.GetRequestId(), RequestContent: req.GetRequestContent()}
+	id := req.GetRequestId()
+	switch req.GetRequestContent().(type) {
+	case *ankbase.Request_LogsRequest:
+		s.gate.RLock()
+		defer s.gate.RUnlock()
+		if n, ok := s.logs.admit(id); !ok {
+			s.refused.Add(1)
+			s.refusals.Log(s.log, slog.LevelWarn, "logs|"+s.inst.String(), "control interface: log campaign refused over the workload's cap",
+				"instance", s.inst.String(), "requestId", id, "open", n, "max", s.logs.max)
+			s.answerError(id, fmt.Sprintf("Log campaign refused: workload '%s' has %d log campaigns open, as many as the agent allows a workload (--max-log-campaigns-per-workload %d); cancel one or wait for one to end",
+				s.inst.WorkloadName, n, s.logs.max))
+			return
+		}
+	case *ankbase.Request_LogsCancelRequest:
+		s.logs.forget(id)
+	}
+	fwd := &ankbase.Request{RequestId: s.prefix + id, RequestContent: req.GetRequestContent()}
 	err := ErrNotConnected
 	if s.forward != nil {
 		err = s.forward(fwd)
 	}
 	if err != nil {
-		s.log.Warn("control interface: cannot forward request", "instance", s.inst.String(), "requestId", req.GetRequestId(), "err", err)
-		s.answerError(req.GetRequestId(), fmt.Sprintf("The server is not reachable: %v", err))
+		if req.GetLogsRequest() != nil {
+			s.logs.forget(id)
+		}
+		s.log.Warn("control interface: cannot forward request", "instance", s.inst.String(), "requestId", id, "err", err)
+		s.answerError(id, fmt.Sprintf("The server is not reachable: %v", err))
+	}
+}
+
+// endLogs cancels every log campaign the workload has open: the server
+// ends the campaign and tells the agents to close its readers. The
+// answers to these cancels are the agent's, not the workload's.
+func (s *session) endLogs(why string) {
+	ids := s.logs.cancelAll()
+	if len(ids) == 0 {
+		return
+	}
+	s.log.Info("control interface: cancelling the workload's log campaigns", "instance", s.inst.String(), "campaigns", len(ids), "why", why)
+	for _, id := range ids {
+		s.forwardCancel(id)
+	}
+}
+
+// forwardCancel sends the server a LogsCancelRequest for a campaign the
+// logBook marked as cancelled by the agent.
+func (s *session) forwardCancel(id string) {
+	err := ErrNotConnected
+	if s.forward != nil {
+		err = s.forward(&ankbase.Request{RequestId: s.prefix + id,
+			RequestContent: &ankbase.Request_LogsCancelRequest{LogsCancelRequest: &ankbase.LogsCancelRequest{}}})
+	}
+	if err != nil {
+		// Not connected: the server ended the campaign with the stream.
+		s.logs.uncancel(id)
+		s.log.Debug("control interface: cannot cancel a log campaign", "instance", s.inst.String(), "requestId", id, "err", err)
+	}
+}
+
+// workloadGone reports whether nobody reads `input` once the workload
+// closed `output`: it probes as a write does, the same number of times
+// and as far apart, so that a workload that reopens its FIFOs keeps its
+// campaigns.
+func (s *session) workloadGone() bool {
+	for attempt := 0; ; attempt++ {
+		if s.out.hasReader() {
+			return false
+		}
+		if attempt >= s.out.t.retries {
+			return true
+		}
+		if !s.out.sleep(s.out.t.retryEvery) {
+			return false
+		}
+	}
+}
+
+// deliver passes an answer from the server (id without the prefix) to
+// the workload, unless it concerns a log campaign the agent cancelled.
+func (s *session) deliver(r *ankbase.Response) {
+	if !s.logs.answer(r.GetRequestId(), r) {
+		return
+	}
+	s.send(&controlapi.FromAnkaios{FromAnkaiosEnum: &controlapi.FromAnkaios_Response{Response: r}})
+}
+
+// serverGone tells the workload that its log campaigns ended with the
+// agent's stream: a LogsStopResponse for each instance it still waits
+// for, an error for a request not yet accepted.
+func (s *session) serverGone() {
+	for _, e := range s.logs.serverGone() {
+		if !e.accepted {
+			s.answerError(e.id, "The log campaign ended: the agent lost its connection to the server")
+			continue
+		}
+		for _, inst := range e.pending {
+			s.send(&controlapi.FromAnkaios{FromAnkaiosEnum: &controlapi.FromAnkaios_Response{Response: &ankbase.Response{
+				RequestId: e.id,
+				ResponseContent: &ankbase.Response_LogsStopResponse{LogsStopResponse: &ankbase.LogsStopResponse{
+					WorkloadName: rpc.InstanceNameToProto(inst)}},
+			}}})
+		}
 	}
 }
 
@@ -280,14 +390,9 @@ func (s *session) write(m *controlapi.FromAnkaios) {
 //
 // swdd~agent-handles-control-interface-workload-gone~1
 func (s *session) receiverGone(resp *ankbase.Response) {
-	if resp.GetLogEntriesResponse() == nil || s.forward == nil {
+	if resp.GetLogEntriesResponse() == nil {
 		return
 	}
-	cancel := &ankbase.Request{
-		RequestId:      s.prefix + resp.GetRequestId(),
-		RequestContent: &ankbase.Request_LogsCancelRequest{LogsCancelRequest: &ankbase.LogsCancelRequest{}},
-	}
-	if err := s.forward(cancel); err != nil {
-		s.log.Warn("control interface: cannot cancel the log campaign", "instance", s.inst.String(), "requestId", resp.GetRequestId(), "err", err)
-	}
+	s.logs.cancel(resp.GetRequestId())
+	s.forwardCancel(resp.GetRequestId())
 }

@@ -3,6 +3,7 @@ package logs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -23,14 +24,21 @@ type event struct {
 	end    bool
 }
 
-// source is one instance's log reader.
+// source is one instance's log reader; it holds one of the agent's
+// source slots until it is closed.
 type source struct {
 	name *ankbase.WorkloadInstanceName
 	rc   io.ReadCloser
+	c    *Campaigns
 	once sync.Once
 }
 
-func (s *source) close() { s.once.Do(func() { _ = s.rc.Close() }) }
+func (s *source) close() {
+	s.once.Do(func() {
+		_ = s.rc.Close()
+		s.c.releaseSource()
+	})
+}
 
 // campaign is one LogsRequest. Its goroutine run owns the batch and the
 // timer; one reader goroutine per source feeds it events.
@@ -70,8 +78,11 @@ func (cp *campaign) run(names []*ankbase.WorkloadInstanceName, opts runtime.LogO
 	log := cp.c.log.With("requestId", cp.id)
 	if optErr != nil {
 		// Ankaios passes the times to the runtime, whose complaint shows
-		// up as the source's only line; so does ours.
-		log.Warn("logs: refusing the request", "err", optErr)
+		// up as the source's only line; so does ours, and so does a
+		// refusal at the agent's cap (logged, rate-limited, by Start).
+		if !errors.Is(optErr, ErrBusy) {
+			log.Warn("logs: refusing the request", "err", optErr)
+		}
 		for _, n := range names {
 			err := cp.sendEntries([]*ankbase.LogEntry{{WorkloadName: n, Message: optErr.Error()}})
 			if err == nil {
@@ -86,11 +97,19 @@ func (cp *campaign) run(names []*ankbase.WorkloadInstanceName, opts runtime.LogO
 	}
 	live := 0
 	for _, n := range names {
-		if cp.open(n, opts, log) {
+		ok, notice := cp.open(n, opts, log)
+		if ok {
 			live++
 			continue
 		}
-		if err := cp.sendStop(n); err != nil {
+		var err error
+		if notice != "" {
+			err = cp.sendEntries([]*ankbase.LogEntry{{WorkloadName: n, Message: notice}})
+		}
+		if err == nil {
+			err = cp.sendStop(n)
+		}
+		if err != nil {
 			cp.fail(err, log)
 			return
 		}
@@ -121,37 +140,45 @@ func (cp *campaign) run(names []*ankbase.WorkloadInstanceName, opts runtime.LogO
 }
 
 // open starts the source of one instance; false when the agent does not
-// run it or its runtime cannot give its logs.
+// run it, its runtime cannot give its logs, or the agent holds
+// MaxSources sources already (then notice says so, for the requester).
 //
 // swdd~agent-runtime-manager-creates-log-fetchers~1
 // swdd~agent-log-fetching-runs-log-fetchers~1
-func (cp *campaign) open(n *ankbase.WorkloadInstanceName, opts runtime.LogOptions, log *slog.Logger) bool {
+func (cp *campaign) open(n *ankbase.WorkloadInstanceName, opts runtime.LogOptions, log *slog.Logger) (ok bool, notice string) {
 	inst := rpc.InstanceNameFromProto(n)
 	if cp.c.cfg.Lookup == nil {
-		return false
+		return false, ""
 	}
 	rt, id, ok := cp.c.cfg.Lookup(inst)
 	if !ok {
 		log.Info("logs: no such instance here", "instance", inst.String())
-		return false
+		return false, ""
+	}
+	if held, ok := cp.c.reserveSource(); !ok {
+		cp.c.refusals.Log(cp.c.log, slog.LevelWarn, "sources", "logs: refusing a log source over the agent's cap",
+			"requestId", cp.id, "instance", inst.String(), "max", cp.c.cfg.MaxSources)
+		return false, fmt.Sprintf("%v: the agent%s reads %d log sources, as many as it may (--max-log-sources %d); try again once a campaign has ended",
+			ErrBusy, cp.c.named(), held, cp.c.cfg.MaxSources)
 	}
 	rc, err := rt.Logs(cp.ctx, id, opts)
 	if err != nil {
+		cp.c.releaseSource()
 		log.Info("logs: cannot read the logs", "instance", inst.String(), "err", err)
-		return false
+		return false, ""
 	}
-	src := &source{name: n, rc: rc}
+	src := &source{name: n, rc: rc, c: cp.c}
 	cp.mu.Lock()
 	if cp.closed {
 		cp.mu.Unlock()
 		src.close()
-		return false
+		return false, ""
 	}
 	cp.sources = append(cp.sources, src)
 	cp.c.wg.Add(1)
 	cp.mu.Unlock()
 	go cp.read(src, log)
-	return true
+	return true, ""
 }
 
 // read turns a source into events, one per line, then its end.

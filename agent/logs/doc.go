@@ -14,6 +14,12 @@
 // LogsStopResponse; an instance the agent does not run gets one at once,
 // so that a requester never waits for it.
 //
+// The agent runs at most MaxCampaigns campaigns holding at most
+// MaxSources open readers, whoever asked: a request past either cap gets,
+// for each instance it cannot serve, one entry saying so and its stop, so
+// that the requester does not wait. A source's read buffer grows with its
+// traffic, so an idle follow campaign costs a few kB.
+//
 // Cancel ends one campaign (the requester went away), StopAll every one
 // (the server went away). Both close the readers, and once they return
 // nothing more is sent for the campaigns they ended.

@@ -1,7 +1,7 @@
 package logs
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"io"
 )
@@ -9,33 +9,48 @@ import (
 // errLineLimit ends a source whose line grew past the line limit.
 var errLineLimit = errors.New("log line over the limit")
 
+// Read buffer of a source: it starts small, since most followed sources
+// are quiet most of the time and an agent may hold hundreds of them, and
+// doubles each time a read fills it, up to maxReadBuffer for a busy one.
+const (
+	minReadBuffer = 512
+	maxReadBuffer = 64 << 10
+)
+
 // lineReader splits a log stream at '\n'. It keeps at most keep bytes of a
 // line (the rest would be truncated anyway) and gives up on a line longer
 // than limit.
 type lineReader struct {
-	br    *bufio.Reader
+	r     io.Reader
+	buf   []byte // nil until the first read
+	start int    // buf[start:end] is read but not returned yet
+	end   int
+	full  bool // the last read filled buf
+	empty int  // reads in a row that returned nothing
 	keep  int
 	limit int
-	err   error // returned after the last, unterminated line
+	err   error // the reader's error, returned once the buffer is drained
 }
 
 func newLineReader(r io.Reader, keep, limit int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), keep: keep, limit: limit}
+	return &lineReader{r: r, keep: keep, limit: limit}
 }
 
 // next returns the next line without its '\n'. A last line without '\n'
 // is returned before the end. The error is io.EOF at the end,
 // errLineLimit for an endless line, or the reader's.
 func (l *lineReader) next() ([]byte, error) {
-	if l.err != nil {
-		return nil, l.err
-	}
 	var line []byte
 	total := 0
 	for {
-		frag, err := l.br.ReadSlice('\n')
-		if err == nil {
-			frag = frag[:len(frag)-1]
+		data := l.buf[l.start:l.end]
+		i := bytes.IndexByte(data, '\n')
+		frag := data
+		if i >= 0 {
+			frag = data[:i]
+			l.start += i + 1
+		} else {
+			l.start, l.end = 0, 0
 		}
 		total += len(frag)
 		if room := l.keep - len(line); room > 0 {
@@ -43,18 +58,45 @@ func (l *lineReader) next() ([]byte, error) {
 		}
 		if total > l.limit {
 			l.err = errLineLimit
+			l.start, l.end = 0, 0
 			return nil, l.err
 		}
-		switch {
-		case err == nil:
+		if i >= 0 {
 			return orEmpty(line), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-		case total > 0:
-			l.err = err
-			return line, nil
-		default:
-			l.err = err
-			return nil, err
+		}
+		if l.err != nil {
+			if total > 0 {
+				return line, nil
+			}
+			return nil, l.err
+		}
+		l.fill()
+	}
+}
+
+// maxEmptyReads ends a reader that keeps returning nothing, as bufio
+// does.
+const maxEmptyReads = 100
+
+// fill reads once into the drained buffer, allocating it at the first
+// read and growing it when the last read filled it.
+func (l *lineReader) fill() {
+	switch {
+	case l.buf == nil:
+		l.buf = make([]byte, minReadBuffer)
+	case l.full && len(l.buf) < maxReadBuffer:
+		l.buf = make([]byte, 2*len(l.buf))
+	}
+	n, err := l.r.Read(l.buf)
+	l.start, l.end, l.full = 0, n, n == len(l.buf)
+	switch {
+	case err != nil:
+		l.err = err
+	case n > 0:
+		l.empty = 0
+	default:
+		if l.empty++; l.empty >= maxEmptyReads {
+			l.err = io.ErrNoProgress
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/agent/controlif"
+	"github.com/grapnel-io/grapnel/agent/logs"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
@@ -50,6 +52,10 @@ type config struct {
 	// under (one per workload), or off.
 	WorkloadUIDRange   string `yaml:"workload_uid_range"`
 	AllowRootWorkloads bool   `yaml:"allow_root_workloads"`
+	// The caps of log campaigns (docs/agent.md, "Logs and load").
+	MaxLogCampaignsPerWorkload int `yaml:"max_log_campaigns_per_workload"`
+	MaxLogCampaigns            int `yaml:"max_log_campaigns"`
+	MaxLogSources              int `yaml:"max_log_sources"`
 	// The PEM contents an Ankaios config file may give instead of the
 	// paths (ca_pem_content, ...); a path, from any layer, wins.
 	CAPemContent  string `yaml:"-"`
@@ -67,6 +73,10 @@ func defaults() config {
 		ResyncInterval: agent.DefaultResyncInterval,
 
 		WorkloadUIDRange: process.DefaultUIDRange.String(),
+
+		MaxLogCampaignsPerWorkload: controlif.DefaultMaxLogCampaigns,
+		MaxLogCampaigns:            logs.DefaultMaxCampaigns,
+		MaxLogSources:              logs.DefaultMaxSources,
 	}
 }
 
@@ -89,6 +99,9 @@ func options() []layered.Option[config] {
 		layered.Opt("workload-uid-range", "", "WORKLOAD_UID_RANGE", "uids FIRST-LAST that process workloads run under, one of its own per workload (the agent must be root); off runs them as the agent's user", func(c *config) any { return &c.WorkloadUIDRange }),
 		layered.Opt("allow-root-workloads", "", "ALLOW_ROOT_WORKLOADS", "let a process workload's runtimeConfig ask for user: root", func(c *config) any { return &c.AllowRootWorkloads }),
 		layered.Opt("resync-interval", "", "RESYNC_INTERVAL", "how often to compare what the runtimes run with what the agent was told and repair the drift; 0 turns it off", func(c *config) any { return &c.ResyncInterval }),
+		layered.Opt("max-log-campaigns-per-workload", "", "MAX_LOG_CAMPAIGNS_PER_WORKLOAD", "log campaigns one workload may keep open through its control interface; a request past it is answered with an error", func(c *config) any { return &c.MaxLogCampaignsPerWorkload }),
+		layered.Opt("max-log-campaigns", "", "MAX_LOG_CAMPAIGNS", "log campaigns the agent runs at once for the server; a request past it gets a line saying so and its stop", func(c *config) any { return &c.MaxLogCampaigns }),
+		layered.Opt("max-log-sources", "", "MAX_LOG_SOURCES", "log readers (one descriptor and goroutine each) the agent's campaigns hold open at once; an instance past it gets a line saying so and its stop", func(c *config) any { return &c.MaxLogSources }),
 	}
 }
 
@@ -234,6 +247,18 @@ func (c config) validate() error {
 	if _, err := process.ParseUIDRange(c.WorkloadUIDRange); err != nil {
 		return fmt.Errorf("--workload-uid-range %v", err)
 	}
+	for _, o := range []struct {
+		flag string
+		v    int
+	}{
+		{"--max-log-campaigns-per-workload", c.MaxLogCampaignsPerWorkload},
+		{"--max-log-campaigns", c.MaxLogCampaigns},
+		{"--max-log-sources", c.MaxLogSources},
+	} {
+		if o.v < 1 {
+			return fmt.Errorf("%s %d: must be at least 1", o.flag, o.v)
+		}
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
@@ -262,8 +287,11 @@ func (c config) agentConfig(log *slog.Logger) (agent.Config, error) {
 		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key.Primary(),
 		ResyncInterval: c.ResyncInterval,
 		WorkloadUIDs:   uids, AllowRootWorkloads: c.AllowRootWorkloads,
-		Logger:              log,
-		GossipSecondaryKeys: secondary(key),
+		MaxLogCampaignsPerWorkload: c.MaxLogCampaignsPerWorkload,
+		MaxLogCampaigns:            c.MaxLogCampaigns,
+		MaxLogSources:              c.MaxLogSources,
+		Logger:                     log,
+		GossipSecondaryKeys:        secondary(key),
 	}, nil
 }
 

@@ -122,6 +122,18 @@ func TestConfigDefaults(t *testing.T) {
 	if ac, err := cfg.agentConfig(nil); err != nil || !ac.WorkloadUIDs.IsZero() || !ac.AllowRootWorkloads {
 		t.Fatalf("--workload-uid-range off --allow-root-workloads gives %v, %v, %v", ac.WorkloadUIDs, ac.AllowRootWorkloads, err)
 	}
+	// The log campaign caps (issue 27, point 5): defaults, and set.
+	if ac, err := cfg.agentConfig(nil); err != nil || ac.MaxLogCampaignsPerWorkload != 8 || ac.MaxLogCampaigns != 64 || ac.MaxLogSources != 256 {
+		t.Fatalf("default log caps %d, %d, %d, %v", ac.MaxLogCampaignsPerWorkload, ac.MaxLogCampaigns, ac.MaxLogSources, err)
+	}
+	cfg, err = loadConfig([]string{"-n", "agent_A", "-k", "-x", writeFile(t, "caps.yaml", "max_log_campaigns: 10\n"),
+		"--max-log-campaigns-per-workload", "2", "--max-log-sources", "20"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac, err := cfg.agentConfig(nil); err != nil || ac.MaxLogCampaignsPerWorkload != 2 || ac.MaxLogCampaigns != 10 || ac.MaxLogSources != 20 {
+		t.Fatalf("log caps %d, %d, %d, %v", ac.MaxLogCampaignsPerWorkload, ac.MaxLogCampaigns, ac.MaxLogSources, err)
+	}
 }
 
 // Bad settings are refused with a message that names the option.
@@ -153,6 +165,10 @@ func TestConfigRefusals(t *testing.T) {
 		{"bad log level", []string{"-n", "a", "-k", "-x", empty, "--log-level", "loud"}, nil, "--log-level"},
 		{"negative resync interval", []string{"-n", "a", "-k", "-x", empty, "--resync-interval", "-1s"}, nil, "--resync-interval -1s: must not be negative"},
 		{"bad workload uid range", []string{"-n", "a", "-k", "-x", empty, "--workload-uid-range", "0-10"}, nil, `--workload-uid-range "0-10": uid 0 is root`},
+		{"no log campaigns per workload", []string{"-n", "a", "-k", "-x", empty, "--max-log-campaigns-per-workload", "0"}, nil, "--max-log-campaigns-per-workload 0: must be at least 1"},
+		{"negative log campaigns", []string{"-n", "a", "-k", "-x", empty, "--max-log-campaigns", "-3"}, nil, "--max-log-campaigns -3: must be at least 1"},
+		{"no log sources", []string{"-n", "a", "-k", "-x", empty}, map[string]string{"GRAPNEL_AGENT_MAX_LOG_SOURCES": "0"}, "--max-log-sources 0: must be at least 1"},
+		{"log sources not a number", []string{"-n", "a", "-k", "-x", empty, "--max-log-sources", "many"}, nil, "max-log-sources"},
 		{"stray argument", []string{"-n", "a", "-k", "-x", empty, "extra"}, nil, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {

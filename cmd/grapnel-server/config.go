@@ -103,6 +103,9 @@ type config struct {
 	MaxAgentBytes        int `yaml:"max_agent_bytes"`
 	// MaxRestoreBytes caps a snapshot upload to `cluster snapshot restore`.
 	MaxRestoreBytes int `yaml:"max_restore_bytes"`
+	// MaxLogCampaignsPerRequester caps the live log campaigns of one
+	// client connection or workload.
+	MaxLogCampaignsPerRequester int `yaml:"max_log_campaigns_per_requester"`
 	// The transaction history's bounds (docs/history.md).
 	HistoryMaxEntries int           `yaml:"history_max_entries"`
 	HistoryMaxAge     time.Duration `yaml:"history_max_age"`
@@ -144,6 +147,8 @@ func defaults() config {
 		GCPercent:              defaultGCPercent,
 		GCIdlePercent:          defaultGCIdlePercent,
 		IdleProcs:              defaultIdleProcs,
+
+		MaxLogCampaignsPerRequester: server.DefaultMaxLogCampaignsPerRequester,
 	}
 }
 
@@ -190,6 +195,7 @@ func options() []layered.Option[config] {
 		layered.Opt("max-desired-state-bytes", "", "MAX_DESIRED_STATE_BYTES", "largest desired state (workloads as written and config items)", func(c *config) any { return &c.MaxDesiredStateBytes }),
 		layered.Opt("max-agent-bytes", "", "MAX_AGENT_BYTES", "largest set of rendered workloads one agent runs (its ServerHello)", func(c *config) any { return &c.MaxAgentBytes }),
 		layered.Opt("max-restore-bytes", "", "MAX_RESTORE_BYTES", "largest snapshot upload that cluster snapshot restore accepts (it is spooled under the data dir)", func(c *config) any { return &c.MaxRestoreBytes }),
+		layered.Opt("max-log-campaigns-per-requester", "", "MAX_LOG_CAMPAIGNS_PER_REQUESTER", "live log campaigns one client connection or workload may have; a logs request past it is answered with an error and no agent is asked", func(c *config) any { return &c.MaxLogCampaignsPerRequester }),
 		layered.Opt("history-max-entries", "", "HISTORY_MAX_ENTRIES", "transactions the replicated history keeps (and, apart, execution-state transitions)", func(c *config) any { return &c.HistoryMaxEntries }),
 		layered.Opt("history-max-age", "", "HISTORY_MAX_AGE", "history records older than this before the newest are dropped", func(c *config) any { return &c.HistoryMaxAge }),
 		layered.Opt("history-max-bytes", "", "HISTORY_MAX_BYTES", "the history's estimated size in a snapshot, transactions and transitions together", func(c *config) any { return &c.HistoryMaxBytes }),
@@ -322,6 +328,9 @@ func (c config) validate() error {
 	}
 	if c.MaxRestoreBytes <= 0 {
 		return fmt.Errorf("--max-restore-bytes %d: must be positive", c.MaxRestoreBytes)
+	}
+	if c.MaxLogCampaignsPerRequester <= 0 {
+		return fmt.Errorf("--max-log-campaigns-per-requester %d: must be positive", c.MaxLogCampaignsPerRequester)
 	}
 	if c.HistoryMaxEntries <= 0 || c.HistoryMaxEntries > 1<<20 {
 		return fmt.Errorf("--history-max-entries %d: must be between 1 and %d", c.HistoryMaxEntries, 1<<20)

@@ -163,6 +163,7 @@ func run(cfg config) error {
 		Node: node, FSM: f, Logger: log, StartupState: startup, Metrics: metricSet,
 		AgentReconnectGrace: grace, AgentConnectGrace: connectGrace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
 		GroupCommitDelay: commitDelay, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
+		MaxLogCampaignsPerRequester: cfg.MaxLogCampaignsPerRequester,
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
 		Secrets: keyring, UntypedCertRole: untyped, Certs: certs,

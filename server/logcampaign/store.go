@@ -1,6 +1,7 @@
 package logcampaign
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/grapnel-io/grapnel/state"
@@ -100,13 +101,59 @@ func (s *Store) HasProvider(requestID, agent string) bool {
 	return ok && len(c.providers[agent]) > 0
 }
 
+// Stopped records that agent sent the LogsStopResponse of inst for the
+// campaign: the instance provides nothing more. A campaign whose every
+// instance stopped is over and removed; Stopped reports whether that
+// happened, so that finished campaigns neither pile up for a long-lived
+// collector nor count against its cap.
+func (s *Store) Stopped(requestID, agent string, inst state.InstanceName) bool {
+	c, ok := s.campaigns[requestID]
+	if !ok {
+		return false
+	}
+	list := c.providers[agent]
+	i := slices.Index(list, inst)
+	if i < 0 {
+		return false
+	}
+	if list = slices.Delete(list, i, i+1); len(list) > 0 {
+		c.providers[agent] = list
+		return false
+	}
+	delete(c.providers, agent)
+	indexDel(s.byProviderAgent, agent, requestID)
+	if len(c.providers) > 0 {
+		return false
+	}
+	return s.Remove(requestID)
+}
+
+// Live counts the campaigns of requestID's collector (a client connection,
+// or a workload on an agent) other than requestID itself.
+func (s *Store) Live(requestID string) int {
+	c := parseCollector(requestID)
+	var ids idSet
+	if c.isWorkload {
+		ids = s.byCollectorWorkload[c.workload]
+	} else {
+		ids = s.byConnection[c.connection]
+	}
+	n := len(ids)
+	if _, ok := ids[requestID]; ok {
+		n--
+	}
+	return n
+}
+
 // RemoveByAgent handles the loss of an agent. Campaigns collected by
 // workloads on that agent have nobody left to deliver to: they are removed
 // and their ids returned in collectorIDs, to be cancelled on the providing
 // agents. Every other campaign that requested logs of workloads on that
 // agent loses those providers; stopped maps its id to the lost instances,
 // each of which the collector is told about with a LogsStopResponse. Such a
-// campaign stays until its collector cancels it or goes away.
+// campaign stays while it has providers on other agents, until its
+// collector cancels it or goes away; one left without providers is over
+// and removed, as by Stopped.
 func (s *Store) RemoveByAgent(agent string) (collectorIDs []string, stopped map[string][]state.InstanceName) {
 	collectorIDs = s.removeAll(s.byCollectorAgent[agent])
 	stopped = map[string][]state.InstanceName{}
@@ -114,6 +161,9 @@ func (s *Store) RemoveByAgent(agent string) (collectorIDs []string, stopped map[
 		c := s.campaigns[id]
 		stopped[id] = c.providers[agent]
 		delete(c.providers, agent)
+		if len(c.providers) == 0 {
+			s.Remove(id)
+		}
 	}
 	delete(s.byProviderAgent, agent)
 	return collectorIDs, stopped

@@ -249,6 +249,7 @@ func TestRemoveByAgent(t *testing.T) {
 			name: "agent collecting and providing",
 			// The campaigns collected on agent_A are cancelled, including
 			// wlA1b whose provider is on agent_A too: nobody needs a stop.
+			// cli2 asked agent_A only: it is over.
 			agent:      "agent_A",
 			collectors: []string{wlA1, wlA1b, wlA2},
 			stopped: map[string][]state.InstanceName{
@@ -256,7 +257,7 @@ func TestRemoveByAgent(t *testing.T) {
 				cli2: {inst("p1", "agent_A")},
 				wlB3: {inst("p1", "agent_A"), inst("p4", "agent_A")},
 			},
-			left: []string{cli1, cli1b, cli2, cmd1, wlB3},
+			left: []string{cli1, cli1b, cmd1, wlB3},
 		},
 		{
 			name:       "agent providing only to others",
@@ -266,7 +267,7 @@ func TestRemoveByAgent(t *testing.T) {
 				cli1b: {inst("p3", "agent_C")},
 				wlA1:  {inst("p3", "agent_C")},
 			},
-			left: []string{cli1, cli1b, cli2, cmd1, wlA1, wlA1b, wlA2, wlB3},
+			left: []string{cli1, cli2, cmd1, wlA1, wlA1b, wlA2, wlB3},
 		},
 		{
 			name:       "unknown agent",
@@ -366,5 +367,54 @@ func TestProvides(t *testing.T) {
 	s.Remove(cli1)
 	if s.Provides(cli1, "agent_B", inst("p2", "agent_B")) {
 		t.Fatal("a removed campaign still has providers")
+	}
+}
+
+// A campaign is over once every instance it asked for stopped: it is
+// removed, so that finished campaigns neither pile up for a collector nor
+// count against its cap (issue 27, point 5).
+func TestStopped(t *testing.T) {
+	s := fixture()
+	if s.Stopped(wlB3, "agent_A", inst("p1", "agent_A")) {
+		t.Fatal("wlB3 over after one of three instances stopped")
+	}
+	if s.Provides(wlB3, "agent_A", inst("p1", "agent_A")) || !s.Provides(wlB3, "agent_A", inst("p4", "agent_A")) {
+		t.Fatal("a stopped instance still provides, or its neighbour does not")
+	}
+	checkIndexes(t, s)
+	if s.Stopped(wlB3, "agent_A", inst("p1", "agent_A")) || s.Stopped(wlB3, "agent_C", inst("p3", "agent_C")) {
+		t.Fatal("a repeated stop, or one of an instance not asked for, ended wlB3")
+	}
+	if s.Stopped(wlB3, "agent_A", inst("p4", "agent_A")) {
+		t.Fatal("wlB3 over while agent_B still provides")
+	}
+	checkIndexes(t, s)
+	if !s.Stopped(wlB3, "agent_B", inst("p2", "agent_B")) {
+		t.Fatal("wlB3 not over after every instance stopped")
+	}
+	if slices.Contains(s.Campaigns(), wlB3) || s.Stopped("cli-conn-9@x", "agent_A", inst("p1", "agent_A")) {
+		t.Fatal("wlB3 still there, or an unknown campaign stopped")
+	}
+	checkIndexes(t, s)
+}
+
+// Live counts the other campaigns of a request's collector.
+func TestLive(t *testing.T) {
+	s := fixture()
+	for _, tt := range []struct {
+		id   string
+		want int
+	}{
+		{cli1, 1},                      // cli1b
+		{"cli-conn-1@new", 2},          // cli1, cli1b
+		{"cli-conn-9@new", 0},          // nobody
+		{"agent_A@collector_1@new", 2}, // wlA1, wlA1b
+		{wlA1, 1},                      // wlA1b
+		{"agent_B@collector_1@new", 0}, // same name, other agent
+		{"agent_A@collector_2@new", 1}, // wlA2
+	} {
+		if got := s.Live(tt.id); got != tt.want {
+			t.Errorf("Live(%q) = %d, want %d", tt.id, got, tt.want)
+		}
 	}
 }

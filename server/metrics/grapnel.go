@@ -29,6 +29,9 @@ type Set struct {
 	// LogResponsesDropped counts log responses not sent by the agent
 	// hosting an instance of a live campaign, by sender kind.
 	LogResponsesDropped *Counter
+	// LogCampaignsRefused counts the logs requests refused at the
+	// requester's cap of live campaigns, by requester kind.
+	LogCampaignsRefused *Counter
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
@@ -50,6 +53,8 @@ func NewSet() *Set {
 			"Requests an agent forwarded for its workloads that the server refused, by agent.", "agent"),
 		LogResponsesDropped: r.NewCounter("grapnel_log_responses_dropped_total",
 			"Log responses dropped because their sender does not host an instance of a live campaign, by sender kind (agent, client).", "from"),
+		LogCampaignsRefused: r.NewCounter("grapnel_log_campaigns_refused_total",
+			"Logs requests refused because their requester has as many live log campaigns as --max-log-campaigns-per-requester allows, by requester kind (workload, client).", "requester"),
 		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -124,6 +129,15 @@ func (s *Set) DroppedLogResponse(from string) {
 		return
 	}
 	s.LogResponsesDropped.Inc(from)
+}
+
+// RefusedLogCampaign counts a logs request refused at the requester's
+// cap.
+func (s *Set) RefusedLogCampaign(requester string) {
+	if s == nil {
+		return
+	}
+	s.LogCampaignsRefused.Inc(requester)
 }
 
 // CollectProblems refreshes the grapnel_problems gauge from counts (open
