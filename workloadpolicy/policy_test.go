@@ -278,3 +278,22 @@ func TestReadFlagsAsPflag(t *testing.T) {
 		}
 	}
 }
+
+// What checking one workload costs: the agent checks every workload it
+// starts, the server every workload an update renders anew.
+func BenchmarkCheck(b *testing.B) {
+	for _, bc := range []struct{ name, runtime, config string }{
+		{"process", "process", "command: /usr/bin/app\nargs: [--port, '8080']\nenv: {A: '1', B: '2'}\nuser: app"},
+		{"podman 12 options", "podman", podman(`"-p", "8080:80", "-e", "A=1", "-e", "B=2", "-v", "data:/data", "--cap-drop=ALL", "--user=1000", "--security-opt=no-new-privileges", "--memory=64m"`)},
+		{"podman-kube", "podman-kube", kube(restrictedPod)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := Policy{Level: Restricted, UIDs: UIDRange{First: 60000, Last: 60999}}
+			for b.Loop() {
+				if err := p.Check("w", bc.runtime, bc.config); err != nil && bc.runtime != "process" {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
