@@ -146,7 +146,7 @@ func (c Config) policy() workloadpolicy.Policy {
 		level = workloadpolicy.Privileged
 	}
 	return workloadpolicy.Policy{Level: level, UIDs: workloadpolicy.UIDRange{First: c.WorkloadUIDs.First, Last: c.WorkloadUIDs.Last},
-		Owner: fmt.Sprintf("agent '%s''s --workload-policy", c.Name)}
+		Owner: fmt.Sprintf("the --workload-policy of agent '%s'", c.Name)}
 }
 
 // DefaultRunFolder is $TMPDIR/ankaios, or /tmp/ankaios without TMPDIR.

@@ -46,8 +46,9 @@ type Policy struct {
 	// a process workload. The server knows no agent's range and leaves
 	// it zero.
 	UIDs UIDRange
-	// Owner names whose policy it is in a refusal: "agent 'agent_A''s
-	// --workload-policy", "the servers' --workload-policy".
+	// Owner names whose policy it is in a refusal: "the
+	// --workload-policy of agent 'agent_A'", "the servers'
+	// --workload-policy".
 	Owner string
 	// PassUnreadable admits a runtimeConfig the policy cannot read. The
 	// server sets it: the runtime refuses such a config on the agent,

@@ -193,7 +193,7 @@ func TestPolicyRefusalNotStarted(t *testing.T) {
 		level workloadpolicy.Level
 		want  string
 	}{
-		{workloadpolicy.Baseline, `runtimeConfig.commandOptions[0]: "--privileged" gives the container every capability and the host's devices, without confinement; that needs the workload policy privileged, and agent 'agent_A''s --workload-policy is baseline`},
+		{workloadpolicy.Baseline, `runtimeConfig.commandOptions[0]: "--privileged" gives the container every capability and the host's devices, without confinement; that needs the workload policy privileged, and the --workload-policy of agent 'agent_A' is baseline`},
 		{workloadpolicy.Restricted, `runtimeConfig.commandOptions[0]: "--privileged"`},
 		{workloadpolicy.Privileged, ""},
 	} {
@@ -201,7 +201,7 @@ func TestPolicyRefusalNotStarted(t *testing.T) {
 			pod := newMemRuntime("podman")
 			h := newHarness(t, withFakeClock(), func(h *harness, c *Config) {
 				c.Runtimes["podman"] = pod
-				c.Policy = workloadpolicy.Policy{Level: tc.level, Owner: "agent 'agent_A''s --workload-policy"}
+				c.Policy = workloadpolicy.Policy{Level: tc.level, Owner: "the --workload-policy of agent 'agent_A'"}
 			})
 			a := workload("evil", cfg, withRuntime("podman"))
 			h.m.Update([]Added{a}, nil)
@@ -217,7 +217,7 @@ func TestPolicyRefusalNotStarted(t *testing.T) {
 				}
 				return last.Is(state.StatePending, state.SubStartingFailed)
 			}, "Pending(StartingFailed)")
-			if !strings.Contains(last.AdditionalInfo, tc.want) || !strings.HasSuffix(last.AdditionalInfo, "--workload-policy is "+tc.level.String()) {
+			if !strings.Contains(last.AdditionalInfo, tc.want) || !strings.HasSuffix(last.AdditionalInfo, "agent 'agent_A' is "+tc.level.String()) {
 				t.Fatalf("refused with %q, want %q at %s", last.AdditionalInfo, tc.want, tc.level)
 			}
 			h.clk.Advance(time.Hour)
