@@ -138,13 +138,13 @@ func CheckNoPrivilegeWidening(name string, before, after *state.Workload, via st
 	had := keys(prev.Grants())
 	for _, s := range next.Grants() {
 		if !had[s.Key] {
-			return widened("it adds %s (%s)", s.Field, s.Key)
+			return widened("it adds %s (%s)", s.Field, s.Shown())
 		}
 	}
 	keeps := keys(next.Restrictions())
 	for _, s := range prev.Restrictions() {
 		if !keeps[s.Key] {
-			return widened("it drops %s (%s)", s.Field, s.Key)
+			return widened("it drops %s (%s)", s.Field, s.Shown())
 		}
 	}
 	return nil

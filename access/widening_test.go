@@ -127,7 +127,7 @@ func TestCheckNoPrivilegeWidening(t *testing.T) {
 		{"non-root --user changed", pod(`"--user=1000"`), pod(`"--user=1001"`), "drops"},
 		{"no-new-privileges dropped", pod(`"--security-opt=no-new-privileges"`), pod(``), "no-new-privileges"},
 		{"an option hidden as a value", pod(``), pod(`"--env", "--privileged"`), ""},
-		{"an unknown option", pod(``), pod(`"--frobnicate"`), "adds runtimeConfig.commandOptions[0]"},
+		{"an unknown option", pod(``), pod(`"--frobnicate", "-e", "PW=s3cret"`), `adds runtimeConfig.commandOptions[0] ("--frobnicate" and what follows)`},
 		{"kube privileged added", kube("{runAsUser: 1000}"), kube("{runAsUser: 1000, privileged: true}"), "securityContext.privileged"},
 		{"kube runAsUser dropped", kube("{runAsUser: 1000}"), kube("{}"), "drops"},
 		{"a config the policy cannot read", pod(``), &state.Workload{Runtime: "podman", RuntimeConfig: "image: img\ncommandOptions: --privileged"}, "cannot read"},
@@ -150,6 +150,9 @@ func TestCheckNoPrivilegeWidening(t *testing.T) {
 			if !errors.As(err, &w) || w.Workload != "w" || !errors.Is(err, errs.ErrPermissionDenied) ||
 				!strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "through the control interface") {
 				t.Fatalf("CheckNoPrivilegeWidening = %v, want a refusal of 'w' naming %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("the refusal %q quotes an --env value", err)
 			}
 		})
 	}

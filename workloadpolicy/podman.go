@@ -53,6 +53,9 @@ func inspectPodman(text string) (*Profile, error) {
 // admits them.
 func stopped(f *finder, field string, list []string, st *stop) {
 	f.grant(fmt.Sprintf("%s[%d]", field, st.index), fmt.Sprintf("%q", list[st.index:]), Privileged, "%s", st.reason)
+	// The items after it may hold anything (an --env value): a message
+	// names the first only.
+	f.settings[len(f.settings)-1].shown = fmt.Sprintf("%s and what follows", quote(list[st.index]))
 }
 
 // judgeGeneral: podman's global options choose its storage, its OCI

@@ -25,6 +25,17 @@ type Setting struct {
 	// uid is the host uid a podman --user names (> 0), which must not
 	// be another workload's (Policy.UIDs).
 	uid int64
+	// shown replaces Key in messages when the key holds more than the
+	// setting (the items after an option the policy does not know).
+	shown string
+}
+
+// Shown is the setting as a message names it.
+func (s Setting) Shown() string {
+	if s.shown != "" {
+		return s.shown
+	}
+	return s.Key
 }
 
 // Profile is what the policy reads in one workload.
