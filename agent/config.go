@@ -19,6 +19,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 // ErrConfig is wrapped by every configuration error; the message names the
@@ -82,9 +83,18 @@ type Config struct {
 	// agent's user. grapnel-agent's command line defaults to
 	// process.DefaultUIDRange.
 	WorkloadUIDs process.UIDRange
-	// AllowRootWorkloads lets a process workload's runtimeConfig ask for
-	// `user: root`.
+	// WorkloadPolicy is the level of the workload admission policy
+	// (workloadpolicy) the agent enforces before it starts a workload;
+	// the zero value is baseline. A workload it refuses is not started:
+	// its state is Pending(StartingFailed) naming the field and the
+	// level.
+	WorkloadPolicy workloadpolicy.Level
+	// AllowRootWorkloads is the former name of WorkloadPolicy
+	// privileged (--allow-root-workloads), kept as an alias.
 	AllowRootWorkloads bool
+	// WorkloadUsers are the users a process workload's runtimeConfig may
+	// name at baseline (--workload-users); none by default.
+	WorkloadUsers []string
 	// PodmanBinary is the podman executable; "" is podman from PATH.
 	PodmanBinary string
 	// GossipJoin are replica gossip addresses; when given, the agent
@@ -135,6 +145,18 @@ type Config struct {
 	Notify *sdnotify.Notifier
 }
 
+// policy is the workload policy the agent enforces: its level (privileged
+// with the alias AllowRootWorkloads) and its uid range, which no
+// container may run as.
+func (c Config) policy() workloadpolicy.Policy {
+	level := c.WorkloadPolicy
+	if c.AllowRootWorkloads {
+		level = workloadpolicy.Privileged
+	}
+	return workloadpolicy.Policy{Level: level, UIDs: workloadpolicy.UIDRange{First: c.WorkloadUIDs.First, Last: c.WorkloadUIDs.Last},
+		Owner: fmt.Sprintf("the --workload-policy of agent '%s'", c.Name)}
+}
+
 // DefaultRunFolder is $TMPDIR/ankaios, or /tmp/ankaios without TMPDIR.
 func DefaultRunFolder() string { return filepath.Join(os.TempDir(), "ankaios") }
 
@@ -179,6 +201,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: maxLogCampaigns %d: must not be negative (0 is the default)", ErrConfig, c.MaxLogCampaigns)
 	case c.MaxLogSources < 0:
 		return fmt.Errorf("%w: maxLogSources %d: must not be negative (0 is the default)", ErrConfig, c.MaxLogSources)
+	case c.AllowRootWorkloads && c.WorkloadPolicy == workloadpolicy.Restricted:
+		return fmt.Errorf("%w: allowRootWorkloads (workload policy privileged) contradicts workloadPolicy restricted", ErrConfig)
 	}
 	for i, s := range c.Servers {
 		if _, _, err := net.SplitHostPort(s); err != nil {

@@ -78,7 +78,7 @@ func start(cfg Config) (*instance, error) {
 	a.mgr = workload.NewManager(workload.Config{
 		Agent: cfg.Name, RunFolder: cfg.RunFolder, Runtimes: runtimes,
 		Report: c.report, Control: a.ctl, Logger: log, Clock: cfg.Clock,
-		ResyncInterval: cfg.ResyncInterval,
+		ResyncInterval: cfg.ResyncInterval, Policy: cfg.policy(),
 	})
 	a.campaigns = logs.New(logs.Config{Lookup: a.mgr.Lookup, Send: c.send, Logger: log, Clock: cfg.Clock,
 		Agent: cfg.Name, MaxCampaigns: cfg.MaxLogCampaigns, MaxSources: cfg.MaxLogSources})
@@ -158,7 +158,7 @@ func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
 		switch name {
 		case RuntimeProcess:
 			r, err = process.New(process.Config{RunFolder: cfg.RunFolder, Logger: cfg.Logger, Clock: cfg.Clock,
-				UIDs: cfg.WorkloadUIDs, AllowRoot: cfg.AllowRootWorkloads})
+				UIDs: cfg.WorkloadUIDs, Policy: cfg.policy().Level, Users: cfg.WorkloadUsers})
 		case RuntimePodman, RuntimePodmanKube:
 			if !podChecked {
 				podChecked = true

@@ -57,7 +57,7 @@ func BenchmarkUpdateOneWorkloadOf10k(b *testing.B) {
 func BenchmarkPlanOneWorkloadOf10k(b *testing.B) {
 	st := state.NewStore()
 	r := render.New()
-	p, err := plan(r, state.Limits{}, st, *bigState(10000), nil, nil)
+	p, err := plan(r, state.Limits{}, admission{}, st, *bigState(10000), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func BenchmarkPlanOneWorkloadOf10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := plan(r, state.Limits{}, st, next, nil, nil); err != nil {
+		if _, err := plan(r, state.Limits{}, admission{}, st, next, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -28,6 +28,8 @@ type planCall struct {
 	expectRevision *uint64
 	// owner is the caller's lock owner (lockOwner).
 	owner string
+	// adm is the caller's admission (admission.go).
+	adm admission
 	// revision asks only for the desired state's revision.
 	revision bool
 	// lock is a Locks service call (locksvc.go).
@@ -62,7 +64,7 @@ func (l *leader) planCall(c *planCall) {
 		l.applyIfUnchanged(c)
 		return
 	}
-	resp := l.dryRun(c.update, c.owner)
+	resp := l.dryRun(c.update, c.owner, c.adm)
 	if err := fitPlan(resp, l.s.cfg.MaxMessageBytes); err != nil {
 		l.pipe.ordered(func() { c.reply <- planAnswer{err: err} })
 		return
@@ -81,14 +83,14 @@ func (l *leader) planCall(c *planCall) {
 // dryRun plans an update on the projected state with the planning code
 // of a real update, going on past every rejection to list them all, and
 // describes the plan. It proposes nothing and changes nothing.
-func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string) *grapnelpb.PlanResponse {
+func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string, adm admission) *grapnelpb.PlanResponse {
 	st := l.projected.store
 	resp := &grapnelpb.PlanResponse{Seq: st.DesiredSeq}
 	c := &checks{all: true}
 	next, tags, err := l.nextState(req)
 	if err != nil {
 		c.failed(err)
-	} else if pd := planSteps(c, l.s.renderer, l.s.limits, st, next, tags, l.connected); pd != nil {
+	} else if pd := planSteps(c, l.s.renderer, l.s.limits, adm, st, next, tags, l.connected); pd != nil {
 		if pd.changed {
 			// The command's size, as project checks it before proposing.
 			_, err := l.encodeChecked(&fsm.UpdateDesiredStateRequest{Update: pd.update, Seq: st.DesiredSeq + 1})
@@ -142,7 +144,7 @@ func (l *leader) applyIfUnchanged(c *planCall) {
 		l.pipe.ordered(func() { answer(planAnswer{err: err}) })
 		return
 	}
-	p, err := l.planUpdate(c.update, l.guard(c.owner, c.expectRevision, c.update))
+	p, err := l.planUpdate(c.update, c.adm, l.guard(c.owner, c.expectRevision, c.update))
 	if err != nil {
 		l.pipe.ordered(func() { answer(planAnswer{err: fmt.Errorf("update rejected: %w", err)}) })
 		return

@@ -20,7 +20,7 @@ func bench10k(b *testing.B) (*leader, func(i int) *ankbase.UpdateStateRequest) {
 	for a := range 100 {
 		st.AgentConnected(fmt.Sprintf("agent_%d", a), nil)
 	}
-	p, err := plan(render.New(), state.Limits{}, st, *bigState(10000), nil, nil)
+	p, err := plan(render.New(), state.Limits{}, admission{}, st, *bigState(10000), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func BenchmarkDryRunOneWorkloadOf10k(b *testing.B) {
 	b.ResetTimer()
 	defer cpuPerOp(b)()
 	for i := 0; i < b.N; i++ {
-		if resp := l.dryRun(req(i), ""); !resp.GetAccepted() || len(resp.GetAgents()[0].GetSteps()) != 2 {
+		if resp := l.dryRun(req(i), "", admission{}); !resp.GetAccepted() || len(resp.GetAgents()[0].GetSteps()) != 2 {
 			b.Fatalf("plan: %v", resp)
 		}
 	}
@@ -73,7 +73,7 @@ func BenchmarkPlanUpdateOneWorkloadOf10k(b *testing.B) {
 	b.ResetTimer()
 	defer cpuPerOp(b)()
 	for i := 0; i < b.N; i++ {
-		p, err := l.planUpdate(req(i), guard{})
+		p, err := l.planUpdate(req(i), admission{}, guard{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func BenchmarkDryRunConfigOf10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		resp := l.dryRun(&ankbase.UpdateStateRequest{NewState: cs, UpdateMask: []string{"desiredState.configs.img"}}, "")
+		resp := l.dryRun(&ankbase.UpdateStateRequest{NewState: cs, UpdateMask: []string{"desiredState.configs.img"}}, "", admission{})
 		if !resp.GetAccepted() || len(resp.GetWorkloads()) != 5000 {
 			b.Fatalf("plan: accepted %v, %d workloads", resp.GetAccepted(), len(resp.GetWorkloads()))
 		}

@@ -36,7 +36,7 @@ func storeOf(t testing.TB, y string, agents ...string) *state.Store {
 	for _, a := range agents {
 		st.AgentConnected(a, nil)
 	}
-	p, err := plan(render.New(), state.Limits{}, st, s, nil, nil)
+	p, err := plan(render.New(), state.Limits{}, admission{}, st, s, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ configs:
 				st.States.Set(st.Rendered[n].Instance, state.RunningOk)
 			}
 			before := st.DesiredSeq
-			resp := planLeader(st, state.DefaultLimits()).dryRun(replaceAll(t, tt.next), "")
+			resp := planLeader(st, state.DefaultLimits()).dryRun(replaceAll(t, tt.next), "", admission{})
 			if !resp.GetAccepted() {
 				t.Fatalf("rejected: %v", resp.GetRejections())
 			}
@@ -380,7 +380,7 @@ configs:
 func checkDeleteConditionsAsDispatched(t *testing.T, st *state.Store, next string, resp *grapnelpb.PlanResponse) {
 	t.Helper()
 	l := planLeader(st.Clone(), state.DefaultLimits())
-	p, err := l.planUpdate(replaceAll(t, next), guard{})
+	p, err := l.planUpdate(replaceAll(t, next), admission{}, guard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +467,7 @@ workloads:
 `
 	lim := state.DefaultLimits()
 	lim.MaxWorkloadBytes = 250
-	resp := planLeader(st, lim).dryRun(replaceAll(t, next), "")
+	resp := planLeader(st, lim).dryRun(replaceAll(t, next), "", admission{})
 	if resp.GetAccepted() {
 		t.Fatal("accepted")
 	}
@@ -492,7 +492,7 @@ workloads:
 
 	// The real update stops at the first reason, with the same text.
 	l := planLeader(st, lim)
-	_, err := l.planUpdate(replaceAll(t, next), guard{})
+	_, err := l.planUpdate(replaceAll(t, next), admission{}, guard{})
 	if err == nil || err.Error() != resp.GetRejections()[0].GetMessage() {
 		t.Fatalf("the real update answers %v, the dry-run's first reason is %q", err, resp.GetRejections()[0].GetMessage())
 	}
@@ -503,7 +503,7 @@ func TestDryRunBadMask(t *testing.T) {
 	st := storeOf(t, dbWeb, "agent_A")
 	req := replaceAll(t, "apiVersion: v1\n")
 	req.UpdateMask = []string{"desiredState.workloads.*"}
-	resp := planLeader(st, state.DefaultLimits()).dryRun(req, "")
+	resp := planLeader(st, state.DefaultLimits()).dryRun(req, "", admission{})
 	if resp.GetAccepted() || len(resp.GetRejections()) != 1 {
 		t.Fatalf("want one rejection, got %v", resp.GetRejections())
 	}

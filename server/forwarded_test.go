@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/server/metrics"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 // forwardedRules: reader (on agent_A) may read the configs but not the
@@ -290,6 +292,111 @@ func TestForgedLogResponsesDropped(t *testing.T) {
 	for _, want := range []string{`grapnel_log_responses_dropped_total{from="agent"} 4`, `grapnel_log_responses_dropped_total{from="client"} 1`} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("metrics lack %s:\n%s", want, text.String())
+		}
+	}
+}
+
+// selfWriters: each workload may write its own entry (tpl only the config
+// item its options come from), as in the audit of issue 27.
+const selfWriters = `
+apiVersion: v1
+workloads:
+  me:
+    runtime: process
+    agent: agent_A
+    runtimeConfig: "command: sleep\nargs: ['600']"
+    controlInterfaceAccess:
+      allowRules:
+        - {type: StateRule, operation: Write, filterMasks: ["desiredState.workloads.me"]}
+  pod:
+    runtime: podman
+    agent: agent_A
+    runtimeConfig: "image: p"
+    controlInterfaceAccess:
+      allowRules:
+        - {type: StateRule, operation: Write, filterMasks: ["desiredState.workloads.pod"]}
+  tpl:
+    runtime: podman
+    agent: agent_A
+    configs: {o: opts}
+    runtimeConfig: "image: t\ncommandOptions: [\"{{o}}\"]"
+    controlInterfaceAccess:
+      allowRules:
+        - {type: StateRule, operation: Write, filterMasks: ["desiredState.configs.opts"]}
+configs:
+  opts: "--rm"
+`
+
+// ownEntry is workload name's entry with the given runtime and config,
+// its rules unchanged.
+func ownEntry(t *testing.T, name, runtime, rc string) state.Tree {
+	t.Helper()
+	return manifest(t, "workloads:\n  "+name+":\n    runtime: "+runtime+"\n    agent: agent_A\n    runtimeConfig: "+strconv.Quote(rc)+
+		"\n    controlInterfaceAccess:\n      allowRules:\n        - {type: StateRule, operation: Write, filterMasks: [\"desiredState.workloads."+name+"\"]}\n")
+}
+
+// Requirement (issue 27, holes 2 and 3): a workload allowed to write its
+// own entry cannot, through the control interface, take another
+// workload's uid (user:), change its runtime to a privileged podman
+// container with the host's root mounted, add such options to its
+// container, nor smuggle them in through a config item it may write;
+// the server refuses each naming the workload and what widened, even
+// with the servers' policy at privileged, and counts them. A change that
+// widens nothing goes through.
+func TestForwardedWritesCannotWidenPrivileges(t *testing.T) {
+	m := metrics.NewSet()
+	ts := startServerCfg(t, t.TempDir(), mustState(t, selfWriters), func(c *Config) {
+		c.Metrics, c.WorkloadPolicy = m, workloadpolicy.Privileged
+	})
+	a := ts.agent("agent_A", nil)
+	var revision uint64
+	ts.store(func(s *state.Store) { revision = s.Revision })
+	const hole3 = "image: alpine\ncommandOptions: [--privileged, -v, /:/host]\ncommandArgs: [cat, /host/root/secret]"
+	for _, tc := range []struct {
+		name, id string
+		req      *ankbase.Request
+		want     string
+	}{
+		{"hole 2: another workload's uid", "me@1", updateRequest(t, ownEntry(t, "me", "process", "command: sleep\nargs: ['600']\nuser: '60123'"), "desiredState.workloads.me"),
+			"workload 'me' on agent 'agent_A' may not widen the privileges of workload 'me' through the control interface: it adds runtimeConfig.user (user 60123)"},
+		{"hole 3: a privileged podman container with / mounted", "me@2", updateRequest(t, ownEntry(t, "me", "podman", hole3), "desiredState.workloads.me"),
+			"it changes the runtime from 'process' to 'podman'"},
+		{"hole 3 in its own container", "pod@3", updateRequest(t, ownEntry(t, "pod", "podman", hole3), "desiredState.workloads.pod"),
+			"may not widen the privileges of workload 'pod' through the control interface: it adds runtimeConfig.commandOptions[0] (--privileged)"},
+		{"the host's namespaces", "pod@4", updateRequest(t, ownEntry(t, "pod", "podman", "image: p\ncommandOptions: [--pid=host, --net=host]"), "desiredState.workloads.pod"),
+			"it adds runtimeConfig.commandOptions[0] (--pid=host)"},
+		{"smuggled through a config item", "tpl@5", updateRequest(t, manifest(t, "configs:\n  opts: --privileged\n"), "desiredState.configs.opts"),
+			"workload 'tpl' on agent 'agent_A' may not widen the privileges of workload 'tpl' through the control interface: it adds runtimeConfig.commandOptions[0] (--privileged)"},
+	} {
+		r := forward(a, tc.id, tc.req)
+		if msg := r.GetError().GetMessage(); !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: answer %v does not name %q", tc.name, r, tc.want)
+		}
+	}
+	ts.store(func(s *state.Store) {
+		if s.Revision != revision {
+			t.Errorf("refused writes changed the desired state: revision %d, was %d", s.Revision, revision)
+		}
+	})
+	var text bytes.Buffer
+	if _, err := m.Registry.WriteTo(&text); err != nil {
+		t.Fatal(err)
+	}
+	if want := `grapnel_workload_policy_refused_total{check="widening"} 5`; !strings.Contains(text.String(), want) {
+		t.Errorf("metrics lack %s:\n%s", want, text.String())
+	}
+	// Widening nothing: other arguments, a published port, the config
+	// item with another harmless option.
+	for _, tc := range []struct {
+		id  string
+		req *ankbase.Request
+	}{
+		{"me@6", updateRequest(t, ownEntry(t, "me", "process", "command: sleep\nargs: ['700']"), "desiredState.workloads.me")},
+		{"pod@7", updateRequest(t, ownEntry(t, "pod", "podman", "image: p2\ncommandOptions: [-p, '8080:80', --env, --privileged]"), "desiredState.workloads.pod")},
+		{"tpl@8", updateRequest(t, manifest(t, "configs:\n  opts: --read-only\n"), "desiredState.configs.opts")},
+	} {
+		if r := forward(a, tc.id, tc.req); r.GetUpdateStateSuccess() == nil {
+			t.Errorf("%s: a write widening nothing answered %v", tc.id, r)
 		}
 	}
 }

@@ -292,7 +292,7 @@ func TestCheckLocksTouched(t *testing.T) {
 	const base = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: 'image: {{c.img}}'\n    configs: {c: web_cfg}\nconfigs:\n  web_cfg: {img: nginx}\n  other: x\n"
 	st := storeOf(t, base, "agent_A")
 	next := mustState(t, strings.Replace(base, "img: nginx", "img: nginx2", 1))
-	p, err := plan(render.New(), state.Limits{}, st, *next, nil, nil)
+	p, err := plan(render.New(), state.Limits{}, admission{}, st, *next, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

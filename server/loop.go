@@ -122,7 +122,7 @@ func (l *leader) handleRequest(c *conn, req *ankbase.Request) {
 	id := req.GetRequestId()
 	switch x := req.RequestContent.(type) {
 	case *ankbase.Request_UpdateStateRequest:
-		l.updateState(requester(c), c.owner, id, x.UpdateStateRequest)
+		l.updateState(requester(c), c.owner, id, l.s.connAdmission(c, id), x.UpdateStateRequest)
 	case *ankbase.Request_CompleteStateRequest:
 		l.completeState(id, x.CompleteStateRequest)
 	case *ankbase.Request_LogsRequest:

@@ -36,17 +36,18 @@ type updatePlan struct {
 // config item, are rendered and compared again; the others keep their
 // rendering. The store is only read. Each step is a function of its own
 // file: diff (plan_diff.go), checks (plan_validate.go), render
-// (plan_render.go), server-side deletes (plan_deletes.go) and the command
-// (plan_command.go); the checks run in this order, so the first error
-// an update meets is always the same one.
+// (plan_render.go), the workload policy (admission.go), server-side
+// deletes (plan_deletes.go) and the command (plan_command.go); the
+// checks run in this order, so the first error an update meets is
+// always the same one.
 //
 // swdd~server-state-triggers-configuration-rendering-of-workloads~1
 // swdd~server-state-compares-rendered-workloads~1
 // swdd~server-state-triggers-validation-of-workload-fields~1
 // swdd~server-desired-state-field-conventions~1
-func plan(r *render.Renderer, lim state.Limits, st *state.Store, next state.State, tags map[string]map[string]string, connected func(string) bool) (*updatePlan, error) {
+func plan(r *render.Renderer, lim state.Limits, adm admission, st *state.Store, next state.State, tags map[string]map[string]string, connected func(string) bool) (*updatePlan, error) {
 	c := &checks{}
-	pd := planSteps(c, r, lim, st, next, tags, connected)
+	pd := planSteps(c, r, lim, adm, st, next, tags, connected)
 	if err := c.first(); err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ type planned struct {
 // planSteps runs the steps of plan. With c.all (a dry-run) no check stops
 // it: it goes on past every rejection, which c collects, and plans what
 // it can; otherwise it stops at the first and returns nil.
-func planSteps(c *checks, r *render.Renderer, lim state.Limits, st *state.Store, next state.State, tags map[string]map[string]string, connected func(string) bool) *planned {
+func planSteps(c *checks, r *render.Renderer, lim state.Limits, adm admission, st *state.Store, next state.State, tags map[string]map[string]string, connected func(string) bool) *planned {
 	if checkNext(c, lim, next) {
 		return nil
 	}
@@ -77,6 +78,9 @@ func planSteps(c *checks, r *render.Renderer, lim state.Limits, st *state.Store,
 	}
 	rd, stop := renderChanged(c, r, lim, st, next, d)
 	if stop {
+		return nil
+	}
+	if checkAdmission(c, adm, st, rd) {
 		return nil
 	}
 	deleted := expandPlaced(st, rd, deletions(st, rd.replaced, d.deletedWl))

@@ -34,7 +34,7 @@ func (p *planService) DryRun(ctx context.Context, req *grapnelpb.PlanRequest) (*
 		return nil, fmt.Errorf("%w: update: the update to plan is missing", state.ErrInvalid)
 	}
 	var fwd *grapnelpb.PlanResponse
-	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate(), owner: p.s.lockOwner(ctx)}, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
+	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate(), owner: p.s.lockOwner(ctx), adm: p.s.callAdmission(ctx)}, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
 		fwd, err = grapnelpb.NewPlanClient(cc).DryRun(ctx, req)
 		return err
 	})
@@ -51,7 +51,7 @@ func (p *planService) Apply(ctx context.Context, req *grapnelpb.ApplyRequest) (*
 		return nil, fmt.Errorf("%w: update: the update to apply is missing", state.ErrInvalid)
 	}
 	var fwd *grapnelpb.ApplyResponse
-	c := &planCall{update: req.GetUpdate(), apply: true, expectSeq: req.GetExpectedSeq(), owner: p.s.lockOwner(ctx)}
+	c := &planCall{update: req.GetUpdate(), apply: true, expectSeq: req.GetExpectedSeq(), owner: p.s.lockOwner(ctx), adm: p.s.callAdmission(ctx)}
 	if req.ExpectedRevision != nil {
 		rev := req.GetExpectedRevision()
 		c.expectRevision = &rev

@@ -50,7 +50,7 @@ func FuzzProposalPath(f *testing.F) {
 			if err != nil {
 				return nil, false
 			}
-			p, err := plan(r, lim, leader, next, tags, nil)
+			p, err := plan(r, lim, admission{}, leader, next, tags, nil)
 			if err != nil {
 				if !errors.Is(err, state.ErrInvalid) {
 					t.Fatalf("a refusal that is not a field error: %v (%T)", err, err)

@@ -87,7 +87,9 @@ func (l *leader) resealSecrets() {
 	}
 	next := cur
 	next.Configs = cfgs
-	p, err := plan(l.s.renderer, l.s.limits, l.projected.store, next, nil, l.connected)
+	adm := l.s.operatorAdmission()
+	adm.skipPolicy = true // the same settings, sealed anew
+	p, err := plan(l.s.renderer, l.s.limits, adm, l.projected.store, next, nil, l.connected)
 	if err != nil {
 		l.s.log.Error("sealing secret config items again was refused", "error", err)
 		return

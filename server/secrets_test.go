@@ -44,7 +44,7 @@ func TestSecretsAreSealedBeforePlanning(t *testing.T) {
 	l := planLeader(st, state.DefaultLimits())
 	l.s.cfg.Secrets = keys
 
-	p, err := l.planUpdate(replaceAll(t, secretManifest("hunter2")), guard{})
+	p, err := l.planUpdate(replaceAll(t, secretManifest("hunter2")), admission{}, guard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestSecretsAreSealedBeforePlanning(t *testing.T) {
 	st.ApplyDesired(&p.update, 1)
 
 	for _, again := range []string{secretManifest("hunter2"), strings.Replace(secretManifest(""), "  secret_db:\n    user: app-user\n    password: \n", "  secret_db: "+secrets.Mask+"\n", 1)} {
-		p, err := l.planUpdate(replaceAll(t, again), guard{})
+		p, err := l.planUpdate(replaceAll(t, again), admission{}, guard{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,14 +84,14 @@ func TestSecretsAreSealedBeforePlanning(t *testing.T) {
 		}
 	}
 
-	resp := l.dryRun(replaceAll(t, secretManifest("hunter3")), "")
+	resp := l.dryRun(replaceAll(t, secretManifest("hunter3")), "", admission{})
 	text := prototext.Format(resp)
 	if !resp.GetChanged() || strings.Contains(text, "hunter") || strings.Contains(text, "gsec:") || !strings.Contains(text, "PW="+secrets.Mask) {
 		t.Fatalf("the dry-run shows:\n%s", text)
 	}
 
 	l.s.cfg.Secrets = nil
-	if _, err := l.planUpdate(replaceAll(t, secretManifest("hunter3")), guard{}); err == nil ||
+	if _, err := l.planUpdate(replaceAll(t, secretManifest("hunter3")), admission{}, guard{}); err == nil ||
 		!strings.Contains(err.Error(), "desiredState.configs.secret_db") || !strings.Contains(err.Error(), "--secret-key-file") {
 		t.Fatalf("without a key file: %v", err)
 	}

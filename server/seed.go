@@ -22,7 +22,7 @@ func (l *leader) seedStartupState() {
 		l.s.log.Error("startup manifest rejected", "error", err)
 		return
 	}
-	p, err := plan(l.s.renderer, l.s.limits, l.projected.store, next, nil, l.connected)
+	p, err := plan(l.s.renderer, l.s.limits, l.s.operatorAdmission(), l.projected.store, next, nil, l.connected)
 	if err != nil {
 		l.s.log.Error("startup manifest rejected", "error", err)
 		return

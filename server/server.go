@@ -24,6 +24,7 @@ import (
 	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 // Config wires a Server.
@@ -98,6 +99,10 @@ type Config struct {
 	// guard verifies the client certificates a follower forwards against
 	// its CA pool; without it no forwarded identity is believed.
 	Certs *tlsreload.Store
+	// WorkloadPolicy is the level of the workload admission policy every
+	// workload an update adds or changes must pass (workloadpolicy; the
+	// zero value is baseline). Each agent enforces its own as well.
+	WorkloadPolicy workloadpolicy.Level
 	// OnLeadership is told when this replica starts (true) and stops
 	// (false) leading, on the leader loop: it must not block. The systemd
 	// notifier (cmd/grapnel-server) turns it into STATUS= lines.
@@ -112,7 +117,9 @@ type Server struct {
 	fsm      *fsm.FSM
 	renderer *render.Renderer
 	limits   state.Limits
-	conns    *registry
+	// policy is the workload policy of Config.WorkloadPolicy.
+	policy workloadpolicy.Policy
+	conns  *registry
 	// historyLimits are Config.HistoryLimits with the defaults filled in.
 	historyLimits state.HistoryLimits
 
@@ -183,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 		fsm:      cfg.FSM,
 		renderer: render.NewLimited(lim.MaxWorkloadBytes),
 		limits:   lim,
+		policy:   serverPolicy(cfg.WorkloadPolicy),
 		conns:    newRegistry(),
 
 		historyLimits: cfg.HistoryLimits.Effective(),
@@ -245,12 +253,14 @@ func (s *Server) currentTerm() *term {
 }
 
 // ValidateStartupState checks a startup manifest the way an update is
-// checked (render, names, cycles) without proposing it, so that an
-// invalid one stops the server before it serves.
+// checked (render, names, cycles, the workload policy at level) without
+// proposing it, so that an invalid one stops the server before it
+// serves.
 //
 // swdd~server-fails-on-invalid-startup-state~1
-func ValidateStartupState(s state.State, lim state.Limits) error {
-	_, err := plan(render.NewLimited(lim.MaxWorkloadBytes), lim, state.NewStore(), s, nil, nil)
+func ValidateStartupState(s state.State, lim state.Limits, level workloadpolicy.Level) error {
+	adm := admission{policy: serverPolicy(level)}
+	_, err := plan(render.NewLimited(lim.MaxWorkloadBytes), lim, adm, state.NewStore(), s, nil, nil)
 	if err != nil {
 		return fmt.Errorf("invalid startup manifest: %w", err)
 	}

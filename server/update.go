@@ -20,8 +20,8 @@ import (
 // swdd~server-continues-on-invalid-updated-state~1
 // swdd~update-desired-state-with-invalid-version~1
 // swdd~update-desired-state-with-missing-version~1
-func (l *leader) updateState(who, owner, id string, req *ankbase.UpdateStateRequest) {
-	p, err := l.planUpdate(req, l.guard(owner, nil, req))
+func (l *leader) updateState(who, owner, id string, adm admission, req *ankbase.UpdateStateRequest) {
+	p, err := l.planUpdate(req, adm, l.guard(owner, nil, req))
 	if err != nil {
 		l.recordRejection(who, req.GetUpdateMask(), err.Error())
 		l.pipe.ordered(func() { l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err)) })
@@ -38,9 +38,10 @@ func (l *leader) updateState(who, owner, id string, req *ankbase.UpdateStateRequ
 }
 
 // planUpdate computes the plan of a request against the speculative
-// state, and checks it against the expected revision and the intent
-// locks (plan_guards.go).
-func (l *leader) planUpdate(req *ankbase.UpdateStateRequest, g guard) (*updatePlan, error) {
+// state, and checks it against the expected revision, the admission of
+// its requester (admission.go) and the intent locks (plan_guards.go). A
+// refusal of the workload policy is counted.
+func (l *leader) planUpdate(req *ankbase.UpdateStateRequest, adm admission, g guard) (*updatePlan, error) {
 	if err := checkRevision(l.projected.store, g); err != nil {
 		return nil, err
 	}
@@ -48,8 +49,11 @@ func (l *leader) planUpdate(req *ankbase.UpdateStateRequest, g guard) (*updatePl
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan(l.s.renderer, l.s.limits, l.projected.store, next, nextTags, l.connected)
+	p, err := plan(l.s.renderer, l.s.limits, adm, l.projected.store, next, nextTags, l.connected)
 	if err != nil {
+		if check := policyCheck(err); check != "" {
+			l.s.cfg.Metrics.RefusedByWorkloadPolicy(check)
+		}
 		return nil, err
 	}
 	if err := checkLocks(l.projected.store.Locks, p, g); err != nil {

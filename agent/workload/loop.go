@@ -228,6 +228,11 @@ func (l *loop) create(ctx context.Context) (permanent bool, err error) {
 			kind: ErrUnknownRuntime,
 		}
 	}
+	// The policy first: a refused workload is not started, whatever its
+	// runtime would make of it (issue 27).
+	if err := l.m.cfg.Policy.Check("", l.w.Runtime, l.w.RuntimeConfig); err != nil {
+		return true, err
+	}
 	if err := l.rt.Check(l.w.RuntimeConfig); err != nil {
 		return true, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 // Added is one instance the server wants on this agent.
@@ -57,6 +58,9 @@ type Config struct {
 	// Manager.resync); 0 runs none, only those Resync asks for. The
 	// agent's command line defaults to DefaultResyncInterval.
 	ResyncInterval time.Duration
+	// Policy is the workload admission policy checked before an
+	// instance is created (workloadpolicy); the zero value is baseline.
+	Policy workloadpolicy.Policy
 }
 
 // defaultPollInterval is the period of Ankaios' generic state checker.

@@ -3,6 +3,7 @@ package workload
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 // swdd~agent-decision-exponential-backoff-with-jitter-workload-creation-retry~1
@@ -177,5 +179,51 @@ func TestCreateBadConfigNotRetried(t *testing.T) {
 	h.clk.Advance(time.Hour)
 	if n := h.rt.createCount(a.Instance); n != 1 {
 		t.Fatalf("%d creates, want 1: a bad config was retried", n)
+	}
+}
+
+// A workload the agent's policy refuses (issue 27, hole 3: a podman
+// container with --privileged and the host's root mounted) is not
+// started: Pending(StartingFailed) at once naming the field and the
+// level, never created nor retried; the same workload starts on an
+// agent at privileged.
+func TestPolicyRefusalNotStarted(t *testing.T) {
+	const cfg = "image: alpine\ncommandOptions: [--privileged, -v, /:/host]"
+	for _, tc := range []struct {
+		level workloadpolicy.Level
+		want  string
+	}{
+		{workloadpolicy.Baseline, `runtimeConfig.commandOptions[0]: "--privileged" gives the container every capability and the host's devices, without confinement; that needs the workload policy privileged, and the --workload-policy of agent 'agent_A' is baseline`},
+		{workloadpolicy.Restricted, `runtimeConfig.commandOptions[0]: "--privileged"`},
+		{workloadpolicy.Privileged, ""},
+	} {
+		t.Run(tc.level.String(), func(t *testing.T) {
+			pod := newMemRuntime("podman")
+			h := newHarness(t, withFakeClock(), func(h *harness, c *Config) {
+				c.Runtimes["podman"] = pod
+				c.Policy = workloadpolicy.Policy{Level: tc.level, Owner: "the --workload-policy of agent 'agent_A'"}
+			})
+			a := workload("evil", cfg, withRuntime("podman"))
+			h.m.Update([]Added{a}, nil)
+			if tc.want == "" {
+				h.waitState(a.Instance, state.RunningOk)
+				return
+			}
+			var last state.ExecutionState
+			testwait.For(t, waitWithin, func() bool {
+				hist := h.rec.history(a.Instance)
+				if len(hist) > 0 {
+					last = hist[len(hist)-1]
+				}
+				return last.Is(state.StatePending, state.SubStartingFailed)
+			}, "Pending(StartingFailed)")
+			if !strings.Contains(last.AdditionalInfo, tc.want) || !strings.HasSuffix(last.AdditionalInfo, "agent 'agent_A' is "+tc.level.String()) {
+				t.Fatalf("refused with %q, want %q at %s", last.AdditionalInfo, tc.want, tc.level)
+			}
+			h.clk.Advance(time.Hour)
+			if n := pod.createCount(a.Instance); n != 0 {
+				t.Fatalf("%d creates of a refused workload", n)
+			}
+		})
 	}
 }

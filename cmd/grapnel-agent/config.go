@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 // defaultConfigPath is where the agent looks for its config file.
@@ -50,8 +52,16 @@ type config struct {
 	ResyncInterval time.Duration `yaml:"resync_interval"`
 	// WorkloadUIDRange is FIRST-LAST, the uids process workloads run
 	// under (one per workload), or off.
-	WorkloadUIDRange   string `yaml:"workload_uid_range"`
-	AllowRootWorkloads bool   `yaml:"allow_root_workloads"`
+	WorkloadUIDRange string `yaml:"workload_uid_range"`
+	// WorkloadPolicy is the level of the workload admission policy:
+	// privileged, baseline or restricted (docs/security.md).
+	WorkloadPolicy string `yaml:"workload_policy"`
+	// AllowRootWorkloads is the former name of --workload-policy
+	// privileged, kept as an alias.
+	AllowRootWorkloads bool `yaml:"allow_root_workloads"`
+	// WorkloadUsers are the users a process workload may name as its
+	// user: at baseline.
+	WorkloadUsers layered.List `yaml:"workload_users"`
 	// The caps of log campaigns (docs/agent.md, "Logs and load").
 	MaxLogCampaignsPerWorkload int `yaml:"max_log_campaigns_per_workload"`
 	MaxLogCampaigns            int `yaml:"max_log_campaigns"`
@@ -73,6 +83,7 @@ func defaults() config {
 		ResyncInterval: agent.DefaultResyncInterval,
 
 		WorkloadUIDRange: process.DefaultUIDRange.String(),
+		WorkloadPolicy:   workloadpolicy.Baseline.String(),
 
 		MaxLogCampaignsPerWorkload: controlif.DefaultMaxLogCampaigns,
 		MaxLogCampaigns:            logs.DefaultMaxCampaigns,
@@ -97,7 +108,9 @@ func options() []layered.Option[config] {
 		layered.Opt("gossip-key-file", "", "GOSSIP_KEY_FILE", "file holding the base64 key of the agents' gossip pool (the replicas' agent_gossip_key_file, never their gossip_key_file); several lines during a rotation, the first used to send; mode 0600 or 0400", func(c *config) any { return &c.GossipKeyFile }),
 		layered.Opt("log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }),
 		layered.Opt("workload-uid-range", "", "WORKLOAD_UID_RANGE", "uids FIRST-LAST that process workloads run under, one of its own per workload (the agent must be root); off runs them as the agent's user", func(c *config) any { return &c.WorkloadUIDRange }),
-		layered.Opt("allow-root-workloads", "", "ALLOW_ROOT_WORKLOADS", "let a process workload's runtimeConfig ask for user: root", func(c *config) any { return &c.AllowRootWorkloads }),
+		layered.Opt("workload-policy", "", "WORKLOAD_POLICY", "workload admission policy enforced before a workload starts: privileged (anything, root and --privileged containers included), baseline (no known way to the host) or restricted (hardened)", func(c *config) any { return &c.WorkloadPolicy }),
+		layered.Opt("workload-users", "", "WORKLOAD_USERS", "users NAME|UID[,...] a process workload may name as its runtimeConfig user at --workload-policy baseline (never root, never another workload's uid of --workload-uid-range)", func(c *config) any { return &c.WorkloadUsers }),
+		layered.Opt("allow-root-workloads", "", "ALLOW_ROOT_WORKLOADS", "former name of --workload-policy privileged", func(c *config) any { return &c.AllowRootWorkloads }),
 		layered.Opt("resync-interval", "", "RESYNC_INTERVAL", "how often to compare what the runtimes run with what the agent was told and repair the drift; 0 turns it off", func(c *config) any { return &c.ResyncInterval }),
 		layered.Opt("max-log-campaigns-per-workload", "", "MAX_LOG_CAMPAIGNS_PER_WORKLOAD", "log campaigns one workload may keep open through its control interface; a request past it is answered with an error", func(c *config) any { return &c.MaxLogCampaignsPerWorkload }),
 		layered.Opt("max-log-campaigns", "", "MAX_LOG_CAMPAIGNS", "log campaigns the agent runs at once for the server; a request past it gets a line saying so and its stop", func(c *config) any { return &c.MaxLogCampaigns }),
@@ -244,7 +257,8 @@ func (c config) validate() error {
 	if c.ResyncInterval < 0 {
 		return fmt.Errorf("--resync-interval %v: must not be negative (0 turns drift repair rounds off)", c.ResyncInterval)
 	}
-	if _, err := process.ParseUIDRange(c.WorkloadUIDRange); err != nil {
+	uids, err := process.ParseUIDRange(c.WorkloadUIDRange)
+	if err != nil {
 		return fmt.Errorf("--workload-uid-range %v", err)
 	}
 	for _, o := range []struct {
@@ -259,10 +273,41 @@ func (c config) validate() error {
 			return fmt.Errorf("%s %d: must be at least 1", o.flag, o.v)
 		}
 	}
+	level, err := c.workloadPolicy()
+	if err != nil {
+		return err
+	}
+	if uids.IsZero() && geteuid() == 0 && level != workloadpolicy.Privileged && c.offersProcess() {
+		return fmt.Errorf("--workload-uid-range off: the agent runs as root, so every process workload would run as root, which needs --workload-policy privileged (it is %s); give a range, or run the agent as another user", level)
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
 	return nil
+}
+
+// geteuid is the agent's uid; a variable so that tests can pose as root
+// or not.
+var geteuid = os.Geteuid
+
+// offersProcess reports whether the agent offers the process runtime.
+func (c config) offersProcess() bool {
+	return len(c.Runtimes) == 0 || slices.Contains(c.Runtimes, agent.RuntimeProcess)
+}
+
+// workloadPolicy is the level the agent enforces: --workload-policy, or
+// privileged with its former name --allow-root-workloads.
+func (c config) workloadPolicy() (workloadpolicy.Level, error) {
+	level, err := workloadpolicy.ParseLevel(c.WorkloadPolicy)
+	switch {
+	case err != nil:
+		return level, fmt.Errorf("--workload-policy %v", err)
+	case c.AllowRootWorkloads && level == workloadpolicy.Restricted:
+		return level, errors.New("--allow-root-workloads (the former name of --workload-policy privileged) contradicts --workload-policy restricted")
+	case c.AllowRootWorkloads:
+		return workloadpolicy.Privileged, nil
+	}
+	return level, nil
 }
 
 func (c config) tlsFiles() rpc.TLSFiles {
@@ -281,12 +326,16 @@ func (c config) agentConfig(log *slog.Logger) (agent.Config, error) {
 	if err != nil {
 		return agent.Config{}, fmt.Errorf("--workload-uid-range %v", err)
 	}
+	level, err := c.workloadPolicy()
+	if err != nil {
+		return agent.Config{}, err
+	}
 	return agent.Config{
 		Name: c.Name, Servers: c.ServerURL, Insecure: c.Insecure, TLS: c.tlsFiles(), Tags: c.Tags,
 		RunFolder: c.RunFolder, Runtimes: c.Runtimes,
 		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key.Primary(),
 		ResyncInterval: c.ResyncInterval,
-		WorkloadUIDs:   uids, AllowRootWorkloads: c.AllowRootWorkloads,
+		WorkloadUIDs:   uids, WorkloadPolicy: level, WorkloadUsers: c.WorkloadUsers,
 		MaxLogCampaignsPerWorkload: c.MaxLogCampaignsPerWorkload,
 		MaxLogCampaigns:            c.MaxLogCampaigns,
 		MaxLogSources:              c.MaxLogSources,

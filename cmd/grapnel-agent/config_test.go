@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/layered"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -111,16 +112,25 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("--resync-interval 0 gives %v, %v", ac.ResyncInterval, err)
 	}
 	// Process workloads get uids of their own by default (issue 17,
-	// point 5); root workloads only when allowed.
-	if ac, err := cfg.agentConfig(nil); err != nil || ac.WorkloadUIDs != process.DefaultUIDRange || ac.AllowRootWorkloads {
-		t.Fatalf("default workload uids %v, root allowed %v, %v", ac.WorkloadUIDs, ac.AllowRootWorkloads, err)
+	// point 5), and the workload policy is baseline (issue 27); root
+	// workloads only at privileged, which --allow-root-workloads still
+	// means.
+	if ac, err := cfg.agentConfig(nil); err != nil || ac.WorkloadUIDs != process.DefaultUIDRange || ac.WorkloadPolicy != workloadpolicy.Baseline || len(ac.WorkloadUsers) != 0 {
+		t.Fatalf("default workload uids %v, policy %v, users %v, %v", ac.WorkloadUIDs, ac.WorkloadPolicy, ac.WorkloadUsers, err)
 	}
 	cfg, err = loadConfig([]string{"-n", "agent_A", "-k", "-x", writeFile(t, "empty.yaml", ""), "--workload-uid-range", "off", "--allow-root-workloads"}, env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ac, err := cfg.agentConfig(nil); err != nil || !ac.WorkloadUIDs.IsZero() || !ac.AllowRootWorkloads {
-		t.Fatalf("--workload-uid-range off --allow-root-workloads gives %v, %v, %v", ac.WorkloadUIDs, ac.AllowRootWorkloads, err)
+	if ac, err := cfg.agentConfig(nil); err != nil || !ac.WorkloadUIDs.IsZero() || ac.WorkloadPolicy != workloadpolicy.Privileged {
+		t.Fatalf("--workload-uid-range off --allow-root-workloads gives %v, %v, %v", ac.WorkloadUIDs, ac.WorkloadPolicy, err)
+	}
+	cfg, err = loadConfig([]string{"-n", "agent_A", "-k", "-x", writeFile(t, "policy.yaml", "workload_policy: restricted\nworkload_users: [alice]\n"), "--workload-users", "alice,1000"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac, err := cfg.agentConfig(nil); err != nil || ac.WorkloadPolicy != workloadpolicy.Restricted || strings.Join(ac.WorkloadUsers, ",") != "alice,1000" {
+		t.Fatalf("workload_policy restricted, --workload-users alice,1000 gives %v, %v, %v", ac.WorkloadPolicy, ac.WorkloadUsers, err)
 	}
 	// The log campaign caps (issue 27, point 5): defaults, and set.
 	if ac, err := cfg.agentConfig(nil); err != nil || ac.MaxLogCampaignsPerWorkload != 8 || ac.MaxLogCampaigns != 64 || ac.MaxLogSources != 256 {
@@ -133,6 +143,35 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if ac, err := cfg.agentConfig(nil); err != nil || ac.MaxLogCampaignsPerWorkload != 2 || ac.MaxLogCampaigns != 10 || ac.MaxLogSources != 20 {
 		t.Fatalf("log caps %d, %d, %d, %v", ac.MaxLogCampaignsPerWorkload, ac.MaxLogCampaigns, ac.MaxLogSources, err)
+	}
+}
+
+// A root agent without a uid range would run every process workload as
+// root: only --workload-policy privileged allows that (issue 27).
+func TestRootAgentWithoutUIDRange(t *testing.T) {
+	empty := writeFile(t, "empty.yaml", "")
+	off := []string{"-n", "a", "-k", "-x", empty, "--workload-uid-range", "off"}
+	for _, tc := range []struct {
+		name string
+		euid int
+		args []string
+		want string
+	}{
+		{"root at baseline", 0, off, "--workload-uid-range off: the agent runs as root, so every process workload would run as root, which needs --workload-policy privileged (it is baseline)"},
+		{"root at restricted", 0, append(off, "--workload-policy", "restricted"), "(it is restricted)"},
+		{"root at privileged", 0, append(off, "--workload-policy", "privileged"), ""},
+		{"root with --allow-root-workloads", 0, append(off, "--allow-root-workloads"), ""},
+		{"root without the process runtime", 0, append(off, "--runtimes", "podman"), ""},
+		{"not root", 1000, off, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(g func() int) { geteuid = g }(geteuid)
+			geteuid = func() int { return tc.euid }
+			_, err := loadConfig(tc.args, env(nil))
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -169,6 +208,9 @@ func TestConfigRefusals(t *testing.T) {
 		{"negative log campaigns", []string{"-n", "a", "-k", "-x", empty, "--max-log-campaigns", "-3"}, nil, "--max-log-campaigns -3: must be at least 1"},
 		{"no log sources", []string{"-n", "a", "-k", "-x", empty}, map[string]string{"GRAPNEL_AGENT_MAX_LOG_SOURCES": "0"}, "--max-log-sources 0: must be at least 1"},
 		{"log sources not a number", []string{"-n", "a", "-k", "-x", empty, "--max-log-sources", "many"}, nil, "max-log-sources"},
+		{"bad workload policy", []string{"-n", "a", "-k", "-x", empty, "--workload-policy", "root"}, nil, `--workload-policy "root": not a workload policy level (privileged, baseline or restricted)`},
+		{"bad workload policy in env", []string{"-n", "a", "-k", "-x", empty}, map[string]string{"GRAPNEL_AGENT_WORKLOAD_POLICY": "lax"}, `--workload-policy "lax"`},
+		{"root workloads at restricted", []string{"-n", "a", "-k", "-x", empty, "--workload-policy", "restricted", "--allow-root-workloads"}, nil, "contradicts --workload-policy restricted"},
 		{"stray argument", []string{"-n", "a", "-k", "-x", empty, "extra"}, nil, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {

@@ -17,6 +17,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/server"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 // defaultConfigPath is where the server looks for its config file.
@@ -44,6 +45,10 @@ type config struct {
 	// grapnel:// identity (Ankaios-made ones): agent, commander, operator
 	// or refuse (docs/security.md).
 	UntypedCertRole string `yaml:"untyped_cert_role"`
+	// WorkloadPolicy is the level of the workload admission policy
+	// (privileged, baseline, restricted) every workload an update adds or
+	// changes must pass (docs/security.md).
+	WorkloadPolicy string `yaml:"workload_policy"`
 	// The PEM contents an Ankaios config file may give instead of the
 	// paths (ca_pem_content, ...); a path, from any layer, wins.
 	CAPemContent  string `yaml:"-"`
@@ -135,6 +140,7 @@ func defaults() config {
 		RaftAddress:            "127.0.0.1:25561",
 		LogLevel:               "info",
 		UntypedCertRole:        "agent",
+		WorkloadPolicy:         workloadpolicy.Baseline.String(),
 		AgentReconnectGrace:    3 * time.Second,
 		AgentConnectGrace:      server.DefaultAgentConnectGrace,
 		RPCHoldTimeout:         5 * time.Second,
@@ -206,6 +212,7 @@ func options() []layered.Option[config] {
 		layered.Opt("ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }).Upstream("ANKSERVER_CA_PEM"),
 		layered.Opt("crt_pem", "", "CRT_PEM", "server certificate (PEM)", func(c *config) any { return &c.CrtPem }).Upstream("ANKSERVER_CRT_PEM"),
 		layered.Opt("key_pem", "", "KEY_PEM", "server key (PEM)", func(c *config) any { return &c.KeyPem }).Upstream("ANKSERVER_KEY_PEM"),
+		layered.Opt("workload-policy", "", "WORKLOAD_POLICY", "workload admission policy every workload an update adds or changes must pass: privileged, baseline or restricted (each agent enforces its own too)", func(c *config) any { return &c.WorkloadPolicy }),
 		layered.Opt("untyped-cert-role", "", "UNTYPED_CERT_ROLE", "role of a client certificate without a grapnel:// identity, e.g. one made for Ankaios (its DNS names are agent names): agent, commander, operator or refuse", func(c *config) any { return &c.UntypedCertRole }),
 		layered.Opt("log-level", "", "LOG_LEVEL", "debug, info, warn or error", func(c *config) any { return &c.LogLevel }),
 	}
@@ -276,6 +283,9 @@ func (c config) validate() error {
 		}
 	}
 	if _, err := c.untypedRole(); err != nil {
+		return err
+	}
+	if _, err := c.workloadPolicy(); err != nil {
 		return err
 	}
 	if c.Name == "" || !validID(c.Name) {
@@ -416,6 +426,15 @@ func (c config) validateLimits() error {
 		}
 	}
 	return nil
+}
+
+// workloadPolicy is WorkloadPolicy as the server takes it.
+func (c config) workloadPolicy() (workloadpolicy.Level, error) {
+	l, err := workloadpolicy.ParseLevel(c.WorkloadPolicy)
+	if err != nil {
+		return l, fmt.Errorf("--workload-policy %v", err)
+	}
+	return l, nil
 }
 
 // untypedRole is UntypedCertRole as the server takes it; "refuse" is

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -163,6 +164,15 @@ func TestClusterOptions(t *testing.T) {
 		{"untyped certificates never replicas", []string{"-k", "--untyped-cert-role", "replica"}, nil, nil, "--untyped-cert-role \"replica\""},
 		{"untyped role unknown", []string{"-k", "--untyped-cert-role", "root"}, nil, nil, "must be agent, commander, operator or refuse"},
 		{"gc idle percent too low", []string{"-k", "--gc-idle-percent", "10"}, nil, nil, "--gc-idle-percent 10"},
+		{"workload policy baseline by default", []string{"-k"}, nil, func(c config) bool {
+			l, err := c.workloadPolicy()
+			return err == nil && l == workloadpolicy.Baseline
+		}, ""},
+		{"workload policy from env", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_WORKLOAD_POLICY": "restricted"}, func(c config) bool {
+			l, err := c.workloadPolicy()
+			return err == nil && l == workloadpolicy.Restricted
+		}, ""},
+		{"workload policy unknown", []string{"-k", "--workload-policy", "root"}, nil, nil, `--workload-policy "root": not a workload policy level`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

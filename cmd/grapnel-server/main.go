@@ -29,6 +29,7 @@ import (
 	"github.com/grapnel-io/grapnel/server/metrics"
 	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 func main() {
@@ -56,7 +57,11 @@ func run(cfg config) error {
 		enableHeapProfile()
 	}
 	defer setGC(cfg.GCPercent, cfg.GCIdlePercent, cfg.IdleProcs, os.LookupEnv, log)()
-	startup, err := loadStartupManifest(cfg.StartupManifest, cfg.limits(), log)
+	level, err := cfg.workloadPolicy()
+	if err != nil {
+		return err
+	}
+	startup, err := loadStartupManifest(cfg.StartupManifest, cfg.limits(), level, log)
 	if err != nil {
 		return err
 	}
@@ -166,7 +171,7 @@ func run(cfg config) error {
 		MaxLogCampaignsPerRequester: cfg.MaxLogCampaignsPerRequester,
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
-		Secrets: keyring, UntypedCertRole: untyped, Certs: certs,
+		Secrets: keyring, UntypedCertRole: untyped, Certs: certs, WorkloadPolicy: level,
 		OnLeadership: func(leading bool) {
 			if leading {
 				notify.Status(leaderStatus)
@@ -243,7 +248,7 @@ const (
 //
 // swdd~stored-workload-spec-parses-yaml~1
 // swdd~stored-workload-spec-checks-unique-name~1
-func loadStartupManifest(path string, lim state.Limits, log *slog.Logger) (*state.State, error) {
+func loadStartupManifest(path string, lim state.Limits, level workloadpolicy.Level, log *slog.Logger) (*state.State, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -258,7 +263,7 @@ func loadStartupManifest(path string, lim state.Limits, log *slog.Logger) (*stat
 	if warn != "" {
 		log.Warn(warn, "manifest", path)
 	}
-	if err := server.ValidateStartupState(s, lim); err != nil {
+	if err := server.ValidateStartupState(s, lim, level); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &s, nil

@@ -61,11 +61,15 @@ var rules = []rule{
 		notImported: append([]string{"os"}, impure...)},
 	// access is pure like state: the agent and the server evaluate a
 	// workload's control-interface rules with the same code (issue 17).
-	{folder: "access", may: []string{"state", "rpc/ankbase"}, leaves: true, why: "issue 17: access imports state, the Ankaios messages and leaves only (pure)",
+	{folder: "access", may: []string{"state", "rpc/ankbase", "workloadpolicy"}, leaves: true, why: "issue 17: access imports state, the Ankaios messages and leaves only (pure); issue 27: and the workload policy, for what widens a workload's privileges",
 		notImported: append([]string{"os"}, impure...)},
-	{folder: "server", may: []string{"state", "fsm", "cluster", "rpc", "placement", "access", "graph"}, leaves: true, why: "brief §2: server imports state, fsm, cluster and rpc; issue 16: and the allocator (placement); issue 17: and the control-interface rules (access)"},
+	// workloadpolicy is pure like state: the agent, the server and the
+	// widening check read a runtimeConfig with the same code (issue 27).
+	{folder: "workloadpolicy", may: []string{"state"}, why: "issue 27: workloadpolicy imports only state (pure)",
+		notImported: append([]string{"os", "os/user"}, impure...)},
+	{folder: "server", may: []string{"state", "fsm", "cluster", "rpc", "placement", "access", "graph", "workloadpolicy"}, leaves: true, why: "brief §2: server imports state, fsm, cluster and rpc; issue 16: and the allocator (placement); issue 17: and the control-interface rules (access); issue 27: and the workload policy"},
 	{folder: "rpc", may: []string{"state"}, leaves: true, why: "brief §2: rpc imports state"},
-	{folder: "agent", may: []string{"state", "rpc", "access"}, leaves: true, why: "brief §2: the agent imports state and rpc (so it links no cluster, server, fsm or Raft); issue 17: and the control-interface rules (access)",
+	{folder: "agent", may: []string{"state", "rpc", "access", "workloadpolicy"}, leaves: true, why: "brief §2: the agent imports state and rpc (so it links no cluster, server, fsm or Raft); issue 17: and the control-interface rules (access); issue 27: and the workload policy",
 		notLinked: []string{"github.com/hashicorp/raft", module + "cluster", module + "server", module + "fsm"}},
 	{folder: "internal", leaves: true, why: "issue 14: leaf packages import nothing of ours but other leaves"},
 	{folder: "cmd", may: []string{""}, why: "brief §2: cmd wires everything"},
@@ -221,6 +225,8 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"a folder without a rule", []pkg{{m("newthing"), nil}}, "newthing: no rule covers its folder"},
 		{"access imports rpc", []pkg{{m("access"), []string{m("state"), m("rpc")}}}, "access imports rpc"},
 		{"access uses the network", []pkg{{m("access"), []string{m("state"), "net"}}}, "access imports net"},
+		{"workloadpolicy imports rpc", []pkg{{m("workloadpolicy"), []string{m("state"), m("rpc")}}}, "workloadpolicy imports rpc"},
+		{"workloadpolicy resolves users", []pkg{{m("workloadpolicy"), []string{m("state"), "os/user"}}}, "workloadpolicy imports os/user"},
 		{"server code waits as a test", []pkg{{m("server"), []string{m("internal/testwait")}}}, "server imports internal/testwait, but only tests"},
 	}
 	for _, tc := range tests {

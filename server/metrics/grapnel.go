@@ -32,6 +32,11 @@ type Set struct {
 	// LogCampaignsRefused counts the logs requests refused at the
 	// requester's cap of live campaigns, by requester kind.
 	LogCampaignsRefused *Counter
+	// WorkloadPolicyRefused counts the updates refused by the workload
+	// admission policy (issue 27), by check: level (the servers'
+	// --workload-policy) or widening (a commander's or a workload's write
+	// that widens a workload's privileges).
+	WorkloadPolicyRefused *Counter
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
@@ -55,6 +60,8 @@ func NewSet() *Set {
 			"Log responses dropped because their sender does not host an instance of a live campaign, by sender kind (agent, client).", "from"),
 		LogCampaignsRefused: r.NewCounter("grapnel_log_campaigns_refused_total",
 			"Logs requests refused because their requester has as many live log campaigns as --max-log-campaigns-per-requester allows, by requester kind (workload, client).", "requester"),
+		WorkloadPolicyRefused: r.NewCounter("grapnel_workload_policy_refused_total",
+			"Updates refused by the workload admission policy, by check: level (the servers' --workload-policy) or widening (a commander's or a workload's write widening a workload's privileges).", "check"),
 		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -120,6 +127,14 @@ func (s *Set) RefusedForwarded(agent string) {
 		return
 	}
 	s.ForwardedRefused.Inc(agent)
+}
+
+// RefusedByWorkloadPolicy counts an update the workload policy refused.
+func (s *Set) RefusedByWorkloadPolicy(check string) {
+	if s == nil {
+		return
+	}
+	s.WorkloadPolicyRefused.Inc(check)
 }
 
 // DroppedLogResponse counts a log response from a sender that does not

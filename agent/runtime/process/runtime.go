@@ -20,6 +20,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime/process/shim"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 // ErrStart is wrapped when Create could not start the workload: the
@@ -67,10 +68,16 @@ type Config struct {
 	// user unless their runtimeConfig names one. An agent that is not
 	// root cannot switch users and ignores it, saying so once.
 	UIDs UIDRange
-	// AllowRoot lets a runtimeConfig ask for `user: root` (or 0);
-	// without it such a workload is refused.
-	AllowRoot bool
-	Logger    *slog.Logger
+	// Policy is the agent's workload policy level (--workload-policy):
+	// at privileged a runtimeConfig may name any user, root included; at
+	// baseline only one of Users, never root; at restricted none, and the
+	// workload must run under a uid of its own. At every level a uid of
+	// UIDs is the one workload's it is given to: no other may name it.
+	Policy workloadpolicy.Level
+	// Users are the users (names or uids) a runtimeConfig may name at
+	// baseline (--workload-users).
+	Users  []string
+	Logger *slog.Logger
 	// Clock drives the start timeout, the polls and the waits of Delete;
 	// nil is the system clock.
 	Clock clock.Clock
@@ -191,13 +198,18 @@ func defaultShim(log *slog.Logger) (string, error) {
 func (r *Runtime) Name() string { return "process" }
 
 // Check parses a rendered runtimeConfig and checks that the user it
-// names may be used; errors are *ConfigError.
+// names may be used (Owner checks besides that a uid of the range is the
+// workload's own); errors are *ConfigError.
 func (r *Runtime) Check(runtimeConfig string) error {
 	pc, err := parseConfig(runtimeConfig)
-	if err == nil && pc.User != "" {
-		_, err = r.namedUser(pc.User)
+	if err != nil {
+		return err
 	}
-	return err
+	if pc.User != "" {
+		_, err = r.namedUser(pc.User)
+		return err
+	}
+	return r.checkOwnUID()
 }
 
 // Create starts the shim for the instance and returns once the workload

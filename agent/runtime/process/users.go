@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/agent/runtime/process/shim"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 // UIDRange is the range of uids the agent gives its process workloads,
@@ -110,6 +111,14 @@ func loadUIDTable(path string, rng UIDRange) (*uidTable, error) {
 	return t, nil
 }
 
+// owns reports whether uid is the one assigned to workload.
+func (t *uidTable) owns(workload string, uid uint32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	got, ok := t.uids[workload]
+	return ok && got == uid
+}
+
 // assign is the uid of workload, given now if it has none yet.
 func (t *uidTable) assign(workload string) (uint32, error) {
 	t.mu.Lock()
@@ -161,7 +170,14 @@ func (r *Runtime) Owner(inst state.InstanceName, w *state.Workload) (*runtime.Ow
 
 func (r *Runtime) ownerOf(workload string, pc *processConfig) (*runtime.Owner, error) {
 	if pc.User != "" {
-		return r.namedUser(pc.User)
+		o, err := r.namedUser(pc.User)
+		if err == nil {
+			err = r.checkNotAnothers(workload, pc.User, o)
+		}
+		return o, err
+	}
+	if err := r.checkOwnUID(); err != nil {
+		return nil, err
 	}
 	if r.uids == nil {
 		return nil, nil
@@ -173,23 +189,75 @@ func (r *Runtime) ownerOf(workload string, pc *processConfig) (*runtime.Owner, e
 	return &runtime.Owner{UID: uid, GID: uid}, nil
 }
 
-// namedUser resolves runtimeConfig.user and checks that the agent may
-// start a process as that user.
+// namedUser resolves runtimeConfig.user and checks that the agent's
+// workload policy lets a workload name it and that the agent may start
+// a process as that user. Whether a uid of the range is the workload's
+// own is checkNotAnothers's question.
 func (r *Runtime) namedUser(u string) (*runtime.Owner, error) {
 	field := root + ".user"
+	level := r.cfg.Policy
+	if level == workloadpolicy.Restricted {
+		return nil, configErr(field, "names a user, and this agent's --workload-policy is restricted: a workload runs under a uid of its own")
+	}
 	o, err := lookupUser(u)
 	if err != nil {
 		return nil, configErr(field, "%v", err)
 	}
 	switch {
-	case o.UID == 0 && !r.cfg.AllowRoot:
-		return nil, configErr(field, "%q is root, and this agent runs no workload as root (start it with --allow-root-workloads to allow that)", u)
+	case o.UID == 0 && level != workloadpolicy.Privileged:
+		return nil, configErr(field, "%q is root; that needs --workload-policy privileged, and this agent's is %s", u, level)
+	case level == workloadpolicy.Baseline && !r.listed(o.UID):
+		return nil, configErr(field, "%q (uid %d) is not one of this agent's --workload-users (%s); at --workload-policy baseline a workload names only those", u, o.UID, listedUsers(r.cfg.Users))
 	case !r.canSetUID && o.UID == r.euid:
 		return nil, nil // the agent's own user
 	case !r.canSetUID:
 		return nil, configErr(field, "%q is uid %d, but the agent runs as uid %d, not root, and cannot start a process as another user", u, o.UID, r.euid)
 	}
 	return o, nil
+}
+
+// listed reports whether uid is one of Config.Users, resolved now (a
+// user may be created after the agent starts).
+func (r *Runtime) listed(uid uint32) bool {
+	for _, u := range r.cfg.Users {
+		if o, err := lookupUser(u); err == nil && o.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func listedUsers(us []string) string {
+	if len(us) == 0 {
+		return "none"
+	}
+	return strings.Join(us, ", ")
+}
+
+// checkNotAnothers refuses a user that resolves to a uid of the range
+// other than the workload's own: each uid of the range belongs to one
+// workload (the one it is assigned to, or the next one it is given to),
+// and a workload naming it would run as that workload, with its files,
+// its control interface and its /proc (issue 27). It holds at every
+// level of the policy.
+func (r *Runtime) checkNotAnothers(workload, u string, o *runtime.Owner) error {
+	rng := r.cfg.UIDs
+	if o == nil || rng.IsZero() || o.UID < rng.First || o.UID > rng.Last {
+		return nil
+	}
+	if r.uids != nil && r.uids.owns(workload, o.UID) {
+		return nil
+	}
+	return configErr(root+".user", "%q is uid %d, in the agent's workload uid range %s: that uid belongs to another workload (each uid of --workload-uid-range is one workload's)", u, o.UID, rng)
+}
+
+// checkOwnUID refuses, at restricted, a workload that would not run
+// under a uid of its own.
+func (r *Runtime) checkOwnUID() error {
+	if r.cfg.Policy != workloadpolicy.Restricted || r.uids != nil {
+		return nil
+	}
+	return configErr(root, "at --workload-policy restricted a workload runs under a uid of its own, and this agent gives none (it has no --workload-uid-range or is not root)")
 }
 
 // lookupUser resolves a user name or uid; a uid without an entry in the

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
 func TestParseUIDRange(t *testing.T) {
@@ -149,21 +151,26 @@ func TestWorkloadsRunUnderUIDsOfTheirOwn(t *testing.T) {
 	}
 }
 
-// TestNamedUsers: runtimeConfig.user runs the workload as that user;
-// root only where the agent allows it, refused naming the field otherwise.
+// TestNamedUsers: runtimeConfig.user runs the workload as that user:
+// at baseline one of the agent's --workload-users, never root; root only
+// at --workload-policy privileged; none at restricted. Each refusal names
+// the field.
 func TestNamedUsers(t *testing.T) {
 	requireRoot(t)
-	h := newHarness(t, Config{RunFolder: isolatedRunFolder(t), UIDs: UIDRange{First: 61010, Last: 61019}})
-	for _, u := range []string{"root", "0"} {
-		err := h.rt.Check("command: id\nuser: " + u)
+	h := newHarness(t, Config{RunFolder: isolatedRunFolder(t), UIDs: UIDRange{First: 61010, Last: 61019}, Users: []string{"61234"}})
+	refused := func(rt *Runtime, rc, words string) {
+		t.Helper()
+		err := rt.Check(rc)
 		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Field != "runtimeConfig.user" || !strings.Contains(err.Error(), "--allow-root-workloads") {
-			t.Fatalf("user %s without --allow-root-workloads: %v", u, err)
+		if !errors.As(err, &ce) || !strings.HasPrefix(ce.Field, "runtimeConfig") || !strings.Contains(err.Error(), words) {
+			t.Fatalf("%q: %v, want a refusal naming %q", rc, err, words)
 		}
 	}
-	if err := h.rt.Check("command: id\nuser: no-such-user-grapnel"); err == nil || !strings.Contains(err.Error(), `runtimeConfig.user: no user "no-such-user-grapnel"`) {
-		t.Fatalf("unknown user: %v", err)
+	for _, u := range []string{"root", "0"} {
+		refused(h.rt, "command: id\nuser: "+u, "runtimeConfig.user: \""+u+"\" is root; that needs --workload-policy privileged, and this agent's is baseline")
 	}
+	refused(h.rt, "command: id\nuser: no-such-user-grapnel", `runtimeConfig.user: no user "no-such-user-grapnel"`)
+	refused(h.rt, "command: id\nuser: 61235", "not one of this agent's --workload-users (61234)")
 	s := h.spec("numbered", "command: sh\nargs: ['-c', 'id -u']\nuser: 61234")
 	id := h.create(s)
 	h.waitState(id, state.SucceededOk)
@@ -171,11 +178,53 @@ func TestNamedUsers(t *testing.T) {
 		t.Fatalf("user 61234 ran as %q", got)
 	}
 
-	allowed := newHarness(t, Config{RunFolder: isolatedRunFolder(t), UIDs: UIDRange{First: 61020, Last: 61029}, AllowRoot: true})
+	allowed := newHarness(t, Config{RunFolder: isolatedRunFolder(t), UIDs: UIDRange{First: 61020, Last: 61029}, Policy: workloadpolicy.Privileged})
 	s = allowed.spec("rooted", "command: sh\nargs: ['-c', 'id -u']\nuser: root")
 	id = allowed.create(s)
 	allowed.waitState(id, state.SucceededOk)
 	if got := allowed.logs(id, runtime.LogOptions{Tail: -1}); got != "0\n" {
-		t.Fatalf("user root with --allow-root-workloads ran as %q", got)
+		t.Fatalf("user root at --workload-policy privileged ran as %q", got)
+	}
+
+	strict := newHarness(t, Config{RunFolder: isolatedRunFolder(t), UIDs: UIDRange{First: 61030, Last: 61039}, Policy: workloadpolicy.Restricted, Users: []string{"61234"}})
+	refused(strict.rt, "command: id\nuser: 61234", "runtimeConfig.user: names a user, and this agent's --workload-policy is restricted")
+	if err := strict.rt.Check("command: id"); err != nil {
+		t.Fatalf("restricted, a uid of its own: %v", err)
+	}
+	noRange := newHarness(t, Config{RunFolder: isolatedRunFolder(t), Policy: workloadpolicy.Restricted})
+	refused(noRange.rt, "command: id", "runs under a uid of its own, and this agent gives none")
+}
+
+// TestUIDOfTheRangeIsOneWorkloads replays hole 2 of issue 27 on the
+// runtime: a uid of the workload range belongs to the workload it is
+// given to; another workload naming it, by number or by a name that
+// resolves to it, is refused at every level, even where the agent lists
+// the user; the workload itself may name its own.
+func TestUIDOfTheRangeIsOneWorkloads(t *testing.T) {
+	requireRoot(t)
+	rng := UIDRange{First: 61040, Last: 61049}
+	for _, level := range []workloadpolicy.Level{workloadpolicy.Baseline, workloadpolicy.Privileged} {
+		h := newHarness(t, Config{RunFolder: isolatedRunFolder(t), UIDs: rng, Policy: level, Users: []string{"61040", "61041", "61042", "61043", "61044", "61045", "61046", "61047", "61048", "61049"}})
+		victim := h.spec("victim", "command: sleep\nargs: ['60']")
+		vowner, err := h.rt.Owner(victim.Instance, victim.Workload)
+		if err != nil || vowner == nil {
+			t.Fatalf("the victim's uid: %v, %v", vowner, err)
+		}
+		taken := fmt.Sprint(vowner.UID)
+		for _, u := range []string{taken, fmt.Sprint(rng.Last - (vowner.UID - rng.First))} {
+			intruder := h.spec("intruder", "command: id\nuser: '"+u+"'")
+			_, err := h.rt.Owner(intruder.Instance, intruder.Workload)
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Field != "runtimeConfig.user" || !strings.Contains(err.Error(), "belongs to another workload") {
+				t.Fatalf("%s: the intruder naming uid %s: %v", level, u, err)
+			}
+			if _, err := h.rt.Create(context.Background(), intruder); !errors.Is(err, runtime.ErrBadConfig) {
+				t.Fatalf("%s: Create of the intruder naming uid %s: %v", level, u, err)
+			}
+		}
+		own := h.spec("victim", "command: id\nuser: '"+taken+"'")
+		if o, err := h.rt.Owner(own.Instance, own.Workload); err != nil || o.UID != vowner.UID {
+			t.Fatalf("%s: the victim naming its own uid: %v, %v", level, o, err)
+		}
 	}
 }
