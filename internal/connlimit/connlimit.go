@@ -42,6 +42,14 @@ const (
 // next line carries the count of those left out.
 const LogWindow = 10 * time.Second
 
+// Logger is what a listener logs refusals to: a *slog.Logger, or an
+// hclog.Logger (the cluster's).
+type Logger interface {
+	Warn(msg string, args ...any)
+}
+
+var _ Logger = (*slog.Logger)(nil)
+
 // Config says how to wrap a listener.
 type Config struct {
 	// Name says which listener it is in the log and the metrics
@@ -49,7 +57,7 @@ type Config struct {
 	Name   string
 	Limits Limits
 	// Logger gets the refusals, rate-limited; nil logs nothing.
-	Logger *slog.Logger
+	Logger Logger
 	// Clock times the log's rate limit; nil is the system clock.
 	Clock clock.Clock
 }
@@ -154,6 +162,14 @@ func (l *Listener) Open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.open
+}
+
+// OpenFrom is the number of connections open now from the source src
+// (as Source gives it).
+func (l *Listener) OpenFrom(src string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bySource[src]
 }
 
 // Refused is the number of connections closed at accept, by reason.

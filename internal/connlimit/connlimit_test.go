@@ -110,8 +110,8 @@ func TestCapsPerSourceAndTotal(t *testing.T) {
 	s.expect(t, "127.0.0.1", false) // over 2 from this source
 	s.expect(t, "127.0.0.2", true)  // another source is served
 	s.expect(t, "127.0.0.3", false) // over 3 in all
-	if got := s.l.Open(); got != 3 {
-		t.Fatalf("open %d, want 3", got)
+	if got, from1 := s.l.Open(), s.l.OpenFrom("127.0.0.1"); got != 3 || from1 != 2 {
+		t.Fatalf("open %d, %d from 127.0.0.1; want 3 and 2", got, from1)
 	}
 	if a, b := s.l.Refused(connlimit.OverSource), s.l.Refused(connlimit.OverTotal); a != 1 || b != 1 {
 		t.Fatalf("refused per source %d, total %d; want 1 and 1", a, b)
