@@ -92,4 +92,3 @@ func TestIdleConnectionClosedAtTheHandshakeDeadline(t *testing.T) {
 	}
 	testwait.For(t, 5*time.Second, func() bool { return ln.Open() == 0 }, "the closed connection uncounted")
 }
-
