@@ -98,9 +98,19 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if ok {
 			return &Conn{Conn: c, l: l, src: src}, nil
 		}
+		// Counted before the close, so that whoever sees the close
+		// sees the count.
+		l.refused[reasonIndex(why)].Add(1)
 		c.Close()
-		l.refuse(why, src)
+		l.logRefusal(why, src)
 	}
+}
+
+func reasonIndex(why Reason) int {
+	if why == OverSource {
+		return 0
+	}
+	return 1
 }
 
 // take counts a new connection from src, or says which cap refuses it.
@@ -131,13 +141,8 @@ func (l *Listener) release(src string) {
 	}
 }
 
-// refuse counts a refusal and logs it, at most once per LogWindow.
-func (l *Listener) refuse(why Reason, src string) {
-	if why == OverSource {
-		l.refused[0].Add(1)
-	} else {
-		l.refused[1].Add(1)
-	}
+// logRefusal logs a refusal, at most once per LogWindow.
+func (l *Listener) logRefusal(why Reason, src string) {
 	if l.cfg.Logger == nil {
 		return
 	}
@@ -173,12 +178,7 @@ func (l *Listener) OpenFrom(src string) int {
 }
 
 // Refused is the number of connections closed at accept, by reason.
-func (l *Listener) Refused(why Reason) uint64 {
-	if why == OverSource {
-		return l.refused[0].Load()
-	}
-	return l.refused[1].Load()
-}
+func (l *Listener) Refused(why Reason) uint64 { return l.refused[reasonIndex(why)].Load() }
 
 // Name is the listener's name from its Config.
 func (l *Listener) Name() string { return l.cfg.Name }
