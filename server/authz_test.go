@@ -105,6 +105,7 @@ func denied(t *testing.T, err error, words ...string) {
 // rolesCluster is three replicas serving mutual TLS with replica
 // certificates, and the certificates of one caller per role.
 type rolesCluster struct {
+	ca        *rpctest.CA
 	rs        *replicaSet
 	l, f      *replica
 	metrics   *metrics.Set
@@ -116,9 +117,12 @@ type rolesCluster struct {
 	asReplica rpc.TLSFiles // grapnel://agent/<a replica's id>
 }
 
-func startRolesCluster(t *testing.T) *rolesCluster {
+// startRolesCluster starts the replicas, each server's config adjusted by
+// configure when given.
+func startRolesCluster(t *testing.T, configure ...func(*Config)) *rolesCluster {
 	ca := rpctest.NewCA(t)
 	c := &rolesCluster{
+		ca:        ca,
 		replica:   ca.IssueIdentity(t, "replica", identity.Replica, "replicas", identity.ServerSAN),
 		agentA:    ca.IssueIdentity(t, "agent-a", identity.Agent, "agent_A", "agent_A"),
 		untypedA:  ca.Issue(t, "ank-agent-a", "agent_A", identity.ServerSAN, "*"),
@@ -128,6 +132,9 @@ func startRolesCluster(t *testing.T) *rolesCluster {
 	}
 	c.rs = newReplicaSet(t, 3, 0)
 	c.rs.tls, c.rs.metrics = &c.replica, c.metrics
+	if len(configure) > 0 {
+		c.rs.configure = configure[0]
+	}
 	c.asReplica = ca.IssueIdentity(t, "as-replica", identity.Agent, c.rs.reps[0].id, c.rs.reps[0].id)
 	for _, r := range c.rs.reps {
 		r.start()

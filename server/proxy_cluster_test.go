@@ -38,6 +38,9 @@ type replicaSet struct {
 	tls *rpc.TLSFiles
 	// metrics, when set before a replica starts, records its metrics.
 	metrics *metrics.Set
+	// configure, when set before a replica starts, adjusts its server's
+	// config.
+	configure func(*Config)
 }
 
 type replica struct {
@@ -156,8 +159,12 @@ func (r *replica) start() {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(sc)))
 		r.pool = proxy.NewPool(grpc.WithTransportCredentials(credentials.NewTLS(cc)))
 	}
-	srv, err := New(Config{Node: node, FSM: f, Logger: log, HoldTimeout: r.hold, Proxy: r.pool, Clock: r.rs.clk,
-		UntypedCertRole: identity.Agent, Metrics: r.rs.metrics})
+	scfg := Config{Node: node, FSM: f, Logger: log, HoldTimeout: r.hold, Proxy: r.pool, Clock: r.rs.clk,
+		UntypedCertRole: identity.Agent, Metrics: r.rs.metrics}
+	if r.rs.configure != nil {
+		r.rs.configure(&scfg)
+	}
+	srv, err := New(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

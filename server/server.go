@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,6 +89,12 @@ type Config struct {
 	// zero value, identity.None, refuses such certificates;
 	// grapnel-server defaults to identity.Agent.
 	UntypedCertRole identity.Role
+	// HelloTimeout bounds the wait for a new Ankaios stream's hello
+	// (DefaultHelloTimeout when zero).
+	HelloTimeout time.Duration
+	// StreamLimits cap the Ankaios streams this replica holds; a zero
+	// field takes DefaultStreamLimits'.
+	StreamLimits StreamLimits
 	// OnLeadership is told when this replica starts (true) and stops
 	// (false) leading, on the leader loop: it must not block. The systemd
 	// notifier (cmd/grapnel-server) turns it into STATUS= lines.
@@ -123,6 +130,8 @@ type Server struct {
 	// guard checks every call against the authorization table
 	// (rpc/authz); Interceptors installs it.
 	guard *authz.Guard
+	// streams counts the open Ankaios streams against their caps.
+	streams *streamCounter
 }
 
 // term is one stretch of leadership. Streams accepted during it post to
@@ -163,6 +172,9 @@ func New(cfg Config) (*Server, error) {
 	if clk == nil {
 		clk = clock.Real()
 	}
+	sl := cfg.StreamLimits
+	def := DefaultStreamLimits
+	sl.PerAgent, sl.PerClient, sl.Total = cmp.Or(sl.PerAgent, def.PerAgent), cmp.Or(sl.PerClient, def.PerClient), cmp.Or(sl.Total, def.Total)
 	s := &Server{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -176,6 +188,7 @@ func New(cfg Config) (*Server, error) {
 		shutdownCh:    make(chan struct{}),
 		pings:         make(chan chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
+		streams:       newStreamCounter(sl),
 	}
 	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused}
 	cfg.Metrics.CollectProblems(s.problemCounts)

@@ -3,6 +3,8 @@ package metrics
 import (
 	"strconv"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/connlimit"
 )
 
 // Set is the metric families a replica exposes.
@@ -29,6 +31,9 @@ type Set struct {
 	// LogResponsesDropped counts log responses not sent by the agent
 	// hosting an instance of a live campaign, by sender kind.
 	LogResponsesDropped *Counter
+	// StreamsRefused counts the Ankaios streams refused over a cap or
+	// ended for want of a hello in time (issue 27), by reason and role.
+	StreamsRefused *Counter
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
@@ -50,6 +55,8 @@ func NewSet() *Set {
 			"Requests an agent forwarded for its workloads that the server refused, by agent.", "agent"),
 		LogResponsesDropped: r.NewCounter("grapnel_log_responses_dropped_total",
 			"Log responses dropped because their sender does not host an instance of a live campaign, by sender kind (agent, client).", "from"),
+		StreamsRefused: r.NewCounter("grapnel_streams_refused_total",
+			"Ankaios streams refused: over the cap of their identity (identity_cap) or of the replica (total_cap), or ended without a hello in time (no_hello); by reason and the caller's role (docs/security.md).", "reason", "role"),
 		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -124,6 +131,36 @@ func (s *Set) DroppedLogResponse(from string) {
 		return
 	}
 	s.LogResponsesDropped.Inc(from)
+}
+
+// RefusedStream counts one refused stream.
+func (s *Set) RefusedStream(reason, role string) {
+	if s == nil {
+		return
+	}
+	s.StreamsRefused.Inc(reason, role)
+}
+
+// CollectListeners exposes each listener's connection caps at work, read
+// at each scrape: the connections open now and those closed at accept
+// for being over a cap, by reason (internal/connlimit).
+func (s *Set) CollectListeners(ls ...*connlimit.Listener) {
+	if s == nil {
+		return
+	}
+	for _, l := range ls {
+		if l == nil {
+			continue
+		}
+		name := l.Name()
+		s.Registry.NewGaugeFunc("grapnel_connections_open", "Connections a listener holds open now (grpc, raft, metrics, dashboard).",
+			map[string]string{"listener": name}, func() float64 { return float64(l.Open()) })
+		for _, why := range []connlimit.Reason{connlimit.OverSource, connlimit.OverTotal} {
+			s.Registry.NewCounterFunc("grapnel_connections_refused_total",
+				"Connections closed as they were accepted because their source or the listener held its cap (docs/security.md), by listener and cap.",
+				map[string]string{"listener": name, "reason": string(why)}, func() float64 { return float64(l.Refused(why)) })
+		}
+	}
 }
 
 // CollectProblems refreshes the grapnel_problems gauge from counts (open
