@@ -21,7 +21,7 @@ import (
 // admission probes); Prometheus one per scraper; a browser six, or one
 // over HTTP/2.
 var (
-	defaultGRPCConns    = connlimit.Limits{PerSource: 128, Total: 1024}
+	defaultGRPCConns    = connlimit.Limits{PerSource: 128, Total: 512}
 	defaultRaftConns    = connlimit.Limits{PerSource: 32, Total: 128}
 	defaultMetricsConns = connlimit.Limits{PerSource: 8, Total: 32}
 	defaultUIConns      = connlimit.Limits{PerSource: 32, Total: 128}

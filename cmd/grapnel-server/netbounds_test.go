@@ -40,7 +40,7 @@ func TestBoundFlags(t *testing.T) {
 		t.Fatalf("config %+v", cfg)
 	}
 	d := defaults()
-	if d.GRPCMaxConns != 1024 || d.GRPCMaxConnsPerSource != 128 || d.GRPCHandshakeTimeout != 5*time.Second || d.HelloTimeout != 10*time.Second ||
+	if d.GRPCMaxConns != 512 || d.GRPCMaxConnsPerSource != 128 || d.GRPCHandshakeTimeout != 5*time.Second || d.HelloTimeout != 10*time.Second ||
 		d.MaxStreamsPerAgent != 4 || d.MaxStreamsPerClient != 128 || d.MaxStreams != 512 || d.MetricsTLS || len(d.MetricsRoles) != 1 {
 		t.Fatalf("defaults %+v", d)
 	}
@@ -49,7 +49,7 @@ func TestBoundFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--grpc-max-conns", "0"}, "--grpc-max-conns 0"},
-		{[]string{"--grpc-max-conns-per-source", "2000"}, "--grpc-max-conns-per-source 2000: must be 1 to --grpc-max-conns (1024)"},
+		{[]string{"--grpc-max-conns-per-source", "2000"}, "--grpc-max-conns-per-source 2000: must be 1 to --grpc-max-conns (512)"},
 		{[]string{"--raft-max-conns-per-source", "0"}, "--raft-max-conns-per-source 0"},
 		{[]string{"--metrics-max-conns", "-1"}, "--metrics-max-conns -1"},
 		{[]string{"--ui-max-conns-per-source", "999"}, "--ui-max-conns-per-source 999"},
