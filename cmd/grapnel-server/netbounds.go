@@ -32,8 +32,8 @@ var (
 // snapshots, gossip's sockets and the connections memberlist accepts
 // (each for at most its TCP timeout), this replica's own dials (Raft,
 // the follower proxy, admission probes, the dashboard's log client),
-// inotify, the log and what the process collector reads. A quiet
-// replica uses about 40.
+// inotify, the log and what the process collector reads. A replica of a
+// quiet three-replica cluster holds about 20 in all.
 const fdReserve = 256
 
 // minGRPCConns is the fewest connections a replica starts its gRPC port
