@@ -1,7 +1,6 @@
 package connlimit
 
 import (
-	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -18,15 +17,6 @@ type Limits struct {
 	PerSource int
 	// Total caps the connections open at once.
 	Total int
-}
-
-// Validate checks that neither cap is negative; field names the setting
-// in the error (a flag, a config key).
-func (l Limits) Validate(field string) error {
-	if l.PerSource < 0 || l.Total < 0 {
-		return fmt.Errorf("%s: the caps must not be negative (per source %d, total %d)", field, l.PerSource, l.Total)
-	}
-	return nil
 }
 
 // Reason is why a connection was refused.
@@ -182,9 +172,6 @@ func (l *Listener) Refused(why Reason) uint64 { return l.refused[reasonIndex(why
 
 // Name is the listener's name from its Config.
 func (l *Listener) Name() string { return l.cfg.Name }
-
-// Limits are the listener's caps.
-func (l *Listener) Limits() Limits { return l.cfg.Limits }
 
 // Source is the key a connection from addr counts under: its IP address
 // (an IPv4-mapped IPv6 address as IPv4), or "" when it has none.

@@ -218,15 +218,6 @@ func TestSource(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
-	if err := (connlimit.Limits{PerSource: -1}).Validate("--grpc-max-conns-per-source"); err == nil || !strings.Contains(err.Error(), "--grpc-max-conns-per-source") {
-		t.Fatalf("negative cap: %v", err)
-	}
-	if err := (connlimit.Limits{}).Validate("x"); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The wrapped socket stays reachable, so that what gRPC would set on a
 // *net.TCPConn (TCP_USER_TIMEOUT) can still be set.
 func TestNetConnIsTheSocket(t *testing.T) {
