@@ -28,7 +28,7 @@ test:
 
 # Longer fuzzing of the parsers: FUZZTIME per target.
 FUZZTIME ?= 30s
-FUZZPKGS = ./state/ ./server/render/ ./server/ ./rpc/ ./fsm/ ./agent/controlif/ ./internal/ankconf/
+FUZZPKGS = ./state/ ./server/render/ ./server/ ./rpc/ ./fsm/ ./agent/controlif/ ./internal/ankconf/ ./internal/connlimit/
 fuzz:
 	@for p in $(FUZZPKGS); do \
 		for t in $$($(GO) test -list 'Fuzz.*' $$p | grep ^Fuzz); do \

@@ -16,6 +16,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/connlimit"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 )
@@ -90,6 +91,11 @@ type Config struct {
 	// tlsLayer); it also makes admission need proof of a replica
 	// certificate (see admission). Nil is plain TCP: the insecure mode.
 	RaftTLS *tlsreload.Store
+	// RaftConnLimits caps the connections the Raft port holds open, per
+	// source address and in total (internal/connlimit); zero fields are
+	// no cap. A peer's connections are a few (one pooled, the pipeline,
+	// one per concurrent RPC beyond them, admission probes).
+	RaftConnLimits connlimit.Limits
 	// RaftStreamLayer, when set, builds Raft's stream layer over the bound
 	// listener (tests put a fault network in between); nil is plain TCP.
 	RaftStreamLayer func(ln net.Listener, advertise net.Addr) raft.StreamLayer
@@ -127,6 +133,8 @@ type Node struct {
 	layer     *closingLayer
 	// tls is the TLS stream layer; nil in the insecure mode.
 	tls *tlsLayer
+	// raftConns caps the connections the Raft port holds.
+	raftConns *connlimit.Listener
 	// prover checks candidates' certificates before admission; nil
 	// without TLS.
 	prover   *prover
@@ -323,11 +331,12 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir}
-	nt, layer, tl, err := newRaftTransport(cfg, logger)
+	rn, err := newRaftTransport(cfg, logger)
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
+	nt, layer, tl := rn.nt, rn.layer, rn.tls
 	contacts := newContactTracker(cfg.Now)
 	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout, clock: cfg.Clock}
 	shutdownCh := make(chan struct{})
@@ -364,7 +373,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, timing: cfg.Timing, now: cfg.Now, logger: base.Named("cluster"),
-		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, tls: tl, leaderCh: leaderCh, existing: existing,
+		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, tls: tl, raftConns: rn.conns, leaderCh: leaderCh, existing: existing,
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: changefeed.New(),
 		reconcileCh: make(chan struct{}, 1), ledger: cfg.FSM.(RemovalLedger), incarnation: rand.Uint64() | 1,
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
@@ -400,6 +409,10 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	return n, nil
 }
+
+// RaftListener is the Raft port's connection limiter: its open and
+// refused counts are metrics.
+func (n *Node) RaftListener() *connlimit.Listener { return n.raftConns }
 
 // Raft exposes the underlying raft instance.
 func (n *Node) Raft() *raft.Raft { return n.raft }

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/connlimit"
 )
 
 // tcpStreamLayer is Raft's plain TCP stream layer over a listener we bind
@@ -27,20 +28,36 @@ func (l *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 	return net.DialTimeout("tcp", string(address), timeout)
 }
 
+// raftNet is the Raft transport and the layers under it that the node
+// keeps.
+type raftNet struct {
+	nt    *raft.NetworkTransport
+	layer *closingLayer
+	// tls speaks mutual TLS on the port; nil in the insecure mode.
+	tls *tlsLayer
+	// conns caps the connections the port accepts.
+	conns *connlimit.Listener
+}
+
 // newRaftTransport binds RaftAddress and builds the network transport,
 // through cfg.RaftStreamLayer when set.
 // With cfg.RaftTLS the layer speaks mutual TLS 1.3 (tlsLayer), returned
-// so the node can hand it the Raft configuration.
-func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, *closingLayer, *tlsLayer, error) {
-	ln, err := net.Listen("tcp", cfg.RaftAddress)
+// so the node can hand it the Raft configuration. The port holds at most
+// cfg.RaftConnLimits connections (internal/connlimit): a peer without a
+// replica certificate holds one for at most raftHandshakeTimeout, and a
+// flood of them from a few sources cannot take the descriptors Raft
+// needs for its peers' connections and its log.
+func newRaftTransport(cfg Config, logger hclog.Logger) (raftNet, error) {
+	raw, err := net.Listen("tcp", cfg.RaftAddress)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("cluster: field RaftAddress: listen on %s: %w", cfg.RaftAddress, err)
+		return raftNet{}, fmt.Errorf("cluster: field RaftAddress: listen on %s: %w", cfg.RaftAddress, err)
 	}
-	adv, ok := ln.Addr().(*net.TCPAddr)
+	adv, ok := raw.Addr().(*net.TCPAddr)
 	if !ok || adv.IP.IsUnspecified() {
-		ln.Close()
-		return nil, nil, nil, fmt.Errorf("cluster: field RaftAddress: %q is not advertisable; give the address peers reach this replica on", cfg.RaftAddress)
+		raw.Close()
+		return raftNet{}, fmt.Errorf("cluster: field RaftAddress: %q is not advertisable; give the address peers reach this replica on", cfg.RaftAddress)
 	}
+	ln := connlimit.Wrap(raw, connlimit.Config{Name: "raft", Limits: cfg.RaftConnLimits, Logger: logger, Clock: cfg.Clock})
 	var layer raft.StreamLayer = &tcpStreamLayer{ln: ln, advertise: adv}
 	if cfg.RaftStreamLayer != nil {
 		layer = cfg.RaftStreamLayer(ln, adv)
@@ -54,9 +71,9 @@ func newRaftTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, 
 		layer = tl
 	}
 	cl := newClosingLayer(layer)
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return raftNet{nt: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: cl, MaxPool: raftPoolPerPeer, Timeout: 10 * time.Second, Logger: logger,
-	}), cl, tl, nil
+	}), layer: cl, tls: tl, conns: ln}, nil
 }
 
 // raftPoolPerPeer is how many idle outgoing connections the transport

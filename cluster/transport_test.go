@@ -106,7 +106,7 @@ func (c *closeSignalConn) Close() error {
 func countingTransport(t *testing.T) (*raft.NetworkTransport, *closingLayer, *countingLayer) {
 	t.Helper()
 	var cl *countingLayer
-	nt, layer, _, err := newRaftTransport(Config{RaftAddress: "127.0.0.1:0",
+	rn, err := newRaftTransport(Config{RaftAddress: "127.0.0.1:0",
 		RaftStreamLayer: func(ln net.Listener, adv net.Addr) raft.StreamLayer {
 			cl = &countingLayer{tcpStreamLayer: &tcpStreamLayer{ln: ln, advertise: adv}, closed: make(chan struct{}, 8)}
 			return cl
@@ -114,6 +114,7 @@ func countingTransport(t *testing.T) (*raft.NetworkTransport, *closingLayer, *co
 	if err != nil {
 		t.Fatal(err)
 	}
+	nt, layer := rn.nt, rn.layer
 	t.Cleanup(func() { nt.Close(); nt.CloseStreams(); layer.Close(); layer.wait() })
 	return nt, layer, cl
 }

@@ -40,6 +40,7 @@ var sentinelReasons = []struct {
 	{errs.ErrBadSnapshot, codes.InvalidArgument, "BAD_SNAPSHOT"},
 	{errs.ErrSnapshotTooLarge, codes.ResourceExhausted, "SNAPSHOT_TOO_LARGE"},
 	{errs.ErrMessageTooLarge, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},
+	{errs.ErrTooManyStreams, codes.ResourceExhausted, "TOO_MANY_STREAMS"},
 	{errs.ErrStateChanged, codes.FailedPrecondition, "STATE_CHANGED"},
 	{errs.ErrAgentNotConnected, codes.NotFound, "AGENT_NOT_CONNECTED"},
 	{errs.ErrNoSuchTransaction, codes.NotFound, "NO_SUCH_TRANSACTION"},

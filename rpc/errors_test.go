@@ -40,6 +40,7 @@ func TestToStatus(t *testing.T) {
 		{"snapshot too large", fmt.Errorf("%w: over 256 MiB", errs.ErrSnapshotTooLarge), codes.ResourceExhausted, "over 256 MiB"},
 		{"message too large", fmt.Errorf("%w: ServerHello of 5000000 bytes", errs.ErrMessageTooLarge), codes.ResourceExhausted, "5000000 bytes"},
 		{"agent not connected", fmt.Errorf("%w: agent \"a\" has no stream", errs.ErrAgentNotConnected), codes.NotFound, "no stream"},
+		{"too many streams", fmt.Errorf("%w: agent 'a' holds 4 streams", errs.ErrTooManyStreams), codes.ResourceExhausted, "holds 4 streams"},
 		{"shutting down", errs.ErrShuttingDown, codes.Unavailable, "shutting down"},
 		{"state changed", fmt.Errorf("%w: expected seq 4, the desired state is at seq 5", errs.ErrStateChanged), codes.FailedPrecondition, "expected seq 4"},
 		{"unauthenticated", fmt.Errorf("%w: agent 'a' not in certificate", errs.ErrUnauthenticated), codes.Unauthenticated, "agent 'a'"},
@@ -93,6 +94,7 @@ func TestFromStatus(t *testing.T) {
 		{"snapshot too large", errs.ErrSnapshotTooLarge, errs.ErrSnapshotTooLarge},
 		{"message too large", errs.ErrMessageTooLarge, errs.ErrMessageTooLarge},
 		{"agent not connected", errs.ErrAgentNotConnected, errs.ErrAgentNotConnected},
+		{"too many streams", errs.ErrTooManyStreams, errs.ErrTooManyStreams},
 		// FailedPrecondition with Grapnel's detail is not taken for an
 		// upstream version rejection.
 		{"quorum", errs.ErrQuorum, errs.ErrQuorum},

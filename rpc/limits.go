@@ -64,10 +64,12 @@ var ClientKeepalive = keepalive.ClientParameters{Time: 20 * time.Second, Timeout
 // even a 4 MiB message through in four round trips.
 const WindowBytes = 1 << 20
 
-// ServerOptions are the message, stream, window and keepalive limits of a
-// replica's gRPC server.
+// ServerOptions are the message, stream, window, handshake and keepalive
+// limits of a replica's gRPC server; a grpc.ConnectionTimeout after them
+// replaces DefaultHandshakeTimeout.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ConnectionTimeout(DefaultHandshakeTimeout),
 		grpc.InitialWindowSize(WindowBytes),
 		grpc.InitialConnWindowSize(WindowBytes),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),

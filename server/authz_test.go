@@ -107,6 +107,7 @@ func denied(t *testing.T, err error, words ...string) {
 // rolesCluster is three replicas serving mutual TLS with replica
 // certificates, and the certificates of one caller per role.
 type rolesCluster struct {
+	ca        *rpctest.CA // signed all of them, and each replica's own
 	rs        *replicaSet
 	l, f      *replica
 	metrics   *metrics.Set
@@ -116,12 +117,14 @@ type rolesCluster struct {
 	commander rpc.TLSFiles // grapnel://commander/ota
 	replica   rpc.TLSFiles // grapnel://replica/replicas: a replica certificate of no member
 	asReplica rpc.TLSFiles // grapnel://agent/<a replica's id>
-	ca        *rpctest.CA  // signed all of them, and each replica's own
 }
 
-func startRolesCluster(t *testing.T) *rolesCluster {
+// startRolesCluster starts the replicas, each server's config adjusted by
+// configure when given.
+func startRolesCluster(t *testing.T, configure ...func(*Config)) *rolesCluster {
 	ca := rpctest.NewCA(t)
 	c := &rolesCluster{
+		ca:        ca,
 		replica:   ca.IssueIdentity(t, "replica", identity.Replica, "replicas", identity.ServerSAN),
 		agentA:    ca.IssueIdentity(t, "agent-a", identity.Agent, "agent_A", "agent_A"),
 		untypedA:  ca.Issue(t, "ank-agent-a", "agent_A", identity.ServerSAN, "*"),
@@ -131,6 +134,9 @@ func startRolesCluster(t *testing.T) *rolesCluster {
 	}
 	c.rs = newReplicaSet(t, 3, 0)
 	c.rs.ca, c.rs.metrics, c.ca = ca, c.metrics, ca
+	if len(configure) > 0 {
+		c.rs.configure = configure[0]
+	}
 	c.asReplica = ca.IssueIdentity(t, "as-replica", identity.Agent, c.rs.reps[0].id, c.rs.reps[0].id)
 	for _, r := range c.rs.reps {
 		r.start()

@@ -41,6 +41,9 @@ type replicaSet struct {
 	ca *rpctest.CA
 	// metrics, when set before a replica starts, records its metrics.
 	metrics *metrics.Set
+	// configure, when set before a replica starts, adjusts its server's
+	// config.
+	configure func(*Config)
 }
 
 type replica struct {
@@ -161,8 +164,12 @@ func (r *replica) start() {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(rpc.ServerTLSConfigFrom(certs))))
 		r.pool = proxy.NewPool(grpc.WithTransportCredentials(credentials.NewTLS(rpc.ClientTLSConfigFrom(certs, rpc.ServerName))))
 	}
-	srv, err := New(Config{Node: node, FSM: f, Logger: log, HoldTimeout: r.hold, Proxy: r.pool, Clock: r.rs.clk,
-		UntypedCertRole: identity.Agent, Metrics: r.rs.metrics, Certs: certs})
+	scfg := Config{Node: node, FSM: f, Logger: log, HoldTimeout: r.hold, Proxy: r.pool, Clock: r.rs.clk,
+		UntypedCertRole: identity.Agent, Metrics: r.rs.metrics, Certs: certs}
+	if r.rs.configure != nil {
+		r.rs.configure(&scfg)
+	}
+	srv, err := New(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

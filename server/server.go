@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -103,6 +104,12 @@ type Config struct {
 	// workload an update adds or changes must pass (workloadpolicy; the
 	// zero value is baseline). Each agent enforces its own as well.
 	WorkloadPolicy workloadpolicy.Level
+	// HelloTimeout bounds the wait for a new Ankaios stream's hello
+	// (DefaultHelloTimeout when zero).
+	HelloTimeout time.Duration
+	// StreamLimits cap the Ankaios streams this replica holds; a zero
+	// field takes DefaultStreamLimits'.
+	StreamLimits StreamLimits
 	// OnLeadership is told when this replica starts (true) and stops
 	// (false) leading, on the leader loop: it must not block. The systemd
 	// notifier (cmd/grapnel-server) turns it into STATUS= lines.
@@ -140,6 +147,8 @@ type Server struct {
 	// guard checks every call against the authorization table
 	// (rpc/authz); Interceptors installs it.
 	guard *authz.Guard
+	// streams counts the open Ankaios streams against their caps.
+	streams *streamCounter
 }
 
 // term is one stretch of leadership. Streams accepted during it post to
@@ -183,6 +192,9 @@ func New(cfg Config) (*Server, error) {
 	if clk == nil {
 		clk = clock.Real()
 	}
+	sl := cfg.StreamLimits
+	def := DefaultStreamLimits
+	sl.PerAgent, sl.PerClient, sl.Total = cmp.Or(sl.PerAgent, def.PerAgent), cmp.Or(sl.PerClient, def.PerClient), cmp.Or(sl.Total, def.Total)
 	s := &Server{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -197,6 +209,7 @@ func New(cfg Config) (*Server, error) {
 		shutdownCh:    make(chan struct{}),
 		pings:         make(chan chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
+		streams:       newStreamCounter(sl),
 	}
 	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused, Member: s.isReplicaID, Revoked: s.revoked}
 	if cfg.Certs != nil {

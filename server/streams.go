@@ -71,6 +71,11 @@ type toServerStream = grpc.BidiStreamingServer[grpcapi.ToServer, grpcapi.FromSer
 // swdd~communication-to-from-server-middleware~1
 // swdd~server-default-communication-grpc~1
 func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
+	release, err := s.admitStream(st)
+	if err != nil {
+		return err
+	}
+	defer release()
 	d, err := s.findLeader(st.Context())
 	if err != nil {
 		return err
@@ -82,8 +87,11 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 	// The header tells a leader-aware client at once that the leader took
 	// the stream; a refusal would come as the status instead.
 	_ = st.SendHeader(metadata.Pairs(wire.ReplicaIDKey, s.node.ID()))
-	first, err := st.Recv()
+	first, err := s.recvHello(st, kind)
 	if err != nil {
+		if errors.Is(err, errs.ErrBadFirstMessage) {
+			s.logRefusedStream(st, err)
+		}
 		return err
 	}
 	c, hello, err := s.handshake(st, first, kind)
@@ -94,8 +102,7 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 		// refusal for want of a right was logged and counted already
 		// (Server.refused).
 		if !errors.Is(err, errs.ErrPermissionDenied) {
-			host := peerHost(st.Context())
-			s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
+			s.logRefusedStream(st, err)
 		}
 		return err
 	}
@@ -157,6 +164,13 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 	default:
 		return nil
 	}
+}
+
+// logRefusedStream logs a refused stream, once per peer and reason per
+// refusalLogWindow.
+func (s *Server) logRefusedStream(st toServerStream, err error) {
+	host := peerHost(st.Context())
+	s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
 }
 
 func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire.Kind) (*conn, *grpcapi.AgentHello, error) {

@@ -74,6 +74,31 @@ type config struct {
 	// EnableDebug serves Go's profiler next to the metrics.
 	EnableDebug bool `yaml:"enable_debug"`
 
+	// MetricsTLS serves the metrics over HTTPS with the replica's
+	// certificates, to a client certificate of MetricsRoles.
+	MetricsTLS   bool         `yaml:"metrics_tls"`
+	MetricsRoles layered.List `yaml:"metrics_roles"`
+
+	// The caps on connections each listener holds, per source IP and in
+	// total, and the gRPC port's handshake deadline (issue 27;
+	// docs/security.md, "Resource bounds"). The gRPC total is lowered to
+	// what RLIMIT_NOFILE leaves (netbounds.go).
+	GRPCMaxConns             int           `yaml:"grpc_max_conns"`
+	GRPCMaxConnsPerSource    int           `yaml:"grpc_max_conns_per_source"`
+	GRPCHandshakeTimeout     time.Duration `yaml:"grpc_handshake_timeout"`
+	RaftMaxConns             int           `yaml:"raft_max_conns"`
+	RaftMaxConnsPerSource    int           `yaml:"raft_max_conns_per_source"`
+	MetricsMaxConns          int           `yaml:"metrics_max_conns"`
+	MetricsMaxConnsPerSource int           `yaml:"metrics_max_conns_per_source"`
+	UIMaxConns               int           `yaml:"ui_max_conns"`
+	UIMaxConnsPerSource      int           `yaml:"ui_max_conns_per_source"`
+	// The bounds on Ankaios streams: the hello deadline, and the streams
+	// open at once per agent identity, per other identity and in all.
+	HelloTimeout        time.Duration `yaml:"hello_timeout"`
+	MaxStreamsPerAgent  int           `yaml:"max_streams_per_agent"`
+	MaxStreamsPerClient int           `yaml:"max_streams_per_client"`
+	MaxStreams          int           `yaml:"max_streams"`
+
 	AgentReconnectGrace time.Duration `yaml:"agent_reconnect_grace"`
 	AgentConnectGrace   time.Duration `yaml:"agent_connect_grace"`
 	RPCHoldTimeout      time.Duration `yaml:"rpc_hold_timeout"`
@@ -155,6 +180,20 @@ func defaults() config {
 		IdleProcs:              defaultIdleProcs,
 
 		MaxLogCampaignsPerRequester: server.DefaultMaxLogCampaignsPerRequester,
+		MetricsRoles:                layered.List{"operator"},
+		GRPCMaxConns:                defaultGRPCConns.Total,
+		GRPCMaxConnsPerSource:       defaultGRPCConns.PerSource,
+		GRPCHandshakeTimeout:        rpc.DefaultHandshakeTimeout,
+		RaftMaxConns:                defaultRaftConns.Total,
+		RaftMaxConnsPerSource:       defaultRaftConns.PerSource,
+		MetricsMaxConns:             defaultMetricsConns.Total,
+		MetricsMaxConnsPerSource:    defaultMetricsConns.PerSource,
+		UIMaxConns:                  defaultUIConns.Total,
+		UIMaxConnsPerSource:         defaultUIConns.PerSource,
+		HelloTimeout:                server.DefaultHelloTimeout,
+		MaxStreamsPerAgent:          server.DefaultStreamLimits.PerAgent,
+		MaxStreamsPerClient:         server.DefaultStreamLimits.PerClient,
+		MaxStreams:                  server.DefaultStreamLimits.Total,
 	}
 }
 
@@ -176,7 +215,22 @@ func options() []layered.Option[config] {
 		layered.Opt("secret-key-file", "", "SECRET_KEY_FILE", "keyring that seals secret config items: one `ID BASE64KEY` a line (32-byte keys), the first one seals; mode 0600 (docs/secrets.md)", func(c *config) any { return &c.SecretKeyFile }),
 		layered.Opt("bootstrap-expect", "", "BOOTSTRAP_EXPECT", "form a new cluster once this many replicas see each other (0 or 1: a single replica)", func(c *config) any { return &c.BootstrapExpect }),
 		layered.Opt("join", "", "JOIN", "gossip address of a replica to join (repeatable; env: comma-separated)", func(c *config) any { return &c.Join }),
-		layered.Opt("metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on http://ADDR/metrics (off when empty)", func(c *config) any { return &c.MetricsAddress }),
+		layered.Opt("metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on ADDR/metrics; an address without a host (:9100) is 127.0.0.1 (off when empty)", func(c *config) any { return &c.MetricsAddress }),
+		layered.Opt("metrics-tls", "", "METRICS_TLS", "serve the metrics over https with the replica's certificates, to a client certificate of the CA with a role of --metrics-roles", func(c *config) any { return &c.MetricsTLS }),
+		layered.Opt("metrics-roles", "", "METRICS_ROLES", "roles whose client certificate may read the metrics with --metrics-tls (repeatable; env: comma-separated)", func(c *config) any { return &c.MetricsRoles }),
+		layered.Opt("grpc-max-conns", "", "GRPC_MAX_CONNS", "connections the gRPC port holds at once; lowered at start to what RLIMIT_NOFILE leaves after the other listeners and a reserve for files and gossip", func(c *config) any { return &c.GRPCMaxConns }),
+		layered.Opt("grpc-max-conns-per-source", "", "GRPC_MAX_CONNS_PER_SOURCE", "connections the gRPC port holds at once from one IP address", func(c *config) any { return &c.GRPCMaxConnsPerSource }),
+		layered.Opt("grpc-handshake-timeout", "", "GRPC_HANDSHAKE_TIMEOUT", "time a new gRPC connection has to finish its TLS handshake and HTTP/2 preface before it is closed", func(c *config) any { return &c.GRPCHandshakeTimeout }),
+		layered.Opt("raft-max-conns", "", "RAFT_MAX_CONNS", "connections the Raft port holds at once", func(c *config) any { return &c.RaftMaxConns }),
+		layered.Opt("raft-max-conns-per-source", "", "RAFT_MAX_CONNS_PER_SOURCE", "connections the Raft port holds at once from one IP address", func(c *config) any { return &c.RaftMaxConnsPerSource }),
+		layered.Opt("metrics-max-conns", "", "METRICS_MAX_CONNS", "connections the metrics address holds at once", func(c *config) any { return &c.MetricsMaxConns }),
+		layered.Opt("metrics-max-conns-per-source", "", "METRICS_MAX_CONNS_PER_SOURCE", "connections the metrics address holds at once from one IP address", func(c *config) any { return &c.MetricsMaxConnsPerSource }),
+		layered.Opt("ui-max-conns", "", "UI_MAX_CONNS", "connections the dashboard holds at once", func(c *config) any { return &c.UIMaxConns }),
+		layered.Opt("ui-max-conns-per-source", "", "UI_MAX_CONNS_PER_SOURCE", "connections the dashboard holds at once from one IP address", func(c *config) any { return &c.UIMaxConnsPerSource }),
+		layered.Opt("hello-timeout", "", "HELLO_TIMEOUT", "time an Ankaios stream has to send its hello (AgentHello, CommanderHello) before it is ended", func(c *config) any { return &c.HelloTimeout }),
+		layered.Opt("max-streams-per-agent", "", "MAX_STREAMS_PER_AGENT", "Ankaios streams open at once per agent identity (a replacing hello needs two for a moment)", func(c *config) any { return &c.MaxStreamsPerAgent }),
+		layered.Opt("max-streams-per-client", "", "MAX_STREAMS_PER_CLIENT", "Ankaios streams open at once per commander or operator identity", func(c *config) any { return &c.MaxStreamsPerClient }),
+		layered.Opt("max-streams", "", "MAX_STREAMS", "Ankaios streams open at once on this replica, all identities together", func(c *config) any { return &c.MaxStreams }),
 		layered.Opt("ui-address", "", "UI_ADDRESS", "serve the dashboard on ADDR (https with the replica's certificates and a client certificate of role operator or commander; http with --insecure; off when empty)", func(c *config) any { return &c.UIAddress }),
 		layered.Opt("agent-reconnect-grace", "", "AGENT_RECONNECT_GRACE", "after a failover, time agents get to reconnect before their workloads turn AgentDisconnected", func(c *config) any { return &c.AgentReconnectGrace }),
 		layered.Opt("agent-connect-grace", "", "AGENT_CONNECT_GRACE", "time an agent with workloads assigned may take to connect for the first time before the problems view reports it", func(c *config) any { return &c.AgentConnectGrace }),
@@ -347,6 +401,9 @@ func (c config) validate() error {
 	}
 	if c.HistoryMaxAge < time.Second {
 		return fmt.Errorf("--history-max-age %v: must be at least 1s", c.HistoryMaxAge)
+	}
+	if err := c.validateBounds(); err != nil {
+		return err
 	}
 	if c.HistoryMaxBytes < 4096 {
 		return fmt.Errorf("--history-max-bytes %d: must be at least 4096", c.HistoryMaxBytes)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/connlimit"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/sdnotify"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
@@ -65,10 +66,22 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	// Message size, stream and keepalive limits, the same ones the
-	// clients use (rpc/limits.go), and the interceptors that give the
+	// The caps on the connections each listener holds, the gRPC port's
+	// sized to the descriptors the process may open (netbounds.go).
+	nofile, err := openFileLimit()
+	if err != nil {
+		return err
+	}
+	caps, err := cfg.connCaps(nofile)
+	if err != nil {
+		return err
+	}
+	logCaps(log, caps)
+	// Message size, stream, handshake and keepalive limits, the same ones
+	// the clients use (rpc/limits.go), and the interceptors that give the
 	// handlers' errors their gRPC status (rpc/interceptor.go).
-	opts := append(rpc.ServerOptions(), rpc.StatusInterceptors()...)
+	opts := append(rpc.ServerOptions(), grpc.ConnectionTimeout(cfg.GRPCHandshakeTimeout))
+	opts = append(opts, rpc.StatusInterceptors()...)
 	// The proxy dials the leader as a client, with this replica's own
 	// certificate, so the leader can trust the names it forwards.
 	proxyCreds := insecure.NewCredentials()
@@ -109,11 +122,12 @@ func run(cfg config) error {
 		}
 		log.Info("secret keyring loaded", "keys", keyring.IDs(), "active", keyring.Active())
 	}
-	lis, err := net.Listen("tcp", cfg.Address)
+	raw, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
 	}
-	uiLis, err := listenUI(cfg.UIAddress)
+	lis := rpc.ServerListener(raw, connlimit.Config{Name: "grpc", Limits: caps.grpc, Logger: log})
+	uiLis, err := listenUI(cfg.UIAddress, caps.ui, log)
 	if err != nil {
 		lis.Close()
 		return err
@@ -130,7 +144,7 @@ func run(cfg config) error {
 		GossipKey: gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(gossipKeys),
 		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: agentGossipKeys, RaftTLS: certs,
 		Join: cfg.Join, LogOutput: os.Stderr, SegmentSize: cfg.RaftSegmentMiB << 20,
-		CheckEntry: fsm.CheckType, DeferSoloElection: true,
+		CheckEntry: fsm.CheckType, DeferSoloElection: true, RaftConnLimits: caps.raft,
 	})
 	if err != nil {
 		lis.Close()
@@ -140,6 +154,7 @@ func run(cfg config) error {
 		return err
 	}
 	metricSet := metrics.NewSet()
+	metricSet.CollectListeners(lis, node.RaftListener(), uiLis)
 	// systemd (Type=notify): the replica reports leader/follower as it
 	// changes, READY=1 once it serves, WATCHDOG=1 while its main loop
 	// answers (docs/operations.md, "systemd").
@@ -171,7 +186,8 @@ func run(cfg config) error {
 		MaxLogCampaignsPerRequester: cfg.MaxLogCampaignsPerRequester,
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
-		Secrets: keyring, UntypedCertRole: untyped, Certs: certs, WorkloadPolicy: level,
+		Secrets: keyring, UntypedCertRole: untyped, Certs: certs, WorkloadPolicy: level, HelloTimeout: cfg.HelloTimeout,
+		StreamLimits: server.StreamLimits{PerAgent: cfg.MaxStreamsPerAgent, PerClient: cfg.MaxStreamsPerClient, Total: cfg.MaxStreams},
 		OnLeadership: func(leading bool) {
 			if leading {
 				notify.Status(leaderStatus)
@@ -189,7 +205,14 @@ func run(cfg config) error {
 	// Only now, with the server watching leadership, may a lone replica
 	// elect itself.
 	node.ElectAloneNow()
-	stopMetrics, err := serveMetrics(cfg.MetricsAddress, cfg.EnableDebug, metricSet, node, log)
+	ms := metricsServing{addr: cfg.MetricsAddress, debug: cfg.EnableDebug, caps: caps.metrics, untyped: untyped}
+	if cfg.MetricsTLS {
+		// The replica's own certificates, reloaded as the gRPC port's;
+		// the roles were checked with the config.
+		ms.tls = rpc.ServerTLSConfigFrom(certs)
+		ms.roles, _ = cfg.metricsRoles()
+	}
+	stopMetrics, err := serveMetrics(ms, metricSet, node, log)
 	if err != nil {
 		srv.Shutdown()
 		node.Shutdown()

@@ -16,14 +16,16 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/changefeed"
+	"github.com/grapnel-io/grapnel/internal/connlimit"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/server"
 	"github.com/grapnel-io/grapnel/server/ui"
 )
 
 // listenUI opens the dashboard's listener (nil when addr is empty), before
-// the node starts, so that gossip announces the address it really has.
-func listenUI(addr string) (net.Listener, error) {
+// the node starts, so that gossip announces the address it really has;
+// it holds at most caps connections.
+func listenUI(addr string, caps connlimit.Limits, log *slog.Logger) (*connlimit.Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -31,7 +33,7 @@ func listenUI(addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--ui-address %s: %w", addr, err)
 	}
-	return lis, nil
+	return connlimit.Wrap(lis, connlimit.Config{Name: "dashboard", Limits: caps, Logger: log}), nil
 }
 
 // serveUI serves the dashboard on lis (nothing when lis is nil): over
@@ -41,7 +43,7 @@ func listenUI(addr string) (net.Listener, error) {
 // observer; logs come from a CliConnection to this replica's own gRPC
 // address (grpcAddr), dialled on first use with creds. It returns the
 // function that stops it.
-func serveUI(lis net.Listener, tc *tls.Config, untyped identity.Role, node *cluster.Node, f *fsm.FSM, grpcAddr string,
+func serveUI(lis *connlimit.Listener, tc *tls.Config, untyped identity.Role, node *cluster.Node, f *fsm.FSM, grpcAddr string,
 	creds grpc.DialOption, log *slog.Logger) func() {
 	if lis == nil {
 		return func() {}
@@ -59,7 +61,7 @@ func serveUI(lis net.Listener, tc *tls.Config, untyped identity.Role, node *clus
 	}
 	h := ui.New(ui.Config{Node: node, FSM: f, Feed: feed, Timeline: server.WorkloadTimeline,
 		Logs: ui.GRPCLogs(dial), Untyped: untyped, Logger: log})
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout}
 	scheme := "https"
 	if tc == nil {
 		scheme = "http"

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/internal/connlimit"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/rpctest"
@@ -35,7 +36,7 @@ func TestDashboardServedOverMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := serveUI(lis, tc, identity.None, node, c.FSM(node.ID()), "127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()),
+	stop := serveUI(connlimit.Wrap(lis, connlimit.Config{}), tc, identity.None, node, c.FSM(node.ID()), "127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer stop()
 	get := func(role identity.Role, name string) (int, string) {

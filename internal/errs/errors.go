@@ -72,6 +72,11 @@ var ErrMessageTooLarge = errors.New("message too large")
 // not; nothing was changed.
 var ErrStateChanged = errors.New("the desired state changed since the plan")
 
+// ErrTooManyStreams refuses an Ankaios stream over a replica's caps: too
+// many streams of the caller's identity, or of all callers together, are
+// open (issue 27). The caller backs off and retries; nothing was changed.
+var ErrTooManyStreams = errors.New("too many streams")
+
 // ErrAgentNotConnected refuses a request for an agent that has no stream
 // open to the leader.
 var ErrAgentNotConnected = errors.New("agent not connected")

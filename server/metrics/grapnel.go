@@ -3,6 +3,8 @@ package metrics
 import (
 	"strconv"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/connlimit"
 )
 
 // Set is the metric families a replica exposes.
@@ -37,6 +39,9 @@ type Set struct {
 	// --workload-policy) or widening (a commander's or a workload's write
 	// that widens a workload's privileges).
 	WorkloadPolicyRefused *Counter
+	// StreamsRefused counts the Ankaios streams refused over a cap or
+	// ended for want of a hello in time (issue 27), by reason and role.
+	StreamsRefused *Counter
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
@@ -62,6 +67,8 @@ func NewSet() *Set {
 			"Logs requests refused because their requester has as many live log campaigns as --max-log-campaigns-per-requester allows, by requester kind (workload, client).", "requester"),
 		WorkloadPolicyRefused: r.NewCounter("grapnel_workload_policy_refused_total",
 			"Updates refused by the workload admission policy, by check: level (the servers' --workload-policy) or widening (a commander's or a workload's write widening a workload's privileges).", "check"),
+		StreamsRefused: r.NewCounter("grapnel_streams_refused_total",
+			"Ankaios streams refused: over the cap of their identity (identity_cap) or of the replica (total_cap), or ended without a hello in time (no_hello); by reason and the caller's role (docs/security.md).", "reason", "role"),
 		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -153,6 +160,36 @@ func (s *Set) RefusedLogCampaign(requester string) {
 		return
 	}
 	s.LogCampaignsRefused.Inc(requester)
+}
+
+// RefusedStream counts one refused stream.
+func (s *Set) RefusedStream(reason, role string) {
+	if s == nil {
+		return
+	}
+	s.StreamsRefused.Inc(reason, role)
+}
+
+// CollectListeners exposes each listener's connection caps at work, read
+// at each scrape: the connections open now and those closed at accept
+// for being over a cap, by reason (internal/connlimit).
+func (s *Set) CollectListeners(ls ...*connlimit.Listener) {
+	if s == nil {
+		return
+	}
+	for _, l := range ls {
+		if l == nil {
+			continue
+		}
+		name := l.Name()
+		s.Registry.NewGaugeFunc("grapnel_connections_open", "Connections a listener holds open now (grpc, raft, metrics, dashboard).",
+			map[string]string{"listener": name}, func() float64 { return float64(l.Open()) })
+		for _, why := range []connlimit.Reason{connlimit.OverSource, connlimit.OverTotal} {
+			s.Registry.NewCounterFunc("grapnel_connections_refused_total",
+				"Connections closed as they were accepted because their source or the listener held its cap (docs/security.md), by listener and cap.",
+				map[string]string{"listener": name, "reason": string(why)}, func() float64 { return float64(l.Refused(why)) })
+		}
+	}
 }
 
 // CollectProblems refreshes the grapnel_problems gauge from counts (open

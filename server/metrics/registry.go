@@ -72,6 +72,12 @@ func (r *Registry) NewCounterFunc(name, help string, constLabels map[string]stri
 	r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: constLabels}, fn))
 }
 
+// NewGaugeFunc registers a gauge series read from fn at each scrape, as
+// NewCounterFunc does for counters.
+func (r *Registry) NewGaugeFunc(name, help string, constLabels map[string]string, fn func() float64) {
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: constLabels}, fn))
+}
+
 // Add adds v (which must not be negative) to the series of labels.
 func (c *Counter) Add(v float64, labels ...string) { c.vec.WithLabelValues(labels...).Add(v) }
 
