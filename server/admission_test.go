@@ -183,7 +183,7 @@ func TestCommanderCannotWidenPrivileges(t *testing.T) {
 		for _, tc := range widening {
 			r := tlsUpdate(t, via.addr, c.commander, tc.tree, tc.mask)
 			msg := r.GetError().GetMessage()
-			for _, w := range []string{"commander 'ota' may not widen the privileges of workload", tc.want, "only an operator may"} {
+			for _, w := range []string{"commander 'ota'", "may not widen the privileges of workload", tc.want, "only an operator may"} {
 				if !strings.Contains(msg, w) {
 					t.Errorf("%s via %s: answer %v does not name %q", tc.name, via.id, r, w)
 				}
@@ -195,7 +195,7 @@ func TestCommanderCannotWidenPrivileges(t *testing.T) {
 	plan := grapnelpb.NewPlanClient(tlsConn(t, c.f.addr, c.commander))
 	upd := updateRequest(t, widening[0].tree, mask).GetUpdateStateRequest()
 	dry, err := plan.DryRun(ctx, &grapnelpb.PlanRequest{Update: upd})
-	if err != nil || dry.GetAccepted() || len(dry.GetRejections()) != 1 || !strings.Contains(dry.GetRejections()[0].GetMessage(), "commander 'ota' may not widen") {
+	if err != nil || dry.GetAccepted() || len(dry.GetRejections()) != 1 || !strings.Contains(dry.GetRejections()[0].GetMessage(), "commander 'ota' via replica") {
 		t.Errorf("the commander's dry-run: %v, %v", dry.GetRejections(), err)
 	}
 	if _, err := plan.Apply(ctx, &grapnelpb.ApplyRequest{Update: upd, ExpectedSeq: dry.GetSeq()}); err == nil || !strings.Contains(err.Error(), "may not widen the privileges of workload 'w'") {
