@@ -61,7 +61,7 @@ func FuzzRender(f *testing.F) {
 		}
 		ctx := map[string]any{"cfg": configs["c"], "m": configs["m"]}
 		var predicted strings.Builder
-		if check(tp, ctx, &predicted, DefaultMaxOutput) != nil {
+		if check(tp, ctx, &predicted, DefaultMaxOutput, nil) != nil {
 			return
 		}
 		got, err := execute(tp, ctx)
