@@ -39,6 +39,7 @@ func TestToStatus(t *testing.T) {
 		{"bad snapshot", errs.WithText(errs.ErrBadSnapshot, "snapshot restore: not a valid Grapnel snapshot: checksum mismatch"), codes.InvalidArgument, "checksum mismatch"},
 		{"snapshot too large", fmt.Errorf("%w: over 256 MiB", errs.ErrSnapshotTooLarge), codes.ResourceExhausted, "over 256 MiB"},
 		{"message too large", fmt.Errorf("%w: ServerHello of 5000000 bytes", errs.ErrMessageTooLarge), codes.ResourceExhausted, "5000000 bytes"},
+		{"busy", fmt.Errorf("%w: 1 dry-run is planned and 16 wait", errs.ErrBusy), codes.ResourceExhausted, "16 wait"},
 		{"agent not connected", fmt.Errorf("%w: agent \"a\" has no stream", errs.ErrAgentNotConnected), codes.NotFound, "no stream"},
 		{"shutting down", errs.ErrShuttingDown, codes.Unavailable, "shutting down"},
 		{"state changed", fmt.Errorf("%w: expected seq 4, the desired state is at seq 5", errs.ErrStateChanged), codes.FailedPrecondition, "expected seq 4"},
@@ -92,6 +93,7 @@ func TestFromStatus(t *testing.T) {
 		{"bad snapshot", errs.ErrBadSnapshot, errs.ErrBadSnapshot},
 		{"snapshot too large", errs.ErrSnapshotTooLarge, errs.ErrSnapshotTooLarge},
 		{"message too large", errs.ErrMessageTooLarge, errs.ErrMessageTooLarge},
+		{"busy", errs.ErrBusy, errs.ErrBusy},
 		{"agent not connected", errs.ErrAgentNotConnected, errs.ErrAgentNotConnected},
 		// FailedPrecondition with Grapnel's detail is not taken for an
 		// upstream version rejection.

@@ -88,6 +88,10 @@ type Config struct {
 	// zero value, identity.None, refuses such certificates;
 	// grapnel-server defaults to identity.Agent.
 	UntypedCertRole identity.Role
+	// MaxConcurrentDryRuns bounds the dry-runs this replica plans at once
+	// while it leads (DefaultMaxConcurrentDryRuns when zero or less);
+	// as many more wait, and the rest are refused (dryrunslots.go).
+	MaxConcurrentDryRuns int
 	// OnLeadership is told when this replica starts (true) and stops
 	// (false) leading, on the leader loop: it must not block. The systemd
 	// notifier (cmd/grapnel-server) turns it into STATUS= lines.
@@ -123,6 +127,12 @@ type Server struct {
 	// guard checks every call against the authorization table
 	// (rpc/authz); Interceptors installs it.
 	guard *authz.Guard
+
+	// dryRuns bounds the dry-runs planned at once (dryrunslots.go).
+	dryRuns dryRunSlots
+	// dryRunHook, when set (tests), runs on a dry-run's goroutine before
+	// it plans.
+	dryRunHook func()
 }
 
 // term is one stretch of leadership. Streams accepted during it post to
@@ -176,6 +186,7 @@ func New(cfg Config) (*Server, error) {
 		shutdownCh:    make(chan struct{}),
 		pings:         make(chan chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
+		dryRuns:       newDryRunSlots(cfg.MaxConcurrentDryRuns),
 	}
 	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused}
 	cfg.Metrics.CollectProblems(s.problemCounts)

@@ -165,7 +165,7 @@ func run(cfg config) error {
 		GroupCommitDelay: commitDelay, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
-		Secrets: keyring, UntypedCertRole: untyped,
+		Secrets: keyring, UntypedCertRole: untyped, MaxConcurrentDryRuns: cfg.MaxConcurrentDryRuns,
 		OnLeadership: func(leading bool) {
 			if leading {
 				notify.Status(leaderStatus)

@@ -72,6 +72,11 @@ var ErrMessageTooLarge = errors.New("message too large")
 // not; nothing was changed.
 var ErrStateChanged = errors.New("the desired state changed since the plan")
 
+// ErrBusy refuses work the leader has no room for now (more dry-runs
+// than it plans at once and lets wait); nothing was done, and the same
+// call may succeed shortly.
+var ErrBusy = errors.New("busy")
+
 // ErrAgentNotConnected refuses a request for an agent that has no stream
 // open to the leader.
 var ErrAgentNotConnected = errors.New("agent not connected")

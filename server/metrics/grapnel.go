@@ -29,6 +29,15 @@ type Set struct {
 	// LogResponsesDropped counts log responses not sent by the agent
 	// hosting an instance of a live campaign, by sender kind.
 	LogResponsesDropped *Counter
+	// RenderBudgetRefused counts requests refused because rendering their
+	// templates ran past the render budget of one request
+	// (max_render_steps_per_request, or max_update_bytes while
+	// rendering), by request kind: update (an update or Plan/Apply) or
+	// dry_run.
+	RenderBudgetRefused *Counter
+	// DryRunsRefused counts dry-runs refused because the leader was
+	// planning as many as it plans at once and as many waited.
+	DryRunsRefused *Counter
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
@@ -50,6 +59,10 @@ func NewSet() *Set {
 			"Requests an agent forwarded for its workloads that the server refused, by agent.", "agent"),
 		LogResponsesDropped: r.NewCounter("grapnel_log_responses_dropped_total",
 			"Log responses dropped because their sender does not host an instance of a live campaign, by sender kind (agent, client).", "from"),
+		RenderBudgetRefused: r.NewCounter("grapnel_render_budget_refused_total",
+			"Requests refused because rendering their templates ran past the budget of one request (max_render_steps_per_request, max_update_bytes), by request kind (update, dry_run).", "request"),
+		DryRunsRefused: r.NewCounter("grapnel_dry_runs_refused_total",
+			"Dry-runs refused because the leader was planning max_concurrent_dry_runs and as many more waited."),
 		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -115,6 +128,23 @@ func (s *Set) RefusedForwarded(agent string) {
 		return
 	}
 	s.ForwardedRefused.Inc(agent)
+}
+
+// RefusedRenderBudget counts a request of kind (update, dry_run) refused
+// for running past the render budget.
+func (s *Set) RefusedRenderBudget(kind string) {
+	if s == nil {
+		return
+	}
+	s.RenderBudgetRefused.Inc(kind)
+}
+
+// RefusedDryRun counts a dry-run refused for want of room.
+func (s *Set) RefusedDryRun() {
+	if s == nil {
+		return
+	}
+	s.DryRunsRefused.Inc()
 }
 
 // DroppedLogResponse counts a log response from a sender that does not
