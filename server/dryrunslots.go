@@ -10,8 +10,8 @@ import (
 )
 
 // DefaultMaxConcurrentDryRuns is how many dry-runs a leader plans at once
-// unless configured: one, so that on a 2-core computer a dry-run never
-// takes the core the leader loop runs on.
+// unless configured: one, so that on a 2-core vehicle computer one core
+// stays for the leader loop and everything else.
 const DefaultMaxConcurrentDryRuns = 1
 
 // dryRunQueueFactor is how many dry-runs may wait for a place, per
