@@ -41,6 +41,9 @@ var sentinelReasons = []struct {
 	{errs.ErrSnapshotTooLarge, codes.ResourceExhausted, "SNAPSHOT_TOO_LARGE"},
 	{errs.ErrMessageTooLarge, codes.ResourceExhausted, "MESSAGE_TOO_LARGE"},
 	{errs.ErrTooManyStreams, codes.ResourceExhausted, "TOO_MANY_STREAMS"},
+	// ResourceExhausted, as gRPC's own refusals for want of room: the
+	// caller may retry after a while, not at once.
+	{errs.ErrBusy, codes.ResourceExhausted, "BUSY"},
 	{errs.ErrStateChanged, codes.FailedPrecondition, "STATE_CHANGED"},
 	{errs.ErrAgentNotConnected, codes.NotFound, "AGENT_NOT_CONNECTED"},
 	{errs.ErrNoSuchTransaction, codes.NotFound, "NO_SUCH_TRANSACTION"},

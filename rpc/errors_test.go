@@ -39,6 +39,7 @@ func TestToStatus(t *testing.T) {
 		{"bad snapshot", errs.WithText(errs.ErrBadSnapshot, "snapshot restore: not a valid Grapnel snapshot: checksum mismatch"), codes.InvalidArgument, "checksum mismatch"},
 		{"snapshot too large", fmt.Errorf("%w: over 256 MiB", errs.ErrSnapshotTooLarge), codes.ResourceExhausted, "over 256 MiB"},
 		{"message too large", fmt.Errorf("%w: ServerHello of 5000000 bytes", errs.ErrMessageTooLarge), codes.ResourceExhausted, "5000000 bytes"},
+		{"busy", fmt.Errorf("%w: 1 dry-run is planned and 16 wait", errs.ErrBusy), codes.ResourceExhausted, "16 wait"},
 		{"agent not connected", fmt.Errorf("%w: agent \"a\" has no stream", errs.ErrAgentNotConnected), codes.NotFound, "no stream"},
 		{"too many streams", fmt.Errorf("%w: agent 'a' holds 4 streams", errs.ErrTooManyStreams), codes.ResourceExhausted, "holds 4 streams"},
 		{"shutting down", errs.ErrShuttingDown, codes.Unavailable, "shutting down"},
@@ -93,6 +94,7 @@ func TestFromStatus(t *testing.T) {
 		{"bad snapshot", errs.ErrBadSnapshot, errs.ErrBadSnapshot},
 		{"snapshot too large", errs.ErrSnapshotTooLarge, errs.ErrSnapshotTooLarge},
 		{"message too large", errs.ErrMessageTooLarge, errs.ErrMessageTooLarge},
+		{"busy", errs.ErrBusy, errs.ErrBusy},
 		{"agent not connected", errs.ErrAgentNotConnected, errs.ErrAgentNotConnected},
 		{"too many streams", errs.ErrTooManyStreams, errs.ErrTooManyStreams},
 		// FailedPrecondition with Grapnel's detail is not taken for an

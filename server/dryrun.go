@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -35,7 +36,29 @@ type planCall struct {
 	// lock is a Locks service call (locksvc.go).
 	lock  *lockCall
 	reply chan planAnswer
+
+	// release, for a dry-run, frees the caller's place among the
+	// dry-runs planned at once (Server.admitDryRun) once planning is
+	// done; nil when it holds none. taken decides who calls it: the
+	// leader loop takes the call (then its dry-run's goroutine
+	// releases), or the caller abandons it first (then the caller
+	// does, and the loop plans nothing).
+	release func()
+	taken   atomic.Int32
 }
+
+// States of planCall.taken.
+const (
+	callWaiting int32 = iota
+	callTaken
+	callAbandoned
+)
+
+// take claims a call for the leader loop; false if the caller gave up.
+func (c *planCall) take() bool { return c.taken.CompareAndSwap(callWaiting, callTaken) }
+
+// abandon gives up a call the loop has not taken; false if it has.
+func (c *planCall) abandon() bool { return c.taken.CompareAndSwap(callWaiting, callAbandoned) }
 
 // planAnswer is the answer of a planCall: a plan, an applied update or
 // an error.
@@ -64,43 +87,116 @@ func (l *leader) planCall(c *planCall) {
 		l.applyIfUnchanged(c)
 		return
 	}
-	resp := l.dryRun(c.update, c.owner, c.adm)
-	if err := fitPlan(resp, l.s.cfg.MaxMessageBytes); err != nil {
-		l.pipe.ordered(func() { c.reply <- planAnswer{err: err} })
-		return
-	}
-	l.pipe.ordered(func() {
-		// A proposal before the dry-run failed (or the store was
-		// restored): the state it was planned on never existed.
-		if l.projected.stale() {
-			c.reply <- planAnswer{err: fmt.Errorf("%w: an update proposed before this dry-run failed, so the state it was planned on did not come to be; plan again", errs.ErrStateChanged)}
-			return
-		}
-		c.reply <- planAnswer{plan: resp}
-	})
+	l.startDryRun(c)
 }
 
-// dryRun plans an update on the projected state with the planning code
-// of a real update, going on past every rejection to list them all, and
-// describes the plan. It proposes nothing and changes nothing.
+// dryRunInput is what a dry-run plans on, taken on the leader loop: a
+// planning view of the projected store (state.Store.ForPlanning) and
+// the leader's time, for the intent locks.
+type dryRunInput struct {
+	st    *state.Store
+	nowMs int64
+}
+
+// dryRunInput takes the input of a dry-run now.
+func (l *leader) dryRunInput() dryRunInput {
+	return dryRunInput{st: l.projected.store.ForPlanning(), nowMs: l.clock.Now().UnixMilli()}
+}
+
+// startDryRun runs a dry-run off the leader loop. The loop only takes
+// its input, which costs it little whatever the state's size, and queues
+// the check of the proposals before it; planning, rendering and
+// describing run on a goroutine of their own, so that a dry-run of any
+// weight holds up no other request. The answer keeps the order of a
+// call planned on the loop: it goes out once the proposals before it
+// have settled, and is ErrStateChanged if one of them failed (or the
+// store was restored), since the state it was planned on never existed.
+//
+// Goroutine: one per dry-run, started here; at most
+// Config.MaxConcurrentDryRuns of them plan at once (the caller holds a
+// place, admitDryRun). It ends once it has answered, or when the term
+// ends while it waits for the proposals before it.
+func (l *leader) startDryRun(c *planCall) {
+	if !c.take() {
+		return // the caller gave up while the call waited in the inbox
+	}
+	in := l.dryRunInput()
+	settled := make(chan error, 1)
+	l.pipe.ordered(func() {
+		if l.projected.stale() {
+			settled <- fmt.Errorf("%w: an update proposed before this dry-run failed, so the state it was planned on did not come to be; plan again", errs.ErrStateChanged)
+			return
+		}
+		settled <- nil
+	})
+	var stop <-chan struct{}
+	if l.term != nil {
+		stop = l.term.stop
+	}
+	go l.s.runDryRun(c, in, settled, stop)
+}
+
+// runDryRun plans a dry-run's update on its input and answers it once
+// settled says whether the proposals before it came to be.
+func (s *Server) runDryRun(c *planCall, in dryRunInput, settled <-chan error, stop <-chan struct{}) {
+	if s.dryRunHook != nil {
+		s.dryRunHook()
+	}
+	resp, overBudget := s.planDryRun(in, c.update, c.owner, c.adm)
+	if c.release != nil {
+		c.release()
+	}
+	if overBudget {
+		s.cfg.Metrics.RefusedRenderBudget("dry_run")
+	}
+	err := fitPlan(resp, s.cfg.MaxMessageBytes)
+	select {
+	case stale := <-settled:
+		if stale != nil {
+			err = stale
+		}
+	case <-stop:
+		return // the term ended: the caller is told so
+	}
+	if err != nil {
+		c.reply <- planAnswer{err: err}
+		return
+	}
+	c.reply <- planAnswer{plan: resp}
+}
+
+// dryRun plans an update on the projected state as a dry-run does, on
+// the calling goroutine (tests and benchmarks).
 func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string, adm admission) *grapnelpb.PlanResponse {
-	st := l.projected.store
-	resp := &grapnelpb.PlanResponse{Seq: st.DesiredSeq}
+	resp, _ := l.s.planDryRun(l.dryRunInput(), req, owner, adm)
+	return resp
+}
+
+// planDryRun plans an update on in with the planning code of a real
+// update, going on past every rejection to list them all, and describes
+// the plan. It proposes nothing and changes nothing; it reads only in
+// and what the Server holds fixed (renderer, limits, keys), so it may
+// run on any goroutine. overBudget says the render budget refused it.
+func (s *Server) planDryRun(in dryRunInput, req *ankbase.UpdateStateRequest, owner string, adm admission) (resp *grapnelpb.PlanResponse, overBudget bool) {
+	st := in.st
+	resp = &grapnelpb.PlanResponse{Seq: st.DesiredSeq}
 	c := &checks{all: true}
-	next, tags, err := l.nextState(req)
+	next, tags, err := nextStateOf(s.cfg.Secrets, st, req)
 	if err != nil {
 		c.failed(err)
-	} else if pd := planSteps(c, l.s.renderer, l.s.limits, adm, st, next, tags, l.connected); pd != nil {
+	} else if pd := planSteps(c, s.renderer, s.limits, adm, st, next, tags, connectedIn(st)); pd != nil {
 		if pd.changed {
 			// The command's size, as project checks it before proposing.
-			_, err := l.encodeChecked(&fsm.UpdateDesiredStateRequest{Update: pd.update, Seq: st.DesiredSeq + 1})
+			_, err := encodeChecked(s.limits, &fsm.UpdateDesiredStateRequest{Update: pd.update, Seq: st.DesiredSeq + 1})
 			c.failed(err)
 		}
-		c.failed(checkLocks(st.Locks, pd.updatePlan, l.guard(owner, nil, req)))
+		g := guard{owner: owner, nowMs: in.nowMs, masks: req.GetUpdateMask()}
+		c.failed(checkLocks(st.Locks, pd.updatePlan, g))
 		describePlan(resp, st, next, pd)
 	}
 	resp.Accepted = len(c.errs) == 0
 	for _, e := range c.errs {
+		overBudget = overBudget || errors.Is(e, state.ErrBudget)
 		r := &grapnelpb.Rejection{Message: e.Error()}
 		var fe *state.FieldError
 		if errors.As(e, &fe) {
@@ -108,7 +204,7 @@ func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string, adm admis
 		}
 		resp.Rejections = append(resp.Rejections, r)
 	}
-	return resp
+	return resp, overBudget
 }
 
 // fitPlan keeps a plan under the message limit: a plan carries old and
@@ -146,6 +242,7 @@ func (l *leader) applyIfUnchanged(c *planCall) {
 	}
 	p, err := l.planUpdate(c.update, c.adm, l.guard(c.owner, c.expectRevision, c.update))
 	if err != nil {
+		l.countRefusal(err)
 		l.pipe.ordered(func() { answer(planAnswer{err: fmt.Errorf("update rejected: %w", err)}) })
 		return
 	}

@@ -37,21 +37,24 @@ func toRender(next state.State, d desiredDiff) []string {
 }
 
 // renderChanged renders the workloads toRender names and keeps those
-// whose rendering differs from the store's. What templates render counts
-// against the update budget as it goes, so a hostile config costs no
-// more than the limits allow.
+// whose rendering differs from the store's. What templates render, and
+// the work it takes, count against the request's budgets as it goes
+// (max_update_bytes, max_render_steps_per_request: render.Budget), so a
+// hostile config costs no more than the limits allow and a request over
+// a budget stops where it ran out.
 //
 // A dry-run (c.all) skips the workloads already rejected, goes on past a
-// workload that does not render, and stops rendering once the budget is
+// workload that does not render, and stops rendering once a budget is
 // spent; stop is set only when a real update meets a rejection.
 func renderChanged(c *checks, r *render.Renderer, lim state.Limits, st *state.Store, next state.State, d desiredDiff) (rd *rendering, stop bool) {
 	rd = &rendering{put: map[string]state.Rendered{}, readded: map[state.InstanceName]bool{}}
 	rendered := 0 // bytes rendered from templates by this update
+	budget := render.NewBudget(lim.MaxRenderStepsPerRequest, lim.MaxUpdateBytes)
 	for _, n := range toRender(next, d) {
 		if c.skipRender(n, next.Workloads[n]) {
 			continue
 		}
-		rw, inst, err := r.Workload(n, next.Workloads[n], next.Configs)
+		rw, inst, err := r.WorkloadWithin(n, next.Workloads[n], next.Configs, budget)
 		if err == nil {
 			err = state.CheckAgentName("desiredState.workloads."+n+".agent", rw.Agent)
 		}
@@ -61,6 +64,9 @@ func renderChanged(c *checks, r *render.Renderer, lim state.Limits, st *state.St
 		if err != nil {
 			if c.failed(err) {
 				return nil, true
+			}
+			if budget.Spent() {
+				return rd, false // a dry-run renders no more
 			}
 			continue
 		}

@@ -13,8 +13,9 @@ import (
 )
 
 // planService answers Grapnel's Plan service: dry-runs of updates and
-// updates made only if the desired state is unchanged. Both run on the
-// leader loop; a follower forwards them.
+// updates made only if the desired state is unchanged. Both are posted
+// to the leader loop, which plans an update itself and has a dry-run
+// planned off the loop (leader.startDryRun); a follower forwards them.
 type planService struct {
 	grapnelpb.UnimplementedPlanServer
 	s *Server
@@ -34,7 +35,8 @@ func (p *planService) DryRun(ctx context.Context, req *grapnelpb.PlanRequest) (*
 		return nil, fmt.Errorf("%w: update: the update to plan is missing", state.ErrInvalid)
 	}
 	var fwd *grapnelpb.PlanResponse
-	a, err := p.onLeader(ctx, &planCall{update: req.GetUpdate(), owner: p.s.lockOwner(ctx), adm: p.s.callAdmission(ctx)}, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
+	c := &planCall{update: req.GetUpdate(), owner: p.s.lockOwner(ctx), adm: p.s.callAdmission(ctx)}
+	a, err := p.onLeaderAdmitted(ctx, c, p.s.admitDryRun, func(ctx context.Context, cc grpc.ClientConnInterface) (err error) {
 		fwd, err = grapnelpb.NewPlanClient(cc).DryRun(ctx, req)
 		return err
 	})
@@ -85,6 +87,14 @@ func (p *planService) Revision(ctx context.Context, req *grapnelpb.RevisionReque
 // lead tells a leader-aware client where the leader is, and forwards the
 // call of any other (forward) unless another replica forwarded it here.
 func (p *planService) onLeader(ctx context.Context, c *planCall, forward func(context.Context, grpc.ClientConnInterface) error) (planAnswer, error) {
+	return p.onLeaderAdmitted(ctx, c, nil, forward)
+}
+
+// onLeaderAdmitted is onLeader for a call that needs a place on the
+// leader first: admit, when set, is asked for one on the replica that
+// runs the call (not on one that forwards it), and what it returns
+// frees the place (planCall.release).
+func (p *planService) onLeaderAdmitted(ctx context.Context, c *planCall, admit func(context.Context) (func(), error), forward func(context.Context, grpc.ClientConnInterface) error) (planAnswer, error) {
 	s := p.s
 	d, err := s.findLeader(ctx)
 	if err != nil {
@@ -93,8 +103,20 @@ func (p *planService) onLeader(ctx context.Context, c *planCall, forward func(co
 	if d.t == nil {
 		return planAnswer{}, p.elsewhere(ctx, d, forward)
 	}
+	if admit != nil {
+		if c.release, err = admit(ctx); err != nil {
+			return planAnswer{}, err
+		}
+	}
+	// A call the loop never takes leaves its place to the next.
+	giveUp := func() {
+		if c.release != nil && c.abandon() {
+			c.release()
+		}
+	}
 	c.reply = make(chan planAnswer, 1)
 	if !d.t.post(inMsg{plan: c}) {
+		giveUp()
 		return planAnswer{}, fmt.Errorf("%w: %s leads no more; call again", errs.ErrLeaderChanged, s.node.ID())
 	}
 	select {
@@ -102,8 +124,10 @@ func (p *planService) onLeader(ctx context.Context, c *planCall, forward func(co
 		return a, a.err
 	case <-d.t.stop:
 		// The answer of a call still queued is dropped with the term.
+		giveUp()
 		return planAnswer{}, fmt.Errorf("%w: %s leads no more; call again", errs.ErrLeaderChanged, s.node.ID())
 	case <-ctx.Done():
+		giveUp()
 		return planAnswer{}, ctx.Err()
 	}
 }

@@ -22,7 +22,7 @@ import (
 )
 
 // planClient is a Plan client on a plain connection to addr.
-func planClient(t *testing.T, addr string) grapnelpb.PlanClient {
+func planClient(t testing.TB, addr string) grapnelpb.PlanClient {
 	return grapnelpb.NewPlanClient(dialRaw(t, addr))
 }
 

@@ -253,7 +253,7 @@ func (r *replica) testServer(t *testing.T) *testServer {
 }
 
 // dialRaw is a plain insecure gRPC connection to addr.
-func dialRaw(t *testing.T, addr string) *grpc.ClientConn {
+func dialRaw(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

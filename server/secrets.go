@@ -19,7 +19,12 @@ const requesterSecretKeys = "secret-keyring"
 // sealNext seals the secret items of a planned desired state against the
 // speculative store's.
 func (l *leader) sealNext(next state.State) (state.State, error) {
-	cfgs, err := secrets.SealConfigs(l.s.cfg.Secrets, next.Configs, l.projected.store.Desired.Configs)
+	return sealNext(l.s.cfg.Secrets, l.projected.store, next)
+}
+
+// sealNext seals next against the store st with keys.
+func sealNext(keys *secrets.Keyring, st *state.Store, next state.State) (state.State, error) {
+	cfgs, err := secrets.SealConfigs(keys, next.Configs, st.Desired.Configs)
 	if err != nil {
 		return state.State{}, err
 	}

@@ -110,6 +110,10 @@ type Config struct {
 	// StreamLimits cap the Ankaios streams this replica holds; a zero
 	// field takes DefaultStreamLimits'.
 	StreamLimits StreamLimits
+	// MaxConcurrentDryRuns bounds the dry-runs this replica plans at once
+	// while it leads (DefaultMaxConcurrentDryRuns when zero or less);
+	// as many more wait, and the rest are refused (dryrunslots.go).
+	MaxConcurrentDryRuns int
 	// OnLeadership is told when this replica starts (true) and stops
 	// (false) leading, on the leader loop: it must not block. The systemd
 	// notifier (cmd/grapnel-server) turns it into STATUS= lines.
@@ -149,6 +153,12 @@ type Server struct {
 	guard *authz.Guard
 	// streams counts the open Ankaios streams against their caps.
 	streams *streamCounter
+
+	// dryRuns bounds the dry-runs planned at once (dryrunslots.go).
+	dryRuns dryRunSlots
+	// dryRunHook, when set (tests), runs on a dry-run's goroutine before
+	// it plans.
+	dryRunHook func()
 }
 
 // term is one stretch of leadership. Streams accepted during it post to
@@ -210,6 +220,7 @@ func New(cfg Config) (*Server, error) {
 		pings:         make(chan chan struct{}),
 		refusals:      newLogLimiter(clk, refusalLogWindow),
 		streams:       newStreamCounter(sl),
+		dryRuns:       newDryRunSlots(cfg.MaxConcurrentDryRuns),
 	}
 	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused, Member: s.isReplicaID, Revoked: s.revoked}
 	if cfg.Certs != nil {

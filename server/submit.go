@@ -69,11 +69,16 @@ func (l *leader) propose(cmd fsm.Command, commit func(resp any, index uint64), f
 // encodeChecked encodes a command and refuses one larger than the
 // update budget: Raft would store, send and apply it on every replica.
 func (l *leader) encodeChecked(cmd fsm.Command) ([]byte, error) {
+	return encodeChecked(l.s.limits, cmd)
+}
+
+// encodeChecked encodes cmd and refuses it over lim.MaxUpdateBytes.
+func encodeChecked(lim state.Limits, cmd fsm.Command) ([]byte, error) {
 	buf, err := fsm.Encode(cmd)
 	if err != nil {
 		return nil, err
 	}
-	if max := l.s.limits.MaxUpdateBytes; max > 0 && len(buf) > max {
+	if max := lim.MaxUpdateBytes; max > 0 && len(buf) > max {
 		return nil, state.LimitError("", "update", "max_update_bytes", len(buf), max)
 	}
 	return buf, nil

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -23,6 +25,7 @@ import (
 func (l *leader) updateState(who, owner, id string, adm admission, req *ankbase.UpdateStateRequest) {
 	p, err := l.planUpdate(req, adm, l.guard(owner, nil, req))
 	if err != nil {
+		l.countRefusal(err)
 		l.recordRejection(who, req.GetUpdateMask(), err.Error())
 		l.pipe.ordered(func() { l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err)) })
 		return
@@ -62,6 +65,14 @@ func (l *leader) planUpdate(req *ankbase.UpdateStateRequest, adm admission, g gu
 	return p, nil
 }
 
+// countRefusal counts a refused update in the metrics that count its
+// reason.
+func (l *leader) countRefusal(err error) {
+	if errors.Is(err, state.ErrBudget) {
+		l.s.cfg.Metrics.RefusedRenderBudget("update")
+	}
+}
+
 // guard is what an update of owner is checked against now, at the
 // expected revision if one is given.
 func (l *leader) guard(owner string, expected *uint64, req *ankbase.UpdateStateRequest) guard {
@@ -72,11 +83,16 @@ func (l *leader) guard(owner string, expected *uint64, req *ankbase.UpdateStateR
 // the desired state and agent tags the update asks for, with its secret
 // config items sealed (secrets.go).
 func (l *leader) nextState(req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
-	next, nextTags, err := l.applyUpdateMask(req)
+	return nextStateOf(l.s.cfg.Secrets, l.projected.store, req)
+}
+
+// nextStateOf is nextState on the store st, sealing with keys.
+func nextStateOf(keys *secrets.Keyring, st *state.Store, req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
+	next, nextTags, err := applyUpdateMask(st, req)
 	if err != nil {
 		return state.State{}, nil, err
 	}
-	if next, err = l.sealNext(next); err != nil {
+	if next, err = sealNext(keys, st, next); err != nil {
 		return state.State{}, nil, err
 	}
 	return next, nextTags, nil
@@ -85,8 +101,13 @@ func (l *leader) nextState(req *ankbase.UpdateStateRequest) (state.State, map[st
 // applyUpdateMask is nextState before sealing: what the request would
 // make of the speculative desired state and agent tags.
 func (l *leader) applyUpdateMask(req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
+	return applyUpdateMask(l.projected.store, req)
+}
+
+// applyUpdateMask is what the request would make of the desired state
+// and agent tags of st.
+func applyUpdateMask(st *state.Store, req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
 	newState := rpc.CompleteStateToTree(req.GetNewState())
-	st := l.projected.store
 	tags := make(map[string]map[string]string, len(st.Agents))
 	for a, attr := range st.Agents {
 		tags[a] = attr.Tags
@@ -95,9 +116,14 @@ func (l *leader) applyUpdateMask(req *ankbase.UpdateStateRequest) (state.State, 
 }
 
 // connected reports whether an agent is in the speculative agent map.
-func (l *leader) connected(agent string) bool {
-	_, ok := l.projected.store.Agents[agent]
-	return ok
+func (l *leader) connected(agent string) bool { return connectedIn(l.projected.store)(agent) }
+
+// connectedIn reports whether an agent is in the agent map of st.
+func connectedIn(st *state.Store) func(string) bool {
+	return func(agent string) bool {
+		_, ok := st.Agents[agent]
+		return ok
+	}
 }
 
 // proposeUpdate proposes an accepted plan as the next desired state in

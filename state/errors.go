@@ -13,8 +13,9 @@ var ErrInvalid = errors.New("invalid state")
 type FieldError struct {
 	Path   string
 	Reason string
-	// limit is set for a value over a limit (see LimitError).
-	limit bool
+	// limit is set for a value over a limit (see LimitError), budget
+	// for work over a request's budget (BudgetError).
+	limit, budget bool
 }
 
 func (e *FieldError) Error() string {
@@ -24,9 +25,13 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Path, e.Reason)
 }
 
-// Unwrap lets errors.Is(err, ErrInvalid) hold, and errors.Is(err,
-// ErrLimit) for a value over a limit.
+// Unwrap lets errors.Is(err, ErrInvalid) hold, errors.Is(err, ErrLimit)
+// for a value over a limit, and errors.Is(err, ErrBudget) for work over
+// a request's budget.
 func (e *FieldError) Unwrap() []error {
+	if e.budget {
+		return []error{ErrInvalid, ErrLimit, ErrBudget}
+	}
 	if e.limit {
 		return []error{ErrInvalid, ErrLimit}
 	}

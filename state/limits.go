@@ -9,6 +9,11 @@ import (
 // It wraps like every FieldError, so errors.Is(err, ErrInvalid) holds too.
 var ErrLimit = errors.New("over a limit")
 
+// ErrBudget marks a rejection because the work a request causes ran past
+// its budget (Limits.MaxRenderStepsPerRequest); errors.Is(err, ErrLimit)
+// and ErrInvalid hold too.
+var ErrBudget = errors.New("over a request's budget")
+
 // Limits bound what the desired state may hold, so that everything the
 // leader accepts fits the messages, the Raft log and the memory of every
 // replica: an update larger than a limit is refused before it is
@@ -39,6 +44,12 @@ type Limits struct {
 	// MaxAgentBytes bounds the rendered workloads of one agent: its
 	// ServerHello carries them all.
 	MaxAgentBytes int
+	// MaxRenderStepsPerRequest bounds the work of rendering all the
+	// templates of one request, in render steps (server/render.Budget:
+	// parsing each template, every element visited, every #each
+	// iteration, so that nested loops multiply, and every name looked
+	// up). It bounds how long one update holds the leader loop.
+	MaxRenderStepsPerRequest int
 }
 
 // DefaultLimits are the limits a server uses unless configured.
@@ -53,14 +64,32 @@ func DefaultLimits() Limits {
 		MaxUpdateBytes:       3 << 20,
 		MaxDesiredStateBytes: 3 << 20,
 		MaxAgentBytes:        3 << 20,
+		// About a second of rendering at worst on a 2-core vehicle
+		// computer; a manifest of 1,000 workloads, each with a templated
+		// runtimeConfig of its own and a templated file, takes 600,000
+		// (docs/operations.md).
+		MaxRenderStepsPerRequest: DefaultMaxRenderStepsPerRequest,
 	}
 }
+
+// DefaultMaxRenderStepsPerRequest is the default render budget of one
+// request.
+const DefaultMaxRenderStepsPerRequest = 1 << 20
 
 // LimitError is the rejection of a value over a limit: "PATH: WHAT is
 // VALUE, more than the limit of MAX (NAME)". name is the limit's setting.
 func LimitError(path, what, name string, value, max int) error {
 	return &FieldError{Path: path, limit: true,
 		Reason: fmt.Sprintf("%s is %d, more than the limit of %d (%s)", what, value, max, name)}
+}
+
+// BudgetError is the rejection of a request whose work ran past a
+// budget, counted as the work went and stopped there: "PATH: WHAT took
+// more than the budget of MAX UNIT for one request (NAME); it ran out
+// here". path is where it ran out, name the budget's setting.
+func BudgetError(path, what, unit, name string, max int) error {
+	return &FieldError{Path: path, limit: true, budget: true,
+		Reason: fmt.Sprintf("%s took more than the budget of %d %s for one request (%s); it ran out here", what, max, unit, name)}
 }
 
 // over reports whether value exceeds a limit; zero is no limit.

@@ -32,10 +32,10 @@ func (s *Store) ApplyPlacement(u *PlacementUpdate) {
 		s.Placement[w] = slices.Clone(agents)
 	}
 	for _, st := range u.SetStates {
-		s.States.Set(st.Instance, st.State)
+		s.setState(st.Instance, st.State)
 	}
 	for _, in := range u.DeleteStates {
-		s.States.Delete(in)
+		s.deleteState(in)
 		s.removeFromGraphIfGone(in.WorkloadName)
 	}
 }

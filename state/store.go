@@ -13,7 +13,9 @@ type Rendered struct {
 // it; the leader reads it to serve requests. Desired and Rendered are
 // copy-on-write: an update builds new maps, so a reader holding the old
 // ones sees a consistent state. DeleteGraph, Agents, States and
-// ReportMarks change in place.
+// ReportMarks change in place; States only through the Store's methods,
+// which copy an agent's part first while a planning view shares it
+// (ForPlanning).
 type Store struct {
 	Desired     State
 	Rendered    map[string]Rendered
@@ -66,6 +68,10 @@ type Store struct {
 	// usage, once asked for, follows every desired-state update (see
 	// DesiredBytes).
 	usage *usage
+	// statesShared says a planning view shares the per-agent maps of
+	// States; statesOwned lists the agents copied since (planview.go).
+	statesShared bool
+	statesOwned  map[string]bool
 }
 
 // BeginBatch starts a run of commands that no reader can observe until
@@ -181,10 +187,10 @@ func (s *Store) ApplyDesired(u *DesiredUpdate, index uint64) {
 		delete(s.Placement, n) // the update deleted its placed instances
 	}
 	for _, st := range u.SetStates {
-		s.States.Set(st.Instance, st.State)
+		s.setState(st.Instance, st.State)
 	}
 	for _, in := range u.DeleteStates {
-		s.States.Delete(in)
+		s.deleteState(in)
 		s.removeFromGraphIfGone(in.WorkloadName)
 	}
 	for agent, tags := range u.AgentTags {
@@ -251,7 +257,7 @@ func (s *Store) AgentGone(name string) []WorkloadState {
 	changed := s.States.OfAgent(name)
 	for i := range changed {
 		changed[i].State = AgentDisconnected
-		s.States.Set(changed[i].Instance, AgentDisconnected)
+		s.setState(changed[i].Instance, AgentDisconnected)
 	}
 	return changed
 }
@@ -276,11 +282,11 @@ func (s *Store) AgentLoad(name string, cpu uint32, free uint64) bool {
 func (s *Store) ApplyStates(states []WorkloadState) {
 	for _, st := range states {
 		if st.State.IsRemoved() {
-			s.States.Delete(st.Instance)
+			s.deleteState(st.Instance)
 			s.removeFromGraphIfGone(st.Instance.WorkloadName)
 			continue
 		}
-		s.States.Set(st.Instance, st.State)
+		s.setState(st.Instance, st.State)
 	}
 }
 

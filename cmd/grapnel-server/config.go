@@ -131,6 +131,10 @@ type config struct {
 	MaxUpdateBytes       int `yaml:"max_update_bytes"`
 	MaxDesiredStateBytes int `yaml:"max_desired_state_bytes"`
 	MaxAgentBytes        int `yaml:"max_agent_bytes"`
+	// MaxRenderStepsPerRequest is the render budget of one request.
+	MaxRenderStepsPerRequest int `yaml:"max_render_steps_per_request"`
+	// MaxConcurrentDryRuns bounds the dry-runs the leader plans at once.
+	MaxConcurrentDryRuns int `yaml:"max_concurrent_dry_runs"`
 	// MaxRestoreBytes caps a snapshot upload to `cluster snapshot restore`.
 	MaxRestoreBytes int `yaml:"max_restore_bytes"`
 	// MaxLogCampaignsPerRequester caps the live log campaigns of one
@@ -146,38 +150,40 @@ func defaults() config {
 	t := cluster.DefaultTiming()
 	lim := state.DefaultLimits()
 	return config{
-		MaxConfigDepth:         lim.MaxConfigDepth,
-		MaxStringBytes:         lim.MaxStringBytes,
-		MaxConfigItemBytes:     lim.MaxConfigItemBytes,
-		MaxWorkloads:           lim.MaxWorkloads,
-		MaxConfigItems:         lim.MaxConfigItems,
-		MaxWorkloadBytes:       lim.MaxWorkloadBytes,
-		MaxUpdateBytes:         lim.MaxUpdateBytes,
-		MaxDesiredStateBytes:   lim.MaxDesiredStateBytes,
-		MaxAgentBytes:          lim.MaxAgentBytes,
-		MaxRestoreBytes:        int(server.DefaultMaxRestoreBytes),
-		HistoryMaxEntries:      state.DefaultHistoryMaxEntries,
-		HistoryMaxAge:          state.DefaultHistoryMaxAgeMs * time.Millisecond,
-		HistoryMaxBytes:        state.DefaultHistoryMaxBytes,
-		Address:                "127.0.0.1:25551",
-		Name:                   "server-1",
-		DataDir:                "/var/lib/grapnel",
-		RaftAddress:            "127.0.0.1:25561",
-		LogLevel:               "info",
-		UntypedCertRole:        "agent",
-		WorkloadPolicy:         workloadpolicy.Baseline.String(),
-		AgentReconnectGrace:    3 * time.Second,
-		AgentConnectGrace:      server.DefaultAgentConnectGrace,
-		RPCHoldTimeout:         5 * time.Second,
-		GroupCommitDelay:       server.DefaultGroupCommitDelay,
-		RaftHeartbeatTimeout:   t.HeartbeatTimeout,
-		RaftElectionTimeout:    t.ElectionTimeout,
-		RaftLeaderLeaseTimeout: t.LeaderLeaseTimeout,
-		RaftCommitTimeout:      t.CommitTimeout,
-		RaftSegmentMiB:         cluster.DefaultSegmentSize >> 20,
-		GCPercent:              defaultGCPercent,
-		GCIdlePercent:          defaultGCIdlePercent,
-		IdleProcs:              defaultIdleProcs,
+		MaxConfigDepth:           lim.MaxConfigDepth,
+		MaxStringBytes:           lim.MaxStringBytes,
+		MaxConfigItemBytes:       lim.MaxConfigItemBytes,
+		MaxWorkloads:             lim.MaxWorkloads,
+		MaxConfigItems:           lim.MaxConfigItems,
+		MaxWorkloadBytes:         lim.MaxWorkloadBytes,
+		MaxUpdateBytes:           lim.MaxUpdateBytes,
+		MaxDesiredStateBytes:     lim.MaxDesiredStateBytes,
+		MaxAgentBytes:            lim.MaxAgentBytes,
+		MaxRenderStepsPerRequest: lim.MaxRenderStepsPerRequest,
+		MaxConcurrentDryRuns:     server.DefaultMaxConcurrentDryRuns,
+		MaxRestoreBytes:          int(server.DefaultMaxRestoreBytes),
+		HistoryMaxEntries:        state.DefaultHistoryMaxEntries,
+		HistoryMaxAge:            state.DefaultHistoryMaxAgeMs * time.Millisecond,
+		HistoryMaxBytes:          state.DefaultHistoryMaxBytes,
+		Address:                  "127.0.0.1:25551",
+		Name:                     "server-1",
+		DataDir:                  "/var/lib/grapnel",
+		RaftAddress:              "127.0.0.1:25561",
+		LogLevel:                 "info",
+		UntypedCertRole:          "agent",
+		WorkloadPolicy:           workloadpolicy.Baseline.String(),
+		AgentReconnectGrace:      3 * time.Second,
+		AgentConnectGrace:        server.DefaultAgentConnectGrace,
+		RPCHoldTimeout:           5 * time.Second,
+		GroupCommitDelay:         server.DefaultGroupCommitDelay,
+		RaftHeartbeatTimeout:     t.HeartbeatTimeout,
+		RaftElectionTimeout:      t.ElectionTimeout,
+		RaftLeaderLeaseTimeout:   t.LeaderLeaseTimeout,
+		RaftCommitTimeout:        t.CommitTimeout,
+		RaftSegmentMiB:           cluster.DefaultSegmentSize >> 20,
+		GCPercent:                defaultGCPercent,
+		GCIdlePercent:            defaultGCIdlePercent,
+		IdleProcs:                defaultIdleProcs,
 
 		MaxLogCampaignsPerRequester: server.DefaultMaxLogCampaignsPerRequester,
 		MetricsRoles:                layered.List{"operator"},
@@ -254,6 +260,8 @@ func options() []layered.Option[config] {
 		layered.Opt("max-update-bytes", "", "MAX_UPDATE_BYTES", "largest update: what it renders and its Raft entry", func(c *config) any { return &c.MaxUpdateBytes }),
 		layered.Opt("max-desired-state-bytes", "", "MAX_DESIRED_STATE_BYTES", "largest desired state (workloads as written and config items)", func(c *config) any { return &c.MaxDesiredStateBytes }),
 		layered.Opt("max-agent-bytes", "", "MAX_AGENT_BYTES", "largest set of rendered workloads one agent runs (its ServerHello)", func(c *config) any { return &c.MaxAgentBytes }),
+		layered.Opt("max-render-steps-per-request", "", "MAX_RENDER_STEPS_PER_REQUEST", "render budget of one update or dry-run, all its templates together: parsing, every element visited, every #each iteration (nested loops multiply), every name looked up; about 1 µs each, so it bounds how long one update holds the leader", func(c *config) any { return &c.MaxRenderStepsPerRequest }),
+		layered.Opt("max-concurrent-dry-runs", "", "MAX_CONCURRENT_DRY_RUNS", "dry-runs the leader plans at once, off its loop; 4 times as many more wait, the rest are refused (ResourceExhausted)", func(c *config) any { return &c.MaxConcurrentDryRuns }),
 		layered.Opt("max-restore-bytes", "", "MAX_RESTORE_BYTES", "largest snapshot upload that cluster snapshot restore accepts (it is spooled under the data dir)", func(c *config) any { return &c.MaxRestoreBytes }),
 		layered.Opt("max-log-campaigns-per-requester", "", "MAX_LOG_CAMPAIGNS_PER_REQUESTER", "live log campaigns one client connection or workload may have; a logs request past it is answered with an error and no agent is asked", func(c *config) any { return &c.MaxLogCampaignsPerRequester }),
 		layered.Opt("history-max-entries", "", "HISTORY_MAX_ENTRIES", "transactions the replicated history keeps (and, apart, execution-state transitions)", func(c *config) any { return &c.HistoryMaxEntries }),
@@ -453,6 +461,7 @@ func (c config) limits() state.Limits {
 		MaxConfigDepth: c.MaxConfigDepth, MaxStringBytes: c.MaxStringBytes, MaxConfigItemBytes: c.MaxConfigItemBytes,
 		MaxWorkloads: c.MaxWorkloads, MaxConfigItems: c.MaxConfigItems, MaxWorkloadBytes: c.MaxWorkloadBytes,
 		MaxUpdateBytes: c.MaxUpdateBytes, MaxDesiredStateBytes: c.MaxDesiredStateBytes, MaxAgentBytes: c.MaxAgentBytes,
+		MaxRenderStepsPerRequest: c.MaxRenderStepsPerRequest,
 	}
 }
 
@@ -477,6 +486,9 @@ func (c config) validateLimits() error {
 		{"--max-update-bytes", c.MaxUpdateBytes, 1, maxMessageBytes * 7 / 8},
 		{"--max-desired-state-bytes", c.MaxDesiredStateBytes, 1, maxMessageBytes * 7 / 8},
 		{"--max-agent-bytes", c.MaxAgentBytes, 1, maxMessageBytes * 7 / 8},
+		// At most about a minute of rendering.
+		{"--max-render-steps-per-request", c.MaxRenderStepsPerRequest, 1, 1 << 26},
+		{"--max-concurrent-dry-runs", c.MaxConcurrentDryRuns, 1, 64},
 	} {
 		if l.v < l.lo || l.v > l.hi {
 			return fmt.Errorf("%s %d: must be %d to %d", l.flag, l.v, l.lo, l.hi)

@@ -317,3 +317,29 @@ func TestUIAddressOption(t *testing.T) {
 		})
 	}
 }
+
+// The render budget and the dry-run bound have defaults, flags and
+// variables, and a value out of range is refused naming the flag.
+func TestRenderBudgetOptions(t *testing.T) {
+	cfg, err := loadConfig([]string{"-k"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.limits().MaxRenderStepsPerRequest != 1<<20 || cfg.MaxConcurrentDryRuns != 1 {
+		t.Fatalf("defaults: %d steps, %d dry-runs", cfg.limits().MaxRenderStepsPerRequest, cfg.MaxConcurrentDryRuns)
+	}
+	cfg, err = loadConfig([]string{"-k", "--max-render-steps-per-request", "5000"},
+		env(map[string]string{"GRAPNEL_SERVER_MAX_CONCURRENT_DRY_RUNS": "2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.limits().MaxRenderStepsPerRequest != 5000 || cfg.MaxConcurrentDryRuns != 2 {
+		t.Fatalf("set: %d steps, %d dry-runs", cfg.limits().MaxRenderStepsPerRequest, cfg.MaxConcurrentDryRuns)
+	}
+	for _, args := range [][]string{{"--max-render-steps-per-request", "0"}, {"--max-concurrent-dry-runs", "0"}, {"--max-concurrent-dry-runs", "65"}} {
+		_, err := loadConfig(append([]string{"-k"}, args...), env(nil))
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}

@@ -187,7 +187,8 @@ func run(cfg config) error {
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
 		Secrets: keyring, UntypedCertRole: untyped, Certs: certs, WorkloadPolicy: level, HelloTimeout: cfg.HelloTimeout,
-		StreamLimits: server.StreamLimits{PerAgent: cfg.MaxStreamsPerAgent, PerClient: cfg.MaxStreamsPerClient, Total: cfg.MaxStreams},
+		StreamLimits:         server.StreamLimits{PerAgent: cfg.MaxStreamsPerAgent, PerClient: cfg.MaxStreamsPerClient, Total: cfg.MaxStreams},
+		MaxConcurrentDryRuns: cfg.MaxConcurrentDryRuns,
 		OnLeadership: func(leading bool) {
 			if leading {
 				notify.Status(leaderStatus)

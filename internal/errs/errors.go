@@ -77,6 +77,11 @@ var ErrStateChanged = errors.New("the desired state changed since the plan")
 // open (issue 27). The caller backs off and retries; nothing was changed.
 var ErrTooManyStreams = errors.New("too many streams")
 
+// ErrBusy refuses work the leader has no room for now (more dry-runs
+// than it plans at once and lets wait); nothing was done, and the same
+// call may succeed shortly.
+var ErrBusy = errors.New("busy")
+
 // ErrAgentNotConnected refuses a request for an agent that has no stream
 // open to the leader.
 var ErrAgentNotConnected = errors.New("agent not connected")

@@ -42,6 +42,15 @@ type Set struct {
 	// StreamsRefused counts the Ankaios streams refused over a cap or
 	// ended for want of a hello in time (issue 27), by reason and role.
 	StreamsRefused *Counter
+	// RenderBudgetRefused counts requests refused because rendering their
+	// templates ran past the render budget of one request
+	// (max_render_steps_per_request, or max_update_bytes while
+	// rendering), by request kind: update (an update or Plan/Apply) or
+	// dry_run.
+	RenderBudgetRefused *Counter
+	// DryRunsRefused counts dry-runs refused because the leader was
+	// planning as many as it plans at once and as many waited.
+	DryRunsRefused *Counter
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
@@ -69,6 +78,10 @@ func NewSet() *Set {
 			"Updates refused by the workload admission policy, by check: level (the servers' --workload-policy) or widening (a commander's or a workload's write widening a workload's privileges).", "check"),
 		StreamsRefused: r.NewCounter("grapnel_streams_refused_total",
 			"Ankaios streams refused: over the cap of their identity (identity_cap) or of the replica (total_cap), or ended without a hello in time (no_hello); by reason and the caller's role (docs/security.md).", "reason", "role"),
+		RenderBudgetRefused: r.NewCounter("grapnel_render_budget_refused_total",
+			"Requests refused because rendering their templates ran past the budget of one request (max_render_steps_per_request, max_update_bytes), by request kind (update, dry_run).", "request"),
+		DryRunsRefused: r.NewCounter("grapnel_dry_runs_refused_total",
+			"Dry-runs refused because the leader was planning max_concurrent_dry_runs and as many more waited."),
 		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -142,6 +155,23 @@ func (s *Set) RefusedByWorkloadPolicy(check string) {
 		return
 	}
 	s.WorkloadPolicyRefused.Inc(check)
+}
+
+// RefusedRenderBudget counts a request of kind (update, dry_run) refused
+// for running past the render budget.
+func (s *Set) RefusedRenderBudget(kind string) {
+	if s == nil {
+		return
+	}
+	s.RenderBudgetRefused.Inc(kind)
+}
+
+// RefusedDryRun counts a dry-run refused for want of room.
+func (s *Set) RefusedDryRun() {
+	if s == nil {
+		return
+	}
+	s.DryRunsRefused.Inc()
 }
 
 // DroppedLogResponse counts a log response from a sender that does not

@@ -10,9 +10,12 @@ import (
 // Limits on the work one template may cause. raymond would do the same
 // work after the check, so the check is where it is cut off: a template
 // that loops over a large config item is refused before raymond builds
-// its output.
+// its output. The request's Budget bounds all its templates together.
 const (
-	maxSteps = 1 << 18 // AST nodes visited, counting every iteration
+	// maxSteps bounds the steps of one template's check: elements
+	// visited, counting every iteration, and the lookups of names (see
+	// Budget).
+	maxSteps = 1 << 18
 	// DefaultMaxOutput is the most text one workload renders to when the
 	// Renderer is given no limit.
 	DefaultMaxOutput = 1 << 20
@@ -38,27 +41,35 @@ type checker struct {
 	size   int
 	max    int // bytes of rendered text allowed
 	steps  int
+	budget *Budget // the request's; nil is none
 }
 
 // check runs the strict check of t against the root context; the
-// output may be at most max bytes.
-func check(t *template, root map[string]any, out *strings.Builder, max int) error {
-	c := &checker{t: t, ctx: []any{root}, data: &frame{data: map[string]any{}}, out: out, max: max}
+// output may be at most max bytes, and the work is taken from b.
+func check(t *template, root map[string]any, out *strings.Builder, max int, b *Budget) error {
+	c := &checker{t: t, ctx: []any{root}, data: &frame{data: map[string]any{}}, out: out, max: max, budget: b}
 	return c.program(t.prog)
 }
 
-func (c *checker) step(line int) error {
-	c.steps++
+func (c *checker) step(line int) error { return c.charge(line, 1) }
+
+// charge counts n steps of work about to be done against the template's
+// limit and the request's budget.
+func (c *checker) charge(line, n int) error {
+	c.steps += n
 	if c.steps > maxSteps {
 		return errorf(line, "template takes more than %d steps to render", maxSteps)
 	}
-	return nil
+	return c.budget.charge(n)
 }
 
 func (c *checker) write(line int, s string) error {
 	c.size += len(s)
 	if c.size > c.max {
 		return errorf(line, "rendered text is longer than the %d bytes left of the limit (max_workload_bytes)", c.max)
+	}
+	if err := c.budget.write(len(s)); err != nil {
+		return err
 	}
 	if c.out != nil {
 		c.out.WriteString(s)
@@ -275,6 +286,10 @@ func (c *checker) each(b *ast.BlockStatement, what string, v any) error {
 		}
 		return nil
 	case map[string]any:
+		// Sorting the keys is work too, done on every visit.
+		if err := c.charge(b.Line, len(x)); err != nil {
+			return err
+		}
 		for i, k := range sortedKeys(x) {
 			if err := c.iterate(b, x[k], i, len(x), k); err != nil {
 				return err
@@ -289,12 +304,7 @@ func (c *checker) iterate(b *ast.BlockStatement, elem any, i, n int, key any) er
 	if err := c.step(b.Line); err != nil {
 		return err
 	}
-	data := make(map[string]any, len(c.data.data)+4)
-	for k, v := range c.data.data {
-		data[k] = v
-	}
-	data["index"], data["key"], data["first"], data["last"] = i, key, i == 0, i == n-1
-	return c.evalProgram(b.Program, elem, &frame{parent: c.data, data: data})
+	return c.evalProgram(b.Program, elem, &frame{parent: c.data, iter: true, index: i, n: n, key: key})
 }
 
 // param evaluates a helper parameter as raymond does, and names it for

@@ -12,7 +12,8 @@ import (
 // renderer. It must never panic, every error must be a *state.FieldError,
 // raymond's parser must accept whatever the recogniser accepts (or a
 // goroutine would leak), and raymond's output must be what the strict
-// check predicted.
+// check predicted. A workload that renders needs exactly the steps its
+// Budget counted: with one fewer it is refused for the budget.
 func FuzzRender(f *testing.F) {
 	for _, seed := range []struct{ tmpl, cfg string }{
 		{"{{cfg}}", "value"},
@@ -43,11 +44,19 @@ func FuzzRender(f *testing.F) {
 			Configs:       map[string]string{"cfg": "c", "m": "m"},
 			Files:         []state.File{{MountPoint: "/f", Content: tmpl}},
 		}
-		_, _, err := r.Workload("wl", w, configs)
+		b := NewBudget(0, 0)
+		_, _, err := r.WorkloadWithin("wl", w, configs, b)
 		if err != nil {
 			var fe *state.FieldError
 			if !errors.As(err, &fe) || !errors.Is(err, state.ErrInvalid) {
 				t.Fatalf("error %v (%T) is not a *state.FieldError", err, err)
+			}
+		} else if need := b.Steps(); need > 0 {
+			if _, _, err := r.WorkloadWithin("wl", w, configs, NewBudget(need, 0)); err != nil {
+				t.Fatalf("%q within the %d steps it took: %v", tmpl, need, err)
+			}
+			if _, _, err := r.WorkloadWithin("wl", w, configs, NewBudget(need-1, 0)); !errors.Is(err, state.ErrBudget) {
+				t.Fatalf("%q within one step less than the %d it took: %v", tmpl, need, err)
 			}
 		}
 
@@ -61,7 +70,7 @@ func FuzzRender(f *testing.F) {
 		}
 		ctx := map[string]any{"cfg": configs["c"], "m": configs["m"]}
 		var predicted strings.Builder
-		if check(tp, ctx, &predicted, DefaultMaxOutput) != nil {
+		if check(tp, ctx, &predicted, DefaultMaxOutput, nil) != nil {
 			return
 		}
 		got, err := execute(tp, ctx)

@@ -2,6 +2,7 @@ package render
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/aymerick/raymond/lexer"
 )
@@ -9,6 +10,14 @@ import (
 // maxNesting bounds how deeply blocks and sub-expressions may nest, which
 // bounds the recursion of raymond's parser and of the strict check.
 const maxNesting = 64
+
+// maxPathSegments bounds the names of one path (`a.b.c`, `../x`):
+// raymond's parser builds a path's text anew for every segment, so its
+// work grows with the square of their number (a 64 KiB path of 32,768
+// segments took 7 s), and the strict check walks them on every lookup.
+// No config nests deeper than max_config_depth (32 by default), and
+// `../` cannot climb more than maxNesting levels.
+const maxPathSegments = 128
 
 // recognizer checks a token stream against the grammar of raymond's parser
 // without building anything. raymond's parser pulls tokens from a lexer
@@ -324,31 +333,38 @@ func (r *recognizer) helperName() (string, error) {
 	return r.path("")
 }
 
-// path : ID (SEP ID)*, where "..", "." and "this" may only lead.
-func (r *recognizer) path(original string) (string, error) {
+// path : ID (SEP ID)*, where "..", "." and "this" may only lead, with
+// at most maxPathSegments IDs.
+func (r *recognizer) path(prefix string) (string, error) {
 	tok := r.shift()
 	if tok.Kind != lexer.TokenID {
 		return "", errorf(tok.Line, "syntax error: expected a name, found %s", describe(tok))
 	}
-	original += tok.Val
+	var original strings.Builder
+	original.WriteString(prefix)
+	original.WriteString(tok.Val)
 	named := !isScopeWord(tok.Val)
-	for r.is(lexer.TokenSep) {
-		original += r.shift().Val
+	for n := 1; r.is(lexer.TokenSep); n++ {
+		if n == maxPathSegments {
+			return "", errorf(tok.Line, "a path may have at most %d segments", maxPathSegments)
+		}
+		original.WriteString(r.shift().Val)
 		tok = r.shift()
 		if tok.Kind != lexer.TokenID {
 			return "", errorf(tok.Line, "syntax error: expected a name, found %s", describe(tok))
 		}
-		original += tok.Val
+		original.WriteString(tok.Val)
 		if !isScopeWord(tok.Val) {
 			named = true
 		} else if named {
-			return "", errorf(tok.Line, "syntax error: invalid path %q", original)
+			return "", errorf(tok.Line, "syntax error: invalid path %q", original.String())
 		}
 	}
-	if len(original) >= 2 && original[0] == '[' && original[len(original)-1] == ']' {
-		original = original[1 : len(original)-1]
+	s := original.String()
+	if len(s) >= 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		s = s[1 : len(s)-1]
 	}
-	return original, nil
+	return s, nil
 }
 
 func isScopeWord(s string) bool { return s == ".." || s == "." || s == "this" }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -38,6 +39,14 @@ func NewLimited(max int) *Renderer {
 // Configs (swdd~config-renderer-renders-workload-configuration~2). Every
 // error is a *state.FieldError.
 func (r *Renderer) Workload(name string, w *state.Workload, configs map[string]any) (*state.Workload, state.InstanceName, error) {
+	return r.WorkloadWithin(name, w, configs, nil)
+}
+
+// WorkloadWithin is Workload spending the work from b, the budget of the
+// request that renders it (nil: none). A workload that runs out of it is
+// refused with a state.BudgetError naming the field where it ran out
+// (errors.Is state.ErrBudget), and b.Spent() holds from then on.
+func (r *Renderer) WorkloadWithin(name string, w *state.Workload, configs map[string]any, b *Budget) (*state.Workload, state.InstanceName, error) {
 	base := "desiredState.workloads." + name
 	if w == nil {
 		return nil, state.InstanceName{}, &state.FieldError{Path: base, Reason: "workload is missing"}
@@ -64,10 +73,10 @@ func (r *Renderer) Workload(name string, w *state.Workload, configs map[string]a
 	// limit, so no workload builds more than the limit in memory.
 	left := r.max
 	var err error
-	if out.RuntimeConfig, err = r.field(base+".runtimeConfig", "runtimeConfig", w.RuntimeConfig, ctx, &left); err != nil {
+	if out.RuntimeConfig, err = r.field(base+".runtimeConfig", "runtimeConfig", w.RuntimeConfig, ctx, &left, b); err != nil {
 		return nil, state.InstanceName{}, err
 	}
-	if out.Agent, err = r.field(base+".agent", "agent", w.Agent, ctx, &left); err != nil {
+	if out.Agent, err = r.field(base+".agent", "agent", w.Agent, ctx, &left, b); err != nil {
 		return nil, state.InstanceName{}, err
 	}
 	for i := range out.Files {
@@ -77,18 +86,23 @@ func (r *Renderer) Workload(name string, w *state.Workload, configs map[string]a
 			sub = "binaryData"
 		}
 		path := fmt.Sprintf("%s.files.%d.%s", base, i, sub)
-		if f.Content, err = r.field(path, "files with mount point "+f.MountPoint, f.Content, ctx, &left); err != nil {
+		if f.Content, err = r.field(path, "files with mount point "+f.MountPoint, f.Content, ctx, &left, b); err != nil {
 			return nil, state.InstanceName{}, err
 		}
 	}
 	return out, state.NewInstanceName(name, out.Agent, out.RuntimeConfig), nil
 }
 
-// field renders one field within *left bytes, takes what it used from
-// *left, and words a failure the way Ankaios does.
-func (r *Renderer) field(path, field, src string, ctx map[string]any, left *int) (string, error) {
-	s, err := r.render(src, ctx, *left)
-	if err != nil {
+// field renders one field within *left bytes and the budget b, takes
+// what it used from *left, and words a failure the way Ankaios does.
+func (r *Renderer) field(path, field, src string, ctx map[string]any, left *int, b *Budget) (string, error) {
+	s, err := r.render(src, ctx, *left, b)
+	switch {
+	case errors.Is(err, errOutOfSteps):
+		return "", state.BudgetError(path, "rendering the update's templates", "render steps", "max_render_steps_per_request", b.maxSteps)
+	case errors.Is(err, errOutOfBytes):
+		return "", state.BudgetError(path, "rendering the update's templates", "bytes of text", "max_update_bytes", b.maxBytes)
+	case err != nil:
 		return "", &state.FieldError{Path: path, Reason: fmt.Sprintf("Failed to render field '%s': '%s'", field, err)}
 	}
 	*left -= len(s)
@@ -96,16 +110,20 @@ func (r *Renderer) field(path, field, src string, ctx map[string]any, left *int)
 }
 
 // render renders one template: compile (cached), strict check, then
-// raymond. Text without "{{" cannot hold a template and is returned as is.
-func (r *Renderer) render(src string, ctx map[string]any, max int) (string, error) {
+// raymond, each charged to b before it is done. Text without "{{"
+// cannot hold a template and is returned as is.
+func (r *Renderer) render(src string, ctx map[string]any, max int, b *Budget) (string, error) {
 	if !strings.Contains(src, "{{") {
 		return src, nil
+	}
+	if err := b.compile(src); err != nil {
+		return "", err
 	}
 	t, err := r.cache.get(src)
 	if err != nil {
 		return "", err
 	}
-	if err := check(t, ctx, nil, max); err != nil {
+	if err := check(t, ctx, nil, max, b); err != nil {
 		return "", err
 	}
 	return execute(t, ctx)

@@ -20,9 +20,31 @@ import (
 // an @-variable without a name indexes an empty slice.
 
 // frame mirrors raymond's DataFrame: the @-variables of one #each level.
+// raymond copies its parent's variables into each iteration's frame and
+// sets index, key, first and last; here an iteration's frame holds only
+// those and builds the map when a template reads an @-variable, which
+// most iterations never do.
 type frame struct {
 	parent *frame
 	data   map[string]any
+	// iter marks an #each iteration's frame, whose data is built from
+	// the parent's and these on first use.
+	iter     bool
+	index, n int
+	key      any
+}
+
+// values is the frame's @-variables, as raymond's DataFrame holds them.
+func (f *frame) values() map[string]any {
+	if f.iter && f.data == nil {
+		parent := f.parent.values()
+		f.data = make(map[string]any, len(parent)+4)
+		for k, v := range parent {
+			f.data[k] = v
+		}
+		f.data["index"], f.data["key"], f.data["first"], f.data["last"] = f.index, f.key, f.index == 0, f.index == f.n-1
+	}
+	return f.data
 }
 
 // lookupField mirrors raymond's evalField: one path segment against one
@@ -50,6 +72,9 @@ func lookupField(v any, name string) (value any, ok bool, negative bool) {
 // the first one did.
 func (c *checker) evalPath(node *ast.PathExpression, v any, parts []string) (value any, valid, resolved bool, err error) {
 	for _, part := range parts {
+		if err := c.charge(node.Line, 1); err != nil {
+			return nil, false, resolved, err
+		}
 		if len(part) >= 2 && part[0] == '[' && part[len(part)-1] == ']' {
 			part = part[1 : len(part)-1]
 		}
@@ -92,6 +117,9 @@ func (c *checker) evalDepthPath(node *ast.PathExpression, depth int, parts []str
 	var result any
 	resolved := false
 	for result == nil && !resolved && depth <= len(c.ctx)-1 {
+		if err := c.charge(node.Line, 1); err != nil {
+			return nil, err
+		}
 		var err error
 		result, resolved, err = c.evalCtxPath(node, c.ctx[len(c.ctx)-1-depth], parts)
 		if err != nil {
@@ -115,6 +143,9 @@ func (c *checker) evalCtxPathExpression(node *ast.PathExpression) (any, error) {
 
 // evalDataPathExpression mirrors raymond's function of the same name.
 func (c *checker) evalDataPathExpression(node *ast.PathExpression) (any, error) {
+	if err := c.charge(node.Line, node.Depth); err != nil {
+		return nil, err
+	}
 	f := c.data
 	for i := node.Depth; i > 0; i-- {
 		if f.parent == nil {
@@ -122,23 +153,26 @@ func (c *checker) evalDataPathExpression(node *ast.PathExpression) (any, error) 
 		}
 		f = f.parent
 	}
-	result, _, err := c.evalCtxPath(node, f.data, node.Parts)
+	result, _, err := c.evalCtxPath(node, f.values(), node.Parts)
 	return result, err
 }
 
 // blockParam mirrors raymond's blockParam lookup: the innermost block
 // parameter of that name wins, and a nil one counts as absent.
-func (c *checker) blockParam(node *ast.PathExpression) (string, any) {
+func (c *checker) blockParam(node *ast.PathExpression) (string, any, error) {
 	if len(node.Parts) == 0 {
-		return "", nil
+		return "", nil, nil
+	}
+	if err := c.charge(node.Line, len(c.params)); err != nil {
+		return "", nil, err
 	}
 	name := node.Parts[0]
 	for i := len(c.params) - 1; i >= 0; i-- {
 		if v, ok := c.params[i][name]; ok {
-			return name, v
+			return name, v, nil
 		}
 	}
-	return "", nil
+	return "", nil, nil
 }
 
 // resolve mirrors raymond's evalPathExpression. A nil result means the
@@ -147,14 +181,17 @@ func (c *checker) resolve(node *ast.PathExpression) (any, error) {
 	if node.Data && len(node.Parts) == 0 {
 		return nil, errorf(node.Line, "'%s' is not a valid @-variable", shown(node))
 	}
-	if name, v := c.blockParam(node); v != nil {
+	name, v, err := c.blockParam(node)
+	if err != nil {
+		return nil, err
+	}
+	if v != nil {
 		c.ctx = append(c.ctx, map[string]any{name: v})
 		result, err := c.evalCtxPathExpression(node)
 		c.ctx = c.ctx[:len(c.ctx)-1]
 		return result, err
 	}
 	var result any
-	var err error
 	tried := false
 	if node.IsDataRoot() {
 		if result, err = c.evalCtxPathExpression(node); err != nil {

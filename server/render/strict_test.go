@@ -170,7 +170,7 @@ func TestCheckPredictsRaymond(t *testing.T) {
 				t.Fatal(err)
 			}
 			var predicted strings.Builder
-			if err := check(tp, ctx, &predicted, DefaultMaxOutput); err != nil {
+			if err := check(tp, ctx, &predicted, DefaultMaxOutput, nil); err != nil {
 				t.Fatal(err)
 			}
 			got, err := execute(tp, ctx)
