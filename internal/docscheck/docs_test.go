@@ -32,12 +32,13 @@ type tree struct {
 	pkgs  map[string]map[string]bool
 	types map[string]map[string]bool // exported type → its methods and fields
 	tops  map[string]bool            // top-level directories
+	funcs map[string]bool            // every function name, tests included
 }
 
 func scan(t *testing.T, r string) *tree {
 	t.Helper()
 	tr := &tree{paths: map[string]bool{}, bases: map[string]bool{}, pkgs: map[string]map[string]bool{},
-		types: map[string]map[string]bool{}, tops: map[string]bool{}}
+		types: map[string]map[string]bool{}, tops: map[string]bool{}, funcs: map[string]bool{}}
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -81,6 +82,7 @@ func scan(t *testing.T, r string) *tree {
 			switch d := decl.(type) {
 			case *ast.FuncDecl:
 				names[d.Name.Name] = true
+				tr.funcs[d.Name.Name] = true
 				if d.Recv != nil && len(d.Recv.List) == 1 {
 					member(recvType(d.Recv.List[0].Type), d.Name.Name)
 				}
@@ -212,6 +214,7 @@ var (
 	// notSymbols are the extensions of data files a document names by
 	// their base name, which look like pkg.Name.
 	notSymbols = map[string]bool{"json": true, "conf": true, "yaml": true, "md": true, "txt": true, "toml": true, "pem": true, "key": true, "log": true, "bin": true, "svg": true, "html": true, "dot": true, "golden": true}
+	testName = regexp.MustCompile(`^(Test|Benchmark|Fuzz)[A-Z_][A-Za-z0-9_]*$`)
 	symbol   = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(\(\))?$`)
 )
 
@@ -232,6 +235,10 @@ func (tr *tree) check(doc, text string) []string {
 	for _, m := range codeSpan.FindAllStringSubmatch(text, -1) {
 		s := m[1]
 		switch {
+		case testName.MatchString(s):
+			if !tr.funcs[s] {
+				bad = append(bad, "test `"+s+"`")
+			}
 		case pkgSymbol.MatchString(s):
 			sm := pkgSymbol.FindStringSubmatch(s)
 			first, _, _ := strings.Cut(sm[1], "/")
@@ -317,13 +324,13 @@ func TestCheckFindsWhatIsGone(t *testing.T) {
 			t.Errorf("%q not reported", gone)
 		}
 	}
-	for _, gone := range []string{"`internal/testwait.NoSuch`", "`Cluster.NoSuchRPC`", "`ApplyRequest.noSuchField`"} {
+	for _, gone := range []string{"`internal/testwait.NoSuch`", "`Cluster.NoSuchRPC`", "`ApplyRequest.noSuchField`", "`TestNoSuchTest`"} {
 		if len(tr.check("docs/security.md", gone)) != 1 {
 			t.Errorf("%q not reported", gone)
 		}
 	}
 	for _, there := range []string{"`rpc/authz/guard.go`", "`guard.go`", "`authz.Check`", "`Guard.Identify`", "[x](security.md#roles)", "`grapnel://replica/ID`", "`cfg.Timing`",
-		"`internal/testwait.For`", "`Cluster.Status`", "`ApplyRequest.expectedRevision`", "`history.json`", "`_test.go`"} {
+		"`internal/testwait.For`", "`Cluster.Status`", "`ApplyRequest.expectedRevision`", "`history.json`", "`_test.go`", "`TestDocsNameWhatExists`"} {
 		if bad := tr.check("docs/security.md", there); len(bad) != 0 {
 			t.Errorf("%q reported: %v", there, bad)
 		}
