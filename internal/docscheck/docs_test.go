@@ -214,8 +214,8 @@ var (
 	// notSymbols are the extensions of data files a document names by
 	// their base name, which look like pkg.Name.
 	notSymbols = map[string]bool{"json": true, "conf": true, "yaml": true, "md": true, "txt": true, "toml": true, "pem": true, "key": true, "log": true, "bin": true, "svg": true, "html": true, "dot": true, "golden": true}
-	testName = regexp.MustCompile(`^(Test|Benchmark|Fuzz)[A-Z_][A-Za-z0-9_]*$`)
-	symbol   = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(\(\))?$`)
+	testName   = regexp.MustCompile(`^(Test|Benchmark|Fuzz)[A-Z_][A-Za-z0-9_]*$`)
+	symbol     = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(\(\))?$`)
 )
 
 // check returns what a document names that the tree lacks.
