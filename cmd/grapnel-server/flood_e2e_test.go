@@ -49,14 +49,12 @@ func rssKiB(t *testing.T, pid int) int {
 	return 0
 }
 
-// flood is a set of idle TCP connections that never send a byte, each
-// with the time it was dialled and, once the other side closed it, the
-// time it ended.
+// flood is a set of idle TCP connections that never send a byte and,
+// once the other side closed one, how long it lived.
 type flood struct {
-	mu     sync.Mutex
-	dialed []time.Time
-	ended  []time.Duration // lifetime of each ended connection
-	conns  []net.Conn
+	mu    sync.Mutex
+	ended []time.Duration // lifetime of each ended connection
+	conns []net.Conn
 }
 
 // floodFrom opens n idle connections to addr from each of the loopback
