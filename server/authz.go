@@ -19,7 +19,7 @@ import (
 // refuses, the server for every stream message.
 func (s *Server) refused(id identity.Identity, method string, err error) {
 	who := authz.Who(id)
-	s.refusals.log(s.log, slog.LevelWarn, "denied|"+who+"|"+method, "permission denied",
+	s.refusals.Log(s.log, slog.LevelWarn, "denied|"+who+"|"+method, "permission denied",
 		"identity", who, "method", method, "error", err)
 	s.cfg.Metrics.Denied(id.Role.String(), method)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/internal/ratelog"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -573,7 +574,7 @@ func TestRefusalsAreRateLimitedAndCounted(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
 	var logged bytes.Buffer
 	set := metrics.NewSet()
-	s := &Server{log: slog.New(slog.NewTextHandler(&logged, nil)), refusals: newLogLimiter(clk, refusalLogWindow), cfg: Config{Metrics: set}}
+	s := &Server{log: slog.New(slog.NewTextHandler(&logged, nil)), refusals: ratelog.New(clk, refusalLogWindow), cfg: Config{Metrics: set}}
 	agent := identity.Identity{Role: identity.Agent, Name: "agent_A", Names: []string{"agent_A"}, Typed: true}
 	op := identity.Identity{Role: identity.Operator, Name: "alice", Names: []string{"alice"}, Typed: true}
 	save := grapnelpb.Cluster_SnapshotSave_FullMethodName

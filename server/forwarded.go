@@ -73,6 +73,6 @@ func (l *leader) checkForwarded(c *conn, req *ankbase.Request) error {
 // it changes nothing, so it need not wait for the proposals before it.
 func (l *leader) refuseForwarded(c *conn, req *ankbase.Request, err error) {
 	l.s.cfg.Metrics.RefusedForwarded(c.name)
-	l.s.refusals.log(l.s.log, slog.LevelWarn, "forwarded|"+c.name, "refused a request an agent forwarded", "agent", c.name, "err", err)
+	l.s.refusals.Log(l.s.log, slog.LevelWarn, "forwarded|"+c.name, "refused a request an agent forwarded", "agent", c.name, "err", err)
 	l.respondText(req.GetRequestId(), fmt.Sprintf("%s: %v", accessDenied, err))
 }

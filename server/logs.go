@@ -76,7 +76,7 @@ func (l *leader) refuseLogs(id string, n, max int) {
 	}
 	l.s.cfg.Metrics.RefusedLogCampaign(who)
 	conn, _, _ := rpc.SplitRequestID(id)
-	l.s.refusals.log(l.s.log, slog.LevelWarn, "logcap|"+conn, "refused a log campaign over the requester's cap",
+	l.s.refusals.Log(l.s.log, slog.LevelWarn, "logcap|"+conn, "refused a log campaign over the requester's cap",
 		"request", id, "live", n, "max", max)
 	l.respondText(id, fmt.Sprintf("Log campaign refused: the %s has %d live log campaigns, as many as the server allows one requester (--max-log-campaigns-per-requester %d); cancel one or wait for one to end",
 		what, n, max))
@@ -147,7 +147,7 @@ func (l *leader) dropLogResponse(c *conn, id string, inst *ankbase.WorkloadInsta
 		from = "agent"
 	}
 	l.s.cfg.Metrics.DroppedLogResponse(from)
-	l.s.refusals.log(l.s.log, slog.LevelWarn, "logs|"+c.name, "dropped a log response its sender does not provide",
+	l.s.refusals.Log(l.s.log, slog.LevelWarn, "logs|"+c.name, "dropped a log response its sender does not provide",
 		"conn", c.name, "request", id, "instance", rpc.InstanceNameFromProto(inst).String())
 }
 

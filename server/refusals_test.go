@@ -26,45 +26,6 @@ func linesOf(l *syncbuf.Buffer, substr string) []string {
 	return out
 }
 
-func TestLogLimiter(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1000, 0))
-	l := newLogLimiter(clk, 10*time.Second)
-	expect := func(key string, ok bool, n int) {
-		t.Helper()
-		gotOK, gotN := l.allow(key)
-		if gotOK != ok || gotN != n {
-			t.Fatalf("allow(%q) = %v, %d; want %v, %d", key, gotOK, gotN, ok, n)
-		}
-	}
-	expect("a", true, 0)
-	for range 5 {
-		expect("a", false, 0)
-	}
-	expect("b", true, 0) // another peer or reason is logged at once
-	clk.Advance(9 * time.Second)
-	expect("a", false, 0)
-	clk.Advance(time.Second)
-	expect("a", true, 6) // the window passed: one line with the count
-	expect("a", false, 0)
-	clk.Advance(10 * time.Second)
-	expect("a", true, 1)
-	clk.Advance(10 * time.Second)
-	expect("a", true, 0)
-
-	// Quiet keys are forgotten when the map is full; the others stay.
-	for i := range refusalLogKeys {
-		l.allow(string(rune('A' + i)))
-	}
-	clk.Advance(10 * time.Second)
-	l.allow("fresh")
-	l.mu.Lock()
-	n := len(l.seen)
-	l.mu.Unlock()
-	if n != 1 {
-		t.Fatalf("%d keys remembered after forgetting the quiet ones, want 1", n)
-	}
-}
-
 // A peer refused over and over gets one log line, then at most one per
 // 10 s with the count of the refusals left out; another reason is logged
 // at once. Before, every refusal wrote a line: 15,682 lines (2.3 MB) in

@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/identity"
+	"github.com/grapnel-io/grapnel/internal/ratelog"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -147,7 +148,7 @@ type Server struct {
 	term     *term
 
 	// refusals rate-limits the log lines of refused streams and calls.
-	refusals *logLimiter
+	refusals *ratelog.Limiter
 	// guard checks every call against the authorization table
 	// (rpc/authz); Interceptors installs it.
 	guard *authz.Guard
@@ -218,7 +219,7 @@ func New(cfg Config) (*Server, error) {
 		historyLimits: cfg.HistoryLimits.Effective(),
 		shutdownCh:    make(chan struct{}),
 		pings:         make(chan chan struct{}),
-		refusals:      newLogLimiter(clk, refusalLogWindow),
+		refusals:      ratelog.New(clk, refusalLogWindow),
 		streams:       newStreamCounter(sl),
 		dryRuns:       newDryRunSlots(cfg.MaxConcurrentDryRuns),
 	}

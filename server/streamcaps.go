@@ -131,7 +131,7 @@ func (s *Server) admitStream(st toServerStream) (func(), error) {
 	release, reason, err := s.streams.admit(id)
 	if err != nil {
 		who := authz.Who(id)
-		s.refusals.log(s.log, slog.LevelWarn, "streams|"+reason+"|"+who, "stream refused: over the cap", "identity", who, "error", err)
+		s.refusals.Log(s.log, slog.LevelWarn, "streams|"+reason+"|"+who, "stream refused: over the cap", "identity", who, "error", err)
 		s.cfg.Metrics.RefusedStream(reason, roleLabel(id))
 		return nil, err
 	}

@@ -170,7 +170,7 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 // refusalLogWindow.
 func (s *Server) logRefusedStream(st toServerStream, err error) {
 	host := peerHost(st.Context())
-	s.refusals.log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
+	s.refusals.Log(s.log, slog.LevelWarn, "refused|"+host+"|"+err.Error(), "refused stream", "peer", host, "error", err)
 }
 
 func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire.Kind) (*conn, *grpcapi.AgentHello, error) {
@@ -257,7 +257,7 @@ func (s *Server) sendOut(st toServerStream, c *conn, m any) error {
 				s.tooLarge(c, err)
 				return err
 			}
-			s.refusals.log(s.log, slog.LevelWarn, "cut|"+c.name, "a message over the size limit was cut or answered with an error",
+			s.refusals.Log(s.log, slog.LevelWarn, "cut|"+c.name, "a message over the size limit was cut or answered with an error",
 				"peer", c.name, "bytes", e.Len(), "limit", c.limit, "messages", len(parts))
 			for _, p := range parts {
 				if err := st.SendMsg(p); err != nil {
@@ -279,7 +279,7 @@ func (s *Server) sendOut(st toServerStream, c *conn, m any) error {
 
 // tooLarge ends a stream whose next message cannot be sent, saying why.
 func (s *Server) tooLarge(c *conn, err error) {
-	s.refusals.log(s.log, slog.LevelError, "too large|"+c.name, "a message too large to send ends the stream", "peer", c.name, "error", err)
+	s.refusals.Log(s.log, slog.LevelError, "too large|"+c.name, "a message too large to send ends the stream", "peer", c.name, "error", err)
 	c.closeWith(err)
 }
 

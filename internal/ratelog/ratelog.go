@@ -14,8 +14,8 @@ import (
 	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
-// DefaultWindow is the window the agent's refusals are logged with, as
-// the server's.
+// DefaultWindow is the window the agent's and the server's refusals are
+// logged with.
 const DefaultWindow = 10 * time.Second
 
 // maxKeys bounds the remembered keys; past it those quiet for a window

@@ -30,6 +30,34 @@ func TestLimiter(t *testing.T) {
 	}
 }
 
+// The first line of a key goes out, then at most one per window with the
+// count of those left out; another key is logged at once.
+func TestAllow(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	l := New(clk, 10*time.Second)
+	expect := func(key string, ok bool, n int) {
+		t.Helper()
+		gotOK, gotN := l.allow(key)
+		if gotOK != ok || gotN != n {
+			t.Fatalf("allow(%q) = %v, %d; want %v, %d", key, gotOK, gotN, ok, n)
+		}
+	}
+	expect("a", true, 0)
+	for range 5 {
+		expect("a", false, 0)
+	}
+	expect("b", true, 0)
+	clk.Advance(9 * time.Second)
+	expect("a", false, 0)
+	clk.Advance(time.Second)
+	expect("a", true, 6)
+	expect("a", false, 0)
+	clk.Advance(10 * time.Second)
+	expect("a", true, 1)
+	clk.Advance(10 * time.Second)
+	expect("a", true, 0)
+}
+
 func TestLimiterForgetsQuietKeys(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	l := New(clk, time.Second)
