@@ -75,6 +75,14 @@ func serveMetrics(ms metricsServing, set *metrics.Set, node *cluster.Node, log *
 	} else if a, ok := lis.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
 		log.Warn("metrics served WITHOUT TLS on " + lis.Addr().String() + ", beyond this host: anyone who reaches it reads replica ids, agent names and refusal counts; bind it to loopback or use --metrics-tls")
 	}
+	stop := serveHTTP(hs, lis, "metrics endpoint", log)
+	log.Info("metrics", "url", scheme+"://"+lis.Addr().String()+"/metrics")
+	return stop, nil
+}
+
+// serveHTTP serves hs on lis, over TLS when hs has a TLS config, until
+// the returned function shuts it down (within 2 s) and waits for it.
+func serveHTTP(hs *http.Server, lis net.Listener, what string, log *slog.Logger) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -85,16 +93,15 @@ func serveMetrics(ms metricsServing, set *metrics.Set, node *cluster.Node, log *
 			err = hs.Serve(lis)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("metrics endpoint stopped", "error", err)
+			log.Warn(what+" stopped", "error", err)
 		}
 	}()
-	log.Info("metrics", "url", scheme+"://"+lis.Addr().String()+"/metrics")
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(ctx)
 		<-done
-	}, nil
+	}
 }
 
 // requireRoles serves h only to a client certificate whose identity has

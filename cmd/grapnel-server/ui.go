@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -69,26 +67,11 @@ func serveUI(lis *connlimit.Listener, tc *tls.Config, untyped identity.Role, nod
 	} else {
 		hs.TLSConfig = tc.Clone()
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var err error
-		if hs.TLSConfig != nil {
-			err = hs.ServeTLS(lis, "", "")
-		} else {
-			err = hs.Serve(lis)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("dashboard stopped", "error", err)
-		}
-	}()
+	stop := serveHTTP(hs, lis, "dashboard", log)
 	log.Info("dashboard", "url", scheme+"://"+lis.Addr().String()+"/")
 	return func() {
 		h.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		<-done
+		stop()
 		if cc != nil {
 			cc.Close()
 		}
