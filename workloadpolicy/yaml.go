@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/grapnel-io/grapnel/internal/yamlnode"
 )
 
 // The runtimeConfig is read as the runtimes read it (agent/runtime):
@@ -13,67 +15,26 @@ import (
 // topFields calls fn for each key of the runtimeConfig's mapping; an
 // empty config has none.
 func topFields(text string, fn func(field, key string, v *yaml.Node) error) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
-		return parseErr(root, "not valid YAML: %v", err)
-	}
-	n := resolve(&doc)
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = resolve(n.Content[0])
-	}
-	switch {
-	case n.Kind == 0 || n.Kind == yaml.DocumentNode || isNull(n):
-		return nil
-	case n.Kind != yaml.MappingNode:
-		return parseErr(root, "expected a mapping")
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode {
-			return parseErr(root, "keys must be strings")
-		}
-		field := root + "." + k.Value
-		if seen[k.Value] {
-			return parseErr(field, "defined more than once")
-		}
-		seen[k.Value] = true
-		if err := fn(field, k.Value, v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return yamlnode.Fields(text, root, "", parseErr, fn)
 }
 
 const root = "runtimeConfig"
 
-func resolve(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNull(n *yaml.Node) bool {
-	n = resolve(n)
-	return n == nil || n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
+// resolve, isNull and mapValue read nodes as the runtimes do.
+var (
+	resolve  = yamlnode.Resolve
+	isNull   = yamlnode.IsNull
+	mapValue = yamlnode.MapValue
+)
 
 // stringList reads a list of scalars as the runtimes do.
 func stringList(field string, n *yaml.Node) ([]string, error) {
-	if isNull(n) {
-		return nil, nil
-	}
-	if n.Kind != yaml.SequenceNode {
+	out, notList, bad := yamlnode.Strings(n)
+	switch {
+	case notList:
 		return nil, parseErr(field, "expected a list of strings")
-	}
-	out := make([]string, 0, len(n.Content))
-	for i, item := range n.Content {
-		item = resolve(item)
-		if item.Kind != yaml.ScalarNode || isNull(item) {
-			return nil, parseErr(fmt.Sprintf("%s[%d]", field, i), "expected a string")
-		}
-		out = append(out, item.Value)
+	case bad >= 0:
+		return nil, parseErr(fmt.Sprintf("%s[%d]", field, bad), "expected a string")
 	}
 	return out, nil
 }
@@ -87,20 +48,6 @@ func scalar(field string, n *yaml.Node) (string, error) {
 		return "", parseErr(field, "expected a string")
 	}
 	return n.Value, nil
-}
-
-// mapValue is the value of key in the mapping m, or nil.
-func mapValue(m *yaml.Node, key string) *yaml.Node {
-	m = resolve(m)
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if k := resolve(m.Content[i]); k.Kind == yaml.ScalarNode && k.Value == key {
-			return resolve(m.Content[i+1])
-		}
-	}
-	return nil
 }
 
 // mapKeys calls fn for every key of the mapping m (none if m is not one).

@@ -6,6 +6,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/grapnel-io/grapnel/internal/yamlnode"
+
 	"github.com/grapnel-io/grapnel/agent/runtime"
 )
 
@@ -67,70 +69,27 @@ func parseConfig(text string) (runConfig, error) {
 }
 
 // eachField parses a runtimeConfig that must be a mapping (or empty) and
-// calls fn for each key with the key's field path, refusing keys that are
-// not strings or that repeat; keys names them in the error for another
-// kind of node.
+// calls fn for each key with the key's field path (yamlnode.Fields);
+// keys names them in the error for another kind of node.
 func eachField(text, keys string, fn func(field, key string, v *yaml.Node) error) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
-		return badConfig(root, "not valid YAML: %v", err)
-	}
-	n := resolve(&doc)
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = resolve(n.Content[0])
-	}
-	switch {
-	case n.Kind == 0 || n.Kind == yaml.DocumentNode || isNull(n):
-		return nil // empty: only what is required is missing
-	case n.Kind != yaml.MappingNode:
-		return badConfig(root, "expected a mapping with the keys %s", keys)
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode {
-			return badConfig(root, "keys must be strings (line %d)", k.Line)
-		}
-		field := root + "." + k.Value
-		if seen[k.Value] {
-			return badConfig(field, "defined more than once")
-		}
-		seen[k.Value] = true
-		if err := fn(field, k.Value, v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return yamlnode.Fields(text, root, keys, badConfig, fn)
 }
 
-// resolve follows YAML aliases to the node they name.
-func resolve(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
+// resolve and isNull read nodes as every runtimeConfig reader does.
+var (
+	resolve = yamlnode.Resolve
+	isNull  = yamlnode.IsNull
+)
 
 // stringList accepts a sequence of scalars; numbers and booleans are kept
 // as written (`commandArgs: [sleep, 5]`), as Ankaios' YAML decoder does.
 func stringList(field string, n *yaml.Node) ([]string, error) {
-	if isNull(n) {
-		return nil, nil
-	}
-	if n.Kind != yaml.SequenceNode {
+	out, notList, bad := yamlnode.Strings(n)
+	switch {
+	case notList:
 		return nil, badConfig(field, "expected a list of strings")
-	}
-	out := make([]string, 0, len(n.Content))
-	for i, item := range n.Content {
-		item = resolve(item)
-		if item.Kind != yaml.ScalarNode || isNull(item) {
-			return nil, badConfig(fmt.Sprintf("%s[%d]", field, i), "expected a string")
-		}
-		out = append(out, item.Value)
+	case bad >= 0:
+		return nil, badConfig(fmt.Sprintf("%s[%d]", field, bad), "expected a string")
 	}
 	return out, nil
 }

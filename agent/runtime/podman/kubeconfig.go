@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/grapnel-io/grapnel/internal/yamlnode"
 )
 
 // kubeConfig is a parsed podman-kube runtimeConfig, with the Ankaios
@@ -118,17 +120,7 @@ func manifestDocs(field, text string) ([]*yaml.Node, error) {
 }
 
 // mapValue is the value of key in mapping m, or nil.
-func mapValue(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if k := resolve(m.Content[i]); k.Kind == yaml.ScalarNode && k.Value == key {
-			return resolve(m.Content[i+1])
-		}
-	}
-	return nil
-}
+var mapValue = yamlnode.MapValue
 
 // parseKubeTarget reads `<pod>/<container>`, as Ankaios does.
 func parseKubeTarget(field string, n *yaml.Node) (kubeTarget, error) {
