@@ -147,7 +147,13 @@ func intrude(ctx context.Context, c *cluster, s Step) (in injected, err error) {
 	if err != nil {
 		return in, err
 	}
-	attempts = append(attempts, w.judge(attempts, cfg.Leader)...)
+	judged := w.judge(attempts, cfg.Leader)
+	attempts = append(attempts, judged...)
+	// The file then holds the campaign's judgements too, with their
+	// figures.
+	if err := intruder.Save(outPath, attempts); err != nil {
+		return in, err
+	}
 	finding.Attempts = len(attempts)
 	for _, a := range attempts {
 		finding.Tally = check.Tally(finding.Tally, a.Channel, a.What, a.Accepted, a.Skipped != "")
@@ -163,9 +169,36 @@ func intrude(ctx context.Context, c *cluster, s Step) (in injected, err error) {
 	for _, t := range finding.Tally {
 		skipped += t.Skipped
 	}
-	in.fault.Detail = fmt.Sprintf("%d attempts (%d kinds), %d accepted, %d not tried, %d traces", finding.Attempts, len(finding.Tally),
-		len(finding.Accepted), skipped, len(finding.Traces))
+	in.fault.Detail = fmt.Sprintf("%d attempts (%d kinds), %d accepted, %d not tried, %d traces%s", finding.Attempts, len(finding.Tally),
+		len(finding.Accepted), skipped, len(finding.Traces), measured(attempts, judged, finding.Controls))
 	return in, nil
+}
+
+// measured is what the timed attacks showed, for the fault's detail:
+// the dry-run's and the flood's figures, the campaign's judgements of
+// them, and the controls.
+func measured(attempts, judged []intruder.Attempt, controls []check.Control) string {
+	var parts []string
+	for _, a := range attempts {
+		switch a.What {
+		case intruder.WhatDryRun:
+			// Its figures, without the refusal's text.
+			figures, _, _ := strings.Cut(a.Detail, ": ")
+			parts = append(parts, "dry-run: "+figures)
+		case intruder.WhatFlood, intruder.WhatHeld:
+			parts = append(parts, "flood: "+a.Detail)
+		}
+	}
+	for _, a := range judged {
+		parts = append(parts, a.Detail)
+	}
+	for _, c := range controls {
+		parts = append(parts, "control: "+c.What+": "+c.Detail)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
 }
 
 // intruderConfig is what the intruder gets: the replicas' addresses, the
@@ -367,7 +400,7 @@ func (w *watcher) commitsDuring(win intruder.Window, leader string) intruder.Att
 	}
 	stall = max(stall, win.To.Sub(since))
 	a.Accepted = n < 2 || last == first || stall > stallBound
-	a.Detail = fmt.Sprintf("%d entries committed in %v (%d samples), longest without a commit %v (bound %v)",
+	a.Detail = fmt.Sprintf("while the flood held, the leader committed %d entries in %v (%d samples), longest without a commit %v (bound %v)",
 		last-first, win.To.Sub(win.From).Round(time.Millisecond), n, stall.Round(time.Millisecond), stallBound)
 	return a
 }
@@ -392,7 +425,7 @@ func (w *watcher) readsDuring(win intruder.Window, leader string) intruder.Attem
 		}
 	}
 	a.Accepted = n == 0 || failed > 0 || longest > stallBound
-	a.Detail = fmt.Sprintf("%d reads during the %v dry-run, the longest %v (bound %v)", n, win.To.Sub(win.From).Round(time.Millisecond),
+	a.Detail = fmt.Sprintf("the operator's get state on the leader: %d reads during the %v dry-run, the longest %v (bound %v)", n, win.To.Sub(win.From).Round(time.Millisecond),
 		longest.Round(time.Millisecond), stallBound)
 	if failed > 0 {
 		a.Detail += fmt.Sprintf("; %d failed: %v", failed, failure)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/chaos/check"
 	"github.com/grapnel-io/grapnel/chaos/intruder"
 )
 
@@ -64,5 +65,22 @@ func TestReadsDuring(t *testing.T) {
 		if a := w.readsDuring(win, "r1"); a.Accepted != c.accepted {
 			t.Errorf("%s: accepted %v (%s), want %v", c.name, a.Accepted, a.Detail, c.accepted)
 		}
+	}
+}
+
+// The fault's detail carries the timed attacks' figures, the campaign's
+// judgements and the controls.
+func TestMeasured(t *testing.T) {
+	attempts := []intruder.Attempt{{What: intruder.WhatDryRun, Detail: "7 workloads, refused after 1.2s: desiredState.workloads.intruder_bomb_05.runtimeConfig: rendering took more"},
+		{What: intruder.WhatFlood, Detail: "128 connections (cap 64)"}, {What: intruder.WhatHeld, Detail: "64 closed after 5s"},
+		{What: "Status without TLS", Detail: "EOF"}}
+	judged := []intruder.Attempt{{Detail: "the leader committed 583 entries"}}
+	got := measured(attempts, judged, []check.Control{{What: "r3 serves /metrics", Detail: "200 OK"}})
+	want := "; dry-run: 7 workloads, refused after 1.2s; flood: 128 connections (cap 64); flood: 64 closed after 5s; the leader committed 583 entries; control: r3 serves /metrics: 200 OK"
+	if got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if measured(nil, nil, nil) != "" {
+		t.Fatal("nothing measured gives a detail")
 	}
 }

@@ -37,7 +37,7 @@ type floodConn struct {
 func floodAttempts(ctx context.Context, c Config) []Attempt {
 	capN, hs := c.Bounds.ConnsPerSource, c.Bounds.HandshakeTimeout
 	over := Attempt{Target: c.Leader, Channel: "connections", What: WhatFlood}
-	held := Attempt{Target: c.Leader, Channel: "connections", What: "idle TCP connections held past --grpc-handshake-timeout"}
+	held := Attempt{Target: c.Leader, Channel: "connections", What: WhatHeld}
 	if capN <= 0 || hs <= 0 {
 		over.Skipped, held.Skipped = "no cap or handshake timeout configured", "no cap or handshake timeout configured"
 		return []Attempt{over, held}

@@ -127,6 +127,7 @@ type Window struct {
 // Names of the attacks whose Window the campaign reads.
 const (
 	WhatFlood   = "idle TCP connections to the leader's gRPC port, twice --grpc-max-conns-per-source from one source"
+	WhatHeld    = "idle TCP connections held past --grpc-handshake-timeout"
 	WhatDryRun  = "a commander's dry-run whose nested #each loops exceed --max-render-steps-per-request"
 	WhatNoHello = "an agent stream held open without AgentHello"
 )
