@@ -190,6 +190,7 @@ func (c *cluster) replicaArgs(i int) ([]string, error) {
 		"-a", hostAddr(r.host, GRPCPort), "--raft-address", hostAddr(r.host, RaftPort),
 		"--gossip-address", hostAddr(r.host, GossipPort), "--bootstrap-expect", fmt.Sprint(len(c.reps)),
 		"--data-dir", r.dataDir, "--agent-reconnect-grace", c.grace.String())
+	args = append(args, boundFlags()...)
 	for j, o := range c.reps {
 		if j != i {
 			args = append(args, "--join", hostAddr(o.host, GossipPort))

@@ -341,6 +341,7 @@ func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start
 		}
 	}
 	rep.Checks = append(rep.Checks, check.IntruderRefused(intrusions))
+	rep.Intrusions = check.MergeTallies(intrusions)
 	rep.Checks = append(rep.Checks, settled(r.res.Log))
 	return rep
 }

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -13,15 +14,81 @@ type IntruderFinding struct {
 	Accepted []string
 	// Traces lists what an accepted attempt left in the cluster: the
 	// intruder in the Raft configuration, its agent or workload in the
-	// state, a replayed update undoing a later one.
+	// state, a replayed update undoing a later one, the operator's lock
+	// gone, the victim workload changed.
 	Traces []string
+	// Controls lists what the campaign checked to know an attempt's
+	// refusal means something (the metrics served on the replica's own
+	// loopback): a failed one fails the check too.
+	Controls []Control
+	// Tally counts the attempts by kind.
+	Tally []AttemptTally
+}
+
+// Control is one check that an attack's target exists.
+type Control struct {
+	What   string
+	OK     bool
+	Detail string
+}
+
+// AttemptTally is how often one kind of attempt (a channel and what was
+// tried) was made, refused, accepted and skipped (the intruder held no
+// such key yet).
+type AttemptTally struct {
+	Channel  string
+	What     string
+	Tries    int
+	Refused  int
+	Accepted int
+	Skipped  int
+}
+
+// Tally adds one attempt of channel and what to the tally.
+func Tally(ts []AttemptTally, channel, what string, accepted, skipped bool) []AttemptTally {
+	i := slices.IndexFunc(ts, func(t AttemptTally) bool { return t.Channel == channel && t.What == what })
+	if i < 0 {
+		ts = append(ts, AttemptTally{Channel: channel, What: what})
+		i = len(ts) - 1
+	}
+	t := &ts[i]
+	t.Tries++
+	switch {
+	case skipped:
+		t.Skipped++
+	case accepted:
+		t.Accepted++
+	default:
+		t.Refused++
+	}
+	return ts
+}
+
+// MergeTallies sums the tallies of every intrusion, kinds in the order
+// first seen.
+func MergeTallies(fs []IntruderFinding) []AttemptTally {
+	var out []AttemptTally
+	for _, f := range fs {
+		for _, t := range f.Tally {
+			i := slices.IndexFunc(out, func(o AttemptTally) bool { return o.Channel == t.Channel && o.What == t.What })
+			if i < 0 {
+				out = append(out, AttemptTally{Channel: t.Channel, What: t.What})
+				i = len(out) - 1
+			}
+			out[i].Tries += t.Tries
+			out[i].Refused += t.Refused
+			out[i].Accepted += t.Accepted
+			out[i].Skipped += t.Skipped
+		}
+	}
+	return out
 }
 
 // IntruderRefused passes when every intrusion of the campaign was
-// refused on every channel and left nothing behind.
+// refused on every channel, left nothing behind, and every control held.
 func IntruderRefused(fs []IntruderFinding) Result {
 	res := Result{Name: "intruder-refused"}
-	attempts := 0
+	attempts, skipped := 0, 0
 	var bad []string
 	for i, f := range fs {
 		attempts += f.Attempts
@@ -30,6 +97,14 @@ func IntruderRefused(fs []IntruderFinding) Result {
 		}
 		for _, t := range f.Traces {
 			bad = append(bad, fmt.Sprintf("intrusion %d left %s", i+1, t))
+		}
+		for _, c := range f.Controls {
+			if !c.OK {
+				bad = append(bad, fmt.Sprintf("intrusion %d: control failed, %s: %s", i+1, c.What, c.Detail))
+			}
+		}
+		for _, t := range f.Tally {
+			skipped += t.Skipped
 		}
 	}
 	switch {
@@ -41,7 +116,11 @@ func IntruderRefused(fs []IntruderFinding) Result {
 		res.Detail = "the intruder made no attempt"
 	default:
 		res.OK = true
-		res.Detail = fmt.Sprintf("%d intrusions, %d attempts, every one refused; the intruder never entered the Raft configuration and left nothing in the state", len(fs), attempts)
+		res.Detail = fmt.Sprintf("%d intrusions, %d attempts, every one refused", len(fs), attempts-skipped)
+		if skipped > 0 {
+			res.Detail += fmt.Sprintf(" (%d not tried: no such key yet)", skipped)
+		}
+		res.Detail += "; the intruder never entered the Raft configuration and left nothing in the state"
 	}
 	return res
 }

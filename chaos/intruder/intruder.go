@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -21,7 +22,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/rpc"
-	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
@@ -38,10 +38,43 @@ type Target struct {
 // Config is what one intrusion tries.
 type Config struct {
 	Targets []Target `json:"targets"`
+	// Leader and Follower name the targets of the attacks aimed at one
+	// replica of each role (leadership as the campaign saw it when it
+	// wrote the configuration).
+	Leader   string `json:"leader"`
+	Follower string `json:"follower"`
 	// WrongRole is a certificate the CA signed for another role (an
 	// agent); Foreign one from a CA the replicas do not trust.
 	WrongRole rpc.TLSFiles `json:"wrongRole"`
 	Foreign   rpc.TLSFiles `json:"foreign"`
+	// Keys a replica's: StrayReplica is a replica certificate of the CA
+	// for a replica never admitted; Removed are the keys of replicas an
+	// operator removed (revoked by the removal), the last tried; Member
+	// is a current member's key, as if stolen from its unit.
+	StrayReplica rpc.TLSFiles   `json:"strayReplica"`
+	Removed      []rpc.TLSFiles `json:"removed"`
+	Member       rpc.TLSFiles   `json:"member"`
+	// Commander is a commander's certificate; Impostor a commander's
+	// named as the operator is.
+	Commander rpc.TLSFiles `json:"commander"`
+	Impostor  rpc.TLSFiles `json:"impostor"`
+	// OperatorCert and AgentCert are certificates without their keys
+	// (certificates are public): the operator's and a real agent's, which
+	// the intruder forwards as the client it claims to proxy.
+	OperatorCert string `json:"operatorCert"`
+	AgentCert    string `json:"agentCert"`
+	// Victim is an existing process workload on an agent: the commander
+	// tries to widen its privileges and follows its logs. OtherUID is the
+	// uid of another workload on that agent (the range 60000-60999).
+	Victim   string `json:"victim"`
+	OtherUID int    `json:"otherUid"`
+	// Lock is an object ("workload/NAME") the operator holds a lock on.
+	Lock string `json:"lock"`
+	// Bounds are the replicas' bounds the intruder tries to pass.
+	Bounds Bounds `json:"bounds"`
+	// FloodSource is the address the flood's connections come from, one
+	// the campaign's clients do not use ("" lets the system choose).
+	FloodSource string `json:"floodSource"`
 	// Replay is a file of bytes an operator's client sent to ReplayTo,
 	// captured on the way; empty skips the replay.
 	Replay   string `json:"replay"`
@@ -56,34 +89,100 @@ type Config struct {
 	Hold time.Duration `json:"hold"`
 }
 
-// Attempt is one try and what came of it.
+// Bounds are the settings of the replicas (their flags) that the
+// intruder tries to exceed; a zero field skips the attempts on it.
+type Bounds struct {
+	ConnsPerSource   int           `json:"connsPerSource"`   // --grpc-max-conns-per-source
+	HandshakeTimeout time.Duration `json:"handshakeTimeout"` // --grpc-handshake-timeout
+	StreamsPerAgent  int           `json:"streamsPerAgent"`  // --max-streams-per-agent
+	HelloTimeout     time.Duration `json:"helloTimeout"`     // --hello-timeout
+	LogCampaigns     int           `json:"logCampaigns"`     // --max-log-campaigns-per-requester
+	RenderSteps      int           `json:"renderSteps"`      // --max-render-steps-per-request
+	MetricsPort      int           `json:"metricsPort"`      // the port of --metrics-address :PORT
+}
+
+// Attempt is one try and what came of it. Accepted means the attack got
+// through, or that the replica's answer was not the refusal it should
+// give (no answer at all included): either fails the campaign. Skipped
+// says why an attack could not be tried this time (the intruder held no
+// such key yet); it counts neither way.
 type Attempt struct {
 	Target   string `json:"target"`
-	Channel  string `json:"channel"` // grpc, raft, gossip, replay
+	Channel  string `json:"channel"` // grpc, raft, gossip, replay, forward, policy, locks, logs, render, streams, connections, metrics
 	What     string `json:"what"`
 	Accepted bool   `json:"accepted"`
+	Skipped  string `json:"skipped,omitempty"`
 	Detail   string `json:"detail"`
+	// Window is when the attack ran, for attacks whose effect on the
+	// cluster the campaign measures meanwhile (the flood, the dry-run).
+	Window *Window `json:"window,omitempty"`
 }
+
+// Window is a span of wall-clock time.
+type Window struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// Names of the attacks whose Window the campaign reads.
+const (
+	WhatFlood   = "idle TCP connections to the leader's gRPC port, twice --grpc-max-conns-per-source from one source"
+	WhatHeld    = "idle TCP connections held past --grpc-handshake-timeout"
+	WhatDryRun  = "a commander's dry-run whose nested #each loops exceed --max-render-steps-per-request"
+	WhatNoHello = "an agent stream held open without AgentHello"
+)
 
 // attemptTimeout bounds one try: a refused peer answers at once.
 const attemptTimeout = 3 * time.Second
 
-// Run tries everything and returns the attempts.
+// Run tries everything and returns the attempts. The attacks that wait
+// for a deadline of the replicas (the gossip hold, the flood's handshake
+// deadline, the streams' hello timeout) run together at the end.
 func Run(ctx context.Context, c Config) []Attempt {
 	var out []Attempt
-	add := func(a Attempt) { out = append(out, a) }
 	for _, t := range c.Targets {
-		for _, a := range grpcAttempts(ctx, t, c) {
-			add(a)
-		}
-		for _, a := range raftAttempts(t, c) {
-			add(a)
-		}
+		out = append(out, grpcAttempts(ctx, t, c)...)
+		out = append(out, raftAttempts(t, c)...)
 	}
 	if c.Replay != "" {
-		add(replay(c.Replay, c.ReplayTo))
+		out = append(out, replay(c.Replay, c.ReplayTo))
 	}
-	add(gossipJoin(ctx, c))
+	out = append(out, forwardedAttempts(ctx, c)...)
+	out = append(out, wideningAttempts(ctx, c)...)
+	out = append(out, lockAttempts(ctx, c)...)
+	out = append(out, logCampaignAttempt(ctx, c))
+	out = append(out, renderBombAttempt(ctx, c))
+	out = append(out, metricsAttempts(ctx, c)...)
+	var (
+		wg                    sync.WaitGroup
+		gossip, flood, stream []Attempt
+	)
+	wg.Go(func() { gossip = []Attempt{gossipJoin(ctx, c)} })
+	wg.Go(func() { flood = floodAttempts(ctx, c) })
+	wg.Go(func() { stream = streamAttempts(ctx, c) })
+	wg.Wait()
+	return append(append(append(out, gossip...), flood...), stream...)
+}
+
+// target is the target named name.
+func (c Config) target(name string) (Target, bool) {
+	for _, t := range c.Targets {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Target{}, false
+}
+
+// leaderAndFollower are the targets Leader and Follower name, those
+// found.
+func (c Config) leaderAndFollower() []Target {
+	var out []Target
+	for _, n := range []string{c.Leader, c.Follower} {
+		if t, ok := c.target(n); ok {
+			out = append(out, t)
+		}
+	}
 	return out
 }
 
@@ -171,38 +270,20 @@ func grpcAttempts(ctx context.Context, t Target, c Config) []Attempt {
 // the desired state; accepted when the answer is a success.
 func updateAttempt(ctx context.Context, t Target, cc *grpc.ClientConn, workload string) Attempt {
 	a := Attempt{Target: t.Name, Channel: "grpc", What: "UpdateState with an agent certificate"}
-	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
-	defer cancel()
-	st, err := wire.KindCLI.Open(cctx, cc)
+	s, err := openSession(ctx, cc, attemptTimeout)
 	if err != nil {
 		a.Detail = errText(err)
 		return a
 	}
-	wl := &ankbase.Workload{Runtime: ptr("process"), RuntimeConfig: ptr("command: /bin/true")}
-	req := &ankbase.Request{RequestId: "intruder-1", RequestContent: &ankbase.Request_UpdateStateRequest{UpdateStateRequest: &ankbase.UpdateStateRequest{
-		NewState: &ankbase.CompleteState{DesiredState: &ankbase.State{ApiVersion: "v1",
-			Workloads: &ankbase.WorkloadMap{Workloads: map[string]*ankbase.Workload{workload: wl}}}},
-		UpdateMask: []string{"desiredState.workloads." + workload}}}}
-	for _, m := range []*grpcapi.ToServer{
-		{ToServerEnum: &grpcapi.ToServer_CommanderHello{CommanderHello: &grpcapi.CommanderHello{ProtocolVersion: rpc.ProtocolVersion}}},
-		{ToServerEnum: &grpcapi.ToServer_Request{Request: req}},
-	} {
-		if err := st.Send(m); err != nil {
-			break
-		}
+	defer s.close()
+	r, err := s.request(addWorkload(workload))
+	if err != nil {
+		a.Detail = errText(err)
+		return a
 	}
-	for {
-		m, err := st.Recv()
-		if err != nil {
-			a.Detail = errText(err)
-			return a
-		}
-		if r := m.GetResponse(); r != nil && r.GetRequestId() == "intruder-1" {
-			a.Accepted = r.GetUpdateStateSuccess() != nil
-			a.Detail = fmt.Sprintf("answered %v", r.GetResponseContent())
-			return a
-		}
-	}
+	a.Accepted = r.GetUpdateStateSuccess() != nil
+	a.Detail = fmt.Sprintf("answered %v", r.GetResponseContent())
+	return a
 }
 
 // helloAttempt says AgentHello as another agent, which the certificate

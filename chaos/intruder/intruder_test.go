@@ -1,9 +1,15 @@
 package intruder
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +17,8 @@ import (
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/rpctest"
+	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // The Raft probe is answered by a plain hashicorp/raft transport (what
@@ -85,6 +93,136 @@ func TestIsTLSRecords(t *testing.T) {
 	} {
 		if got := isTLSRecords(c.b); got != c.want {
 			t.Errorf("isTLSRecords(%x) = %v, want %v", c.b, got, c.want)
+		}
+	}
+}
+
+// The flood's judgement: more connections held than the cap, or one
+// open past the deadline, is an accepted attack.
+func TestJudgeFlood(t *testing.T) {
+	closed := func(d time.Duration) floodConn { return floodConn{open: d} }
+	conns := func(n int, fc floodConn) []floodConn {
+		out := make([]floodConn, n)
+		for i := range out {
+			out[i] = fc
+		}
+		return out
+	}
+	capped := append(conns(4, closed(5*time.Second)), conns(4, closed(2*time.Millisecond))...)
+	if over, d, held, hd := judgeFlood(capped, 4, 5*time.Second); over || held {
+		t.Fatalf("a capped flood judged accepted: %v %s; %v %s", over, d, held, hd)
+	}
+	uncapped := conns(8, closed(5*time.Second))
+	if over, d, _, _ := judgeFlood(uncapped, 4, 5*time.Second); !over {
+		t.Fatalf("8 connections held with a cap of 4 judged refused: %s", d)
+	}
+	lingering := append(conns(4, floodConn{stillOpen: true}), conns(4, closed(time.Millisecond))...)
+	if _, _, held, hd := judgeFlood(lingering, 4, 5*time.Second); !held {
+		t.Fatalf("connections open past the deadline judged refused: %s", hd)
+	}
+}
+
+// flood against a listener that holds every connection: the attack gets
+// through; against one that closes those over a cap at once and the
+// rest after a deadline, it is refused.
+func TestFloodAgainstListeners(t *testing.T) {
+	const capN, deadline = 3, 300 * time.Millisecond
+	serve := func(t *testing.T, handle func(i int, c net.Conn)) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for i := 0; ; i++ {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go handle(i, c)
+			}
+		}()
+		return ln.Addr().String()
+	}
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	open := serve(t, func(_ int, c net.Conn) {
+		<-release
+		c.Close()
+	})
+	res := flood(context.Background(), net.Dialer{Timeout: time.Second}, open, 2*capN, deadline+deadlineMargin)
+	if over, d, heldAcc, hd := judgeFlood(res.conns, capN, deadline); !over || !heldAcc {
+		t.Fatalf("a port that holds everything judged refused: %s; %s", d, hd)
+	}
+	capped := serve(t, func(i int, c net.Conn) {
+		if i >= capN {
+			c.Close()
+			return
+		}
+		timer := time.NewTimer(deadline)
+		defer timer.Stop()
+		<-timer.C
+		c.Close()
+	})
+	res = flood(context.Background(), net.Dialer{Timeout: time.Second}, capped, 2*capN, deadline+deadlineMargin)
+	if over, d, heldAcc, hd := judgeFlood(res.conns, capN, deadline); over || heldAcc {
+		t.Fatalf("a capped port judged accepted: %s; %s", d, hd)
+	}
+}
+
+// A metrics port that answers from another host is an accepted attack;
+// one that refuses the connection is not.
+func TestMetricsAttempts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("grapnel_up 1\n")) }))
+	defer srv.Close()
+	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	c := Config{Targets: []Target{{Name: "r1", GRPC: net.JoinHostPort(host, "1")}}, Bounds: Bounds{MetricsPort: p}}
+	as := metricsAttempts(context.Background(), c)
+	if len(as) != 1 || !as[0].Accepted {
+		t.Fatalf("a served /metrics judged refused: %+v", as)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	ln.Close() // nothing listens there now
+	c.Bounds.MetricsPort, _ = strconv.Atoi(port)
+	as = metricsAttempts(context.Background(), c)
+	if len(as) != 1 || as[0].Accepted || !strings.Contains(as[0].Detail, "refused") {
+		t.Fatalf("a closed port judged otherwise: %+v", as)
+	}
+}
+
+// The render bomb: each workload alone renders within the per-template
+// limit, and bombSize of them exceed the request's budget, as the
+// server's renderer counts.
+func TestRenderBombExceedsTheBudget(t *testing.T) {
+	for _, budget := range []int{300000} {
+		n, err := bombSize(budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bomb := renderBomb(n)
+		one := render.NewBudget(0, 0)
+		w := bomb.Workloads["intruder_bomb_00"]
+		if _, _, err := render.New().WorkloadWithin("intruder_bomb_00", w, bomb.Configs, one); err != nil {
+			t.Fatalf("one bomb workload does not render alone: %v", err)
+		}
+		if len(w.RuntimeConfig) > 200 {
+			t.Fatalf("a bomb workload is not small: %d bytes", len(w.RuntimeConfig))
+		}
+		b := render.NewBudget(budget, 0)
+		var ranOut error
+		for _, name := range state.SortedKeys(bomb.Workloads) {
+			if _, _, err := render.New().WorkloadWithin(name, bomb.Workloads[name], bomb.Configs, b); err != nil {
+				ranOut = err
+				break
+			}
+		}
+		if !errors.Is(ranOut, state.ErrBudget) {
+			t.Fatalf("budget %d: %d bomb workloads of %d steps each did not run out: %v", budget, n, one.Steps(), ranOut)
 		}
 	}
 }

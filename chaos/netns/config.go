@@ -22,7 +22,8 @@ var (
 const (
 	DefaultPrefix = "gch"
 	DefaultSubnet = "10.213.7.0/24"
-	// MaxHosts keeps host addresses (.11 upwards) below the client's .100.
+	// MaxHosts keeps host addresses (.11 upwards) below the client's .100
+	// (and its alias .101, Net.ClientAlias).
 	MaxHosts = 89
 )
 

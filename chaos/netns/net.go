@@ -30,6 +30,7 @@ type Net struct {
 	proxies     map[*proxy]struct{}
 	closed      bool
 	stopSignals func()
+	alias       string // the client's second address, once added
 }
 
 // Chains Setup creates in every namespace. The chaos chains hold the
@@ -224,6 +225,28 @@ func (n *Net) Hosts() []*Host { return append([]*Host(nil), n.hosts...) }
 
 // Client returns the namespace the chaos clients run in.
 func (n *Net) Client() *Host { return n.client }
+
+// ClientAlias gives the client namespace a second address on the
+// subnet (the one after the client's) and returns it, adding it on the
+// first call only: a source of its own for traffic that must not share
+// the per-source caps of the processes running there.
+func (n *Net) ClientAlias() (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return "", ErrClosed
+	}
+	if n.alias != "" {
+		return n.alias, nil
+	}
+	a := offset(n.plan.subnet, clientOffset+1)
+	dev := peerName(n.plan.prefix, vethSuffix(strings.TrimPrefix(n.client.Name, n.plan.prefix+"-")))
+	if _, err := run("ip", "-n", n.client.Name, "addr", "add", a.String()+"/"+fmt.Sprint(n.plan.subnet.Bits()), "dev", dev); err != nil {
+		return "", err
+	}
+	n.alias = a.String()
+	return n.alias, nil
+}
 
 // Bridge returns the bridge's interface name.
 func (n *Net) Bridge() string { return bridgeName(n.plan.prefix) }

@@ -421,3 +421,26 @@ func TestCloseOnSignal(t *testing.T) {
 	}
 	mustBeGone(t, prefix)
 }
+
+// The client's alias is an address of its own on the subnet, routed over
+// the bridge, that the hosts reach; a second call gives the same one.
+func TestClientAlias(t *testing.T) {
+	needRoot(t)
+	n := setup(t, Config{Prefix: "gna", Hosts: 1, Subnet: "10.213.10.0/24"})
+	a, err := n.ClientAlias()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != "10.213.10.101" {
+		t.Fatalf("alias %s, want 10.213.10.101", a)
+	}
+	if again, err := n.ClientAlias(); err != nil || again != a {
+		t.Fatalf("second call: %s, %v", again, err)
+	}
+	if err := n.CheckRoute(a); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("ip", "netns", "exec", n.Hosts()[0].Name, "ping", "-c", "1", "-W", "1", "-q", a); err != nil {
+		t.Fatalf("the host does not reach the alias: %v\n%s", err, out)
+	}
+}

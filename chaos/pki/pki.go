@@ -4,8 +4,10 @@
 // an agent certificate per agent, an operator certificate for the
 // campaign's own clients and observer; and, for the intruder, an agent
 // certificate of a name no agent has (the wrong role for everything it
-// tries) and a certificate from a CA nobody trusts. The certificates are
-// the ones `grapnel certs` makes (internal/certs), one directory each.
+// tries), a certificate from a CA nobody trusts, a replica certificate
+// of a replica never admitted, and two commander certificates (one named
+// as the operator is). The certificates are the ones `grapnel certs`
+// makes (internal/certs), one directory each.
 package pki
 
 import (
@@ -36,6 +38,15 @@ type Set struct {
 	// to verify the replicas by).
 	WrongRole rpc.TLSFiles
 	Foreign   rpc.TLSFiles
+	// StrayReplica is a replica certificate of the CA for IntruderReplica,
+	// a replica no cluster ever admitted.
+	StrayReplica rpc.TLSFiles
+	// Commander is a commander certificate named IntruderCommander: the
+	// role that reads and changes the desired state but may not widen a
+	// workload's privileges. Impostor is a commander certificate named as
+	// the operator is (OperatorName), which must not own her locks.
+	Commander rpc.TLSFiles
+	Impostor  rpc.TLSFiles
 	// GossipKey is the replicas' gossip key file.
 	GossipKey string
 	// Removed are the certificates of replicas an operator removed
@@ -46,8 +57,13 @@ type Set struct {
 	mu       sync.Mutex // guards Replicas and Removed after Make
 }
 
-// IntruderAgent is the agent name of the intruder's certificate.
-const IntruderAgent = "intruder_agent"
+// The names of the intruder's certificates, and the operator's.
+const (
+	IntruderAgent     = "intruder_agent"
+	IntruderReplica   = "intruder_replica"
+	IntruderCommander = "intruder_cmd"
+	OperatorName      = "chaos"
+)
 
 // The CAs' directories under Set.Dir.
 const (
@@ -81,10 +97,19 @@ func Make(dir string, replicas, agents []string, validity time.Duration) (*Set, 
 			return nil, err
 		}
 	}
-	if s.Operator, err = s.issue(caDir, "operator", identity.Operator, "chaos"); err != nil {
+	if s.Operator, err = s.issue(caDir, "operator", identity.Operator, OperatorName); err != nil {
 		return nil, err
 	}
 	if s.WrongRole, err = s.issue(caDir, "wrong-role", identity.Agent, IntruderAgent); err != nil {
+		return nil, err
+	}
+	if s.StrayReplica, err = s.issue(caDir, "stray-replica", identity.Replica, IntruderReplica); err != nil {
+		return nil, err
+	}
+	if s.Commander, err = s.issue(caDir, "commander", identity.Commander, IntruderCommander); err != nil {
+		return nil, err
+	}
+	if s.Impostor, err = s.issue(caDir, "impostor", identity.Commander, OperatorName); err != nil {
 		return nil, err
 	}
 	if s.Foreign, err = s.issue(foreignDir, "foreign", identity.Operator, "intruder"); err != nil {

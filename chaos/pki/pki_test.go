@@ -23,7 +23,8 @@ func TestMakeGivesEachRoleItsIdentity(t *testing.T) {
 	}{
 		{s.Replicas["r1"], identity.Replica, "r1"}, {s.Replicas["r2"], identity.Replica, "r2"},
 		{s.Agents["agent_h1"], identity.Agent, "agent_h1"}, {s.Operator, identity.Operator, "chaos"},
-		{s.WrongRole, identity.Agent, IntruderAgent},
+		{s.WrongRole, identity.Agent, IntruderAgent}, {s.StrayReplica, identity.Replica, IntruderReplica},
+		{s.Commander, identity.Commander, IntruderCommander}, {s.Impostor, identity.Commander, OperatorName},
 	} {
 		if err := rpc.CheckPEMPermissions(c.files); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/grapnel-io/grapnel/chaos/check"
 )
 
 // WriteMarkdown writes a short summary: the run, the figures, the checks
@@ -53,6 +55,11 @@ func (r *Report) Markdown() string {
 		b.WriteString("\n")
 	}
 
+	if len(r.Intrusions) > 0 {
+		b.WriteString("\n## Intruder\n\n")
+		intrusionTable(&b, r.Intrusions)
+	}
+
 	b.WriteString("\n## Faults\n\n")
 	if len(r.Faults) == 0 {
 		b.WriteString("None.\n")
@@ -87,6 +94,25 @@ func figuresTable(b *strings.Builder, figs map[string]Figures) {
 		f := figs[k]
 		n := max(f.NewLeader.N, f.NextAck.N, f.AllAttached.N)
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %s |\n", cell(k), n, triple(f.NewLeader), triple(f.NextAck), triple(f.AllAttached))
+	}
+}
+
+// intrusionTable writes one row per kind of attempt, in the order the
+// intruder made them, with its outcome.
+func intrusionTable(b *strings.Builder, ts []check.AttemptTally) {
+	b.WriteString("| channel | attempt | tries | outcome |\n|---|---|---|---|\n")
+	for _, t := range ts {
+		var out []string
+		if t.Refused > 0 {
+			out = append(out, fmt.Sprintf("%d refused", t.Refused))
+		}
+		if t.Accepted > 0 {
+			out = append(out, fmt.Sprintf("**%d ACCEPTED**", t.Accepted))
+		}
+		if t.Skipped > 0 {
+			out = append(out, fmt.Sprintf("%d not tried (no such key yet)", t.Skipped))
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s |\n", cell(t.Channel), cell(t.What), t.Tries, strings.Join(out, ", "))
 	}
 }
 

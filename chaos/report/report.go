@@ -53,6 +53,9 @@ type Report struct {
 	Availability float64
 	// Checks are the checkers' verdicts.
 	Checks []check.Result
+	// Intrusions counts the intruder's attempts of every intrusion by
+	// kind: tried, refused, accepted, not tried (no such key yet).
+	Intrusions []check.AttemptTally `json:",omitempty"`
 }
 
 // Passed reports whether every check passed.

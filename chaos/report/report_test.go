@@ -55,6 +55,9 @@ func synthetic() *Report {
 		{Name: "linearizable", OK: true, Detail: "2000 ops"},
 		{Name: "no lost acks", OK: false, Detail: "write c1-7 | lost", Artifact: "history.json"},
 	}
+	r.Intrusions = []check.AttemptTally{{Channel: "forward", What: "SnapshotSave forwarding operator chaos", Tries: 4, Refused: 4},
+		{Channel: "forward", What: "with a revoked key", Tries: 2, Refused: 1, Skipped: 1},
+		{Channel: "locks", What: "Locks.Unlock", Tries: 2, Refused: 1, Accepted: 1}}
 	return r
 }
 
@@ -102,6 +105,10 @@ func TestMarkdown(t *testing.T) {
 		"| +3s | leader-kill | r1 | - | kill -9 pid 123 |",
 		"| +6s | partition-minority | r3 | 2s | r3 \\| r1 r2 |",
 		"availability (1 s buckets with an acknowledged write): 90.0%",
+		"## Intruder",
+		"| forward | SnapshotSave forwarding operator chaos | 4 | 4 refused |",
+		"| forward | with a revoked key | 2 | 1 refused, 1 not tried (no such key yet) |",
+		"| locks | Locks.Unlock | 2 | 1 refused, **1 ACCEPTED** |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

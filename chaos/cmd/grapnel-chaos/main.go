@@ -3,7 +3,9 @@
 // --duration 30m --seed N` a randomized campaign. `grapnel-chaos clients`
 // is the clients process the campaign starts inside the client namespace,
 // `grapnel-chaos intrude` its intruder there;
-// `grapnel-chaos check --history FILE` checks a saved history again.
+// `grapnel-chaos check --history FILE` checks a saved history again;
+// `grapnel-chaos http-get URL` fetches a URL (the campaign's control that
+// a replica serves its metrics on its own loopback).
 package main
 
 import (
@@ -34,6 +36,8 @@ func main() {
 		code = intrudeCmd(os.Args[2:])
 	case "check":
 		code = checkCmd(os.Args[2:])
+	case "http-get":
+		code = httpGetCmd(os.Args[2:])
 	default:
 		usage()
 		code = 2
@@ -45,7 +49,9 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   grapnel-chaos run [--short | --duration 30m] [--seed N] [--faults kind,...] [--dir DIR]
   grapnel-chaos clients --addrs A,B,C --keys K1,K2 --duration D --out history.json
-  grapnel-chaos check --history DIR/history.json [--timeout 10m]`)
+  grapnel-chaos check --history DIR/history.json [--timeout 10m]
+  grapnel-chaos intrude --config FILE --out attempts.json
+  grapnel-chaos http-get URL`)
 }
 
 // clientsCmd runs the chaos clients until the duration passes or SIGINT
@@ -88,10 +94,33 @@ func intrudeCmd(args []string) int {
 	defer stop()
 	attempts := intruder.Run(ctx, cfg)
 	for _, a := range attempts {
-		fmt.Printf("%-8s %-7s accepted=%-5v %s: %s\n", a.Target, a.Channel, a.Accepted, a.What, a.Detail)
+		verdict := "refused"
+		switch {
+		case a.Skipped != "":
+			verdict = "not-tried"
+		case a.Accepted:
+			verdict = "ACCEPTED"
+		}
+		fmt.Printf("%-8s %-11s %-9s %s: %s%s\n", a.Target, a.Channel, verdict, a.What, a.Detail, a.Skipped)
 	}
 	if err := intruder.Save(*out, attempts); err != nil {
 		fmt.Fprintln(os.Stderr, "intrude:", err)
+		return 1
+	}
+	return 0
+}
+
+// httpGetCmd fetches a URL and says what came back; exit 0 when it was
+// served (200). The campaign runs it inside a replica's host to see
+// that the replica serves its metrics on its loopback.
+func httpGetCmd(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: grapnel-chaos http-get URL")
+		return 2
+	}
+	ok, detail := intruder.HTTPGet(context.Background(), args[0])
+	fmt.Println(detail)
+	if !ok {
 		return 1
 	}
 	return 0
