@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -48,8 +49,12 @@ func (s *Server) outgoing(ctx context.Context) context.Context {
 	if id, err := s.guard.Identify(ctx); err == nil {
 		// (On error the guard refused the call before it got here;
 		// should it not have run, forward an identity that holds no
-		// right.)
+		// right.) A call this replica's own dashboard made as its
+		// viewer passes on the viewer's certificates.
 		who, certs = authz.Encode(id), authz.ForwardedCerts(ctx)
+		if id.Via != "" {
+			certs = wire.ForwardedCert(ctx)
+		}
 	}
 	return wire.Outgoing(ctx, s.node.ID(), who, certs)
 }
@@ -106,16 +111,28 @@ func (s *Server) checkAgentName(id identity.Identity, name string) error {
 // isReplicaID reports whether name is the id of a server in the latest
 // Raft configuration.
 func (s *Server) isReplicaID(name string) bool {
+	_, ok := s.replicaHost(name)
+	return ok
+}
+
+// replicaHost is the host of replica id's Raft address in the latest Raft
+// configuration (read without waiting on Raft's loop), and whether id is
+// in it.
+func (s *Server) replicaHost(id string) (string, bool) {
 	f := s.node.Raft().GetConfiguration()
 	if f.Error() != nil {
-		return false
+		return "", false
 	}
 	for _, srv := range f.Configuration().Servers {
-		if string(srv.ID) == name {
-			return true
+		if string(srv.ID) == id {
+			host, _, err := net.SplitHostPort(string(srv.Address))
+			if err != nil {
+				host = string(srv.Address)
+			}
+			return host, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // ownStates keeps of an agent's report only the states of workloads on

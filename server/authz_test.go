@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -434,6 +435,27 @@ func TestForwardedIdentityIsBelievedOnlyFromAMembersProxy(t *testing.T) {
 			denied(t, err, tc.naming...)
 		})
 	}
+	// The member's key with the clients' own certificates, from another
+	// address than the member's (127.0.0.2: its proxy dials from its
+	// Raft address, 127.0.0.1).
+	elsewhere := func(md []string, call func(context.Context, *grpc.ClientConn) error) error {
+		cfg, err := rpc.ClientTLSConfig(member, rpc.ServerName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+		cc, err := grpc.NewClient(c.l.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
+			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), md...), 10*time.Second)
+		defer cancel()
+		return call(ctx, cc)
+	}
+	denied(t, elsewhere(fwd(c.f.id, "operator/alice", alice), update("by-intruder")), "came from 127.0.0.2")
+	denied(t, elsewhere(fwd(c.f.id, "agent/agent_A", agentA), agentHelloAs), "came from 127.0.0.2")
 	c.l.fsm.Read(func(s *state.Store, _ uint64) {
 		for _, n := range []string{"by-intruder", "by-mallory"} {
 			if _, ok := s.Desired.Workloads[n]; ok {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/grapnel-io/grapnel/rpc"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,9 @@ type AgentConfig struct {
 	Runtimes []string
 	// Extra flags, e.g. --gossip-join.
 	Extra []string
+	// TLS, when set, is the agent's certificate: it connects over mutual
+	// TLS instead of --insecure.
+	TLS *rpc.TLSFiles
 }
 
 // Agent is one grapnel-agent process. Its run folder survives Kill and
@@ -38,7 +42,7 @@ type Agent struct {
 	proc      *Process
 }
 
-// StartAgent starts an insecure agent.
+// StartAgent starts an agent, insecure unless cfg.TLS is set.
 func StartAgent(cfg AgentConfig) (*Agent, error) {
 	a, err := NewAgent(cfg)
 	if err != nil {
@@ -47,7 +51,7 @@ func StartAgent(cfg AgentConfig) (*Agent, error) {
 	return a, a.Start()
 }
 
-// NewAgent prepares an insecure agent, its run folder and its flags,
+// NewAgent prepares an agent (insecure unless cfg.TLS), its run folder and its flags,
 // without starting it: Start does, or another process runs its Command.
 func NewAgent(cfg AgentConfig) (*Agent, error) {
 	a := &Agent{
@@ -62,7 +66,12 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err := Passable(a.RunFolder); err != nil {
 		return nil, err
 	}
-	a.args = []string{"-k", "--name", cfg.Name, "--server-url", strings.Join(cfg.Servers, ","), "--run-folder", a.RunFolder}
+	a.args = []string{"--name", cfg.Name, "--server-url", strings.Join(cfg.Servers, ","), "--run-folder", a.RunFolder}
+	if cfg.TLS != nil {
+		a.args = append(a.args, "--ca_pem", cfg.TLS.CA, "--crt_pem", cfg.TLS.Cert, "--key_pem", cfg.TLS.Key)
+	} else {
+		a.args = append(a.args, "-k")
+	}
 	if len(cfg.Runtimes) > 0 {
 		a.args = append(a.args, "--runtimes", strings.Join(cfg.Runtimes, ","))
 	}

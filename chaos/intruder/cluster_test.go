@@ -193,7 +193,7 @@ func TestEveryAttackIsRefused(t *testing.T) {
 			t.Errorf("%s %s: %s: %s (%s)", a.Target, a.Channel, a.What, a.Detail, verdict)
 		}
 	}
-	for ch, n := range map[string]int{"forward": 18, "policy": 6, "locks": 4, "logs": 1, "render": 1, "streams": 2, "connections": 2} {
+	for ch, n := range map[string]int{"forward": 22, "policy": 6, "locks": 4, "logs": 1, "render": 1, "streams": 2, "connections": 2} {
 		if channels[ch] != n {
 			t.Errorf("%d attempts on channel %s, want %d", channels[ch], ch, n)
 		}

@@ -2,7 +2,9 @@ package intruder
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,6 +27,9 @@ type replicaKey struct {
 	// skipped says why the intruder holds no such key this time.
 	skipped string
 	refusal codes.Code
+	// source, when set, is the address the calls leave from: not the
+	// key's replica's own.
+	source string
 }
 
 // forwardedAttempts pose as a follower's proxy (issue 27, hole 1): the
@@ -36,8 +41,9 @@ type replicaKey struct {
 // replica's revoked one: a snapshot save, a desired-state update and an
 // agent's hello, each as the client forwarded. With a current member's
 // key, which may forward clients: what no proxy forwards (a snapshot
-// save, a leadership transfer) and an operator's name without the
-// operator's certificate.
+// save, a leadership transfer), an operator's name without the
+// operator's certificate, and an update and an agent's hello with their
+// certificates from the intruder's host, not from the member's address.
 func forwardedAttempts(ctx context.Context, c Config) []Attempt {
 	op, err := loadPublicCert(c.OperatorCert)
 	if err != nil {
@@ -54,6 +60,8 @@ func forwardedAttempts(ctx context.Context, c Config) []Attempt {
 		removed.files, removed.skipped = c.Removed[n-1], ""
 	}
 	member := replicaKey{label: "a member replica's key", files: c.Member, refusal: codes.PermissionDenied}
+	elsewhere := member
+	elsewhere.source = c.FloodSource
 	var out []Attempt
 	for _, t := range c.leaderAndFollower() {
 		for _, k := range []replicaKey{stray, removed} {
@@ -66,7 +74,12 @@ func forwardedAttempts(ctx context.Context, c Config) []Attempt {
 			forwardUnary(ctx, t, member, fmt.Sprintf("SnapshotSave forwarding operator %s with its certificate, with %s (not a proxied method)", op.id.Name, member.label), op, true, snapshotSave),
 			forwardUnary(ctx, t, member, fmt.Sprintf("TransferLeadership forwarding operator %s with its certificate, with %s (not a proxied method)", op.id.Name, member.label), op, true,
 				transferTo(c.Leader)),
-			forwardUpdate(ctx, t, member, fmt.Sprintf("UpdateState on a CLI stream forwarding operator %s without its certificate, with %s", op.id.Name, member.label), op, c.Workload, false))
+			forwardUpdate(ctx, t, member, fmt.Sprintf("UpdateState on a CLI stream forwarding operator %s without its certificate, with %s", op.id.Name, member.label), op, c.Workload, false),
+			// The stolen member key with the operator's (public)
+			// certificate, from the intruder's host: a proxy dials from
+			// its replica's Raft address, so this comes from elsewhere.
+			forwardUpdate(ctx, t, elsewhere, fmt.Sprintf("UpdateState on a CLI stream forwarding operator %s with its certificate, with %s from another host", op.id.Name, member.label), op, c.Workload, true),
+			forwardHello(ctx, t, elsewhere, fmt.Sprintf("AgentHello as %s forwarding its certificate, with %s from another host", ag.id.Name, member.label), ag))
 	}
 	return out
 }
@@ -92,7 +105,7 @@ func begin(t Target, k replicaKey, what string) (Attempt, identity.Identity, *gr
 	by, err := certName(k.files)
 	if err == nil {
 		var cc *grpc.ClientConn
-		if cc, err = dial(t.GRPC, k.files); err == nil {
+		if cc, err = dialFrom(t.GRPC, k.files, k.source); err == nil {
 			return a, by, cc, true
 		}
 	}
@@ -177,8 +190,12 @@ func forwardHello(ctx context.Context, t Target, k replicaKey, what string, clie
 	defer cancel()
 	st, err := wire.KindAgent.Open(cctx, cc)
 	if err == nil {
-		err = st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
-			AgentName: client.id.Name, ProtocolVersion: rpc.ProtocolVersion}}})
+		// A stream the replica refused at once ends the Send with io.EOF;
+		// its status comes with the Recv below.
+		if err = st.Send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
+			AgentName: client.id.Name, ProtocolVersion: rpc.ProtocolVersion}}}); errors.Is(err, io.EOF) {
+			err = nil
+		}
 	}
 	for err == nil {
 		var m *grpcapi.FromServer

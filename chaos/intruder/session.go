@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -26,12 +27,23 @@ import (
 )
 
 // dial is a client connection to addr with the certificate in f.
-func dial(addr string, f rpc.TLSFiles) (*grpc.ClientConn, error) {
+func dial(addr string, f rpc.TLSFiles) (*grpc.ClientConn, error) { return dialFrom(addr, f, "") }
+
+// dialFrom is dial with the connections leaving from source ("": the
+// system chooses).
+func dialFrom(addr string, f rpc.TLSFiles, source string) (*grpc.ClientConn, error) {
 	tc, err := clientTLS(f)
 	if err != nil {
 		return nil, err
 	}
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
+	if source != "" {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", a)
+		}))
+	}
+	return grpc.NewClient(addr, opts...)
 }
 
 // session is a commander's Ankaios stream (CLI) to one replica, on which

@@ -160,7 +160,7 @@ func run(cfg config) error {
 	// answers (docs/operations.md, "systemd").
 	notify := sdnotify.New(log)
 	notify.Status(followerStatus)
-	pool := proxy.NewPool(grpc.WithTransportCredentials(proxyCreds))
+	pool := proxy.NewPool(grpc.WithTransportCredentials(proxyCreds), proxy.DialFrom(cfg.RaftAddress))
 	defer pool.Close()
 	grace := cfg.AgentReconnectGrace
 	if grace == 0 {

@@ -5,7 +5,10 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
+	"net"
+	"net/netip"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -29,17 +32,23 @@ import (
 // (wire.ForwardedIdentityKey). Holding a replica's certificate must not
 // be enough to act as anyone: the guard believes the header only from a
 // replica that Member says is in the cluster's configuration, whose
-// certificate Revoked does not name, that names itself as the forwarder,
-// for a method a proxy forwards (Proxied), and only when the client's
-// own certificate comes along (wire.ForwardedCertKey), verifies against
-// Roots and names exactly the forwarded identity. Without Member or
-// Roots no forwarded identity is believed.
+// certificate Revoked does not name, on a connection from that member's
+// own address (its proxy dials from its Raft address), that names itself
+// as the forwarder, for a method a proxy forwards (Proxied), and only
+// when the client's own certificate comes along
+// (wire.ForwardedCertKey), verifies against Roots and names exactly the
+// forwarded identity. A call of this replica's own (Self: its dashboard
+// asks for logs as the viewer) names no forwarder and comes from
+// loopback or another address of this host. Without Member or Roots no
+// forwarded identity is believed.
 type Guard struct {
 	Untyped identity.Role
 	Refused func(id identity.Identity, method string, err error)
+	// Self is this replica's id.
+	Self string
 	// Member reports whether replica id is in the latest Raft
-	// configuration.
-	Member func(id string) bool
+	// configuration, and the host of its Raft address there.
+	Member func(id string) (host string, ok bool)
 	// Revoked says why a certificate serial is revoked ("" when it is
 	// not): the serials of removed replicas' certificates.
 	Revoked func(serial string) string
@@ -134,17 +143,24 @@ func (g *Guard) forwarded(ctx context.Context, by identity.Identity, method, fwd
 		return identity.Identity{}, fmt.Errorf("%w: %s (serial %s) may not forward %s: "+format,
 			append([]any{errs.ErrPermissionDenied, Who(by), by.Serial, fwd}, a...)...)
 	}
-	switch {
-	case by.Role != identity.Replica:
+	if by.Role != identity.Replica {
 		return refuse("only a replica forwards a client's identity (%s)", wire.ForwardedIdentityKey)
-	case g.Member == nil || g.Roots == nil:
+	}
+	if g.Member == nil || g.Roots == nil {
 		return refuse("this replica believes no forwarded identity")
-	case !g.Member(by.Name):
+	}
+	host, member := g.Member(by.Name)
+	fb := wire.ForwardedBy(ctx)
+	switch {
+	case !member:
 		return refuse("replica %s is not in the cluster's configuration; only a member's proxy is believed", by.Name)
-	case wire.ForwardedBy(ctx) != by.Name:
-		return refuse("the call says it was forwarded by %q, not by the replica its certificate names", wire.ForwardedBy(ctx))
+	case fb != by.Name && (fb != "" || by.Name != g.Self):
+		return refuse("the call says it was forwarded by %q, not by the replica its certificate names", fb)
 	case !Proxied[method]:
 		return refuse("a proxy forwards only the Ankaios streams and the Plan, Locks and Problems calls, not %s", ShortName(method))
+	}
+	if from, ok := fromMember(ctx, host, fb == ""); !ok {
+		return refuse("the call came from %s, not from replica %s's address %s, which its proxy dials from", from, by.Name, host)
 	}
 	claimed, err := Decode(fwd)
 	if err != nil {
@@ -165,6 +181,50 @@ func (g *Guard) forwarded(ctx context.Context, by identity.Identity, method, fwd
 	}
 	client.Via = fmt.Sprintf("%s (serial %s)", Who(by), by.Serial)
 	return client, nil
+}
+
+// fromMember reports whether the call in ctx came from host, a member's
+// Raft address host (an IP, or a name it resolves to), or, for a call of
+// this replica's own (self), from loopback too. It returns the address
+// the call came from, for the refusal.
+func fromMember(ctx context.Context, host string, self bool) (string, bool) {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return "an unknown address", false
+	}
+	ap, err := netip.ParseAddrPort(p.Addr.String())
+	if err != nil {
+		return p.Addr.String(), false
+	}
+	from := ap.Addr().Unmap()
+	if self && (from.IsLoopback() || sameHost(p, from)) {
+		return from.String(), true
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return from.String(), ip.Unmap() == from
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(rctx, "ip", host)
+	if err != nil {
+		return from.String(), false
+	}
+	for _, ip := range ips {
+		if ip.Unmap() == from {
+			return from.String(), true
+		}
+	}
+	return from.String(), false
+}
+
+// sameHost reports whether the connection of p came from an address of
+// this host: its source is the address it reached.
+func sameHost(p *peer.Peer, from netip.Addr) bool {
+	if p.LocalAddr == nil {
+		return false
+	}
+	local, err := netip.ParseAddrPort(p.LocalAddr.String())
+	return err == nil && local.Addr().Unmap() == from
 }
 
 // forwardedCert verifies the client certificates a proxy forwarded
@@ -208,8 +268,13 @@ func ForwardedCerts(ctx context.Context) string {
 	if !ok {
 		return ""
 	}
-	parts := make([]string, 0, len(info.State.PeerCertificates))
-	for _, c := range info.State.PeerCertificates {
+	return EncodeCerts(info.State.PeerCertificates)
+}
+
+// EncodeCerts writes certificates as wire.ForwardedCertKey carries them.
+func EncodeCerts(certs []*x509.Certificate) string {
+	parts := make([]string, 0, len(certs))
+	for _, c := range certs {
 		parts = append(parts, base64.StdEncoding.EncodeToString(c.Raw))
 	}
 	return strings.Join(parts, ",")

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"net"
+	"net/netip"
 	"errors"
 	"net/url"
 	"strings"
@@ -204,6 +206,7 @@ func TestForwardedIdentity(t *testing.T) {
 	r2 := leaf(ca.IssueIdentity(t, "r2", identity.Replica, "r2", identity.ServerSAN))
 	r9 := leaf(ca.IssueIdentity(t, "r9", identity.Replica, "r9", identity.ServerSAN))
 	removed := leaf(ca.IssueIdentity(t, "r3", identity.Replica, "r3", identity.ServerSAN))
+	removedSelf := leaf(ca.IssueIdentity(t, "r3-new", identity.Replica, "r3", identity.ServerSAN)) // r3's certificate now
 	ota := leaf(ca.IssueIdentity(t, "ota", identity.Commander, "ota"))
 	alice := leaf(ca.IssueIdentity(t, "alice", identity.Operator, "alice"))
 	agentA := leaf(ca.IssueIdentity(t, "agent_A", identity.Agent, "agent_A", "agent_A"))
@@ -212,7 +215,16 @@ func TestForwardedIdentity(t *testing.T) {
 	revokedOta := leaf(ca.IssueIdentity(t, "ota-old", identity.Commander, "ota"))
 	g := &Guard{
 		Untyped: identity.Agent,
-		Member:  func(id string) bool { return id == "r2" || id == "r3" },
+		Self:    "r3",
+		Member: func(id string) (string, bool) {
+			switch id {
+			case "r2":
+				return "10.0.0.2", true
+			case "r3":
+				return "10.0.0.3", true
+			}
+			return "", false
+		},
 		Revoked: func(serial string) string {
 			if serial == identity.Serial(removed) || serial == identity.Serial(revokedOta) {
 				return "removed"
@@ -228,12 +240,13 @@ func TestForwardedIdentity(t *testing.T) {
 		}
 		return strings.Join(parts, ",")
 	}
-	call := func(by *x509.Certificate, md ...string) context.Context {
-		ctx := peer.NewContext(context.Background(), &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
-			VerifiedChains: [][]*x509.Certificate{{by}},
-		}}})
+	callFrom := func(from string, by *x509.Certificate, md ...string) context.Context {
+		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(from)),
+			AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{by}}}}})
 		return metadata.NewIncomingContext(ctx, metadata.Pairs(md...))
 	}
+	// A proxy's call comes from its replica's Raft address.
+	call := func(by *x509.Certificate, md ...string) context.Context { return callFrom("10.0.0.2:41000", by, md...) }
 	proxied := func(byName, claim string, certs ...*x509.Certificate) []string {
 		md := []string{wire.ForwardedByKey, byName, wire.ForwardedIdentityKey, claim}
 		if len(certs) > 0 {
@@ -274,6 +287,14 @@ func TestForwardedIdentity(t *testing.T) {
 			"", errs.ErrPermissionDenied, []string{"does not verify"}},
 		{"a revoked client certificate", call(r2, proxied("r2", "commander/ota", revokedOta)...), apply,
 			"", errs.ErrUnauthenticated, []string{"revoked"}},
+		{"a member's key from another address", callFrom("10.9.9.9:5000", r2, proxied("r2", "commander/ota", ota)...), apply,
+			"", errs.ErrPermissionDenied, []string{"came from 10.9.9.9", "replica r2's address 10.0.0.2"}},
+		{"a member's key from loopback (not its own call)", callFrom("127.0.0.1:5000", r2, proxied("r2", "commander/ota", ota)...), apply,
+			"", errs.ErrPermissionDenied, []string{"came from 127.0.0.1"}},
+		{"this replica's own call (its dashboard) from loopback, naming no forwarder", callFrom("127.0.0.1:5000", removedSelf, wire.ForwardedIdentityKey, "commander/ota", wire.ForwardedCertKey, b64(ota)), apply,
+			"commander 'ota' via replica 'r3' (serial " + identity.Serial(removedSelf) + ")", nil, nil},
+		{"another member naming no forwarder", call(r2, wire.ForwardedIdentityKey, "commander/ota", wire.ForwardedCertKey, b64(ota)), apply,
+			"", errs.ErrPermissionDenied, []string{"forwarded by \"\""}},
 		{"a replica's identity is never proxied", call(r2, proxied("r2", "replica/r2", r2)...), apply,
 			"", errs.ErrPermissionDenied, []string{"never proxied"}},
 		{"certificates without an identity", call(r2, wire.ForwardedByKey, "r2", wire.ForwardedCertKey, b64(alice)), apply,

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -94,4 +96,22 @@ func (p *Pool) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.conns)
+}
+
+// DialFrom makes the pool's connections leave from the host of
+// raftAddress, the replica's own Raft address: the leader believes a
+// forwarded identity only on a connection from the forwarding member's
+// Raft address (rpc/authz), and on a unit with several interfaces the
+// kernel could otherwise pick another source. A host that is not an IP,
+// or an unspecified one, leaves the choice to the kernel.
+func DialFrom(raftAddress string) grpc.DialOption {
+	host, _, err := net.SplitHostPort(raftAddress)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil || ip.IsUnspecified() {
+		return grpc.EmptyDialOption{}
+	}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", addr)
+	})
 }

@@ -89,14 +89,21 @@ func New(cfg Config) *Handler {
 func (h *Handler) Close() { h.once.Do(func() { close(h.stop) }) }
 
 // viewerKey holds the identity of the browser's certificate in a
-// request's context: what the dashboard asks of the API on the viewer's
-// behalf (logs) acts as the viewer, not as the replica.
+// request's context, with the certificates the browser presented: what
+// the dashboard asks of the API on the viewer's behalf (logs) acts as the
+// viewer, not as the replica, and the replica's guard believes that only
+// with the viewer's own certificate (rpc/authz).
 type viewerKey struct{}
 
-// viewer returns the identity ServeHTTP found; false in insecure mode.
-func viewer(ctx context.Context) (identity.Identity, bool) {
-	id, ok := ctx.Value(viewerKey{}).(identity.Identity)
-	return id, ok
+type viewerInfo struct {
+	id    identity.Identity
+	certs string // as wire.ForwardedCertKey carries them
+}
+
+// viewer returns what ServeHTTP found; false in insecure mode.
+func viewer(ctx context.Context) (viewerInfo, bool) {
+	v, ok := ctx.Value(viewerKey{}).(viewerInfo)
+	return v, ok
 }
 
 // ServeHTTP checks the caller's identity, then serves.
@@ -111,7 +118,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("forbidden: %s may not view the dashboard (%s needs the role %v)", id, authz.ReadState, authz.Holders[authz.ReadState]), http.StatusForbidden)
 			return
 		}
-		r = r.WithContext(context.WithValue(r.Context(), viewerKey{}, id))
+		r = r.WithContext(context.WithValue(r.Context(), viewerKey{}, viewerInfo{id: id, certs: authz.EncodeCerts(r.TLS.PeerCertificates)}))
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; connect-src 'self' http: https:")

@@ -38,10 +38,11 @@ func GRPCLogs(dial func() (*grpc.ClientConn, error)) LogSource {
 		defer cancel()
 		if v, ok := viewer(ctx); ok {
 			// The stream goes out with the replica's certificate; the
-			// replica's guard takes the viewer's identity from this header
-			// (believed from replicas only), so the request has the
-			// viewer's rights, not the replica's.
-			ctx = metadata.AppendToOutgoingContext(ctx, wire.ForwardedIdentityKey, authz.Encode(v))
+			// replica's guard takes the viewer's identity from these
+			// headers (believed from this replica itself, with the
+			// viewer's own certificate), so the request has the viewer's
+			// rights, not the replica's.
+			ctx = metadata.AppendToOutgoingContext(ctx, wire.ForwardedIdentityKey, authz.Encode(v.id), wire.ForwardedCertKey, v.certs)
 		}
 		st, err := grpcapi.NewCliConnectionClient(cc).ConnectCli(ctx)
 		if err != nil {
