@@ -2,9 +2,9 @@ package server
 
 import (
 	"context"
-	"net"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/grapnel-io/grapnel/internal/errs"
