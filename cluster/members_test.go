@@ -82,7 +82,8 @@ func TestSetPeerAddresses_WithoutGossip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Shutdown()
-	testwait.For(t, waitLong, n.IsLeader, "the lone replica to bootstrap itself")
+	// Raft reports the leader's id a moment after its state turns leader.
+	testwait.For(t, waitLong, func() bool { id, _, _ := n.LeaderInfo(); return n.IsLeader() && id != "" }, "the lone replica to bootstrap itself")
 	if id, _, grpc := n.LeaderInfo(); id != "solo" || grpc != "127.0.0.1:1" {
 		t.Fatalf("LeaderInfo = %s %s", id, grpc)
 	}

@@ -88,11 +88,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if ok {
 			return &Conn{Conn: c, l: l, src: src}, nil
 		}
-		// Counted before the close, so that whoever sees the close
-		// sees the count.
+		// Counted, and the log line decided, before the close, so that
+		// whoever sees the close sees both; written after it.
 		l.refused[reasonIndex(why)].Add(1)
+		line := l.logRefusal(why, src)
 		c.Close()
-		l.logRefusal(why, src)
+		line()
 	}
 }
 
@@ -131,25 +132,28 @@ func (l *Listener) release(src string) {
 	}
 }
 
-// logRefusal logs a refusal, at most once per LogWindow.
-func (l *Listener) logRefusal(why Reason, src string) {
+// logRefusal decides whether a refusal is logged (at most once per
+// LogWindow) and returns what writes the line, or nothing.
+func (l *Listener) logRefusal(why Reason, src string) (write func()) {
 	if l.cfg.Logger == nil {
-		return
+		return func() {}
 	}
 	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < LogWindow {
 		l.quiet++
 		l.mu.Unlock()
-		return
+		return func() {}
 	}
 	quiet := l.quiet
 	l.lastLog, l.quiet = now, 0
 	open := l.open
 	l.mu.Unlock()
 	lim := l.cfg.Limits
-	l.cfg.Logger.Warn("connection refused: over the cap", "listener", l.cfg.Name, "source", src, "cap", string(why),
-		"per_source", lim.PerSource, "total", lim.Total, "open", open, "suppressed", quiet)
+	return func() {
+		l.cfg.Logger.Warn("connection refused: over the cap", "listener", l.cfg.Name, "source", src, "cap", string(why),
+			"per_source", lim.PerSource, "total", lim.Total, "open", open, "suppressed", quiet)
+	}
 }
 
 // Open is the number of connections open now.
