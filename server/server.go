@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -159,6 +160,9 @@ type Server struct {
 	// dryRunHook, when set (tests), runs on a dry-run's goroutine before
 	// it plans.
 	dryRunHook func()
+	// loopObs, when set (benchmarks), is told how long each event held
+	// the leader loop (loophold.go).
+	loopObs atomic.Pointer[loopObserver]
 }
 
 // term is one stretch of leadership. Streams accepted during it post to
