@@ -274,7 +274,6 @@ func (a *refAlloc) unsatisfied(r Request) (Unsatisfied, bool) {
 	return u, false
 }
 
-
 // TestAllocateMatchesReference holds Allocate to the allocator it
 // replaced: the same layout and the same unsatisfied workloads, on the
 // random inputs of TestAllocateProperties and on larger ones (up to 24
