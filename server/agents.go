@@ -283,7 +283,7 @@ func (l *leader) workloadStates(c *conn, u *grpcapi.UpdateWorkloadState) {
 		l.s.log.Warn("dropping a bad workload state report", "agent", c.name, "error", err)
 		return
 	}
-	if len(states) == 0 {
+	if states = l.admitReported(c.name, states); len(states) == 0 {
 		return
 	}
 	mark := state.ReportMark{Incarnation: l.incarnation[c], Generation: u.GetGrapnelGeneration()}

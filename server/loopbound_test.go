@@ -1,13 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/server/ingest"
+	"github.com/grapnel-io/grapnel/server/metrics"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -103,4 +106,78 @@ func TestSplitReports(t *testing.T) {
 	if fmt.Sprint(all) != fmt.Sprint(flat) {
 		t.Fatal("the split lost or reordered states")
 	}
+}
+
+// An agent's reports cannot make the cluster hold more workload states
+// than --max-workload-states: the states of instances it has no state
+// for are dropped beyond it and counted, while the states of the
+// instances it knows still pass, and a removal frees room. Without the
+// cap an agent reporting made-up instances grew the store, the
+// snapshots, every complete state and every agent's hello without end
+// (issue 27).
+func TestReportedStatesOfUnknownInstancesAreCapped(t *testing.T) {
+	const max = 300
+	m := metrics.NewSet()
+	ts := startServerCfg(t, t.TempDir(), mustState(t, dbWeb), func(c *Config) { c.MaxWorkloadStates = max; c.Metrics = m })
+	c := ts.agent("agent_A", nil)
+	var own []state.InstanceName
+	ts.store(func(st *state.Store) {
+		for _, ws := range st.States.OfAgent("agent_A") {
+			own = append(own, ws.Instance)
+		}
+	})
+	if len(own) != 2 {
+		t.Fatalf("agent_A has %d instances, want 2", len(own))
+	}
+	ghost := func(i int) state.InstanceName {
+		return state.InstanceName{WorkloadName: fmt.Sprintf("ghost_%04d", i), AgentName: "agent_A", ID: "x"}
+	}
+	var report []state.WorkloadState
+	for i := range 500 {
+		report = append(report, state.WorkloadState{Instance: ghost(i), State: state.RunningOk})
+	}
+	for _, in := range own {
+		report = append(report, state.WorkloadState{Instance: in, State: state.RunningOk})
+	}
+	c.report(2, report...)
+	c.sync("m1")
+	count := func() (all, running int) {
+		ts.store(func(st *state.Store) {
+			for _, ws := range st.States.OfAgent("agent_A") {
+				all++
+				if ws.State == state.RunningOk {
+					running++
+				}
+			}
+		})
+		return all, running
+	}
+	testwait.For(t, 10*time.Second, func() bool { all, running := count(); return all == max && running == max }, "%d states, all running", max)
+	for _, in := range own {
+		if s, _ := ts.stateOf(in); s != state.RunningOk {
+			t.Fatalf("the state of the known instance %s is %v, want running", in, s)
+		}
+	}
+	var text bytes.Buffer
+	if _, err := m.Registry.WriteTo(&text); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("grapnel_workload_states_dropped_total %d", 500-(max-2)); !strings.Contains(text.String(), want) {
+		t.Errorf("the drops are not counted: want %q", want)
+	}
+
+	// A removal frees room for one more; the next is dropped.
+	c.report(3, state.WorkloadState{Instance: ghost(0), State: state.Removed})
+	c.sync("m2")
+	testwait.For(t, 10*time.Second, func() bool { all, _ := count(); return all == max-1 }, "ghost_0000 removed")
+	c.report(4, state.WorkloadState{Instance: ghost(1000), State: state.RunningOk},
+		state.WorkloadState{Instance: ghost(1001), State: state.RunningOk})
+	c.sync("m3")
+	testwait.For(t, 10*time.Second, func() bool {
+		_, gone := ts.stateOf(ghost(0))
+		_, in := ts.stateOf(ghost(1000))
+		_, out := ts.stateOf(ghost(1001))
+		all, _ := count()
+		return !gone && in && !out && all == max
+	}, "ghost_0000 removed, ghost_1000 stored, ghost_1001 dropped")
 }

@@ -85,6 +85,11 @@ type Config struct {
 	// requester: a client connection, or a workload on an agent
 	// (DefaultMaxLogCampaignsPerRequester when zero).
 	MaxLogCampaignsPerRequester int
+	// MaxWorkloadStates caps the workload states the agents' reports can
+	// make the cluster hold: a reported state of an instance the cluster
+	// has no state for is dropped while it holds this many
+	// (DefaultMaxWorkloadStates when zero; states.go).
+	MaxWorkloadStates int
 	// HistoryLimits bound the replicated transaction history (zero
 	// fields: state.DefaultHistoryMax*); the leader puts them into the
 	// entries so that every replica prunes the same (docs/history.md).
@@ -201,6 +206,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxLogCampaignsPerRequester <= 0 {
 		cfg.MaxLogCampaignsPerRequester = DefaultMaxLogCampaignsPerRequester
+	}
+	if cfg.MaxWorkloadStates <= 0 {
+		cfg.MaxWorkloadStates = DefaultMaxWorkloadStates
 	}
 	clk := cfg.Clock
 	if clk == nil {

@@ -140,6 +140,9 @@ type config struct {
 	// MaxLogCampaignsPerRequester caps the live log campaigns of one
 	// client connection or workload.
 	MaxLogCampaignsPerRequester int `yaml:"max_log_campaigns_per_requester"`
+	// MaxWorkloadStates caps the workload states the agents' reports can
+	// make the cluster hold.
+	MaxWorkloadStates int `yaml:"max_workload_states"`
 	// The transaction history's bounds (docs/history.md).
 	HistoryMaxEntries int           `yaml:"history_max_entries"`
 	HistoryMaxAge     time.Duration `yaml:"history_max_age"`
@@ -186,6 +189,7 @@ func defaults() config {
 		IdleProcs:                defaultIdleProcs,
 
 		MaxLogCampaignsPerRequester: server.DefaultMaxLogCampaignsPerRequester,
+		MaxWorkloadStates:           server.DefaultMaxWorkloadStates,
 		MetricsRoles:                layered.List{"operator"},
 		GRPCMaxConns:                defaultGRPCConns.Total,
 		GRPCMaxConnsPerSource:       defaultGRPCConns.PerSource,
@@ -263,6 +267,7 @@ func options() []layered.Option[config] {
 		layered.Opt("max-render-steps-per-request", "", "MAX_RENDER_STEPS_PER_REQUEST", "render budget of one update or dry-run, all its templates together: parsing, every element visited, every #each iteration (nested loops multiply), every name looked up; about 1 µs each, so it bounds how long one update holds the leader", func(c *config) any { return &c.MaxRenderStepsPerRequest }),
 		layered.Opt("max-concurrent-dry-runs", "", "MAX_CONCURRENT_DRY_RUNS", "dry-runs the leader plans at once, off its loop; 4 times as many more wait, the rest are refused (ResourceExhausted)", func(c *config) any { return &c.MaxConcurrentDryRuns }),
 		layered.Opt("max-restore-bytes", "", "MAX_RESTORE_BYTES", "largest snapshot upload that cluster snapshot restore accepts (it is spooled under the data dir)", func(c *config) any { return &c.MaxRestoreBytes }),
+		layered.Opt("max-workload-states", "", "MAX_WORKLOAD_STATES", "workload states the agents' reports may make the cluster hold: a reported state of an instance the cluster has no state for is dropped while it holds this many (the states of the desired state's instances always count)", func(c *config) any { return &c.MaxWorkloadStates }),
 		layered.Opt("max-log-campaigns-per-requester", "", "MAX_LOG_CAMPAIGNS_PER_REQUESTER", "live log campaigns one client connection or workload may have; a logs request past it is answered with an error and no agent is asked", func(c *config) any { return &c.MaxLogCampaignsPerRequester }),
 		layered.Opt("history-max-entries", "", "HISTORY_MAX_ENTRIES", "transactions the replicated history keeps (and, apart, execution-state transitions)", func(c *config) any { return &c.HistoryMaxEntries }),
 		layered.Opt("history-max-age", "", "HISTORY_MAX_AGE", "history records older than this before the newest are dropped", func(c *config) any { return &c.HistoryMaxAge }),
@@ -400,6 +405,9 @@ func (c config) validate() error {
 	}
 	if c.MaxRestoreBytes <= 0 {
 		return fmt.Errorf("--max-restore-bytes %d: must be positive", c.MaxRestoreBytes)
+	}
+	if c.MaxWorkloadStates <= 0 {
+		return fmt.Errorf("--max-workload-states %d: must be positive", c.MaxWorkloadStates)
 	}
 	if c.MaxLogCampaignsPerRequester <= 0 {
 		return fmt.Errorf("--max-log-campaigns-per-requester %d: must be positive", c.MaxLogCampaignsPerRequester)

@@ -51,6 +51,10 @@ type Set struct {
 	// DryRunsRefused counts dry-runs refused because the leader was
 	// planning as many as it plans at once and as many waited.
 	DryRunsRefused *Counter
+	// WorkloadStatesDropped counts reported workload states dropped
+	// because they name an instance the cluster has no state for while
+	// it holds --max-workload-states.
+	WorkloadStatesDropped *Counter
 	// LoopSeconds is how long each event held the leader loop, which
 	// serves one at a time, by event (a request kind, commit, ...).
 	LoopSeconds *Histogram
@@ -85,6 +89,8 @@ func NewSet() *Set {
 			"Requests refused because rendering their templates ran past the budget of one request (max_render_steps_per_request, max_update_bytes), by request kind (update, dry_run).", "request"),
 		DryRunsRefused: r.NewCounter("grapnel_dry_runs_refused_total",
 			"Dry-runs refused because the leader was planning max_concurrent_dry_runs and as many more waited."),
+		WorkloadStatesDropped: r.NewCounter("grapnel_workload_states_dropped_total",
+			"Workload states agents reported that were dropped because they name an instance the cluster has no state for while it holds --max-workload-states (docs/security.md)."),
 		LoopSeconds: r.NewHistogram("grapnel_leader_loop_seconds",
 			"Time one event held the leader loop, which serves one at a time: its handler and the step after it, by event (a request or message kind, commit, grace_expired, ...; docs/security.md).",
 			LoopBuckets, "event"),
@@ -121,6 +127,14 @@ func (s *Set) ObserveCommitAt(typ string, d time.Duration, index uint64) {
 		return
 	}
 	s.CommitSeconds.ObserveWithExemplar(d.Seconds(), map[string]string{"raft_index": strconv.FormatUint(index, 10)}, typ)
+}
+
+// DroppedWorkloadStates counts n reported states dropped at the cap.
+func (s *Set) DroppedWorkloadStates(n int) {
+	if s == nil {
+		return
+	}
+	s.WorkloadStatesDropped.Add(float64(n))
 }
 
 // ObserveLoop records how long one event held the leader loop.
