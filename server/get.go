@@ -30,12 +30,16 @@ func (l *leader) completeState(id string, req *ankbase.CompleteStateRequest) {
 		l.pendingSubs++
 	}
 	l.pipe.ordered(func() {
+		if subscribe {
+			l.pendingSubs--
+			if refusal := l.admitSubscription(id); refusal != "" {
+				l.respondText(id, refusal)
+				return
+			}
+		}
 		cs := l.readCompleteState(req.GetFieldMask())
 		resp := &ankbase.Response{RequestId: id, ResponseContent: &ankbase.Response_CompleteStateResponse{
 			CompleteStateResponse: &ankbase.CompleteStateResponse{CompleteState: cs}}}
-		if subscribe {
-			l.pendingSubs--
-		}
 		// gRPC would refuse an answer over the message limit and end the
 		// stream, so that the client could never read the state again;
 		// it gets the reason and what to ask instead. The size counts

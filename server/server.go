@@ -90,6 +90,13 @@ type Config struct {
 	// has no state for is dropped while it holds this many
 	// (DefaultMaxWorkloadStates when zero; states.go).
 	MaxWorkloadStates int
+	// MaxEventSubscriptionsPerRequester and MaxEventSubscriptions cap the
+	// event subscriptions of one requester (a client connection, or a
+	// workload on an agent) and of the leader in all
+	// (DefaultMaxEventSubscriptionsPerRequester and
+	// DefaultMaxEventSubscriptions when zero; subscriptions.go).
+	MaxEventSubscriptionsPerRequester int
+	MaxEventSubscriptions             int
 	// HistoryLimits bound the replicated transaction history (zero
 	// fields: state.DefaultHistoryMax*); the leader puts them into the
 	// entries so that every replica prunes the same (docs/history.md).
@@ -209,6 +216,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxWorkloadStates <= 0 {
 		cfg.MaxWorkloadStates = DefaultMaxWorkloadStates
+	}
+	if cfg.MaxEventSubscriptionsPerRequester <= 0 {
+		cfg.MaxEventSubscriptionsPerRequester = DefaultMaxEventSubscriptionsPerRequester
+	}
+	if cfg.MaxEventSubscriptions <= 0 {
+		cfg.MaxEventSubscriptions = DefaultMaxEventSubscriptions
 	}
 	clk := cfg.Clock
 	if clk == nil {

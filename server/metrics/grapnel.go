@@ -55,6 +55,10 @@ type Set struct {
 	// because they name an instance the cluster has no state for while
 	// it holds --max-workload-states.
 	WorkloadStatesDropped *Counter
+	// EventSubscriptionsRefused counts event subscriptions refused at a
+	// cap, by requester kind (client, workload) and cap (per_requester,
+	// total).
+	EventSubscriptionsRefused *Counter
 	// LoopSeconds is how long each event held the leader loop, which
 	// serves one at a time, by event (a request kind, commit, ...).
 	LoopSeconds *Histogram
@@ -91,6 +95,8 @@ func NewSet() *Set {
 			"Dry-runs refused because the leader was planning max_concurrent_dry_runs and as many more waited."),
 		WorkloadStatesDropped: r.NewCounter("grapnel_workload_states_dropped_total",
 			"Workload states agents reported that were dropped because they name an instance the cluster has no state for while it holds --max-workload-states (docs/security.md)."),
+		EventSubscriptionsRefused: r.NewCounter("grapnel_event_subscriptions_refused_total",
+			"Event subscriptions refused because their requester held --max-event-subscriptions-per-requester (cap per_requester) or the leader --max-event-subscriptions (cap total), by requester kind (client, workload).", "requester", "cap"),
 		LoopSeconds: r.NewHistogram("grapnel_leader_loop_seconds",
 			"Time one event held the leader loop, which serves one at a time: its handler and the step after it, by event (a request or message kind, commit, grace_expired, ...; docs/security.md).",
 			LoopBuckets, "event"),
@@ -135,6 +141,15 @@ func (s *Set) DroppedWorkloadStates(n int) {
 		return
 	}
 	s.WorkloadStatesDropped.Add(float64(n))
+}
+
+// RefusedEventSubscription counts an event subscription refused at a
+// cap.
+func (s *Set) RefusedEventSubscription(requester, cap string) {
+	if s == nil {
+		return
+	}
+	s.EventSubscriptionsRefused.Inc(requester, cap)
 }
 
 // ObserveLoop records how long one event held the leader loop.
