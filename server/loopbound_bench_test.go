@@ -14,6 +14,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -337,4 +338,44 @@ func BenchmarkLoopHoldEvents(b *testing.B) {
 		agent.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_UpdateWorkloadState{UpdateWorkloadState: &grpcapi.UpdateWorkloadState{
 			WorkloadStates: rpc.WorkloadStatesToProto([]state.WorkloadState{{Instance: in, State: states[i%2]}}), GrapnelGeneration: uint64(i + 2)}}})
 	})
+}
+
+// BenchmarkLoopHoldLocks is a lock call, an unlock and a list while the
+// cluster holds held intent locks; one call may name 1,000 objects, and
+// nothing else bounds how many a commander's calls take.
+func BenchmarkLoopHoldLocks(b *testing.B) {
+	for _, held := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("held=%d", held), func(b *testing.B) {
+			w := newLoopWorld(b, 1, nil)
+			lc := grapnelpb.NewLocksClient(w.d.conns[0])
+			ctx := wire.WithOwner(context.Background(), "bench")
+			objs := func(first, n int) []string {
+				out := make([]string, n)
+				for i := range out {
+					out[i] = fmt.Sprintf("workload/w%07d", first+i)
+				}
+				return out
+			}
+			for i := 0; i < held; i += 1000 {
+				if _, err := lc.Lock(ctx, &grapnelpb.LockRequest{Objects: objs(i, 1000), TtlMs: 3600_000}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w.settle(b)
+			b.Run("lock", func(b *testing.B) {
+				w.measure(b, "lock", func(i int) {
+					if _, err := lc.Lock(ctx, &grapnelpb.LockRequest{Objects: objs(10_000_000+1000*i, 1000), TtlMs: 3600_000}); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+			b.Run("list", func(b *testing.B) {
+				w.measure(b, "list_locks", func(int) {
+					if _, err := lc.List(ctx, &grapnelpb.ListLocksRequest{}); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+		})
+	}
 }

@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/server/ingest"
 	"github.com/grapnel-io/grapnel/server/metrics"
@@ -244,5 +248,45 @@ func TestEventSubscriptionsAreCapped(t *testing.T) {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("not counted: %s", want)
 		}
+	}
+}
+
+// The cluster holds at most --max-locks intent locks: a lock call that
+// would take more is refused as over a limit (INVALID_ARGUMENT, naming
+// max_locks) and changes nothing; renewing held locks adds none, and an
+// unlock frees room. Without the cap a commander's calls, 1,000 objects
+// each, grew the locks without end, and every lock call and list cost
+// the leader loop 1.5 µs per lock held (BenchmarkLoopHoldLocks; issue
+// 27).
+func TestLocksAreCapped(t *testing.T) {
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.MaxLocks = 5 })
+	lc := grapnelpb.NewLocksClient(dialRaw(t, ts.addr))
+	ctx := as(t, "alice")
+	lock := func(objs ...string) error {
+		_, err := lc.Lock(ctx, &grapnelpb.LockRequest{Objects: objs, TtlMs: 600_000})
+		return err
+	}
+	if err := lock("workload/a", "workload/b", "config/c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock("workload/a", "workload/b", "config/c"); err != nil {
+		t.Fatalf("a renewal: %v", err)
+	}
+	err := lock("workload/d", "workload/e", "workload/f")
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "max_locks") || !strings.Contains(err.Error(), "6, more than the limit of 5") {
+		t.Fatalf("a call past the cap: %v", err)
+	}
+	list, err := lc.List(ctx, &grapnelpb.ListLocksRequest{})
+	if err != nil || len(list.GetLocks()) != 3 {
+		t.Fatalf("after the refusal: %v, %v", list.GetLocks(), err)
+	}
+	if err := lock("workload/d", "workload/e"); err != nil {
+		t.Fatalf("up to the cap: %v", err)
+	}
+	if _, err := lc.Unlock(ctx, &grapnelpb.UnlockRequest{Objects: []string{"workload/a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock("workload/f"); err != nil {
+		t.Fatalf("after an unlock: %v", err)
 	}
 }

@@ -97,6 +97,9 @@ type Config struct {
 	// DefaultMaxEventSubscriptions when zero; subscriptions.go).
 	MaxEventSubscriptionsPerRequester int
 	MaxEventSubscriptions             int
+	// MaxLocks caps the intent locks the cluster holds (DefaultMaxLocks
+	// when zero; locksvc.go).
+	MaxLocks int
 	// HistoryLimits bound the replicated transaction history (zero
 	// fields: state.DefaultHistoryMax*); the leader puts them into the
 	// entries so that every replica prunes the same (docs/history.md).
@@ -222,6 +225,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxEventSubscriptions <= 0 {
 		cfg.MaxEventSubscriptions = DefaultMaxEventSubscriptions
+	}
+	if cfg.MaxLocks <= 0 {
+		cfg.MaxLocks = DefaultMaxLocks
 	}
 	clk := cfg.Clock
 	if clk == nil {

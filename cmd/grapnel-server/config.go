@@ -147,6 +147,8 @@ type config struct {
 	// event subscriptions of one requester and of the leader.
 	MaxEventSubscriptionsPerRequester int `yaml:"max_event_subscriptions_per_requester"`
 	MaxEventSubscriptions             int `yaml:"max_event_subscriptions"`
+	// MaxLocks caps the intent locks the cluster holds.
+	MaxLocks int `yaml:"max_locks"`
 	// The transaction history's bounds (docs/history.md).
 	HistoryMaxEntries int           `yaml:"history_max_entries"`
 	HistoryMaxAge     time.Duration `yaml:"history_max_age"`
@@ -211,6 +213,7 @@ func defaults() config {
 		MaxWorkloadStates:                 server.DefaultMaxWorkloadStates,
 		MaxEventSubscriptionsPerRequester: server.DefaultMaxEventSubscriptionsPerRequester,
 		MaxEventSubscriptions:             server.DefaultMaxEventSubscriptions,
+		MaxLocks:                          server.DefaultMaxLocks,
 	}
 }
 
@@ -277,6 +280,7 @@ func options() []layered.Option[config] {
 		layered.Opt("max-workload-states", "", "MAX_WORKLOAD_STATES", "workload states the agents' reports may make the cluster hold: a reported state of an instance the cluster has no state for is dropped while it holds this many (the states of the desired state's instances always count)", func(c *config) any { return &c.MaxWorkloadStates }),
 		layered.Opt("max-event-subscriptions-per-requester", "", "MAX_EVENT_SUBSCRIPTIONS_PER_REQUESTER", "event subscriptions one client connection or workload may hold; a subscribing request past it is answered with an error", func(c *config) any { return &c.MaxEventSubscriptionsPerRequester }),
 		layered.Opt("max-event-subscriptions", "", "MAX_EVENT_SUBSCRIPTIONS", "event subscriptions the leader holds in all; a subscribing request past it is answered with an error (every commit costs the leader loop an event per matching subscription)", func(c *config) any { return &c.MaxEventSubscriptions }),
+		layered.Opt("max-locks", "", "MAX_LOCKS", "intent locks the cluster holds; a lock call that would take more is refused (renewals add none)", func(c *config) any { return &c.MaxLocks }),
 		layered.Opt("max-log-campaigns-per-requester", "", "MAX_LOG_CAMPAIGNS_PER_REQUESTER", "live log campaigns one client connection or workload may have; a logs request past it is answered with an error and no agent is asked", func(c *config) any { return &c.MaxLogCampaignsPerRequester }),
 		layered.Opt("history-max-entries", "", "HISTORY_MAX_ENTRIES", "transactions the replicated history keeps (and, apart, execution-state transitions)", func(c *config) any { return &c.HistoryMaxEntries }),
 		layered.Opt("history-max-age", "", "HISTORY_MAX_AGE", "history records older than this before the newest are dropped", func(c *config) any { return &c.HistoryMaxAge }),
@@ -420,6 +424,9 @@ func (c config) validate() error {
 	}
 	if c.MaxEventSubscriptions <= 0 {
 		return fmt.Errorf("--max-event-subscriptions %d: must be positive", c.MaxEventSubscriptions)
+	}
+	if c.MaxLocks <= 0 {
+		return fmt.Errorf("--max-locks %d: must be positive", c.MaxLocks)
 	}
 	if c.MaxWorkloadStates <= 0 {
 		return fmt.Errorf("--max-workload-states %d: must be positive", c.MaxWorkloadStates)

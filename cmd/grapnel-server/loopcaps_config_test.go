@@ -22,6 +22,7 @@ func TestLeaderLoopCaps(t *testing.T) {
 			server.DefaultMaxEventSubscriptionsPerRequester, func(c config) int { return c.MaxEventSubscriptionsPerRequester }},
 		{"--max-event-subscriptions", "GRAPNEL_SERVER_MAX_EVENT_SUBSCRIPTIONS", "max_event_subscriptions", server.DefaultMaxEventSubscriptions,
 			func(c config) int { return c.MaxEventSubscriptions }},
+		{"--max-locks", "GRAPNEL_SERVER_MAX_LOCKS", "max_locks", server.DefaultMaxLocks, func(c config) int { return c.MaxLocks }},
 	} {
 		t.Run(c.flag, func(t *testing.T) {
 			cfg, err := loadConfig([]string{"-k", "-x", writeFile(t, "")}, env(nil))

@@ -188,6 +188,7 @@ func run(cfg config) error {
 
 		MaxEventSubscriptionsPerRequester: cfg.MaxEventSubscriptionsPerRequester,
 		MaxEventSubscriptions:             cfg.MaxEventSubscriptions,
+		MaxLocks:                          cfg.MaxLocks,
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
 		Secrets: keyring, UntypedCertRole: untyped, Certs: certs, WorkloadPolicy: level, HelloTimeout: cfg.HelloTimeout,
