@@ -5,7 +5,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
+	"github.com/grapnel-io/grapnel/server/problems"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -206,6 +209,68 @@ func BenchmarkLoopHoldPlaced(b *testing.B) {
 			w.cli.request(&ankbase.Request{RequestId: r.GetRequestId(), RequestContent: &ankbase.Request_LogsCancelRequest{LogsCancelRequest: &ankbase.LogsCancelRequest{}}})
 		})
 	})
+	b.Run("log_entries/largest", func(b *testing.B) {
+		// An agent forwards a 4 MiB batch of log lines of its 128
+		// instances to a campaign that asked for them.
+		name := w.names[0]
+		var mine []*ankbase.WorkloadInstanceName
+		for _, in := range all {
+			if in.AgentName == name {
+				mine = append(mine, rpc.InstanceNameToProto(in))
+			}
+		}
+		w.measure(b, "log_entries", func(int) {
+			r := w.cli.request(&ankbase.Request{RequestContent: &ankbase.Request_LogsRequest{LogsRequest: &ankbase.LogsRequest{WorkloadNames: mine}}})
+			if r.GetLogsRequestAccepted() == nil {
+				b.Fatalf("logs: %v", r)
+			}
+			lr := w.agents[name].wait("the logs request", func(m *grpcapi.FromServer) bool { return m.GetLogsRequest() != nil }).GetLogsRequest()
+			var entries []*ankbase.LogEntry
+			for size := 0; size < rpc.MaxMessageBytes-(256<<10); {
+				e := &ankbase.LogEntry{WorkloadName: mine[len(entries)%len(mine)], Message: "a log line of a workload"}
+				entries = append(entries, e)
+				size += proto.Size(e) + 4
+			}
+			w.agents[name].send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_LogEntriesResponse{LogEntriesResponse: &grpcapi.LogEntriesResponse{
+				RequestId: lr.GetRequestId(), LogEntriesResponse: &ankbase.LogEntriesResponse{LogEntries: entries}}}})
+			w.cli.wait("the log lines", func(m *grpcapi.FromServer) bool {
+				return m.GetResponse().GetRequestId() == r.GetRequestId() && m.GetResponse().GetLogEntriesResponse() != nil
+			})
+			w.cli.request(&ankbase.Request{RequestId: r.GetRequestId(), RequestContent: &ankbase.Request_LogsCancelRequest{LogsCancelRequest: &ankbase.LogsCancelRequest{}}})
+		})
+	})
+	b.Run("rebuild/clone_store", func(b *testing.B) {
+		// What a new term, and the end of a failure or a restore, cost
+		// the loop: a copy of the store without its history
+		// (projected.reload); measured directly.
+		var ms holdStats
+		for b.Loop() {
+			t0 := time.Now()
+			w.ts.fsm.Read(func(st *state.Store, _ uint64) { _ = st.CloneWithoutHistory() })
+			ms.add(time.Since(t0))
+		}
+		ms.report(b, "hold")
+	})
+	b.Run("problems/detect", func(b *testing.B) {
+		// The problems detector over the whole store, which the step
+		// after an event runs when the store changed (problems.go);
+		// measured directly, with the cache of what it derives from the
+		// desired state cold.
+		facts := problems.Facts{NowMs: time.Now().UnixMilli(), Connected: map[string]bool{}, InGrace: map[string]bool{}}
+		for _, n := range w.names {
+			facts.Connected[n] = true
+		}
+		var ms holdStats
+		for b.Loop() {
+			t0 := time.Now()
+			w.ts.fsm.Read(func(st *state.Store, _ uint64) {
+				var cache problems.Cache
+				problems.DetectCached(st, facts, &cache, 0)
+			})
+			ms.add(time.Since(t0))
+		}
+		ms.report(b, "hold")
+	})
 	b.Run("agent_hello/new_agent", func(b *testing.B) {
 		// A new agent gets the states of all 64,000 instances of the
 		// others, enters the agent map, and the allocator runs.
@@ -271,7 +336,10 @@ func BenchmarkLoopHoldPlaced(b *testing.B) {
 		})
 	})
 	b.Run("plan_dry_run/input", func(b *testing.B) {
+		// Deleting one placed workload: the loop takes the planning view
+		// of the whole projected store; the plan runs off the loop.
 		req := replaceAll(b, "apiVersion: v1\nworkloads: {}\n")
+		req.UpdateMask = []string{"desiredState.workloads.wl_0000"}
 		w.measure(b, "plan_dry_run", func(int) {
 			if _, err := w.pc.DryRun(context.Background(), &grapnelpb.PlanRequest{Update: req}); err != nil {
 				b.Fatal(err)
@@ -310,33 +378,139 @@ func BenchmarkLoopHoldPlacement(b *testing.B) {
 }
 
 // BenchmarkLoopHoldEvents is a commit that every event subscription
-// matches: one agent's state report, with 131,072 subscriptions to the
-// workload states open on 496 client streams (the streams a replica
-// holds, less the agents and the benchmark's own).
+// matches: one agent's state report, with the most subscriptions to the
+// workload states the leader holds (--max-event-subscriptions, 4,096 by
+// default, on 128 client streams of 32, --max-event-subscriptions-per-
+// requester), and, for comparison, 131,072 of them on 496 streams, which
+// nothing bounded before (the caps raised for it).
 func BenchmarkLoopHoldEvents(b *testing.B) {
-	const subs, streams = 1 << 17, 496
-	w := newLoopWorld(b, 8, nil)
-	s := placedState(0, 8, 1)
-	if r := w.cli.update(s, "desiredState.workloads"); r.GetUpdateStateSuccess() == nil {
-		b.Fatalf("update: %v", r)
+	for _, c := range []struct {
+		subs, streams int
+	}{{DefaultMaxEventSubscriptions, DefaultMaxEventSubscriptions / DefaultMaxEventSubscriptionsPerRequester}, {1 << 17, 496}} {
+		b.Run(fmt.Sprintf("subscriptions=%d", c.subs), func(b *testing.B) {
+			w := newLoopWorld(b, 8, func(cfg *Config) {
+				cfg.MaxEventSubscriptions = max(c.subs, DefaultMaxEventSubscriptions)
+				cfg.MaxEventSubscriptionsPerRequester = max(c.subs/c.streams+1, DefaultMaxEventSubscriptionsPerRequester)
+			})
+			s := placedState(0, 8, 1)
+			if r := w.cli.update(s, "desiredState.workloads"); r.GetUpdateStateSuccess() == nil {
+				b.Fatalf("update: %v", r)
+			}
+			w.settle(b)
+			var in state.InstanceName
+			w.ts.store(func(st *state.Store) { in = st.States.All()[0].Instance })
+			var subs []*benchConn
+			for k := range c.streams {
+				sub := w.d.cli(true)
+				subs = append(subs, sub)
+				for i := k; i < c.subs; i += c.streams {
+					sub.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: &ankbase.Request{RequestId: fmt.Sprintf("s%d", i),
+						RequestContent: &ankbase.Request_CompleteStateRequest{CompleteStateRequest: &ankbase.CompleteStateRequest{
+							FieldMask: []string{"workloadStates"}, SubscribeForEvents: true}}}}})
+				}
+			}
+			w.settle(b)
+			agent := w.agents[in.AgentName]
+			states := []state.ExecutionState{state.RunningOk, state.SucceededOk}
+			b.Run("commit", func(b *testing.B) {
+				w.measure(b, "commit", func(i int) {
+					agent.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_UpdateWorkloadState{UpdateWorkloadState: &grpcapi.UpdateWorkloadState{
+						WorkloadStates: rpc.WorkloadStatesToProto([]state.WorkloadState{{Instance: in, State: states[i%2]}}), GrapnelGeneration: uint64(i + 2)}}})
+					agent.sync()
+				})
+			})
+			b.Run("cli_gone", func(b *testing.B) {
+				// A client stream with its subscriptions goes.
+				w.measure(b, "cli_gone", func(i int) {
+					subs[i%len(subs)].close()
+				})
+			})
+		})
 	}
-	w.settle(b)
-	var in state.InstanceName
-	w.ts.store(func(st *state.Store) { in = st.States.All()[0].Instance })
-	for c := range streams {
-		sub := w.d.cli(true)
-		for i := c; i < subs; i += streams {
-			sub.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: &ankbase.Request{RequestId: fmt.Sprintf("s%d", i),
-				RequestContent: &ankbase.Request_CompleteStateRequest{CompleteStateRequest: &ankbase.CompleteStateRequest{
-					FieldMask: []string{"workloadStates"}, SubscribeForEvents: true}}}}})
+}
+
+// bigWorkload is a pinned workload of about 2.9 KB, so that 1,000 of
+// them fill the default 3 MiB of desired state and of one agent's
+// rendered workloads.
+func bigWorkload(i int, salt string) *state.Workload {
+	return &state.Workload{Agent: "agent_big", Runtime: "podman", RestartPolicy: state.RestartNever,
+		RuntimeConfig: fmt.Sprintf("image: busybox\ncommandArgs: [sleep, \"%d\"]\nenv: [%s]\n# %s\n", i, salt, strings.Repeat("x", 2800))}
+}
+
+func bytesState(first, n int, salt string) state.State {
+	s := state.State{APIVersion: state.APIVersion, Workloads: map[string]*state.Workload{}}
+	for i := first; i < first+n; i++ {
+		s.Workloads[fmt.Sprintf("wl_%04d", i)] = bigWorkload(i, salt)
+	}
+	return s
+}
+
+func masksOf(s state.State) []string {
+	var out []string
+	for n := range s.Workloads {
+		out = append(out, "desiredState.workloads."+n)
+	}
+	return out
+}
+
+// BenchmarkLoopHoldBig measures the requests of a cluster at the default
+// limits' most bytes: 1,000 workloads of 2.9 KB pinned to one agent
+// (2.9 MB of desired state and of that agent's rendered workloads).
+func BenchmarkLoopHoldBig(b *testing.B) {
+	w := newLoopWorld(b, 1, nil)
+	big := w.d.agent("agent_big", nil)
+	for first := 0; first < 1000; first += 250 {
+		s := bytesState(first, 250, "a")
+		if r := w.cli.update(s, masksOf(s)...); r.GetUpdateStateSuccess() == nil {
+			b.Fatalf("update: %v", r)
 		}
 	}
 	w.settle(b)
-	agent := w.agents[in.AgentName]
-	states := []state.ExecutionState{state.RunningOk, state.SucceededOk}
-	w.measure(b, "commit", func(i int) {
-		agent.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_UpdateWorkloadState{UpdateWorkloadState: &grpcapi.UpdateWorkloadState{
-			WorkloadStates: rpc.WorkloadStatesToProto([]state.WorkloadState{{Instance: in, State: states[i%2]}}), GrapnelGeneration: uint64(i + 2)}}})
+	b.Run("agent_hello/most_workloads", func(b *testing.B) {
+		// The agent with 1,000 workloads says goodbye and comes back:
+		// its ServerHello carries all of them.
+		w.measure(b, "agent_hello", func(int) {
+			big.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Goodbye{Goodbye: &grpcapi.Goodbye{}}})
+			big.close()
+			<-big.ended
+			big = w.d.agent("agent_big", nil)
+		})
+	})
+	b.Run("complete_state/all", func(b *testing.B) {
+		w.measure(b, "complete_state", func(int) { w.cli.request(completeStateRequest(nil, false)) })
+	})
+	b.Run("update_state/replace_250", func(b *testing.B) {
+		// 250 workloads changed (the most that fit max_update_bytes),
+		// dispatched to their agent once committed.
+		w.measure(b, "update_state", func(i int) {
+			s := bytesState(0, 250, fmt.Sprint("b", i))
+			if r := w.cli.update(s, masksOf(s)...); r.GetUpdateStateSuccess() == nil {
+				b.Fatalf("update refused: %.300s", r.GetError().GetMessage())
+			}
+		})
+	})
+	b.Run("update_state/replace_all", func(b *testing.B) {
+		// All 1,000 changed in one update (2.9 MB), dispatched to their
+		// agent once committed.
+		w.measure(b, "update_state", func(i int) {
+			s := bytesState(0, 1000, fmt.Sprint("c", i))
+			if r := w.cli.update(s, "desiredState.workloads"); r.GetUpdateStateSuccess() == nil {
+				b.Fatalf("update refused: %.300s", r.GetError().GetMessage())
+			}
+		})
+	})
+}
+
+// BenchmarkLoopHoldRenderBudget is the template-heavy update that takes
+// the whole default render budget (BenchmarkUpdateAtRenderBudget) on the
+// loop of a real leader, from the request to its commit.
+func BenchmarkLoopHoldRenderBudget(b *testing.B) {
+	w := newLoopWorld(b, 1, nil)
+	req, _ := budgetRequest(b, state.DefaultLimits().MaxRenderStepsPerRequest, false)
+	w.measure(b, "update_state", func(i int) {
+		if r := w.cli.request(&ankbase.Request{RequestContent: &ankbase.Request_UpdateStateRequest{UpdateStateRequest: req(i)}}); r.GetUpdateStateSuccess() == nil {
+			b.Fatalf("update refused: %.300s", r.GetError().GetMessage())
+		}
 	})
 }
 

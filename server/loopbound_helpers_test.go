@@ -262,7 +262,9 @@ func (d *benchDialer) open(kind wire.Kind, keep func(*grpcapi.FromServer) bool, 
 // agent opens an agent stream, says hello with tags and waits for the
 // ServerHello.
 func (d *benchDialer) agent(name string, tags map[string]string) *benchConn {
-	c := d.open(wire.KindAgent, func(m *grpcapi.FromServer) bool { return m.GetServerHello() != nil || m.GetResponse() != nil },
+	c := d.open(wire.KindAgent, func(m *grpcapi.FromServer) bool {
+		return m.GetServerHello() != nil || m.GetResponse() != nil || m.GetLogsRequest() != nil
+	},
 		fieldUpdateWorkload, fieldUpdateWorkloadState)
 	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: name, ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: tags}, GrapnelIncarnation: 1}}})
