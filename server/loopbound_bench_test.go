@@ -224,7 +224,11 @@ func BenchmarkLoopHoldPlaced(b *testing.B) {
 			if r.GetLogsRequestAccepted() == nil {
 				b.Fatalf("logs: %v", r)
 			}
-			lr := w.agents[name].wait("the logs request", func(m *grpcapi.FromServer) bool { return m.GetLogsRequest() != nil }).GetLogsRequest()
+			// The agent's own id for the campaign: the client's, prefixed
+			// with the client's connection.
+			lr := w.agents[name].wait("the logs request", func(m *grpcapi.FromServer) bool {
+				return strings.HasSuffix(m.GetLogsRequest().GetRequestId(), "@"+r.GetRequestId())
+			}).GetLogsRequest()
 			var entries []*ankbase.LogEntry
 			for size := 0; size < rpc.MaxMessageBytes-(256<<10); {
 				e := &ankbase.LogEntry{WorkloadName: mine[len(entries)%len(mine)], Message: "a log line of a workload"}
