@@ -59,6 +59,10 @@ type leader struct {
 	// placeWhy lists why the allocator's inputs changed since it last ran
 	// (placement.go); empty when they did not.
 	placeWhy []string
+	// placeParts are the entries of the last layout not proposed yet, one
+	// per step, and placeReason why it was computed (placement.go).
+	placeParts  []placementPart
+	placeReason string
 	// problems is the problems view's detection state (problems.go).
 	problems problemWatch
 }

@@ -290,3 +290,39 @@ func TestLocksAreCapped(t *testing.T) {
 		t.Fatalf("after an unlock: %v", err)
 	}
 }
+
+// A layout of more instances than one entry may carry is proposed in
+// parts of whole workloads and all of it is placed. It went in one
+// Placement entry: over max_update_bytes it was refused, nothing was
+// placed, and every later change of the allocator's inputs computed it
+// again and had it refused again, each time on the leader loop (0.4 to
+// 1 s at the default limits' 64,000 instances; BenchmarkLoopHoldPlacement).
+func TestLargeLayoutIsProposedInParts(t *testing.T) {
+	lim := state.DefaultLimits()
+	lim.MaxUpdateBytes = 16 << 10
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.Limits = &lim })
+	for i := range 8 {
+		ts.agent(fmt.Sprintf("agent_%d", i), nil)
+	}
+	const workloads, instances = 40, 8
+	var y strings.Builder
+	y.WriteString("apiVersion: v1\nworkloads:\n")
+	for i := range workloads {
+		fmt.Fprintf(&y, "  wl_%02d:\n    runtime: podman\n    runtimeConfig: \"image: busybox\"\n    tags:\n      grapnel.io/instances: \"%d\"\n", i, instances)
+	}
+	if r := ts.cli().update(manifest(t, y.String()), "desiredState.workloads"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update: %v", r)
+	}
+	if n := placementChangesPerEntry(lim); n >= workloads*instances {
+		t.Fatalf("%d changes per entry would carry the layout in one", n)
+	}
+	placed := func() (n int) {
+		ts.store(func(st *state.Store) {
+			for _, as := range st.Placement {
+				n += len(as)
+			}
+		})
+		return n
+	}
+	testwait.For(t, 20*time.Second, func() bool { return placed() == workloads*instances }, "%d instances placed", workloads*instances)
+}
