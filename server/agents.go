@@ -318,26 +318,26 @@ func (l *leader) proposeReportsSplit(reports []ingest.Report, decision string) {
 	}
 }
 
-// splitReports groups reports, in order, into entries of at most max
+// splitReports groups reports, in order, into entries of at most limit
 // states, cutting a report that does not fit.
-func splitReports(reports []ingest.Report, max int) [][]ingest.Report {
+func splitReports(reports []ingest.Report, limit int) [][]ingest.Report {
 	var (
 		out  [][]ingest.Report
 		cur  []ingest.Report
-		room = max
+		room = limit
 	)
 	for _, r := range reports {
 		for len(r.States) > room {
 			part := ingest.Report{Agent: r.Agent, States: r.States[:room]}
 			r.States = r.States[room:]
 			out = append(out, append(cur, part))
-			cur, room = nil, max
+			cur, room = nil, limit
 		}
 		cur = append(cur, r)
 		room -= len(r.States)
 		if room == 0 {
 			out = append(out, cur)
-			cur, room = nil, max
+			cur, room = nil, limit
 		}
 	}
 	if len(cur) > 0 {

@@ -220,8 +220,8 @@ func (l *leader) checkLockCount(locks state.Locks, objects []string, nowMs int64
 			added++
 		}
 	}
-	if max := l.s.cfg.MaxLocks; held+added > max {
-		return state.LimitError("objects", fmt.Sprintf("the intent locks held with this call's %d new ones", added), "max_locks", held+added, max)
+	if limit := l.s.cfg.MaxLocks; held+added > limit {
+		return state.LimitError("objects", fmt.Sprintf("the intent locks held with this call's %d new ones", added), "max_locks", held+added, limit)
 	}
 	return nil
 }

@@ -194,7 +194,7 @@ func TestReportedStatesOfUnknownInstancesAreCapped(t *testing.T) {
 // names the setting, nothing is subscribed, and the refusal is counted;
 // a re-subscription under the same id replaces the old one, and a cancel
 // frees room. Without the caps every subscription cost every commit an
-// event on the leader loop, 2.4 to 3.8 s per state report with 131,072
+// event on the leader loop, 1.4 to 1.9 s per state report with 131,072
 // of them (BenchmarkLoopHoldEvents; issue 27).
 func TestEventSubscriptionsAreCapped(t *testing.T) {
 	m := metrics.NewSet()

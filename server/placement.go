@@ -249,10 +249,10 @@ func placementChangesPerEntry(lim state.Limits) int {
 }
 
 // splitPlacement cuts a layout change into parts of whole workloads, in
-// name order, of at most max instance changes each (a workload with more
-// goes alone). Each part is a consistent layout change of its own: a
+// name order, of at most limit instance changes each (a workload with
+// more goes alone). Each part is a consistent layout change of its own: a
 // workload's instances never span two entries.
-func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []deletion, max int) []placementPart {
+func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []deletion, limit int) []placementPart {
 	byWorkload := map[string]*placementPart{}
 	get := func(w string) *placementPart {
 		p := byWorkload[w]
@@ -289,7 +289,7 @@ func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []d
 	for _, w := range state.SortedKeys(byWorkload) {
 		p := byWorkload[w]
 		k := len(p.added) + len(p.deleted)
-		if cur != nil && n+k > max {
+		if cur != nil && n+k > limit {
 			out = append(out, *cur)
 			cur, n = nil, 0
 		}

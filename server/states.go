@@ -46,8 +46,8 @@ func (l *leader) admitReported(agent string, states []state.WorkloadState) []sta
 	}
 	// The count is taken only now, for a report that names an unknown
 	// instance; pending instances may be known too, so room errs low.
-	max := l.s.cfg.MaxWorkloadStates
-	room := max - st.States.Len() - l.states.Pending()
+	limit := l.s.cfg.MaxWorkloadStates
+	room := limit - st.States.Len() - l.states.Pending()
 	if room >= unknown {
 		return states
 	}
@@ -68,6 +68,6 @@ func (l *leader) admitReported(agent string, states []state.WorkloadState) []sta
 	l.s.cfg.Metrics.DroppedWorkloadStates(dropped)
 	l.s.refusals.log(l.s.log, slog.LevelWarn, "states|"+agent,
 		"dropped reported states of instances the cluster has no state for: it holds as many workload states as --max-workload-states allows",
-		"agent", agent, "dropped", dropped, "max_workload_states", max)
+		"agent", agent, "dropped", dropped, "max_workload_states", limit)
 	return kept
 }

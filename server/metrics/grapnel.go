@@ -145,11 +145,11 @@ func (s *Set) DroppedWorkloadStates(n int) {
 
 // RefusedEventSubscription counts an event subscription refused at a
 // cap.
-func (s *Set) RefusedEventSubscription(requester, cap string) {
+func (s *Set) RefusedEventSubscription(requester, which string) {
 	if s == nil {
 		return
 	}
-	s.EventSubscriptionsRefused.Inc(requester, cap)
+	s.EventSubscriptionsRefused.Inc(requester, which)
 }
 
 // ObserveLoop records how long one event held the leader loop.
