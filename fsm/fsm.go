@@ -3,7 +3,6 @@ package fsm
 import (
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -236,10 +235,19 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 		}
 		for _, rep := range r.Reports {
 			n := len(fresh)
+			// A set of the report's new instances beside the list that
+			// keeps their order: a report of many new instances cost
+			// the square of their number (seconds for tens of thousands).
+			var seen map[state.InstanceName]bool
 			for _, ws := range rep.States {
-				if _, ok := st.States.Get(ws.Instance); !ok && !slices.Contains(fresh[n:], ws.Instance) {
-					fresh = append(fresh, ws.Instance)
+				if _, ok := st.States.Get(ws.Instance); ok || seen[ws.Instance] {
+					continue
 				}
+				if seen == nil {
+					seen = map[state.InstanceName]bool{}
+				}
+				seen[ws.Instance] = true
+				fresh = append(fresh, ws.Instance)
 			}
 			var tr []state.Transition
 			if h != nil {

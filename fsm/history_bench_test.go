@@ -94,3 +94,25 @@ func BenchmarkEncodeUpdateHistory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExecuteReportOfNewInstances executes one report of n states
+// of instances the store has no state for (an agent's first report, or
+// one flushed as it goes): the cost grows with n, not its square.
+func BenchmarkExecuteReportOfNewInstances(b *testing.B) {
+	for _, n := range []int{1024, 16384} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			ws := make([]state.WorkloadState, n)
+			for i := range ws {
+				ws[i] = state.WorkloadState{Instance: state.NewInstanceName(fmt.Sprintf("wl_%05d", i), "agent_A", "x"), State: state.RunningOk}
+			}
+			body := &WorkloadReportsRequest{Reports: []AgentReport{{Agent: "agent_A", States: ws}}}
+			for b.Loop() {
+				st := state.NewStore()
+				st.AgentConnected("agent_A", nil)
+				if r, ok := Execute(st, body, 2).(*WorkloadReportsResponse); !ok || len(r.New) != n {
+					b.Fatalf("response %v", r)
+				}
+			}
+		})
+	}
+}

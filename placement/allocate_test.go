@@ -316,3 +316,33 @@ func TestTagsErrorsNameTheField(t *testing.T) {
 		t.Fatalf("AgentTags(nil) = %q %d %v", g, c, err)
 	}
 }
+
+// TestAllocateAtTheLimitsAllocatesPerWorkload: at the default limits'
+// most instances (1,000 workloads of 64 on 500 agents in 8 risk groups)
+// the allocator allocates per workload, not per instance placed. It
+// built a map of the workload's risk groups and looked every agent up by
+// name for each instance, 4 to 6 s of the leader loop from scratch
+// (BenchmarkAllocateAtTheLimits); the allocations, unlike the time, do
+// not depend on the machine's load.
+func TestAllocateAtTheLimitsAllocatesPerWorkload(t *testing.T) {
+	var in Input
+	for i := 0; i < 500; i++ {
+		in.Agents = append(in.Agents, ag(fmt.Sprintf("agent_%03d", i), fmt.Sprintf("rack_%d", i%8), Unlimited))
+	}
+	for w := 0; w < 1000; w++ {
+		in.Requests = append(in.Requests, Request{Workload: fmt.Sprintf("wl_%04d", w), Instances: MaxInstances, Spread: true})
+	}
+	var placed int
+	allocs := testing.AllocsPerRun(1, func() {
+		placed = 0
+		for _, as := range Allocate(in).Layout {
+			placed += len(as)
+		}
+	})
+	if placed != 1000*MaxInstances {
+		t.Fatalf("placed %d instances, want %d", placed, 1000*MaxInstances)
+	}
+	if allocs > float64(placed)/2 {
+		t.Fatalf("%v allocations to place %d instances: the allocator allocates per instance", allocs, placed)
+	}
+}

@@ -116,7 +116,7 @@ func (l *leader) forgetPreviousLife(agent string, incarnation uint64) {
 	}
 	// The mark of the new incarnation, before any of its reports: reports
 	// of the previous life still in flight are dropped as stale after it.
-	l.proposeReports([]ingest.Report{{Agent: agent, Mark: state.ReportMark{Incarnation: incarnation}, States: stale}}, false,
+	l.proposeReportsSplit([]ingest.Report{{Agent: agent, Mark: state.ReportMark{Incarnation: incarnation}, States: stale}},
 		"a new incarnation of agent "+agent+" said hello: the states of its previous life are AgentDisconnected")
 }
 
@@ -156,7 +156,7 @@ func (l *leader) unconfirmStoredStates() {
 	}
 	if len(reports) > 0 {
 		l.s.log.Info("elected without following a leader since start: stored workload states are unconfirmed until their agents report", "agents", len(reports))
-		l.proposeReports(reports, false, "elected without following a leader since start: stored states unconfirmed until their agents report")
+		l.proposeReportsSplit(reports, "elected without following a leader since start: stored states unconfirmed until their agents report")
 	}
 }
 
@@ -214,7 +214,7 @@ func (l *leader) forgetAgentStream(name string) {
 // swdd~server-sends-events-for-disconnected-agent~1
 func (l *leader) disconnectAgent(name string) {
 	if r, ok := l.states.Flush(name); ok {
-		l.proposeReports([]ingest.Report{r}, false, "")
+		l.proposeReportsSplit([]ingest.Report{r}, "")
 	}
 	delete(l.status, name)
 	l.propose(&fsm.AgentGoneRequest{Name: name, History: l.historyMeta("", nil, false)}, func(resp any, index uint64) {
@@ -283,7 +283,7 @@ func (l *leader) workloadStates(c *conn, u *grpcapi.UpdateWorkloadState) {
 		l.s.log.Warn("dropping a bad workload state report", "agent", c.name, "error", err)
 		return
 	}
-	if len(states) == 0 {
+	if states = l.admitReported(c.name, states); len(states) == 0 {
 		return
 	}
 	mark := state.ReportMark{Incarnation: l.incarnation[c], Generation: u.GetGrapnelGeneration()}
@@ -302,6 +302,48 @@ func (l *leader) proposeBatches() {
 	if b, ok := l.states.Next(); ok {
 		l.proposeReports(b.Reports, true, "")
 	}
+}
+
+// proposeReportsSplit proposes reports the server makes itself (all of
+// an agent's pending reports as it goes, its states of a previous life,
+// every agent's stored states at a cold start) as entries of at most
+// ingest.DefaultMaxBatch states, as the dispatcher batches the agents'
+// own: one entry of all of them could run past max_update_bytes, and be
+// refused with its states lost, and held the leader loop for as long as
+// the states are many (issue 27). They go in order; a report cut in
+// parts carries its mark on its last part only (ingest.States.Next).
+func (l *leader) proposeReportsSplit(reports []ingest.Report, decision string) {
+	for _, entry := range splitReports(reports, ingest.DefaultMaxBatch) {
+		l.proposeReports(entry, false, decision)
+	}
+}
+
+// splitReports groups reports, in order, into entries of at most limit
+// states, cutting a report that does not fit.
+func splitReports(reports []ingest.Report, limit int) [][]ingest.Report {
+	var (
+		out  [][]ingest.Report
+		cur  []ingest.Report
+		room = limit
+	)
+	for _, r := range reports {
+		for len(r.States) > room {
+			part := ingest.Report{Agent: r.Agent, States: r.States[:room]}
+			r.States = r.States[room:]
+			out = append(out, append(cur, part))
+			cur, room = nil, limit
+		}
+		cur = append(cur, r)
+		room -= len(r.States)
+		if room == 0 {
+			out = append(out, cur)
+			cur, room = nil, limit
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // proposeReports proposes conflated state reports as one entry; once it

@@ -46,36 +46,60 @@ func (l *leader) flushBroadcasts() {
 
 // sendBroadcasts gives each stream the states of the broadcasts meant for
 // it, in commit order, as one UpdateWorkloadState. Streams that get the
-// same broadcasts share one message, marshalled once.
+// same broadcasts share one message, marshalled once; the states are
+// gathered only for the first of them, so that a commit costs the loop
+// its states once plus a little per stream, not its states per stream.
 func (l *leader) sendBroadcasts(bs []pendingBroadcast) {
-	encoded := map[string]*rpc.Encoded{}
+	type built struct {
+		msg *grpcapi.FromServer
+		enc *rpc.Encoded // nil if it does not encode
+	}
+	cache := map[string]built{}
+	var key []byte
 	for _, c := range l.s.conns.broadcastTargets("") {
-		var (
-			key []byte
-			ws  []state.WorkloadState
-		)
+		key = key[:0]
+		n := 0
 		g := l.greeted[c.name]
 		for i, b := range bs {
 			if c.name == b.except || c.kind == wire.KindAgent && (g.conn != c || g.index >= b.index) {
 				continue
 			}
 			key = binary.AppendUvarint(key, uint64(i))
-			ws = append(ws, b.states...)
+			n += len(b.states)
 		}
-		if len(ws) == 0 {
+		if n == 0 {
 			continue
 		}
-		enc, ok := encoded[string(key)]
+		m, ok := cache[string(key)]
 		if !ok {
-			msg := &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkloadState{
-				UpdateWorkloadState: &grpcapi.UpdateWorkloadState{WorkloadStates: rpc.WorkloadStatesToProto(ws)}}}
-			var err error
-			if enc, err = rpc.Encode(msg); err != nil || enc.Len() > c.limit {
-				c.send(msg) // the stream's sender cuts it to size
-				continue
+			ws := make([]state.WorkloadState, 0, n)
+			for _, i := range decodeKey(key) {
+				ws = append(ws, bs[i].states...)
 			}
-			encoded[string(key)] = enc
+			m.msg = &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_UpdateWorkloadState{
+				UpdateWorkloadState: &grpcapi.UpdateWorkloadState{WorkloadStates: rpc.WorkloadStatesToProto(ws)}}}
+			if enc, err := rpc.Encode(m.msg); err == nil {
+				m.enc = enc
+			}
+			cache[string(key)] = m
 		}
-		c.sendEncoded(enc)
+		if m.enc == nil || m.enc.Len() > c.limit {
+			// The stream's sender cuts it to size; the streams share
+			// the message, which nothing changes once it is queued.
+			c.send(m.msg)
+			continue
+		}
+		c.sendEncoded(m.enc)
 	}
+}
+
+// decodeKey lists the broadcast positions a key of sendBroadcasts names.
+func decodeKey(key []byte) []int {
+	var out []int
+	for len(key) > 0 {
+		i, n := binary.Uvarint(key)
+		out = append(out, int(i))
+		key = key[n:]
+	}
+	return out
 }

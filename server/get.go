@@ -30,12 +30,16 @@ func (l *leader) completeState(id string, req *ankbase.CompleteStateRequest) {
 		l.pendingSubs++
 	}
 	l.pipe.ordered(func() {
+		if subscribe {
+			l.pendingSubs--
+			if refusal := l.admitSubscription(id); refusal != "" {
+				l.respondText(id, refusal)
+				return
+			}
+		}
 		cs := l.readCompleteState(req.GetFieldMask())
 		resp := &ankbase.Response{RequestId: id, ResponseContent: &ankbase.Response_CompleteStateResponse{
 			CompleteStateResponse: &ankbase.CompleteStateResponse{CompleteState: cs}}}
-		if subscribe {
-			l.pendingSubs--
-		}
 		// gRPC would refuse an answer over the message limit and end the
 		// stream, so that the client could never read the state again;
 		// it gets the reason and what to ask instead. The size counts
@@ -64,9 +68,13 @@ func (l *leader) eventsCancel(id string) {
 }
 
 // readCompleteState builds the (filtered) CompleteState. Without masks it
-// converts the model directly; with masks it converts only the top-level
-// parts the masks name to a Tree and filters that. On an internal error it
-// answers an empty CompleteState, as Ankaios does.
+// converts the model directly, and so it does for a part a mask names
+// whole (`workloadStates`, `agents`, `desiredState`); for the other masks
+// it converts only the top-level parts they name to a Tree and filters
+// that. Going through the Tree costs three passes over the part (64,000
+// workload states: about 0.3 s of the leader loop; issue 27). One read
+// of the store serves all of it. On an internal error it answers an
+// empty CompleteState, as Ankaios does.
 func (l *leader) readCompleteState(masks []string) *ankbase.CompleteState {
 	if len(masks) == 0 {
 		var cs *ankbase.CompleteState
@@ -75,27 +83,60 @@ func (l *leader) readCompleteState(masks []string) *ankbase.CompleteState {
 		})
 		return cs
 	}
+	whole := map[string]bool{}
+	for _, m := range masks {
+		if m == "desiredState" || m == "workloadStates" || m == "agents" {
+			whole[m] = true
+		}
+	}
 	roots := map[string]bool{}
+	var rest []string
 	for _, m := range masks {
 		root, _, _ := strings.Cut(m, ".")
+		if whole[root] {
+			continue // the part goes whole
+		}
 		roots[root] = true
+		rest = append(rest, m)
 	}
 	t := state.Tree{}
+	direct := &ankbase.CompleteState{}
 	l.s.fsm.Read(func(st *state.Store, _ uint64) {
-		if roots["desiredState"] || roots["*"] {
+		switch {
+		case whole["desiredState"]:
+			direct.DesiredState = rpc.StateToProto(secrets.MaskState(st.Desired))
+		case roots["desiredState"] || roots["*"]:
 			t["desiredState"] = secrets.MaskState(st.Desired).ToTree()
 		}
-		if roots["workloadStates"] || roots["*"] {
+		switch {
+		case whole["workloadStates"]:
+			direct.WorkloadStates = rpc.WorkloadStatesMapToProto(st.States)
+		case roots["workloadStates"] || roots["*"]:
 			t["workloadStates"] = st.States.ToTree()
 		}
-		if roots["agents"] || roots["*"] {
+		switch {
+		case whole["agents"]:
+			direct.Agents = rpc.AgentMapToProto(l.agentsWithStatus(st.Agents))
+		case roots["agents"] || roots["*"]:
 			t["agents"] = l.agentsWithStatus(st.Agents).ToTree()
 		}
 	})
-	cs, err := rpc.CompleteStateFromTree(state.FilterTree(t, masks))
-	if err != nil {
-		l.s.log.Warn("filtered state could not be encoded", "error", err)
-		return &ankbase.CompleteState{}
+	cs := &ankbase.CompleteState{}
+	if len(rest) > 0 {
+		var err error
+		if cs, err = rpc.CompleteStateFromTree(state.FilterTree(t, rest)); err != nil {
+			l.s.log.Warn("filtered state could not be encoded", "error", err)
+			return &ankbase.CompleteState{}
+		}
+	}
+	if direct.DesiredState != nil {
+		cs.DesiredState = direct.DesiredState
+	}
+	if direct.WorkloadStates != nil {
+		cs.WorkloadStates = direct.WorkloadStates
+	}
+	if direct.Agents != nil {
+		cs.Agents = direct.Agents
 	}
 	return cs
 }

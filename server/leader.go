@@ -59,6 +59,10 @@ type leader struct {
 	// placeWhy lists why the allocator's inputs changed since it last ran
 	// (placement.go); empty when they did not.
 	placeWhy []string
+	// placeParts are the entries of the last layout not proposed yet, one
+	// per step, and placeReason why it was computed (placement.go).
+	placeParts  []placementPart
+	placeReason string
 	// problems is the problems view's detection state (problems.go).
 	problems problemWatch
 }
@@ -169,10 +173,18 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 		if !l.projected.stale() && !l.pipe.full() {
 			inbox, expired, flush = l.term.inbox, l.expired, l.rejects.flush
 		}
+		// Every event is timed from when the loop takes it to the end
+		// of the step after it (loophold.go).
+		var (
+			event string
+			start time.Time
+		)
 		select {
 		case m := <-inbox:
+			event, start = m.event(), loopClock.Now()
 			l.handle(m)
 		case batch := <-l.pipe.done:
+			event, start = eventCommit, loopClock.Now()
 			l.holdBroadcasts = true
 			for _, e := range batch {
 				l.pipe.settle(e, s.observeCommit)
@@ -180,12 +192,16 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 			l.holdBroadcasts = false
 			l.flushBroadcasts()
 		case g := <-expired:
+			event, start = eventGraceExpired, loopClock.Now()
 			l.graceExpired(g)
 		case <-flush:
+			event, start = eventRejections, loopClock.Now()
 			l.flushRejections()
 		case <-l.problems.wake:
+			event, start = eventProblems, loopClock.Now()
 			l.problemWoke()
 		case <-restored:
+			event, start = eventRestored, loopClock.Now()
 			l.restoreSeen()
 		case r := <-l.term.ping:
 			// A liveness question changes nothing: no step.
@@ -195,6 +211,7 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 			return
 		}
 		l.step()
+		s.held(event, start)
 	}
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 
@@ -147,17 +148,35 @@ func (l *leader) notePlacement(why string) {
 // changed since it last ran, and proposes the new layout if it differs
 // from the one in force. Once committed, the agents that get an instance
 // receive it and those that lose one delete it, with the delete
-// conditions of its dependents.
+// conditions of its dependents. A layout of many instances goes in
+// several entries (splitPlacement), one per step, so that no step
+// projects and dispatches more than one of them: the entries still to
+// propose stay valid while the allocator's inputs do not change (each
+// entry places whole workloads), and are dropped for a new layout when
+// they do.
 func (l *leader) allocate() {
-	if len(l.placeWhy) == 0 || l.projected.stale() || l.pipe.full() {
+	if l.projected.stale() || l.pipe.full() {
 		return
 	}
-	why := strings.Join(l.placeWhy, "; ")
-	l.placeWhy = nil
+	if len(l.placeWhy) > 0 {
+		l.placeParts, l.placeReason = l.layout(), strings.Join(l.placeWhy, "; ")
+		l.placeWhy = nil
+	}
+	if len(l.placeParts) > 0 {
+		p := l.placeParts[0]
+		l.placeParts[0] = placementPart{}
+		l.placeParts = l.placeParts[1:]
+		l.proposePlacement(p, l.placeReason)
+	}
+}
+
+// layout runs the allocator and returns the entries of the layout change
+// it asks for, none if the layout holds.
+func (l *leader) layout() []placementPart {
 	st := l.projected.store
 	if !hasPlacement(st) {
 		l.setUnsatisfied(nil)
-		return
+		return nil
 	}
 	in, bad := placementInput(st)
 	for _, err := range bad {
@@ -167,13 +186,26 @@ func (l *leader) allocate() {
 	l.setUnsatisfied(res.Unsatisfied)
 	u, added, deleted := placementUpdate(st, res.Layout)
 	if u.Layout == nil {
-		return
+		return nil
 	}
+	parts := splitPlacement(u, added, deleted, placementChangesPerEntry(l.s.limits))
+	l.s.log.Info("placing workloads", "why", strings.Join(l.placeWhy, "; "), "changes", len(u.Layout), "entries", len(parts),
+		"unsatisfied", len(res.Unsatisfied))
+	return parts
+}
+
+// proposePlacement proposes one entry of a new layout and, once it is
+// committed, tells the agents and the event subscribers.
+func (l *leader) proposePlacement(p placementPart, why string) {
+	u := p.update
 	meta := l.historyMeta("", nil, false)
 	meta.Decision = why
 	prop := l.project(&fsm.PlacementRequest{Update: u, History: meta})
-	d := planDispatch(l.s, l.projected.store, &updatePlan{added: added, deleted: deleted})
-	l.s.log.Info("placing workloads", "why", why, "changes", len(u.Layout), "unsatisfied", len(res.Unsatisfied))
+	if prop.err != nil {
+		l.submit(prop, nil, nil) // logs the refusal
+		return
+	}
+	d := planDispatch(l.s, l.projected.store, &updatePlan{added: p.added, deleted: p.deleted})
 	// Events: the new instances' states are added, those the server
 	// removed are removed, as for an update.
 	evStates := slices.Clone(u.SetStates)
@@ -192,6 +224,89 @@ func (l *leader) allocate() {
 			}
 		}
 	}, nil)
+}
+
+// placementPart is the part of a layout change one entry carries: whole
+// workloads, with their instances to add and to delete.
+type placementPart struct {
+	update  state.PlacementUpdate
+	added   []state.Rendered
+	deleted []deletion
+}
+
+// placementChangesPerEntry is how many instances one Placement entry adds
+// or removes at most: a layout of many instances (1,000 placed workloads
+// of 64, on enough agents) encodes to more than max_update_bytes and was
+// refused whole, so that none of it was placed, and it was computed again
+// and refused again at every later change of the allocator's inputs.
+// 512 bytes an instance is far above what one costs with names of a
+// usual length.
+func placementChangesPerEntry(lim state.Limits) int {
+	if lim.MaxUpdateBytes <= 0 {
+		return 4096
+	}
+	return min(max(lim.MaxUpdateBytes/512, 16), 4096)
+}
+
+// splitPlacement cuts a layout change into parts of whole workloads, in
+// name order, of at most limit instance changes each (a workload with
+// more goes alone). Each part is a consistent layout change of its own: a
+// workload's instances never span two entries.
+func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []deletion, limit int) []placementPart {
+	byWorkload := map[string]*placementPart{}
+	get := func(w string) *placementPart {
+		p := byWorkload[w]
+		if p == nil {
+			p = &placementPart{update: state.PlacementUpdate{Layout: map[string][]string{}}}
+			byWorkload[w] = p
+		}
+		return p
+	}
+	for w, agents := range u.Layout {
+		get(w).update.Layout[w] = agents
+	}
+	for _, s := range u.SetStates {
+		p := get(s.Instance.WorkloadName)
+		p.update.SetStates = append(p.update.SetStates, s)
+	}
+	for _, in := range u.DeleteStates {
+		p := get(in.WorkloadName)
+		p.update.DeleteStates = append(p.update.DeleteStates, in)
+	}
+	for _, a := range added {
+		p := get(a.Instance.WorkloadName)
+		p.added = append(p.added, a)
+	}
+	for _, d := range deleted {
+		p := get(d.instance.WorkloadName)
+		p.deleted = append(p.deleted, d)
+	}
+	var (
+		out []placementPart
+		cur *placementPart
+		n   int
+	)
+	for _, w := range state.SortedKeys(byWorkload) {
+		p := byWorkload[w]
+		k := len(p.added) + len(p.deleted)
+		if cur != nil && n+k > limit {
+			out = append(out, *cur)
+			cur, n = nil, 0
+		}
+		if cur == nil {
+			cur = &placementPart{update: state.PlacementUpdate{Layout: map[string][]string{}}}
+		}
+		maps.Copy(cur.update.Layout, p.update.Layout)
+		cur.update.SetStates = append(cur.update.SetStates, p.update.SetStates...)
+		cur.update.DeleteStates = append(cur.update.DeleteStates, p.update.DeleteStates...)
+		cur.added = append(cur.added, p.added...)
+		cur.deleted = append(cur.deleted, p.deleted...)
+		n += k
+	}
+	if cur != nil {
+		out = append(out, *cur)
+	}
+	return out
 }
 
 // Unsatisfied is what the last allocation could not satisfy, for the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -85,6 +86,21 @@ type Config struct {
 	// requester: a client connection, or a workload on an agent
 	// (DefaultMaxLogCampaignsPerRequester when zero).
 	MaxLogCampaignsPerRequester int
+	// MaxWorkloadStates caps the workload states the agents' reports can
+	// make the cluster hold: a reported state of an instance the cluster
+	// has no state for is dropped while it holds this many
+	// (DefaultMaxWorkloadStates when zero; states.go).
+	MaxWorkloadStates int
+	// MaxEventSubscriptionsPerRequester and MaxEventSubscriptions cap the
+	// event subscriptions of one requester (a client connection, or a
+	// workload on an agent) and of the leader in all
+	// (DefaultMaxEventSubscriptionsPerRequester and
+	// DefaultMaxEventSubscriptions when zero; subscriptions.go).
+	MaxEventSubscriptionsPerRequester int
+	MaxEventSubscriptions             int
+	// MaxLocks caps the intent locks the cluster holds (DefaultMaxLocks
+	// when zero; locksvc.go).
+	MaxLocks int
 	// HistoryLimits bound the replicated transaction history (zero
 	// fields: state.DefaultHistoryMax*); the leader puts them into the
 	// entries so that every replica prunes the same (docs/history.md).
@@ -160,6 +176,9 @@ type Server struct {
 	// dryRunHook, when set (tests), runs on a dry-run's goroutine before
 	// it plans.
 	dryRunHook func()
+	// loopObs, when set (benchmarks), is told how long each event held
+	// the leader loop (loophold.go).
+	loopObs atomic.Pointer[loopObserver]
 }
 
 // term is one stretch of leadership. Streams accepted during it post to
@@ -198,6 +217,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxLogCampaignsPerRequester <= 0 {
 		cfg.MaxLogCampaignsPerRequester = DefaultMaxLogCampaignsPerRequester
+	}
+	if cfg.MaxWorkloadStates <= 0 {
+		cfg.MaxWorkloadStates = DefaultMaxWorkloadStates
+	}
+	if cfg.MaxEventSubscriptionsPerRequester <= 0 {
+		cfg.MaxEventSubscriptionsPerRequester = DefaultMaxEventSubscriptionsPerRequester
+	}
+	if cfg.MaxEventSubscriptions <= 0 {
+		cfg.MaxEventSubscriptions = DefaultMaxEventSubscriptions
+	}
+	if cfg.MaxLocks <= 0 {
+		cfg.MaxLocks = DefaultMaxLocks
 	}
 	clk := cfg.Clock
 	if clk == nil {

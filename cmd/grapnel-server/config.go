@@ -140,6 +140,15 @@ type config struct {
 	// MaxLogCampaignsPerRequester caps the live log campaigns of one
 	// client connection or workload.
 	MaxLogCampaignsPerRequester int `yaml:"max_log_campaigns_per_requester"`
+	// MaxWorkloadStates caps the workload states the agents' reports can
+	// make the cluster hold.
+	MaxWorkloadStates int `yaml:"max_workload_states"`
+	// MaxEventSubscriptionsPerRequester and MaxEventSubscriptions cap the
+	// event subscriptions of one requester and of the leader.
+	MaxEventSubscriptionsPerRequester int `yaml:"max_event_subscriptions_per_requester"`
+	MaxEventSubscriptions             int `yaml:"max_event_subscriptions"`
+	// MaxLocks caps the intent locks the cluster holds.
+	MaxLocks int `yaml:"max_locks"`
 	// The transaction history's bounds (docs/history.md).
 	HistoryMaxEntries int           `yaml:"history_max_entries"`
 	HistoryMaxAge     time.Duration `yaml:"history_max_age"`
@@ -200,6 +209,11 @@ func defaults() config {
 		MaxStreamsPerAgent:          server.DefaultStreamLimits.PerAgent,
 		MaxStreamsPerClient:         server.DefaultStreamLimits.PerClient,
 		MaxStreams:                  server.DefaultStreamLimits.Total,
+
+		MaxWorkloadStates:                 server.DefaultMaxWorkloadStates,
+		MaxEventSubscriptionsPerRequester: server.DefaultMaxEventSubscriptionsPerRequester,
+		MaxEventSubscriptions:             server.DefaultMaxEventSubscriptions,
+		MaxLocks:                          server.DefaultMaxLocks,
 	}
 }
 
@@ -263,6 +277,10 @@ func options() []layered.Option[config] {
 		layered.Opt("max-render-steps-per-request", "", "MAX_RENDER_STEPS_PER_REQUEST", "render budget of one update or dry-run, all its templates together: parsing, every element visited, every #each iteration (nested loops multiply), every name looked up; about 1 µs each, so it bounds how long one update holds the leader", func(c *config) any { return &c.MaxRenderStepsPerRequest }),
 		layered.Opt("max-concurrent-dry-runs", "", "MAX_CONCURRENT_DRY_RUNS", "dry-runs the leader plans at once, off its loop; 4 times as many more wait, the rest are refused (ResourceExhausted)", func(c *config) any { return &c.MaxConcurrentDryRuns }),
 		layered.Opt("max-restore-bytes", "", "MAX_RESTORE_BYTES", "largest snapshot upload that cluster snapshot restore accepts (it is spooled under the data dir)", func(c *config) any { return &c.MaxRestoreBytes }),
+		layered.Opt("max-workload-states", "", "MAX_WORKLOAD_STATES", "workload states the agents' reports may make the cluster hold: a reported state of an instance the cluster has no state for is dropped while it holds this many (the states of the desired state's instances always count)", func(c *config) any { return &c.MaxWorkloadStates }),
+		layered.Opt("max-event-subscriptions-per-requester", "", "MAX_EVENT_SUBSCRIPTIONS_PER_REQUESTER", "event subscriptions one client connection or workload may hold; a subscribing request past it is answered with an error", func(c *config) any { return &c.MaxEventSubscriptionsPerRequester }),
+		layered.Opt("max-event-subscriptions", "", "MAX_EVENT_SUBSCRIPTIONS", "event subscriptions the leader holds in all; a subscribing request past it is answered with an error (every commit costs the leader loop an event per matching subscription)", func(c *config) any { return &c.MaxEventSubscriptions }),
+		layered.Opt("max-locks", "", "MAX_LOCKS", "intent locks the cluster holds; a lock call that would take more is refused (renewals add none)", func(c *config) any { return &c.MaxLocks }),
 		layered.Opt("max-log-campaigns-per-requester", "", "MAX_LOG_CAMPAIGNS_PER_REQUESTER", "live log campaigns one client connection or workload may have; a logs request past it is answered with an error and no agent is asked", func(c *config) any { return &c.MaxLogCampaignsPerRequester }),
 		layered.Opt("history-max-entries", "", "HISTORY_MAX_ENTRIES", "transactions the replicated history keeps (and, apart, execution-state transitions)", func(c *config) any { return &c.HistoryMaxEntries }),
 		layered.Opt("history-max-age", "", "HISTORY_MAX_AGE", "history records older than this before the newest are dropped", func(c *config) any { return &c.HistoryMaxAge }),
@@ -400,6 +418,18 @@ func (c config) validate() error {
 	}
 	if c.MaxRestoreBytes <= 0 {
 		return fmt.Errorf("--max-restore-bytes %d: must be positive", c.MaxRestoreBytes)
+	}
+	if c.MaxEventSubscriptionsPerRequester <= 0 {
+		return fmt.Errorf("--max-event-subscriptions-per-requester %d: must be positive", c.MaxEventSubscriptionsPerRequester)
+	}
+	if c.MaxEventSubscriptions <= 0 {
+		return fmt.Errorf("--max-event-subscriptions %d: must be positive", c.MaxEventSubscriptions)
+	}
+	if c.MaxLocks <= 0 {
+		return fmt.Errorf("--max-locks %d: must be positive", c.MaxLocks)
+	}
+	if c.MaxWorkloadStates <= 0 {
+		return fmt.Errorf("--max-workload-states %d: must be positive", c.MaxWorkloadStates)
 	}
 	if c.MaxLogCampaignsPerRequester <= 0 {
 		return fmt.Errorf("--max-log-campaigns-per-requester %d: must be positive", c.MaxLogCampaignsPerRequester)

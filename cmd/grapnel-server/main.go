@@ -184,6 +184,11 @@ func run(cfg config) error {
 		AgentReconnectGrace: grace, AgentConnectGrace: connectGrace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
 		GroupCommitDelay: commitDelay, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
 		MaxLogCampaignsPerRequester: cfg.MaxLogCampaignsPerRequester,
+		MaxWorkloadStates:           cfg.MaxWorkloadStates,
+
+		MaxEventSubscriptionsPerRequester: cfg.MaxEventSubscriptionsPerRequester,
+		MaxEventSubscriptions:             cfg.MaxEventSubscriptions,
+		MaxLocks:                          cfg.MaxLocks,
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
 		Secrets: keyring, UntypedCertRole: untyped, Certs: certs, WorkloadPolicy: level, HelloTimeout: cfg.HelloTimeout,

@@ -114,3 +114,37 @@ func TestAddCopiesMasks(t *testing.T) {
 		t.Errorf("stored masks = %v, want [agents]", got)
 	}
 }
+
+// The handler counts each requester's subscriptions for the server's
+// caps: a client connection's, a workload's (by agent and workload), a
+// re-subscription under the same id counted once, and every way of
+// dropping them.
+func TestSubscriptionCounts(t *testing.T) {
+	h := NewHandler()
+	for _, id := range []string{"cli-1@a", "cli-1@b", "cli-1@b", "agent_A@wl_1@x", "agent_A@wl_1@y", "agent_A@wl_2@x", "agent_B@wl_1@x"} {
+		h.Add(id, nil)
+	}
+	check := func(what string, total int, others map[string]int) {
+		t.Helper()
+		if h.Len() != total {
+			t.Errorf("%s: %d subscriptions, want %d", what, h.Len(), total)
+		}
+		for id, want := range others {
+			if got := h.Others(id); got != want {
+				t.Errorf("%s: Others(%s) = %d, want %d", what, id, got, want)
+			}
+		}
+	}
+	check("added", 6, map[string]int{"cli-1@a": 1, "cli-1@new": 2, "agent_A@wl_1@new": 2, "agent_A@wl_2@x": 0, "agent_B@wl_1@new": 1, "cli-2@new": 0})
+	h.Remove("cli-1@a")
+	h.Remove("cli-1@a")
+	check("removed", 5, map[string]int{"cli-1@new": 1})
+	h.RemoveWorkload("agent_A", "wl_1")
+	check("workload removed", 3, map[string]int{"agent_A@wl_1@new": 0, "agent_A@wl_2@new": 1})
+	h.RemoveAgent("agent_A")
+	h.RemoveConnection("cli-1")
+	check("agent and connection removed", 1, map[string]int{"agent_A@wl_2@new": 0, "cli-1@new": 0, "agent_B@wl_1@new": 1})
+	if len(h.perRequester) != 1 {
+		t.Errorf("counts left behind: %v", h.perRequester)
+	}
+}

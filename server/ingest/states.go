@@ -218,6 +218,17 @@ func (s *States) Flush(agent string) (Report, bool) {
 	return r, true
 }
 
+// Holds reports whether a state of the instance waits in the agent's
+// unit.
+func (s *States) Holds(agent string, in state.InstanceName) bool {
+	u := s.units[agent]
+	if u == nil {
+		return false
+	}
+	_, ok := u.pending[in]
+	return ok
+}
+
 // Pending counts the instances with states waiting in all units.
 func (s *States) Pending() int {
 	n := 0

@@ -51,6 +51,17 @@ type Set struct {
 	// DryRunsRefused counts dry-runs refused because the leader was
 	// planning as many as it plans at once and as many waited.
 	DryRunsRefused *Counter
+	// WorkloadStatesDropped counts reported workload states dropped
+	// because they name an instance the cluster has no state for while
+	// it holds --max-workload-states.
+	WorkloadStatesDropped *Counter
+	// EventSubscriptionsRefused counts event subscriptions refused at a
+	// cap, by requester kind (client, workload) and cap (per_requester,
+	// total).
+	EventSubscriptionsRefused *Counter
+	// LoopSeconds is how long each event held the leader loop, which
+	// serves one at a time, by event (a request kind, commit, ...).
+	LoopSeconds *Histogram
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
@@ -82,6 +93,13 @@ func NewSet() *Set {
 			"Requests refused because rendering their templates ran past the budget of one request (max_render_steps_per_request, max_update_bytes), by request kind (update, dry_run).", "request"),
 		DryRunsRefused: r.NewCounter("grapnel_dry_runs_refused_total",
 			"Dry-runs refused because the leader was planning max_concurrent_dry_runs and as many more waited."),
+		WorkloadStatesDropped: r.NewCounter("grapnel_workload_states_dropped_total",
+			"Workload states agents reported that were dropped because they name an instance the cluster has no state for while it holds --max-workload-states (docs/security.md)."),
+		EventSubscriptionsRefused: r.NewCounter("grapnel_event_subscriptions_refused_total",
+			"Event subscriptions refused because their requester held --max-event-subscriptions-per-requester (cap per_requester) or the leader --max-event-subscriptions (cap total), by requester kind (client, workload).", "requester", "cap"),
+		LoopSeconds: r.NewHistogram("grapnel_leader_loop_seconds",
+			"Time one event held the leader loop, which serves one at a time: its handler and the step after it, by event (a request or message kind, commit, grace_expired, ...; docs/security.md).",
+			LoopBuckets, "event"),
 		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
 		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
@@ -115,6 +133,31 @@ func (s *Set) ObserveCommitAt(typ string, d time.Duration, index uint64) {
 		return
 	}
 	s.CommitSeconds.ObserveWithExemplar(d.Seconds(), map[string]string{"raft_index": strconv.FormatUint(index, 10)}, typ)
+}
+
+// DroppedWorkloadStates counts n reported states dropped at the cap.
+func (s *Set) DroppedWorkloadStates(n int) {
+	if s == nil {
+		return
+	}
+	s.WorkloadStatesDropped.Add(float64(n))
+}
+
+// RefusedEventSubscription counts an event subscription refused at a
+// cap.
+func (s *Set) RefusedEventSubscription(requester, which string) {
+	if s == nil {
+		return
+	}
+	s.EventSubscriptionsRefused.Inc(requester, which)
+}
+
+// ObserveLoop records how long one event held the leader loop.
+func (s *Set) ObserveLoop(event string, d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.LoopSeconds.Observe(d.Seconds(), event)
 }
 
 // LeaderChanged counts a gain or loss of leadership.

@@ -133,6 +133,10 @@ func (h *Histogram) ObserveWithExemplar(v float64, exemplar prometheus.Labels, l
 	o.Observe(v)
 }
 
+// LoopBuckets suit the leader loop's events: from a few microseconds
+// (most messages) to the render budget's second and beyond.
+var LoopBuckets = []float64{0.00001, 0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
 // LatencyBuckets suit Raft commits on a LAN: 0.5 ms to 5 s.
 var LatencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 
