@@ -66,7 +66,7 @@ func (l *leader) admitReported(agent string, states []state.WorkloadState) []sta
 		kept = append(kept, ws)
 	}
 	l.s.cfg.Metrics.DroppedWorkloadStates(dropped)
-	l.s.refusals.log(l.s.log, slog.LevelWarn, "states|"+agent,
+	l.s.refusals.Log(l.s.log, slog.LevelWarn, "states|"+agent,
 		"dropped reported states of instances the cluster has no state for: it holds as many workload states as --max-workload-states allows",
 		"agent", agent, "dropped", dropped, "max_workload_states", limit)
 	return kept

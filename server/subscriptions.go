@@ -54,7 +54,7 @@ func (l *leader) admitSubscription(id string) (refusal string) {
 		return ""
 	}
 	l.s.cfg.Metrics.RefusedEventSubscription(who, which)
-	l.s.refusals.log(l.s.log, slog.LevelWarn, "subscriptions|"+events.Requester(id), "refused an event subscription over a cap",
+	l.s.refusals.Log(l.s.log, slog.LevelWarn, "subscriptions|"+events.Requester(id), "refused an event subscription over a cap",
 		"request", id, "cap", which, "refusal", refusal)
 	return refusal
 }
