@@ -46,6 +46,26 @@ func e2eCLI(t *testing.T, bin string, addrs []string, args ...string) string {
 	return stdout.String()
 }
 
+// e2eGrapnel starts the replicas cfg describes and closes them when the
+// test ends, logging the last tail lines of each replica's log if it
+// failed. Cleanups registered after it (an agent's) run before it.
+func e2eGrapnel(t *testing.T, cfg bench.GrapnelConfig, tail int) *bench.Grapnel {
+	t.Helper()
+	g, err := bench.StartGrapnel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		g.Close()
+		if t.Failed() {
+			for _, r := range g.Replicas {
+				t.Logf("%s", bench.LogTail(r.LogPath, tail))
+			}
+		}
+	})
+	return g
+}
+
 // e2eWorkloads runs `get state -o json` and returns the runtimeConfig of
 // every workload in the desired state.
 func e2eWorkloads(t *testing.T, bin string, addrs []string) map[string]string {
@@ -121,20 +141,9 @@ func TestClusterSurvivesLeaderKill(t *testing.T) {
 	}
 	bins := e2eBuild(t, "grapnel-server", "grapnel")
 	dir := t.TempDir()
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{
+	g := e2eGrapnel(t, bench.GrapnelConfig{
 		Bin: bins["grapnel-server"], Dir: dir, Replicas: 3, Extra: []string{"--log-level", "info"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		g.Close()
-		if t.Failed() {
-			for _, r := range g.Replicas {
-				t.Logf("%s", bench.LogTail(r.LogPath, 40))
-			}
-		}
-	})
+	}, 40)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	wait := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 15*time.Second) }

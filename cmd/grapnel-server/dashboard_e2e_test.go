@@ -84,20 +84,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	bins := e2eBuild(t, "grapnel-server", "grapnel", "grapnel-agent")
 	dir := t.TempDir()
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: bins["grapnel-server"], Dir: dir, Replicas: 3, UI: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := e2eGrapnel(t, bench.GrapnelConfig{Bin: bins["grapnel-server"], Dir: dir, Replicas: 3, UI: true}, 30)
 	var agent *bench.Agent
 	t.Cleanup(func() {
 		if agent != nil {
 			agent.Kill()
-		}
-		g.Close()
-		if t.Failed() {
-			for _, r := range g.Replicas {
-				t.Logf("%s", bench.LogTail(r.LogPath, 30))
-			}
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -33,22 +33,13 @@ func TestDashboardLogsOverMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: bins["grapnel-server"], Dir: dir, Replicas: 3, UI: true, PKI: set})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := e2eGrapnel(t, bench.GrapnelConfig{Bin: bins["grapnel-server"], Dir: dir, Replicas: 3, UI: true, PKI: set}, 30)
 	var agent *bench.Agent
 	t.Cleanup(func() {
 		if agent != nil {
 			agent.Kill()
 			if t.Failed() {
 				t.Logf("%s", bench.LogTail(agent.LogPath, 30))
-			}
-		}
-		g.Close()
-		if t.Failed() {
-			for _, r := range g.Replicas {
-				t.Logf("%s", bench.LogTail(r.LogPath, 30))
 			}
 		}
 	})

@@ -157,20 +157,9 @@ func TestGRPCFloodIsBounded(t *testing.T) {
 	)
 	bins := e2eBuild(t, "grapnel-server", "grapnel")
 	dir := t.TempDir()
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: bins["grapnel-server"], Dir: dir, Replicas: 3, Extra: []string{
+	g := e2eGrapnel(t, bench.GrapnelConfig{Bin: bins["grapnel-server"], Dir: dir, Replicas: 3, Extra: []string{
 		"--grpc-max-conns", strconv.Itoa(total), "--grpc-max-conns-per-source", strconv.Itoa(perSource),
-		"--grpc-handshake-timeout", handshake.String(), "--log-level", "info"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		g.Close()
-		if t.Failed() {
-			for _, r := range g.Replicas {
-				t.Logf("%s", bench.LogTail(r.LogPath, 30))
-			}
-		}
-	})
+		"--grpc-handshake-timeout", handshake.String(), "--log-level", "info"}}, 30)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
