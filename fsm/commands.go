@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -134,6 +135,28 @@ var retired = map[MessageType]string{
 	AgentLoadType:             "agent load is kept in the leader's memory, not replicated",
 	WorkloadStatesType:        "replaced by WorkloadReports (7)",
 	UpdateDesiredStateSeqType: "replaced by UpdateDesiredStatePacked (8)",
+}
+
+// MessageTypes lists every entry type this version knows, retired ones
+// included, by number (internal/formats shows them in --version).
+func MessageTypes() []MessageType {
+	out := make([]MessageType, 0, len(typeNames))
+	for t := range typeNames {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Skippable reports whether a replica that does not know t skips it
+// instead of stopping (IgnoreUnknownTypeFlag).
+func (t MessageType) Skippable() bool { return t&IgnoreUnknownTypeFlag != 0 }
+
+// Retired says why no version writes t any more, and whether it is
+// retired: an entry of it is refused, and halts the FSM if committed.
+func (t MessageType) Retired() (string, bool) {
+	why, ok := retired[t]
+	return why, ok
 }
 
 func (t MessageType) String() string {

@@ -291,3 +291,18 @@ func normalize(s *state.Store) any {
 	}
 	return []any{cs.ToTree(), rendered, s.DeleteGraph, s.Revision, s.DesiredSeq, s.ReportMarks, s.History}
 }
+
+// Every snapshot record type has a name (--version lists them by it).
+func TestSnapshotTypesNamed(t *testing.T) {
+	if len(snapNames) != len(AllSnapshotTypes) {
+		t.Errorf("%d record types, %d names", len(AllSnapshotTypes), len(snapNames))
+	}
+	for _, typ := range AllSnapshotTypes {
+		if snapNames[typ] == "" {
+			t.Errorf("record type %d has no name", typ)
+		}
+	}
+	if got := SnapshotType(99).String(); got != "SnapshotType(99)" {
+		t.Errorf("unknown type: %q", got)
+	}
+}

@@ -61,6 +61,29 @@ const (
 	snapEnd          SnapshotType = 255
 )
 
+// snapNames is the name of each record type, for errors and --version.
+var snapNames = map[SnapshotType]string{
+	SnapAPIVersion: "APIVersion", SnapWorkload: "Workload", SnapConfig: "Config", SnapRendered: "Rendered",
+	SnapDeleteEdge: "DeleteEdge", SnapAgent: "Agent", SnapWorkloadState: "WorkloadState", SnapRevision: "Revision",
+	SnapDesiredSeq: "DesiredSeq", SnapReportMark: "ReportMark", SnapHistoryMeta: "HistoryMeta", SnapTx: "Tx",
+	SnapTransition: "Transition", SnapAgentMode: "AgentMode", SnapPlacement: "Placement", SnapProblems: "Problems",
+	SnapGuard: "Guard", SnapRemovedReplica: "RemovedReplica", SnapReplicaCerts: "ReplicaCerts", SnapRevokedCert: "RevokedCert",
+}
+
+func (t SnapshotType) String() string {
+	if n, ok := snapNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("SnapshotType(%d)", uint8(t))
+}
+
+// SnapshotVersion is the version of the snapshot format this version
+// writes.
+const SnapshotVersion = snapshotVersion
+
+// SnapshotVersionsRead are the snapshot format versions a restore reads.
+var SnapshotVersionsRead = []int{snapshotVersionV1, snapshotVersion}
+
 // AllSnapshotTypes lists every record type; the round-trip test fails if a
 // type is missing from it.
 var AllSnapshotTypes = []SnapshotType{SnapAPIVersion, SnapWorkload, SnapConfig, SnapRendered,

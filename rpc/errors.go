@@ -56,6 +56,16 @@ var sentinelReasons = []struct {
 	{state.ErrInvalid, codes.InvalidArgument, "INVALID"},
 }
 
+// ErrorReasons lists the ErrorInfo reasons Grapnel's errors carry, in
+// the table's order (internal/formats lists them in --version).
+func ErrorReasons() []string {
+	out := make([]string, len(sentinelReasons))
+	for i, s := range sentinelReasons {
+		out[i] = s.reason
+	}
+	return out
+}
+
 // ToStatus maps an error to a gRPC status error; it is the one place where
 // Grapnel's errors get their codes. The message is err.Error(), so upstream
 // wording reaches the client unchanged. A status error passes through as it

@@ -51,6 +51,9 @@ type clusterService struct {
 	// (placementsvc.go).
 	setMode   func(ctx context.Context, agent string, mode state.AgentMode, requester string) error
 	placement func() *grapnelpb.PlacementResponse
+	// releases reads the agents' releases from the leader's memory
+	// (releases.go).
+	releases func() map[string]string
 }
 
 // RegisterCluster adds Grapnel's Cluster service to a gRPC server, tied to
@@ -64,7 +67,7 @@ func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
 	s.registerProblems(g)
 	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, conns: s.conns, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh,
 		spool: newRestoreSpool(s.node.DataDir(), s.cfg.MaxRestoreBytes, s.log), resync: s.resyncAgent,
-		setMode: s.setAgentMode, placement: s.placementView})
+		setMode: s.setAgentMode, placement: s.placementView, releases: s.AgentReleases})
 }
 
 // Status tells the replica set and the leader this replica sees. Any

@@ -192,6 +192,11 @@ type term struct {
 	// (placement.go), read by Server.Unsatisfied.
 	unsatMu     sync.Mutex
 	unsatisfied []placement.Unsatisfied
+	// releases is each agent's release as its hello to this leader said
+	// it (releases.go): leader memory only, never replicated, read by
+	// Server.AgentReleases.
+	relMu    sync.Mutex
+	releases map[string]string
 }
 
 // New creates a server; Start begins watching leadership.
@@ -260,6 +265,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Metrics.CollectProblems(s.problemCounts)
 	cfg.Metrics.CollectCluster(s.clusterCounts)
+	cfg.Metrics.CollectReleases(s.ReplicaReleases, s.AgentReleases)
 	return s, nil
 }
 

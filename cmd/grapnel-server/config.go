@@ -6,11 +6,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
-	"github.com/grapnel-io/grapnel/internal/buildinfo"
+	"github.com/grapnel-io/grapnel/internal/formats"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/layered"
@@ -317,7 +318,11 @@ func loadConfigTo(args []string, lookup func(string) (string, bool), stdout, std
 		ConfigFlag: "server-config", ConfigShort: "x",
 		DefaultPath: defaultConfigPath, Defaults: defaults, Options: options(),
 		UpstreamPath: upstreamConfigPath, Upstream: applyAnkaiosConfig,
-		Version: func() string { return buildinfo.Line("grapnel-server", rpc.ProtocolVersion) }, Out: stdout,
+		// --version: the version line, then the formats of the release
+		// (internal/formats); Println adds the last newline.
+		Version: func() string {
+			return strings.TrimSuffix(formats.VersionText("grapnel-server", rpc.ProtocolVersion), "\n")
+		}, Out: stdout,
 		Warn: func(w string) { fmt.Fprintf(stderr, "grapnel-server: warning: %s\n", w) },
 	}, args, lookup)
 	if err != nil {

@@ -2035,6 +2035,144 @@ func (x *PlacedWorkload) GetAgents() []string {
 	return nil
 }
 
+type AgentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentsRequest) Reset() {
+	*x = AgentsRequest{}
+	mi := &file_grapnel_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentsRequest) ProtoMessage() {}
+
+func (x *AgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentsRequest.ProtoReflect.Descriptor instead.
+func (*AgentsRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{35}
+}
+
+type AgentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agents lists the agents that said hello to this leader, by name.
+	Agents        []*AgentInfo `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentsResponse) Reset() {
+	*x = AgentsResponse{}
+	mi := &file_grapnel_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentsResponse) ProtoMessage() {}
+
+func (x *AgentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentsResponse.ProtoReflect.Descriptor instead.
+func (*AgentsResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AgentsResponse) GetAgents() []*AgentInfo {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+type AgentInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// release is the release the agent announced (AgentHello
+	// grapnelRelease), or: "ankaios" for an agent that announces neither a
+	// release nor an incarnation (an Ankaios agent), "unknown" for a
+	// Grapnel agent older than releases, "invalid" for a text that is not
+	// a semantic version.
+	Release       string `protobuf:"bytes,2,opt,name=release,proto3" json:"release,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentInfo) Reset() {
+	*x = AgentInfo{}
+	mi := &file_grapnel_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentInfo) ProtoMessage() {}
+
+func (x *AgentInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
+func (*AgentInfo) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AgentInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AgentInfo) GetRelease() string {
+	if x != nil {
+		return x.Release
+	}
+	return ""
+}
+
 // PlacementShortfall is a placed workload the allocator could not place
 // as asked; reason is SpreadImpossible, CapacityExceeded or
 // NoEligibleAgent.
@@ -2050,7 +2188,7 @@ type PlacementShortfall struct {
 
 func (x *PlacementShortfall) Reset() {
 	*x = PlacementShortfall{}
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2200,7 @@ func (x *PlacementShortfall) String() string {
 func (*PlacementShortfall) ProtoMessage() {}
 
 func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2213,7 @@ func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementShortfall.ProtoReflect.Descriptor instead.
 func (*PlacementShortfall) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{35}
+	return file_grapnel_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PlacementShortfall) GetWorkload() string {
@@ -2117,7 +2255,7 @@ type HistoryListRequest struct {
 
 func (x *HistoryListRequest) Reset() {
 	*x = HistoryListRequest{}
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2267,7 @@ func (x *HistoryListRequest) String() string {
 func (*HistoryListRequest) ProtoMessage() {}
 
 func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2280,7 @@ func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
 func (*HistoryListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{36}
+	return file_grapnel_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HistoryListRequest) GetSince() uint64 {
@@ -2182,7 +2320,7 @@ type HistoryListResponse struct {
 
 func (x *HistoryListResponse) Reset() {
 	*x = HistoryListResponse{}
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2332,7 @@ func (x *HistoryListResponse) String() string {
 func (*HistoryListResponse) ProtoMessage() {}
 
 func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2345,7 @@ func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
 func (*HistoryListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{37}
+	return file_grapnel_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HistoryListResponse) GetTransactions() []*Transaction {
@@ -2254,7 +2392,7 @@ type HistoryGetRequest struct {
 
 func (x *HistoryGetRequest) Reset() {
 	*x = HistoryGetRequest{}
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2404,7 @@ func (x *HistoryGetRequest) String() string {
 func (*HistoryGetRequest) ProtoMessage() {}
 
 func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2417,7 @@ func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryGetRequest.ProtoReflect.Descriptor instead.
 func (*HistoryGetRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{38}
+	return file_grapnel_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HistoryGetRequest) GetSeq() uint64 {
@@ -2311,7 +2449,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2461,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2474,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{39}
+	return file_grapnel_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Transaction) GetSeq() uint64 {
@@ -2431,7 +2569,7 @@ type TxWorkload struct {
 
 func (x *TxWorkload) Reset() {
 	*x = TxWorkload{}
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2581,7 @@ func (x *TxWorkload) String() string {
 func (*TxWorkload) ProtoMessage() {}
 
 func (x *TxWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2594,7 @@ func (x *TxWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxWorkload.ProtoReflect.Descriptor instead.
 func (*TxWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{40}
+	return file_grapnel_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TxWorkload) GetName() string {
@@ -2512,7 +2650,7 @@ type TxFieldChange struct {
 
 func (x *TxFieldChange) Reset() {
 	*x = TxFieldChange{}
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2662,7 @@ func (x *TxFieldChange) String() string {
 func (*TxFieldChange) ProtoMessage() {}
 
 func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2675,7 @@ func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxFieldChange.ProtoReflect.Descriptor instead.
 func (*TxFieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{41}
+	return file_grapnel_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TxFieldChange) GetField() string {
@@ -2571,7 +2709,7 @@ type TxConfig struct {
 
 func (x *TxConfig) Reset() {
 	*x = TxConfig{}
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2721,7 @@ func (x *TxConfig) String() string {
 func (*TxConfig) ProtoMessage() {}
 
 func (x *TxConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2734,7 @@ func (x *TxConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxConfig.ProtoReflect.Descriptor instead.
 func (*TxConfig) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{42}
+	return file_grapnel_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TxConfig) GetKey() string {
@@ -2622,7 +2760,7 @@ type TimelineRequest struct {
 
 func (x *TimelineRequest) Reset() {
 	*x = TimelineRequest{}
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2772,7 @@ func (x *TimelineRequest) String() string {
 func (*TimelineRequest) ProtoMessage() {}
 
 func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2785,7 @@ func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineRequest.ProtoReflect.Descriptor instead.
 func (*TimelineRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{43}
+	return file_grapnel_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TimelineRequest) GetWorkload() string {
@@ -2667,7 +2805,7 @@ type TimelineResponse struct {
 
 func (x *TimelineResponse) Reset() {
 	*x = TimelineResponse{}
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2817,7 @@ func (x *TimelineResponse) String() string {
 func (*TimelineResponse) ProtoMessage() {}
 
 func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2830,7 @@ func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineResponse.ProtoReflect.Descriptor instead.
 func (*TimelineResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{44}
+	return file_grapnel_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TimelineResponse) GetEvents() []*TimelineEvent {
@@ -2730,7 +2868,7 @@ type TimelineEvent struct {
 
 func (x *TimelineEvent) Reset() {
 	*x = TimelineEvent{}
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +2880,7 @@ func (x *TimelineEvent) String() string {
 func (*TimelineEvent) ProtoMessage() {}
 
 func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +2893,7 @@ func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineEvent.ProtoReflect.Descriptor instead.
 func (*TimelineEvent) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{45}
+	return file_grapnel_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TimelineEvent) GetTimeMs() int64 {
@@ -2843,7 +2981,7 @@ type ProblemsListRequest struct {
 
 func (x *ProblemsListRequest) Reset() {
 	*x = ProblemsListRequest{}
-	mi := &file_grapnel_proto_msgTypes[46]
+	mi := &file_grapnel_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +2993,7 @@ func (x *ProblemsListRequest) String() string {
 func (*ProblemsListRequest) ProtoMessage() {}
 
 func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[46]
+	mi := &file_grapnel_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3006,7 @@ func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListRequest.ProtoReflect.Descriptor instead.
 func (*ProblemsListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{46}
+	return file_grapnel_proto_rawDescGZIP(), []int{49}
 }
 
 type ProblemsListResponse struct {
@@ -2885,7 +3023,7 @@ type ProblemsListResponse struct {
 
 func (x *ProblemsListResponse) Reset() {
 	*x = ProblemsListResponse{}
-	mi := &file_grapnel_proto_msgTypes[47]
+	mi := &file_grapnel_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3035,7 @@ func (x *ProblemsListResponse) String() string {
 func (*ProblemsListResponse) ProtoMessage() {}
 
 func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[47]
+	mi := &file_grapnel_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3048,7 @@ func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListResponse.ProtoReflect.Descriptor instead.
 func (*ProblemsListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{47}
+	return file_grapnel_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ProblemsListResponse) GetProblems() []*Problem {
@@ -2960,7 +3098,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_grapnel_proto_msgTypes[48]
+	mi := &file_grapnel_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3110,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[48]
+	mi := &file_grapnel_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3123,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{48}
+	return file_grapnel_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Problem) GetId() uint64 {
@@ -3049,7 +3187,7 @@ type ProblemObject struct {
 
 func (x *ProblemObject) Reset() {
 	*x = ProblemObject{}
-	mi := &file_grapnel_proto_msgTypes[49]
+	mi := &file_grapnel_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3199,7 @@ func (x *ProblemObject) String() string {
 func (*ProblemObject) ProtoMessage() {}
 
 func (x *ProblemObject) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[49]
+	mi := &file_grapnel_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3212,7 @@ func (x *ProblemObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemObject.ProtoReflect.Descriptor instead.
 func (*ProblemObject) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{49}
+	return file_grapnel_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ProblemObject) GetKind() string {
@@ -3103,7 +3241,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_grapnel_proto_msgTypes[50]
+	mi := &file_grapnel_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3253,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[50]
+	mi := &file_grapnel_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3266,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{50}
+	return file_grapnel_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LockRequest) GetObjects() []string {
@@ -3161,7 +3299,7 @@ type LockResponse struct {
 
 func (x *LockResponse) Reset() {
 	*x = LockResponse{}
-	mi := &file_grapnel_proto_msgTypes[51]
+	mi := &file_grapnel_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3311,7 @@ func (x *LockResponse) String() string {
 func (*LockResponse) ProtoMessage() {}
 
 func (x *LockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[51]
+	mi := &file_grapnel_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3324,7 @@ func (x *LockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
 func (*LockResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{51}
+	return file_grapnel_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LockResponse) GetLocks() []*LockInfo {
@@ -3206,7 +3344,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_grapnel_proto_msgTypes[52]
+	mi := &file_grapnel_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3356,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[52]
+	mi := &file_grapnel_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3369,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{52}
+	return file_grapnel_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UnlockRequest) GetObjects() []string {
@@ -3256,7 +3394,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_grapnel_proto_msgTypes[53]
+	mi := &file_grapnel_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3406,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[53]
+	mi := &file_grapnel_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3419,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{53}
+	return file_grapnel_proto_rawDescGZIP(), []int{56}
 }
 
 type ListLocksRequest struct {
@@ -3292,7 +3430,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_grapnel_proto_msgTypes[54]
+	mi := &file_grapnel_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3442,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[54]
+	mi := &file_grapnel_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3455,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{54}
+	return file_grapnel_proto_rawDescGZIP(), []int{57}
 }
 
 type ListLocksResponse struct {
@@ -3331,7 +3469,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_grapnel_proto_msgTypes[55]
+	mi := &file_grapnel_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3481,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[55]
+	mi := &file_grapnel_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3494,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{55}
+	return file_grapnel_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListLocksResponse) GetLocks() []*LockInfo {
@@ -3387,7 +3525,7 @@ type LockInfo struct {
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_grapnel_proto_msgTypes[56]
+	mi := &file_grapnel_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3537,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[56]
+	mi := &file_grapnel_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3550,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{56}
+	return file_grapnel_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LockInfo) GetObject() string {
@@ -3582,7 +3720,13 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\"D\n" +
 	"\x0ePlacedWorkload\x12\x1a\n" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
-	"\x06agents\x18\x02 \x03(\tR\x06agents\"x\n" +
+	"\x06agents\x18\x02 \x03(\tR\x06agents\"\x0f\n" +
+	"\rAgentsRequest\"<\n" +
+	"\x0eAgentsResponse\x12*\n" +
+	"\x06agents\x18\x01 \x03(\v2\x12.grapnel.AgentInfoR\x06agents\"9\n" +
+	"\tAgentInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\arelease\x18\x02 \x01(\tR\arelease\"x\n" +
 	"\x12PlacementShortfall\x12\x1a\n" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
 	"\x06wanted\x18\x02 \x01(\rR\x06wanted\x12\x16\n" +
@@ -3686,7 +3830,7 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\asinceMs\x18\x04 \x01(\x03R\asinceMs\x12\x1c\n" +
-	"\texpiresMs\x18\x05 \x01(\x03R\texpiresMs2\xe3\x05\n" +
+	"\texpiresMs\x18\x05 \x01(\x03R\texpiresMs2\x9e\x06\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
@@ -3698,7 +3842,8 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x01\x12H\n" +
 	"\vResyncAgent\x12\x1b.grapnel.ResyncAgentRequest\x1a\x1c.grapnel.ResyncAgentResponse\x12K\n" +
 	"\fSetAgentMode\x12\x1c.grapnel.SetAgentModeRequest\x1a\x1d.grapnel.SetAgentModeResponse\x12B\n" +
-	"\tPlacement\x12\x19.grapnel.PlacementRequest\x1a\x1a.grapnel.PlacementResponse2\xb6\x01\n" +
+	"\tPlacement\x12\x19.grapnel.PlacementRequest\x1a\x1a.grapnel.PlacementResponse\x129\n" +
+	"\x06Agents\x12\x16.grapnel.AgentsRequest\x1a\x17.grapnel.AgentsResponse2\xb6\x01\n" +
 	"\x04Plan\x125\n" +
 	"\x06DryRun\x12\x14.grapnel.PlanRequest\x1a\x15.grapnel.PlanResponse\x126\n" +
 	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponse\x12?\n" +
@@ -3726,7 +3871,7 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_grapnel_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
 	(*Member)(nil),                     // 1: grapnel.Member
@@ -3763,34 +3908,37 @@ var file_grapnel_proto_goTypes = []any{
 	(*PlacementResponse)(nil),          // 32: grapnel.PlacementResponse
 	(*AgentModeEntry)(nil),             // 33: grapnel.AgentModeEntry
 	(*PlacedWorkload)(nil),             // 34: grapnel.PlacedWorkload
-	(*PlacementShortfall)(nil),         // 35: grapnel.PlacementShortfall
-	(*HistoryListRequest)(nil),         // 36: grapnel.HistoryListRequest
-	(*HistoryListResponse)(nil),        // 37: grapnel.HistoryListResponse
-	(*HistoryGetRequest)(nil),          // 38: grapnel.HistoryGetRequest
-	(*Transaction)(nil),                // 39: grapnel.Transaction
-	(*TxWorkload)(nil),                 // 40: grapnel.TxWorkload
-	(*TxFieldChange)(nil),              // 41: grapnel.TxFieldChange
-	(*TxConfig)(nil),                   // 42: grapnel.TxConfig
-	(*TimelineRequest)(nil),            // 43: grapnel.TimelineRequest
-	(*TimelineResponse)(nil),           // 44: grapnel.TimelineResponse
-	(*TimelineEvent)(nil),              // 45: grapnel.TimelineEvent
-	(*ProblemsListRequest)(nil),        // 46: grapnel.ProblemsListRequest
-	(*ProblemsListResponse)(nil),       // 47: grapnel.ProblemsListResponse
-	(*Problem)(nil),                    // 48: grapnel.Problem
-	(*ProblemObject)(nil),              // 49: grapnel.ProblemObject
-	(*LockRequest)(nil),                // 50: grapnel.LockRequest
-	(*LockResponse)(nil),               // 51: grapnel.LockResponse
-	(*UnlockRequest)(nil),              // 52: grapnel.UnlockRequest
-	(*UnlockResponse)(nil),             // 53: grapnel.UnlockResponse
-	(*ListLocksRequest)(nil),           // 54: grapnel.ListLocksRequest
-	(*ListLocksResponse)(nil),          // 55: grapnel.ListLocksResponse
-	(*LockInfo)(nil),                   // 56: grapnel.LockInfo
-	(*ankbase.UpdateStateRequest)(nil), // 57: ank_base.UpdateStateRequest
+	(*AgentsRequest)(nil),              // 35: grapnel.AgentsRequest
+	(*AgentsResponse)(nil),             // 36: grapnel.AgentsResponse
+	(*AgentInfo)(nil),                  // 37: grapnel.AgentInfo
+	(*PlacementShortfall)(nil),         // 38: grapnel.PlacementShortfall
+	(*HistoryListRequest)(nil),         // 39: grapnel.HistoryListRequest
+	(*HistoryListResponse)(nil),        // 40: grapnel.HistoryListResponse
+	(*HistoryGetRequest)(nil),          // 41: grapnel.HistoryGetRequest
+	(*Transaction)(nil),                // 42: grapnel.Transaction
+	(*TxWorkload)(nil),                 // 43: grapnel.TxWorkload
+	(*TxFieldChange)(nil),              // 44: grapnel.TxFieldChange
+	(*TxConfig)(nil),                   // 45: grapnel.TxConfig
+	(*TimelineRequest)(nil),            // 46: grapnel.TimelineRequest
+	(*TimelineResponse)(nil),           // 47: grapnel.TimelineResponse
+	(*TimelineEvent)(nil),              // 48: grapnel.TimelineEvent
+	(*ProblemsListRequest)(nil),        // 49: grapnel.ProblemsListRequest
+	(*ProblemsListResponse)(nil),       // 50: grapnel.ProblemsListResponse
+	(*Problem)(nil),                    // 51: grapnel.Problem
+	(*ProblemObject)(nil),              // 52: grapnel.ProblemObject
+	(*LockRequest)(nil),                // 53: grapnel.LockRequest
+	(*LockResponse)(nil),               // 54: grapnel.LockResponse
+	(*UnlockRequest)(nil),              // 55: grapnel.UnlockRequest
+	(*UnlockResponse)(nil),             // 56: grapnel.UnlockResponse
+	(*ListLocksRequest)(nil),           // 57: grapnel.ListLocksRequest
+	(*ListLocksResponse)(nil),          // 58: grapnel.ListLocksResponse
+	(*LockInfo)(nil),                   // 59: grapnel.LockInfo
+	(*ankbase.UpdateStateRequest)(nil), // 60: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
 	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
 	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	57, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	60, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
 	18, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
 	19, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
 	21, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
@@ -3798,64 +3946,67 @@ var file_grapnel_proto_depIdxs = []int32{
 	20, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
 	23, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
 	24, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
-	57, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	60, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
 	33, // 11: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
 	34, // 12: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
-	35, // 13: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
-	39, // 14: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
-	40, // 15: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
-	42, // 16: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
-	41, // 17: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
-	45, // 18: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
-	48, // 19: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
-	49, // 20: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
-	56, // 21: grapnel.LockResponse.locks:type_name -> grapnel.LockInfo
-	56, // 22: grapnel.ListLocksResponse.locks:type_name -> grapnel.LockInfo
-	0,  // 23: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
-	3,  // 24: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
-	5,  // 25: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
-	7,  // 26: grapnel.Cluster.AddReplica:input_type -> grapnel.AddReplicaRequest
-	9,  // 27: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
-	11, // 28: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
-	12, // 29: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	27, // 30: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
-	29, // 31: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
-	31, // 32: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
-	16, // 33: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
-	25, // 34: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
-	14, // 35: grapnel.Plan.Revision:input_type -> grapnel.RevisionRequest
-	36, // 36: grapnel.History.List:input_type -> grapnel.HistoryListRequest
-	38, // 37: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
-	43, // 38: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
-	46, // 39: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
-	50, // 40: grapnel.Locks.Lock:input_type -> grapnel.LockRequest
-	52, // 41: grapnel.Locks.Unlock:input_type -> grapnel.UnlockRequest
-	54, // 42: grapnel.Locks.List:input_type -> grapnel.ListLocksRequest
-	2,  // 43: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	4,  // 44: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	6,  // 45: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	8,  // 46: grapnel.Cluster.AddReplica:output_type -> grapnel.AddReplicaResponse
-	10, // 47: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	12, // 48: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	13, // 49: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	28, // 50: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
-	30, // 51: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
-	32, // 52: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
-	17, // 53: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
-	26, // 54: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
-	15, // 55: grapnel.Plan.Revision:output_type -> grapnel.RevisionResponse
-	37, // 56: grapnel.History.List:output_type -> grapnel.HistoryListResponse
-	39, // 57: grapnel.History.Get:output_type -> grapnel.Transaction
-	44, // 58: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
-	47, // 59: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
-	51, // 60: grapnel.Locks.Lock:output_type -> grapnel.LockResponse
-	53, // 61: grapnel.Locks.Unlock:output_type -> grapnel.UnlockResponse
-	55, // 62: grapnel.Locks.List:output_type -> grapnel.ListLocksResponse
-	43, // [43:63] is the sub-list for method output_type
-	23, // [23:43] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	38, // 13: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
+	37, // 14: grapnel.AgentsResponse.agents:type_name -> grapnel.AgentInfo
+	42, // 15: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
+	43, // 16: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
+	45, // 17: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
+	44, // 18: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
+	48, // 19: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
+	51, // 20: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
+	52, // 21: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
+	59, // 22: grapnel.LockResponse.locks:type_name -> grapnel.LockInfo
+	59, // 23: grapnel.ListLocksResponse.locks:type_name -> grapnel.LockInfo
+	0,  // 24: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
+	3,  // 25: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
+	5,  // 26: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
+	7,  // 27: grapnel.Cluster.AddReplica:input_type -> grapnel.AddReplicaRequest
+	9,  // 28: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	11, // 29: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	12, // 30: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	27, // 31: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
+	29, // 32: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
+	31, // 33: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
+	35, // 34: grapnel.Cluster.Agents:input_type -> grapnel.AgentsRequest
+	16, // 35: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	25, // 36: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	14, // 37: grapnel.Plan.Revision:input_type -> grapnel.RevisionRequest
+	39, // 38: grapnel.History.List:input_type -> grapnel.HistoryListRequest
+	41, // 39: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
+	46, // 40: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
+	49, // 41: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
+	53, // 42: grapnel.Locks.Lock:input_type -> grapnel.LockRequest
+	55, // 43: grapnel.Locks.Unlock:input_type -> grapnel.UnlockRequest
+	57, // 44: grapnel.Locks.List:input_type -> grapnel.ListLocksRequest
+	2,  // 45: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	4,  // 46: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	6,  // 47: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	8,  // 48: grapnel.Cluster.AddReplica:output_type -> grapnel.AddReplicaResponse
+	10, // 49: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	12, // 50: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	13, // 51: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	28, // 52: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
+	30, // 53: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
+	32, // 54: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
+	36, // 55: grapnel.Cluster.Agents:output_type -> grapnel.AgentsResponse
+	17, // 56: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	26, // 57: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	15, // 58: grapnel.Plan.Revision:output_type -> grapnel.RevisionResponse
+	40, // 59: grapnel.History.List:output_type -> grapnel.HistoryListResponse
+	42, // 60: grapnel.History.Get:output_type -> grapnel.Transaction
+	47, // 61: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
+	50, // 62: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
+	54, // 63: grapnel.Locks.Lock:output_type -> grapnel.LockResponse
+	56, // 64: grapnel.Locks.Unlock:output_type -> grapnel.UnlockResponse
+	58, // 65: grapnel.Locks.List:output_type -> grapnel.ListLocksResponse
+	45, // [45:66] is the sub-list for method output_type
+	24, // [24:45] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_grapnel_proto_init() }
@@ -3870,7 +4021,7 @@ func file_grapnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -32,6 +32,7 @@ const (
 	Cluster_ResyncAgent_FullMethodName        = "/grapnel.Cluster/ResyncAgent"
 	Cluster_SetAgentMode_FullMethodName       = "/grapnel.Cluster/SetAgentMode"
 	Cluster_Placement_FullMethodName          = "/grapnel.Cluster/Placement"
+	Cluster_Agents_FullMethodName             = "/grapnel.Cluster/Agents"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -71,6 +72,10 @@ type ClusterClient interface {
 	// Placement tells the agents' modes, the layout of the placed workloads
 	// and what the leader's last allocation could not satisfy (leader only).
 	Placement(ctx context.Context, in *PlacementRequest, opts ...grpc.CallOption) (*PlacementResponse, error)
+	// Agents tells what the agents connected to the leader said of
+	// themselves in their hello: their release (leader only: it lives in
+	// the leader's memory).
+	Agents(ctx context.Context, in *AgentsRequest, opts ...grpc.CallOption) (*AgentsResponse, error)
 }
 
 type clusterClient struct {
@@ -202,6 +207,16 @@ func (c *clusterClient) Placement(ctx context.Context, in *PlacementRequest, opt
 	return out, nil
 }
 
+func (c *clusterClient) Agents(ctx context.Context, in *AgentsRequest, opts ...grpc.CallOption) (*AgentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AgentsResponse)
+	err := c.cc.Invoke(ctx, Cluster_Agents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -239,6 +254,10 @@ type ClusterServer interface {
 	// Placement tells the agents' modes, the layout of the placed workloads
 	// and what the leader's last allocation could not satisfy (leader only).
 	Placement(context.Context, *PlacementRequest) (*PlacementResponse, error)
+	// Agents tells what the agents connected to the leader said of
+	// themselves in their hello: their release (leader only: it lives in
+	// the leader's memory).
+	Agents(context.Context, *AgentsRequest) (*AgentsResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -278,6 +297,9 @@ func (UnimplementedClusterServer) SetAgentMode(context.Context, *SetAgentModeReq
 }
 func (UnimplementedClusterServer) Placement(context.Context, *PlacementRequest) (*PlacementResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Placement not implemented")
+}
+func (UnimplementedClusterServer) Agents(context.Context, *AgentsRequest) (*AgentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Agents not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -455,6 +477,24 @@ func _Cluster_Placement_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Agents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AgentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Agents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Agents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Agents(ctx, req.(*AgentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -489,6 +529,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Placement",
 			Handler:    _Cluster_Placement_Handler,
+		},
+		{
+			MethodName: "Agents",
+			Handler:    _Cluster_Agents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
