@@ -41,6 +41,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 		sets[id] = metrics.NewSet()
 		cfg.Metrics = sets[id]
 	})
+	leader := cl.WaitServing(20 * time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -58,7 +59,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 		}
 	})
 	// An Ankaios agent's hello: no incarnation, no release.
-	cc, err := grpc.NewClient(cl.Addr(cl.LeaderID()), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(cl.Addr(leader), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 	}
 
 	mu.Lock()
-	set := sets[cl.LeaderID()]
+	set := sets[leader]
 	mu.Unlock()
 	var b bytes.Buffer
 	if _, err := set.Registry.WriteTo(&b); err != nil {
@@ -150,7 +151,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 	for _, want := range []string{
 		`grapnel_agent_release{agent="agent_A",release="` + buildinfo.Version + `"} 1`,
 		`grapnel_agent_release{agent="agent_ank",release="ankaios"} 1`,
-		`grapnel_replica_release{release="test",replica="` + cl.LeaderID() + `"} 1`,
+		`grapnel_replica_release{release="test",replica="` + leader + `"} 1`,
 	} {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("metrics lack %s", want)
