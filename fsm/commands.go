@@ -101,6 +101,12 @@ const (
 	// replica that does not know it skips it and, when it leads, revokes
 	// only what it saw itself.
 	ReplicaCertificateType MessageType = 17 | IgnoreUnknownTypeFlag
+	// SetClusterVersionType raises the cluster version
+	// (state.ClusterVersion, docs/upgrade.md). A replica that does not
+	// know the type stops instead of skipping it, and one that does not
+	// know the version stops too: from this entry on the log may hold
+	// formats it cannot read.
+	SetClusterVersionType MessageType = 18
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -126,6 +132,7 @@ var typeNames = map[MessageType]string{
 	UnlockObjectsType:            "UnlockObjects",
 	ReplicaRemovalType:           "ReplicaRemoval",
 	ReplicaCertificateType:       "ReplicaCertificate",
+	SetClusterVersionType:        "SetClusterVersion",
 }
 
 // retired says why each retired type is no longer applied.
@@ -280,6 +287,14 @@ type ReplicaCertificateRequest struct {
 
 // Type implements Command.
 func (*ReplicaCertificateRequest) Type() MessageType { return ReplicaCertificateType }
+
+// SetClusterVersionRequest is the body of SetClusterVersionType.
+type SetClusterVersionRequest struct {
+	Version uint32
+}
+
+// Type implements Command.
+func (*SetClusterVersionRequest) Type() MessageType { return SetClusterVersionType }
 
 // Type implements Command.
 func (*LockObjectsRequest) Type() MessageType { return LockObjectsType }
