@@ -102,6 +102,12 @@ const (
 	// replica that does not know it skips it and, when it leads, revokes
 	// only what it saw itself.
 	ReplicaCertificateType MessageType = 17 | IgnoreUnknownTypeFlag
+	// SetClusterVersionType raises the cluster version
+	// (state.ClusterVersion, docs/upgrade.md). A replica that does not
+	// know the type stops instead of skipping it, and one that does not
+	// know the version stops too: from this entry on the log may hold
+	// formats it cannot read.
+	SetClusterVersionType MessageType = 18
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -127,6 +133,7 @@ var typeNames = map[MessageType]string{
 	UnlockObjectsType:            "UnlockObjects",
 	ReplicaRemovalType:           "ReplicaRemoval",
 	ReplicaCertificateType:       "ReplicaCertificate",
+	SetClusterVersionType:        "SetClusterVersion",
 }
 
 // retired says why each retired type is no longer applied.
@@ -303,6 +310,14 @@ type ReplicaCertificateRequest struct {
 
 // Type implements Command.
 func (*ReplicaCertificateRequest) Type() MessageType { return ReplicaCertificateType }
+
+// SetClusterVersionRequest is the body of SetClusterVersionType.
+type SetClusterVersionRequest struct {
+	Version uint32
+}
+
+// Type implements Command.
+func (*SetClusterVersionRequest) Type() MessageType { return SetClusterVersionType }
 
 // Type implements Command.
 func (*LockObjectsRequest) Type() MessageType { return LockObjectsType }

@@ -33,6 +33,7 @@ var sentinelReasons = []struct {
 	// Unavailable, as NOT_LEADER: the caller retries (on the next leader).
 	{errs.ErrOutcomeUnknown, codes.Unavailable, "OUTCOME_UNKNOWN"},
 	{errs.ErrQuorum, codes.FailedPrecondition, "QUORUM"},
+	{errs.ErrReleaseBehind, codes.FailedPrecondition, "RELEASE_BEHIND"},
 	{errs.ErrUnsupportedProtocol, codes.FailedPrecondition, "UNSUPPORTED_PROTOCOL"},
 	{errs.ErrBadFirstMessage, codes.InvalidArgument, "BAD_FIRST_MESSAGE"},
 	{errs.ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},

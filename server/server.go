@@ -259,7 +259,7 @@ func New(cfg Config) (*Server, error) {
 		streams:       newStreamCounter(sl),
 		dryRuns:       newDryRunSlots(cfg.MaxConcurrentDryRuns),
 	}
-	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused, Self: cfg.Node.ID(), Member: s.replicaHost, Revoked: s.revoked}
+	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused, Self: cfg.Node.ID(), Member: s.replicaMember, Revoked: s.revoked}
 	if cfg.Certs != nil {
 		s.guard.Roots = func() *x509.CertPool { return cfg.Certs.Current().Pool }
 	}

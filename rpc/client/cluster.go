@@ -159,6 +159,18 @@ func (l *leaderCluster) Agents(ctx context.Context, in *grapnelpb.AgentsRequest,
 	})
 }
 
+func (l *leaderCluster) UpgradeStatus(ctx context.Context, in *grapnelpb.UpgradeStatusRequest, opts ...grpc.CallOption) (*grapnelpb.UpgradeStatusResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.UpgradeStatusResponse, error) {
+		return c.UpgradeStatus(ctx, in, opts...)
+	})
+}
+
+func (l *leaderCluster) UpgradeFinalize(ctx context.Context, in *grapnelpb.UpgradeFinalizeRequest, opts ...grpc.CallOption) (*grapnelpb.UpgradeFinalizeResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.UpgradeFinalizeResponse, error) {
+		return c.UpgradeFinalize(ctx, in, opts...)
+	})
+}
+
 func (l *leaderCluster) Watch(ctx context.Context, in *grapnelpb.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[grapnelpb.WatchEvent], error) {
 	c, err := l.leader(ctx)
 	if err != nil {

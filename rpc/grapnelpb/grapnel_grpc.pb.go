@@ -33,6 +33,8 @@ const (
 	Cluster_SetAgentMode_FullMethodName       = "/grapnel.Cluster/SetAgentMode"
 	Cluster_Placement_FullMethodName          = "/grapnel.Cluster/Placement"
 	Cluster_Agents_FullMethodName             = "/grapnel.Cluster/Agents"
+	Cluster_UpgradeStatus_FullMethodName      = "/grapnel.Cluster/UpgradeStatus"
+	Cluster_UpgradeFinalize_FullMethodName    = "/grapnel.Cluster/UpgradeFinalize"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -76,6 +78,15 @@ type ClusterClient interface {
 	// themselves in their hello: their release (leader only: it lives in
 	// the leader's memory).
 	Agents(ctx context.Context, in *AgentsRequest, opts ...grpc.CallOption) (*AgentsResponse, error)
+	// UpgradeStatus tells the cluster version, the newest every voter's
+	// release supports, who is behind, and whether a replica can still go
+	// back to the previous release (docs/upgrade.md).
+	UpgradeStatus(ctx context.Context, in *UpgradeStatusRequest, opts ...grpc.CallOption) (*UpgradeStatusResponse, error)
+	// UpgradeFinalize raises the cluster version to the newest every voter
+	// supports (leader only): from then on no replica can go back to a
+	// release that supports less. Refused, naming them, while a voter runs
+	// an older release.
+	UpgradeFinalize(ctx context.Context, in *UpgradeFinalizeRequest, opts ...grpc.CallOption) (*UpgradeFinalizeResponse, error)
 }
 
 type clusterClient struct {
@@ -217,6 +228,26 @@ func (c *clusterClient) Agents(ctx context.Context, in *AgentsRequest, opts ...g
 	return out, nil
 }
 
+func (c *clusterClient) UpgradeStatus(ctx context.Context, in *UpgradeStatusRequest, opts ...grpc.CallOption) (*UpgradeStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpgradeStatusResponse)
+	err := c.cc.Invoke(ctx, Cluster_UpgradeStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) UpgradeFinalize(ctx context.Context, in *UpgradeFinalizeRequest, opts ...grpc.CallOption) (*UpgradeFinalizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpgradeFinalizeResponse)
+	err := c.cc.Invoke(ctx, Cluster_UpgradeFinalize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -258,6 +289,15 @@ type ClusterServer interface {
 	// themselves in their hello: their release (leader only: it lives in
 	// the leader's memory).
 	Agents(context.Context, *AgentsRequest) (*AgentsResponse, error)
+	// UpgradeStatus tells the cluster version, the newest every voter's
+	// release supports, who is behind, and whether a replica can still go
+	// back to the previous release (docs/upgrade.md).
+	UpgradeStatus(context.Context, *UpgradeStatusRequest) (*UpgradeStatusResponse, error)
+	// UpgradeFinalize raises the cluster version to the newest every voter
+	// supports (leader only): from then on no replica can go back to a
+	// release that supports less. Refused, naming them, while a voter runs
+	// an older release.
+	UpgradeFinalize(context.Context, *UpgradeFinalizeRequest) (*UpgradeFinalizeResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -300,6 +340,12 @@ func (UnimplementedClusterServer) Placement(context.Context, *PlacementRequest) 
 }
 func (UnimplementedClusterServer) Agents(context.Context, *AgentsRequest) (*AgentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Agents not implemented")
+}
+func (UnimplementedClusterServer) UpgradeStatus(context.Context, *UpgradeStatusRequest) (*UpgradeStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpgradeStatus not implemented")
+}
+func (UnimplementedClusterServer) UpgradeFinalize(context.Context, *UpgradeFinalizeRequest) (*UpgradeFinalizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpgradeFinalize not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -495,6 +541,42 @@ func _Cluster_Agents_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_UpgradeStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpgradeStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).UpgradeStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_UpgradeStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).UpgradeStatus(ctx, req.(*UpgradeStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_UpgradeFinalize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpgradeFinalizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).UpgradeFinalize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_UpgradeFinalize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).UpgradeFinalize(ctx, req.(*UpgradeFinalizeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -533,6 +615,14 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Agents",
 			Handler:    _Cluster_Agents_Handler,
+		},
+		{
+			MethodName: "UpgradeStatus",
+			Handler:    _Cluster_UpgradeStatus_Handler,
+		},
+		{
+			MethodName: "UpgradeFinalize",
+			Handler:    _Cluster_UpgradeFinalize_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
