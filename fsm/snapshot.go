@@ -72,6 +72,7 @@ var snapNames = map[SnapshotType]string{
 	SnapDesiredSeq: "DesiredSeq", SnapReportMark: "ReportMark", SnapHistoryMeta: "HistoryMeta", SnapTx: "Tx",
 	SnapTransition: "Transition", SnapAgentMode: "AgentMode", SnapPlacement: "Placement", SnapProblems: "Problems",
 	SnapGuard: "Guard", SnapRemovedReplica: "RemovedReplica", SnapReplicaCerts: "ReplicaCerts", SnapRevokedCert: "RevokedCert",
+	SnapClusterVersion: "ClusterVersion",
 }
 
 func (t SnapshotType) String() string {

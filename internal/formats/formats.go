@@ -71,11 +71,17 @@ var Entries = []EntryType{
 	{12, "Placement", false, false},
 	{14, "LockObjects", false, false},
 	{15, "UnlockObjects", false, false},
+	{18, "SetClusterVersion", false, false},
 	{138, "HistoryNotes", true, false},
 	{141, "ProblemsChanged", true, false},
 	{144, "ReplicaRemoval", true, false},
 	{145, "ReplicaCertificate", true, false},
 }
+
+// ClusterVersion is the newest cluster version this release supports
+// (state.MaxClusterVersion; docs/upgrade.md): the replicated formats it
+// may be asked to write once every voter supports them.
+const ClusterVersion = 1
 
 // SnapshotVersion is the snapshot format version this release writes;
 // SnapshotVersionsRead are those it restores.
@@ -89,7 +95,7 @@ var Records = []RecordType{
 	{1, "APIVersion"}, {2, "Workload"}, {3, "Config"}, {4, "Rendered"}, {5, "DeleteEdge"},
 	{6, "Agent"}, {7, "WorkloadState"}, {8, "Revision"}, {9, "DesiredSeq"}, {10, "ReportMark"},
 	{11, "HistoryMeta"}, {12, "Tx"}, {13, "Transition"}, {14, "AgentMode"}, {15, "Placement"},
-	{16, "Problems"}, {17, "Guard"}, {18, "RemovedReplica"}, {19, "ReplicaCerts"}, {20, "RevokedCert"},
+	{16, "Problems"}, {17, "Guard"}, {18, "RemovedReplica"}, {19, "ReplicaCerts"}, {20, "RevokedCert"}, {21, "ClusterVersion"},
 }
 
 // Wire is what this release adds to the Ankaios wire
@@ -105,11 +111,11 @@ var Wire = []WireAddition{
 	{Kind: KindMetadata, Name: "grapnel-forwarded-cert", Note: "the proxied client's certificates"},
 	{Kind: KindMetadata, Name: "grapnel-owner", Note: "the owner a client declares for intent locks"},
 	{Kind: KindReasons, Name: "grapnel.io", Items: []string{"NOT_LEADER", "NO_LEADER", "SHUTTING_DOWN", "LEADER_CHANGED",
-		"UNKNOWN_REPLICA", "OUTCOME_UNKNOWN", "QUORUM", "UNSUPPORTED_PROTOCOL", "BAD_FIRST_MESSAGE", "UNAUTHENTICATED",
+		"UNKNOWN_REPLICA", "OUTCOME_UNKNOWN", "QUORUM", "RELEASE_BEHIND", "UNSUPPORTED_PROTOCOL", "BAD_FIRST_MESSAGE", "UNAUTHENTICATED",
 		"PERMISSION_DENIED", "BAD_SNAPSHOT", "SNAPSHOT_TOO_LARGE", "MESSAGE_TOO_LARGE", "TOO_MANY_STREAMS", "BUSY",
 		"STATE_CHANGED", "AGENT_NOT_CONNECTED", "NO_SUCH_TRANSACTION", "LOCKED", "REVISION_CONFLICT", "INVALID"}},
 	{Kind: KindService, Name: "grapnel.Cluster", Items: []string{"Status", "Watch", "RemoveReplica", "AddReplica",
-		"TransferLeadership", "SnapshotSave", "SnapshotRestore", "ResyncAgent", "SetAgentMode", "Placement", "Agents"}},
+		"TransferLeadership", "SnapshotSave", "SnapshotRestore", "ResyncAgent", "SetAgentMode", "Placement", "Agents", "UpgradeStatus", "UpgradeFinalize"}},
 	{Kind: KindService, Name: "grapnel.Plan", Items: []string{"DryRun", "Apply", "Revision"}},
 	{Kind: KindService, Name: "grapnel.History", Items: []string{"List", "Get", "Timeline"}},
 	{Kind: KindService, Name: "grapnel.Problems", Items: []string{"List"}},
@@ -122,6 +128,7 @@ var Wire = []WireAddition{
 // output of two releases compares with diff.
 func Text() string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "cluster version %d (supports 0 to %d)\n", ClusterVersion, ClusterVersion)
 	b.WriteString("raft entry types (skippable: a replica that does not know it skips it; retired: refused):\n")
 	for _, e := range Entries {
 		flag := ""

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grapnel-io/grapnel/state"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -166,12 +167,12 @@ func TestServicesAreTheProtos(t *testing.T) {
 	}
 }
 
-// Text has one line per entry type, record type and wire addition,
-// under three headings.
+// Text has the cluster version line, and one line per entry type, record
+// type and wire addition under three headings.
 func TestText(t *testing.T) {
 	text := Text()
 	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-	if want := 3 + len(Entries) + len(Records) + len(Wire); len(lines) != want {
+	if want := 4 + len(Entries) + len(Records) + len(Wire); len(lines) != want {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), want, text)
 	}
 	for _, e := range Entries {
@@ -179,12 +180,18 @@ func TestText(t *testing.T) {
 			t.Errorf("entry type %d %s missing", e.Number, e.Name)
 		}
 	}
-	for _, want := range []string{"  138 HistoryNotes skippable\n", "    1 UpdateDesiredState retired\n", "    2 AgentConnected\n",
+	for _, want := range []string{"cluster version 1 (supports 0 to 1)\n", "  138 HistoryNotes skippable\n", "   18 SetClusterVersion\n", "    1 UpdateDesiredState retired\n", "    2 AgentConnected\n",
 		"snapshot format 2 (restores 1, 2), record types:\n", "   20 RevokedCert\n",
 		"  field grpc_api.AgentHello.grapnelRelease = 1002 (the agent's release)\n",
 		"  service grapnel.Cluster: Status Watch", " TOO_MANY_STREAMS "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q in:\n%s", want, text)
 		}
+	}
+}
+
+func TestClusterVersionIsState(t *testing.T) {
+	if ClusterVersion != state.MaxClusterVersion {
+		t.Errorf("formats.ClusterVersion %d, state.MaxClusterVersion %d", ClusterVersion, state.MaxClusterVersion)
 	}
 }
