@@ -123,8 +123,9 @@ var snapshotCRC = crc32.MakeTable(crc32.Castagnoli)
 // record reaches, names its key in a json tag, the key it had before the
 // tags (the Go field name for the first records), so that renaming a
 // field cannot drop its value from existing snapshots. A changed record
-// needs a new cluster version (docs/upgrade.md); the golden snapshot
-// (testdata/snapshot-all-records.golden) pins the bytes of every type.
+// needs a new cluster version (docs/upgrade.md). The golden snapshot
+// (testdata/snapshot-all-records.golden) pins the bytes of every type,
+// testdata/snapshot-schema.golden its keys (snapshot_schema_test.go).
 
 type workloadRecord struct {
 	Name     string          `json:"Name"`

@@ -16,7 +16,7 @@ import (
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// The snapshot records are frozen JSON (docs/architecture.md, "Snapshot
+// The snapshot records are frozen JSON (docs/replication.md, "Snapshot
 // records"): the key of every field is spelled out in a json tag, so that
 // renaming a Go field cannot rename the key and leave old snapshots to
 // restore with that field silently zero; and the golden snapshot pins the
@@ -152,8 +152,9 @@ func TestSnapshotRecordsAreTagged(t *testing.T) {
 	}
 	for _, name := range untagged {
 		field := name[strings.LastIndexByte(name, '.')+1:]
-		t.Errorf("%s has no json key (snapshot records %s write it): tag it `json:\"%s\"`, the key it has today, keeping any omitempty",
-			name, strings.Join(reachedBy[name], ", "), field)
+		t.Errorf("%s has no json key (snapshot records %s write it): tag it with the key %s lists for it, keeping omitempty as is; "+
+			"`json:\"%s\"` only if it is new, which needs a new cluster version (docs/upgrade.md)",
+			name, strings.Join(reachedBy[name], ", "), schemaGolden, field)
 	}
 	if len(snapshotBodies) != len(AllSnapshotTypes) {
 		t.Errorf("snapshotBodies has %d record types, AllSnapshotTypes %d", len(snapshotBodies), len(AllSnapshotTypes))
