@@ -8,14 +8,17 @@ TEST_TIMEOUT ?= 15m
 
 all: build
 
-# --version prints the commit Go stamps into a build from this work tree;
-# COMMIT is what it prints when the stamp is missing (GOFLAGS=-buildvcs=false).
-# VERSION, when set, replaces the version in internal/buildinfo.
+# --version prints the release, the formats the build understands and the
+# commit Go stamps into a build from this work tree; COMMIT is what it
+# prints when the stamp is missing (GOFLAGS=-buildvcs=false). VERSION is
+# the release: the file VERSION unless set (make build VERSION=0.4.1);
+# internal/buildinfo's default is the same text for builds without make.
 # The programs are built static (CGO_ENABLED=0): no libc mapped, about
 # 1 MiB less RSS per process (docs/operations.md).
 BUILDINFO := github.com/grapnel-io/grapnel/internal/buildinfo
 COMMIT    ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
-LDFLAGS   := -X $(BUILDINFO).Commit=$(COMMIT) $(if $(VERSION),-X $(BUILDINFO).Version=$(VERSION))
+VERSION   ?= $(shell cat VERSION)
+LDFLAGS   := -X $(BUILDINFO).Commit=$(COMMIT) -X $(BUILDINFO).Version=$(VERSION)
 
 build:
 	@mkdir -p bin

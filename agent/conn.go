@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/workload"
+	"github.com/grapnel-io/grapnel/internal/buildinfo"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/internal/sdnotify"
@@ -168,7 +169,7 @@ func (c *conn) session(ctx context.Context) error {
 	s := &session{st: st, ready: make(chan struct{})}
 	hello := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: c.name, ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: c.tags},
-		GrapnelIncarnation: c.incarnation,
+		GrapnelIncarnation: c.incarnation, GrapnelRelease: buildinfo.Version,
 	}}}
 	if err := s.send(hello); err != nil {
 		if errors.Is(err, io.EOF) {

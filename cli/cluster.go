@@ -36,8 +36,10 @@ type Cluster struct {
 	Clock clock.Clock
 }
 
-// memberColumns are the columns of `cluster members`.
-var memberColumns = []string{"ID", "ROLE", "VOTER", "HEALTHY", "LAST CONTACT", "GRPC", "RAFT", "GOSSIP", "VERSION"}
+// memberColumns are the columns of `cluster members`. RELEASE is the
+// release the member's gossip metadata announces (empty while gossip does
+// not know it), as `get agents` shows the agents'.
+var memberColumns = []string{"ID", "ROLE", "VOTER", "HEALTHY", "LAST CONTACT", "GRPC", "RAFT", "GOSSIP", "RELEASE"}
 
 // Members prints the replica set as a table, JSON or YAML.
 func (c *Cluster) Members(ctx context.Context, output string) error {
@@ -104,7 +106,9 @@ func statusTree(st *grapnelpb.StatusResponse) state.Tree {
 			"healthy": m.GetHealthy(), "lastContactMs": m.GetLastContactMs(),
 			"grpcAddress": m.GetGrpcAddress(), "raftAddress": m.GetRaftAddress(),
 			"gossipAddress": m.GetGossipAddress(), "gossipStatus": m.GetGossipStatus(),
-			"version": m.GetVersion(), "leaderSeen": m.GetLeaderSeen(),
+			// "version" is the same text, kept for scripts written
+			// before the release was called so.
+			"release": m.GetVersion(), "version": m.GetVersion(), "leaderSeen": m.GetLeaderSeen(),
 		})
 	}
 	agents := []any{}

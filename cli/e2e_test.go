@@ -229,7 +229,7 @@ configs:
 		"batch           agent_offline   podman    Pending(Initial)",
 		"web             agent_A         podman    Running(Ok)")
 
-	step("get agents", func() error { return s.GetAgents(ctx) },
+	step("get agents", func() error { return s.GetAgents(ctx, "") },
 		"NAME      WORKLOADS   CPU USAGE   FREE MEMORY",
 		"agent_A   1")
 

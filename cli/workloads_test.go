@@ -182,6 +182,26 @@ func TestAgentRows(t *testing.T) {
 	}
 }
 
+// Requirement (issue 28, point 1): a Grapnel server's answer adds a
+// RELEASE column: each agent's release as the leader heard it, "-" for
+// one it has none of (the rows of an Ankaios server have no column).
+func TestAgentRowsWithReleases(t *testing.T) {
+	rows := WithReleases(AgentRows(tree(t, clusterYAML)), map[string]string{"agent_A": "0.4.0-dev"})
+	got := AgentTable(rows).Render(0, FitNone, 0)
+	want := lines(
+		"NAME      WORKLOADS   CPU USAGE   FREE MEMORY   RELEASE  ",
+		"agent_A   2           7%          1048576B      0.4.0-dev",
+		"agent_B   1                                     -        ",
+	)
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	text, err := EncodeJSON(agentsTree(rows), nil, false)
+	if err != nil || text != `{"agents":[{"cpuUsage":7,"freeMemory":1048576,"name":"agent_A","release":"0.4.0-dev","workloads":2},{"name":"agent_B","release":"-","workloads":1}]}` {
+		t.Fatalf("json %s, %v", text, err)
+	}
+}
+
 func TestConfigTable(t *testing.T) {
 	// swdd~cli-shall-present-list-of-configs~1
 	// swdd~cli-shall-sort-list-of-configs~1

@@ -50,6 +50,9 @@ func (n *Node) bootstrap(servers []raft.Server) error {
 		return fmt.Errorf("cluster: bootstrap: %w", err)
 	}
 	if err == nil {
+		// A new cluster has no data an older release wrote: it starts
+		// at the newest cluster version its voters support (upgrade.go).
+		n.fresh.Store(true)
 		ids := make([]string, len(servers))
 		for i, s := range servers {
 			ids[i] = string(s.ID)

@@ -178,6 +178,7 @@ func (nopFSM) CertificateEntry(string, state.ReplicaCert) ([]byte, error) {
 	return nil, errors.New("none")
 }
 func (nopFSM) RevokedCert(string) (state.RevokedCert, bool) { return state.RevokedCert{}, false }
+func (nopFSM) ClusterVersion() uint32                       { return 0 }
 
 // bareFSM keeps no removals.
 type bareFSM struct{}

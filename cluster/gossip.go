@@ -159,7 +159,7 @@ func (n *Node) localMeta() gossipmeta.Meta {
 	return gossipmeta.Meta{
 		Role: gossipmeta.RoleServer, RaftAddress: n.RaftAddress(), GRPCAddress: n.cfg.GRPCAddress, UIAddress: n.cfg.UIAddress,
 		Version: n.cfg.Version, Expect: n.cfg.BootstrapExpect, LeaderSeen: string(leader),
-		HasState: n.hasState(), Incarnation: n.incarnation,
+		HasState: n.hasState(), Incarnation: n.incarnation, ClusterVersion: n.cfg.supported(),
 	}
 }
 
@@ -427,6 +427,7 @@ func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
 		p.Version, p.LeaderSeen, p.Expect, p.HasState = meta.Version, meta.LeaderSeen, meta.Expect, meta.HasState
 		p.AgentGossipAddress = meta.AgentGossipAddress
 		p.Incarnation = meta.Incarnation
+		p.ClusterVersion = meta.ClusterVersion
 	})
 	g.n.feed.Notify()
 	g.n.triggerReconcile()

@@ -43,6 +43,9 @@ type Member struct {
 	GossipStatus string
 	// LeaderSeen is the leader id the member's gossip metadata reports.
 	LeaderSeen string
+	// ClusterVersion is the newest cluster version the member's release
+	// supports, as it announces it (0: a release that announces none).
+	ClusterVersion uint32
 }
 
 // peerInfo is what this node knows about a replica outside Raft: its
@@ -67,6 +70,8 @@ type peerInfo struct {
 	AgentGossipAddress string
 	// Incarnation is the member's run (gossipmeta.Meta.Incarnation).
 	Incarnation uint64
+	// ClusterVersion is gossipmeta.Meta.ClusterVersion.
+	ClusterVersion uint32
 }
 
 // peerTable maps replica ids to peerInfo; gossip writes it, readers copy.
@@ -156,6 +161,7 @@ func (n *Node) Members() ([]Member, error) {
 		m.UIAddress = p.UIAddress
 		m.Version = p.Version
 		m.LeaderSeen = p.LeaderSeen
+		m.ClusterVersion = p.ClusterVersion
 		if p.GossipStatus != "" {
 			m.GossipStatus = p.GossipStatus
 		}

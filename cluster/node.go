@@ -37,6 +37,16 @@ type Config struct {
 	UIAddress string
 	// Version is the binary's version, carried in gossip metadata.
 	Version string
+	// SupportedClusterVersion, when set, is the newest cluster version
+	// this replica announces and lets the cluster reach; nil is its
+	// build's (state.MaxClusterVersion). A replica given less behaves, for
+	// the cluster version, as a release that supports only that: the
+	// tests of a rolling upgrade pose as an older release with it.
+	SupportedClusterVersion *uint32
+	// UpgradeFinalizeAfter raises the cluster version by itself once
+	// every voter has supported a newer one for this long; zero leaves it
+	// to an operator's finalize (docs/upgrade.md).
+	UpgradeFinalizeAfter time.Duration
 	// FSM is the state machine.
 	FSM raft.FSM
 	// Timing are the timers; zero fields take DefaultTiming.
@@ -151,6 +161,9 @@ type Node struct {
 	reconcileCh chan struct{}
 	// ledger is the FSM's record of removed replica runs (removal.go).
 	ledger RemovalLedger
+	// fresh is set when this replica bootstrapped a new cluster whose
+	// cluster version is not raised yet (upgrade.go).
+	fresh atomic.Bool
 	// incarnation tells this run from earlier ones under the same id
 	// (announced in gossip).
 	incarnation uint64
@@ -331,6 +344,10 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir}
+	if err := checkDataFormat(cfg.DataDir, cfg.supported(), snaps, store); err != nil {
+		store.Close()
+		return nil, err
+	}
 	rn, err := newRaftTransport(cfg, logger)
 	if err != nil {
 		store.Close()
@@ -388,7 +405,7 @@ func NewNode(cfg Config) (*Node, error) {
 	started = true // from here on Shutdown closes shutdownCh
 	n.peers.put(peerInfo{
 		ID: cfg.ID, RaftAddress: string(nt.LocalAddr()), GRPCAddress: cfg.GRPCAddress, UIAddress: cfg.UIAddress,
-		Version: cfg.Version, Role: gossipmeta.RoleServer, GossipStatus: "none",
+		Version: cfg.Version, Role: gossipmeta.RoleServer, GossipStatus: "none", ClusterVersion: cfg.supported(),
 	})
 	// Gossip first: the goroutines started below read n.gossip unlocked.
 	if cfg.GossipAddress != "" {

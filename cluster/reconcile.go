@@ -23,6 +23,11 @@ type reconciler struct {
 	// removals are the new runs of removed replicas waiting for the
 	// removal to commit (removalCommitted).
 	removals map[string]removalWait
+	// supported is when every voter was first seen to support
+	// supportedTarget, a cluster version above the replicated one
+	// (raiseClusterVersion).
+	supported       time.Time
+	supportedTarget uint32
 }
 
 // reconcileLoop runs while this node leads: on gossip and Raft events and
@@ -106,6 +111,7 @@ func (r *reconciler) once() {
 		n.feed.Notify()
 	}
 	r.recordCertificates(inConfig)
+	r.raiseClusterVersion(cfg)
 	if n.gossip == nil {
 		// Without gossip nobody announces joins or deaths: membership is
 		// the operator's (RemoveReplica) and health is only reported.
@@ -144,7 +150,7 @@ func (r *reconciler) once() {
 // certificate: at formation, on a rotation, and for a new member.
 func (r *reconciler) recordCertificates(inConfig map[string]raft.Server) {
 	n := r.n
-	if n.tls == nil {
+	if n.tls == nil || !n.allows(state.ClusterVersionRevocation) {
 		return
 	}
 	for _, id := range slices.Sorted(maps.Keys(inConfig)) {

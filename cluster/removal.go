@@ -65,7 +65,14 @@ func (n *Node) RemoveReplica(id string, timeout time.Duration) (already bool, er
 	if p, ok := n.peers.get(id); ok && p.GossipStatus == StatusAlive && p.Incarnation != 0 {
 		run = p.Incarnation
 	}
-	if seen := n.tls.certsOf(id); run != 0 || n.tls != nil {
+	// Revocations are written once the cluster version carries them;
+	// before, the record is the previous release's (upgrade.go).
+	var seen []state.ReplicaCert
+	revoke := n.tls != nil && n.allows(state.ClusterVersionRevocation)
+	if revoke {
+		seen = n.tls.certsOf(id)
+	}
+	if run != 0 || revoke {
 		if err := n.recordRemoval(id, run, false, seen, timeout); err != nil {
 			return false, err
 		}
@@ -99,6 +106,9 @@ type RemovalLedger interface {
 	// RevokedCert is the revocation of a certificate serial; it is read
 	// at every Raft handshake and must not wait for the FSM's lock.
 	RevokedCert(serial string) (state.RevokedCert, bool)
+	// ClusterVersion is the replicated cluster version (upgrade.go),
+	// read without the FSM's lock.
+	ClusterVersion() uint32
 }
 
 func implementsLedger(f raft.FSM) bool {
@@ -108,7 +118,11 @@ func implementsLedger(f raft.FSM) bool {
 
 // recordRemoval commits the ledger's command for replica id.
 func (n *Node) recordRemoval(id string, incarnation uint64, forget bool, certs []state.ReplicaCert, timeout time.Duration) error {
-	entry, err := n.ledger.RemovalEntry(id, incarnation, forget, certs, n.now().UnixMilli())
+	var nowMs int64
+	if n.allows(state.ClusterVersionRevocation) {
+		nowMs = n.now().UnixMilli()
+	}
+	entry, err := n.ledger.RemovalEntry(id, incarnation, forget, certs, nowMs)
 	if err != nil {
 		return err
 	}

@@ -99,8 +99,11 @@ func (f *FSM) applyBatchLocked(cmds []Command, index uint64) BatchResponse {
 		if c == nil {
 			continue
 		}
+		if err := tooNew(c); err != nil {
+			panic(err) // Apply halts the FSM on a panic, naming it
+		}
 		out[i] = Execute(f.store, c, index)
-		f.noteRevocationsLocked(c.Type())
+		f.noteLocked(c.Type())
 		if f.observer != nil {
 			f.observer(c.Type(), index)
 		}

@@ -120,6 +120,15 @@ func decodeBody(t MessageType, buf []byte) (Command, error) {
 				c = &ReplicaRemovalRequest{ID: m.Id, Incarnation: m.Incarnation, Forget: m.Forget, Certs: certsOf(m.Certs), TimeMs: m.TimeMs}
 			}
 		}
+	case SetClusterVersionType:
+		var m fsmpb.SetClusterVersion
+		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
+			if m.Version == 0 {
+				err = errors.New("a cluster version of 0")
+			} else {
+				c = &SetClusterVersionRequest{Version: m.Version}
+			}
+		}
 	case ReplicaCertificateType:
 		var m fsmpb.ReplicaCertificate
 		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
@@ -307,6 +316,13 @@ func (r *ReplicaCertificateRequest) message() (proto.Message, error) {
 		return nil, fmt.Errorf("a certificate of replica %q without a serial", r.ID)
 	}
 	return &fsmpb.ReplicaCertificate{Id: r.ID, Cert: &fsmpb.ReplicaCert{Serial: r.Cert.Serial, NotAfterMs: r.Cert.NotAfterMs}}, nil
+}
+
+func (r *SetClusterVersionRequest) message() (proto.Message, error) {
+	if r.Version == 0 {
+		return nil, errors.New("a cluster version of 0")
+	}
+	return &fsmpb.SetClusterVersion{Version: r.Version}, nil
 }
 
 // certsOf reads replica certificates off the wire.

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -101,6 +102,12 @@ const (
 	// replica that does not know it skips it and, when it leads, revokes
 	// only what it saw itself.
 	ReplicaCertificateType MessageType = 17 | IgnoreUnknownTypeFlag
+	// SetClusterVersionType raises the cluster version
+	// (state.ClusterVersion, docs/upgrade.md). A replica that does not
+	// know the type stops instead of skipping it, and one that does not
+	// know the version stops too: from this entry on the log may hold
+	// formats it cannot read.
+	SetClusterVersionType MessageType = 18
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older replica may skip if
@@ -126,6 +133,7 @@ var typeNames = map[MessageType]string{
 	UnlockObjectsType:            "UnlockObjects",
 	ReplicaRemovalType:           "ReplicaRemoval",
 	ReplicaCertificateType:       "ReplicaCertificate",
+	SetClusterVersionType:        "SetClusterVersion",
 }
 
 // retired says why each retired type is no longer applied.
@@ -134,6 +142,28 @@ var retired = map[MessageType]string{
 	AgentLoadType:             "agent load is kept in the leader's memory, not replicated",
 	WorkloadStatesType:        "replaced by WorkloadReports (7)",
 	UpdateDesiredStateSeqType: "replaced by UpdateDesiredStatePacked (8)",
+}
+
+// MessageTypes lists every entry type this version knows, retired ones
+// included, by number (internal/formats shows them in --version).
+func MessageTypes() []MessageType {
+	out := make([]MessageType, 0, len(typeNames))
+	for t := range typeNames {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Skippable reports whether a replica that does not know t skips it
+// instead of stopping (IgnoreUnknownTypeFlag).
+func (t MessageType) Skippable() bool { return t&IgnoreUnknownTypeFlag != 0 }
+
+// Retired says why no version writes t any more, and whether it is
+// retired: an entry of it is refused, and halts the FSM if committed.
+func (t MessageType) Retired() (string, bool) {
+	why, ok := retired[t]
+	return why, ok
 }
 
 func (t MessageType) String() string {
@@ -280,6 +310,14 @@ type ReplicaCertificateRequest struct {
 
 // Type implements Command.
 func (*ReplicaCertificateRequest) Type() MessageType { return ReplicaCertificateType }
+
+// SetClusterVersionRequest is the body of SetClusterVersionType.
+type SetClusterVersionRequest struct {
+	Version uint32
+}
+
+// Type implements Command.
+func (*SetClusterVersionRequest) Type() MessageType { return SetClusterVersionType }
 
 // Type implements Command.
 func (*LockObjectsRequest) Type() MessageType { return LockObjectsType }

@@ -29,6 +29,11 @@ var (
 	// entry it cannot apply (see HaltError).
 	ErrHalted = errors.New("the state machine stopped applying")
 
+	// ErrNewerFormat is a cluster version newer than this build reads
+	// (state.MaxClusterVersion): an entry that raises it, or a snapshot
+	// or data directory written at it.
+	ErrNewerFormat = errors.New("written in a newer format than this build reads")
+
 	// ErrBadSnapshot is a snapshot that is not Grapnel's, is damaged, or
 	// comes from a version this one cannot read (see ReadSnapshot).
 	ErrBadSnapshot = errors.New("not a valid Grapnel snapshot")

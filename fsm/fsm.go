@@ -38,6 +38,9 @@ type FSM struct {
 	// after each removal and restore, so that every TLS handshake and
 	// gRPC call can look a serial up without the lock (removals.go).
 	revoked atomic.Pointer[map[string]state.RevokedCert]
+	// clusterVersion is the store's cluster version, read without the
+	// lock by the leader's gates (clusterversion.go).
+	clusterVersion atomic.Uint32
 }
 
 // Meta describes the store a Read sees.
@@ -149,8 +152,11 @@ func (f *FSM) Apply(l *raft.Log) (resp any) {
 		// A newer type that older replicas may skip.
 		return nil
 	}
+	if err := tooNew(body); err != nil {
+		return f.haltLocked(l.Index, t, err)
+	}
 	resp = Execute(f.store, body, l.Index)
-	f.noteRevocationsLocked(t)
+	f.noteLocked(t)
 	if f.observer != nil {
 		f.observer(t, l.Index)
 	}
@@ -309,6 +315,9 @@ func Execute(st *state.Store, cmd Command, index uint64) any {
 	case *ReplicaCertificateRequest:
 		st.RecordReplicaCert(r.ID, r.Cert)
 		return nil
+	case *SetClusterVersionRequest:
+		st.SetClusterVersion(r.Version)
+		return nil
 	}
 	// Only a programming error on the leader gets here: a committed entry
 	// always decodes into one of the commands above.
@@ -341,6 +350,7 @@ func (f *FSM) Restore(r io.ReadCloser) error {
 	f.applied = index
 	f.restores++
 	f.copyRevokedLocked()
+	f.clusterVersion.Store(s.ClusterVersion)
 	// The snapshot holds what the halted entry did, as applied by the
 	// replica that wrote it: applying may go on from there.
 	f.halted = nil

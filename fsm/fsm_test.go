@@ -140,7 +140,7 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 		SetAgentModeType: 11, PlacementType: 12,
 		ProblemsChangedType: 141,
 		LockObjectsType:     14, UnlockObjectsType: 15,
-		ReplicaRemovalType: 144, ReplicaCertificateType: 145}
+		ReplicaRemovalType: 144, ReplicaCertificateType: 145, SetClusterVersionType: 18}
 	for typ, n := range want {
 		if uint8(typ) != n {
 			t.Errorf("%s is %d, must stay %d", typ, typ, n)
@@ -155,7 +155,7 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 	snaps := map[SnapshotType]uint8{SnapAPIVersion: 1, SnapWorkload: 2, SnapConfig: 3, SnapRendered: 4, SnapDeleteEdge: 5, SnapAgent: 6, SnapWorkloadState: 7, SnapRevision: 8,
 		SnapDesiredSeq: 9, SnapReportMark: 10, SnapHistoryMeta: 11, SnapTx: 12, SnapTransition: 13,
 		SnapAgentMode: 14, SnapPlacement: 15,
-		SnapProblems: 16, SnapGuard: 17, SnapRemovedReplica: 18, SnapReplicaCerts: 19, SnapRevokedCert: 20}
+		SnapProblems: 16, SnapGuard: 17, SnapRemovedReplica: 18, SnapReplicaCerts: 19, SnapRevokedCert: 20, SnapClusterVersion: 21}
 	for typ, n := range snaps {
 		if uint8(typ) != n {
 			t.Errorf("snapshot type %d must stay %d", typ, n)
@@ -189,6 +189,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	applyResp(t, f, problemsGolden())
 	apply(t, f, &ReplicaRemovalRequest{ID: "s2", Incarnation: 7, Certs: []state.ReplicaCert{{Serial: "5e", NotAfterMs: 1 << 50}}})
 	apply(t, f, &ReplicaCertificateRequest{ID: "s1", Cert: state.ReplicaCert{Serial: "1a", NotAfterMs: 1 << 50}})
+	apply(t, f, &SetClusterVersionRequest{Version: state.MaxClusterVersion})
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -290,4 +291,19 @@ func normalize(s *state.Store) any {
 		rendered[n] = []any{r.Instance, r.Workload.ToTree()}
 	}
 	return []any{cs.ToTree(), rendered, s.DeleteGraph, s.Revision, s.DesiredSeq, s.ReportMarks, s.History}
+}
+
+// Every snapshot record type has a name (--version lists them by it).
+func TestSnapshotTypesNamed(t *testing.T) {
+	if len(snapNames) != len(AllSnapshotTypes) {
+		t.Errorf("%d record types, %d names", len(AllSnapshotTypes), len(snapNames))
+	}
+	for _, typ := range AllSnapshotTypes {
+		if snapNames[typ] == "" {
+			t.Errorf("record type %d has no name", typ)
+		}
+	}
+	if got := SnapshotType(99).String(); got != "SnapshotType(99)" {
+		t.Errorf("unknown type: %q", got)
+	}
 }

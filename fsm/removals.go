@@ -53,11 +53,14 @@ func (f *FSM) RevokedCert(serial string) (state.RevokedCert, bool) {
 	return r, ok
 }
 
-// noteRevocationsLocked refreshes the lock-free copy of the revoked
-// certificates after a command of type t changed them.
-func (f *FSM) noteRevocationsLocked(t MessageType) {
-	if t == ReplicaRemovalType {
+// noteLocked refreshes the lock-free copies of the revoked certificates
+// and of the cluster version after a command of type t changed them.
+func (f *FSM) noteLocked(t MessageType) {
+	switch t {
+	case ReplicaRemovalType:
 		f.copyRevokedLocked()
+	case SetClusterVersionType:
+		f.clusterVersion.Store(f.store.ClusterVersion)
 	}
 }
 

@@ -58,15 +58,43 @@ const (
 	// state.RevokedCert).
 	SnapReplicaCerts SnapshotType = 19
 	SnapRevokedCert  SnapshotType = 20
-	snapEnd          SnapshotType = 255
+	// SnapClusterVersion is the cluster version, written only once it
+	// is above the baseline, so that a snapshot a replica writes before
+	// the upgrade is finalized stays readable by the previous release.
+	SnapClusterVersion SnapshotType = 21
+	snapEnd            SnapshotType = 255
 )
+
+// snapNames is the name of each record type, for errors and --version.
+var snapNames = map[SnapshotType]string{
+	SnapAPIVersion: "APIVersion", SnapWorkload: "Workload", SnapConfig: "Config", SnapRendered: "Rendered",
+	SnapDeleteEdge: "DeleteEdge", SnapAgent: "Agent", SnapWorkloadState: "WorkloadState", SnapRevision: "Revision",
+	SnapDesiredSeq: "DesiredSeq", SnapReportMark: "ReportMark", SnapHistoryMeta: "HistoryMeta", SnapTx: "Tx",
+	SnapTransition: "Transition", SnapAgentMode: "AgentMode", SnapPlacement: "Placement", SnapProblems: "Problems",
+	SnapGuard: "Guard", SnapRemovedReplica: "RemovedReplica", SnapReplicaCerts: "ReplicaCerts", SnapRevokedCert: "RevokedCert",
+	SnapClusterVersion: "ClusterVersion",
+}
+
+func (t SnapshotType) String() string {
+	if n, ok := snapNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("SnapshotType(%d)", uint8(t))
+}
+
+// SnapshotVersion is the version of the snapshot format this version
+// writes.
+const SnapshotVersion = snapshotVersion
+
+// SnapshotVersionsRead are the snapshot format versions a restore reads.
+var SnapshotVersionsRead = []int{snapshotVersionV1, snapshotVersion}
 
 // AllSnapshotTypes lists every record type; the round-trip test fails if a
 // type is missing from it.
 var AllSnapshotTypes = []SnapshotType{SnapAPIVersion, SnapWorkload, SnapConfig, SnapRendered,
 	SnapDeleteEdge, SnapAgent, SnapWorkloadState, SnapRevision, SnapDesiredSeq, SnapReportMark,
 	SnapHistoryMeta, SnapTx, SnapTransition, SnapAgentMode, SnapPlacement, SnapProblems, SnapGuard,
-	SnapRemovedReplica, SnapReplicaCerts, SnapRevokedCert}
+	SnapRemovedReplica, SnapReplicaCerts, SnapRevokedCert, SnapClusterVersion}
 
 // The snapshot format: the magic, the version and the index (uvarints),
 // then records (type byte, uvarint length, JSON body), then snapEnd.
@@ -140,6 +168,10 @@ type replicaCertsRecord struct {
 type revokedCertRecord struct {
 	Serial string `json:"s"`
 	state.RevokedCert
+}
+
+type clusterVersionRecord struct {
+	Version uint32 `json:"v"`
 }
 
 type placementRecord struct {
@@ -279,6 +311,11 @@ func WriteSnapshot(w io.Writer, st *state.Store, index uint64) error {
 	}
 	for _, serial := range state.SortedKeys(st.Revoked) {
 		if err := rec(SnapRevokedCert, revokedCertRecord{serial, st.Revoked[serial]}); err != nil {
+			return err
+		}
+	}
+	if st.ClusterVersion > state.ClusterVersionBaseline {
+		if err := rec(SnapClusterVersion, clusterVersionRecord{st.ClusterVersion}); err != nil {
 			return err
 		}
 	}
@@ -590,6 +627,14 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 				st.Revoked = map[string]state.RevokedCert{}
 			}
 			st.Revoked[r.Serial] = r.RevokedCert
+		}
+	case SnapClusterVersion:
+		var r clusterVersionRecord
+		if err = json.Unmarshal(body, &r); err == nil {
+			if r.Version > state.MaxClusterVersion {
+				return fmt.Errorf("%w: the snapshot is at cluster version %d, and this build reads cluster versions up to %d", ErrNewerFormat, r.Version, state.MaxClusterVersion)
+			}
+			st.SetClusterVersion(r.Version)
 		}
 	case SnapWorkloadState:
 		var r state.WorkloadState

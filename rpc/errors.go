@@ -33,6 +33,7 @@ var sentinelReasons = []struct {
 	// Unavailable, as NOT_LEADER: the caller retries (on the next leader).
 	{errs.ErrOutcomeUnknown, codes.Unavailable, "OUTCOME_UNKNOWN"},
 	{errs.ErrQuorum, codes.FailedPrecondition, "QUORUM"},
+	{errs.ErrReleaseBehind, codes.FailedPrecondition, "RELEASE_BEHIND"},
 	{errs.ErrUnsupportedProtocol, codes.FailedPrecondition, "UNSUPPORTED_PROTOCOL"},
 	{errs.ErrBadFirstMessage, codes.InvalidArgument, "BAD_FIRST_MESSAGE"},
 	{errs.ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
@@ -54,6 +55,16 @@ var sentinelReasons = []struct {
 	{errs.ErrLocked, codes.FailedPrecondition, "LOCKED"},
 	{errs.ErrRevisionConflict, codes.FailedPrecondition, "REVISION_CONFLICT"},
 	{state.ErrInvalid, codes.InvalidArgument, "INVALID"},
+}
+
+// ErrorReasons lists the ErrorInfo reasons Grapnel's errors carry, in
+// the table's order (internal/formats lists them in --version).
+func ErrorReasons() []string {
+	out := make([]string, len(sentinelReasons))
+	for i, s := range sentinelReasons {
+		out[i] = s.reason
+	}
+	return out
 }
 
 // ToStatus maps an error to a gRPC status error; it is the one place where

@@ -12,6 +12,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // refused logs a refusal (at most one line per identity and method per
@@ -113,6 +114,23 @@ func (s *Server) checkAgentName(id identity.Identity, name string) error {
 func (s *Server) isReplicaID(name string) bool {
 	_, ok := s.replicaHost(name)
 	return ok
+}
+
+// replicaMember is what the guard knows of replica id of the latest Raft
+// configuration: where its proxy dials from, and whether it runs a release
+// that forwards no client certificate while the cluster version has not
+// been raised past that release (docs/upgrade.md).
+func (s *Server) replicaMember(id string) (authz.MemberInfo, bool) {
+	host, ok := s.replicaHost(id)
+	if !ok {
+		return authz.MemberInfo{}, false
+	}
+	info := authz.MemberInfo{Host: host}
+	if s.node.ClusterVersion() < state.ClusterVersionRevocation {
+		v, known := s.node.PeerClusterVersion(id)
+		info.Legacy = known && v < state.ClusterVersionRevocation
+	}
+	return info, true
 }
 
 // replicaHost is the host of replica id's Raft address in the latest Raft

@@ -51,6 +51,9 @@ type clusterService struct {
 	// (placementsvc.go).
 	setMode   func(ctx context.Context, agent string, mode state.AgentMode, requester string) error
 	placement func() *grapnelpb.PlacementResponse
+	// releases reads the agents' releases from the leader's memory
+	// (releases.go).
+	releases func() map[string]string
 }
 
 // RegisterCluster adds Grapnel's Cluster service to a gRPC server, tied to
@@ -64,7 +67,7 @@ func (s *Server) RegisterCluster(g grpc.ServiceRegistrar) {
 	s.registerProblems(g)
 	grapnelpb.RegisterClusterServer(g, &clusterService{node: s.node, conns: s.conns, clk: s.clock(), hold: s.holdTimeout(), shutdown: s.shutdownCh,
 		spool: newRestoreSpool(s.node.DataDir(), s.cfg.MaxRestoreBytes, s.log), resync: s.resyncAgent,
-		setMode: s.setAgentMode, placement: s.placementView})
+		setMode: s.setAgentMode, placement: s.placementView, releases: s.AgentReleases})
 }
 
 // Status tells the replica set and the leader this replica sees. Any
@@ -91,17 +94,61 @@ func (c *clusterService) status() (*grapnelpb.StatusResponse, error) {
 		AttachedAgents:    c.conns.agentNames(),
 	}
 	for _, m := range members {
-		contact := int64(-1)
-		if m.LastContact >= 0 {
-			contact = m.LastContact.Milliseconds()
-		}
-		resp.Members = append(resp.Members, &grapnelpb.Member{
-			Id: m.ID, GrpcAddress: m.GRPCAddress, RaftAddress: m.RaftAddress, GossipAddress: m.GossipAddress,
-			Role: m.Role, Voter: m.Voter, Healthy: m.Healthy, Leader: m.Leader, LastContactMs: contact,
-			Version: m.Version, GossipStatus: m.GossipStatus, LeaderSeen: m.LeaderSeen,
-		})
+		resp.Members = append(resp.Members, memberToProto(m))
 	}
 	return resp, nil
+}
+
+// memberToProto is a member on the wire.
+func memberToProto(m cluster.Member) *grapnelpb.Member {
+	contact := int64(-1)
+	if m.LastContact >= 0 {
+		contact = m.LastContact.Milliseconds()
+	}
+	return &grapnelpb.Member{
+		Id: m.ID, GrpcAddress: m.GRPCAddress, RaftAddress: m.RaftAddress, GossipAddress: m.GossipAddress,
+		Role: m.Role, Voter: m.Voter, Healthy: m.Healthy, Leader: m.Leader, LastContactMs: contact,
+		Version: m.Version, GossipStatus: m.GossipStatus, LeaderSeen: m.LeaderSeen, ClusterVersion: m.ClusterVersion,
+	}
+}
+
+// UpgradeStatus tells the cluster version, what the voters' releases
+// support and who is behind, as this replica sees it (any replica
+// answers; docs/upgrade.md).
+func (c *clusterService) UpgradeStatus(ctx context.Context, _ *grapnelpb.UpgradeStatusRequest) (*grapnelpb.UpgradeStatusResponse, error) {
+	st, err := c.node.Upgrade()
+	if err != nil {
+		return nil, c.clusterErr(err)
+	}
+	members, err := c.node.Members()
+	if err != nil {
+		return nil, c.clusterErr(err)
+	}
+	resp := &grapnelpb.UpgradeStatusResponse{
+		ReplicaId: c.node.ID(), ClusterVersion: st.ClusterVersion, Supported: st.Supported, Target: st.Target,
+		Behind: st.Behind, RollbackPossible: st.RollbackPossible(), FinalizeAfterMs: st.FinalizeAfter.Milliseconds(),
+	}
+	for _, m := range members {
+		resp.Members = append(resp.Members, memberToProto(m))
+	}
+	for _, f := range state.Features {
+		resp.Features = append(resp.Features, &grapnelpb.ClusterVersionFeature{Version: f.Version, Name: f.Name, Waiting: f.Waiting})
+	}
+	return resp, nil
+}
+
+// UpgradeFinalize raises the cluster version to the newest every voter
+// supports (leader only; see cluster.Node.FinalizeUpgrade): it is cluster
+// administration, for operators only.
+func (c *clusterService) UpgradeFinalize(ctx context.Context, _ *grapnelpb.UpgradeFinalizeRequest) (*grapnelpb.UpgradeFinalizeResponse, error) {
+	if err := c.requireLeader(ctx); err != nil {
+		return nil, err
+	}
+	from, to, err := c.node.FinalizeUpgrade()
+	if err != nil {
+		return nil, c.clusterErr(err)
+	}
+	return &grapnelpb.UpgradeFinalizeResponse{From: from, To: to}, nil
 }
 
 // leaderAndTerm reads the leader together with the term it belongs to:

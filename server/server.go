@@ -192,6 +192,11 @@ type term struct {
 	// (placement.go), read by Server.Unsatisfied.
 	unsatMu     sync.Mutex
 	unsatisfied []placement.Unsatisfied
+	// releases is each agent's release as its hello to this leader said
+	// it (releases.go): leader memory only, never replicated, read by
+	// Server.AgentReleases.
+	relMu    sync.Mutex
+	releases map[string]string
 }
 
 // New creates a server; Start begins watching leadership.
@@ -254,12 +259,13 @@ func New(cfg Config) (*Server, error) {
 		streams:       newStreamCounter(sl),
 		dryRuns:       newDryRunSlots(cfg.MaxConcurrentDryRuns),
 	}
-	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused, Self: cfg.Node.ID(), Member: s.replicaHost, Revoked: s.revoked}
+	s.guard = &authz.Guard{Untyped: cfg.UntypedCertRole, Refused: s.refused, Self: cfg.Node.ID(), Member: s.replicaMember, Revoked: s.revoked}
 	if cfg.Certs != nil {
 		s.guard.Roots = func() *x509.CertPool { return cfg.Certs.Current().Pool }
 	}
 	cfg.Metrics.CollectProblems(s.problemCounts)
 	cfg.Metrics.CollectCluster(s.clusterCounts)
+	cfg.Metrics.CollectReleases(s.ReplicaReleases, s.AgentReleases)
 	return s, nil
 }
 

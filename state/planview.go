@@ -35,6 +35,8 @@ func (s *Store) ForPlanning() *Store {
 		Placement:   clonePlacement(s.Placement),
 		Locks:       s.Locks.Clone(),
 		usage:       s.usage.clone(),
+		// What the plan may write depends on it.
+		ClusterVersion: s.ClusterVersion,
 		// The view shares the per-agent maps too: it must not change
 		// them in place either.
 		statesShared: true,

@@ -59,6 +59,8 @@ type Store struct {
 	// by an operator's removal, by serial (certs.go); nil when empty.
 	ReplicaCerts map[string][]ReplicaCert
 	Revoked      map[string]RevokedCert
+	// ClusterVersion is the replicated formats' version (clusterversion.go).
+	ClusterVersion uint32
 
 	// inBatch and owned let the updates of one batch, applied under one
 	// hold of the FSM's lock, copy the desired state and the renderings
@@ -108,23 +110,24 @@ func (s *Store) Clone() *Store {
 // clone copies all but the history.
 func (s *Store) clone() *Store {
 	return &Store{
-		Desired:      s.Desired.Clone(),
-		Rendered:     maps.Clone(s.Rendered),
-		DeleteGraph:  s.DeleteGraph.Clone(),
-		Agents:       s.Agents.Clone(),
-		States:       s.States.Clone(),
-		Revision:     s.Revision,
-		DesiredSeq:   s.DesiredSeq,
-		ReportMarks:  maps.Clone(s.ReportMarks),
-		Modes:        maps.Clone(s.Modes),
-		Placement:    clonePlacement(s.Placement),
-		Problems:     s.Problems.Clone(),
-		Revs:         s.Revs.Clone(),
-		Locks:        s.Locks.Clone(),
-		Removed:      maps.Clone(s.Removed),
-		ReplicaCerts: cloneReplicaCerts(s.ReplicaCerts),
-		Revoked:      maps.Clone(s.Revoked),
-		usage:        s.usage.clone(),
+		Desired:        s.Desired.Clone(),
+		Rendered:       maps.Clone(s.Rendered),
+		DeleteGraph:    s.DeleteGraph.Clone(),
+		Agents:         s.Agents.Clone(),
+		States:         s.States.Clone(),
+		Revision:       s.Revision,
+		DesiredSeq:     s.DesiredSeq,
+		ReportMarks:    maps.Clone(s.ReportMarks),
+		Modes:          maps.Clone(s.Modes),
+		Placement:      clonePlacement(s.Placement),
+		Problems:       s.Problems.Clone(),
+		Revs:           s.Revs.Clone(),
+		Locks:          s.Locks.Clone(),
+		Removed:        maps.Clone(s.Removed),
+		ReplicaCerts:   cloneReplicaCerts(s.ReplicaCerts),
+		Revoked:        maps.Clone(s.Revoked),
+		ClusterVersion: s.ClusterVersion,
+		usage:          s.usage.clone(),
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/logs"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
-	"github.com/grapnel-io/grapnel/internal/buildinfo"
+	"github.com/grapnel-io/grapnel/internal/formats"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -137,7 +137,11 @@ func loadConfigTo(args []string, lookup func(string) (string, bool), stdout, std
 		ConfigFlag: "config", ConfigShort: "x", ConfigAliases: []string{"agent-config"},
 		DefaultPath: defaultConfigPath, Defaults: defaults, Options: options(),
 		UpstreamPath: upstreamConfigPath, Upstream: applyAnkaiosConfig,
-		Version: func() string { return buildinfo.Line("grapnel-agent", rpc.ProtocolVersion) }, Out: stdout,
+		// --version: the version line, then the formats of the release
+		// (internal/formats); Println adds the last newline.
+		Version: func() string {
+			return strings.TrimSuffix(formats.VersionText("grapnel-agent", rpc.ProtocolVersion), "\n")
+		}, Out: stdout,
 		Warn: func(w string) { fmt.Fprintf(stderr, "grapnel-agent: warning: %s\n", w) },
 	}, args, lookup)
 	if err != nil {

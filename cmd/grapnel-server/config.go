@@ -6,11 +6,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
-	"github.com/grapnel-io/grapnel/internal/buildinfo"
+	"github.com/grapnel-io/grapnel/internal/formats"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/layered"
@@ -111,6 +112,10 @@ type config struct {
 	RaftHeartbeatInterval  time.Duration `yaml:"raft_heartbeat_interval"`
 	// RaftSegmentMiB is the size of one segment file of the Raft log.
 	RaftSegmentMiB int `yaml:"raft_segment_mib"`
+	// UpgradeFinalizeAfter raises the cluster version by itself once
+	// every voter has run a release that supports it this long; 0 waits
+	// for `grapnel cluster upgrade finalize` (docs/upgrade.md).
+	UpgradeFinalizeAfter time.Duration `yaml:"upgrade_finalize_after"`
 	// GCPercent is Go's GC target (GOGC) while the replica allocates
 	// fast, GCIdlePercent otherwise (see gcTuner); the GOGC variable,
 	// when set, wins over both.
@@ -261,6 +266,7 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }),
 		layered.Opt("raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }),
 		layered.Opt("raft-heartbeat-interval", "", "RAFT_HEARTBEAT_INTERVAL", "leader: time between its heartbeats to the followers, all sent at once; Raft's own follow one to two intervals after the last if they are late (0: five twelfths of the shorter of the heartbeat and lease timeouts, 83 ms by default)", func(c *config) any { return &c.RaftHeartbeatInterval }),
+		layered.Opt("upgrade-finalize-after", "", "UPGRADE_FINALIZE_AFTER", "finalize a rolling upgrade by itself once every voter has supported the new cluster version this long; 0 (the default) waits for `grapnel cluster upgrade finalize`, which the OTA manager runs once it has confirmed the update (docs/upgrade.md)", func(c *config) any { return &c.UpgradeFinalizeAfter }),
 		layered.Opt("raft-segment-mib", "", "RAFT_SEGMENT_MIB", "MiB of one Raft log segment file, allocated when it is opened and deleted once a snapshot covers it", func(c *config) any { return &c.RaftSegmentMiB }),
 		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target while the replica allocates fast (2 MiB/s or more) and at the start: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
 		layered.Opt("gc-idle-percent", "", "GC_IDLE_PERCENT", "Go GC target while the replica allocates little (under 1 MiB/s), which keeps an idle replica's heap small (at least --gc-percent: that target always; the GOGC variable wins)", func(c *config) any { return &c.GCIdlePercent }),
@@ -317,7 +323,11 @@ func loadConfigTo(args []string, lookup func(string) (string, bool), stdout, std
 		ConfigFlag: "server-config", ConfigShort: "x",
 		DefaultPath: defaultConfigPath, Defaults: defaults, Options: options(),
 		UpstreamPath: upstreamConfigPath, Upstream: applyAnkaiosConfig,
-		Version: func() string { return buildinfo.Line("grapnel-server", rpc.ProtocolVersion) }, Out: stdout,
+		// --version: the version line, then the formats of the release
+		// (internal/formats); Println adds the last newline.
+		Version: func() string {
+			return strings.TrimSuffix(formats.VersionText("grapnel-server", rpc.ProtocolVersion), "\n")
+		}, Out: stdout,
 		Warn: func(w string) { fmt.Fprintf(stderr, "grapnel-server: warning: %s\n", w) },
 	}, args, lookup)
 	if err != nil {
@@ -397,6 +407,9 @@ func (c config) validate() error {
 	}
 	if err := c.validateGossipKeys(); err != nil {
 		return err
+	}
+	if c.UpgradeFinalizeAfter < 0 {
+		return fmt.Errorf("--upgrade-finalize-after %v: must not be negative (0 waits for grapnel cluster upgrade finalize)", c.UpgradeFinalizeAfter)
 	}
 	if c.RaftSegmentMiB < 1 || c.RaftSegmentMiB > 1024 {
 		return fmt.Errorf("--raft-segment-mib %d: must be 1 to 1024", c.RaftSegmentMiB)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/buildinfo"
 	"github.com/grapnel-io/grapnel/internal/connlimit"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/sdnotify"
@@ -143,7 +144,7 @@ func run(cfg config) error {
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress,
 		GossipKey: gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(gossipKeys),
 		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: agentGossipKeys, RaftTLS: certs,
-		Join: cfg.Join, LogOutput: os.Stderr, SegmentSize: cfg.RaftSegmentMiB << 20,
+		Join: cfg.Join, LogOutput: os.Stderr, SegmentSize: cfg.RaftSegmentMiB << 20, UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
 		CheckEntry: fsm.CheckType, DeferSoloElection: true, RaftConnLimits: caps.raft,
 	})
 	if err != nil {
@@ -154,6 +155,7 @@ func run(cfg config) error {
 		return err
 	}
 	metricSet := metrics.NewSet()
+	metricSet.CollectBuild(version, buildinfo.CommitID())
 	metricSet.CollectListeners(lis, node.RaftListener(), uiLis)
 	// systemd (Type=notify): the replica reports leader/follower as it
 	// changes, READY=1 once it serves, WATCHDOG=1 while its main loop
@@ -226,7 +228,7 @@ func run(cfg config) error {
 		return err
 	}
 	defer stopMetrics()
-	stopUI := serveUI(uiLis, uiTLS, untyped, node, f, lis.Addr().String(), grpc.WithTransportCredentials(proxyCreds), log)
+	stopUI := serveUI(uiLis, uiTLS, untyped, node, f, srv.AgentReleases, lis.Addr().String(), grpc.WithTransportCredentials(proxyCreds), log)
 	defer stopUI()
 	// Every call is checked against the authorization table (rpc/authz),
 	// inside the status interceptors so that a refusal gets its code.

@@ -36,7 +36,7 @@ func TestDashboardServedOverMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := serveUI(connlimit.Wrap(lis, connlimit.Config{}), tc, identity.None, node, c.FSM(node.ID()), "127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()),
+	stop := serveUI(connlimit.Wrap(lis, connlimit.Config{}), tc, identity.None, node, c.FSM(node.ID()), nil, "127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer stop()
 	get := func(role identity.Role, name string) (int, string) {

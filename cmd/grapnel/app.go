@@ -72,7 +72,9 @@ type app struct {
 	systemCLIConfig string
 	systemAnkConfig string
 
-	output         string
+	output string
+	// agentsOutput is `get agents -o`: its own field, for its default differs.
+	agentsOutput   string
 	filter         cli.WorkloadFilter
 	watch          bool
 	includeCurrent bool

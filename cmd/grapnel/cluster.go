@@ -83,6 +83,25 @@ func newCluster(a *app) *cobra.Command {
 			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.SnapshotRestore(ctx, args[0]) })
 		},
 	})
-	cl.AddCommand(members, add, remove, transfer, snapshot)
+	upgrade := &cobra.Command{Use: "upgrade", Short: "See and finalize a rolling upgrade: the cluster version and each replica's release (docs/upgrade.md)"}
+	var upgradeOutput string
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show each replica's release, the cluster version, who is behind, and whether a rollback is still possible",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.UpgradeStatus(ctx, upgradeOutput) })
+		},
+	}
+	status.Flags().StringVarP(&upgradeOutput, "output", "o", "table", "output format: table, json or yaml")
+	upgrade.AddCommand(status, &cobra.Command{
+		Use:   "finalize",
+		Short: "Raise the cluster version to the newest every voter supports; after it no replica can go back to the previous release",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.UpgradeFinalize(ctx) })
+		},
+	})
+	cl.AddCommand(members, add, remove, transfer, snapshot, upgrade)
 	return cl
 }

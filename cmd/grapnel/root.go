@@ -10,6 +10,7 @@ import (
 	"github.com/grapnel-io/grapnel/cli"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
+	"github.com/grapnel-io/grapnel/internal/formats"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -43,8 +44,10 @@ func newRoot(a *app) *cobra.Command {
 	pf.BoolVarP(&a.flags.Verbose, "verbose", "v", false, "print debug information on stderr")
 	pf.BoolVarP(&a.flags.Quiet, "quiet", "q", false, "print only the requested data")
 	pf.StringVarP(&a.ankConfig, "ank-config", "x", "", "CLI config file: Ankaios TOML (.conf, .toml) or Grapnel YAML, the same keys (default the first present of $HOME/"+cliUserPath+", "+cliSystemPath+", $HOME/"+ankconf.CLIUserPath+", "+ankconf.CLISystemPath+")")
+	// --version: the version line, then the formats of the release
+	// (internal/formats), as grapnel-server and grapnel-agent print them.
 	root.Version = buildinfo.Describe(rpc.ProtocolVersion)
-	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n" + formats.Text())
 	root.Flags().BoolP("version", "V", false, "print the version and exit")
 
 	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a), newHistory(a),
@@ -103,9 +106,10 @@ func newGet(a *app) *cobra.Command {
 		Short:   "List connected agents",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetAgents(cmd.Context()) })
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetAgents(cmd.Context(), a.agentsOutput) })
 		},
 	}
+	agents.Flags().StringVarP(&a.agentsOutput, "output", "o", "table", "output format: table, json or yaml (Grapnel only)")
 
 	configs := &cobra.Command{
 		Use:     "configs",

@@ -2091,6 +2091,55 @@ func (x *ReplicaCertificate) GetCert() *ReplicaCert {
 	return nil
 }
 
+// SetClusterVersion is the body of type 18: the leader raises the
+// cluster version (state.ClusterVersion) once every voter runs a release
+// that supports it and the upgrade is finalized. A replica that does not
+// know the type stops; one that knows it but not the version stops too,
+// naming both.
+type SetClusterVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterVersion) Reset() {
+	*x = SetClusterVersion{}
+	mi := &file_commands_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterVersion) ProtoMessage() {}
+
+func (x *SetClusterVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterVersion.ProtoReflect.Descriptor instead.
+func (*SetClusterVersion) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SetClusterVersion) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 var File_commands_proto protoreflect.FileDescriptor
 
 const file_commands_proto_rawDesc = "" +
@@ -2265,7 +2314,9 @@ const file_commands_proto_rawDesc = "" +
 	"notAfterMs\"R\n" +
 	"\x12ReplicaCertificate\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12,\n" +
-	"\x04cert\x18\x02 \x01(\v2\x18.grapnel.fsm.ReplicaCertR\x04certb\x06proto3"
+	"\x04cert\x18\x02 \x01(\v2\x18.grapnel.fsm.ReplicaCertR\x04cert\"-\n" +
+	"\x11SetClusterVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversionb\x06proto3"
 
 var (
 	file_commands_proto_rawDescOnce sync.Once
@@ -2280,7 +2331,7 @@ func file_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_commands_proto_goTypes = []any{
 	(ConfigItem_Kind)(0),           // 0: grapnel.fsm.ConfigItem.Kind
 	(*UpdateDesiredState)(nil),     // 1: grapnel.fsm.UpdateDesiredState
@@ -2312,6 +2363,7 @@ var file_commands_proto_goTypes = []any{
 	(*ReplicaRemoval)(nil),         // 27: grapnel.fsm.ReplicaRemoval
 	(*ReplicaCert)(nil),            // 28: grapnel.fsm.ReplicaCert
 	(*ReplicaCertificate)(nil),     // 29: grapnel.fsm.ReplicaCertificate
+	(*SetClusterVersion)(nil),      // 30: grapnel.fsm.SetClusterVersion
 }
 var file_commands_proto_depIdxs = []int32{
 	8,  // 0: grapnel.fsm.UpdateDesiredState.update:type_name -> grapnel.fsm.DesiredUpdate
@@ -2363,7 +2415,7 @@ func file_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

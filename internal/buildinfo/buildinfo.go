@@ -1,10 +1,14 @@
-// Package buildinfo says which Grapnel a binary is: its version, the
-// Ankaios protocol it speaks and the commit it was built from. Every
-// program prints the same line for --version.
+// Package buildinfo says which Grapnel a binary is: its release (a
+// semantic version), the Ankaios protocol it speaks and the commit it was
+// built from. Every program prints the same line for --version.
 //
-// The version is set at link time, e.g.
+// The release is the file VERSION at the repository's root. `make build`
+// passes it at link time, e.g.
 //
-//	go build -ldflags "-X github.com/grapnel-io/grapnel/internal/buildinfo.Version=0.3.0" ./cmd/...
+//	go build -ldflags "-X github.com/grapnel-io/grapnel/internal/buildinfo.Version=0.4.0" ./cmd/...
+//
+// and Version's default is the same text (a test keeps the two equal), so
+// a plain `go build` or `go test` build carries it too.
 //
 // The commit is the one Go stamps into a binary built in a git work tree
 // (vcs.revision, with "-dirty" when the tree had changes); a build without
@@ -12,12 +16,15 @@
 package buildinfo
 
 import (
+	"errors"
+	"fmt"
+	"regexp"
 	"runtime/debug"
 	"strings"
 )
 
-// Version is Grapnel's version.
-var Version = "0.3.0-dev"
+// Version is Grapnel's release, a semantic version (semver.org 2.0.0).
+var Version = "0.4.0-dev"
 
 // Commit is the commit when the build carries no VCS stamp; set with -X.
 var Commit = ""
@@ -52,6 +59,39 @@ func commit(info *debug.BuildInfo, ok bool) string {
 		return Commit
 	}
 	return "unknown"
+}
+
+// CommitID is the commit the running binary was built from, as the
+// version line shows it, or "unknown".
+func CommitID() string {
+	info, ok := debug.ReadBuildInfo()
+	return commit(info, ok)
+}
+
+// MaxReleaseBytes bounds a release text: one an agent announces is kept
+// in the leader's memory and shown as a metric label.
+const MaxReleaseBytes = 64
+
+// semver is the regular expression semver.org 2.0.0 gives for a version.
+var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+	`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
+	`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+
+// ErrBadRelease marks a release text that is not a semantic version.
+var ErrBadRelease = errors.New("not a release")
+
+// CheckRelease tells whether s is a release: a semantic version of at
+// most MaxReleaseBytes bytes, e.g. 0.4.0, 1.2.3-rc.1 or 0.4.0-dev+abc.
+func CheckRelease(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: empty", ErrBadRelease)
+	case len(s) > MaxReleaseBytes:
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrBadRelease, len(s), MaxReleaseBytes)
+	case !semver.MatchString(s):
+		return fmt.Errorf("%w: %q is not a semantic version (MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD], semver.org)", ErrBadRelease, s)
+	}
+	return nil
 }
 
 // protocol shortens a protocol version such as 1.0.0 to v1.0.

@@ -1,6 +1,8 @@
 package buildinfo
 
 import (
+	"errors"
+	"os"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -47,5 +49,42 @@ func TestLine(t *testing.T) {
 	got := Line("grapnel", "1.0.0")
 	if !strings.HasPrefix(got, "grapnel "+Version+" (ankaios protocol v1.0, commit ") || !strings.HasSuffix(got, ")") {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// Requirement (issue 28, point 1): the release is the file VERSION at the
+// repository's root; `make build` passes it with -X, and a plain go build
+// (the end-to-end tests', the benchmarks') gets the default, so the two
+// must agree.
+func TestVersionFileMatchesDefault(t *testing.T) {
+	data, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := strings.TrimSpace(string(data))
+	if file != Version {
+		t.Fatalf("VERSION holds %q, buildinfo.Version's default is %q: change both", file, Version)
+	}
+	if string(data) != file+"\n" {
+		t.Fatalf("VERSION must be the release and one newline, got %q", data)
+	}
+}
+
+// Requirement (issue 28, point 1): the release is a semantic version.
+func TestReleaseIsSemver(t *testing.T) {
+	if err := CheckRelease(Version); err != nil {
+		t.Fatalf("buildinfo.Version: %v", err)
+	}
+	for _, ok := range []string{"0.4.0", "0.4.0-dev", "1.2.3-rc.1", "1.0.0-alpha.beta.1+build.5", "10.20.30", "1.0.0+20130313144700"} {
+		if err := CheckRelease(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "1", "1.2", "v1.2.3", "01.2.3", "1.2.3-", "1.2.3-01", "1.2.3+", "1.2.3 ", "1.2.3\n", "1.2.3-a..b",
+		"1.2.3-" + strings.Repeat("x", MaxReleaseBytes)} {
+		err := CheckRelease(bad)
+		if !errors.Is(err, ErrBadRelease) {
+			t.Errorf("%q accepted (%v)", bad, err)
+		}
 	}
 }

@@ -86,6 +86,11 @@ var ErrBusy = errors.New("busy")
 // open to the leader.
 var ErrAgentNotConnected = errors.New("agent not connected")
 
+// ErrReleaseBehind refuses what needs a cluster version that a replica's
+// release does not support yet (docs/upgrade.md): the message names the
+// replicas still on the older release.
+var ErrReleaseBehind = errors.New("a replica runs an older release")
+
 // NotLeaderError is ErrNotLeader with the leader this replica sees, so a
 // client can redirect without asking around. With a LeaderAddress it maps
 // to FailedPrecondition ("not here, go there"); without one to

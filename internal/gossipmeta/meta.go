@@ -49,6 +49,10 @@ type Meta struct {
 	// when it serves none; a dashboard page moves to another replica's
 	// with it when its own replica goes away.
 	UIAddress string
+	// ClusterVersion is the newest cluster version the replica's release
+	// supports (state.MaxClusterVersion); 0 for a release that knows
+	// none, which the leader counts as the baseline.
+	ClusterVersion uint32
 }
 
 // The encoding is a version byte, then tag, uvarint length, value per
@@ -70,14 +74,18 @@ const (
 	tagIncarnation = 10
 	// tagUI is issue 18 (the dashboard's address).
 	tagUI = 11
+	// tagClusterVersion is issue 28 (the newest cluster version the
+	// replica's release supports).
+	tagClusterVersion = 12
 )
 
 var fieldNames = map[byte]string{
 	tagRole: "role", tagRaft: "raft_address", tagGRPC: "grpc_address", tagVersion: "version",
 	tagExpect: "bootstrap_expect", tagLeader: "leader", tagHasState: "has_state", tagLeaving: "leaving",
-	tagAgentGossip: "agent_gossip_address",
-	tagIncarnation: "incarnation",
-	tagUI:          "ui_address",
+	tagAgentGossip:    "agent_gossip_address",
+	tagIncarnation:    "incarnation",
+	tagUI:             "ui_address",
+	tagClusterVersion: "cluster_version",
 }
 
 // Encode returns the wire form, or an error when it would not fit in
@@ -111,6 +119,11 @@ func (m Meta) Encode() ([]byte, error) {
 	}
 	if m.UIAddress != "" {
 		str(tagUI, m.UIAddress)
+	}
+	if m.ClusterVersion != 0 {
+		num := binary.AppendUvarint(nil, uint64(m.ClusterVersion))
+		buf = append(buf, tagClusterVersion, byte(len(num)))
+		buf = append(buf, num...)
 	}
 	if len(buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d-byte limit: "+
@@ -191,6 +204,12 @@ func (m *Meta) set(tag byte, name string, val []byte) error {
 			return fmt.Errorf("%w: field %s: not an unsigned number", ErrBadMetadata, name)
 		}
 		m.Incarnation = v
+	case tagClusterVersion:
+		v, k := binary.Uvarint(val)
+		if k <= 0 || k != len(val) || v > 1<<32-1 {
+			return fmt.Errorf("%w: field %s: not a cluster version", ErrBadMetadata, name)
+		}
+		m.ClusterVersion = uint32(v)
 	case tagHasState, tagLeaving:
 		if len(val) != 1 || val[0] > 1 {
 			return fmt.Errorf("%w: field %s: not a boolean", ErrBadMetadata, name)

@@ -15,6 +15,7 @@ func TestRoundTrip(t *testing.T) {
 			Incarnation: 1795000000123456789},
 		{Role: RoleServer, RaftAddress: "[::1]:1"},
 		{Role: RoleServer, RaftAddress: "10.0.0.2:25561", UIAddress: "10.0.0.2:25581"},
+		{Role: RoleServer, RaftAddress: "10.0.0.3:25561", ClusterVersion: 1},
 		{Role: RoleAgent, RaftAddress: "", Version: "1.0.0", Leaving: true},
 	}
 	for _, want := range tests {
@@ -35,11 +36,11 @@ func TestRoundTrip(t *testing.T) {
 // The tag numbers are the wire format replicas of earlier versions read:
 // they must never change.
 func TestTagNumbersAreStable(t *testing.T) {
-	b, err := Meta{Role: "r", RaftAddress: "a", GRPCAddress: "g", Version: "v", Expect: 3, LeaderSeen: "l", HasState: true, Leaving: true, Incarnation: 300, UIAddress: "u"}.Encode()
+	b, err := Meta{Role: "r", RaftAddress: "a", GRPCAddress: "g", Version: "v", Expect: 3, LeaderSeen: "l", HasState: true, Leaving: true, Incarnation: 300, UIAddress: "u", ClusterVersion: 1}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte{1, 1, 1, 'r', 2, 1, 'a', 3, 1, 'g', 4, 1, 'v', 5, 1, 3, 6, 1, 'l', 7, 1, 1, 8, 1, 1, 10, 2, 0xac, 0x02, 11, 1, 'u'}
+	want := []byte{1, 1, 1, 'r', 2, 1, 'a', 3, 1, 'g', 4, 1, 'v', 5, 1, 3, 6, 1, 'l', 7, 1, 1, 8, 1, 1, 10, 2, 0xac, 0x02, 11, 1, 'u', 12, 1, 1}
 	if string(b) != string(want) {
 		t.Fatalf("encoding changed:\n got %v\nwant %v", b, want)
 	}
@@ -79,6 +80,7 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{"bad expect", []byte{1, tagRole, 0, tagRaft, 0, tagExpect, 2, 0x80, 0x80}, "bootstrap_expect"},
 		{"bad has_state", []byte{1, tagRole, 0, tagRaft, 0, tagHasState, 1, 2}, "has_state"},
 		{"bad incarnation", []byte{1, tagRole, 0, tagRaft, 0, tagIncarnation, 2, 0x80, 0x80}, "incarnation"},
+		{"bad cluster version", []byte{1, tagRole, 0, tagRaft, 0, tagClusterVersion, 2, 0x80, 0x80}, "cluster_version"},
 		{"bad leaving", []byte{1, tagRole, 0, tagRaft, 0, tagLeaving, 2, 1, 1}, "leaving"},
 		{"empty raft address of a server", []byte{1, tagRole, 6, 's', 'e', 'r', 'v', 'e', 'r', tagRaft, 0}, "raft_address"},
 		{"truncated good", good[:len(good)-1], "has_state"},

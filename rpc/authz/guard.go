@@ -47,13 +47,24 @@ type Guard struct {
 	// Self is this replica's id.
 	Self string
 	// Member reports whether replica id is in the latest Raft
-	// configuration, and the host of its Raft address there.
-	Member func(id string) (host string, ok bool)
+	// configuration, with what the guard needs to know of it.
+	Member func(id string) (MemberInfo, bool)
 	// Revoked says why a certificate serial is revoked ("" when it is
 	// not): the serials of removed replicas' certificates.
 	Revoked func(serial string) string
 	// Roots is the CA pool the TLS handshake verifies clients against.
 	Roots func() *x509.CertPool
+}
+
+// MemberInfo is what the guard knows of a replica of the configuration.
+type MemberInfo struct {
+	// Host is the host of its Raft address, where its proxy dials from.
+	Host string
+	// Legacy says it runs a release that forwards no client certificate
+	// and the cluster version has not been raised past that release
+	// (docs/upgrade.md): until then its forwarded identity is believed
+	// without the certificate, under every other condition.
+	Legacy bool
 }
 
 // maxForwardedCerts bounds the certificates a forwarded chain may hold;
@@ -149,7 +160,8 @@ func (g *Guard) forwarded(ctx context.Context, by identity.Identity, method, fwd
 	if g.Member == nil || g.Roots == nil {
 		return refuse("this replica believes no forwarded identity")
 	}
-	host, member := g.Member(by.Name)
+	info, member := g.Member(by.Name)
+	host := info.Host
 	fb := wire.ForwardedBy(ctx)
 	switch {
 	case !member:
@@ -165,6 +177,13 @@ func (g *Guard) forwarded(ctx context.Context, by identity.Identity, method, fwd
 	claimed, err := Decode(fwd)
 	if err != nil {
 		return refuse("%v", err)
+	}
+	if certs := wire.ForwardedCert(ctx); certs == "" && info.Legacy && fb == by.Name {
+		if claimed.Role == identity.Replica {
+			return refuse("a replica is never proxied")
+		}
+		claimed.Via = fmt.Sprintf("%s (serial %s, a release that forwards no client certificate)", Who(by), by.Serial)
+		return claimed, nil
 	}
 	client, err := g.forwardedCert(wire.ForwardedCert(ctx))
 	if err != nil {

@@ -207,6 +207,7 @@ func TestForwardedIdentity(t *testing.T) {
 	r9 := leaf(ca.IssueIdentity(t, "r9", identity.Replica, "r9", identity.ServerSAN))
 	removed := leaf(ca.IssueIdentity(t, "r3", identity.Replica, "r3", identity.ServerSAN))
 	removedSelf := leaf(ca.IssueIdentity(t, "r3-new", identity.Replica, "r3", identity.ServerSAN)) // r3's certificate now
+	r4 := leaf(ca.IssueIdentity(t, "r4", identity.Replica, "r4", identity.ServerSAN))
 	ota := leaf(ca.IssueIdentity(t, "ota", identity.Commander, "ota"))
 	alice := leaf(ca.IssueIdentity(t, "alice", identity.Operator, "alice"))
 	agentA := leaf(ca.IssueIdentity(t, "agent_A", identity.Agent, "agent_A", "agent_A"))
@@ -216,14 +217,16 @@ func TestForwardedIdentity(t *testing.T) {
 	g := &Guard{
 		Untyped: identity.Agent,
 		Self:    "r3",
-		Member: func(id string) (string, bool) {
+		Member: func(id string) (MemberInfo, bool) {
 			switch id {
 			case "r2":
-				return "10.0.0.2", true
+				return MemberInfo{Host: "10.0.0.2"}, true
 			case "r3":
-				return "10.0.0.3", true
+				return MemberInfo{Host: "10.0.0.3"}, true
+			case "r4": // a replica of the previous release, before the upgrade is finalized
+				return MemberInfo{Host: "10.0.0.4", Legacy: true}, true
 			}
-			return "", false
+			return MemberInfo{}, false
 		},
 		Revoked: func(serial string) string {
 			if serial == identity.Serial(removed) || serial == identity.Serial(revokedOta) {
@@ -295,6 +298,14 @@ func TestForwardedIdentity(t *testing.T) {
 			"commander 'ota' via replica 'r3' (serial " + identity.Serial(removedSelf) + ")", nil, nil},
 		{"another member naming no forwarder", call(r2, wire.ForwardedIdentityKey, "commander/ota", wire.ForwardedCertKey, b64(ota)), apply,
 			"", errs.ErrPermissionDenied, []string{"forwarded by \"\""}},
+		{"a replica of the previous release forwards no certificate, before the upgrade is finalized", callFrom("10.0.0.4:41000", r4, proxied("r4", "commander/ota")...), apply,
+			"commander 'ota' via replica 'r4' (serial " + identity.Serial(r4) + ", a release that forwards no client certificate)", nil, nil},
+		{"… but only from its own address", callFrom("10.9.9.9:41000", r4, proxied("r4", "commander/ota")...), apply,
+			"", errs.ErrPermissionDenied, []string{"came from 10.9.9.9"}},
+		{"… and only for a proxied method", callFrom("10.0.0.4:41000", r4, proxied("r4", "operator/alice")...), grapnelpb.Cluster_SnapshotSave_FullMethodName,
+			"", errs.ErrPermissionDenied, []string{"SnapshotSave"}},
+		{"a member of this release without a certificate", call(r2, proxied("r2", "commander/ota")...), apply,
+			"", errs.ErrPermissionDenied, []string{"no client certificate"}},
 		{"a replica's identity is never proxied", call(r2, proxied("r2", "replica/r2", r2)...), apply,
 			"", errs.ErrPermissionDenied, []string{"never proxied"}},
 		{"certificates without an identity", call(r2, wire.ForwardedByKey, "r2", wire.ForwardedCertKey, b64(alice)), apply,

@@ -153,6 +153,24 @@ func (l *leaderCluster) Placement(ctx context.Context, in *grapnelpb.PlacementRe
 	})
 }
 
+func (l *leaderCluster) Agents(ctx context.Context, in *grapnelpb.AgentsRequest, opts ...grpc.CallOption) (*grapnelpb.AgentsResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.AgentsResponse, error) {
+		return c.Agents(ctx, in, opts...)
+	})
+}
+
+func (l *leaderCluster) UpgradeStatus(ctx context.Context, in *grapnelpb.UpgradeStatusRequest, opts ...grpc.CallOption) (*grapnelpb.UpgradeStatusResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.UpgradeStatusResponse, error) {
+		return c.UpgradeStatus(ctx, in, opts...)
+	})
+}
+
+func (l *leaderCluster) UpgradeFinalize(ctx context.Context, in *grapnelpb.UpgradeFinalizeRequest, opts ...grpc.CallOption) (*grapnelpb.UpgradeFinalizeResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.UpgradeFinalizeResponse, error) {
+		return c.UpgradeFinalize(ctx, in, opts...)
+	})
+}
+
 func (l *leaderCluster) Watch(ctx context.Context, in *grapnelpb.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[grapnelpb.WatchEvent], error) {
 	c, err := l.leader(ctx)
 	if err != nil {

@@ -25,6 +25,310 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type UpgradeStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeStatusRequest) Reset() {
+	*x = UpgradeStatusRequest{}
+	mi := &file_grapnel_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeStatusRequest) ProtoMessage() {}
+
+func (x *UpgradeStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpgradeStatusRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{0}
+}
+
+type UpgradeStatusResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ReplicaId string                 `protobuf:"bytes,1,opt,name=replicaId,proto3" json:"replicaId,omitempty"`
+	// The replicated cluster version.
+	ClusterVersion uint32 `protobuf:"varint,2,opt,name=clusterVersion,proto3" json:"clusterVersion,omitempty"`
+	// The newest cluster version this replica's release supports.
+	Supported uint32 `protobuf:"varint,3,opt,name=supported,proto3" json:"supported,omitempty"`
+	// The newest cluster version every voter supports.
+	Target uint32 `protobuf:"varint,4,opt,name=target,proto3" json:"target,omitempty"`
+	// Voters whose release supports less than this replica's, with what
+	// they announce.
+	Behind []string `protobuf:"bytes,5,rep,name=behind,proto3" json:"behind,omitempty"`
+	// A replica can still go back to a release that supports less than
+	// this one's.
+	RollbackPossible bool `protobuf:"varint,6,opt,name=rollbackPossible,proto3" json:"rollbackPossible,omitempty"`
+	// --upgrade-finalize-after in milliseconds; 0: only on an operator's
+	// finalize.
+	FinalizeAfterMs int64 `protobuf:"varint,7,opt,name=finalizeAfterMs,proto3" json:"finalizeAfterMs,omitempty"`
+	// Every member, with its release and the cluster version it supports.
+	Members []*Member `protobuf:"bytes,8,rep,name=members,proto3" json:"members,omitempty"`
+	// What each cluster version adds, and what the cluster does until it
+	// is raised.
+	Features      []*ClusterVersionFeature `protobuf:"bytes,9,rep,name=features,proto3" json:"features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeStatusResponse) Reset() {
+	*x = UpgradeStatusResponse{}
+	mi := &file_grapnel_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeStatusResponse) ProtoMessage() {}
+
+func (x *UpgradeStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpgradeStatusResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UpgradeStatusResponse) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *UpgradeStatusResponse) GetClusterVersion() uint32 {
+	if x != nil {
+		return x.ClusterVersion
+	}
+	return 0
+}
+
+func (x *UpgradeStatusResponse) GetSupported() uint32 {
+	if x != nil {
+		return x.Supported
+	}
+	return 0
+}
+
+func (x *UpgradeStatusResponse) GetTarget() uint32 {
+	if x != nil {
+		return x.Target
+	}
+	return 0
+}
+
+func (x *UpgradeStatusResponse) GetBehind() []string {
+	if x != nil {
+		return x.Behind
+	}
+	return nil
+}
+
+func (x *UpgradeStatusResponse) GetRollbackPossible() bool {
+	if x != nil {
+		return x.RollbackPossible
+	}
+	return false
+}
+
+func (x *UpgradeStatusResponse) GetFinalizeAfterMs() int64 {
+	if x != nil {
+		return x.FinalizeAfterMs
+	}
+	return 0
+}
+
+func (x *UpgradeStatusResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *UpgradeStatusResponse) GetFeatures() []*ClusterVersionFeature {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
+type ClusterVersionFeature struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Waiting       string                 `protobuf:"bytes,3,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterVersionFeature) Reset() {
+	*x = ClusterVersionFeature{}
+	mi := &file_grapnel_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterVersionFeature) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterVersionFeature) ProtoMessage() {}
+
+func (x *ClusterVersionFeature) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterVersionFeature.ProtoReflect.Descriptor instead.
+func (*ClusterVersionFeature) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ClusterVersionFeature) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ClusterVersionFeature) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClusterVersionFeature) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
+type UpgradeFinalizeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeFinalizeRequest) Reset() {
+	*x = UpgradeFinalizeRequest{}
+	mi := &file_grapnel_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeFinalizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeFinalizeRequest) ProtoMessage() {}
+
+func (x *UpgradeFinalizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeFinalizeRequest.ProtoReflect.Descriptor instead.
+func (*UpgradeFinalizeRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{3}
+}
+
+type UpgradeFinalizeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint32                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeFinalizeResponse) Reset() {
+	*x = UpgradeFinalizeResponse{}
+	mi := &file_grapnel_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeFinalizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeFinalizeResponse) ProtoMessage() {}
+
+func (x *UpgradeFinalizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeFinalizeResponse.ProtoReflect.Descriptor instead.
+func (*UpgradeFinalizeResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UpgradeFinalizeResponse) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *UpgradeFinalizeResponse) GetTo() uint32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -33,7 +337,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_grapnel_proto_msgTypes[0]
+	mi := &file_grapnel_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +349,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[0]
+	mi := &file_grapnel_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +362,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{0}
+	return file_grapnel_proto_rawDescGZIP(), []int{5}
 }
 
 type Member struct {
@@ -81,14 +385,18 @@ type Member struct {
 	// Gossip status: alive, suspect, dead, left, or none.
 	GossipStatus string `protobuf:"bytes,11,opt,name=gossipStatus,proto3" json:"gossipStatus,omitempty"`
 	// The leader id this member's gossip metadata reports.
-	LeaderSeen    string `protobuf:"bytes,12,opt,name=leaderSeen,proto3" json:"leaderSeen,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaderSeen string `protobuf:"bytes,12,opt,name=leaderSeen,proto3" json:"leaderSeen,omitempty"`
+	// The newest cluster version the member's release supports, as its
+	// gossip announces it (0: a release that announces none;
+	// docs/upgrade.md).
+	ClusterVersion uint32 `protobuf:"varint,13,opt,name=clusterVersion,proto3" json:"clusterVersion,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_grapnel_proto_msgTypes[1]
+	mi := &file_grapnel_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +408,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[1]
+	mi := &file_grapnel_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +421,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{1}
+	return file_grapnel_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Member) GetId() string {
@@ -200,6 +508,13 @@ func (x *Member) GetLeaderSeen() string {
 	return ""
 }
 
+func (x *Member) GetClusterVersion() uint32 {
+	if x != nil {
+		return x.ClusterVersion
+	}
+	return 0
+}
+
 type StatusResponse struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	ReplicaId         string                 `protobuf:"bytes,1,opt,name=replicaId,proto3" json:"replicaId,omitempty"`
@@ -218,7 +533,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_grapnel_proto_msgTypes[2]
+	mi := &file_grapnel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +545,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[2]
+	mi := &file_grapnel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +558,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{2}
+	return file_grapnel_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StatusResponse) GetReplicaId() string {
@@ -312,7 +627,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_grapnel_proto_msgTypes[3]
+	mi := &file_grapnel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +639,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[3]
+	mi := &file_grapnel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +652,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{3}
+	return file_grapnel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WatchRequest) GetHeartbeatMs() uint32 {
@@ -358,7 +673,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_grapnel_proto_msgTypes[4]
+	mi := &file_grapnel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +685,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[4]
+	mi := &file_grapnel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +698,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{4}
+	return file_grapnel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchEvent) GetStatus() *StatusResponse {
@@ -409,7 +724,7 @@ type RemoveReplicaRequest struct {
 
 func (x *RemoveReplicaRequest) Reset() {
 	*x = RemoveReplicaRequest{}
-	mi := &file_grapnel_proto_msgTypes[5]
+	mi := &file_grapnel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +736,7 @@ func (x *RemoveReplicaRequest) String() string {
 func (*RemoveReplicaRequest) ProtoMessage() {}
 
 func (x *RemoveReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[5]
+	mi := &file_grapnel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +749,7 @@ func (x *RemoveReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RemoveReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{5}
+	return file_grapnel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveReplicaRequest) GetId() string {
@@ -455,7 +770,7 @@ type RemoveReplicaResponse struct {
 
 func (x *RemoveReplicaResponse) Reset() {
 	*x = RemoveReplicaResponse{}
-	mi := &file_grapnel_proto_msgTypes[6]
+	mi := &file_grapnel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +782,7 @@ func (x *RemoveReplicaResponse) String() string {
 func (*RemoveReplicaResponse) ProtoMessage() {}
 
 func (x *RemoveReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[6]
+	mi := &file_grapnel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +795,7 @@ func (x *RemoveReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RemoveReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{6}
+	return file_grapnel_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveReplicaResponse) GetAlreadyRemoved() bool {
@@ -501,7 +816,7 @@ type AddReplicaRequest struct {
 
 func (x *AddReplicaRequest) Reset() {
 	*x = AddReplicaRequest{}
-	mi := &file_grapnel_proto_msgTypes[7]
+	mi := &file_grapnel_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +828,7 @@ func (x *AddReplicaRequest) String() string {
 func (*AddReplicaRequest) ProtoMessage() {}
 
 func (x *AddReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[7]
+	mi := &file_grapnel_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +841,7 @@ func (x *AddReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddReplicaRequest.ProtoReflect.Descriptor instead.
 func (*AddReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{7}
+	return file_grapnel_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AddReplicaRequest) GetId() string {
@@ -551,7 +866,7 @@ type AddReplicaResponse struct {
 
 func (x *AddReplicaResponse) Reset() {
 	*x = AddReplicaResponse{}
-	mi := &file_grapnel_proto_msgTypes[8]
+	mi := &file_grapnel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +878,7 @@ func (x *AddReplicaResponse) String() string {
 func (*AddReplicaResponse) ProtoMessage() {}
 
 func (x *AddReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[8]
+	mi := &file_grapnel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +891,7 @@ func (x *AddReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddReplicaResponse.ProtoReflect.Descriptor instead.
 func (*AddReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{8}
+	return file_grapnel_proto_rawDescGZIP(), []int{13}
 }
 
 type TransferLeadershipRequest struct {
@@ -589,7 +904,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_grapnel_proto_msgTypes[9]
+	mi := &file_grapnel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +916,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[9]
+	mi := &file_grapnel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +929,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{9}
+	return file_grapnel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -633,7 +948,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_grapnel_proto_msgTypes[10]
+	mi := &file_grapnel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +960,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[10]
+	mi := &file_grapnel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +973,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{10}
+	return file_grapnel_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TransferLeadershipResponse) GetNewLeaderId() string {
@@ -676,7 +991,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_grapnel_proto_msgTypes[11]
+	mi := &file_grapnel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +1003,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[11]
+	mi := &file_grapnel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +1016,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{11}
+	return file_grapnel_proto_rawDescGZIP(), []int{16}
 }
 
 type SnapshotChunk struct {
@@ -713,7 +1028,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_grapnel_proto_msgTypes[12]
+	mi := &file_grapnel_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +1040,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[12]
+	mi := &file_grapnel_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +1053,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{12}
+	return file_grapnel_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -757,7 +1072,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_grapnel_proto_msgTypes[13]
+	mi := &file_grapnel_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +1084,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[13]
+	mi := &file_grapnel_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +1097,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{13}
+	return file_grapnel_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotRestoreResponse) GetIndex() uint64 {
@@ -800,7 +1115,7 @@ type RevisionRequest struct {
 
 func (x *RevisionRequest) Reset() {
 	*x = RevisionRequest{}
-	mi := &file_grapnel_proto_msgTypes[14]
+	mi := &file_grapnel_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +1127,7 @@ func (x *RevisionRequest) String() string {
 func (*RevisionRequest) ProtoMessage() {}
 
 func (x *RevisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[14]
+	mi := &file_grapnel_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +1140,7 @@ func (x *RevisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionRequest.ProtoReflect.Descriptor instead.
 func (*RevisionRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{14}
+	return file_grapnel_proto_rawDescGZIP(), []int{19}
 }
 
 type RevisionResponse struct {
@@ -838,7 +1153,7 @@ type RevisionResponse struct {
 
 func (x *RevisionResponse) Reset() {
 	*x = RevisionResponse{}
-	mi := &file_grapnel_proto_msgTypes[15]
+	mi := &file_grapnel_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1165,7 @@ func (x *RevisionResponse) String() string {
 func (*RevisionResponse) ProtoMessage() {}
 
 func (x *RevisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[15]
+	mi := &file_grapnel_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1178,7 @@ func (x *RevisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionResponse.ProtoReflect.Descriptor instead.
 func (*RevisionResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{15}
+	return file_grapnel_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RevisionResponse) GetRevision() uint64 {
@@ -883,7 +1198,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_grapnel_proto_msgTypes[16]
+	mi := &file_grapnel_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1210,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[16]
+	mi := &file_grapnel_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1223,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{16}
+	return file_grapnel_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PlanRequest) GetUpdate() *ankbase.UpdateStateRequest {
@@ -948,7 +1263,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_grapnel_proto_msgTypes[17]
+	mi := &file_grapnel_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1275,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[17]
+	mi := &file_grapnel_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1288,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{17}
+	return file_grapnel_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PlanResponse) GetSeq() uint64 {
@@ -1053,7 +1368,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_grapnel_proto_msgTypes[18]
+	mi := &file_grapnel_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1380,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[18]
+	mi := &file_grapnel_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1393,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{18}
+	return file_grapnel_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Rejection) GetField() string {
@@ -1122,7 +1437,7 @@ type PlannedWorkload struct {
 
 func (x *PlannedWorkload) Reset() {
 	*x = PlannedWorkload{}
-	mi := &file_grapnel_proto_msgTypes[19]
+	mi := &file_grapnel_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1449,7 @@ func (x *PlannedWorkload) String() string {
 func (*PlannedWorkload) ProtoMessage() {}
 
 func (x *PlannedWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[19]
+	mi := &file_grapnel_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1462,7 @@ func (x *PlannedWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedWorkload.ProtoReflect.Descriptor instead.
 func (*PlannedWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{19}
+	return file_grapnel_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PlannedWorkload) GetName() string {
@@ -1219,7 +1534,7 @@ type FieldChange struct {
 
 func (x *FieldChange) Reset() {
 	*x = FieldChange{}
-	mi := &file_grapnel_proto_msgTypes[20]
+	mi := &file_grapnel_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1546,7 @@ func (x *FieldChange) String() string {
 func (*FieldChange) ProtoMessage() {}
 
 func (x *FieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[20]
+	mi := &file_grapnel_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1559,7 @@ func (x *FieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
 func (*FieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{20}
+	return file_grapnel_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FieldChange) GetPath() string {
@@ -1279,7 +1594,7 @@ type ConfigChange struct {
 
 func (x *ConfigChange) Reset() {
 	*x = ConfigChange{}
-	mi := &file_grapnel_proto_msgTypes[21]
+	mi := &file_grapnel_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1606,7 @@ func (x *ConfigChange) String() string {
 func (*ConfigChange) ProtoMessage() {}
 
 func (x *ConfigChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[21]
+	mi := &file_grapnel_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1619,7 @@ func (x *ConfigChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigChange.ProtoReflect.Descriptor instead.
 func (*ConfigChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{21}
+	return file_grapnel_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ConfigChange) GetKey() string {
@@ -1332,7 +1647,7 @@ type AgentPlan struct {
 
 func (x *AgentPlan) Reset() {
 	*x = AgentPlan{}
-	mi := &file_grapnel_proto_msgTypes[22]
+	mi := &file_grapnel_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1659,7 @@ func (x *AgentPlan) String() string {
 func (*AgentPlan) ProtoMessage() {}
 
 func (x *AgentPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[22]
+	mi := &file_grapnel_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1672,7 @@ func (x *AgentPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentPlan.ProtoReflect.Descriptor instead.
 func (*AgentPlan) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{22}
+	return file_grapnel_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AgentPlan) GetAgent() string {
@@ -1394,7 +1709,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_grapnel_proto_msgTypes[23]
+	mi := &file_grapnel_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1721,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[23]
+	mi := &file_grapnel_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1734,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{23}
+	return file_grapnel_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PlanStep) GetWave() uint32 {
@@ -1476,7 +1791,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_grapnel_proto_msgTypes[24]
+	mi := &file_grapnel_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1803,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[24]
+	mi := &file_grapnel_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1816,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{24}
+	return file_grapnel_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Wait) GetWorkload() string {
@@ -1550,7 +1865,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1877,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1890,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{25}
+	return file_grapnel_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ApplyRequest) GetUpdate() *ankbase.UpdateStateRequest {
@@ -1613,7 +1928,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1940,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1953,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{26}
+	return file_grapnel_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ApplyResponse) GetSeq() uint64 {
@@ -1671,7 +1986,7 @@ type ResyncAgentRequest struct {
 
 func (x *ResyncAgentRequest) Reset() {
 	*x = ResyncAgentRequest{}
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1998,7 @@ func (x *ResyncAgentRequest) String() string {
 func (*ResyncAgentRequest) ProtoMessage() {}
 
 func (x *ResyncAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +2011,7 @@ func (x *ResyncAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResyncAgentRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{27}
+	return file_grapnel_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResyncAgentRequest) GetAgent() string {
@@ -1714,7 +2029,7 @@ type ResyncAgentResponse struct {
 
 func (x *ResyncAgentResponse) Reset() {
 	*x = ResyncAgentResponse{}
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +2041,7 @@ func (x *ResyncAgentResponse) String() string {
 func (*ResyncAgentResponse) ProtoMessage() {}
 
 func (x *ResyncAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +2054,7 @@ func (x *ResyncAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResyncAgentResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{28}
+	return file_grapnel_proto_rawDescGZIP(), []int{33}
 }
 
 // SetAgentModeRequest names the agent and the mode: "Active",
@@ -1754,7 +2069,7 @@ type SetAgentModeRequest struct {
 
 func (x *SetAgentModeRequest) Reset() {
 	*x = SetAgentModeRequest{}
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +2081,7 @@ func (x *SetAgentModeRequest) String() string {
 func (*SetAgentModeRequest) ProtoMessage() {}
 
 func (x *SetAgentModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +2094,7 @@ func (x *SetAgentModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModeRequest.ProtoReflect.Descriptor instead.
 func (*SetAgentModeRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{29}
+	return file_grapnel_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetAgentModeRequest) GetAgent() string {
@@ -1804,7 +2119,7 @@ type SetAgentModeResponse struct {
 
 func (x *SetAgentModeResponse) Reset() {
 	*x = SetAgentModeResponse{}
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +2131,7 @@ func (x *SetAgentModeResponse) String() string {
 func (*SetAgentModeResponse) ProtoMessage() {}
 
 func (x *SetAgentModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +2144,7 @@ func (x *SetAgentModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModeResponse.ProtoReflect.Descriptor instead.
 func (*SetAgentModeResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{30}
+	return file_grapnel_proto_rawDescGZIP(), []int{35}
 }
 
 type PlacementRequest struct {
@@ -1840,7 +2155,7 @@ type PlacementRequest struct {
 
 func (x *PlacementRequest) Reset() {
 	*x = PlacementRequest{}
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2167,7 @@ func (x *PlacementRequest) String() string {
 func (*PlacementRequest) ProtoMessage() {}
 
 func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2180,7 @@ func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlacementRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{31}
+	return file_grapnel_proto_rawDescGZIP(), []int{36}
 }
 
 type PlacementResponse struct {
@@ -1882,7 +2197,7 @@ type PlacementResponse struct {
 
 func (x *PlacementResponse) Reset() {
 	*x = PlacementResponse{}
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2209,7 @@ func (x *PlacementResponse) String() string {
 func (*PlacementResponse) ProtoMessage() {}
 
 func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2222,7 @@ func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementResponse.ProtoReflect.Descriptor instead.
 func (*PlacementResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{32}
+	return file_grapnel_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PlacementResponse) GetModes() []*AgentModeEntry {
@@ -1941,7 +2256,7 @@ type AgentModeEntry struct {
 
 func (x *AgentModeEntry) Reset() {
 	*x = AgentModeEntry{}
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2268,7 @@ func (x *AgentModeEntry) String() string {
 func (*AgentModeEntry) ProtoMessage() {}
 
 func (x *AgentModeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2281,7 @@ func (x *AgentModeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentModeEntry.ProtoReflect.Descriptor instead.
 func (*AgentModeEntry) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{33}
+	return file_grapnel_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AgentModeEntry) GetAgent() string {
@@ -1993,7 +2308,7 @@ type PlacedWorkload struct {
 
 func (x *PlacedWorkload) Reset() {
 	*x = PlacedWorkload{}
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2320,7 @@ func (x *PlacedWorkload) String() string {
 func (*PlacedWorkload) ProtoMessage() {}
 
 func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2333,7 @@ func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacedWorkload.ProtoReflect.Descriptor instead.
 func (*PlacedWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{34}
+	return file_grapnel_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PlacedWorkload) GetWorkload() string {
@@ -2033,6 +2348,144 @@ func (x *PlacedWorkload) GetAgents() []string {
 		return x.Agents
 	}
 	return nil
+}
+
+type AgentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentsRequest) Reset() {
+	*x = AgentsRequest{}
+	mi := &file_grapnel_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentsRequest) ProtoMessage() {}
+
+func (x *AgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentsRequest.ProtoReflect.Descriptor instead.
+func (*AgentsRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{40}
+}
+
+type AgentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// agents lists the agents that said hello to this leader, by name.
+	Agents        []*AgentInfo `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentsResponse) Reset() {
+	*x = AgentsResponse{}
+	mi := &file_grapnel_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentsResponse) ProtoMessage() {}
+
+func (x *AgentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentsResponse.ProtoReflect.Descriptor instead.
+func (*AgentsResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *AgentsResponse) GetAgents() []*AgentInfo {
+	if x != nil {
+		return x.Agents
+	}
+	return nil
+}
+
+type AgentInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// release is the release the agent announced (AgentHello
+	// grapnelRelease), or: "ankaios" for an agent that announces neither a
+	// release nor an incarnation (an Ankaios agent), "unknown" for a
+	// Grapnel agent older than releases, "invalid" for a text that is not
+	// a semantic version.
+	Release       string `protobuf:"bytes,2,opt,name=release,proto3" json:"release,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentInfo) Reset() {
+	*x = AgentInfo{}
+	mi := &file_grapnel_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentInfo) ProtoMessage() {}
+
+func (x *AgentInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
+func (*AgentInfo) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *AgentInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AgentInfo) GetRelease() string {
+	if x != nil {
+		return x.Release
+	}
+	return ""
 }
 
 // PlacementShortfall is a placed workload the allocator could not place
@@ -2050,7 +2503,7 @@ type PlacementShortfall struct {
 
 func (x *PlacementShortfall) Reset() {
 	*x = PlacementShortfall{}
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2515,7 @@ func (x *PlacementShortfall) String() string {
 func (*PlacementShortfall) ProtoMessage() {}
 
 func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2528,7 @@ func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementShortfall.ProtoReflect.Descriptor instead.
 func (*PlacementShortfall) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{35}
+	return file_grapnel_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PlacementShortfall) GetWorkload() string {
@@ -2117,7 +2570,7 @@ type HistoryListRequest struct {
 
 func (x *HistoryListRequest) Reset() {
 	*x = HistoryListRequest{}
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2582,7 @@ func (x *HistoryListRequest) String() string {
 func (*HistoryListRequest) ProtoMessage() {}
 
 func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2595,7 @@ func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
 func (*HistoryListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{36}
+	return file_grapnel_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HistoryListRequest) GetSince() uint64 {
@@ -2182,7 +2635,7 @@ type HistoryListResponse struct {
 
 func (x *HistoryListResponse) Reset() {
 	*x = HistoryListResponse{}
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2647,7 @@ func (x *HistoryListResponse) String() string {
 func (*HistoryListResponse) ProtoMessage() {}
 
 func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2660,7 @@ func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
 func (*HistoryListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{37}
+	return file_grapnel_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HistoryListResponse) GetTransactions() []*Transaction {
@@ -2254,7 +2707,7 @@ type HistoryGetRequest struct {
 
 func (x *HistoryGetRequest) Reset() {
 	*x = HistoryGetRequest{}
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2719,7 @@ func (x *HistoryGetRequest) String() string {
 func (*HistoryGetRequest) ProtoMessage() {}
 
 func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2732,7 @@ func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryGetRequest.ProtoReflect.Descriptor instead.
 func (*HistoryGetRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{38}
+	return file_grapnel_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *HistoryGetRequest) GetSeq() uint64 {
@@ -2311,7 +2764,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2776,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2789,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{39}
+	return file_grapnel_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Transaction) GetSeq() uint64 {
@@ -2431,7 +2884,7 @@ type TxWorkload struct {
 
 func (x *TxWorkload) Reset() {
 	*x = TxWorkload{}
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2896,7 @@ func (x *TxWorkload) String() string {
 func (*TxWorkload) ProtoMessage() {}
 
 func (x *TxWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2909,7 @@ func (x *TxWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxWorkload.ProtoReflect.Descriptor instead.
 func (*TxWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{40}
+	return file_grapnel_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TxWorkload) GetName() string {
@@ -2512,7 +2965,7 @@ type TxFieldChange struct {
 
 func (x *TxFieldChange) Reset() {
 	*x = TxFieldChange{}
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2977,7 @@ func (x *TxFieldChange) String() string {
 func (*TxFieldChange) ProtoMessage() {}
 
 func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2990,7 @@ func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxFieldChange.ProtoReflect.Descriptor instead.
 func (*TxFieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{41}
+	return file_grapnel_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TxFieldChange) GetField() string {
@@ -2571,7 +3024,7 @@ type TxConfig struct {
 
 func (x *TxConfig) Reset() {
 	*x = TxConfig{}
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +3036,7 @@ func (x *TxConfig) String() string {
 func (*TxConfig) ProtoMessage() {}
 
 func (x *TxConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +3049,7 @@ func (x *TxConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxConfig.ProtoReflect.Descriptor instead.
 func (*TxConfig) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{42}
+	return file_grapnel_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TxConfig) GetKey() string {
@@ -2622,7 +3075,7 @@ type TimelineRequest struct {
 
 func (x *TimelineRequest) Reset() {
 	*x = TimelineRequest{}
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +3087,7 @@ func (x *TimelineRequest) String() string {
 func (*TimelineRequest) ProtoMessage() {}
 
 func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +3100,7 @@ func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineRequest.ProtoReflect.Descriptor instead.
 func (*TimelineRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{43}
+	return file_grapnel_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TimelineRequest) GetWorkload() string {
@@ -2667,7 +3120,7 @@ type TimelineResponse struct {
 
 func (x *TimelineResponse) Reset() {
 	*x = TimelineResponse{}
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +3132,7 @@ func (x *TimelineResponse) String() string {
 func (*TimelineResponse) ProtoMessage() {}
 
 func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +3145,7 @@ func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineResponse.ProtoReflect.Descriptor instead.
 func (*TimelineResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{44}
+	return file_grapnel_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TimelineResponse) GetEvents() []*TimelineEvent {
@@ -2730,7 +3183,7 @@ type TimelineEvent struct {
 
 func (x *TimelineEvent) Reset() {
 	*x = TimelineEvent{}
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +3195,7 @@ func (x *TimelineEvent) String() string {
 func (*TimelineEvent) ProtoMessage() {}
 
 func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +3208,7 @@ func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineEvent.ProtoReflect.Descriptor instead.
 func (*TimelineEvent) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{45}
+	return file_grapnel_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TimelineEvent) GetTimeMs() int64 {
@@ -2843,7 +3296,7 @@ type ProblemsListRequest struct {
 
 func (x *ProblemsListRequest) Reset() {
 	*x = ProblemsListRequest{}
-	mi := &file_grapnel_proto_msgTypes[46]
+	mi := &file_grapnel_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +3308,7 @@ func (x *ProblemsListRequest) String() string {
 func (*ProblemsListRequest) ProtoMessage() {}
 
 func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[46]
+	mi := &file_grapnel_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3321,7 @@ func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListRequest.ProtoReflect.Descriptor instead.
 func (*ProblemsListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{46}
+	return file_grapnel_proto_rawDescGZIP(), []int{54}
 }
 
 type ProblemsListResponse struct {
@@ -2885,7 +3338,7 @@ type ProblemsListResponse struct {
 
 func (x *ProblemsListResponse) Reset() {
 	*x = ProblemsListResponse{}
-	mi := &file_grapnel_proto_msgTypes[47]
+	mi := &file_grapnel_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3350,7 @@ func (x *ProblemsListResponse) String() string {
 func (*ProblemsListResponse) ProtoMessage() {}
 
 func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[47]
+	mi := &file_grapnel_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3363,7 @@ func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListResponse.ProtoReflect.Descriptor instead.
 func (*ProblemsListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{47}
+	return file_grapnel_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ProblemsListResponse) GetProblems() []*Problem {
@@ -2960,7 +3413,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_grapnel_proto_msgTypes[48]
+	mi := &file_grapnel_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3425,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[48]
+	mi := &file_grapnel_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3438,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{48}
+	return file_grapnel_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Problem) GetId() uint64 {
@@ -3049,7 +3502,7 @@ type ProblemObject struct {
 
 func (x *ProblemObject) Reset() {
 	*x = ProblemObject{}
-	mi := &file_grapnel_proto_msgTypes[49]
+	mi := &file_grapnel_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3514,7 @@ func (x *ProblemObject) String() string {
 func (*ProblemObject) ProtoMessage() {}
 
 func (x *ProblemObject) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[49]
+	mi := &file_grapnel_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3527,7 @@ func (x *ProblemObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemObject.ProtoReflect.Descriptor instead.
 func (*ProblemObject) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{49}
+	return file_grapnel_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ProblemObject) GetKind() string {
@@ -3103,7 +3556,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_grapnel_proto_msgTypes[50]
+	mi := &file_grapnel_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3568,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[50]
+	mi := &file_grapnel_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3581,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{50}
+	return file_grapnel_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LockRequest) GetObjects() []string {
@@ -3161,7 +3614,7 @@ type LockResponse struct {
 
 func (x *LockResponse) Reset() {
 	*x = LockResponse{}
-	mi := &file_grapnel_proto_msgTypes[51]
+	mi := &file_grapnel_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3626,7 @@ func (x *LockResponse) String() string {
 func (*LockResponse) ProtoMessage() {}
 
 func (x *LockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[51]
+	mi := &file_grapnel_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3639,7 @@ func (x *LockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
 func (*LockResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{51}
+	return file_grapnel_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LockResponse) GetLocks() []*LockInfo {
@@ -3206,7 +3659,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_grapnel_proto_msgTypes[52]
+	mi := &file_grapnel_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3671,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[52]
+	mi := &file_grapnel_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3684,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{52}
+	return file_grapnel_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UnlockRequest) GetObjects() []string {
@@ -3256,7 +3709,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_grapnel_proto_msgTypes[53]
+	mi := &file_grapnel_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3721,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[53]
+	mi := &file_grapnel_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3734,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{53}
+	return file_grapnel_proto_rawDescGZIP(), []int{61}
 }
 
 type ListLocksRequest struct {
@@ -3292,7 +3745,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_grapnel_proto_msgTypes[54]
+	mi := &file_grapnel_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3757,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[54]
+	mi := &file_grapnel_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3770,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{54}
+	return file_grapnel_proto_rawDescGZIP(), []int{62}
 }
 
 type ListLocksResponse struct {
@@ -3331,7 +3784,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_grapnel_proto_msgTypes[55]
+	mi := &file_grapnel_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3796,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[55]
+	mi := &file_grapnel_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3809,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{55}
+	return file_grapnel_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListLocksResponse) GetLocks() []*LockInfo {
@@ -3387,7 +3840,7 @@ type LockInfo struct {
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_grapnel_proto_msgTypes[56]
+	mi := &file_grapnel_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3852,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[56]
+	mi := &file_grapnel_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3865,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{56}
+	return file_grapnel_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LockInfo) GetObject() string {
@@ -3454,8 +3907,27 @@ var File_grapnel_proto protoreflect.FileDescriptor
 
 const file_grapnel_proto_rawDesc = "" +
 	"\n" +
-	"\rgrapnel.proto\x12\agrapnel\x1a\x0eank_base.proto\"\x0f\n" +
-	"\rStatusRequest\"\xe2\x02\n" +
+	"\rgrapnel.proto\x12\agrapnel\x1a\x0eank_base.proto\"\x16\n" +
+	"\x14UpgradeStatusRequest\"\xe8\x02\n" +
+	"\x15UpgradeStatusResponse\x12\x1c\n" +
+	"\treplicaId\x18\x01 \x01(\tR\treplicaId\x12&\n" +
+	"\x0eclusterVersion\x18\x02 \x01(\rR\x0eclusterVersion\x12\x1c\n" +
+	"\tsupported\x18\x03 \x01(\rR\tsupported\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\rR\x06target\x12\x16\n" +
+	"\x06behind\x18\x05 \x03(\tR\x06behind\x12*\n" +
+	"\x10rollbackPossible\x18\x06 \x01(\bR\x10rollbackPossible\x12(\n" +
+	"\x0ffinalizeAfterMs\x18\a \x01(\x03R\x0ffinalizeAfterMs\x12)\n" +
+	"\amembers\x18\b \x03(\v2\x0f.grapnel.MemberR\amembers\x12:\n" +
+	"\bfeatures\x18\t \x03(\v2\x1e.grapnel.ClusterVersionFeatureR\bfeatures\"_\n" +
+	"\x15ClusterVersionFeature\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\awaiting\x18\x03 \x01(\tR\awaiting\"\x18\n" +
+	"\x16UpgradeFinalizeRequest\"=\n" +
+	"\x17UpgradeFinalizeResponse\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\rR\x02to\"\x0f\n" +
+	"\rStatusRequest\"\x8a\x03\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vgrpcAddress\x18\x02 \x01(\tR\vgrpcAddress\x12 \n" +
@@ -3471,7 +3943,8 @@ const file_grapnel_proto_rawDesc = "" +
 	"\fgossipStatus\x18\v \x01(\tR\fgossipStatus\x12\x1e\n" +
 	"\n" +
 	"leaderSeen\x18\f \x01(\tR\n" +
-	"leaderSeen\"\xa5\x02\n" +
+	"leaderSeen\x12&\n" +
+	"\x0eclusterVersion\x18\r \x01(\rR\x0eclusterVersion\"\xa5\x02\n" +
 	"\x0eStatusResponse\x12\x1c\n" +
 	"\treplicaId\x18\x01 \x01(\tR\treplicaId\x12\x1a\n" +
 	"\bleaderId\x18\x02 \x01(\tR\bleaderId\x12,\n" +
@@ -3582,7 +4055,13 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\"D\n" +
 	"\x0ePlacedWorkload\x12\x1a\n" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
-	"\x06agents\x18\x02 \x03(\tR\x06agents\"x\n" +
+	"\x06agents\x18\x02 \x03(\tR\x06agents\"\x0f\n" +
+	"\rAgentsRequest\"<\n" +
+	"\x0eAgentsResponse\x12*\n" +
+	"\x06agents\x18\x01 \x03(\v2\x12.grapnel.AgentInfoR\x06agents\"9\n" +
+	"\tAgentInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\arelease\x18\x02 \x01(\tR\arelease\"x\n" +
 	"\x12PlacementShortfall\x12\x1a\n" +
 	"\bworkload\x18\x01 \x01(\tR\bworkload\x12\x16\n" +
 	"\x06wanted\x18\x02 \x01(\rR\x06wanted\x12\x16\n" +
@@ -3686,7 +4165,7 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\asinceMs\x18\x04 \x01(\x03R\asinceMs\x12\x1c\n" +
-	"\texpiresMs\x18\x05 \x01(\x03R\texpiresMs2\xe3\x05\n" +
+	"\texpiresMs\x18\x05 \x01(\x03R\texpiresMs2\xc4\a\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
@@ -3698,7 +4177,10 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x0fSnapshotRestore\x12\x16.grapnel.SnapshotChunk\x1a .grapnel.SnapshotRestoreResponse(\x01\x12H\n" +
 	"\vResyncAgent\x12\x1b.grapnel.ResyncAgentRequest\x1a\x1c.grapnel.ResyncAgentResponse\x12K\n" +
 	"\fSetAgentMode\x12\x1c.grapnel.SetAgentModeRequest\x1a\x1d.grapnel.SetAgentModeResponse\x12B\n" +
-	"\tPlacement\x12\x19.grapnel.PlacementRequest\x1a\x1a.grapnel.PlacementResponse2\xb6\x01\n" +
+	"\tPlacement\x12\x19.grapnel.PlacementRequest\x1a\x1a.grapnel.PlacementResponse\x129\n" +
+	"\x06Agents\x12\x16.grapnel.AgentsRequest\x1a\x17.grapnel.AgentsResponse\x12N\n" +
+	"\rUpgradeStatus\x12\x1d.grapnel.UpgradeStatusRequest\x1a\x1e.grapnel.UpgradeStatusResponse\x12T\n" +
+	"\x0fUpgradeFinalize\x12\x1f.grapnel.UpgradeFinalizeRequest\x1a .grapnel.UpgradeFinalizeResponse2\xb6\x01\n" +
 	"\x04Plan\x125\n" +
 	"\x06DryRun\x12\x14.grapnel.PlanRequest\x1a\x15.grapnel.PlanResponse\x126\n" +
 	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponse\x12?\n" +
@@ -3726,136 +4208,153 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_grapnel_proto_goTypes = []any{
-	(*StatusRequest)(nil),              // 0: grapnel.StatusRequest
-	(*Member)(nil),                     // 1: grapnel.Member
-	(*StatusResponse)(nil),             // 2: grapnel.StatusResponse
-	(*WatchRequest)(nil),               // 3: grapnel.WatchRequest
-	(*WatchEvent)(nil),                 // 4: grapnel.WatchEvent
-	(*RemoveReplicaRequest)(nil),       // 5: grapnel.RemoveReplicaRequest
-	(*RemoveReplicaResponse)(nil),      // 6: grapnel.RemoveReplicaResponse
-	(*AddReplicaRequest)(nil),          // 7: grapnel.AddReplicaRequest
-	(*AddReplicaResponse)(nil),         // 8: grapnel.AddReplicaResponse
-	(*TransferLeadershipRequest)(nil),  // 9: grapnel.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 10: grapnel.TransferLeadershipResponse
-	(*SnapshotSaveRequest)(nil),        // 11: grapnel.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 12: grapnel.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 13: grapnel.SnapshotRestoreResponse
-	(*RevisionRequest)(nil),            // 14: grapnel.RevisionRequest
-	(*RevisionResponse)(nil),           // 15: grapnel.RevisionResponse
-	(*PlanRequest)(nil),                // 16: grapnel.PlanRequest
-	(*PlanResponse)(nil),               // 17: grapnel.PlanResponse
-	(*Rejection)(nil),                  // 18: grapnel.Rejection
-	(*PlannedWorkload)(nil),            // 19: grapnel.PlannedWorkload
-	(*FieldChange)(nil),                // 20: grapnel.FieldChange
-	(*ConfigChange)(nil),               // 21: grapnel.ConfigChange
-	(*AgentPlan)(nil),                  // 22: grapnel.AgentPlan
-	(*PlanStep)(nil),                   // 23: grapnel.PlanStep
-	(*Wait)(nil),                       // 24: grapnel.Wait
-	(*ApplyRequest)(nil),               // 25: grapnel.ApplyRequest
-	(*ApplyResponse)(nil),              // 26: grapnel.ApplyResponse
-	(*ResyncAgentRequest)(nil),         // 27: grapnel.ResyncAgentRequest
-	(*ResyncAgentResponse)(nil),        // 28: grapnel.ResyncAgentResponse
-	(*SetAgentModeRequest)(nil),        // 29: grapnel.SetAgentModeRequest
-	(*SetAgentModeResponse)(nil),       // 30: grapnel.SetAgentModeResponse
-	(*PlacementRequest)(nil),           // 31: grapnel.PlacementRequest
-	(*PlacementResponse)(nil),          // 32: grapnel.PlacementResponse
-	(*AgentModeEntry)(nil),             // 33: grapnel.AgentModeEntry
-	(*PlacedWorkload)(nil),             // 34: grapnel.PlacedWorkload
-	(*PlacementShortfall)(nil),         // 35: grapnel.PlacementShortfall
-	(*HistoryListRequest)(nil),         // 36: grapnel.HistoryListRequest
-	(*HistoryListResponse)(nil),        // 37: grapnel.HistoryListResponse
-	(*HistoryGetRequest)(nil),          // 38: grapnel.HistoryGetRequest
-	(*Transaction)(nil),                // 39: grapnel.Transaction
-	(*TxWorkload)(nil),                 // 40: grapnel.TxWorkload
-	(*TxFieldChange)(nil),              // 41: grapnel.TxFieldChange
-	(*TxConfig)(nil),                   // 42: grapnel.TxConfig
-	(*TimelineRequest)(nil),            // 43: grapnel.TimelineRequest
-	(*TimelineResponse)(nil),           // 44: grapnel.TimelineResponse
-	(*TimelineEvent)(nil),              // 45: grapnel.TimelineEvent
-	(*ProblemsListRequest)(nil),        // 46: grapnel.ProblemsListRequest
-	(*ProblemsListResponse)(nil),       // 47: grapnel.ProblemsListResponse
-	(*Problem)(nil),                    // 48: grapnel.Problem
-	(*ProblemObject)(nil),              // 49: grapnel.ProblemObject
-	(*LockRequest)(nil),                // 50: grapnel.LockRequest
-	(*LockResponse)(nil),               // 51: grapnel.LockResponse
-	(*UnlockRequest)(nil),              // 52: grapnel.UnlockRequest
-	(*UnlockResponse)(nil),             // 53: grapnel.UnlockResponse
-	(*ListLocksRequest)(nil),           // 54: grapnel.ListLocksRequest
-	(*ListLocksResponse)(nil),          // 55: grapnel.ListLocksResponse
-	(*LockInfo)(nil),                   // 56: grapnel.LockInfo
-	(*ankbase.UpdateStateRequest)(nil), // 57: ank_base.UpdateStateRequest
+	(*UpgradeStatusRequest)(nil),       // 0: grapnel.UpgradeStatusRequest
+	(*UpgradeStatusResponse)(nil),      // 1: grapnel.UpgradeStatusResponse
+	(*ClusterVersionFeature)(nil),      // 2: grapnel.ClusterVersionFeature
+	(*UpgradeFinalizeRequest)(nil),     // 3: grapnel.UpgradeFinalizeRequest
+	(*UpgradeFinalizeResponse)(nil),    // 4: grapnel.UpgradeFinalizeResponse
+	(*StatusRequest)(nil),              // 5: grapnel.StatusRequest
+	(*Member)(nil),                     // 6: grapnel.Member
+	(*StatusResponse)(nil),             // 7: grapnel.StatusResponse
+	(*WatchRequest)(nil),               // 8: grapnel.WatchRequest
+	(*WatchEvent)(nil),                 // 9: grapnel.WatchEvent
+	(*RemoveReplicaRequest)(nil),       // 10: grapnel.RemoveReplicaRequest
+	(*RemoveReplicaResponse)(nil),      // 11: grapnel.RemoveReplicaResponse
+	(*AddReplicaRequest)(nil),          // 12: grapnel.AddReplicaRequest
+	(*AddReplicaResponse)(nil),         // 13: grapnel.AddReplicaResponse
+	(*TransferLeadershipRequest)(nil),  // 14: grapnel.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 15: grapnel.TransferLeadershipResponse
+	(*SnapshotSaveRequest)(nil),        // 16: grapnel.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 17: grapnel.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 18: grapnel.SnapshotRestoreResponse
+	(*RevisionRequest)(nil),            // 19: grapnel.RevisionRequest
+	(*RevisionResponse)(nil),           // 20: grapnel.RevisionResponse
+	(*PlanRequest)(nil),                // 21: grapnel.PlanRequest
+	(*PlanResponse)(nil),               // 22: grapnel.PlanResponse
+	(*Rejection)(nil),                  // 23: grapnel.Rejection
+	(*PlannedWorkload)(nil),            // 24: grapnel.PlannedWorkload
+	(*FieldChange)(nil),                // 25: grapnel.FieldChange
+	(*ConfigChange)(nil),               // 26: grapnel.ConfigChange
+	(*AgentPlan)(nil),                  // 27: grapnel.AgentPlan
+	(*PlanStep)(nil),                   // 28: grapnel.PlanStep
+	(*Wait)(nil),                       // 29: grapnel.Wait
+	(*ApplyRequest)(nil),               // 30: grapnel.ApplyRequest
+	(*ApplyResponse)(nil),              // 31: grapnel.ApplyResponse
+	(*ResyncAgentRequest)(nil),         // 32: grapnel.ResyncAgentRequest
+	(*ResyncAgentResponse)(nil),        // 33: grapnel.ResyncAgentResponse
+	(*SetAgentModeRequest)(nil),        // 34: grapnel.SetAgentModeRequest
+	(*SetAgentModeResponse)(nil),       // 35: grapnel.SetAgentModeResponse
+	(*PlacementRequest)(nil),           // 36: grapnel.PlacementRequest
+	(*PlacementResponse)(nil),          // 37: grapnel.PlacementResponse
+	(*AgentModeEntry)(nil),             // 38: grapnel.AgentModeEntry
+	(*PlacedWorkload)(nil),             // 39: grapnel.PlacedWorkload
+	(*AgentsRequest)(nil),              // 40: grapnel.AgentsRequest
+	(*AgentsResponse)(nil),             // 41: grapnel.AgentsResponse
+	(*AgentInfo)(nil),                  // 42: grapnel.AgentInfo
+	(*PlacementShortfall)(nil),         // 43: grapnel.PlacementShortfall
+	(*HistoryListRequest)(nil),         // 44: grapnel.HistoryListRequest
+	(*HistoryListResponse)(nil),        // 45: grapnel.HistoryListResponse
+	(*HistoryGetRequest)(nil),          // 46: grapnel.HistoryGetRequest
+	(*Transaction)(nil),                // 47: grapnel.Transaction
+	(*TxWorkload)(nil),                 // 48: grapnel.TxWorkload
+	(*TxFieldChange)(nil),              // 49: grapnel.TxFieldChange
+	(*TxConfig)(nil),                   // 50: grapnel.TxConfig
+	(*TimelineRequest)(nil),            // 51: grapnel.TimelineRequest
+	(*TimelineResponse)(nil),           // 52: grapnel.TimelineResponse
+	(*TimelineEvent)(nil),              // 53: grapnel.TimelineEvent
+	(*ProblemsListRequest)(nil),        // 54: grapnel.ProblemsListRequest
+	(*ProblemsListResponse)(nil),       // 55: grapnel.ProblemsListResponse
+	(*Problem)(nil),                    // 56: grapnel.Problem
+	(*ProblemObject)(nil),              // 57: grapnel.ProblemObject
+	(*LockRequest)(nil),                // 58: grapnel.LockRequest
+	(*LockResponse)(nil),               // 59: grapnel.LockResponse
+	(*UnlockRequest)(nil),              // 60: grapnel.UnlockRequest
+	(*UnlockResponse)(nil),             // 61: grapnel.UnlockResponse
+	(*ListLocksRequest)(nil),           // 62: grapnel.ListLocksRequest
+	(*ListLocksResponse)(nil),          // 63: grapnel.ListLocksResponse
+	(*LockInfo)(nil),                   // 64: grapnel.LockInfo
+	(*ankbase.UpdateStateRequest)(nil), // 65: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
-	1,  // 0: grapnel.StatusResponse.members:type_name -> grapnel.Member
-	2,  // 1: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	57, // 2: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
-	18, // 3: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
-	19, // 4: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
-	21, // 5: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
-	22, // 6: grapnel.PlanResponse.agents:type_name -> grapnel.AgentPlan
-	20, // 7: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
-	23, // 8: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
-	24, // 9: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
-	57, // 10: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
-	33, // 11: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
-	34, // 12: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
-	35, // 13: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
-	39, // 14: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
-	40, // 15: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
-	42, // 16: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
-	41, // 17: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
-	45, // 18: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
-	48, // 19: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
-	49, // 20: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
-	56, // 21: grapnel.LockResponse.locks:type_name -> grapnel.LockInfo
-	56, // 22: grapnel.ListLocksResponse.locks:type_name -> grapnel.LockInfo
-	0,  // 23: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
-	3,  // 24: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
-	5,  // 25: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
-	7,  // 26: grapnel.Cluster.AddReplica:input_type -> grapnel.AddReplicaRequest
-	9,  // 27: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
-	11, // 28: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
-	12, // 29: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	27, // 30: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
-	29, // 31: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
-	31, // 32: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
-	16, // 33: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
-	25, // 34: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
-	14, // 35: grapnel.Plan.Revision:input_type -> grapnel.RevisionRequest
-	36, // 36: grapnel.History.List:input_type -> grapnel.HistoryListRequest
-	38, // 37: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
-	43, // 38: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
-	46, // 39: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
-	50, // 40: grapnel.Locks.Lock:input_type -> grapnel.LockRequest
-	52, // 41: grapnel.Locks.Unlock:input_type -> grapnel.UnlockRequest
-	54, // 42: grapnel.Locks.List:input_type -> grapnel.ListLocksRequest
-	2,  // 43: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	4,  // 44: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	6,  // 45: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	8,  // 46: grapnel.Cluster.AddReplica:output_type -> grapnel.AddReplicaResponse
-	10, // 47: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	12, // 48: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	13, // 49: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	28, // 50: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
-	30, // 51: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
-	32, // 52: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
-	17, // 53: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
-	26, // 54: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
-	15, // 55: grapnel.Plan.Revision:output_type -> grapnel.RevisionResponse
-	37, // 56: grapnel.History.List:output_type -> grapnel.HistoryListResponse
-	39, // 57: grapnel.History.Get:output_type -> grapnel.Transaction
-	44, // 58: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
-	47, // 59: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
-	51, // 60: grapnel.Locks.Lock:output_type -> grapnel.LockResponse
-	53, // 61: grapnel.Locks.Unlock:output_type -> grapnel.UnlockResponse
-	55, // 62: grapnel.Locks.List:output_type -> grapnel.ListLocksResponse
-	43, // [43:63] is the sub-list for method output_type
-	23, // [23:43] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	6,  // 0: grapnel.UpgradeStatusResponse.members:type_name -> grapnel.Member
+	2,  // 1: grapnel.UpgradeStatusResponse.features:type_name -> grapnel.ClusterVersionFeature
+	6,  // 2: grapnel.StatusResponse.members:type_name -> grapnel.Member
+	7,  // 3: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
+	65, // 4: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	23, // 5: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
+	24, // 6: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
+	26, // 7: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
+	27, // 8: grapnel.PlanResponse.agents:type_name -> grapnel.AgentPlan
+	25, // 9: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
+	28, // 10: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
+	29, // 11: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
+	65, // 12: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	38, // 13: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
+	39, // 14: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
+	43, // 15: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
+	42, // 16: grapnel.AgentsResponse.agents:type_name -> grapnel.AgentInfo
+	47, // 17: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
+	48, // 18: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
+	50, // 19: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
+	49, // 20: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
+	53, // 21: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
+	56, // 22: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
+	57, // 23: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
+	64, // 24: grapnel.LockResponse.locks:type_name -> grapnel.LockInfo
+	64, // 25: grapnel.ListLocksResponse.locks:type_name -> grapnel.LockInfo
+	5,  // 26: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
+	8,  // 27: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
+	10, // 28: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
+	12, // 29: grapnel.Cluster.AddReplica:input_type -> grapnel.AddReplicaRequest
+	14, // 30: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	16, // 31: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	17, // 32: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	32, // 33: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
+	34, // 34: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
+	36, // 35: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
+	40, // 36: grapnel.Cluster.Agents:input_type -> grapnel.AgentsRequest
+	0,  // 37: grapnel.Cluster.UpgradeStatus:input_type -> grapnel.UpgradeStatusRequest
+	3,  // 38: grapnel.Cluster.UpgradeFinalize:input_type -> grapnel.UpgradeFinalizeRequest
+	21, // 39: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	30, // 40: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	19, // 41: grapnel.Plan.Revision:input_type -> grapnel.RevisionRequest
+	44, // 42: grapnel.History.List:input_type -> grapnel.HistoryListRequest
+	46, // 43: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
+	51, // 44: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
+	54, // 45: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
+	58, // 46: grapnel.Locks.Lock:input_type -> grapnel.LockRequest
+	60, // 47: grapnel.Locks.Unlock:input_type -> grapnel.UnlockRequest
+	62, // 48: grapnel.Locks.List:input_type -> grapnel.ListLocksRequest
+	7,  // 49: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	9,  // 50: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	11, // 51: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	13, // 52: grapnel.Cluster.AddReplica:output_type -> grapnel.AddReplicaResponse
+	15, // 53: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	17, // 54: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	18, // 55: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	33, // 56: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
+	35, // 57: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
+	37, // 58: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
+	41, // 59: grapnel.Cluster.Agents:output_type -> grapnel.AgentsResponse
+	1,  // 60: grapnel.Cluster.UpgradeStatus:output_type -> grapnel.UpgradeStatusResponse
+	4,  // 61: grapnel.Cluster.UpgradeFinalize:output_type -> grapnel.UpgradeFinalizeResponse
+	22, // 62: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	31, // 63: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	20, // 64: grapnel.Plan.Revision:output_type -> grapnel.RevisionResponse
+	45, // 65: grapnel.History.List:output_type -> grapnel.HistoryListResponse
+	47, // 66: grapnel.History.Get:output_type -> grapnel.Transaction
+	52, // 67: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
+	55, // 68: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
+	59, // 69: grapnel.Locks.Lock:output_type -> grapnel.LockResponse
+	61, // 70: grapnel.Locks.Unlock:output_type -> grapnel.UnlockResponse
+	63, // 71: grapnel.Locks.List:output_type -> grapnel.ListLocksResponse
+	49, // [49:72] is the sub-list for method output_type
+	26, // [26:49] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_grapnel_proto_init() }
@@ -3863,14 +4362,14 @@ func file_grapnel_proto_init() {
 	if File_grapnel_proto != nil {
 		return
 	}
-	file_grapnel_proto_msgTypes[25].OneofWrappers = []any{}
+	file_grapnel_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

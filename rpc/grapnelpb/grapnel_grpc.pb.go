@@ -32,6 +32,9 @@ const (
 	Cluster_ResyncAgent_FullMethodName        = "/grapnel.Cluster/ResyncAgent"
 	Cluster_SetAgentMode_FullMethodName       = "/grapnel.Cluster/SetAgentMode"
 	Cluster_Placement_FullMethodName          = "/grapnel.Cluster/Placement"
+	Cluster_Agents_FullMethodName             = "/grapnel.Cluster/Agents"
+	Cluster_UpgradeStatus_FullMethodName      = "/grapnel.Cluster/UpgradeStatus"
+	Cluster_UpgradeFinalize_FullMethodName    = "/grapnel.Cluster/UpgradeFinalize"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -71,6 +74,19 @@ type ClusterClient interface {
 	// Placement tells the agents' modes, the layout of the placed workloads
 	// and what the leader's last allocation could not satisfy (leader only).
 	Placement(ctx context.Context, in *PlacementRequest, opts ...grpc.CallOption) (*PlacementResponse, error)
+	// Agents tells what the agents connected to the leader said of
+	// themselves in their hello: their release (leader only: it lives in
+	// the leader's memory).
+	Agents(ctx context.Context, in *AgentsRequest, opts ...grpc.CallOption) (*AgentsResponse, error)
+	// UpgradeStatus tells the cluster version, the newest every voter's
+	// release supports, who is behind, and whether a replica can still go
+	// back to the previous release (docs/upgrade.md).
+	UpgradeStatus(ctx context.Context, in *UpgradeStatusRequest, opts ...grpc.CallOption) (*UpgradeStatusResponse, error)
+	// UpgradeFinalize raises the cluster version to the newest every voter
+	// supports (leader only): from then on no replica can go back to a
+	// release that supports less. Refused, naming them, while a voter runs
+	// an older release.
+	UpgradeFinalize(ctx context.Context, in *UpgradeFinalizeRequest, opts ...grpc.CallOption) (*UpgradeFinalizeResponse, error)
 }
 
 type clusterClient struct {
@@ -202,6 +218,36 @@ func (c *clusterClient) Placement(ctx context.Context, in *PlacementRequest, opt
 	return out, nil
 }
 
+func (c *clusterClient) Agents(ctx context.Context, in *AgentsRequest, opts ...grpc.CallOption) (*AgentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AgentsResponse)
+	err := c.cc.Invoke(ctx, Cluster_Agents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) UpgradeStatus(ctx context.Context, in *UpgradeStatusRequest, opts ...grpc.CallOption) (*UpgradeStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpgradeStatusResponse)
+	err := c.cc.Invoke(ctx, Cluster_UpgradeStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) UpgradeFinalize(ctx context.Context, in *UpgradeFinalizeRequest, opts ...grpc.CallOption) (*UpgradeFinalizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpgradeFinalizeResponse)
+	err := c.cc.Invoke(ctx, Cluster_UpgradeFinalize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -239,6 +285,19 @@ type ClusterServer interface {
 	// Placement tells the agents' modes, the layout of the placed workloads
 	// and what the leader's last allocation could not satisfy (leader only).
 	Placement(context.Context, *PlacementRequest) (*PlacementResponse, error)
+	// Agents tells what the agents connected to the leader said of
+	// themselves in their hello: their release (leader only: it lives in
+	// the leader's memory).
+	Agents(context.Context, *AgentsRequest) (*AgentsResponse, error)
+	// UpgradeStatus tells the cluster version, the newest every voter's
+	// release supports, who is behind, and whether a replica can still go
+	// back to the previous release (docs/upgrade.md).
+	UpgradeStatus(context.Context, *UpgradeStatusRequest) (*UpgradeStatusResponse, error)
+	// UpgradeFinalize raises the cluster version to the newest every voter
+	// supports (leader only): from then on no replica can go back to a
+	// release that supports less. Refused, naming them, while a voter runs
+	// an older release.
+	UpgradeFinalize(context.Context, *UpgradeFinalizeRequest) (*UpgradeFinalizeResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -278,6 +337,15 @@ func (UnimplementedClusterServer) SetAgentMode(context.Context, *SetAgentModeReq
 }
 func (UnimplementedClusterServer) Placement(context.Context, *PlacementRequest) (*PlacementResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Placement not implemented")
+}
+func (UnimplementedClusterServer) Agents(context.Context, *AgentsRequest) (*AgentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Agents not implemented")
+}
+func (UnimplementedClusterServer) UpgradeStatus(context.Context, *UpgradeStatusRequest) (*UpgradeStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpgradeStatus not implemented")
+}
+func (UnimplementedClusterServer) UpgradeFinalize(context.Context, *UpgradeFinalizeRequest) (*UpgradeFinalizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpgradeFinalize not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -455,6 +523,60 @@ func _Cluster_Placement_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Agents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AgentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Agents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Agents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Agents(ctx, req.(*AgentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_UpgradeStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpgradeStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).UpgradeStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_UpgradeStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).UpgradeStatus(ctx, req.(*UpgradeStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_UpgradeFinalize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpgradeFinalizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).UpgradeFinalize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_UpgradeFinalize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).UpgradeFinalize(ctx, req.(*UpgradeFinalizeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -489,6 +611,18 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Placement",
 			Handler:    _Cluster_Placement_Handler,
+		},
+		{
+			MethodName: "Agents",
+			Handler:    _Cluster_Agents_Handler,
+		},
+		{
+			MethodName: "UpgradeStatus",
+			Handler:    _Cluster_UpgradeStatus_Handler,
+		},
+		{
+			MethodName: "UpgradeFinalize",
+			Handler:    _Cluster_UpgradeFinalize_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

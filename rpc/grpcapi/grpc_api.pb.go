@@ -406,8 +406,11 @@ type AgentHello struct {
 	// Grows with every start of the agent process; lets replicas drop state
 	// reports from an earlier incarnation.
 	GrapnelIncarnation uint64 `protobuf:"varint,1001,opt,name=grapnelIncarnation,proto3" json:"grapnelIncarnation,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The agent's release (semver, e.g. 0.4.0): `grapnel get agents` and
+	// the metrics show it. Kept in the leader's memory only.
+	GrapnelRelease string `protobuf:"bytes,1002,opt,name=grapnelRelease,proto3" json:"grapnelRelease,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AgentHello) Reset() {
@@ -466,6 +469,13 @@ func (x *AgentHello) GetGrapnelIncarnation() uint64 {
 		return x.GrapnelIncarnation
 	}
 	return 0
+}
+
+func (x *AgentHello) GetGrapnelRelease() string {
+	if x != nil {
+		return x.GrapnelRelease
+	}
+	return ""
 }
 
 type CommanderHello struct {
@@ -1087,13 +1097,14 @@ const file_grpc_api_proto_rawDesc = "" +
 	"\vserverHello\x18\x04 \x01(\v2\x15.grpc_api.ServerHelloH\x00R\vserverHello\x129\n" +
 	"\vlogsRequest\x18\x05 \x01(\v2\x15.grpc_api.LogsRequestH\x00R\vlogsRequest\x12K\n" +
 	"\x11logsCancelRequest\x18\x06 \x01(\v2\x1b.grpc_api.LogsCancelRequestH\x00R\x11logsCancelRequestB\x10\n" +
-	"\x0eFromServerEnum\"\xa9\x01\n" +
+	"\x0eFromServerEnum\"\xd2\x01\n" +
 	"\n" +
 	"AgentHello\x12\x1c\n" +
 	"\tagentName\x18\x01 \x01(\tR\tagentName\x12(\n" +
 	"\x0fprotocolVersion\x18\x02 \x01(\tR\x0fprotocolVersion\x12\"\n" +
 	"\x04tags\x18\x03 \x01(\v2\x0e.ank_base.TagsR\x04tags\x12/\n" +
-	"\x12grapnelIncarnation\x18\xe9\a \x01(\x04R\x12grapnelIncarnation\":\n" +
+	"\x12grapnelIncarnation\x18\xe9\a \x01(\x04R\x12grapnelIncarnation\x12'\n" +
+	"\x0egrapnelRelease\x18\xea\a \x01(\tR\x0egrapnelRelease\":\n" +
 	"\x0eCommanderHello\x12(\n" +
 	"\x0fprotocolVersion\x18\x02 \x01(\tR\x0fprotocolVersion\"\x98\x01\n" +
 	"\x0fAgentLoadStatus\x12\x1d\n" +

@@ -66,6 +66,7 @@ type Set struct {
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
 	problems                                                         *Gauge
 	agentsConnected, workloads                                       *Gauge
+	replicaRelease, agentRelease                                     *Gauge
 }
 
 // NewSet registers Grapnel's families on a fresh registry.
@@ -109,7 +110,42 @@ func NewSet() *Set {
 		problems:        r.NewGauge("grapnel_problems", "Open problems of the problems view in this replica's state, by kind (docs/problems.md).", "kind"),
 		agentsConnected: r.NewGauge("grapnel_agents_connected", "Agents connected to the leader, as this replica's state records them."),
 		workloads:       r.NewGauge("grapnel_workloads", "Workload instances in this replica's state, by execution state.", "state"),
+		replicaRelease: r.NewGauge("grapnel_replica_release",
+			"1 for each replica with the release its gossip metadata announces, as this replica sees them (docs/operations.md).", "replica", "release"),
+		agentRelease: r.NewGauge("grapnel_agent_release",
+			"1 for each agent with the release its hello announced (ankaios, unknown or invalid when it gave none that can be shown); only the leader, which hears the hellos, has series.", "agent", "release"),
 	}
+}
+
+// CollectBuild exposes grapnel_build_info: this replica's release and
+// commit, as --version prints them.
+func (s *Set) CollectBuild(version, commit string) {
+	if s == nil {
+		return
+	}
+	s.Registry.NewGaugeFunc("grapnel_build_info", "Always 1: the release and the commit of this replica's binary, as --version prints them.",
+		map[string]string{"version": version, "commit": commit}, func() float64 { return 1 })
+}
+
+// CollectReleases refreshes grapnel_replica_release and
+// grapnel_agent_release before every scrape from replicas (gossip) and
+// agents (the leader's memory; nil on a follower), name → release. The
+// series are rebuilt each time, so a replica or agent that left, or
+// changed its release, leaves no stale series.
+func (s *Set) CollectReleases(replicas, agents func() map[string]string) {
+	if s == nil {
+		return
+	}
+	s.Registry.OnCollect(func() {
+		s.replicaRelease.Reset()
+		for id, rel := range replicas() {
+			s.replicaRelease.Set(1, id, rel)
+		}
+		s.agentRelease.Reset()
+		for name, rel := range agents() {
+			s.agentRelease.Set(1, name, rel)
+		}
+	})
 }
 
 // ObserveCommit records one proposal's commit latency.

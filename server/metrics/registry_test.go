@@ -117,3 +117,44 @@ func TestCommitExemplarInOpenMetrics(t *testing.T) {
 		t.Error("exemplar in the 0.0.4 text format")
 	}
 }
+
+// Requirement (issue 28, point 1): /metrics shows this replica's release
+// and commit, every replica's release as gossip announces it and every
+// agent's as the leader heard it; a replica or agent that is gone, or
+// changed its release, leaves no stale series.
+func TestReleases(t *testing.T) {
+	s := NewSet()
+	s.CollectBuild("0.4.0-dev", "0123456789ab")
+	replicas := map[string]string{"r1": "0.4.0-dev", "r2": "0.3.0"}
+	agents := map[string]string{"agent_A": "0.4.0-dev", "agent_B": "ankaios"}
+	s.CollectReleases(func() map[string]string { return replicas }, func() map[string]string { return agents })
+	expose := func() string {
+		var b strings.Builder
+		if _, err := s.Registry.WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	out := expose()
+	for _, want := range []string{
+		`grapnel_build_info{commit="0123456789ab",version="0.4.0-dev"} 1`,
+		`grapnel_replica_release{release="0.4.0-dev",replica="r1"} 1`,
+		`grapnel_replica_release{release="0.3.0",replica="r2"} 1`,
+		`grapnel_agent_release{agent="agent_A",release="0.4.0-dev"} 1`,
+		`grapnel_agent_release{agent="agent_B",release="ankaios"} 1`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("exposition lacks %s:\n%s", want, out)
+		}
+	}
+	// r2 upgraded, agent_B left; a follower (nil agents) has no agent series.
+	replicas = map[string]string{"r1": "0.4.0-dev", "r2": "0.4.0-dev"}
+	agents = nil
+	out = expose()
+	if strings.Contains(out, `release="0.3.0"`) || strings.Contains(out, "grapnel_agent_release{") {
+		t.Errorf("stale series:\n%s", out)
+	}
+	if !strings.Contains(out, `grapnel_replica_release{release="0.4.0-dev",replica="r2"} 1`) {
+		t.Errorf("r2's new release missing:\n%s", out)
+	}
+}

@@ -38,6 +38,10 @@ type Config struct {
 	Timeline func(*state.History, string) []*grapnelpb.TimelineEvent
 	// Logs streams a workload's logs; nil shows none.
 	Logs LogSource
+	// AgentReleases reads the agents' releases from the leader's memory
+	// (server.Server.AgentReleases): nil on a follower; a nil func shows
+	// none.
+	AgentReleases func() map[string]string
 	// Untyped is the role of a client certificate without a grapnel://
 	// URI (identity.None refuses it).
 	Untyped identity.Role
@@ -141,9 +145,13 @@ func (h *Handler) current() (Overview, error) {
 	}
 	leader, _, _ := n.LeaderInfo()
 	term := n.Raft().CurrentTerm()
+	var releases map[string]string
+	if h.cfg.AgentReleases != nil {
+		releases = h.cfg.AgentReleases()
+	}
 	var o Overview
 	h.cfg.FSM.Read(func(st *state.Store, applied uint64) {
-		o = overview(n.ID(), leader, term, applied, members, st)
+		o = overview(n.ID(), leader, term, applied, members, st, releases)
 	})
 	return o, nil
 }

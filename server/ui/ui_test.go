@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/identity"
@@ -143,4 +144,34 @@ func TestEventsStreamOnlyWhileConnected(t *testing.T) {
 	}
 	cancel()
 	testwait.For(t, 5*time.Second, func() bool { return feed.Subscribers() == 0 }, "the stream ends with its page")
+}
+
+// Requirement (issue 28, point 1): the dashboard shows the release of
+// every replica (gossip) and, on the leader's page, of every agent (the
+// leader's memory); a follower's page says it does not know the agents'.
+func TestOverviewShowsReleases(t *testing.T) {
+	st := state.NewStore()
+	st.Agents["agent_A"] = &state.AgentAttributes{}
+	st.Agents["agent_B"] = &state.AgentAttributes{}
+	members := []cluster.Member{{ID: "r1", Leader: true, Version: "0.4.0-dev"}, {ID: "r2", Version: "0.3.0"}}
+	o := overview("r1", "r1", 2, 10, members, st, map[string]string{"agent_A": "0.4.0-dev", "agent_B": "ankaios"})
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"agentReleases":true`, `"id":"r1"`, `"release":"0.4.0-dev"`, `"release":"0.3.0"`,
+		`"name":"agent_A","mode":"Active","connected":true,"workloads":0,"release":"0.4.0-dev"`,
+		`"name":"agent_B","mode":"Active","connected":true,"workloads":0,"release":"ankaios"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("overview lacks %s:\n%s", want, b)
+		}
+	}
+	follower := overview("r2", "r1", 2, 10, members, st, nil)
+	if follower.AgentReleases || follower.Agents[0].Release != "" || follower.Replicas[1].Release != "0.3.0" {
+		t.Fatalf("follower's overview: %+v", follower)
+	}
+	page, err := assets.ReadFile("assets/app.js")
+	if err != nil || !strings.Contains(string(page), "a.release") || !strings.Contains(string(page), "r.release") {
+		t.Fatalf("the page draws no release (%v)", err)
+	}
 }

@@ -18,10 +18,13 @@ type Overview struct {
 	Leader  string `json:"leader"`
 	Term    uint64 `json:"term"`
 	// Applied is the Raft index of this replica's store.
-	Applied   uint64     `json:"applied"`
-	Replicas  []Replica  `json:"replicas"`
-	Agents    []Agent    `json:"agents"`
-	Workloads []Workload `json:"workloads"`
+	Applied uint64 `json:"applied"`
+	// AgentReleases is true when this replica knows the agents' releases:
+	// it leads, and heard their hellos. A follower's page names none.
+	AgentReleases bool       `json:"agentReleases"`
+	Replicas      []Replica  `json:"replicas"`
+	Agents        []Agent    `json:"agents"`
+	Workloads     []Workload `json:"workloads"`
 }
 
 // Replica is one member of the cluster as this replica sees it.
@@ -36,6 +39,9 @@ type Replica struct {
 	GRPCAddress   string `json:"grpc"`
 	UIAddress     string `json:"ui"`
 	Gossip        string `json:"gossip"`
+	// Release is the release its gossip metadata announces; empty while
+	// gossip does not know the member.
+	Release string `json:"release"`
 }
 
 // Agent is one agent: connected or named by a workload.
@@ -47,6 +53,11 @@ type Agent struct {
 	CPUUsage   *uint32 `json:"cpu,omitempty"`
 	FreeMemory *uint64 `json:"freeMemory,omitempty"`
 	Workloads  int     `json:"workloads"`
+	// Release is the release its hello to the leader announced (or
+	// ankaios, unknown, invalid: server.ReleaseAnkaios...); empty on a
+	// follower's page and for an agent that has not said hello to this
+	// leader.
+	Release string `json:"release,omitempty"`
 }
 
 // Workload is one instance of a workload, or a workload with none.
@@ -76,12 +87,14 @@ type Detail struct {
 	Timeline     []*grapnelpb.TimelineEvent `json:"timeline"`
 }
 
-// overview builds the main view from the members and the store.
-func overview(self, leader string, term, applied uint64, members []cluster.Member, st *state.Store) Overview {
-	o := Overview{Replica: self, Leader: leader, Term: term, Applied: applied, Replicas: []Replica{}, Agents: []Agent{}, Workloads: []Workload{}}
+// overview builds the main view from the members, the store and the
+// agents' releases (nil when this replica does not lead).
+func overview(self, leader string, term, applied uint64, members []cluster.Member, st *state.Store, releases map[string]string) Overview {
+	o := Overview{Replica: self, Leader: leader, Term: term, Applied: applied, AgentReleases: releases != nil,
+		Replicas: []Replica{}, Agents: []Agent{}, Workloads: []Workload{}}
 	for _, m := range members {
 		o.Replicas = append(o.Replicas, Replica{ID: m.ID, Role: m.Role, Leader: m.Leader, Healthy: m.Healthy,
-			LastContactMs: contactMs(m), GRPCAddress: m.GRPCAddress, UIAddress: m.UIAddress, Gossip: m.GossipStatus})
+			LastContactMs: contactMs(m), GRPCAddress: m.GRPCAddress, UIAddress: m.UIAddress, Gossip: m.GossipStatus, Release: m.Version})
 	}
 	agents := map[string]*Agent{}
 	agent := func(name string) *Agent {
@@ -116,7 +129,8 @@ func overview(self, leader string, term, applied uint64, members []cluster.Membe
 			}
 		}
 	}
-	for _, a := range agents {
+	for name, a := range agents {
+		a.Release = releases[name]
 		o.Agents = append(o.Agents, *a)
 	}
 	sort.Slice(o.Agents, func(i, j int) bool { return o.Agents[i].Name < o.Agents[j].Name })

@@ -61,10 +61,11 @@ function draw() {
   rows('replicas', ov.replicas, (r) => `<tr data-replica="${esc(r.id)}"><td>${esc(r.id)}${r.id === ov.replica ? ' (this)' : ''}</td>` +
     `<td class="${r.leader ? 'good' : ''}">${esc(r.role)}</td><td class="${r.healthy ? 'good' : 'bad'}">${r.healthy ? 'healthy' : 'unhealthy'} (${esc(r.gossip)})</td>` +
     `<td>${r.lastContactMs < 0 ? '—' : r.lastContactMs + ' ms'}</td><td class="mono">${esc(r.grpc)}</td>` +
-    `<td class="mono">${r.ui ? `<a href="${esc(uiURL(r.ui))}">${esc(r.ui)}</a>` : ''}</td></tr>`);
+    `<td class="mono">${r.ui ? `<a href="${esc(uiURL(r.ui))}">${esc(r.ui)}</a>` : ''}</td><td class="mono">${esc(r.release || '—')}</td></tr>`);
   rows('agents', ov.agents, (a) => `<tr data-agent="${esc(a.name)}"><td>${esc(a.name)}</td>` +
     `<td class="${a.connected ? 'good' : 'bad'}">${a.connected ? 'connected' : 'disconnected'}</td><td>${esc(a.mode)}</td>` +
-    `<td>${a.cpu === undefined ? '—' : a.cpu + ' %'}</td><td>${a.freeMemory === undefined ? '—' : Math.round(a.freeMemory / 1048576) + ' MiB'}</td><td>${a.workloads}</td></tr>`);
+    `<td>${a.cpu === undefined ? '—' : a.cpu + ' %'}</td><td>${a.freeMemory === undefined ? '—' : Math.round(a.freeMemory / 1048576) + ' MiB'}</td><td>${a.workloads}</td>` +
+    `<td class="mono"${ov.agentReleases ? '' : ' title="only the leader hears the agents\' hellos: see its dashboard"'}>${esc(a.release || '—')}</td></tr>`);
   const states = [...new Set(ov.workloads.map((w) => w.state))].sort();
   const sel = $('statefilter');
   const keep = sel.value;

@@ -1,0 +1,56 @@
+package state
+
+// The cluster version numbers the replicated formats every replica of a
+// cluster agrees to write (docs/upgrade.md). It is replicated
+// (SetClusterVersion) and never goes down. While replicas of an older
+// release may run, the leader writes only what that release reads, so a
+// replica can go back to the older release on the same data; once every
+// voter runs a release that supports a version and the upgrade is
+// finalized, the leader raises it, and the formats of that version may
+// be written from then on.
+const (
+	// ClusterVersionBaseline is the formats of release 0.3 (commit
+	// 50f62c3), which knows no cluster version: a store that never saw
+	// a SetClusterVersion entry is at it.
+	ClusterVersionBaseline uint32 = 0
+	// ClusterVersionRevocation adds what issue 27 replicates: the
+	// members' certificates (ReplicaCertificate, type 145; snapshot
+	// record 19), the certificates an operator's removal revokes
+	// (ReplicaRemoval's certs and time_ms; snapshot record 20), and the
+	// cluster version itself (SetClusterVersion, type 18; snapshot
+	// record 21).
+	ClusterVersionRevocation uint32 = 1
+)
+
+// MaxClusterVersion is the newest cluster version this build reads and
+// writes. A store at a higher version was written by a newer release:
+// this build refuses it rather than misread it.
+const MaxClusterVersion = ClusterVersionRevocation
+
+// Feature is what one cluster version adds, for the operators' view
+// (grapnel cluster upgrade status) and the refusals of a feature that
+// waits for it.
+type Feature struct {
+	Version uint32
+	Name    string
+	// Waiting says what the cluster does until the version is raised.
+	Waiting string
+	// Agents is set when the feature changes what agents are sent:
+	// then every connected agent must support the version too.
+	Agents bool
+}
+
+// Features lists, in version order, what each cluster version adds.
+var Features = []Feature{
+	{Version: ClusterVersionRevocation, Name: "certificate revocation",
+		Waiting: "an operator's removal does not revoke the removed replica's certificates on every replica; " +
+			"the removed replica is kept out by the membership checks alone, and a follower of the previous release proxies without the client's certificate"},
+}
+
+// SetClusterVersion raises the cluster version to v; a lower or equal v
+// changes nothing (it never goes down).
+func (s *Store) SetClusterVersion(v uint32) {
+	if v > s.ClusterVersion {
+		s.ClusterVersion = v
+	}
+}
