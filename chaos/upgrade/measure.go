@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -95,7 +96,7 @@ func Routes(ops []history.Op, from, to time.Time, via func(client int) string, o
 			delete(by, v)
 		}
 	}
-	for _, v := range sortedStrings(mapKeys(by)) {
+	for _, v := range slices.Sorted(maps.Keys(by)) {
 		out = append(out, *by[v])
 	}
 	return out
