@@ -468,10 +468,27 @@ func (n *Node) Leader() (addr, id string) {
 	return string(a), string(i)
 }
 
+// await waits for a future of this node's Raft, or for the node to shut
+// down. hashicorp/raft answers a future that reached its apply queue only
+// from the leader loop: one queued just before Raft stopped is never
+// answered, and a goroutine of the node waiting on it would hold Shutdown
+// (which waits for them) forever. The waiter left behind on such a future
+// is one parked goroutine until the process exits.
+func (n *Node) await(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.shutdownCh:
+		return raft.ErrRaftShutdown
+	}
+}
+
 // Apply proposes a command and waits until it is committed and applied.
 func (n *Node) Apply(cmd []byte, timeout time.Duration) (any, uint64, error) {
 	f := n.raft.Apply(cmd, timeout)
-	if err := f.Error(); err != nil {
+	if err := n.await(f); err != nil {
 		return nil, 0, FoldRaftError(err)
 	}
 	resp := f.Response()

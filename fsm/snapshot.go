@@ -119,29 +119,40 @@ const (
 // over whatever bytes were uploaded.
 var snapshotCRC = crc32.MakeTable(crc32.Castagnoli)
 
+// The records are frozen JSON: every field, here and in the state types a
+// record reaches, names its key in a json tag, the key it had before the
+// tags (the Go field name for the first records), so that renaming a
+// field cannot drop its value from existing snapshots. A changed record
+// needs a new cluster version (docs/upgrade.md). The golden snapshot
+// (testdata/snapshot-all-records.golden) pins the bytes of every type,
+// testdata/snapshot-schema.golden its keys (snapshot_schema_test.go).
+
 type workloadRecord struct {
-	Name     string
-	Workload *state.Workload
+	Name     string          `json:"Name"`
+	Workload *state.Workload `json:"Workload"`
 }
 
+// configRecord's Value is a config item: a string, a []any or a
+// map[string]any of config items.
 type configRecord struct {
-	Key   string
-	Value any
+	Key   string `json:"Key"`
+	Value any    `json:"Value"`
 }
 
 type renderedRecord struct {
-	Name     string
-	Rendered state.Rendered
+	Name     string         `json:"Name"`
+	Rendered state.Rendered `json:"Rendered"`
 }
 
 type deleteEdgeRecord struct {
-	Dependency, Dependent string
-	Condition             state.DeleteCondition
+	Dependency string                `json:"Dependency"`
+	Dependent  string                `json:"Dependent"`
+	Condition  state.DeleteCondition `json:"Condition"`
 }
 
 type reportMarkRecord struct {
-	Agent string
-	Mark  state.ReportMark
+	Agent string           `json:"Agent"`
+	Mark  state.ReportMark `json:"Mark"`
 }
 
 // historyMetaRecord is what the history keeps besides its records.
@@ -155,6 +166,8 @@ type agentModeRecord struct {
 	Mode  string `json:"m"`
 }
 
+// removedReplicaRecord and revokedCertRecord embed their state type
+// without a tag: its fields are written inline, next to the id.
 type removedReplicaRecord struct {
 	ID string `json:"id"`
 	state.RemovedReplica
@@ -197,8 +210,8 @@ type guardRecord struct {
 }
 
 type agentRecord struct {
-	Name       string
-	Attributes *state.AgentAttributes
+	Name       string                 `json:"Name"`
+	Attributes *state.AgentAttributes `json:"Attributes"`
 }
 
 type snapshot struct {

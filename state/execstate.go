@@ -47,10 +47,11 @@ var validSubStates = map[ExecState][]string{
 }
 
 // ExecutionState is the state of one workload instance.
+// Its json tags are the keys of snapshot records: frozen (see Rendered).
 type ExecutionState struct {
-	State          ExecState
-	SubState       string
-	AdditionalInfo string
+	State          ExecState `json:"State"`
+	SubState       string    `json:"SubState"`
+	AdditionalInfo string    `json:"AdditionalInfo"`
 }
 
 // Constructors for the states the server itself sets.

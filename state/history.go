@@ -118,10 +118,10 @@ type TxConfig struct {
 // Transition is one execution-state change of a workload instance, as a
 // committed report (or a decision) set it.
 type Transition struct {
-	Index    uint64 `json:"i"`
-	TimeMs   int64  `json:"t"`
-	Instance InstanceName
-	State    ExecutionState
+	Index    uint64         `json:"i"`
+	TimeMs   int64          `json:"t"`
+	Instance InstanceName   `json:"Instance"`
+	State    ExecutionState `json:"State"`
 }
 
 // HistoryLimits bound the history. The leader puts its own into the

@@ -11,10 +11,12 @@ import (
 // the agent it runs on and the SHA-256 of its rendered runtimeConfig. Two
 // replicas that render the same spec produce the same instance name, so a
 // failover never makes an agent restart a workload.
+//
+// Its json tags are the keys of snapshot records: frozen (see Rendered).
 type InstanceName struct {
-	WorkloadName string
-	AgentName    string
-	ID           string
+	WorkloadName string `json:"WorkloadName"`
+	AgentName    string `json:"AgentName"`
+	ID           string `json:"ID"`
 }
 
 // NewInstanceName computes the instance name of a rendered workload.
@@ -38,9 +40,10 @@ func ParseInstanceName(s string) (InstanceName, error) {
 }
 
 // WorkloadState pairs an instance with its execution state.
+// Its json tags are the keys of snapshot record 7: frozen (see Rendered).
 type WorkloadState struct {
-	Instance InstanceName
-	State    ExecutionState
+	Instance InstanceName   `json:"Instance"`
+	State    ExecutionState `json:"State"`
 }
 
 // Get returns the state of an instance.

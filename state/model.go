@@ -19,40 +19,43 @@ type State struct {
 
 // Workload is one workload of the desired state. Agent, RuntimeConfig and
 // file contents may hold handlebars templates until rendered.
+//
+// Its json tags are the keys of snapshot records 2 and 4: frozen (see
+// Rendered).
 type Workload struct {
-	Agent                  string
-	RestartPolicy          RestartPolicy
-	Dependencies           map[string]AddCondition
-	Tags                   map[string]string
-	Runtime                string
-	RuntimeConfig          string
-	ControlInterfaceAccess ControlInterfaceAccess
+	Agent                  string                  `json:"Agent"`
+	RestartPolicy          RestartPolicy           `json:"RestartPolicy"`
+	Dependencies           map[string]AddCondition `json:"Dependencies"`
+	Tags                   map[string]string       `json:"Tags"`
+	Runtime                string                  `json:"Runtime"`
+	RuntimeConfig          string                  `json:"RuntimeConfig"`
+	ControlInterfaceAccess ControlInterfaceAccess  `json:"ControlInterfaceAccess"`
 	// Configs maps a template alias to a key of State.Configs.
-	Configs map[string]string
-	Files   []File
+	Configs map[string]string `json:"Configs"`
+	Files   []File            `json:"Files"`
 }
 
 // File is a file mounted read-only into a workload.
 type File struct {
-	MountPoint string
+	MountPoint string `json:"MountPoint"`
 	// Content is the file content; base64 text when Binary is set.
-	Content string
-	Binary  bool
+	Content string `json:"Content"`
+	Binary  bool   `json:"Binary"`
 }
 
 // ControlInterfaceAccess lists the rules that open the control interface.
 // Access is denied unless an allow rule matches and no deny rule does.
 type ControlInterfaceAccess struct {
-	AllowRules []AccessRule
-	DenyRules  []AccessRule
+	AllowRules []AccessRule `json:"AllowRules"`
+	DenyRules  []AccessRule `json:"DenyRules"`
 }
 
 // AccessRule is either a state rule (IsLogRule false) or a log rule.
 type AccessRule struct {
-	IsLogRule     bool
-	Operation     ReadWrite // state rules only
-	FilterMasks   []string  // state rules only
-	WorkloadNames []string  // log rules only
+	IsLogRule     bool      `json:"IsLogRule"`
+	Operation     ReadWrite `json:"Operation"`     // state rules only
+	FilterMasks   []string  `json:"FilterMasks"`   // state rules only
+	WorkloadNames []string  `json:"WorkloadNames"` // log rules only
 }
 
 // RestartPolicy says when an agent restarts a workload that exited.
@@ -103,16 +106,17 @@ type WorkloadStatesMap map[string]map[string]map[string]ExecutionState
 type AgentMap map[string]*AgentAttributes
 
 // AgentAttributes is what the server knows of a connected agent.
+// Its json tags are the keys of snapshot record 6: frozen (see Rendered).
 type AgentAttributes struct {
-	Status AgentStatus
-	Tags   map[string]string
+	Status AgentStatus       `json:"Status"`
+	Tags   map[string]string `json:"Tags"`
 }
 
 // AgentStatus is an agent's last load report. Nil fields mean "not yet
 // reported", as upstream creates null entries for a new agent.
 type AgentStatus struct {
-	CPUUsage   *uint32
-	FreeMemory *uint64
+	CPUUsage   *uint32 `json:"CPUUsage"`
+	FreeMemory *uint64 `json:"FreeMemory"`
 }
 
 // Clone returns a deep copy of w.

@@ -4,9 +4,11 @@ package state
 // grows with every start of the agent process, Generation with every report
 // of one incarnation. An Ankaios agent sends neither: its zero mark makes
 // its reports count in arrival order.
+//
+// Its json tags are the keys of snapshot record 10: frozen (see Rendered).
 type ReportMark struct {
-	Incarnation uint64 `json:",omitempty"`
-	Generation  uint64 `json:",omitempty"`
+	Incarnation uint64 `json:"Incarnation,omitempty"`
+	Generation  uint64 `json:"Generation,omitempty"`
 }
 
 // IsZero reports whether the mark carries no incarnation, as an Ankaios

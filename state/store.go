@@ -4,9 +4,15 @@ import "maps"
 
 // Rendered is a workload as agents receive it: templates filled in, with
 // the instance name derived from the rendered runtimeConfig.
+//
+// Snapshot records are the JSON of state types (fsm/snapshot.go), and
+// their keys are frozen: every field of a type a record reaches names its
+// key in a json tag, the Go field name it was written under before the
+// tags, so that renaming a field keeps its key. A new or changed key
+// needs a new cluster version (docs/upgrade.md).
 type Rendered struct {
-	Instance InstanceName
-	Workload *Workload
+	Instance InstanceName `json:"Instance"`
+	Workload *Workload    `json:"Workload"`
 }
 
 // Store is everything the replicas agree on. The FSM applies commands to
