@@ -79,7 +79,7 @@ func decodeBatch(buf []byte) ([]Command, error) {
 	}
 	out := make([]Command, len(cmds))
 	for i, c := range cmds {
-		body, err := decodeBody(MessageType(c[0]), c[1:])
+		body, err := decodeApplicable(MessageType(c[0]), c[1:])
 		if err != nil {
 			return nil, fmt.Errorf("command %d: %w", i, err)
 		}
@@ -96,17 +96,7 @@ func (f *FSM) applyBatchLocked(cmds []Command, index uint64) BatchResponse {
 	f.store.BeginBatch()
 	defer f.store.EndBatch()
 	for i, c := range cmds {
-		if c == nil {
-			continue
-		}
-		if err := tooNew(c); err != nil {
-			panic(err) // Apply halts the FSM on a panic, naming it
-		}
-		out[i] = Execute(f.store, c, index)
-		f.noteLocked(c.Type())
-		if f.observer != nil {
-			f.observer(c.Type(), index)
-		}
+		out[i] = f.executeLocked(c, index)
 	}
 	return out
 }

@@ -15,6 +15,10 @@ import (
 // might write.
 func (f *FSM) ClusterVersion() uint32 { return f.clusterVersion.Load() }
 
+// copyClusterVersionLocked makes the lock-free copy of the store's
+// cluster version.
+func (f *FSM) copyClusterVersionLocked() { f.clusterVersion.Store(f.store.ClusterVersion) }
+
 // ClusterVersionEntry encodes the command that raises the cluster version
 // to v.
 func ClusterVersionEntry(v uint32) ([]byte, error) {

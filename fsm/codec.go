@@ -43,117 +43,22 @@ func Encode(c Command) ([]byte, error) {
 	return buf, nil
 }
 
-// decodeBody decodes the body of a command of type t. A retired type
-// panics: see commands.go.
+// decodeBody decodes the body of a command of type t with the type's
+// entry in the command table (commands.go): nil for an unknown type a
+// replica may skip, an error for one it may not skip or a retired one.
 func decodeBody(t MessageType, buf []byte) (Command, error) {
-	var (
-		c   Command
-		err error
-	)
-	switch t {
-	case UpdateDesiredStatePackedType:
-		var m fsmpb.UpdateDesiredState
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			c, err = updateFromProto(&m)
-		}
-	case AgentConnectedType:
-		var m fsmpb.AgentConnected
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			r := &AgentConnectedRequest{Name: m.Name}
-			if r.Tags, err = mapOf[string](m.Tags); err == nil {
-				c = r
-			}
-		}
-	case AgentGoneType:
-		var m fsmpb.AgentGone
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			c = &AgentGoneRequest{Name: m.Name, History: historyFromProto(m.History)}
-		}
-	case WorkloadReportsType:
-		var m fsmpb.WorkloadReports
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			c = reportsFromProto(&m)
-		}
-	case HistoryNotesType:
-		var m fsmpb.HistoryNotes
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			r := &HistoryNotesRequest{}
-			if h := historyFromProto(m.History); h != nil {
-				r.History = *h
-			}
-			c = r
-		}
-	case SetAgentModeType:
-		var m fsmpb.SetAgentMode
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			var mode state.AgentMode
-			if mode, err = state.ParseAgentMode(m.Mode); err == nil {
-				c = &SetAgentModeRequest{Agent: m.Agent, Mode: mode, History: historyFromProto(m.History)}
-			}
-		}
-	case PlacementType:
-		var m fsmpb.Placement
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			c = placementFromProto(&m)
-		}
-	case ProblemsChangedType:
-		var m fsmpb.ProblemsChanged
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			c = problemsFromProto(&m)
-		}
-	case LockObjectsType:
-		var m fsmpb.LockObjects
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			c = &LockObjectsRequest{Objects: m.Objects, Owner: m.Owner, Reason: m.Reason, NowMs: m.NowMs, ExpiresMs: m.ExpiresMs}
-		}
-	case UnlockObjectsType:
-		var m fsmpb.UnlockObjects
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			c = &UnlockObjectsRequest{Objects: m.Objects, Owner: m.Owner, NowMs: m.NowMs, Force: m.Force}
-		}
-	case ReplicaRemovalType:
-		var m fsmpb.ReplicaRemoval
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			if m.Id == "" {
-				err = errors.New("a replica removal names no replica")
-			} else {
-				c = &ReplicaRemovalRequest{ID: m.Id, Incarnation: m.Incarnation, Forget: m.Forget, Certs: certsOf(m.Certs), TimeMs: m.TimeMs}
-			}
-		}
-	case SetClusterVersionType:
-		var m fsmpb.SetClusterVersion
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			if m.Version == 0 {
-				err = errors.New("a cluster version of 0")
-			} else {
-				c = &SetClusterVersionRequest{Version: m.Version}
-			}
-		}
-	case ReplicaCertificateType:
-		var m fsmpb.ReplicaCertificate
-		if err = unmarshalOptions.Unmarshal(buf, &m); err == nil {
-			switch {
-			case m.Id == "":
-				err = errors.New("a replica certificate names no replica")
-			case m.Cert.GetSerial() == "":
-				err = errors.New("a replica certificate without a serial")
-			default:
-				c = &ReplicaCertificateRequest{ID: m.Id, Cert: state.ReplicaCert{Serial: m.Cert.GetSerial(), NotAfterMs: m.Cert.GetNotAfterMs()}}
-			}
-		}
-	default:
-		if why, ok := retired[t]; ok {
-			panic(fmt.Sprintf("fsm: a committed entry is of type %d (%s), retired: %s; no version of grapnel-server that reads this log writes it", uint8(t), t, why))
-		}
-		if t&IgnoreUnknownTypeFlag != 0 {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: %d", ErrUnknownType, uint8(t))
+	c, err := lookup(t)
+	if err != nil || c == nil {
+		return nil, err
 	}
+	if c.decode == nil {
+		return nil, fmt.Errorf("%w: %s is decoded with SplitBatch", ErrBadCommand, t)
+	}
+	body, err := c.decode(buf)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrUndecodable, t, err)
 	}
-	return c, nil
+	return body, nil
 }
 
 // errNoBody is a workload or rendering that a body holds without content.
@@ -294,6 +199,10 @@ func (r *LockObjectsRequest) message() (proto.Message, error) {
 	return &fsmpb.LockObjects{Objects: r.Objects, Owner: r.Owner, Reason: r.Reason, NowMs: r.NowMs, ExpiresMs: r.ExpiresMs}, nil
 }
 
+func lockFromProto(m *fsmpb.LockObjects) (*LockObjectsRequest, error) {
+	return &LockObjectsRequest{Objects: m.Objects, Owner: m.Owner, Reason: m.Reason, NowMs: m.NowMs, ExpiresMs: m.ExpiresMs}, nil
+}
+
 func (r *ReplicaRemovalRequest) message() (proto.Message, error) {
 	if r.ID == "" {
 		return nil, errors.New("a replica removal names no replica")
@@ -308,6 +217,13 @@ func (r *ReplicaRemovalRequest) message() (proto.Message, error) {
 	return m, nil
 }
 
+func removalFromProto(m *fsmpb.ReplicaRemoval) (*ReplicaRemovalRequest, error) {
+	if m.Id == "" {
+		return nil, errors.New("a replica removal names no replica")
+	}
+	return &ReplicaRemovalRequest{ID: m.Id, Incarnation: m.Incarnation, Forget: m.Forget, Certs: certsOf(m.Certs), TimeMs: m.TimeMs}, nil
+}
+
 func (r *ReplicaCertificateRequest) message() (proto.Message, error) {
 	switch {
 	case r.ID == "":
@@ -318,11 +234,28 @@ func (r *ReplicaCertificateRequest) message() (proto.Message, error) {
 	return &fsmpb.ReplicaCertificate{Id: r.ID, Cert: &fsmpb.ReplicaCert{Serial: r.Cert.Serial, NotAfterMs: r.Cert.NotAfterMs}}, nil
 }
 
+func certificateFromProto(m *fsmpb.ReplicaCertificate) (*ReplicaCertificateRequest, error) {
+	switch {
+	case m.Id == "":
+		return nil, errors.New("a replica certificate names no replica")
+	case m.Cert.GetSerial() == "":
+		return nil, errors.New("a replica certificate without a serial")
+	}
+	return &ReplicaCertificateRequest{ID: m.Id, Cert: state.ReplicaCert{Serial: m.Cert.GetSerial(), NotAfterMs: m.Cert.GetNotAfterMs()}}, nil
+}
+
 func (r *SetClusterVersionRequest) message() (proto.Message, error) {
 	if r.Version == 0 {
 		return nil, errors.New("a cluster version of 0")
 	}
 	return &fsmpb.SetClusterVersion{Version: r.Version}, nil
+}
+
+func clusterVersionFromProto(m *fsmpb.SetClusterVersion) (*SetClusterVersionRequest, error) {
+	if m.Version == 0 {
+		return nil, errors.New("a cluster version of 0")
+	}
+	return &SetClusterVersionRequest{Version: m.Version}, nil
 }
 
 // certsOf reads replica certificates off the wire.
@@ -338,12 +271,28 @@ func (r *UnlockObjectsRequest) message() (proto.Message, error) {
 	return &fsmpb.UnlockObjects{Objects: r.Objects, Owner: r.Owner, NowMs: r.NowMs, Force: r.Force}, nil
 }
 
+func unlockFromProto(m *fsmpb.UnlockObjects) (*UnlockObjectsRequest, error) {
+	return &UnlockObjectsRequest{Objects: m.Objects, Owner: m.Owner, NowMs: m.NowMs, Force: m.Force}, nil
+}
+
 func (r *AgentConnectedRequest) message() (proto.Message, error) {
 	return &fsmpb.AgentConnected{Name: r.Name, Tags: pairsOf(r.Tags)}, nil
 }
 
+func agentConnectedFromProto(m *fsmpb.AgentConnected) (*AgentConnectedRequest, error) {
+	tags, err := mapOf[string](m.Tags)
+	if err != nil {
+		return nil, err
+	}
+	return &AgentConnectedRequest{Name: m.Name, Tags: tags}, nil
+}
+
 func (r *AgentGoneRequest) message() (proto.Message, error) {
 	return &fsmpb.AgentGone{Name: r.Name, History: historyToProto(r.History)}, nil
+}
+
+func agentGoneFromProto(m *fsmpb.AgentGone) (*AgentGoneRequest, error) {
+	return &AgentGoneRequest{Name: m.Name, History: historyFromProto(m.History)}, nil
 }
 
 func (r *WorkloadReportsRequest) message() (proto.Message, error) {
@@ -359,10 +308,10 @@ func (r *WorkloadReportsRequest) message() (proto.Message, error) {
 	return m, nil
 }
 
-func reportsFromProto(m *fsmpb.WorkloadReports) *WorkloadReportsRequest {
+func reportsFromProto(m *fsmpb.WorkloadReports) (*WorkloadReportsRequest, error) {
 	r := &WorkloadReportsRequest{History: historyFromProto(m.History)}
 	if len(m.Reports) == 0 {
-		return r
+		return r, nil
 	}
 	r.Reports = make([]AgentReport, len(m.Reports))
 	for i, p := range m.Reports {
@@ -375,7 +324,7 @@ func reportsFromProto(m *fsmpb.WorkloadReports) *WorkloadReportsRequest {
 		}
 		r.Reports[i] = rep
 	}
-	return r
+	return r, nil
 }
 
 func workloadToProto(w *state.Workload) *fsmpb.Workload {

@@ -11,6 +11,14 @@ func (r *HistoryNotesRequest) message() (proto.Message, error) {
 	return &fsmpb.HistoryNotes{History: historyToProto(&r.History)}, nil
 }
 
+func historyNotesFromProto(m *fsmpb.HistoryNotes) (*HistoryNotesRequest, error) {
+	r := &HistoryNotesRequest{}
+	if h := historyFromProto(m.History); h != nil {
+		r.History = *h
+	}
+	return r, nil
+}
+
 // historyToProto is nil for nil, so that a command without history
 // encodes as before.
 func historyToProto(h *HistoryMeta) *fsmpb.HistoryMeta {

@@ -18,6 +18,14 @@ func (r *SetAgentModeRequest) message() (proto.Message, error) {
 	return &fsmpb.SetAgentMode{Agent: r.Agent, Mode: r.Mode.String(), History: historyToProto(r.History)}, nil
 }
 
+func agentModeFromProto(m *fsmpb.SetAgentMode) (*SetAgentModeRequest, error) {
+	mode, err := state.ParseAgentMode(m.Mode)
+	if err != nil {
+		return nil, err
+	}
+	return &SetAgentModeRequest{Agent: m.Agent, Mode: mode, History: historyFromProto(m.History)}, nil
+}
+
 func (r *PlacementRequest) message() (proto.Message, error) {
 	u := &r.Update
 	m := &fsmpb.Placement{History: historyToProto(r.History)}
@@ -33,7 +41,7 @@ func (r *PlacementRequest) message() (proto.Message, error) {
 	return m, nil
 }
 
-func placementFromProto(m *fsmpb.Placement) *PlacementRequest {
+func placementFromProto(m *fsmpb.Placement) (*PlacementRequest, error) {
 	r := &PlacementRequest{History: historyFromProto(m.History)}
 	u := &r.Update
 	if len(m.Layout) > 0 {
@@ -48,5 +56,5 @@ func placementFromProto(m *fsmpb.Placement) *PlacementRequest {
 	for _, p := range m.DeleteStates {
 		u.DeleteStates = append(u.DeleteStates, instanceFromProto(p))
 	}
-	return r
+	return r, nil
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -11,7 +12,7 @@ import (
 
 // MessageType is the first byte of every Raft log entry Grapnel writes.
 // Values are never renumbered or reused: a retired type keeps its number
-// with a Deprecated comment.
+// with a Deprecated comment and its entry in the command table (commands).
 type MessageType uint8
 
 // Command types. Every body is a protobuf message of fsm/proto/commands.proto,
@@ -20,7 +21,7 @@ type MessageType uint8
 // then, so the encoding changed under the same numbers. Types 1, 4, 5 and
 // 6 were retired at the same time: no version writes them, and an entry
 // of one of them is refused at the transport (CheckType) and halts the
-// FSM if it was committed all the same (decodeBody panics, naming it).
+// FSM if it was committed all the same, naming it and why it was retired.
 const (
 	// UpdateDesiredStateType applied an unsequenced UpdateState.
 	//
@@ -114,45 +115,111 @@ const (
 // it does not know the type, instead of stopping.
 const IgnoreUnknownTypeFlag MessageType = 128
 
-// typeNames is the name of each type, for logs and metrics.
-var typeNames = map[MessageType]string{
-	UpdateDesiredStateType:       "UpdateDesiredState",
-	AgentConnectedType:           "AgentConnected",
-	AgentGoneType:                "AgentGone",
-	AgentLoadType:                "AgentLoad",
-	WorkloadStatesType:           "WorkloadStates",
-	UpdateDesiredStateSeqType:    "UpdateDesiredStateSeq",
-	WorkloadReportsType:          "WorkloadReports",
-	UpdateDesiredStatePackedType: "UpdateDesiredStatePacked",
-	BatchType:                    "Batch",
-	HistoryNotesType:             "HistoryNotes",
-	SetAgentModeType:             "SetAgentMode",
-	PlacementType:                "Placement",
-	ProblemsChangedType:          "ProblemsChanged",
-	LockObjectsType:              "LockObjects",
-	UnlockObjectsType:            "UnlockObjects",
-	ReplicaRemovalType:           "ReplicaRemoval",
-	ReplicaCertificateType:       "ReplicaCertificate",
-	SetClusterVersionType:        "SetClusterVersion",
+// commands is the one place each type is named, decoded and applied: a
+// type this version knows has exactly one entry, retired types included
+// (their numbers are never reused). Whether a replica that does not know
+// a type may skip it is the number's own high bit (Skippable). To add a
+// command, see docs/checklist-new-command.md.
+var commands = map[MessageType]*command{
+	UpdateDesiredStateType:       retiredAs("UpdateDesiredState", "replaced by UpdateDesiredStatePacked (8)"),
+	AgentConnectedType:           live("AgentConnected", agentConnectedFromProto, executeAgentConnected),
+	AgentGoneType:                live("AgentGone", agentGoneFromProto, executeAgentGone),
+	AgentLoadType:                retiredAs("AgentLoad", "agent load is kept in the leader's memory, not replicated"),
+	WorkloadStatesType:           retiredAs("WorkloadStates", "replaced by WorkloadReports (7)"),
+	UpdateDesiredStateSeqType:    retiredAs("UpdateDesiredStateSeq", "replaced by UpdateDesiredStatePacked (8)"),
+	WorkloadReportsType:          live("WorkloadReports", reportsFromProto, executeReports),
+	UpdateDesiredStatePackedType: live("UpdateDesiredStatePacked", updateFromProto, executeUpdate),
+	// A batch's commands are decoded and applied one by one (batch.go).
+	BatchType:              {name: "Batch"},
+	HistoryNotesType:       live("HistoryNotes", historyNotesFromProto, executeHistoryNotes),
+	SetAgentModeType:       live("SetAgentMode", agentModeFromProto, executeAgentMode),
+	PlacementType:          live("Placement", placementFromProto, executePlacement),
+	ProblemsChangedType:    live("ProblemsChanged", problemsFromProto, executeProblems),
+	LockObjectsType:        live("LockObjects", lockFromProto, executeLock),
+	UnlockObjectsType:      live("UnlockObjects", unlockFromProto, executeUnlock),
+	ReplicaRemovalType:     live("ReplicaRemoval", removalFromProto, executeRemoval).refreshing((*FSM).copyRevokedLocked),
+	ReplicaCertificateType: live("ReplicaCertificate", certificateFromProto, executeCertificate),
+	SetClusterVersionType: live("SetClusterVersion", clusterVersionFromProto, executeClusterVersion).
+		refusing(tooNew).refreshing((*FSM).copyClusterVersionLocked),
 }
 
-// retired says why each retired type is no longer applied.
-var retired = map[MessageType]string{
-	UpdateDesiredStateType:    "replaced by UpdateDesiredStatePacked (8)",
-	AgentLoadType:             "agent load is kept in the leader's memory, not replicated",
-	WorkloadStatesType:        "replaced by WorkloadReports (7)",
-	UpdateDesiredStateSeqType: "replaced by UpdateDesiredStatePacked (8)",
+// command is what this version knows of one MessageType.
+type command struct {
+	// name is the type's name in logs, metrics and --version.
+	name string
+	// retired says why no version writes the type any more; a retired
+	// type has no decode nor execute, and an entry of it is refused.
+	retired string
+	// decode reads an entry's body into the type's request.
+	decode func(body []byte) (Command, error)
+	// execute applies a decoded request to a store at the entry's index
+	// (see Execute).
+	execute func(st *state.Store, c Command, index uint64) any
+	// refuse, if set, says why this build must not apply a decoded
+	// request: the FSM halts at the entry before any of it applies.
+	refuse func(c Command) error
+	// refresh, if set, updates what the FSM keeps of the store outside
+	// its lock after a command of the type applied.
+	refresh func(f *FSM)
+}
+
+// live is the entry of a type this version writes and applies: its body
+// is the protobuf message M, read into the request R by from, which
+// exec applies.
+func live[P any, M interface {
+	*P
+	proto.Message
+}, R Command](name string, from func(M) (R, error), exec func(*state.Store, R, uint64) any) *command {
+	return &command{
+		name: name,
+		decode: func(body []byte) (Command, error) {
+			m := M(new(P))
+			if err := unmarshalOptions.Unmarshal(body, m); err != nil {
+				return nil, err
+			}
+			r, err := from(m)
+			if err != nil {
+				return nil, err
+			}
+			return r, nil
+		},
+		execute: func(st *state.Store, c Command, index uint64) any {
+			r, ok := c.(R)
+			if !ok {
+				return fmt.Errorf("%w: %T is not a %s command", ErrBadCommand, c, name)
+			}
+			return exec(st, r, index)
+		},
+	}
+}
+
+// retiredAs is the entry of a retired type: why no version writes it.
+func retiredAs(name, why string) *command { return &command{name: name, retired: why} }
+
+func (c *command) refusing(fn func(Command) error) *command { c.refuse = fn; return c }
+
+func (c *command) refreshing(fn func(*FSM)) *command { c.refresh = fn; return c }
+
+// lookup is the entry of type t for an entry to be applied: nil for an
+// unknown type a replica may skip, and an error naming the type for an
+// unknown one it may not skip or a retired one.
+func lookup(t MessageType) (*command, error) {
+	c, ok := commands[t]
+	switch {
+	case ok && c.retired != "":
+		return nil, fmt.Errorf("%w: %d (%s) is retired: %s", ErrUnknownType, uint8(t), c.name, c.retired)
+	case ok:
+		return c, nil
+	case t.Skippable():
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w: %d", ErrUnknownType, uint8(t))
 }
 
 // MessageTypes lists every entry type this version knows, retired ones
 // included, by number (internal/formats shows them in --version).
 func MessageTypes() []MessageType {
-	out := make([]MessageType, 0, len(typeNames))
-	for t := range typeNames {
-		out = append(out, t)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(commands))
 }
 
 // Skippable reports whether a replica that does not know t skips it
@@ -162,13 +229,15 @@ func (t MessageType) Skippable() bool { return t&IgnoreUnknownTypeFlag != 0 }
 // Retired says why no version writes t any more, and whether it is
 // retired: an entry of it is refused, and halts the FSM if committed.
 func (t MessageType) Retired() (string, bool) {
-	why, ok := retired[t]
-	return why, ok
+	if c, ok := commands[t]; ok && c.retired != "" {
+		return c.retired, true
+	}
+	return "", false
 }
 
 func (t MessageType) String() string {
-	if n, ok := typeNames[t]; ok {
-		return n
+	if c, ok := commands[t]; ok {
+		return c.name
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }

@@ -115,10 +115,10 @@ func (f *FSM) Restores() uint64 {
 // (*AgentGoneResponse, *WorkloadReportsResponse); for a batch, a
 // BatchResponse holding one of those per command.
 //
-// An entry it cannot apply (an unknown type, a body that does not
-// decode, a panic while applying) halts the FSM instead of crashing the
-// replica: see HaltError. From then on every entry is answered with the
-// HaltError and nothing is applied.
+// An entry it cannot apply (an unknown or retired type, a body that does
+// not decode, a cluster version newer than this build reads) halts the
+// FSM instead of crashing the replica: see HaltError. From then on every
+// entry is answered with the HaltError and nothing is applied.
 func (f *FSM) Apply(l *raft.Log) (resp any) {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
@@ -130,35 +130,60 @@ func (f *FSM) Apply(l *raft.Log) (resp any) {
 	}
 	t := MessageType(l.Data[0])
 	defer func() {
+		// Not a way to refuse an entry (those return an error): a bug in
+		// the code that applies one. The replica halts there instead of
+		// crashing, and keeps serving reads of what it applied.
 		if p := recover(); p != nil {
 			resp = f.haltLocked(l.Index, t, fmt.Errorf("%w: applying it panicked: %v", ErrUndecodable, p))
 		}
 	}()
+	// The entry is decoded whole before any of it applies, so that it
+	// applies whole or halts the FSM untouched.
 	if t == BatchType {
 		cmds, err := decodeBatch(l.Data[1:])
 		if err != nil {
 			return f.haltLocked(l.Index, t, err)
 		}
 		f.applied = l.Index
-		// Each command of the batch reports itself to the observer.
 		return f.applyBatchLocked(cmds, l.Index)
 	}
-	body, err := decodeBody(t, l.Data[1:])
+	c, err := decodeApplicable(t, l.Data[1:])
 	if err != nil {
 		return f.haltLocked(l.Index, t, err)
 	}
 	f.applied = l.Index
-	if body == nil {
-		// A newer type that older replicas may skip.
+	return f.executeLocked(c, l.Index)
+}
+
+// decodeApplicable decodes the body of one command of type t and checks
+// that this build may apply it (the refuse of its entry in the command
+// table).
+func decodeApplicable(t MessageType, body []byte) (Command, error) {
+	c, err := decodeBody(t, body)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	if refuse := commands[t].refuse; refuse != nil {
+		if err := refuse(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// executeLocked applies one decoded command at index, refreshes what the
+// FSM keeps of the store outside the lock, and tells the observer. A
+// command of a type this version skips (nil) applies nothing.
+func (f *FSM) executeLocked(c Command, index uint64) any {
+	if c == nil {
 		return nil
 	}
-	if err := tooNew(body); err != nil {
-		return f.haltLocked(l.Index, t, err)
+	resp := Execute(f.store, c, index)
+	if refresh := commands[c.Type()].refresh; refresh != nil {
+		refresh(f)
 	}
-	resp = Execute(f.store, body, l.Index)
-	f.noteLocked(t)
 	if f.observer != nil {
-		f.observer(t, l.Index)
+		f.observer(c.Type(), index)
 	}
 	return resp
 }
@@ -188,142 +213,6 @@ func (f *FSM) SetHaltObserver(fn func(*HaltError)) {
 	f.mu.Unlock()
 }
 
-// Execute applies one decoded command to a store, exactly as Apply does
-// after decoding. The leader runs it on its speculative copy of the store
-// so that it plans the next update on what the FSM will hold.
-func Execute(st *state.Store, cmd Command, index uint64) any {
-	h := st.History
-	switch r := cmd.(type) {
-	case *UpdateDesiredStateRequest:
-		if st.DesiredSeq+1 != r.Seq {
-			return fmt.Errorf("%w: it is update %d, the store holds %d", ErrOutOfSequence, r.Seq, st.DesiredSeq)
-		}
-		var (
-			tx *state.Tx
-			tr []state.Transition
-		)
-		if h != nil {
-			noteHistory(h, r.History, index)
-			tx = state.TxOfUpdate(st, &r.Update)
-			tr = state.RemovedTransitions(st, &r.Update, index, timeOf(r.History))
-		}
-		st.ApplyDesired(&r.Update, index)
-		if tx != nil {
-			recordUpdate(h, tx, r.History, index)
-			if len(tr) > 0 {
-				h.AppendTransitions(tr, timeOf(r.History))
-			}
-		}
-		return nil
-	case *AgentConnectedRequest:
-		st.AgentConnected(r.Name, r.Tags)
-		return nil
-	case *AgentGoneRequest:
-		var tr []state.Transition
-		if h != nil {
-			noteHistory(h, r.History, index)
-			tr = state.TransitionsOf(st, disconnected(st, r.Name), index, timeOf(r.History))
-		}
-		resp := &AgentGoneResponse{Disconnected: st.AgentGone(r.Name)}
-		if h != nil && len(tr) > 0 {
-			recordDecision(h, "agent "+r.Name+" disconnected", tr, r.History, index)
-			h.AppendTransitions(tr, timeOf(r.History))
-		}
-		return resp
-	case *WorkloadReportsRequest:
-		var (
-			stale []string
-			fresh []state.InstanceName
-			trans []state.Transition
-		)
-		if h != nil {
-			noteHistory(h, r.History, index)
-		}
-		for _, rep := range r.Reports {
-			n := len(fresh)
-			// A set of the report's new instances beside the list that
-			// keeps their order: a report of many new instances cost
-			// the square of their number (seconds for tens of thousands).
-			var seen map[state.InstanceName]bool
-			for _, ws := range rep.States {
-				if _, ok := st.States.Get(ws.Instance); ok || seen[ws.Instance] {
-					continue
-				}
-				if seen == nil {
-					seen = map[state.InstanceName]bool{}
-				}
-				seen[ws.Instance] = true
-				fresh = append(fresh, ws.Instance)
-			}
-			var tr []state.Transition
-			if h != nil {
-				tr = state.TransitionsOf(st, rep.States, index, timeOf(r.History))
-			}
-			if !st.ApplyReport(rep.Agent, rep.Mark, rep.States) {
-				stale = append(stale, rep.Agent)
-				fresh = fresh[:n]
-				continue
-			}
-			if h != nil {
-				recordRepairs(h, rep.Agent, tr, r.History, index)
-			}
-			trans = append(trans, tr...)
-		}
-		if h != nil && len(trans) > 0 {
-			if r.History != nil && r.History.Decision != "" {
-				recordDecision(h, r.History.Decision, trans, r.History, index)
-			}
-			h.AppendTransitions(trans, timeOf(r.History))
-		}
-		if stale != nil || fresh != nil {
-			return &WorkloadReportsResponse{Stale: stale, New: fresh}
-		}
-		return nil
-	case *SetAgentModeRequest:
-		executeAgentMode(st, r, index)
-		return nil
-	case *PlacementRequest:
-		executePlacement(st, r, index)
-		return nil
-	case *HistoryNotesRequest:
-		if h != nil {
-			noteHistory(h, &r.History, index)
-		}
-		return nil
-	case *ProblemsChangedRequest:
-		return applyProblems(st, r)
-	case *LockObjectsRequest:
-		if err := st.TakeLocks(r.Objects, r.Owner, r.Reason, r.NowMs, r.ExpiresMs); err != nil {
-			return err
-		}
-		return nil
-	case *UnlockObjectsRequest:
-		if err := st.ReleaseLocks(r.Objects, r.Owner, r.NowMs, r.Force); err != nil {
-			return err
-		}
-		return nil
-	case *ReplicaRemovalRequest:
-		if r.Forget {
-			st.ForgetRemoval(r.ID)
-		} else {
-			if r.Incarnation != 0 {
-				st.RecordRemoval(r.ID, r.Incarnation, index)
-			}
-			st.RevokeReplica(r.ID, r.Certs, index, r.TimeMs)
-		}
-		return nil
-	case *ReplicaCertificateRequest:
-		st.RecordReplicaCert(r.ID, r.Cert)
-		return nil
-	case *SetClusterVersionRequest:
-		st.SetClusterVersion(r.Version)
-		return nil
-	}
-	// Only a programming error on the leader gets here: a committed entry
-	// always decodes into one of the commands above.
-	return fmt.Errorf("%w: %T is not a command", ErrBadCommand, cmd)
-}
-
 // Snapshot implements raft.FSM: it copies the store (Apply is blocked while
 // it runs, so it only copies; encoding happens in Persist).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -350,7 +239,7 @@ func (f *FSM) Restore(r io.ReadCloser) error {
 	f.applied = index
 	f.restores++
 	f.copyRevokedLocked()
-	f.clusterVersion.Store(s.ClusterVersion)
+	f.copyClusterVersionLocked()
 	// The snapshot holds what the halted entry did, as applied by the
 	// replica that wrote it: applying may go on from there.
 	f.halted = nil

@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -100,30 +98,6 @@ func TestFSM_AgentConnectedAndGone(t *testing.T) {
 	}
 }
 
-// A retired type halts the FSM with a message that names it and says why
-// it is no longer applied; the transport check refuses it first.
-func TestFSM_RetiredTypesHalt(t *testing.T) {
-	for typ, why := range retired {
-		t.Run(typ.String(), func(t *testing.T) {
-			h := requireHalts(t, New(), []byte{byte(typ), '{', '}'})
-			if !errors.Is(h, ErrUndecodable) || !strings.Contains(h.Error(), "retired: "+why) || !strings.Contains(h.Error(), typ.String()) {
-				t.Fatalf("halt %v", h)
-			}
-			if err := CheckType([]byte{byte(typ)}); !errors.Is(err, ErrUnknownType) {
-				t.Fatalf("CheckType: %v", err)
-			}
-			func() {
-				defer func() {
-					if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "retired") {
-						t.Fatalf("Decode did not panic on a retired type: %v", p)
-					}
-				}()
-				_, _, _ = Decode([]byte{byte(typ)})
-			}()
-		})
-	}
-}
-
 func TestFSM_UnknownType(t *testing.T) {
 	f := New()
 	if resp := f.Apply(&raft.Log{Type: raft.LogCommand, Data: []byte{byte(IgnoreUnknownTypeFlag | 99), '{', '}'}}); resp != nil {
@@ -145,11 +119,11 @@ func TestMessageTypeNumbersAreStable(t *testing.T) {
 		if uint8(typ) != n {
 			t.Errorf("%s is %d, must stay %d", typ, typ, n)
 		}
-		if typeNames[typ] == "" {
+		if c := commands[typ]; c == nil || c.name == "" {
 			t.Errorf("%d has no name", n)
 		}
 	}
-	if len(typeNames) != len(want) {
+	if len(commands) != len(want) {
 		t.Errorf("a command type was added without a stability entry here")
 	}
 	snaps := map[SnapshotType]uint8{SnapAPIVersion: 1, SnapWorkload: 2, SnapConfig: 3, SnapRendered: 4, SnapDeleteEdge: 5, SnapAgent: 6, SnapWorkloadState: 7, SnapRevision: 8,

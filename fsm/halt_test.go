@@ -70,7 +70,7 @@ func TestFSM_UnapplicableEntriesHalt(t *testing.T) {
 		{"rendering without a workload", nilRendering, ErrUndecodable},
 		{"truncated varint", []byte{byte(UpdateDesiredStatePackedType), 0xc1}, ErrUndecodable},
 		{"invalid UTF-8", []byte{byte(AgentGoneType), 0x0a, 0x01, 0xff}, ErrUndecodable},
-		{"retired type", []byte{byte(WorkloadStatesType)}, ErrUndecodable},
+		{"retired type", []byte{byte(WorkloadStatesType)}, ErrUnknownType},
 		{"batch with an unknown command", batchOf(t, ok, []byte{126, '{', '}'}), ErrUnknownType},
 		{"batch with a bad length", []byte{byte(BatchType), 0x80}, ErrUndecodable},
 	} {
@@ -143,8 +143,8 @@ func TestCheckType(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	for typ := range typeNames {
-		_, old := retired[typ]
+	for _, typ := range MessageTypes() {
+		_, old := typ.Retired()
 		if typ == BatchType {
 			continue
 		}

@@ -5,12 +5,12 @@ import "github.com/grapnel-io/grapnel/state"
 // executeAgentMode applies SetAgentModeType and records it in the
 // history as a TxAgentMode transaction, asked by the requester the leader
 // put in it.
-func executeAgentMode(st *state.Store, r *SetAgentModeRequest, index uint64) {
+func executeAgentMode(st *state.Store, r *SetAgentModeRequest, index uint64) any {
 	old := st.AgentMode(r.Agent)
 	st.SetAgentMode(r.Agent, r.Mode)
 	h := st.History
 	if h == nil {
-		return
+		return nil
 	}
 	noteHistory(h, r.History, index)
 	tx := &state.Tx{Index: index, TimeMs: timeOf(r.History), Kind: state.TxAgentMode,
@@ -19,12 +19,13 @@ func executeAgentMode(st *state.Store, r *SetAgentModeRequest, index uint64) {
 		tx.Requester = r.History.Requester
 	}
 	h.AppendTx(tx)
+	return nil
 }
 
 // executePlacement applies PlacementType and records it as a TxPlacement
 // transaction: each instance placed an OpAdded, each moved off an
 // OpDeleted, and the states it set as transitions.
-func executePlacement(st *state.Store, r *PlacementRequest, index uint64) {
+func executePlacement(st *state.Store, r *PlacementRequest, index uint64) any {
 	h := st.History
 	var (
 		tx *state.Tx
@@ -64,6 +65,7 @@ func executePlacement(st *state.Store, r *PlacementRequest, index uint64) {
 			h.AppendTransitions(tr, timeOf(r.History))
 		}
 	}
+	return nil
 }
 
 func toSet(xs []string) map[string]bool {

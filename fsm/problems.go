@@ -47,7 +47,7 @@ func (r *ProblemsChangedRequest) message() (proto.Message, error) {
 	return m, nil
 }
 
-func problemsFromProto(m *fsmpb.ProblemsChanged) *ProblemsChangedRequest {
+func problemsFromProto(m *fsmpb.ProblemsChanged) (*ProblemsChangedRequest, error) {
 	r := &ProblemsChangedRequest{TimeMs: m.TimeMs, Closed: nilIfEmpty(m.Closed)}
 	for _, o := range m.Opened {
 		p := state.Problem{Kind: o.Kind, Key: o.Key, Summary: o.Summary, Detail: o.Detail}
@@ -56,12 +56,13 @@ func problemsFromProto(m *fsmpb.ProblemsChanged) *ProblemsChangedRequest {
 		}
 		r.Opened = append(r.Opened, p)
 	}
-	return r
+	return r, nil
 }
 
-// applyProblems closes, then opens: a condition that ended and began
-// again within one change gets a new id.
-func applyProblems(st *state.Store, r *ProblemsChangedRequest) any {
+// executeProblems applies ProblemsChangedType: it closes, then opens, so
+// that a condition that ended and began again within one change gets a
+// new id.
+func executeProblems(st *state.Store, r *ProblemsChangedRequest, _ uint64) any {
 	var resp ProblemsChangedResponse
 	for _, id := range r.Closed {
 		if p, ok := st.Problems.CloseProblem(id); ok {

@@ -53,17 +53,6 @@ func (f *FSM) RevokedCert(serial string) (state.RevokedCert, bool) {
 	return r, ok
 }
 
-// noteLocked refreshes the lock-free copies of the revoked certificates
-// and of the cluster version after a command of type t changed them.
-func (f *FSM) noteLocked(t MessageType) {
-	switch t {
-	case ReplicaRemovalType:
-		f.copyRevokedLocked()
-	case SetClusterVersionType:
-		f.clusterVersion.Store(f.store.ClusterVersion)
-	}
-}
-
 // copyRevokedLocked makes the lock-free copy of the store's revoked
 // certificates.
 func (f *FSM) copyRevokedLocked() {

@@ -70,6 +70,8 @@ func (s *Server) lockOwner(ctx context.Context) string {
 	switch {
 	case err != nil:
 		return "" // a call the guard refuses owns nothing
+	case !id.IsInsecure() && s.fsm.ClusterVersion() < state.ClusterVersionRevocation:
+		return id.Name // the previous release's form, until finalized
 	case !id.IsInsecure():
 		return id.Key()
 	}

@@ -33,6 +33,9 @@ type conn struct {
 	// for agents: a workload's update through the control interface
 	// holds no lock.
 	owner string
+	// keyed: the cluster version named lock owners and requesters by
+	// role and name when the stream opened (state.Store.KeyedOwners).
+	keyed bool
 	out   chan any
 	// limit is the largest message the stream sends (see fit).
 	limit int

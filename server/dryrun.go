@@ -190,7 +190,7 @@ func (s *Server) planDryRun(in dryRunInput, req *ankbase.UpdateStateRequest, own
 			_, err := encodeChecked(s.limits, &fsm.UpdateDesiredStateRequest{Update: pd.update, Seq: st.DesiredSeq + 1})
 			c.failed(err)
 		}
-		g := guard{owner: owner, nowMs: in.nowMs, masks: req.GetUpdateMask()}
+		g := guard{owner: owner, keyed: st.KeyedOwners(), nowMs: in.nowMs, masks: req.GetUpdateMask()}
 		c.failed(checkLocks(st.Locks, pd.updatePlan, g))
 		describePlan(resp, st, next, pd)
 	}

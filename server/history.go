@@ -22,6 +22,9 @@ const requesterStartup = "startup-manifest"
 // forwarded carries the client's identity, not the follower's.
 func requester(c *conn) string {
 	if c.kind != wire.KindAgent && !c.who.IsInsecure() && c.who.Name != "" {
+		if !c.keyed {
+			return c.who.Name + "/" + c.name // the previous release's form
+		}
 		return c.who.Key() + "/" + c.name
 	}
 	return c.name

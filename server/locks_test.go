@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/internal/identity"
@@ -31,6 +32,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/hashicorp/raft"
 )
 
 // cliAs opens a CLI stream to addr that declares owner, as `grapnel
@@ -264,7 +266,31 @@ func TestLockOwner(t *testing.T) {
 	incoming := func(kv ...string) context.Context {
 		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(kv...))
 	}
-	s := &Server{guard: &authz.Guard{Untyped: identity.Commander}}
+	// At cluster version 1 owners are role/name keys; before, the
+	// previous release's bare names, which a leader of either release
+	// compares alike.
+	keyed := fsm.New()
+	entry, err := fsm.ClusterVersionEntry(state.ClusterVersionRevocation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err, ok := keyed.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: entry}).(error); ok {
+		t.Fatal(err)
+	}
+	legacy := &Server{guard: &authz.Guard{Untyped: identity.Commander}, fsm: fsm.New()}
+	for _, tc := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{withCert(incoming(wire.OwnerKey, "mallory"), "grapnel://operator/operator-1", "x"), "operator-1"},
+		{withCert(incoming(wire.OwnerKey, "mallory"), "", "ota", "y"), "ota"},
+		{incoming(wire.OwnerKey, "alice@laptop"), "alice@laptop"},
+	} {
+		if got := legacy.lockOwner(tc.ctx); got != tc.want {
+			t.Errorf("at cluster version 0: owner %q, want %q", got, tc.want)
+		}
+	}
+	s := &Server{guard: &authz.Guard{Untyped: identity.Commander}, fsm: keyed}
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context

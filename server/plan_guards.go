@@ -14,6 +14,8 @@ type guard struct {
 	// the name it declared; empty for agents and unnamed clients, which
 	// hold no lock.
 	owner string
+	// keyed: owners are role/name keys (state.Store.KeyedOwners).
+	keyed bool
 	nowMs int64
 	// expected is the revision the caller last read; nil checks none.
 	expected *uint64
@@ -55,5 +57,5 @@ func checkLocks(locks state.Locks, p *updatePlan, g guard) error {
 	if len(locks) == 0 || !p.changed {
 		return nil
 	}
-	return errs.Classify(errs.ErrLocked, state.CheckLocks(locks, touchedObjects(p), g.owner, g.nowMs))
+	return errs.Classify(errs.ErrLocked, state.CheckLocks(locks, touchedObjects(p), g.owner, g.nowMs, g.keyed))
 }

@@ -13,8 +13,9 @@ const (
 	// 50f62c3), which knows no cluster version: a store that never saw
 	// a SetClusterVersion entry is at it.
 	ClusterVersionBaseline uint32 = 0
-	// ClusterVersionRevocation adds what issue 27 replicates: the
-	// members' certificates (ReplicaCertificate, type 145; snapshot
+	// ClusterVersionRevocation adds what issue 27 replicates: lock
+	// owners and the history's requesters as role/name keys (Store.
+	// KeyedOwners), the members' certificates (ReplicaCertificate, type 145; snapshot
 	// record 19), the certificates an operator's removal revokes
 	// (ReplicaRemoval's certs and time_ms; snapshot record 20), and the
 	// cluster version itself (SetClusterVersion, type 18; snapshot
@@ -45,7 +46,17 @@ var Features = []Feature{
 	{Version: ClusterVersionRevocation, Name: "certificate revocation",
 		Waiting: "an operator's removal does not revoke the removed replica's certificates on every replica; " +
 			"the removed replica is kept out by the membership checks alone, and a follower of the previous release proxies without the client's certificate"},
+	{Version: ClusterVersionRevocation, Name: "lock owners and requesters by role and name",
+		Waiting: "locks and the history name their owner and requester by the certificate's name alone, as the previous release does: " +
+			"a commander and an operator of the same name share locks; from then on a lock taken under the bare name stays its holder's"},
 }
+
+// KeyedOwners reports whether lock owners and the history's requesters
+// are role/name keys (identity.Key): from ClusterVersionRevocation on.
+// Before, the previous release's form holds, the certificate's name alone,
+// so that a lock a leader of either release took is its owner's under
+// both (state.SameOwner).
+func (s *Store) KeyedOwners() bool { return s.ClusterVersion >= ClusterVersionRevocation }
 
 // SetClusterVersion raises the cluster version to v; a lower or equal v
 // changes nothing (it never goes down).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -70,17 +71,44 @@ func (e *LockedError) Error() string {
 	return s
 }
 
+// SameOwner reports whether a lock held by held belongs to owner. Owners
+// are role/name keys from cluster version 1 on ("operator/alice"); the
+// previous release, and a leader before the upgrade is finalized, name
+// them by the certificate's name alone ("alice"). Once keyed, a lock
+// taken under the bare name is still its owner's, and a stream opened
+// before the raise still owns the locks its holder takes after it: the
+// bare name matches the name part of a key. Before, the previous
+// release's rule holds: the same text.
+func SameOwner(held, owner string, keyed bool) bool {
+	if held == owner {
+		return true
+	}
+	if !keyed {
+		return false
+	}
+	_, heldName, heldKeyed := strings.Cut(held, "/")
+	_, ownerName, ownerKeyed := strings.Cut(owner, "/")
+	switch {
+	case heldKeyed && !ownerKeyed:
+		return heldName == owner
+	case ownerKeyed && !heldKeyed:
+		return ownerName == held
+	}
+	return false
+}
+
 // CheckLocks refuses, with a *LockedError for the first object in name
 // order, a change by owner to objects another owner holds a lock on at
-// nowMs. The owner's own locks let it through; so does an expired lock.
-func CheckLocks(l Locks, objects []string, owner string, nowMs int64) error {
+// nowMs. The owner's own locks let it through (SameOwner, keyed from
+// cluster version 1); so does an expired lock.
+func CheckLocks(l Locks, objects []string, owner string, nowMs int64, keyed bool) error {
 	if len(l) == 0 {
 		return nil
 	}
 	objs := append([]string(nil), objects...)
 	sort.Strings(objs)
 	for _, o := range objs {
-		if lk, ok := l.Held(o, nowMs); ok && lk.Owner != owner {
+		if lk, ok := l.Held(o, nowMs); ok && !SameOwner(lk.Owner, owner, keyed) {
 			return &LockedError{Object: o, Lock: lk}
 		}
 	}
@@ -92,7 +120,7 @@ func CheckLocks(l Locks, objects []string, owner string, nowMs int64) error {
 // *LockedError when another owner holds one of them. The owner's own
 // lock is renewed with the new expiry and reason.
 func (s *Store) TakeLocks(objects []string, owner, reason string, nowMs, expiresMs int64) error {
-	if err := CheckLocks(s.Locks, objects, owner, nowMs); err != nil {
+	if err := CheckLocks(s.Locks, objects, owner, nowMs, s.KeyedOwners()); err != nil {
 		return err
 	}
 	if s.Locks == nil {
@@ -111,7 +139,7 @@ func (s *Store) TakeLocks(objects []string, owner, reason string, nowMs, expires
 // lock is no error: releasing twice is harmless.
 func (s *Store) ReleaseLocks(objects []string, owner string, nowMs int64, force bool) error {
 	if !force {
-		if err := CheckRelease(s.Locks, objects, owner, nowMs); err != nil {
+		if err := CheckRelease(s.Locks, objects, owner, nowMs, s.KeyedOwners()); err != nil {
 			return err
 		}
 	}
@@ -124,8 +152,8 @@ func (s *Store) ReleaseLocks(objects []string, owner string, nowMs int64, force 
 
 // CheckRelease refuses, with a *LockedError, owner's release of a lock
 // another owner holds at nowMs.
-func CheckRelease(l Locks, objects []string, owner string, nowMs int64) error {
-	if err := CheckLocks(l, objects, owner, nowMs); err != nil {
+func CheckRelease(l Locks, objects []string, owner string, nowMs int64, keyed bool) error {
+	if err := CheckLocks(l, objects, owner, nowMs, keyed); err != nil {
 		le := err.(*LockedError)
 		le.Releasing = owner
 		return le
