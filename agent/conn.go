@@ -14,6 +14,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/internal/formats"
 	"github.com/grapnel-io/grapnel/internal/sdnotify"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -170,6 +171,7 @@ func (c *conn) session(ctx context.Context) error {
 	hello := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: c.name, ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: c.tags},
 		GrapnelIncarnation: c.incarnation, GrapnelRelease: buildinfo.Version,
+		GrapnelClusterVersion: formats.ClusterVersion,
 	}}}
 	if err := s.send(hello); err != nil {
 		if errors.Is(err, io.EOF) {

@@ -164,6 +164,8 @@ type Node struct {
 	// fresh is set when this replica bootstrapped a new cluster whose
 	// cluster version is not raised yet (upgrade.go).
 	fresh atomic.Bool
+	// agentSupport is what the connected agents support (SetAgentSupport).
+	agentSupport atomic.Pointer[func() map[string]uint32]
 	// incarnation tells this run from earlier ones under the same id
 	// (announced in gossip).
 	incarnation uint64

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -72,8 +73,41 @@ func (n *Node) upgradeTarget(cfg raft.Configuration) (target uint32, behind []st
 		}
 		target = min(target, v)
 	}
+	if f := n.agentSupport.Load(); f != nil {
+		var agents []string
+		target, agents = capForAgents(n.ledger.ClusterVersion(), target, state.Features, (*f)())
+		behind = append(behind, agents...)
+	}
 	slices.Sort(behind)
 	return target, behind, older
+}
+
+// SetAgentSupport gives the node the newest cluster version each agent
+// connected to this replica supports (the server's
+// AgentClusterVersions; nil while it does not lead): a cluster version
+// whose feature changes what agents are sent waits for them too.
+func (n *Node) SetAgentSupport(f func() map[string]uint32) { n.agentSupport.Store(&f) }
+
+// capForAgents lowers target to below the first cluster version after cur
+// whose feature changes what agents are sent (state.Feature.Agents) and
+// that a connected agent does not support, and names those agents.
+// Versions whose features leave agents alone are not held by them.
+func capForAgents(cur, target uint32, features []state.Feature, agents map[string]uint32) (uint32, []string) {
+	for _, f := range features {
+		if !f.Agents || f.Version <= cur || f.Version > target {
+			continue
+		}
+		var behind []string
+		for _, name := range slices.Sorted(maps.Keys(agents)) {
+			if v := agents[name]; v < f.Version {
+				behind = append(behind, fmt.Sprintf("agent %s (supports cluster version %d; %s needs %d)", name, v, f.Name, f.Version))
+			}
+		}
+		if len(behind) > 0 {
+			return f.Version - 1, behind
+		}
+	}
+	return target, nil
 }
 
 func orUnknown(s string) string {

@@ -60,6 +60,15 @@ func (s *Server) outgoing(ctx context.Context) context.Context {
 	return wire.Outgoing(ctx, s.node.ID(), who, certs)
 }
 
+// keyedOwners reports whether lock owners and requesters are role/name
+// keys (state.Store.KeyedOwners). It reads the FSM, not the leader's
+// projected store: the cluster version is raised by the cluster's own
+// entry (cluster.Node.FinalizeUpgrade), which the projection never sees,
+// and it never goes down, so the applied value is safe to check with.
+func (s *Server) keyedOwners() bool {
+	return s.fsm.ClusterVersion() >= state.ClusterVersionRevocation
+}
+
 // lockOwner is the lock owner of a call or stream: the caller's
 // identity, role and name (identity.Key: a commander named alice does
 // not own operator alice's locks), forwarded by a proxying replica; or,
@@ -70,7 +79,7 @@ func (s *Server) lockOwner(ctx context.Context) string {
 	switch {
 	case err != nil:
 		return "" // a call the guard refuses owns nothing
-	case !id.IsInsecure() && s.fsm.ClusterVersion() < state.ClusterVersionRevocation:
+	case !id.IsInsecure() && !s.keyedOwners():
 		return id.Name // the previous release's form, until finalized
 	case !id.IsInsecure():
 		return id.Key()

@@ -222,7 +222,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 	clk := s.clock()
 	l := &leader{
 		s:      s,
-		term:   &term{inbox: make(chan inMsg, 256), stop: stopCh, ping: make(chan chan struct{}), releases: map[string]string{}},
+		term:   &term{inbox: make(chan inMsg, 256), stop: stopCh, ping: make(chan chan struct{}), releases: map[string]string{}, clusterVersions: map[string]uint32{}},
 		events: events.NewHandler(),
 		logs:   logcampaign.NewStore(),
 		clock:  clk,

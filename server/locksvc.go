@@ -167,7 +167,7 @@ func (l *leader) lockCall(c *planCall) {
 	var cmd fsm.Command
 	switch {
 	case lc.take:
-		if err := state.CheckLocks(locks, lc.objects, c.owner, now, l.projected.store.KeyedOwners()); err != nil {
+		if err := state.CheckLocks(locks, lc.objects, c.owner, now, l.s.keyedOwners()); err != nil {
 			refuse(errs.Classify(errs.ErrLocked, err))
 			return
 		}
@@ -178,7 +178,7 @@ func (l *leader) lockCall(c *planCall) {
 		cmd = &fsm.LockObjectsRequest{Objects: lc.objects, Owner: c.owner, Reason: lc.reason, NowMs: now, ExpiresMs: now + lc.ttl.Milliseconds()}
 	case lc.release:
 		if !lc.force {
-			if err := state.CheckRelease(locks, lc.objects, c.owner, now, l.projected.store.KeyedOwners()); err != nil {
+			if err := state.CheckRelease(locks, lc.objects, c.owner, now, l.s.keyedOwners()); err != nil {
 				refuse(errs.Classify(errs.ErrLocked, err))
 				return
 			}

@@ -57,6 +57,7 @@ func (l *leader) noteRelease(agent string, h *grpcapi.AgentHello) {
 	l.term.relMu.Lock()
 	defer l.term.relMu.Unlock()
 	l.term.releases[agent] = r
+	l.term.clusterVersions[agent] = h.GetGrapnelClusterVersion()
 }
 
 // forgetRelease drops an agent's release when it leaves the agent map.
@@ -64,6 +65,7 @@ func (t *term) forgetRelease(agent string) {
 	t.relMu.Lock()
 	defer t.relMu.Unlock()
 	delete(t.releases, agent)
+	delete(t.clusterVersions, agent)
 }
 
 // AgentReleases is each agent's release as its hello to this replica said
@@ -81,6 +83,23 @@ func (s *Server) AgentReleases() map[string]string {
 	t.relMu.Lock()
 	defer t.relMu.Unlock()
 	return maps.Clone(t.releases)
+}
+
+// AgentClusterVersions is the newest cluster version each connected
+// agent's release supports, as its hello to this replica said, while this
+// replica leads; nil on a follower. The leader's raise of the cluster
+// version to one that changes what agents are sent waits for them
+// (cluster.Node.SetAgentSupport).
+func (s *Server) AgentClusterVersions() map[string]uint32 {
+	s.leaderMu.Lock()
+	t := s.term
+	s.leaderMu.Unlock()
+	if t == nil {
+		return nil
+	}
+	t.relMu.Lock()
+	defer t.relMu.Unlock()
+	return maps.Clone(t.clusterVersions)
 }
 
 // ReplicaReleases is each replica's release as its gossip metadata

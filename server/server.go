@@ -197,6 +197,10 @@ type term struct {
 	// Server.AgentReleases.
 	relMu    sync.Mutex
 	releases map[string]string
+	// clusterVersions is the newest cluster version each agent's hello
+	// said its release supports (AgentHello.grapnelClusterVersion),
+	// beside releases.
+	clusterVersions map[string]uint32
 }
 
 // New creates a server; Start begins watching leadership.
@@ -266,6 +270,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.Metrics.CollectProblems(s.problemCounts)
 	cfg.Metrics.CollectCluster(s.clusterCounts)
 	cfg.Metrics.CollectReleases(s.ReplicaReleases, s.AgentReleases)
+	cfg.Node.SetAgentSupport(s.AgentClusterVersions)
 	return s, nil
 }
 

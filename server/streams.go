@@ -215,7 +215,7 @@ func (s *Server) handshake(st toServerStream, first *grpcapi.ToServer, kind wire
 	c := newConn(prefix+randomID(), kind)
 	c.who = who
 	c.owner = s.lockOwner(st.Context())
-	c.keyed = s.fsm.ClusterVersion() >= state.ClusterVersionRevocation
+	c.keyed = s.keyedOwners()
 	return c, nil, nil
 }
 

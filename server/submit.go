@@ -25,6 +25,10 @@ type proposal struct {
 // (see submit).
 func (l *leader) project(cmd fsm.Command) *proposal {
 	prop := &proposal{typ: cmd.Type()}
+	// The cluster version is raised by the cluster's own entry, which the
+	// projection does not execute: it follows the FSM's (never down), so
+	// the projected store rules as every replica will.
+	l.projected.store.SetClusterVersion(l.s.fsm.ClusterVersion())
 	prop.buf, prop.err = l.encodeChecked(cmd)
 	if prop.err == nil {
 		prop.resp, prop.err = l.projected.execute(prop.typ, prop.buf)

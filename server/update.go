@@ -76,7 +76,7 @@ func (l *leader) countRefusal(err error) {
 // guard is what an update of owner is checked against now, at the
 // expected revision if one is given.
 func (l *leader) guard(owner string, expected *uint64, req *ankbase.UpdateStateRequest) guard {
-	return guard{owner: owner, keyed: l.projected.store.KeyedOwners(), nowMs: l.clock.Now().UnixMilli(), expected: expected, masks: req.GetUpdateMask()}
+	return guard{owner: owner, keyed: l.s.keyedOwners(), nowMs: l.clock.Now().UnixMilli(), expected: expected, masks: req.GetUpdateMask()}
 }
 
 // nextState applies a request's update mask to the speculative state:

@@ -103,6 +103,7 @@ var Records = []RecordType{
 var Wire = []WireAddition{
 	{Kind: KindField, Name: "grpc_api.AgentHello.grapnelIncarnation = 1001", Note: "drops state reports of an agent's earlier life"},
 	{Kind: KindField, Name: "grpc_api.AgentHello.grapnelRelease = 1002", Note: "the agent's release"},
+	{Kind: KindField, Name: "grpc_api.AgentHello.grapnelClusterVersion = 1003", Note: "the newest cluster version the agent supports"},
 	{Kind: KindField, Name: "grpc_api.UpdateWorkloadState.grapnelGeneration = 1001", Note: "orders an agent's state reports"},
 	{Kind: KindMetadata, Name: "grapnel-leader-aware", Note: "a follower names the leader instead of proxying"},
 	{Kind: KindMetadata, Name: "grapnel-replica-id", Note: "response header: the replica serving a stream"},

@@ -409,8 +409,13 @@ type AgentHello struct {
 	// The agent's release (semver, e.g. 0.4.0): `grapnel get agents` and
 	// the metrics show it. Kept in the leader's memory only.
 	GrapnelRelease string `protobuf:"bytes,1002,opt,name=grapnelRelease,proto3" json:"grapnelRelease,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The newest cluster version the agent's release supports
+	// (docs/upgrade.md): the leader raises the cluster version to one whose
+	// feature changes what agents are sent only when every connected agent
+	// supports it. 0 (an older agent, or Ankaios's) supports none.
+	GrapnelClusterVersion uint32 `protobuf:"varint,1003,opt,name=grapnelClusterVersion,proto3" json:"grapnelClusterVersion,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *AgentHello) Reset() {
@@ -476,6 +481,13 @@ func (x *AgentHello) GetGrapnelRelease() string {
 		return x.GrapnelRelease
 	}
 	return ""
+}
+
+func (x *AgentHello) GetGrapnelClusterVersion() uint32 {
+	if x != nil {
+		return x.GrapnelClusterVersion
+	}
+	return 0
 }
 
 type CommanderHello struct {
@@ -1097,14 +1109,15 @@ const file_grpc_api_proto_rawDesc = "" +
 	"\vserverHello\x18\x04 \x01(\v2\x15.grpc_api.ServerHelloH\x00R\vserverHello\x129\n" +
 	"\vlogsRequest\x18\x05 \x01(\v2\x15.grpc_api.LogsRequestH\x00R\vlogsRequest\x12K\n" +
 	"\x11logsCancelRequest\x18\x06 \x01(\v2\x1b.grpc_api.LogsCancelRequestH\x00R\x11logsCancelRequestB\x10\n" +
-	"\x0eFromServerEnum\"\xd2\x01\n" +
+	"\x0eFromServerEnum\"\x89\x02\n" +
 	"\n" +
 	"AgentHello\x12\x1c\n" +
 	"\tagentName\x18\x01 \x01(\tR\tagentName\x12(\n" +
 	"\x0fprotocolVersion\x18\x02 \x01(\tR\x0fprotocolVersion\x12\"\n" +
 	"\x04tags\x18\x03 \x01(\v2\x0e.ank_base.TagsR\x04tags\x12/\n" +
 	"\x12grapnelIncarnation\x18\xe9\a \x01(\x04R\x12grapnelIncarnation\x12'\n" +
-	"\x0egrapnelRelease\x18\xea\a \x01(\tR\x0egrapnelRelease\":\n" +
+	"\x0egrapnelRelease\x18\xea\a \x01(\tR\x0egrapnelRelease\x125\n" +
+	"\x15grapnelClusterVersion\x18\xeb\a \x01(\rR\x15grapnelClusterVersion\":\n" +
 	"\x0eCommanderHello\x12(\n" +
 	"\x0fprotocolVersion\x18\x02 \x01(\tR\x0fprotocolVersion\"\x98\x01\n" +
 	"\x0fAgentLoadStatus\x12\x1d\n" +
