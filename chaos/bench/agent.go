@@ -39,7 +39,10 @@ type Agent struct {
 	LogPath   string
 	bin       string
 	args      []string
-	proc      *Process
+	// base is how many of args are the agent's own (name, servers, run
+	// folder, security, runtimes); the rest are AgentConfig.Extra.
+	base int
+	proc *Process
 }
 
 // StartAgent starts an agent, insecure unless cfg.TLS is set.
@@ -75,6 +78,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if len(cfg.Runtimes) > 0 {
 		a.args = append(a.args, "--runtimes", strings.Join(cfg.Runtimes, ","))
 	}
+	a.base = len(a.args)
 	a.args = append(a.args, cfg.Extra...)
 	return a, nil
 }
@@ -98,6 +102,35 @@ func (a *Agent) Kill() {
 	if a.proc != nil {
 		a.proc.Kill()
 	}
+}
+
+// SetBinary makes the next Start run bin (another release of the agent,
+// with its own grapnel-process-shim next to it) with the agent's name,
+// servers, run folder, security and runtimes plus extra in place of
+// AgentConfig.Extra. It does not stop or start anything.
+func (a *Agent) SetBinary(bin string, extra []string) {
+	a.bin = bin
+	a.args = append(slices.Clip(a.args[:a.base]), extra...)
+}
+
+// Binary is the agent binary the agent runs (or runs next).
+func (a *Agent) Binary() string { return a.bin }
+
+// StopWithin ends the agent with SIGTERM and says how it ended (see
+// Process.StopWithin); nil when it stopped gracefully within grace.
+func (a *Agent) StopWithin(grace time.Duration) error {
+	if a.proc == nil || !a.proc.Alive() {
+		return fmt.Errorf("agent %s: %w before the stop", a.Name, ErrExited)
+	}
+	return a.proc.StopWithin(grace)
+}
+
+// ExitErr says how the agent's process ended; nil while it runs.
+func (a *Agent) ExitErr() error {
+	if a.proc == nil {
+		return nil
+	}
+	return a.proc.ExitErr()
 }
 
 // Stop ends the agent with SIGTERM, as systemd does.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -55,8 +56,13 @@ type Replica struct {
 	DataDir string
 	LogPath string
 	args    []string
-	proc    *Process
-	status  *grpc.ClientConn
+	// bin and extra, when bin is set, replace the cluster's binary and
+	// its Extra flags at the next Start (SetBinary): an upgrade test
+	// runs replicas of two releases, each with the flags it knows.
+	bin    string
+	extra  []string
+	proc   *Process
+	status *grpc.ClientConn
 }
 
 // Grapnel is a cluster of grapnel-server processes on loopback, insecure.
@@ -141,7 +147,7 @@ func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
 		creds = credentials.NewTLS(tc)
 	}
 	for _, r := range g.Replicas {
-		r.args = append(r.args, cfg.Extra...)
+		r.extra = cfg.Extra
 		r.status, err = grpc.NewClient(r.Addr,
 			grpc.WithTransportCredentials(creds),
 			// A killed replica comes back at the same address; the
@@ -182,11 +188,59 @@ func (g *Grapnel) Start(i int) error {
 	if r.proc != nil && r.proc.Alive() {
 		return fmt.Errorf("%s already runs", r.Name)
 	}
-	p, err := StartProcess(r.Name, g.bin, r.args, r.LogPath)
+	bin, args := g.command(i)
+	p, err := StartProcess(r.Name, bin, args, r.LogPath)
 	if err != nil {
 		return err
 	}
 	r.proc = p
+	return nil
+}
+
+// command is replica i's binary and flags as the next Start runs them.
+func (g *Grapnel) command(i int) (string, []string) {
+	r := g.Replicas[i]
+	bin := g.bin
+	if r.bin != "" {
+		bin = r.bin
+	}
+	return bin, append(slices.Clip(r.args), r.extra...)
+}
+
+// SetBinary makes the next Start of replica i run bin with its own
+// addresses, data dir and security flags plus extra (in place of the
+// cluster's Extra): another release of grapnel-server on the same data
+// dir. It does not stop or start anything.
+func (g *Grapnel) SetBinary(i int, bin string, extra []string) {
+	g.Replicas[i].bin, g.Replicas[i].extra = bin, slices.Clone(extra)
+}
+
+// Binary is the grapnel-server binary replica i runs (or runs next).
+func (g *Grapnel) Binary(i int) string {
+	bin, _ := g.command(i)
+	return bin
+}
+
+// Stop ends replica i with SIGTERM, as systemd stops a unit, waits up to
+// grace and SIGKILLs it after that. It says how it ended: nil for an exit
+// of its own with status 0 within grace, otherwise an error naming the
+// status, or that it had to be killed. The replica stays down until Start.
+func (g *Grapnel) Stop(i int, grace time.Duration) error {
+	p := g.Replicas[i].proc
+	if p == nil || !p.Alive() {
+		return fmt.Errorf("%s: %w before the stop", g.Replicas[i].Name, ErrExited)
+	}
+	err := p.StopWithin(grace)
+	g.Replicas[i].proc = nil
+	return err
+}
+
+// ExitErr says how replica i's process ended: nil while it runs (or
+// before its first Start).
+func (g *Grapnel) ExitErr(i int) error {
+	if p := g.Replicas[i].proc; p != nil {
+		return p.ExitErr()
+	}
 	return nil
 }
 
@@ -394,4 +448,10 @@ func (g *Grapnel) Term(ctx context.Context) uint64 {
 		}
 	}
 	return term
+}
+
+// Cluster is a Cluster client of replica i alone (not leader-following),
+// on the connection Status uses.
+func (g *Grapnel) Cluster(i int) grapnelpb.ClusterClient {
+	return grapnelpb.NewClusterClient(g.Replicas[i].status)
 }

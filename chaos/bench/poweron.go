@@ -64,7 +64,8 @@ func WritePowerSpec(path string, spec PowerSpec) error {
 // Command is replica i's command line, binary first, for a process that
 // another one starts (a power domain's init).
 func (g *Grapnel) Command(i int) []string {
-	return append([]string{g.bin}, g.Replicas[i].args...)
+	bin, args := g.command(i)
+	return append([]string{bin}, args...)
 }
 
 // Command is the agent's command line, binary first.

@@ -84,6 +84,27 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// StopWithin asks the process to end (SIGTERM) and kills it if it has not
+// ended within grace. It returns nil when the process ended on its own
+// with status 0 (a graceful stop), otherwise what happened: another exit
+// status, a signal, or that it was killed after grace.
+func (p *Process) StopWithin(grace time.Duration) error {
+	if !p.Alive() {
+		return p.ExitErr()
+	}
+	_ = signalGroup(p.cmd.Process, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("%s: stopped with SIGTERM, ended with %v", p.Name, p.err)
+		}
+		return nil
+	case <-time.After(grace):
+		p.Kill()
+		return fmt.Errorf("%s: still running %v after SIGTERM, killed", p.Name, grace)
+	}
+}
+
 // Stop asks the process to end (SIGTERM) and kills it if it has not ended
 // within grace.
 func (p *Process) Stop(grace time.Duration) {

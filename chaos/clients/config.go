@@ -45,6 +45,16 @@ type Config struct {
 	// Acks, when set, counts every acknowledged write and delete as it
 	// happens, for the timeline.
 	Acks *Acks
+	// FirstID is the id of the first client (the others follow it); the
+	// ids go into the values written, so runs that record into one
+	// history give each run its own range and every value stays unique.
+	FirstID int
+	// Direct makes each client an Ankaios client that is not
+	// leader-aware: client i opens its stream at Addrs[i mod len(Addrs)]
+	// and stays there, so a follower proxies it to the leader (the path
+	// of an unmodified Ankaios CLI or SDK); a broken stream is opened
+	// again at the same replica. Otherwise the clients follow the leader.
+	Direct bool
 }
 
 func (c Config) timeout() time.Duration {
@@ -76,6 +86,8 @@ func (c Config) check() error {
 		return bad("Timeout", "%v: must not be negative", c.Timeout)
 	case c.Rate < 0:
 		return bad("Rate", "%v: must not be negative", c.Rate)
+	case c.FirstID < 0:
+		return bad("FirstID", "%d: must not be negative", c.FirstID)
 	}
 	seen := map[string]bool{}
 	for i, k := range c.Keys {

@@ -23,22 +23,26 @@ func Run(ctx context.Context, cfg Config, rec *history.Recorder) error {
 	}
 	workers := make([]*worker, cfg.Clients)
 	for i := range workers {
-		res, err := client.NewResolver(cfg.options())
+		id := cfg.FirstID + i
+		w := &worker{id: id, cfg: cfg, rec: rec, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(id)))}
+		var err error
+		if cfg.Direct {
+			w.direct, err = newDirect(cfg, cfg.Addrs[i%len(cfg.Addrs)])
+		} else {
+			w.res, err = client.NewResolver(cfg.options())
+		}
 		if err != nil {
 			for _, w := range workers[:i] {
-				w.res.Close()
+				w.close()
 			}
-			return fmt.Errorf("%w: client %d: %w", ErrBadConfig, i, err)
+			return fmt.Errorf("%w: client %d: %w", ErrBadConfig, id, err)
 		}
-		workers[i] = &worker{
-			id: i, cfg: cfg, rec: rec, res: res,
-			rng: rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(i))),
-		}
+		workers[i] = w
 	}
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Go(func() {
-			defer w.res.Close()
+			defer w.close()
 			w.run(ctx)
 		})
 	}

@@ -21,9 +21,19 @@ var errStreamEnded = errors.New("stream ended")
 // over every message on one channel and the client skips answers to
 // requests it gave up on.
 type session struct {
-	st   *client.Stream
+	st   stream
 	msgs chan *grpcapi.FromServer // closed when the stream ends
 	err  error                    // why; read only after msgs closed
+}
+
+// stream is what a session needs of a stream: a client.Stream to the
+// leader, or a directStream to one replica.
+type stream interface {
+	Send(*grpcapi.ToServer) error
+	Recv() (*grpcapi.FromServer, error)
+	Close()
+	Addr() string
+	ReplicaID() string
 }
 
 // open opens a commander stream to the leader through r and greets it.
@@ -33,12 +43,21 @@ func open(ctx context.Context, r *client.Resolver) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := greet(st)
+	if err != nil {
+		r.Forget(st.Addr())
+	}
+	return s, err
+}
+
+// greet says CommanderHello on st and starts the session's reader; on an
+// error st is closed.
+func greet(st stream) (*session, error) {
 	hello := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_CommanderHello{
 		CommanderHello: &grpcapi.CommanderHello{ProtocolVersion: rpc.ProtocolVersion},
 	}}
 	if err := st.Send(hello); err != nil {
 		st.Close()
-		r.Forget(st.Addr())
 		return nil, fmt.Errorf("%w: hello to %s: %v", client.ErrConnectionLost, st.Addr(), err)
 	}
 	s := &session{st: st, msgs: make(chan *grpcapi.FromServer, 16)}

@@ -32,9 +32,11 @@ type worker struct {
 	cfg Config
 	rec *history.Recorder
 	res *client.Resolver
-	rng *rand.Rand
-	seq int64
-	s   *session // nil until opened, and after it broke
+	// direct is the one replica a Direct client talks to; nil otherwise.
+	direct *direct
+	rng    *rand.Rand
+	seq    int64
+	s      *session // nil until opened, and after it broke
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -60,10 +62,31 @@ func (w *worker) run(ctx context.Context) {
 // drop ends the stream, if any, and forgets its replica as the leader.
 func (w *worker) drop() {
 	if w.s != nil {
-		w.res.Forget(w.s.st.Addr())
+		if w.res != nil {
+			w.res.Forget(w.s.st.Addr())
+		}
 		w.s.close()
 		w.s = nil
 	}
+}
+
+// close releases the worker's connections.
+func (w *worker) close() {
+	if w.res != nil {
+		w.res.Close()
+	}
+	if w.direct != nil {
+		w.direct.close()
+	}
+}
+
+// open opens the worker's stream: at the leader, or at its own replica
+// for a Direct client.
+func (w *worker) open(ctx context.Context) (*session, error) {
+	if w.direct != nil {
+		return w.direct.open(ctx)
+	}
+	return open(ctx, w.res)
 }
 
 // choose picks the next operation.
@@ -91,7 +114,7 @@ func (w *worker) step(ctx context.Context) {
 	octx, cancel := context.WithTimeout(ctx, w.cfg.timeout())
 	defer cancel()
 	if w.s == nil {
-		s, err := open(octx, w.res)
+		s, err := w.open(octx)
 		if err != nil {
 			// Nothing was sent: the operation certainly did not happen.
 			w.rec.End(id, history.Fail, nil, "", err.Error())
