@@ -47,8 +47,9 @@ func (n *Node) allows(v uint32) bool { return n.ledger.ClusterVersion() >= v }
 // as gossip announces it (this replica: its own release), and the voters
 // whose release supports less than this one's, with what they support.
 // A voter gossip does not see alive counts as supporting nothing new: its
-// release is unknown.
-func (n *Node) upgradeTarget(cfg raft.Configuration) (target uint32, behind []string) {
+// release is unknown. older tells whether a voter seen alive runs a
+// release that supports less.
+func (n *Node) upgradeTarget(cfg raft.Configuration) (target uint32, behind []string, older bool) {
 	own := n.cfg.supported()
 	target = own
 	peers := n.peers.all()
@@ -65,14 +66,14 @@ func (n *Node) upgradeTarget(cfg raft.Configuration) (target uint32, behind []st
 				v = 0
 				behind = append(behind, id+" (not seen alive: release unknown)")
 			case p.ClusterVersion < own:
-				v = p.ClusterVersion
+				v, older = p.ClusterVersion, true
 				behind = append(behind, fmt.Sprintf("%s (release %s, supports cluster version %d)", id, orUnknown(p.Version), v))
 			}
 		}
 		target = min(target, v)
 	}
 	slices.Sort(behind)
-	return target, behind
+	return target, behind, older
 }
 
 func orUnknown(s string) string {
@@ -89,13 +90,14 @@ func orUnknown(s string) string {
 // this leader first saw it, in its memory only.
 func (r *reconciler) raiseClusterVersion(cfg raft.Configuration) {
 	n := r.n
-	target, behind := n.upgradeTarget(cfg)
+	target, _, older := n.upgradeTarget(cfg)
 	cur := n.ledger.ClusterVersion()
 	if target <= cur {
 		r.supported = time.Time{}
-		if len(behind) > 0 && target < n.cfg.supported() && n.fresh.Load() {
+		if older && n.fresh.Load() {
 			// An older release is among the voters: this is an upgrade
-			// after all, which an operator finalizes.
+			// after all, which an operator finalizes. A voter gossip has
+			// not seen yet only delays the raise.
 			n.fresh.Store(false)
 		}
 		return
@@ -154,7 +156,7 @@ func (n *Node) FinalizeUpgrade() (from, to uint32, err error) {
 		return 0, 0, err
 	}
 	from = n.ledger.ClusterVersion()
-	target, behind := n.upgradeTarget(cfg)
+	target, behind, _ := n.upgradeTarget(cfg)
 	switch {
 	case len(behind) > 0:
 		return from, from, fmt.Errorf("%w: not every voter runs a release that supports cluster version %d: %s; upgrade them first",
@@ -194,7 +196,7 @@ func (n *Node) Upgrade() (UpgradeStatus, error) {
 	if err != nil {
 		return UpgradeStatus{}, err
 	}
-	target, behind := n.upgradeTarget(cfg)
+	target, behind, _ := n.upgradeTarget(cfg)
 	return UpgradeStatus{ClusterVersion: n.ledger.ClusterVersion(), Supported: n.cfg.supported(), Target: target,
 		Behind: behind, FinalizeAfter: n.cfg.UpgradeFinalizeAfter}, nil
 }
