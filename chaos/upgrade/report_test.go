@@ -9,8 +9,8 @@ import (
 
 func sampleReport() *Report {
 	r := &Report{Mode: "short", Start: t0, End: t0.Add(3 * time.Minute), Secure: true, Podman: "on",
-		Old: BuildInfo{Commit: "old1", SnapshotTypes: []int{1, 2}, EntryTypes: []int{1, 144}},
-		New: BuildInfo{Commit: "new1", SnapshotTypes: []int{1, 2, 19, 20}, EntryTypes: []int{1, 144, 145}},
+		Old:     BuildInfo{Commit: "old1", SnapshotTypes: []int{1, 2}, EntryTypes: []int{1, 144}},
+		New:     BuildInfo{Commit: "new1", SnapshotTypes: []int{1, 2, 19, 20}, EntryTypes: []int{1, 144, 145}},
 		Skipped: []Skip{{What: "phase finalize", Reason: "no cluster upgrade finalize"}}}
 	steps := Plan(PlanConfig{Replicas: 3, Agents: 1})
 	ok := StepReport{Step: steps[0], Healthy: 3 * time.Second, NextAck: -1, Checks: []Check{{Name: "healthy", OK: true, Detail: "fine"}}}
