@@ -106,7 +106,9 @@ podman-setup:
 # Chaos campaign in network namespaces (root): faults at random from SEED
 # (0 draws one, printed) for DURATION, checkers, failover figures and a
 # comparison with hashicorp/raft's default timing; the report goes to
-# .chaos/<timestamp>/. See docs/chaos.md.
+# .chaos/<timestamp>/. See docs/chaos.md. Its upgrade fault runs the previous
+# release (.ci/previous-release), built from git into bin/previous-<commit>/
+# by the first run and reused.
 DURATION ?= 30m
 SEED ?= 0
 # Rounds of every fault kind a long campaign runs at least, past DURATION

@@ -19,6 +19,7 @@ import (
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/chaos/netns"
 	"github.com/grapnel-io/grapnel/chaos/pki"
+	"github.com/grapnel-io/grapnel/chaos/upgrade"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -46,6 +47,9 @@ type replica struct {
 	logPath string
 	conn    *grpc.ClientConn
 	p       *proc
+	// previous is set while the replica runs the previous release's
+	// binary (Config.Previous); the upgrade fault swaps it.
+	previous bool
 }
 
 // agent is one grapnel-agent next to a replica.
@@ -71,11 +75,24 @@ type cluster struct {
 	// selfBin is the grapnel-chaos binary, run in the client namespace
 	// as the intruder.
 	selfBin string
+	// prev is the previous release, nil when the campaign has no
+	// upgrade; logf reports progress.
+	prev *Previous
+	logf func(format string, args ...any)
 
-	mu     sync.Mutex
-	extra  []string // Raft timing flags of the current phase
-	reps   []*replica
-	agents []*agent
+	mu sync.Mutex
+	// dropped are the flags the previous release's grapnel-server lacks
+	// that were left off its command line, once reported.
+	dropped []string
+	// removedAt maps a removed replica's certificate (its file) to the
+	// cluster version at its removal: only a removal at
+	// state.ClusterVersionRevocation or above revokes it.
+	removedAt map[string]uint32
+	// finalized is set once the campaign raised the cluster version.
+	finalized bool
+	extra     []string // Raft timing flags of the current phase
+	reps      []*replica
+	agents    []*agent
 }
 
 func hostAddr(h *netns.Host, port int) string {
@@ -85,7 +102,8 @@ func hostAddr(h *netns.Host, port int) string {
 // newCluster prepares (does not start) a replica and an agent per host;
 // every address is checked to route over the bridge first.
 func newCluster(n *netns.Net, bins map[string]string, dir string, grace time.Duration, extra []string, secure bool) (*cluster, error) {
-	c := &cluster{net: n, bins: bins, dir: dir, grace: grace, extra: extra}
+	c := &cluster{net: n, bins: bins, dir: dir, grace: grace, extra: extra, removedAt: map[string]uint32{},
+		logf: func(string, ...any) {}}
 	creds := insecure.NewCredentials()
 	if secure {
 		var names, agents []string
@@ -214,12 +232,73 @@ func (c *cluster) startReplica(i int) error {
 	if err != nil {
 		return err
 	}
-	p, err := startProc(r.name, c.net.Command(r.host, c.bins["grapnel-server"], args...), r.logPath)
+	bin := c.bins["grapnel-server"]
+	if r.previous {
+		bin = c.prev.Server
+		var dropped []string
+		if args, dropped = PreviousArgs(args, c.prev.Flags); len(dropped) > 0 && c.dropped == nil {
+			c.dropped = dropped
+			c.logf("the previous release %s has no %s: left off its command line", short(c.prev.Commit), strings.Join(dropped, ", "))
+		}
+	}
+	p, err := startProc(r.name, c.net.Command(r.host, bin, args...), r.logPath)
 	if err != nil {
 		return err
 	}
 	r.p = p
 	return nil
+}
+
+// PreviousArgs are args for the previous release's grapnel-server, whose
+// flags are f: every flag f lacks is left out with its value ("--flag
+// value", the value being the next argument when it does not start with
+// "-", or "--flag=value"), and dropped names them, each once. The
+// campaign gives a replica no flag without a value but -k, which the
+// previous release has.
+func PreviousArgs(args []string, f upgrade.Flags) (kept, dropped []string) {
+	unknown := f.Unknown(args)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, _, hasValue := strings.Cut(a, "=")
+		if !strings.HasPrefix(a, "-") || !slices.Contains(unknown, name) {
+			kept = append(kept, a)
+			continue
+		}
+		if !slices.Contains(dropped, name) {
+			dropped = append(dropped, name)
+		}
+		if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			i++
+		}
+	}
+	return kept, dropped
+}
+
+// short is a commit's first 7 digits.
+func short(commit string) string { return commit[:min(7, len(commit))] }
+
+// release names what replica i runs: "the previous release 50f62c3" or
+// "this build".
+func (c *cluster) release(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reps[i].previous {
+		return "the previous release " + short(c.prev.Commit)
+	}
+	return "this build"
+}
+
+// onPrevious lists the replicas running the previous release.
+func (c *cluster) onPrevious() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for i, r := range c.reps {
+		if r.previous {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // replicaProc is replica i's process, nil when it does not run.

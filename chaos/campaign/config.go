@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/grapnel-io/grapnel/chaos/upgrade"
 )
 
 // Errors of a campaign.
@@ -62,10 +64,46 @@ type Config struct {
 	// agent, one for its own clients, and a gossip key (chaos/pki), and
 	// adds the intruder fault.
 	Insecure bool
+	// Previous is the previous release's build for the upgrade fault;
+	// nil leaves the upgrade kind out of the plan, with UpgradeSkipped
+	// as the reason in the report.
+	Previous       *Previous
+	UpgradeSkipped string
 	// Prefix names the namespaces (netns.Config.Prefix).
 	Prefix string
 	// Logf reports progress.
 	Logf func(format string, args ...any)
+}
+
+// Previous is the previous release (.ci/previous-release) as the upgrade
+// fault runs it: its grapnel-server, and the flags that binary has, so
+// that the flags of newer releases are left off its command line. The
+// agents stay on this build.
+type Previous struct {
+	Commit string
+	Server string
+	Flags  upgrade.Flags
+}
+
+// kinds are the fault kinds of c's plan: every kind, less the upgrade
+// when there is no previous release to upgrade from.
+func (c Config) kinds() []Kind {
+	if c.Previous == nil {
+		return Without(Kinds, Upgrade)
+	}
+	return Kinds
+}
+
+// skipped lists the kinds the plan leaves out, with why, for the report.
+func (c Config) skipped() []string {
+	if c.Previous != nil || len(c.Steps) > 0 {
+		return nil
+	}
+	why := c.UpgradeSkipped
+	if why == "" {
+		why = "no previous release was given"
+	}
+	return []string{string(Upgrade) + ": " + why}
 }
 
 // withDefaults fills zero fields and names the first unusable one.
@@ -100,6 +138,19 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: Clients %d: must be positive", ErrConfig, c.Clients)
 	case c.Grace < 0:
 		return c, fmt.Errorf("%w: Grace %v: must be positive", ErrConfig, c.Grace)
+	case c.Previous != nil && (c.Previous.Server == "" || c.Previous.Commit == ""):
+		return c, fmt.Errorf("%w: Previous: need the previous release's commit and grapnel-server", ErrConfig)
+	}
+	if c.Previous == nil {
+		for i, s := range c.Steps {
+			if s.Kind == Upgrade {
+				why := c.UpgradeSkipped
+				if why == "" {
+					why = "no previous release was given"
+				}
+				return c, fmt.Errorf("%w: Steps[%d]: an upgrade needs the previous release: %s", ErrConfig, i, why)
+			}
+		}
 	}
 	return c, nil
 }

@@ -4,7 +4,9 @@
 // through nsenter), an observer that asks every replica for its status
 // every 50 ms, and a schedule of faults — kills, a frozen leader,
 // partitions, agent cuts, a whole-cluster restart, a replica replaced,
-// packet loss and latency — drawn from a seed or scripted.
+// packet loss, latency, an intruder and a replica moved between the
+// previous release and this build (upgrade.go) — drawn from a seed or
+// scripted.
 //
 // For every fault the campaign measures the time to a new leader (when
 // the leader changed), to the next acknowledged write sent after the

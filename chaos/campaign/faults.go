@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/chaos/netns"
 	"github.com/grapnel-io/grapnel/chaos/report"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // injected is one fault as it happened: the report entry and the agents
@@ -44,6 +45,7 @@ var faults = map[Kind]faultFunc{
 	PacketLoss:        packetLoss,
 	Latency:           latency,
 	Intruder:          intrude,
+	Upgrade:           upgradeFault,
 }
 
 // sleep waits d or until ctx ends.
@@ -291,6 +293,15 @@ func replaceReplica(ctx context.Context, c *cluster, s Step) (injected, error) {
 		in.fault.Detail = fmt.Sprintf("%s; first removal: %v; not removed after %d tries", change, errText(firstErr), tries)
 		return in, fmt.Errorf("remove %s: %w", old, err)
 	}
+	// Only a removal at the revocation's cluster version revokes the
+	// removed replica's certificates: the intruder owes its key's
+	// refusal to that alone.
+	version, verr := c.clusterVersion(ctx)
+	removedAt := fmt.Sprintf("removed at cluster version %d", version)
+	if verr != nil {
+		version = state.ClusterVersionRevocation
+		removedAt = fmt.Sprintf("cluster version at the removal unknown (%v): its key is expected refused", verr)
+	}
 	sleep(ctx, s.Hold)
 	c.mu.Lock()
 	r := c.reps[f]
@@ -304,14 +315,21 @@ func replaceReplica(ctx context.Context, c *cluster, s Step) (injected, error) {
 	if c.pki != nil {
 		// The removal revoked the old certificate: the fresh unit gets
 		// its own, as a replacement unit would.
+		oldFiles, err := c.pki.Replica(r.name)
+		if err != nil {
+			return in, err
+		}
 		if _, err := c.pki.Reissue(r.name, r.gen); err != nil {
 			return in, err
 		}
+		c.mu.Lock()
+		c.removedAt[oldFiles.Cert] = version
+		c.mu.Unlock()
 	}
 	err = c.startReplica(f)
 	in.fault.Healed = time.Now()
-	in.fault.Detail = fmt.Sprintf("%s; first removal: %s; asked again until answered (%d rounds, already removed: %v); fresh %s joined on an empty data dir",
-		change, errText(firstErr), tries, already, old)
+	in.fault.Detail = fmt.Sprintf("%s; first removal: %s; asked again until answered (%d rounds, already removed: %v); %s; fresh %s joined on an empty data dir",
+		change, errText(firstErr), tries, already, removedAt, old)
 	return in, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,7 +50,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	steps := cfg.Steps
 	if len(steps) == 0 {
-		steps = Plan(cfg.Seed, cfg.Short, longStepLimit, cfg.Grace)
+		steps = Plan(cfg.kinds(), cfg.Seed, cfg.Short, longStepLimit, cfg.Grace)
 	}
 	n, err := netns.Setup(netns.Config{Prefix: cfg.Prefix, Hosts: 3})
 	if err != nil {
@@ -63,7 +64,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer c.close()
 	c.selfBin = cfg.Self
-	r := &runner{cfg: cfg, c: c, res: &Result{Dir: cfg.Dir}}
+	c.logf = cfg.Logf
+	r := &runner{cfg: cfg, c: c, res: &Result{Dir: cfg.Dir}, round: len(cfg.kinds())}
+	if i := PreviousAtStart(steps, len(c.reps)); i >= 0 {
+		c.prev = cfg.Previous
+		c.reps[i].previous = true
+		r.upgrading = true
+	}
 	return r.res, r.run(ctx, steps)
 }
 
@@ -82,6 +89,11 @@ type runner struct {
 	// fault ends there, or its figures would count the comparison's
 	// restart as that fault's election.
 	faultsEnd time.Time
+	// round is the number of kinds in a round of the plan.
+	round int
+	// upgrading is set while the plan's upgrades are not finalized: a
+	// replica started on the previous release.
+	upgrading bool
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -191,6 +203,19 @@ func (r *runner) setup(ctx context.Context) error {
 		r.keys = append(r.keys, fmt.Sprintf("chaos_k%d", i))
 	}
 	r.logf("cluster up: %d replicas, agents %v, %d stable workloads", len(r.c.reps), r.c.agentNames(), len(r.idsBefore))
+	if r.upgrading {
+		v, err := r.c.clusterVersion(ctx)
+		if err != nil {
+			return err
+		}
+		prev := r.c.onPrevious()
+		r.logf("%s runs the previous release %s: the cluster runs at cluster version %d until the campaign finalizes the upgrade",
+			r.c.replicaName(prev[0]), short(r.cfg.Previous.Commit), v)
+		if v != state.ClusterVersionBaseline {
+			return fmt.Errorf("the cluster bootstrapped at cluster version %d with %s on the previous release, which reads only %d",
+				v, r.c.replicaName(prev[0]), state.ClusterVersionBaseline)
+		}
+	}
 	return nil
 }
 
@@ -215,27 +240,69 @@ func (r *runner) startClients(histPath string) (*proc, error) {
 // campaign stops at the first end of a round of every kind after its
 // duration has passed and at least MinRounds rounds ran, so every kind
 // runs equally often.
+//
+// After the plan's last upgrade (in a long campaign, the last one before
+// it stops) every replica still on the previous release is upgraded too,
+// and the campaign finalizes: the steps before run at cluster version 0,
+// those after at 1.
 func (r *runner) inject(ctx context.Context, steps []Step) {
 	var deadline time.Time
 	if !r.cfg.Short && len(r.cfg.Steps) == 0 {
 		deadline = time.Now().Add(r.cfg.Duration)
 	}
+	last := LastUpgrade(steps)
 	for i, s := range steps {
-		if ctx.Err() != nil || (!deadline.IsZero() && i%len(Kinds) == 0 && i >= r.cfg.MinRounds*len(Kinds) && time.Now().After(deadline)) {
-			return
+		if ctx.Err() != nil || (!deadline.IsZero() && i%r.round == 0 && i >= r.cfg.MinRounds*r.round && time.Now().After(deadline)) {
+			break
 		}
 		r.logf("fault %d: %s", i+1, s)
-		in, err := faults[s.Kind](ctx, r.c, s)
-		if err != nil {
-			r.problem("fault %d %s: %v", i+1, s.Kind, err)
-			in.fault.Detail += " (error: " + err.Error() + ")"
-		}
-		if !in.fault.At.IsZero() {
-			r.faults = append(r.faults, in)
-		}
+		r.fault(ctx, fmt.Sprintf("fault %d %s", i+1, s.Kind), func() (injected, error) { return faults[s.Kind](ctx, r.c, s) })
 		r.recover(ctx)
+		if i == last {
+			r.finishUpgrade(ctx)
+		}
 		sleep(ctx, s.Gap)
 	}
+	r.finishUpgrade(ctx)
+}
+
+// fault runs one injection and keeps it; an error is a problem, also
+// noted in the fault's detail.
+func (r *runner) fault(ctx context.Context, name string, inject func() (injected, error)) {
+	in, err := inject()
+	if err != nil {
+		r.problem("%s: %v", name, err)
+		in.fault.Detail += " (error: " + err.Error() + ")"
+	}
+	if !in.fault.At.IsZero() {
+		r.faults = append(r.faults, in)
+	}
+}
+
+// finishUpgrade ends the upgrade after the last upgrade fault: the
+// replicas still on the previous release are upgraded (as upgrade
+// faults, the leader last, as docs/upgrade.md orders), then the campaign
+// finalizes. Nothing when the plan has no upgrade or it is finalized.
+func (r *runner) finishUpgrade(ctx context.Context) {
+	if !r.upgrading || ctx.Err() != nil {
+		return
+	}
+	r.upgrading = false
+	prev := r.c.onPrevious()
+	if l, _ := r.c.leader(ctx); slices.Contains(prev, l) {
+		prev = append(slices.DeleteFunc(prev, func(i int) bool { return i == l }), l)
+	}
+	for _, i := range prev {
+		l, _ := r.c.leader(ctx)
+		r.logf("closing upgrade: %s", r.c.replicaName(i))
+		r.fault(ctx, "closing upgrade", func() (injected, error) {
+			return swapRelease(ctx, r.c, Upgrade, i, i == l, 500*time.Millisecond)
+		})
+		r.recover(ctx)
+	}
+	r.logf("finalizing the upgrade")
+	r.fault(ctx, "finalize", func() (injected, error) { return finalize(ctx, r.c) })
+	r.recover(ctx)
 }
 
 // recover heals the network, wakes and starts every replica, and waits
@@ -300,7 +367,8 @@ func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start
 	obs, samples, stateSamples := o.snapshot()
 	FillAcks(samples, ops)
 
-	rep := &report.Report{Seed: r.cfg.Seed, Start: start, End: time.Now(), Samples: samples, Agents: r.c.agentNames()}
+	rep := &report.Report{Seed: r.cfg.Seed, Start: start, End: time.Now(), Samples: samples, Agents: r.c.agentNames(),
+		Skipped: r.cfg.skipped()}
 	all := append(append([]injected(nil), r.faults...), r.compare...)
 	var cuts []check.Cut
 	for _, in := range all {

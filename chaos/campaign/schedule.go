@@ -3,6 +3,7 @@ package campaign
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -24,13 +25,29 @@ const (
 	PacketLoss        Kind = "packet-loss"        // 20–30 % loss between the leader and a follower
 	Latency           Kind = "latency"            // delay on the leader's Raft link to a follower
 	Intruder          Kind = "intruder"           // a non-replica host attacks every port (secure campaigns)
+	Upgrade           Kind = "upgrade"            // a replica stopped and started on the other release's binary
 )
+
+// UpgradeFinalize is not a kind of the plan: it records the campaign's
+// UpgradeFinalize after the plan's last upgrade, with figures of its own.
+const UpgradeFinalize Kind = "upgrade-finalize"
 
 // Kinds is every fault kind, in the order a short campaign uses when the
 // seed does not shuffle it.
 var Kinds = []Kind{
 	LeaderKill, FollowerKill, LeaderStop, LeaderPartition, MinorityPartition, OneWayPartition,
-	AgentCutShort, AgentCutLong, ClusterRestart, ReplaceReplica, PacketLoss, Latency, Intruder,
+	AgentCutShort, AgentCutLong, ClusterRestart, ReplaceReplica, PacketLoss, Latency, Intruder, Upgrade,
+}
+
+// Without is kinds less drop, in the same order.
+func Without(kinds []Kind, drop Kind) []Kind {
+	var out []Kind
+	for _, k := range kinds {
+		if k != drop {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Step is one scheduled fault with its random parameters fixed by the
@@ -61,20 +78,33 @@ func (s Step) String() string {
 	return out
 }
 
-// Plan draws n steps from seed. A short plan (short true) has every kind
-// exactly once, in an order drawn from the seed, and n is ignored; a long
-// plan repeats shuffled rounds of every kind until it has n steps, so each
-// kind comes up about equally often. grace is the replicas' agent
-// reconnect grace: the agent cuts are held below and above it.
-func Plan(seed int64, short bool, n int, grace time.Duration) []Step {
+// Plan draws n steps of kinds from seed. A short plan (short true) has
+// every kind exactly once, in an order drawn from the seed, and n is
+// ignored; a long plan repeats shuffled rounds of every kind until it has
+// n steps, so each kind comes up about equally often. grace is the
+// replicas' agent reconnect grace: the agent cuts are held below and
+// above it.
+//
+// A short plan puts its upgrade first: the campaign starts one replica on
+// the previous release, so the cluster runs at cluster version 0 until
+// that replica is upgraded and the campaign finalizes; with the upgrade
+// first, every other kind, replace-replica and the intruder among them,
+// runs at cluster version 1 with its full checks (a removal revokes the
+// removed replica's certificates only from 1 on, docs/upgrade.md).
+func Plan(kinds []Kind, seed int64, short bool, n int, grace time.Duration) []Step {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6368616f73))
 	if short {
-		n = len(Kinds)
+		n = len(kinds)
 	}
 	var out []Step
 	for len(out) < n {
-		round := append([]Kind(nil), Kinds...)
+		round := append([]Kind(nil), kinds...)
 		rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		if short {
+			if i := slices.Index(round, Upgrade); i > 0 {
+				round = append(append([]Kind{Upgrade}, round[:i]...), round[i+1:]...)
+			}
+		}
 		for _, k := range round {
 			if len(out) == n {
 				break
@@ -83,6 +113,40 @@ func Plan(seed int64, short bool, n int, grace time.Duration) []Step {
 		}
 	}
 	return out
+}
+
+// PreviousAtStart is the replica (an index among replicas) that starts on
+// the previous release: the one the plan's first upgrade picks, so that in
+// a short plan that upgrade moves it to this release and every replica
+// runs this release from then on. -1 when steps have no upgrade.
+func PreviousAtStart(steps []Step, replicas int) int {
+	for _, s := range steps {
+		if s.Kind == Upgrade {
+			return upgradeTarget(s, replicas)
+		}
+	}
+	return -1
+}
+
+// upgradeTarget is the replica an upgrade step swaps: chosen by the seed
+// whatever its role, so that the replica that starts on the previous
+// release is known before the cluster runs.
+func upgradeTarget(s Step, replicas int) int { return s.Pick % replicas }
+
+// upgradeLeads says whether the upgrade step first hands leadership to
+// its target (odd multiples of the replica count), so that about half the
+// upgrades stop the leader, whose graceful stop hands leadership over.
+func upgradeLeads(s Step, replicas int) bool { return (s.Pick/replicas)%2 == 1 }
+
+// LastUpgrade is the index of the last upgrade step, -1 when none.
+func LastUpgrade(steps []Step) int {
+	last := -1
+	for i, s := range steps {
+		if s.Kind == Upgrade {
+			last = i
+		}
+	}
+	return last
 }
 
 // between draws a duration in [lo, hi] to the millisecond.
@@ -116,7 +180,9 @@ func step(rng *rand.Rand, k Kind, short bool, grace time.Duration) Step {
 	case Latency:
 		s.Hold = between(rng, 4*time.Second, 8*time.Second)
 		s.Delay = between(rng, 20*time.Millisecond, 100*time.Millisecond)
-	case ClusterRestart, ReplaceReplica:
+	case ClusterRestart, ReplaceReplica, Upgrade:
+		// For an upgrade: the pause between the old binary's exit and
+		// the other's start (a unit rebooting into its other slot).
 		s.Hold = between(rng, 500*time.Millisecond, 1500*time.Millisecond)
 	case Intruder:
 		s.Hold = intruderHold

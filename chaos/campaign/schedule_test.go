@@ -17,12 +17,12 @@ func TestPlanSameSeedSameSchedule(t *testing.T) {
 		{"long", false, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Plan(7, tc.short, tc.n, DefaultGrace)
-			b := Plan(7, tc.short, tc.n, DefaultGrace)
+			a := Plan(Kinds, 7, tc.short, tc.n, DefaultGrace)
+			b := Plan(Kinds, 7, tc.short, tc.n, DefaultGrace)
 			if !reflect.DeepEqual(a, b) {
 				t.Fatalf("seed 7 gave two schedules:\n%v\n%v", a, b)
 			}
-			if c := Plan(8, tc.short, tc.n, DefaultGrace); reflect.DeepEqual(a, c) {
+			if c := Plan(Kinds, 8, tc.short, tc.n, DefaultGrace); reflect.DeepEqual(a, c) {
 				t.Fatalf("seeds 7 and 8 gave the same schedule %v", a)
 			}
 		})
@@ -31,7 +31,7 @@ func TestPlanSameSeedSameSchedule(t *testing.T) {
 
 func TestShortPlanCoversEveryKindOnce(t *testing.T) {
 	for seed := int64(1); seed <= 20; seed++ {
-		steps := Plan(seed, true, 0, DefaultGrace)
+		steps := Plan(Kinds, seed, true, 0, DefaultGrace)
 		if len(steps) != len(Kinds) {
 			t.Fatalf("seed %d: %d steps, want %d", seed, len(steps), len(Kinds))
 		}
@@ -48,7 +48,7 @@ func TestShortPlanCoversEveryKindOnce(t *testing.T) {
 }
 
 func TestLongPlanRepeatsEveryKind(t *testing.T) {
-	steps := Plan(3, false, 5*len(Kinds), DefaultGrace)
+	steps := Plan(Kinds, 3, false, 5*len(Kinds), DefaultGrace)
 	seen := map[Kind]int{}
 	for _, s := range steps {
 		seen[s.Kind]++
@@ -62,7 +62,7 @@ func TestLongPlanRepeatsEveryKind(t *testing.T) {
 
 func TestPlanParameters(t *testing.T) {
 	grace := 3 * time.Second
-	for _, s := range Plan(11, false, 20*len(Kinds), grace) {
+	for _, s := range Plan(Kinds, 11, false, 20*len(Kinds), grace) {
 		switch s.Kind {
 		case AgentCutShort:
 			if s.Hold >= grace {
@@ -102,5 +102,99 @@ func TestEveryKindHasAFault(t *testing.T) {
 		if faults[k] == nil {
 			t.Fatalf("kind %s has no fault function", k)
 		}
+	}
+}
+
+// A short plan puts its upgrade first, so that every other kind runs at
+// cluster version 1 (the campaign finalizes right after it); the rest
+// stays shuffled by the seed. Without the upgrade kind the plan has none.
+func TestShortPlanPutsUpgradeFirst(t *testing.T) {
+	seconds := map[Kind]bool{}
+	for seed := int64(1); seed <= 20; seed++ {
+		steps := Plan(Kinds, seed, true, 0, DefaultGrace)
+		if steps[0].Kind != Upgrade {
+			t.Fatalf("seed %d: the first step is %s, want the upgrade", seed, steps[0].Kind)
+		}
+		if LastUpgrade(steps) != 0 {
+			t.Fatalf("seed %d: another upgrade at %d", seed, LastUpgrade(steps))
+		}
+		seconds[steps[1].Kind] = true
+		for _, s := range Plan(Without(Kinds, Upgrade), seed, true, 0, DefaultGrace) {
+			if s.Kind == Upgrade {
+				t.Fatalf("seed %d: an upgrade in a plan without the kind", seed)
+			}
+		}
+	}
+	if len(seconds) < 4 {
+		t.Fatalf("the step after the upgrade was one of only %v in 20 seeds: the rest is not shuffled", seconds)
+	}
+	// A long plan keeps the upgrade in its shuffled rounds.
+	firsts := 0
+	steps := Plan(Kinds, 3, false, 10*len(Kinds), DefaultGrace)
+	for i := 0; i < len(steps); i += len(Kinds) {
+		if steps[i].Kind == Upgrade {
+			firsts++
+		}
+	}
+	if firsts == 10 {
+		t.Fatal("every round of a long plan starts with the upgrade")
+	}
+}
+
+// The replica that starts on the previous release is the one the plan's
+// first upgrade picks, drawn from the seed: in a short plan that upgrade
+// moves it to this build, and every replica runs this build after it.
+func TestPreviousAtStartFromTheSeed(t *testing.T) {
+	const replicas = 3
+	picked := map[int]bool{}
+	for seed := int64(1); seed <= 30; seed++ {
+		steps := Plan(Kinds, seed, true, 0, DefaultGrace)
+		i := PreviousAtStart(steps, replicas)
+		if i < 0 || i >= replicas {
+			t.Fatalf("seed %d: replica %d", seed, i)
+		}
+		if again := PreviousAtStart(Plan(Kinds, seed, true, 0, DefaultGrace), replicas); again != i {
+			t.Fatalf("seed %d: replica %d, then %d", seed, i, again)
+		}
+		picked[i] = true
+		previous := map[int]bool{i: true}
+		for _, s := range steps {
+			if s.Kind == Upgrade {
+				target := upgradeTarget(s, replicas)
+				previous[target] = !previous[target]
+			}
+		}
+		for r, on := range previous {
+			if on {
+				t.Fatalf("seed %d: replica %d still on the previous release after the plan's upgrades", seed, r)
+			}
+		}
+	}
+	if len(picked) != replicas {
+		t.Fatalf("30 seeds started only replicas %v on the previous release", picked)
+	}
+	if i := PreviousAtStart(Plan(Without(Kinds, Upgrade), 1, true, 0, DefaultGrace), replicas); i != -1 {
+		t.Fatalf("a plan without upgrades starts replica %d on the previous release", i)
+	}
+	// A scripted schedule: the first upgrade's pick.
+	steps := []Step{{Kind: LeaderKill, Pick: 1}, {Kind: Upgrade, Pick: 5}, {Kind: Upgrade, Pick: 7}}
+	if i := PreviousAtStart(steps, replicas); i != 2 {
+		t.Fatalf("scripted: replica %d, want 2 (pick 5)", i)
+	}
+	if LastUpgrade(steps) != 2 {
+		t.Fatalf("scripted: last upgrade %d, want 2", LastUpgrade(steps))
+	}
+}
+
+// About half the upgrades hand leadership to their target first.
+func TestUpgradeLeads(t *testing.T) {
+	leads := 0
+	for _, s := range Plan(Kinds, 5, false, 40*len(Kinds), DefaultGrace) {
+		if s.Kind == Upgrade && upgradeLeads(s, 3) {
+			leads++
+		}
+	}
+	if leads < 10 || leads > 30 {
+		t.Fatalf("%d of 40 upgrades hand leadership to their target first", leads)
 	}
 }

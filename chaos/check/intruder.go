@@ -34,18 +34,32 @@ type Control struct {
 
 // AttemptTally is how often one kind of attempt (a channel and what was
 // tried) was made, refused, accepted and skipped (the intruder held no
-// such key yet).
+// such key yet), and how often it was made without a refusal owed
+// (NotExpected, Why: a removed replica's key whose removal revoked
+// nothing), of those how often refused anyway.
 type AttemptTally struct {
-	Channel  string
-	What     string
-	Tries    int
-	Refused  int
-	Accepted int
-	Skipped  int
+	Channel            string
+	What               string
+	Tries              int
+	Refused            int
+	Accepted           int
+	Skipped            int
+	NotExpected        int    `json:",omitempty"`
+	NotExpectedRefused int    `json:",omitempty"`
+	Why                string `json:",omitempty"`
+}
+
+// Outcome is how one attempt ended: refused, accepted, not tried
+// (Skipped), or tried with no refusal owed (NotExpected says why; it
+// counts neither way).
+type Outcome struct {
+	Accepted    bool
+	Skipped     bool
+	NotExpected string
 }
 
 // Tally adds one attempt of channel and what to the tally.
-func Tally(ts []AttemptTally, channel, what string, accepted, skipped bool) []AttemptTally {
+func Tally(ts []AttemptTally, channel, what string, o Outcome) []AttemptTally {
 	i := slices.IndexFunc(ts, func(t AttemptTally) bool { return t.Channel == channel && t.What == what })
 	if i < 0 {
 		ts = append(ts, AttemptTally{Channel: channel, What: what})
@@ -54,9 +68,15 @@ func Tally(ts []AttemptTally, channel, what string, accepted, skipped bool) []At
 	t := &ts[i]
 	t.Tries++
 	switch {
-	case skipped:
+	case o.Skipped:
 		t.Skipped++
-	case accepted:
+	case o.NotExpected != "":
+		t.NotExpected++
+		t.Why = o.NotExpected
+		if !o.Accepted {
+			t.NotExpectedRefused++
+		}
+	case o.Accepted:
 		t.Accepted++
 	default:
 		t.Refused++
@@ -79,6 +99,11 @@ func MergeTallies(fs []IntruderFinding) []AttemptTally {
 			out[i].Refused += t.Refused
 			out[i].Accepted += t.Accepted
 			out[i].Skipped += t.Skipped
+			out[i].NotExpected += t.NotExpected
+			out[i].NotExpectedRefused += t.NotExpectedRefused
+			if t.Why != "" {
+				out[i].Why = t.Why
+			}
 		}
 	}
 	return out
@@ -88,7 +113,8 @@ func MergeTallies(fs []IntruderFinding) []AttemptTally {
 // refused on every channel, left nothing behind, and every control held.
 func IntruderRefused(fs []IntruderFinding) Result {
 	res := Result{Name: "intruder-refused"}
-	attempts, skipped := 0, 0
+	attempts, skipped, unowed, unowedRefused := 0, 0, 0, 0
+	var why []string
 	var bad []string
 	for i, f := range fs {
 		attempts += f.Attempts
@@ -105,6 +131,11 @@ func IntruderRefused(fs []IntruderFinding) Result {
 		}
 		for _, t := range f.Tally {
 			skipped += t.Skipped
+			unowed += t.NotExpected
+			unowedRefused += t.NotExpectedRefused
+			if t.Why != "" && !slices.Contains(why, t.Why) {
+				why = append(why, t.Why)
+			}
 		}
 	}
 	switch {
@@ -116,9 +147,12 @@ func IntruderRefused(fs []IntruderFinding) Result {
 		res.Detail = "the intruder made no attempt"
 	default:
 		res.OK = true
-		res.Detail = fmt.Sprintf("%d intrusions, %d attempts, every one refused", len(fs), attempts-skipped)
+		res.Detail = fmt.Sprintf("%d intrusions, %d attempts, every one refused", len(fs), attempts-skipped-unowed)
 		if skipped > 0 {
 			res.Detail += fmt.Sprintf(" (%d not tried: no such key yet)", skipped)
+		}
+		if unowed > 0 {
+			res.Detail += fmt.Sprintf("; %d more not expected refused (%s), %d of them refused anyway", unowed, strings.Join(why, "; "), unowedRefused)
 		}
 		res.Detail += "; the intruder never entered the Raft configuration and left nothing in the state"
 	}

@@ -27,16 +27,24 @@ func TestIntruderRefused(t *testing.T) {
 }
 
 // The tally counts each kind once per attempt, by outcome, and merges
-// the intrusions' tallies kind by kind; skipped attempts are said apart.
+// the intrusions' tallies kind by kind; skipped attempts and those with
+// no refusal owed are said apart and fail nothing, even accepted.
 func TestTally(t *testing.T) {
+	const why = "revocation waits for cluster version 1"
 	var a, b []AttemptTally
-	a = Tally(a, "forward", "SnapshotSave", false, false)
-	a = Tally(a, "forward", "SnapshotSave", false, false)
-	a = Tally(a, "forward", "revoked", false, true)
-	b = Tally(b, "forward", "SnapshotSave", true, false)
-	b = Tally(b, "metrics", "GET", false, false)
+	a = Tally(a, "forward", "SnapshotSave", Outcome{})
+	a = Tally(a, "forward", "SnapshotSave", Outcome{})
+	a = Tally(a, "forward", "revoked", Outcome{Skipped: true})
+	a = Tally(a, "forward", "removed at 0", Outcome{NotExpected: why})
+	a = Tally(a, "forward", "removed at 0", Outcome{Accepted: true, NotExpected: why})
+	b = Tally(b, "forward", "SnapshotSave", Outcome{Accepted: true})
+	b = Tally(b, "metrics", "GET", Outcome{})
 	got := MergeTallies([]IntruderFinding{{Tally: a}, {Tally: b}})
-	want := []AttemptTally{{"forward", "SnapshotSave", 3, 2, 1, 0}, {"forward", "revoked", 1, 0, 0, 1}, {"metrics", "GET", 1, 1, 0, 0}}
+	want := []AttemptTally{
+		{Channel: "forward", What: "SnapshotSave", Tries: 3, Refused: 2, Accepted: 1},
+		{Channel: "forward", What: "revoked", Tries: 1, Skipped: 1},
+		{Channel: "forward", What: "removed at 0", Tries: 2, NotExpected: 2, NotExpectedRefused: 1, Why: why},
+		{Channel: "metrics", What: "GET", Tries: 1, Refused: 1}}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)
 	}
@@ -45,8 +53,9 @@ func TestTally(t *testing.T) {
 			t.Errorf("tally %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	res := IntruderRefused([]IntruderFinding{{Attempts: 3, Tally: a}})
-	if !res.OK || !strings.Contains(res.Detail, "2 attempts, every one refused (1 not tried") {
-		t.Errorf("detail %q", res.Detail)
+	res := IntruderRefused([]IntruderFinding{{Attempts: 5, Tally: a}})
+	if !res.OK || !strings.Contains(res.Detail, "2 attempts, every one refused (1 not tried") ||
+		!strings.Contains(res.Detail, "2 more not expected refused ("+why+"), 1 of them refused anyway") {
+		t.Errorf("OK %v, detail %q", res.OK, res.Detail)
 	}
 }

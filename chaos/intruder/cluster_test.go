@@ -13,7 +13,6 @@ import (
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/chaos/check"
 	"github.com/grapnel-io/grapnel/chaos/pki"
-	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -165,7 +164,7 @@ func TestEveryAttackIsRefused(t *testing.T) {
 	cfg := Config{Leader: g.Replicas[leader].Name, Follower: g.Replicas[follower].Name,
 		WrongRole: set.WrongRole, Foreign: set.Foreign, StrayReplica: set.StrayReplica,
 		// r3's key, which the removal revoked.
-		Removed: []rpc.TLSFiles{set.Replicas["r3"]},
+		Removed: []RemovedKey{{Files: set.Replicas["r3"], ClusterVersion: state.ClusterVersionRevocation}},
 		Member:  set.Replicas[g.Replicas[follower].Name], Commander: set.Commander, Impostor: set.Impostor,
 		OperatorCert: set.Operator.Cert, AgentCert: af.Cert, Victim: "victim", OtherUID: 60123, Lock: lock,
 		Bounds: testBounds, FloodSource: "127.0.0.2", GossipName: "intruder_srv", Workload: "intruder_wl", Agent: pki.IntruderAgent,

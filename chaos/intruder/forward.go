@@ -17,6 +17,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // replicaKey is a replica's key the intruder holds, how it came by it,
@@ -30,6 +31,33 @@ type replicaKey struct {
 	// source, when set, is the address the calls leave from: not the
 	// key's replica's own.
 	source string
+	// notExpected, when set, says why no refusal is owed (Attempt.NotExpected).
+	notExpected string
+}
+
+// removedKeys are the removed replicas' keys the intruder tries: the last
+// one removed at the revocation's cluster version or above, whose calls
+// owe UNAUTHENTICATED (skipped when there is none), and the last one
+// removed below it, if any, whose removal revoked nothing: tried and
+// reported, with no refusal owed.
+func removedKeys(removed []RemovedKey) []replicaKey {
+	revoked := replicaKey{label: "a removed replica's revoked certificate", refusal: codes.Unauthenticated,
+		skipped: fmt.Sprintf("no replica was removed at cluster version %d or above before this intrusion (a replace-replica fault gives the intruder the old key)",
+			state.ClusterVersionRevocation)}
+	var unrevoked *replicaKey
+	for _, k := range removed {
+		if k.ClusterVersion >= state.ClusterVersionRevocation {
+			revoked.files, revoked.skipped = k.Files, ""
+			continue
+		}
+		unrevoked = &replicaKey{label: fmt.Sprintf("a replica's certificate removed at cluster version %d", k.ClusterVersion), files: k.Files,
+			refusal: codes.Unauthenticated, notExpected: NotRevoked}
+	}
+	out := []replicaKey{revoked}
+	if unrevoked != nil {
+		out = append(out, *unrevoked)
+	}
+	return out
 }
 
 // forwardedAttempts pose as a follower's proxy (issue 27, hole 1): the
@@ -54,17 +82,12 @@ func forwardedAttempts(ctx context.Context, c Config) []Attempt {
 		return []Attempt{{Channel: "forward", What: "forwarded identities", Accepted: true, Detail: "could not try: an agent's certificate: " + err.Error()}}
 	}
 	stray := replicaKey{label: "a replica certificate never admitted", files: c.StrayReplica, refusal: codes.PermissionDenied}
-	removed := replicaKey{label: "a removed replica's revoked certificate", refusal: codes.Unauthenticated,
-		skipped: "no replica was removed before this intrusion (a replace-replica fault gives the intruder the old key)"}
-	if n := len(c.Removed); n > 0 {
-		removed.files, removed.skipped = c.Removed[n-1], ""
-	}
 	member := replicaKey{label: "a member replica's key", files: c.Member, refusal: codes.PermissionDenied}
 	elsewhere := member
 	elsewhere.source = c.FloodSource
 	var out []Attempt
 	for _, t := range c.leaderAndFollower() {
-		for _, k := range []replicaKey{stray, removed} {
+		for _, k := range append([]replicaKey{stray}, removedKeys(c.Removed)...) {
 			out = append(out,
 				forwardUnary(ctx, t, k, fmt.Sprintf("SnapshotSave forwarding operator %s with its certificate, with %s", op.id.Name, k.label), op, true, snapshotSave),
 				forwardUpdate(ctx, t, k, fmt.Sprintf("UpdateState on a CLI stream forwarding operator %s with its certificate, with %s", op.id.Name, k.label), op, c.Workload, true),
@@ -97,7 +120,7 @@ func forwardMD(by identity.Identity, client publicCert, withCert bool) []string 
 // begin starts an attempt with key k on t: it loads the key's identity
 // and dials; a skipped key or one that cannot be used ends the attempt.
 func begin(t Target, k replicaKey, what string) (Attempt, identity.Identity, *grpc.ClientConn, bool) {
-	a := Attempt{Target: t.Name, Channel: "forward", What: what}
+	a := Attempt{Target: t.Name, Channel: "forward", What: what, NotExpected: k.notExpected}
 	if k.skipped != "" {
 		a.Skipped = k.skipped
 		return a, identity.Identity{}, nil, false

@@ -49,11 +49,13 @@ type Config struct {
 	Foreign   rpc.TLSFiles `json:"foreign"`
 	// Keys a replica's: StrayReplica is a replica certificate of the CA
 	// for a replica never admitted; Removed are the keys of replicas an
-	// operator removed (revoked by the removal), the last tried; Member
-	// is a current member's key, as if stolen from its unit.
-	StrayReplica rpc.TLSFiles   `json:"strayReplica"`
-	Removed      []rpc.TLSFiles `json:"removed"`
-	Member       rpc.TLSFiles   `json:"member"`
+	// operator removed, in the order removed, each with the cluster
+	// version at its removal (the last removed at each of 0 and 1 or
+	// above is tried); Member is a current member's key, as if stolen
+	// from its unit.
+	StrayReplica rpc.TLSFiles `json:"strayReplica"`
+	Removed      []RemovedKey `json:"removed"`
+	Member       rpc.TLSFiles `json:"member"`
 	// Commander is a commander's certificate; Impostor a commander's
 	// named as the operator is.
 	Commander rpc.TLSFiles `json:"commander"`
@@ -89,6 +91,19 @@ type Config struct {
 	Hold time.Duration `json:"hold"`
 }
 
+// RemovedKey is a removed replica's key and the cluster version when the
+// operator removed it: a removal revokes the replica's certificates only
+// at state.ClusterVersionRevocation or above (docs/upgrade.md), so only
+// then does a call with the key owe the revocation's refusal.
+type RemovedKey struct {
+	Files          rpc.TLSFiles `json:"files"`
+	ClusterVersion uint32       `json:"clusterVersion"`
+}
+
+// NotRevoked is why a key removed below state.ClusterVersionRevocation is
+// not expected refused.
+const NotRevoked = "not expected refused: revocation waits for cluster version 1 (docs/upgrade.md)"
+
 // Bounds are the settings of the replicas (their flags) that the
 // intruder tries to exceed; a zero field skips the attempts on it.
 type Bounds struct {
@@ -112,7 +127,12 @@ type Attempt struct {
 	What     string `json:"what"`
 	Accepted bool   `json:"accepted"`
 	Skipped  string `json:"skipped,omitempty"`
-	Detail   string `json:"detail"`
+	// NotExpected, when set, says why the attempt was made with no
+	// refusal owed (a key whose removal revoked nothing): Detail tells
+	// how it ended, and it counts neither way. What it left in the
+	// cluster still counts (the campaign's traces).
+	NotExpected string `json:"notExpected,omitempty"`
+	Detail      string `json:"detail"`
 	// Window is when the attack ran, for attacks whose effect on the
 	// cluster the campaign measures meanwhile (the flood, the dry-run).
 	Window *Window `json:"window,omitempty"`

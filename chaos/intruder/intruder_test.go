@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
 
+	"github.com/grapnel-io/grapnel/chaos/pki"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/rpctest"
 	"github.com/grapnel-io/grapnel/server/render"
@@ -224,5 +226,76 @@ func TestRenderBombExceedsTheBudget(t *testing.T) {
 		if !errors.Is(ranOut, state.ErrBudget) {
 			t.Fatalf("budget %d: %d bomb workloads of %d steps each did not run out: %v", budget, n, one.Steps(), ranOut)
 		}
+	}
+}
+
+// Of the removed replicas' keys, the last removed at the revocation's
+// cluster version owes the revocation's refusal; the last removed below
+// it is tried with none owed (its removal revoked nothing); with no key
+// of the first kind, those attempts are not tried.
+func TestRemovedKeysSplitByClusterVersion(t *testing.T) {
+	key := func(name string, v uint32) RemovedKey {
+		return RemovedKey{Files: rpc.TLSFiles{Cert: name + ".crt"}, ClusterVersion: v}
+	}
+	for _, c := range []struct {
+		name             string
+		removed          []RemovedKey
+		revoked, notRevd string // cert of each key tried; "" none
+	}{
+		{"none removed", nil, "", ""},
+		{"removed at 1", []RemovedKey{key("a", 1)}, "a.crt", ""},
+		{"removed at 0", []RemovedKey{key("a", 0)}, "", "a.crt"},
+		{"both, the last of each", []RemovedKey{key("a", 0), key("b", 1), key("c", 0), key("d", 1)}, "d.crt", "c.crt"},
+	} {
+		ks := removedKeys(c.removed)
+		if ks[0].refusal != codes.Unauthenticated || ks[0].notExpected != "" || ks[0].files.Cert != c.revoked || (ks[0].skipped == "") != (c.revoked != "") {
+			t.Errorf("%s: the revoked key %+v, want cert %q (skipped when none)", c.name, ks[0], c.revoked)
+		}
+		switch {
+		case c.notRevd == "" && len(ks) != 1:
+			t.Errorf("%s: %d keys, want only the revoked one", c.name, len(ks))
+		case c.notRevd != "" && (len(ks) != 2 || ks[1].files.Cert != c.notRevd || ks[1].notExpected != NotRevoked || ks[1].skipped != ""):
+			t.Errorf("%s: keys %+v, want a second with cert %q, not expected refused", c.name, ks, c.notRevd)
+		}
+	}
+}
+
+// The forwarded attempts with a key removed at cluster version 0 carry
+// NotRevoked, however they end; those with the key removed at 1 owe the
+// refusal and, unanswered (the target's port is closed), count as
+// accepted.
+func TestForwardedAttemptsWithKeyRemovedAtZero(t *testing.T) {
+	set, err := pki.Make(t.TempDir(), []string{"r1", "r2", "r3", "r4"}, []string{"agent_h1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	cfg := Config{Leader: "r1", Targets: []Target{{Name: "r1", GRPC: closed}}, StrayReplica: set.StrayReplica, Member: set.Replicas["r2"],
+		Removed:      []RemovedKey{{Files: set.Replicas["r3"], ClusterVersion: 1}, {Files: set.Replicas["r4"], ClusterVersion: 0}},
+		OperatorCert: set.Operator.Cert, AgentCert: set.Agents["agent_h1"].Cert, Workload: "intruder_wl"}
+	var revoked, notRevoked int
+	for _, a := range forwardedAttempts(context.Background(), cfg) {
+		switch {
+		case strings.Contains(a.What, "removed at cluster version 0"):
+			notRevoked++
+			if a.NotExpected != NotRevoked || a.Skipped != "" {
+				t.Errorf("%s: not expected %q, skipped %q", a.What, a.NotExpected, a.Skipped)
+			}
+		case strings.Contains(a.What, "revoked certificate"):
+			revoked++
+			if a.NotExpected != "" || !a.Accepted {
+				t.Errorf("%s: not expected %q, accepted %v (%s): an unanswered call with a revoked key must count", a.What, a.NotExpected, a.Accepted, a.Detail)
+			}
+		case a.NotExpected != "":
+			t.Errorf("%s: not expected %q", a.What, a.NotExpected)
+		}
+	}
+	if revoked != 3 || notRevoked != 3 {
+		t.Errorf("%d attempts with the revoked key and %d with the one removed at 0, want 3 and 3", revoked, notRevoked)
 	}
 }

@@ -27,6 +27,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "- seed: %d\n", r.Seed)
 	fmt.Fprintf(&b, "- from %s to %s (%v)\n", r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339), r.End.Sub(r.Start).Round(time.Second))
 	fmt.Fprintf(&b, "- faults: %d\n", len(r.Faults))
+	for _, k := range r.Skipped {
+		fmt.Fprintf(&b, "- fault kind skipped: %s\n", k)
+	}
 	fmt.Fprintf(&b, "- availability (1 s buckets with an acknowledged write): %.1f%%\n\n", 100*r.Availability)
 
 	b.WriteString("## Failover figures\n\n")
@@ -111,6 +114,9 @@ func intrusionTable(b *strings.Builder, ts []check.AttemptTally) {
 		}
 		if t.Skipped > 0 {
 			out = append(out, fmt.Sprintf("%d not tried (no such key yet)", t.Skipped))
+		}
+		if t.NotExpected > 0 {
+			out = append(out, fmt.Sprintf("%d not expected refused (%s): %d refused anyway", t.NotExpected, t.Why, t.NotExpectedRefused))
 		}
 		fmt.Fprintf(b, "| %s | %s | %d | %s |\n", cell(t.Channel), cell(t.What), t.Tries, strings.Join(out, ", "))
 	}

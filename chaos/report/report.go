@@ -56,6 +56,9 @@ type Report struct {
 	// Intrusions counts the intruder's attempts of every intrusion by
 	// kind: tried, refused, accepted, not tried (no such key yet).
 	Intrusions []check.AttemptTally `json:",omitempty"`
+	// Skipped lists the fault kinds the plan left out, each with why
+	// ("upgrade: the previous release could not be built: ...").
+	Skipped []string `json:",omitempty"`
 }
 
 // Passed reports whether every check passed.

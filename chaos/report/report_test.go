@@ -57,7 +57,9 @@ func synthetic() *Report {
 	}
 	r.Intrusions = []check.AttemptTally{{Channel: "forward", What: "SnapshotSave forwarding operator chaos", Tries: 4, Refused: 4},
 		{Channel: "forward", What: "with a revoked key", Tries: 2, Refused: 1, Skipped: 1},
-		{Channel: "locks", What: "Locks.Unlock", Tries: 2, Refused: 1, Accepted: 1}}
+		{Channel: "locks", What: "Locks.Unlock", Tries: 2, Refused: 1, Accepted: 1},
+		{Channel: "forward", What: "with a key removed at cluster version 0", Tries: 2, NotExpected: 2, NotExpectedRefused: 1, Why: "revocation waits"}}
+	r.Skipped = []string{"upgrade: no previous release"}
 	return r
 }
 
@@ -109,6 +111,8 @@ func TestMarkdown(t *testing.T) {
 		"| forward | SnapshotSave forwarding operator chaos | 4 | 4 refused |",
 		"| forward | with a revoked key | 2 | 1 refused, 1 not tried (no such key yet) |",
 		"| locks | Locks.Unlock | 2 | 1 refused, **1 ACCEPTED** |",
+		"| forward | with a key removed at cluster version 0 | 2 | 2 not expected refused (revocation waits): 1 refused anyway |",
+		"- fault kind skipped: upgrade: no previous release\n",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/campaign"
 	"github.com/grapnel-io/grapnel/chaos/report"
+	"github.com/grapnel-io/grapnel/chaos/upgrade"
 )
 
 // Goals of issue 5, printed PASS or MISS; they do not set the exit status.
@@ -33,6 +35,8 @@ func runCmd(args []string) int {
 	kills := fs.Int("comparison-kills", 0, "leader kills under Raft's default timing (default 3 short, 20 long)")
 	prefix := fs.String("prefix", "gch", "name prefix of the namespaces")
 	plain := fs.Bool("insecure", false, "run every channel without TLS and gossip without a key, and leave out the intruder fault (by default the campaign makes its own CA and certificates)")
+	prevBin := fs.String("previous-release-bin", "", "grapnel-server of the previous release ("+upgrade.PreviousReleaseFile+") for the upgrade fault, built before; default: built from git into bin/"+upgrade.CacheDirName("<commit>")+"/ and kept for the next runs")
+	top := fs.String("top", "", "top of the git tree, for the previous release (default: git rev-parse --show-toplevel)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -77,6 +81,19 @@ func runCmd(args []string) int {
 		if cfg.Steps, err = campaign.ParseKinds(strings.Split(*faultList, ","), *seed, campaign.DefaultGrace); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
+		}
+	}
+	if wantsUpgrade(cfg.Steps) {
+		prev, err := previousRelease(context.Background(), *top, *prevBin, cfg.Logf)
+		switch {
+		case err != nil && os.Getenv("GRAPNEL_REQUIRE_UPGRADE") == "1":
+			fmt.Fprintln(os.Stderr, "grapnel-chaos: the upgrade fault needs the previous release (GRAPNEL_REQUIRE_UPGRADE=1):", err)
+			return 2
+		case err != nil:
+			cfg.UpgradeSkipped = err.Error()
+			fmt.Printf("grapnel-chaos: the upgrade fault is skipped: %v\n", err)
+		default:
+			cfg.Previous = prev
 		}
 	}
 	fmt.Printf("grapnel-chaos: seed %d, run dir %s\n", *seed, *dir)
@@ -144,4 +161,60 @@ func goals(rep *report.Report) {
 	}
 	fmt.Printf("goal %s: workloads restarted: %s\n", mark(restarted == "0"), restarted)
 	fmt.Printf("goal %s: checker failures: %d\n", mark(failed == 0), failed)
+}
+
+// wantsUpgrade says whether the plan may hold an upgrade: a drawn one
+// has every kind, a scripted one those it names.
+func wantsUpgrade(steps []campaign.Step) bool {
+	if len(steps) == 0 {
+		return true
+	}
+	for _, s := range steps {
+		if s.Kind == campaign.Upgrade {
+			return true
+		}
+	}
+	return false
+}
+
+// previousRelease finds the previous release's grapnel-server: in bin
+// when given, else built from git (chaos/upgrade.CachedPrevious) into
+// bin/previous-<commit>/ under top, or taken from there when an earlier
+// run built it; and reads its flags from its --help.
+func previousRelease(ctx context.Context, top, bin string, logf func(string, ...any)) (*campaign.Previous, error) {
+	if top == "" {
+		out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+		if err != nil {
+			return nil, fmt.Errorf("not in a git tree (--top): %v", err)
+		}
+		top = strings.TrimSpace(string(out))
+	}
+	commit, err := upgrade.ReadPreviousRelease(top)
+	if err != nil {
+		return nil, err
+	}
+	var server string
+	if bin != "" {
+		server = filepath.Join(bin, "grapnel-server")
+		if _, err := os.Stat(server); err != nil {
+			return nil, fmt.Errorf("--previous-release-bin: %w", err)
+		}
+	} else {
+		began := time.Now()
+		b, built, err := upgrade.CachedPrevious(ctx, top, commit, filepath.Join(top, "bin"))
+		if err != nil {
+			return nil, fmt.Errorf("the previous release %s could not be built: %w", commit, err)
+		}
+		commit, server = b.Commit, b.Server()
+		if built {
+			logf("built the previous release %s into %s in %v", commit, filepath.Dir(server), time.Since(began).Round(time.Second))
+		} else {
+			logf("the previous release %s, built before, from %s", commit, filepath.Dir(server))
+		}
+	}
+	flags, err := upgrade.ReadFlags(ctx, server)
+	if err != nil {
+		return nil, err
+	}
+	return &campaign.Previous{Commit: commit, Server: server, Flags: flags}, nil
 }
