@@ -202,7 +202,7 @@ func (c *cluster) intruderTargets(ctx context.Context, l, f, pick int) (leader, 
 	if len(prev) == 0 {
 		return l, f, "", nil
 	}
-	var names, current []string
+	var names []string
 	for _, i := range prev {
 		names = append(names, c.replicaName(i))
 	}
@@ -210,7 +210,6 @@ func (c *cluster) intruderTargets(ctx context.Context, l, f, pick int) (leader, 
 	for i := range c.reps {
 		if !slices.Contains(prev, i) {
 			cur = append(cur, i)
-			current = append(current, c.replicaName(i))
 		}
 	}
 	spared = fmt.Sprintf("; not attacked: %s on the previous release %s", strings.Join(names, ", "), short(c.prev.Commit))

@@ -81,7 +81,7 @@ func TestParseFSMTypesOfThisTree(t *testing.T) {
 			t.Errorf("snapshot type %d missing from %v", want, snaps)
 		}
 	}
-	for _, want := range []int{int(fsm.UpdateDesiredStateType), int(fsm.ReplicaCertificateType)} {
+	for _, want := range []int{int(fsm.UpdateDesiredStatePackedType), int(fsm.ReplicaCertificateType)} {
 		if !containsInt(entries, want) {
 			t.Errorf("command type %d missing from %v", want, entries)
 		}

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
@@ -328,15 +327,4 @@ func (s *system) cliBase() []string {
 	}
 	o := s.pki.Operator
 	return append(base, "--ca_pem", o.CA, "--crt_pem", o.Cert, "--key_pem", o.Key)
-}
-
-// stopAll stops every replica at once (the end of a run with -keep off).
-func (s *system) stopAll() {
-	var wg sync.WaitGroup
-	for i := range s.g.Replicas {
-		if s.g.Running(i) {
-			wg.Go(func() { _ = s.g.Stop(i, stopGrace) })
-		}
-	}
-	wg.Wait()
 }
