@@ -3,6 +3,7 @@ package runtime
 import (
 	"os"
 
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -56,8 +57,11 @@ func PrepareGroupDir(dir string, o *Owner) error {
 	return agentDir(dir, o, groupDirMode)
 }
 
+// The directories are made durable (their names synced into their
+// parents), so that the records and the workloads' own files synced in
+// them survive a power cut with them.
 func agentDir(dir string, o *Owner, mode os.FileMode) error {
-	if err := os.MkdirAll(dir, PrivateDirMode); err != nil {
+	if err := durable.MkdirAll(dir, PrivateDirMode); err != nil {
 		return err
 	}
 	if o == nil {

@@ -73,6 +73,10 @@ func Remove(path string) error { return OS.Remove(path) }
 // (Files.MkdirAll).
 func MkdirAll(path string, perm fs.FileMode) error { return OS.MkdirAll(path, perm) }
 
+// SyncDir fsyncs the directory dir on the real file system
+// (Files.SyncDir).
+func SyncDir(dir string) error { return OS.SyncDir(dir) }
+
 // Error is a failed step of an update: Op is the update ("replace",
 // "create", "rename", "remove", "mkdir"), Path the file it was for, Step
 // the system call that failed.
@@ -81,7 +85,19 @@ type Error struct {
 	Err            error
 }
 
-func (e *Error) Error() string { return e.Op + " " + e.Path + ": " + e.Step + ": " + e.Err.Error() }
+func (e *Error) Error() string {
+	// The step names the file already; an os error would repeat it.
+	err := e.Err
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return e.Op + " " + e.Path + ": " + e.Step + ": " + err.Error()
+}
 
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -262,6 +278,15 @@ func (f Files) MkdirAll(path string, perm fs.FileMode) error {
 	}
 	if err := f.fs.SyncDir(parent); err != nil {
 		return &Error{op, path, "fsync the directory " + parent, err}
+	}
+	return nil
+}
+
+// SyncDir fsyncs the directory dir, for names another writer made in it
+// (a library that syncs its files but not their names).
+func (f Files) SyncDir(dir string) error {
+	if err := f.fs.SyncDir(dir); err != nil {
+		return &Error{"sync", dir, "fsync the directory", err}
 	}
 	return nil
 }

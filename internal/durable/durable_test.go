@@ -15,26 +15,6 @@ import (
 	"github.com/grapnel-io/grapnel/internal/durable/crashfs"
 )
 
-// explore checks s with a cut after every system call, and again with
-// each call failing; any refused crash state fails the test.
-func explore(t *testing.T, s crashfs.Sequence) {
-	t.Helper()
-	vs, err := crashfs.Explore(t.TempDir(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) > 0 {
-		t.Errorf("cut after each call: %s", crashfs.Report(vs))
-	}
-	vs, err = crashfs.ExploreFailures(t.TempDir(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) > 0 {
-		t.Errorf("each call failing: %s", crashfs.Report(vs))
-	}
-}
-
 // oldOrNew checks that the file p after crash c holds the old content
 // (nil: there was no file) or the new one, and the new one once the
 // sequence had returned.
@@ -74,7 +54,7 @@ func TestWriteFileCrashSafe(t *testing.T) {
 			if existed {
 				old = oldData
 			}
-			explore(t, crashfs.Sequence{
+			crashfs.Check(t, crashfs.Sequence{
 				Seed: func(m *crashfs.FS) {
 					m.SeedDir("/d")
 					if existed {
@@ -98,7 +78,7 @@ func TestWriteFileCrashSafe(t *testing.T) {
 
 // A streamed replace, written in several pieces, is as safe.
 func TestReplaceCrashSafe(t *testing.T) {
-	explore(t, crashfs.Sequence{
+	crashfs.Check(t, crashfs.Sequence{
 		Seed: func(m *crashfs.FS) { m.Seed("/d/f", oldData, 0o600) },
 		Run: func(m *crashfs.FS) error {
 			return durable.On(m).Replace("/d/f", 0o600, func(w io.Writer) error {
@@ -117,7 +97,7 @@ func TestReplaceCrashSafe(t *testing.T) {
 // A create leaves no file or the whole new one, never an empty one, and
 // the whole one once it returned.
 func TestCreateCrashSafe(t *testing.T) {
-	explore(t, crashfs.Sequence{
+	crashfs.Check(t, crashfs.Sequence{
 		Seed: func(m *crashfs.FS) { m.SeedDir("/d") },
 		Run:  func(m *crashfs.FS) error { return durable.On(m).Create("/d/key.pem", newData, 0o600) },
 		Check: func(c crashfs.Crash) error {
@@ -129,7 +109,7 @@ func TestCreateCrashSafe(t *testing.T) {
 // A rename leaves the file under exactly one of its names, and under the
 // new one once it returned.
 func TestRenameCrashSafe(t *testing.T) {
-	explore(t, crashfs.Sequence{
+	crashfs.Check(t, crashfs.Sequence{
 		Seed: func(m *crashfs.FS) { m.Seed("/d/peers.json", oldData, 0o600) },
 		Run:  func(m *crashfs.FS) error { return durable.On(m).Rename("/d/peers.json", "/d/peers.json.applied") },
 		Check: func(c crashfs.Crash) error {
@@ -148,7 +128,7 @@ func TestRenameCrashSafe(t *testing.T) {
 
 // A removed file is gone once Remove returned; a missing one is no error.
 func TestRemoveCrashSafe(t *testing.T) {
-	explore(t, crashfs.Sequence{
+	crashfs.Check(t, crashfs.Sequence{
 		Seed: func(m *crashfs.FS) { m.Seed("/d/raft.db", oldData, 0o600) },
 		Run: func(m *crashfs.FS) error {
 			if err := durable.On(m).Remove("/d/raft.db"); err != nil {
@@ -169,7 +149,7 @@ func TestRemoveCrashSafe(t *testing.T) {
 // once both returned: each new directory's name was synced into its
 // parent.
 func TestMkdirAllCrashSafe(t *testing.T) {
-	explore(t, crashfs.Sequence{
+	crashfs.Check(t, crashfs.Sequence{
 		Seed: func(m *crashfs.FS) { m.SeedDir("/var") },
 		Run: func(m *crashfs.FS) error {
 			f := durable.On(m)

@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/durable"
@@ -852,4 +853,22 @@ func Report(vs []Violation) string {
 		b.WriteString("\n  " + v.String())
 	}
 	return b.String()
+}
+
+// Check explores s with a cut after every call (Explore) and with each
+// call failing (ExploreFailures), and fails t with every refused crash.
+func Check(t testing.TB, s Sequence) {
+	t.Helper()
+	for _, run := range []struct {
+		name    string
+		explore func(string, Sequence) ([]Violation, error)
+	}{{"a cut after each call", Explore}, {"each call failing", ExploreFailures}} {
+		vs, err := run.explore(t.TempDir(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vs) > 0 {
+			t.Errorf("%s: %s", run.name, Report(vs))
+		}
+	}
 }
