@@ -60,6 +60,7 @@ check: tools
 		test -z "$$(git status --porcelain -- 'rpc/*/*.pb.go' 'fsm/*/*.pb.go')"
 	@./scripts/check-purity.sh
 	@./scripts/check-clock.sh
+	@./scripts/check-durable.sh
 
 proto: tools
 	./scripts/genproto.sh

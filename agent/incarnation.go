@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/durable"
 )
 
 // incarnationPath is where the agent keeps its incarnation counter.
@@ -33,56 +35,43 @@ func incarnationPath(runFolder, agent string) string {
 // any count of seconds an older agent stored. A missing file starts from
 // the clock; an unreadable one too, with a warning.
 func nextIncarnation(path string, now time.Time, log *slog.Logger) (uint64, error) {
-	var prev uint64
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return 0, fmt.Errorf("incarnation file %s: %w", path, err)
-	default:
-		prev, err = strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
-		if err != nil {
-			log.Warn("incarnation file unreadable; starting from the clock", "file", path, "error", err)
-			prev = 0
-		}
+	prev, err := readIncarnation(path, log)
+	if err != nil {
+		return 0, err
 	}
 	next := prev + 1
 	if clock := now.UnixMilli(); clock > 0 && uint64(clock) > next {
 		next = uint64(clock)
 	}
-	if err := writeFileSync(path, []byte(strconv.FormatUint(next, 10)+"\n")); err != nil {
-		return 0, fmt.Errorf("incarnation file %s: %w", path, err)
+	if err := writeIncarnation(durable.OS, path, next); err != nil {
+		return 0, err
 	}
 	return next, nil
 }
 
-// writeFileSync replaces path with data so that a crash leaves either the
-// old or the new content, both on disk.
-func writeFileSync(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+// readIncarnation is the counter stored at path: 0 when there is none,
+// or when it is unreadable (with a warning).
+func readIncarnation(path string, log *slog.Logger) (uint64, error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("incarnation file %s: %w", path, err)
+	}
+	prev, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
 	if err != nil {
-		return err
+		log.Warn("incarnation file unreadable; starting from the clock", "file", path, "error", err)
+		return 0, nil
 	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
+	return prev, nil
+}
+
+// writeIncarnation replaces the counter at path with n, so that a crash
+// leaves the old or the new one and a returned call the new one.
+func writeIncarnation(files durable.Files, path string, n uint64) error {
+	if err := files.WriteFile(path, []byte(strconv.FormatUint(n, 10)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("incarnation file %s: %w", path, err)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }

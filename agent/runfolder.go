@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/durable"
 )
 
 // secureRunFolder makes the run folder and <agent>_io, or takes them as
@@ -69,7 +70,7 @@ func offersProcess(cfg Config) bool {
 }
 
 func secureDir(dir string, mode fs.FileMode, log interface{ Warn(string, ...any) }) error {
-	if err := os.MkdirAll(dir, runtime.PrivateDirMode); err != nil {
+	if err := durable.MkdirAll(dir, runtime.PrivateDirMode); err != nil {
 		return err
 	}
 	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {

@@ -74,7 +74,7 @@ func TestNextIncarnation(t *testing.T) {
 			if err != nil || again != got+1 {
 				t.Fatalf("second start in the same second: %d, %v; want %d", again, err, got+1)
 			}
-			if left, _ := filepath.Glob(path + ".tmp*"); len(left) > 0 {
+			if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp*")); len(left) > 0 {
 				t.Fatalf("temporary files left: %v", left)
 			}
 		})

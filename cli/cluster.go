@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -205,50 +205,50 @@ func (c *Cluster) TransferLeadership(ctx context.Context, to string) error {
 }
 
 // SnapshotSave writes a snapshot of the replicated state to file, through
-// a temporary file so that a failed save never leaves a partial one.
+// a temporary file so that a failed save never leaves a partial one, and
+// durably: a power cut after it said "saved" keeps the file.
 func (c *Cluster) SnapshotSave(ctx context.Context, file string) error {
 	stream, err := c.Client.SnapshotSave(ctx, &grapnelpb.SnapshotSaveRequest{})
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".grapnel-snapshot-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	var n int64
-	for {
+	n, err := saveSnapshot(durable.OS, file, func() ([]byte, error) {
 		chunk, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			tmp.Close()
-			return err
-		}
-		w, err := tmp.Write(chunk.GetData())
-		n += int64(w)
-		if err != nil {
-			tmp.Close()
-			return err
-		}
-	}
-	if n == 0 {
-		tmp.Close()
-		return errors.New("the server sent an empty snapshot")
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), file); err != nil {
+		return chunk.GetData(), err
+	})
+	if err != nil {
 		return err
 	}
 	c.info("saved snapshot to %s (%d bytes)", file, n)
 	return nil
+}
+
+// saveSnapshot replaces file with the chunks recv returns until io.EOF,
+// and returns how many bytes it wrote. Nothing received is an error,
+// and leaves file as it was.
+func saveSnapshot(files durable.Files, file string, recv func() ([]byte, error)) (int64, error) {
+	var n int64
+	err := files.Replace(file, 0o600, func(w io.Writer) error {
+		for {
+			data, err := recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			m, err := w.Write(data)
+			n += int64(m)
+			if err != nil {
+				return err
+			}
+		}
+		if n == 0 {
+			return errors.New("the server sent an empty snapshot")
+		}
+		return nil
+	})
+	return n, err
 }
 
 // snapshotChunk is the size of one streamed piece of a snapshot.

@@ -56,10 +56,12 @@ func secureDataDir(dir string, logger hclog.Logger) error {
 
 // privateSnapshots is the file snapshot store with each new snapshot
 // made private (0700, 0600) as soon as it is complete, for a process
-// that runs with a more open umask than grapnel-server's.
+// that runs with a more open umask than grapnel-server's, and durable.
 type privateSnapshots struct {
 	raft.SnapshotStore
 	dir string // the data directory
+	// syncDir fsyncs a directory: durable.SyncDir but in tests.
+	syncDir func(string) error
 }
 
 func (p privateSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
@@ -68,22 +70,39 @@ func (p privateSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	if err != nil {
 		return nil, err
 	}
-	return privateSink{SnapshotSink: sink, dir: p.dir}, nil
+	return &privateSink{SnapshotSink: sink, dir: p.dir, syncDir: p.syncDir}, nil
 }
 
 type privateSink struct {
 	raft.SnapshotSink
-	dir string
+	dir     string
+	syncDir func(string) error
+	synced  bool // Close may be called again (the FSM's Persist, then Raft)
 }
 
 // Close completes the snapshot, then makes it private. The snapshot is
 // written under the data directory, which is 0700, so nobody else could
 // read it meanwhile.
-func (s privateSink) Close() error {
+//
+// hashicorp/raft (v1.7.3) fsyncs state.bin and meta.json and, after
+// renaming <id>.tmp to <id>, the snapshots directory, but never <id>.tmp
+// itself: the two files' names in it are not durable, and a power cut
+// after raft has reaped the older snapshots and compacted the log could
+// leave an empty snapshot directory and nothing else. Both names exist
+// from Create on, so syncing the directory before raft's Close makes
+// them durable before the rename that publishes them.
+func (s *privateSink) Close() error {
+	snaps := filepath.Join(s.dir, "snapshots")
+	if !s.synced {
+		if err := s.syncDir(filepath.Join(snaps, s.ID()+".tmp")); err != nil {
+			s.SnapshotSink.Cancel()
+			return err
+		}
+		s.synced = true
+	}
 	if err := s.SnapshotSink.Close(); err != nil {
 		return err
 	}
-	snaps := filepath.Join(s.dir, "snapshots")
 	for _, p := range []string{snaps, filepath.Join(snaps, s.ID())} {
 		if err := os.Chmod(p, dataDirMode); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -52,7 +53,9 @@ func openLogStore(dir string, segmentSize int, logger hclog.Logger) (*logStore, 
 		return nil, err
 	}
 	path := filepath.Join(dir, walDir)
-	if err := os.MkdirAll(path, 0o700); err != nil {
+	// raft-wal syncs the directory it writes its segments in, not the
+	// name of that directory in the data directory.
+	if err := durable.MkdirAll(path, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
 	w, err := openWAL(path, segmentSize, logger)
@@ -94,10 +97,7 @@ func migrateBolt(dir string, segmentSize int, logger hclog.Logger) error {
 	if err := copyBolt(boltPath, tmp, segmentSize, logger); err != nil {
 		return fmt.Errorf("cluster: migrate %s to the WAL: %w", boltFile, err)
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fmt.Errorf("cluster: migrate %s: %w", boltFile, err)
-	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.Rename(tmp, final); err != nil {
 		return fmt.Errorf("cluster: migrate %s: %w", boltFile, err)
 	}
 	logger.Info("moved the Raft log from " + boltFile + " to " + walDir)
@@ -142,19 +142,10 @@ func copyBolt(path, dir string, segmentSize int, logger hclog.Logger) error {
 }
 
 func removeSynced(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("cluster: remove %s: %w", path, err)
+	if err := durable.Remove(path); err != nil {
+		return fmt.Errorf("cluster: %w", err)
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 var (

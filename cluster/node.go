@@ -5,7 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +17,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/connlimit"
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 )
@@ -280,8 +281,13 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.Now == nil {
 		cfg.Now = cfg.Clock.Now
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	// The data directory and the snapshot store's directory are made
+	// durable here: raft-wal and hashicorp/raft sync the files they
+	// write and the directories those are in, not these names.
+	for _, d := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, "snapshots")} {
+		if err := durable.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("cluster: data dir: %w", err)
+		}
 	}
 	out := cfg.LogOutput
 	if out == nil {
@@ -345,7 +351,7 @@ func NewNode(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
-	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir}
+	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir}
 	if err := checkDataFormat(cfg.DataDir, cfg.supported(), snaps, store); err != nil {
 		store.Close()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/hashicorp/raft"
 )
 
@@ -41,8 +42,15 @@ func recoverFromPeersFile(cfg Config, rc *raft.Config, logs raft.LogStore, stabl
 	if err := raft.RecoverCluster(rc, cfg.FSM, logs, stable, snaps, trans, conf); err != nil {
 		return false, fmt.Errorf("cluster: recover from %s: %w", path, err)
 	}
-	if err := os.Rename(path, path+".applied"); err != nil {
+	if err := markApplied(durable.OS, path); err != nil {
 		return true, fmt.Errorf("cluster: recovered, but could not rename %s: %w", path, err)
 	}
 	return true, nil
+}
+
+// markApplied renames the peers file to .applied before Raft starts, and
+// syncs the rename: a power cut after the cluster moved on must not leave
+// it there to be applied again at the next start.
+func markApplied(files durable.Files, path string) error {
+	return files.Rename(path, path+".applied")
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"os"
 
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -45,19 +46,24 @@ const (
 )
 
 // PrepareRunDir makes an instance's run directory: the agent's, 0710
-// with the workload's group when it has an owner, else 0700.
+// with the workload's group when it has an owner, else 0700. It is made
+// durable (its name synced into its parent, and so on up), so that the
+// records and the workload's own files synced under it survive a power
+// cut with it.
 func PrepareRunDir(dir string, o *Owner) error {
-	return agentDir(dir, o, runDirMode)
+	return agentDir(durable.MkdirAll, dir, o, runDirMode)
 }
 
 // PrepareGroupDir makes a directory of the agent that the workload's
-// group may list and enter (0750), or 0700 without an owner.
+// group may list and enter (0750), or 0700 without an owner. What it
+// holds (the workload's files, its control interface's FIFOs) is made
+// again at every start, so its name is not synced.
 func PrepareGroupDir(dir string, o *Owner) error {
-	return agentDir(dir, o, groupDirMode)
+	return agentDir(os.MkdirAll, dir, o, groupDirMode)
 }
 
-func agentDir(dir string, o *Owner, mode os.FileMode) error {
-	if err := os.MkdirAll(dir, PrivateDirMode); err != nil {
+func agentDir(mkdirAll func(string, os.FileMode) error, dir string, o *Owner, mode os.FileMode) error {
+	if err := mkdirAll(dir, PrivateDirMode); err != nil {
 		return err
 	}
 	if o == nil {

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/internal/identity"
 )
 
@@ -62,7 +63,17 @@ func NewCA(dir string, now time.Time, validity time.Duration) error {
 	if err != nil {
 		return err
 	}
-	return writeKeyAndCert(dir, CAKey, CACert, key, der)
+	return writeCA(durable.OS, dir, key, der)
+}
+
+// writeCA writes the CA's key, then its certificate, into dir (created
+// 0700 if absent), each durable before the next: a crash leaves a file
+// whole or missing, never half written.
+func writeCA(files durable.Files, dir string, key *ecdsa.PrivateKey, der []byte) error {
+	if err := files.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return writeKeyAndCert(files, dir, CAKey, CACert, key, der)
 }
 
 // sign makes a P-256 key and a certificate of it from tmpl with a fresh
@@ -142,10 +153,20 @@ func Issue(caDir, outDir string, r Request, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := writeKeyAndCert(outDir, Key, Cert, key, der); err != nil {
+	return writeIssued(durable.OS, outDir, key, der, caPEM)
+}
+
+// writeIssued writes an issued certificate's key, the certificate and a
+// copy of the CA certificate into dir (created 0700 if absent), as
+// writeCA does.
+func writeIssued(files durable.Files, dir string, key *ecdsa.PrivateKey, der, caPEM []byte) error {
+	if err := files.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(outDir, CACert), caPEM, crtMode)
+	if err := writeKeyAndCert(files, dir, Key, Cert, key, der); err != nil {
+		return err
+	}
+	return files.Create(filepath.Join(dir, CACert), caPEM, crtMode)
 }
 
 func checkValidity(d time.Duration) error {
@@ -155,12 +176,9 @@ func checkValidity(d time.Duration) error {
 	return nil
 }
 
-// prepare creates dir 0700 if absent and refuses to overwrite any of
-// files in it.
+// prepare refuses to overwrite any of files in dir, before anything is
+// made.
 func prepare(dir string, files ...string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
 	for _, f := range files {
 		p := filepath.Join(dir, f)
 		if _, err := os.Lstat(p); err == nil {
@@ -199,33 +217,16 @@ func loadCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
 	return cert, key, certPEM, nil
 }
 
-func writeKeyAndCert(dir, keyFile, certFile string, key *ecdsa.PrivateKey, der []byte) error {
+func writeKeyAndCert(files durable.Files, dir, keyFile, certFile string, key *ecdsa.PrivateKey, der []byte) error {
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(dir, keyFile), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), keyMode); err != nil {
+	// Created with its mode whatever the umask, never replacing a file.
+	if err := files.Create(filepath.Join(dir, keyFile), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), keyMode); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(dir, certFile), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), crtMode)
-}
-
-// writeFile creates path with mode whatever the umask; it never
-// replaces a file.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return files.Create(filepath.Join(dir, certFile), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), crtMode)
 }
 
 func serialNumber() (*big.Int, error) {

@@ -155,6 +155,9 @@ func violations(pkgs map[string]pkg) []string {
 		if slices.Contains(p.imports, module+"internal/testwait") && !slices.Contains(testSupport, rel) {
 			bad = append(bad, fmt.Sprintf("%s imports internal/testwait, but only tests and the test-support packages may", rel))
 		}
+		if slices.Contains(p.imports, module+"internal/durable/crashfs") {
+			bad = append(bad, fmt.Sprintf("%s imports internal/durable/crashfs, but only tests may: product code writes through durable.OS", rel))
+		}
 		for _, forbidden := range r.notLinked {
 			if chain := linkChain(pkgs, path, forbidden); chain != nil {
 				bad = append(bad, fmt.Sprintf("%s links %s (%s), but %s", rel, forbidden, strings.Join(chain, " → "), r.why))
@@ -228,6 +231,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"workloadpolicy imports rpc", []pkg{{m("workloadpolicy"), []string{m("state"), m("rpc")}}}, "workloadpolicy imports rpc"},
 		{"workloadpolicy resolves users", []pkg{{m("workloadpolicy"), []string{m("state"), "os/user"}}}, "workloadpolicy imports os/user"},
 		{"server code waits as a test", []pkg{{m("server"), []string{m("internal/testwait")}}}, "server imports internal/testwait, but only tests"},
+		{"agent code writes to the crash model", []pkg{{m("agent"), []string{m("internal/durable/crashfs")}}}, "agent imports internal/durable/crashfs, but only tests"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime/pidfd"
 	"github.com/grapnel-io/grapnel/agent/runtime/process/shim"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
@@ -252,7 +253,7 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 	if err := runtime.PrepareRunDir(runDir, owner); err != nil {
 		return "", fmt.Errorf("process runtime: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("process runtime: %w", err)
 	}
 	home := filepath.Join(runDir, workSubdir)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/agent/runtime/process/shim"
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
@@ -76,8 +77,9 @@ const uidFile = "workload-uids.json"
 // hash picks the first candidate, and the next free one is taken when a
 // different workload holds it, so two workloads never share a uid.
 type uidTable struct {
-	path string
-	rng  UIDRange
+	path  string
+	rng   UIDRange
+	files durable.Files // where the file is written: durable.OS but in tests
 
 	mu   sync.Mutex        // guards uids and the file
 	uids map[string]uint32 // workload name → uid
@@ -91,7 +93,7 @@ type uidFileBody struct {
 // loadUIDTable reads the assignments kept in path; those outside rng (the
 // range changed) are dropped and given again when asked for.
 func loadUIDTable(path string, rng UIDRange) (*uidTable, error) {
-	t := &uidTable{path: path, rng: rng, uids: map[string]uint32{}}
+	t := &uidTable{path: path, rng: rng, files: durable.OS, uids: map[string]uint32{}}
 	var body uidFileBody
 	err := shim.ReadJSON(path, &body)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -147,7 +149,7 @@ func (t *uidTable) assign(workload string) (uint32, error) {
 	}
 	t.uids[workload] = uid
 	body := uidFileBody{Range: t.rng.String(), Workloads: t.uids}
-	if err := shim.WriteJSON(t.path, body); err != nil {
+	if err := shim.WriteJSONTo(t.files, t.path, body); err != nil {
 		delete(t.uids, workload)
 		return 0, fmt.Errorf("process runtime: keeping the uid of workload %s: %w", workload, err)
 	}
@@ -288,7 +290,7 @@ func lookupUser(u string) (*runtime.Owner, error) {
 // with mode 0700: a directory no other workload can enter. A nil owner
 // leaves it the agent's.
 func ownDir(dir string, owner *runtime.Owner) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	return runtime.GiveFile(dir, owner, 0o700)
@@ -299,7 +301,7 @@ func ownDir(dir string, owner *runtime.Owner) error {
 // cannot list them.
 func traversable(dirs ...string) error {
 	for _, d := range dirs {
-		if err := os.MkdirAll(d, runtime.PrivateDirMode); err != nil {
+		if err := durable.MkdirAll(d, runtime.PrivateDirMode); err != nil {
 			return err
 		}
 		if err := os.Chmod(d, runtime.TraverseMode); err != nil {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/durable"
 )
 
 // Names of the files in a record directory (see the process package's
@@ -68,35 +70,18 @@ type ExitRecord struct {
 	At     time.Time `json:"at"`
 }
 
-// WriteFileAtomic writes data to a temporary file next to path, syncs it
-// and renames it over path, so a reader sees the old file or the new one.
-func WriteFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
+// WriteJSON writes one record file so that a reader sees the old file
+// or the new one, never half of one, and a power cut after it returned
+// the new one (durable.WriteFile).
+func WriteJSON(path string, v any) error { return WriteJSONTo(durable.OS, path, v) }
 
-// WriteJSON writes one record file atomically.
-func WriteJSON(path string, v any) error {
+// WriteJSONTo is WriteJSON through files.
+func WriteJSONTo(files durable.Files, path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, append(data, '\n'))
+	return files.WriteFile(path, append(data, '\n'), 0o600)
 }
 
 // ReadJSON reads one record file; a missing file gives fs.ErrNotExist.

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/durable"
 )
 
 // Env is the environment variable that turns a process into a shim; its
@@ -158,7 +159,7 @@ func Run(dir string) int {
 // failStart records why the workload did not start, for Create to report.
 func failStart(dir string, err error) int {
 	fmt.Fprintf(os.Stderr, "grapnel process shim: %v\n", err)
-	if werr := WriteFileAtomic(filepath.Join(dir, StartErrorFile), []byte(err.Error()+"\n")); werr != nil {
+	if werr := durable.WriteFile(filepath.Join(dir, StartErrorFile), []byte(err.Error()+"\n"), 0o600); werr != nil {
 		fmt.Fprintf(os.Stderr, "grapnel process shim: recording the start error: %v\n", werr)
 	}
 	return 1

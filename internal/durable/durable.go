@@ -1,0 +1,321 @@
+package durable
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// FS is the system calls an update sequence makes. OS uses the real ones;
+// package crashfs models what a crash keeps of them.
+type FS interface {
+	// CreateTemp creates a new file, mode 0600, in dir, named from
+	// pattern as os.CreateTemp names it.
+	CreateTemp(dir, pattern string) (File, error)
+	Rename(oldpath, newpath string) error
+	// Link gives the file oldname a second name, newname; it fails with
+	// fs.ErrExist when newname exists.
+	Link(oldname, newname string) error
+	Remove(path string) error
+	Mkdir(path string, perm fs.FileMode) error
+	Stat(path string) (fs.FileInfo, error)
+	// SyncDir fsyncs the directory dir.
+	SyncDir(dir string) error
+}
+
+// File is an open file of an FS, written from its start.
+type File interface {
+	Name() string
+	Write(p []byte) (int, error)
+	Chmod(mode fs.FileMode) error
+	Sync() error
+	Close() error
+}
+
+// Files makes its updates through one FS.
+type Files struct{ fs FS }
+
+// OS makes its updates on the real file system.
+var OS = Files{fs: osFS{}}
+
+// On makes its updates through fsys.
+func On(fsys FS) Files { return Files{fs: fsys} }
+
+// WriteFile replaces path with data, mode perm (whatever the umask), on
+// the real file system (Files.WriteFile).
+func WriteFile(path string, data []byte, perm fs.FileMode) error {
+	return OS.WriteFile(path, data, perm)
+}
+
+// Replace replaces path with what fill writes, on the real file system
+// (Files.Replace).
+func Replace(path string, perm fs.FileMode, fill func(io.Writer) error) error {
+	return OS.Replace(path, perm, fill)
+}
+
+// Create makes path with data, never replacing a file, on the real file
+// system (Files.Create).
+func Create(path string, data []byte, perm fs.FileMode) error {
+	return OS.Create(path, data, perm)
+}
+
+// Rename renames oldpath to newpath on the real file system
+// (Files.Rename).
+func Rename(oldpath, newpath string) error { return OS.Rename(oldpath, newpath) }
+
+// Remove removes path on the real file system (Files.Remove).
+func Remove(path string) error { return OS.Remove(path) }
+
+// MkdirAll makes path and its missing parents on the real file system
+// (Files.MkdirAll).
+func MkdirAll(path string, perm fs.FileMode) error { return OS.MkdirAll(path, perm) }
+
+// SyncDir fsyncs the directory dir on the real file system
+// (Files.SyncDir).
+func SyncDir(dir string) error { return OS.SyncDir(dir) }
+
+// Error is a failed step of an update: Op is the update ("replace",
+// "create", "rename", "remove", "mkdir"), Path the file it was for, Step
+// the system call that failed.
+type Error struct {
+	Op, Path, Step string
+	Err            error
+}
+
+func (e *Error) Error() string {
+	// The step names the file already; an os error would repeat it.
+	err := e.Err
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return e.Op + " " + e.Path + ": " + e.Step + ": " + err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// WriteFile replaces path with data, mode perm whatever the umask: after
+// a crash a reader finds the old file (or none, if there was none) or
+// the new one, and once WriteFile returns nil the new one survives a
+// power cut.
+func (f Files) WriteFile(path string, data []byte, perm fs.FileMode) error {
+	return f.Replace(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// Replace is WriteFile for content that is streamed: fill writes it. An
+// error fill returns that is not the file's own is returned as it is,
+// and path is left as it was.
+func (f Files) Replace(path string, perm fs.FileMode, fill func(io.Writer) error) error {
+	const op = "replace"
+	dir := filepath.Dir(path)
+	tmp, err := f.written(op, path, perm, fill)
+	if err != nil {
+		return err
+	}
+	if err := f.fs.Rename(tmp, path); err != nil {
+		f.fs.Remove(tmp)
+		return &Error{op, path, "rename " + tmp + " over it", err}
+	}
+	if err := f.fs.SyncDir(dir); err != nil {
+		return &Error{op, path, "fsync the directory", err}
+	}
+	return nil
+}
+
+// Create makes path with data, mode perm whatever the umask, and fails
+// with an error matching fs.ErrExist when path exists. The data is
+// synced under a temporary name and linked to path, so that after a
+// crash path is missing or whole, never empty; once Create returns nil
+// it survives a power cut.
+func (f Files) Create(path string, data []byte, perm fs.FileMode) error {
+	const op = "create"
+	dir := filepath.Dir(path)
+	tmp, err := f.written(op, path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := f.fs.Link(tmp, path); err != nil {
+		f.fs.Remove(tmp)
+		return &Error{op, path, "link " + tmp + " to it", err}
+	}
+	if err := f.fs.Remove(tmp); err != nil {
+		return &Error{op, path, "remove " + tmp, err}
+	}
+	if err := f.fs.SyncDir(dir); err != nil {
+		return &Error{op, path, "fsync the directory", err}
+	}
+	return nil
+}
+
+// written makes a temporary file next to path holding what fill writes,
+// mode perm, synced and closed, and returns its name. On an error the
+// file is gone.
+func (f Files) written(op, path string, perm fs.FileMode, fill func(io.Writer) error) (string, error) {
+	file, err := f.fs.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return "", &Error{op, path, "create a temporary file", err}
+	}
+	tmp := file.Name()
+	fail := func(step string, err error) (string, error) {
+		file.Close()
+		f.fs.Remove(tmp)
+		if step == "" {
+			return "", err
+		}
+		return "", &Error{op, path, step, err}
+	}
+	if perm != 0o600 { // CreateTemp's mode
+		if err := file.Chmod(perm); err != nil {
+			return fail("chmod "+tmp, err)
+		}
+	}
+	w := &fileWriter{f: file}
+	if err := fill(w); err != nil {
+		if w.err != nil {
+			return fail("write "+tmp, w.err)
+		}
+		return fail("", err)
+	}
+	if err := file.Sync(); err != nil {
+		return fail("fsync "+tmp, err)
+	}
+	if err := file.Close(); err != nil {
+		f.fs.Remove(tmp)
+		return "", &Error{op, path, "close " + tmp, err}
+	}
+	return tmp, nil
+}
+
+// fileWriter remembers the file's own write error, to tell it from an
+// error of the source fill copies from.
+type fileWriter struct {
+	f   File
+	err error
+}
+
+func (w *fileWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// Rename renames oldpath to newpath and fsyncs the directories of both,
+// so that once it returns nil the rename survives a power cut.
+func (f Files) Rename(oldpath, newpath string) error {
+	const op = "rename"
+	if err := f.fs.Rename(oldpath, newpath); err != nil {
+		return &Error{op, oldpath, "rename to " + newpath, err}
+	}
+	dirs := []string{filepath.Dir(newpath)}
+	if d := filepath.Dir(oldpath); d != dirs[0] {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		if err := f.fs.SyncDir(d); err != nil {
+			return &Error{op, oldpath, "fsync the directory " + d, err}
+		}
+	}
+	return nil
+}
+
+// Remove removes path, if it exists, and fsyncs its directory either
+// way: a removal an earlier run made may not have been synced yet.
+func (f Files) Remove(path string) error {
+	const op = "remove"
+	if err := f.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return &Error{op, path, "remove", err}
+	}
+	if err := f.fs.SyncDir(filepath.Dir(path)); err != nil {
+		return &Error{op, path, "fsync the directory", err}
+	}
+	return nil
+}
+
+// MkdirAll makes the directory path and its missing parents, mode perm
+// less the umask as os.MkdirAll does, and fsyncs the parent of each
+// directory it makes.
+//
+// A directory that exists is taken as durable: one made by MkdirAll is
+// once it returns, and after a power cut whatever is there is.
+func (f Files) MkdirAll(path string, perm fs.FileMode) error {
+	const op = "mkdir"
+	path = filepath.Clean(path)
+	if fi, err := f.fs.Stat(path); err == nil {
+		if !fi.IsDir() {
+			return &Error{op, path, "stat", syscall.ENOTDIR}
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return &Error{op, path, "stat", err}
+	}
+	parent := filepath.Dir(path)
+	if parent != path {
+		if err := f.MkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := f.fs.Mkdir(path, perm); err != nil {
+		// Made meanwhile by someone else, as os.MkdirAll allows.
+		if fi, serr := f.fs.Stat(path); serr == nil && fi.IsDir() {
+			return nil
+		}
+		return &Error{op, path, "mkdir", err}
+	}
+	if err := f.fs.SyncDir(parent); err != nil {
+		return &Error{op, path, "fsync the directory " + parent, err}
+	}
+	return nil
+}
+
+// SyncDir fsyncs the directory dir, for names another writer made in it
+// (a library that syncs its files but not their names).
+func (f Files) SyncDir(dir string) error {
+	if err := f.fs.SyncDir(dir); err != nil {
+		return &Error{"sync", dir, "fsync the directory", err}
+	}
+	return nil
+}
+
+// osFS is the real file system.
+type osFS struct{}
+
+func (osFS) CreateTemp(dir, pattern string) (File, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err // not a File holding a nil *os.File
+	}
+	return f, nil
+}
+
+func (osFS) Rename(oldpath, newpath string) error      { return os.Rename(oldpath, newpath) }
+func (osFS) Link(oldname, newname string) error        { return os.Link(oldname, newname) }
+func (osFS) Remove(path string) error                  { return os.Remove(path) }
+func (osFS) Mkdir(path string, perm fs.FileMode) error { return os.Mkdir(path, perm) }
+func (osFS) Stat(path string) (fs.FileInfo, error)     { return os.Stat(path) }
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
