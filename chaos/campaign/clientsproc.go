@@ -11,8 +11,6 @@ import (
 	"github.com/grapnel-io/grapnel/chaos/clients"
 	"github.com/grapnel-io/grapnel/chaos/history"
 	"github.com/grapnel-io/grapnel/rpc"
-	"github.com/grapnel-io/grapnel/rpc/ankbase"
-	"github.com/grapnel-io/grapnel/rpc/client"
 )
 
 // ClientsConfig is what the `grapnel-chaos clients` process runs: the
@@ -100,32 +98,4 @@ func RunClients(ctx context.Context, c ClientsConfig) error {
 		ReadShare: 0.3, DeleteShare: 0.1, Seed: c.Seed, Rate: c.Rate, Timeout: 2 * time.Second, TLS: c.TLS,
 	}, rec)
 	return errors.Join(err, rec.Save(c.Out))
-}
-
-// finalRead reads the keys' values from the leader once the run is over,
-// for NoLostAcks; a key absent from the map is deleted.
-func finalRead(ctx context.Context, o client.Options, keys []string) (map[string]string, error) {
-	conn, err := client.Dial(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	masks := make([]string, len(keys))
-	for i, k := range keys {
-		masks[i] = "desiredState.workloads." + k
-	}
-	resp, err := conn.Request(ctx, &ankbase.Request{RequestContent: &ankbase.Request_CompleteStateRequest{
-		CompleteStateRequest: &ankbase.CompleteStateRequest{FieldMask: masks}}})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for name, wl := range resp.GetCompleteStateResponse().GetCompleteState().GetDesiredState().GetWorkloads().GetWorkloads() {
-		v, err := clients.ParseValue(wl.GetRuntimeConfig())
-		if err != nil {
-			v = "unparsable: " + wl.GetRuntimeConfig()
-		}
-		out[name] = v
-	}
-	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/chaos/check"
+	"github.com/grapnel-io/grapnel/chaos/clients"
 	"github.com/grapnel-io/grapnel/chaos/history"
 	"github.com/grapnel-io/grapnel/chaos/netns"
 	"github.com/grapnel-io/grapnel/chaos/report"
@@ -357,7 +358,7 @@ func (r *runner) comparison(ctx context.Context) {
 func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start time.Time) *report.Report {
 	qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	final, ferr := finalRead(qctx, r.c.clientOptions(), r.keys)
+	final, ferr := clients.FinalRead(qctx, r.c.clientOptions(), r.keys)
 	states, serr := bench.WorkloadStatesWith(qctx, r.c.clientOptions())
 	var idsAfter map[string]string
 	var ierr error

@@ -14,8 +14,6 @@ import (
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/chaos/check"
 	"github.com/grapnel-io/grapnel/chaos/clients"
-	"github.com/grapnel-io/grapnel/rpc/ankbase"
-	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -664,7 +662,7 @@ func (r *runner) checks(ctx context.Context, sr *StepReport, marks logMarks, las
 	defer cancel()
 	ops := r.w.rec.Ops()
 	sr.Checks = append(sr.Checks, toCheck(check.Linearizable(ops, r.cfg.Dir, 2*time.Minute)))
-	if final, err := finalRead(qctx, r.s.clientOptions(), r.keys); err != nil {
+	if final, err := clients.FinalRead(qctx, r.s.clientOptions(), r.keys); err != nil {
 		sr.Checks = append(sr.Checks, Check{Name: "no-lost-acks", Detail: "final read: " + err.Error()})
 	} else {
 		sr.Checks = append(sr.Checks, toCheck(check.NoLostAcks(ops, final)))
@@ -696,31 +694,4 @@ func toCheck(c check.Result) Check {
 		d += "\nvisualization: " + c.Artifact
 	}
 	return Check{Name: c.Name, OK: c.OK, Detail: d}
-}
-
-// finalRead reads the writers' keys through the leader.
-func finalRead(ctx context.Context, o client.Options, keys []string) (map[string]string, error) {
-	conn, err := client.Dial(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	masks := make([]string, len(keys))
-	for i, k := range keys {
-		masks[i] = "desiredState.workloads." + k
-	}
-	resp, err := conn.Request(ctx, &ankbase.Request{RequestContent: &ankbase.Request_CompleteStateRequest{
-		CompleteStateRequest: &ankbase.CompleteStateRequest{FieldMask: masks}}})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for name, wl := range resp.GetCompleteStateResponse().GetCompleteState().GetDesiredState().GetWorkloads().GetWorkloads() {
-		v, err := clients.ParseValue(wl.GetRuntimeConfig())
-		if err != nil {
-			v = "unparsable: " + wl.GetRuntimeConfig()
-		}
-		out[name] = v
-	}
-	return out, nil
 }

@@ -3,19 +3,16 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/grapnel-io/grapnel/cmd/internal/versiontest"
+
 	"github.com/spf13/pflag"
 
-	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
-	"github.com/grapnel-io/grapnel/internal/formats"
 	"github.com/grapnel-io/grapnel/internal/layered"
 	"github.com/grapnel-io/grapnel/rpc"
 )
@@ -186,38 +183,11 @@ func TestVersion(t *testing.T) {
 		if !errors.Is(err, layered.ErrVersion) || !errors.Is(err, pflag.ErrHelp) {
 			t.Fatalf("%s: %v", flag, err)
 		}
-		if err := versionOK("grapnel-server", stdout.String()); err != nil {
+		if err := versiontest.VersionOK("grapnel-server", stdout.String()); err != nil {
 			t.Fatalf("%s: %v:\n%s", flag, err, stdout.String())
 		}
 	}
 	if version != buildinfo.Version {
 		t.Fatalf("gossip version %q", version)
 	}
-}
-
-// versionOK checks a --version output: the version line of program as
-// before, then the formats (internal/formats) with a line for every Raft
-// entry type and snapshot record type fsm knows.
-func versionOK(program, out string) error {
-	line := regexp.MustCompile(`^` + program + ` ` + regexp.QuoteMeta(buildinfo.Version) + ` \(ankaios protocol v1\.0, commit [^ )]+\)\n`)
-	if !line.MatchString(out) {
-		return fmt.Errorf("no version line")
-	}
-	if !strings.HasSuffix(out, "\n"+formats.Text()) {
-		return fmt.Errorf("the formats do not follow the version line")
-	}
-	for _, typ := range fsm.MessageTypes() {
-		if !regexp.MustCompile(`(?m)^ +` + strconv.Itoa(int(typ)) + ` ` + typ.String() + `( |$)`).MatchString(out) {
-			return fmt.Errorf("no line for entry type %d %s", typ, typ)
-		}
-	}
-	for _, typ := range fsm.AllSnapshotTypes {
-		if !regexp.MustCompile(`(?m)^ +` + strconv.Itoa(int(typ)) + ` ` + typ.String() + `$`).MatchString(out) {
-			return fmt.Errorf("no line for snapshot record type %d %s", typ, typ)
-		}
-	}
-	if !strings.Contains(out, "grpc_api.AgentHello.grapnelRelease = 1002") {
-		return fmt.Errorf("the wire additions lack the agent's release")
-	}
-	return nil
 }

@@ -1,20 +1,16 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/cmd/internal/versiontest"
+
 	"github.com/grapnel-io/grapnel/cli"
-	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/internal/buildinfo"
-	"github.com/grapnel-io/grapnel/internal/formats"
 	"github.com/grapnel-io/grapnel/rpc"
 )
 
@@ -200,7 +196,7 @@ func TestVersion(t *testing.T) {
 		if inv.code != exitOK || inv.stderr != "" || inv.dialed != nil {
 			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, inv.code, inv.stdout, inv.stderr)
 		}
-		if err := versionOK("grapnel", inv.stdout); err != nil {
+		if err := versiontest.VersionOK("grapnel", inv.stdout); err != nil {
 			t.Fatalf("%v: %v:\n%s", args, err, inv.stdout)
 		}
 	}
@@ -217,31 +213,4 @@ func TestClientOptionsPEMContent(t *testing.T) {
 	if _, _, err := g.ClientOptions(); err == nil || !strings.Contains(err.Error(), "--crt_pem not given") {
 		t.Fatalf("got %v", err)
 	}
-}
-
-// versionOK checks a --version output: the version line of program as
-// before, then the formats (internal/formats) with a line for every Raft
-// entry type and snapshot record type fsm knows.
-func versionOK(program, out string) error {
-	line := regexp.MustCompile(`^` + program + ` ` + regexp.QuoteMeta(buildinfo.Version) + ` \(ankaios protocol v1\.0, commit [^ )]+\)\n`)
-	if !line.MatchString(out) {
-		return fmt.Errorf("no version line")
-	}
-	if !strings.HasSuffix(out, "\n"+formats.Text()) {
-		return fmt.Errorf("the formats do not follow the version line")
-	}
-	for _, typ := range fsm.MessageTypes() {
-		if !regexp.MustCompile(`(?m)^ +` + strconv.Itoa(int(typ)) + ` ` + typ.String() + `( |$)`).MatchString(out) {
-			return fmt.Errorf("no line for entry type %d %s", typ, typ)
-		}
-	}
-	for _, typ := range fsm.AllSnapshotTypes {
-		if !regexp.MustCompile(`(?m)^ +` + strconv.Itoa(int(typ)) + ` ` + typ.String() + `$`).MatchString(out) {
-			return fmt.Errorf("no line for snapshot record type %d %s", typ, typ)
-		}
-	}
-	if !strings.Contains(out, "grpc_api.AgentHello.grapnelRelease = 1002") {
-		return fmt.Errorf("the wire additions lack the agent's release")
-	}
-	return nil
 }
