@@ -74,15 +74,7 @@ func (t *term) forgetRelease(agent string) {
 // release its last hello to this leader said; one that has not said hello
 // to this leader yet is missing.
 func (s *Server) AgentReleases() map[string]string {
-	s.leaderMu.Lock()
-	t := s.term
-	s.leaderMu.Unlock()
-	if t == nil {
-		return nil
-	}
-	t.relMu.Lock()
-	defer t.relMu.Unlock()
-	return maps.Clone(t.releases)
+	return fromHellos(s, func(t *term) map[string]string { return t.releases })
 }
 
 // AgentClusterVersions is the newest cluster version each connected
@@ -91,6 +83,12 @@ func (s *Server) AgentReleases() map[string]string {
 // version to one that changes what agents are sent waits for them
 // (cluster.Node.SetAgentSupport).
 func (s *Server) AgentClusterVersions() map[string]uint32 {
+	return fromHellos(s, func(t *term) map[string]uint32 { return t.clusterVersions })
+}
+
+// fromHellos copies what the agents' hellos said (pick's map of the
+// term) while this replica leads; nil on a follower.
+func fromHellos[V any](s *Server, pick func(*term) map[string]V) map[string]V {
 	s.leaderMu.Lock()
 	t := s.term
 	s.leaderMu.Unlock()
@@ -99,7 +97,7 @@ func (s *Server) AgentClusterVersions() map[string]uint32 {
 	}
 	t.relMu.Lock()
 	defer t.relMu.Unlock()
-	return maps.Clone(t.clusterVersions)
+	return maps.Clone(pick(t))
 }
 
 // ReplicaReleases is each replica's release as its gossip metadata
