@@ -52,6 +52,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	steps := cfg.Steps
 	if len(steps) == 0 {
 		steps = Plan(cfg.kinds(), cfg.Seed, cfg.Short, longStepLimit, cfg.Grace)
+		if !cfg.Short {
+			steps = ConfineUpgrades(steps, max(1, cfg.MinRounds/2))
+		}
 	}
 	n, err := netns.Setup(netns.Config{Prefix: cfg.Prefix, Hosts: 3})
 	if err != nil {
@@ -66,7 +69,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer c.close()
 	c.selfBin = cfg.Self
 	c.logf = cfg.Logf
-	r := &runner{cfg: cfg, c: c, res: &Result{Dir: cfg.Dir}, round: len(cfg.kinds())}
+	r := &runner{cfg: cfg, c: c, res: &Result{Dir: cfg.Dir}}
 	if i := PreviousAtStart(steps, len(c.reps)); i >= 0 {
 		c.prev = cfg.Previous
 		c.reps[i].previous = true
@@ -90,8 +93,6 @@ type runner struct {
 	// fault ends there, or its figures would count the comparison's
 	// restart as that fault's election.
 	faultsEnd time.Time
-	// round is the number of kinds in a round of the plan.
-	round int
 	// upgrading is set while the plan's upgrades are not finalized: a
 	// replica started on the previous release.
 	upgrading bool
@@ -240,10 +241,10 @@ func (r *runner) startClients(histPath string) (*proc, error) {
 // running and unfrozen) and a settled cluster, then the step's gap. A long
 // campaign stops at the first end of a round of every kind after its
 // duration has passed and at least MinRounds rounds ran, so every kind
-// runs equally often.
+// runs equally often (upgrade, confined to the first half of those
+// rounds, excepted).
 //
-// After the plan's last upgrade (in a long campaign, the last one before
-// it stops) every replica still on the previous release is upgraded too,
+// After the plan's last upgrade every replica still on the previous release is upgraded too,
 // and the campaign finalizes: the steps before run at cluster version 0,
 // those after at 1.
 func (r *runner) inject(ctx context.Context, steps []Step) {
@@ -253,7 +254,8 @@ func (r *runner) inject(ctx context.Context, steps []Step) {
 	}
 	last := LastUpgrade(steps)
 	for i, s := range steps {
-		if ctx.Err() != nil || (!deadline.IsZero() && i%r.round == 0 && i >= r.cfg.MinRounds*r.round && time.Now().After(deadline)) {
+		newRound := i > 0 && s.Round != steps[i-1].Round
+		if ctx.Err() != nil || (!deadline.IsZero() && newRound && s.Round >= r.cfg.MinRounds && time.Now().After(deadline)) {
 			break
 		}
 		r.logf("fault %d: %s", i+1, s)

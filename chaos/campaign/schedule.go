@@ -39,6 +39,21 @@ var Kinds = []Kind{
 	AgentCutShort, AgentCutLong, ClusterRestart, ReplaceReplica, PacketLoss, Latency, Intruder, Upgrade,
 }
 
+// ConfineUpgrades drops the upgrade steps of the rounds from rounds on.
+// The campaign finalizes after the last upgrade, and only from then on
+// does a removal revoke the removed replica's certificates: a long
+// campaign swaps releases in its first rounds and runs the rest, the
+// intruder's revoked keys among them, at cluster version 1.
+func ConfineUpgrades(steps []Step, rounds int) []Step {
+	out := make([]Step, 0, len(steps))
+	for _, s := range steps {
+		if s.Kind != Upgrade || s.Round < rounds {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Without is kinds less drop, in the same order.
 func Without(kinds []Kind, drop Kind) []Kind {
 	var out []Kind
@@ -54,6 +69,9 @@ func Without(kinds []Kind, drop Kind) []Kind {
 // seed, so a seed reproduces the schedule exactly.
 type Step struct {
 	Kind Kind
+	// Round numbers the plan's rounds of every kind from 0; a long
+	// campaign ends only at a round's start.
+	Round int
 	// Pick chooses among equal targets (which follower, which link).
 	Pick int
 	// Hold is how long the fault lasts before it is healed (or the
@@ -97,7 +115,7 @@ func Plan(kinds []Kind, seed int64, short bool, n int, grace time.Duration) []St
 		n = len(kinds)
 	}
 	var out []Step
-	for len(out) < n {
+	for r := 0; len(out) < n; r++ {
 		round := append([]Kind(nil), kinds...)
 		rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
 		if short {
@@ -109,7 +127,9 @@ func Plan(kinds []Kind, seed int64, short bool, n int, grace time.Duration) []St
 			if len(out) == n {
 				break
 			}
-			out = append(out, step(rng, k, short, grace))
+			s := step(rng, k, short, grace)
+			s.Round = r
+			out = append(out, s)
 		}
 	}
 	return out

@@ -198,3 +198,31 @@ func TestUpgradeLeads(t *testing.T) {
 		t.Fatalf("%d of 40 upgrades hand leadership to their target first", leads)
 	}
 }
+
+// A long campaign swaps releases only in the first rounds, so that it
+// finalizes and the rest runs with revocation in effect; the other kinds
+// keep every round.
+func TestLongPlanConfinesUpgrades(t *testing.T) {
+	steps := ConfineUpgrades(Plan(Kinds, 5, false, 20*len(Kinds), DefaultGrace), 10)
+	count := map[Kind]int{}
+	for i, s := range steps {
+		count[s.Kind]++
+		if s.Kind == Upgrade && s.Round >= 10 {
+			t.Fatalf("step %d: an upgrade in round %d", i, s.Round)
+		}
+		if i > 0 && s.Round < steps[i-1].Round {
+			t.Fatalf("step %d: round %d after round %d", i, s.Round, steps[i-1].Round)
+		}
+	}
+	if count[Upgrade] != 10 {
+		t.Errorf("%d upgrades, want one in each of the first 10 rounds", count[Upgrade])
+	}
+	for _, k := range Without(Kinds, Upgrade) {
+		if count[k] != 20 {
+			t.Errorf("%s ran %d times in 20 rounds", k, count[k])
+		}
+	}
+	if last := steps[len(steps)-1].Round; last != 19 {
+		t.Errorf("last round %d, want 19", last)
+	}
+}
