@@ -247,7 +247,9 @@ func (l *leader) applyIfUnchanged(c *planCall) {
 		return
 	}
 	if !p.changed {
-		l.pipe.ordered(func() { answer(planAnswer{applied: appliedResponse(seq, p)}) })
+		l.orderedUnchanged(func() { answer(planAnswer{applied: appliedResponse(seq, p)}) }, func(err error) {
+			answer(planAnswer{err: fmt.Errorf("update failed: %w: %v", errs.ErrStateChanged, err)})
+		})
 		return
 	}
 	l.proposeUpdate(p, func() { answer(planAnswer{applied: appliedResponse(seq+1, p)}) }, func(err error) {

@@ -273,3 +273,45 @@ func TestAgentHelloDuringCommitGetsWorkloadOnce(t *testing.T) {
 		t.Fatalf("the agent was told %d times about its workload", times)
 	}
 }
+
+// An update that changes nothing in the state the updates proposed before
+// it will make is acknowledged only once they all committed: each update
+// is sent twice in a row, and Raft's enqueue timeout of 1 ns fails
+// proposals at random. A second copy acknowledged as a no-op (nothing
+// added) while its first copy failed would acknowledge a state that never
+// came to be; it must fail with the reason instead.
+func TestUnchangedUpdateAfterAFailedOneFails(t *testing.T) {
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.ApplyTimeout = 1 })
+	cli := ts.cli()
+	refused, noops := 0, 0
+	const perRound = 20
+	for round := 0; round < 300 && (refused == 0 || noops == 0); round++ {
+		for k := 0; k < perRound; k++ {
+			for copyN := 0; copyN < 2; copyN++ {
+				cli.send(workloadUpdate(t, fmt.Sprintf("r%d-%d-%d", round, k, copyN), "w", fmt.Sprintf("v%d-%d", round, k)))
+			}
+		}
+		answers := cli.responses(2 * perRound)
+		for k := 0; k < perRound; k++ {
+			first, second := answers[2*k], answers[2*k+1]
+			ok := second.GetUpdateStateSuccess()
+			switch {
+			case ok != nil && len(ok.GetAddedWorkloads()) == 0:
+				if first.GetUpdateStateSuccess() == nil {
+					t.Fatalf("%s acknowledged as unchanged, but %s, which was to make that state, failed: %v",
+						second.GetRequestId(), first.GetRequestId(), first.GetError().GetMessage())
+				}
+				noops++
+			case ok == nil && strings.Contains(second.GetError().GetMessage(), errPlannedOnFailed.Error()):
+				if first.GetUpdateStateSuccess() != nil {
+					t.Fatalf("%s blames a failed update, but %s was acknowledged", second.GetRequestId(), first.GetRequestId())
+				}
+				refused++
+			}
+		}
+	}
+	if refused == 0 || noops == 0 {
+		t.Fatalf("the run did not cover both outcomes: %d unchanged acknowledged, %d refused after a failure", noops, refused)
+	}
+	t.Logf("%d unchanged acknowledged, %d refused after a failure", noops, refused)
+}

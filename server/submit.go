@@ -92,6 +92,28 @@ func encodeChecked(lim state.Limits, cmd fsm.Command) ([]byte, error) {
 // proposed before it failed.
 var errEarlierFailed = errors.New("an earlier update in the same batch failed")
 
+// errPlannedOnFailed answers an update that changed nothing when an
+// update proposed before it failed: it found nothing to change in the
+// state that update would have made, which did not come to be.
+var errPlannedOnFailed = errors.New("an update proposed before it failed, so the state it found nothing to change in did not come to be; nothing changed: ask again")
+
+// orderedUnchanged answers an update that changes nothing once every entry
+// queued before it has settled: ok when they all committed, fail with
+// errPlannedOnFailed when one of them failed. It was planned on the
+// projection they make, so answering ok then would acknowledge, say, a
+// delete of a workload the failed entry was to delete and that is still
+// there (found by the chaos campaign's linearizability check during a
+// leadership transfer).
+func (l *leader) orderedUnchanged(ok func(), fail func(err error)) {
+	l.pipe.ordered(func() {
+		if l.projected.failed {
+			fail(errPlannedOnFailed)
+			return
+		}
+		ok()
+	})
+}
+
 // entryFailed marks the speculative store as no longer predicting the FSM.
 // The entries after the failed one settle first: the FSM refuses the
 // desired-state updates among them by their sequence number.

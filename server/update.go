@@ -31,7 +31,9 @@ func (l *leader) updateState(who, owner, id string, adm admission, req *ankbase.
 		return
 	}
 	if !p.changed {
-		l.pipe.ordered(func() { l.respondUpdateSuccess(id, p) })
+		l.orderedUnchanged(func() { l.respondUpdateSuccess(id, p) }, func(err error) {
+			l.respondText(id, fmt.Sprintf("Update failed: %v", err))
+		})
 		return
 	}
 	p.history = l.historyMeta(who, req.GetUpdateMask(), false)
