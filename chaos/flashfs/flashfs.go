@@ -568,13 +568,19 @@ type Status struct {
 	PendingFiles              int
 	PendingBytes              int64
 	PendingOps                int
-	Full, ReadOnly            bool
-	EIO                       []EIORule
+	// Pending lists the pending namespace operations, oldest first (at
+	// most 50).
+	Pending        []string
+	Full, ReadOnly bool
+	EIO            []EIORule
 }
 
 func (s Status) String() string {
 	out := fmt.Sprintf("%s: %s on %s, boot %d, pending %d bytes in %d files and %d namespace operations",
 		s.Name, s.Backing, s.Mountpoint, s.Boots, s.PendingBytes, s.PendingFiles, s.PendingOps)
+	if len(s.Pending) > 0 {
+		out += " (" + strings.Join(s.Pending, ", ") + ")"
+	}
 	if s.Full {
 		out += ", full"
 	}
@@ -611,5 +617,10 @@ func (m *Mount) Status() Status {
 		}
 	}
 	s.PendingOps = v.ns.pending()
+	for _, op := range v.ns.ops {
+		if !op.durable && len(s.Pending) < 50 {
+			s.Pending = append(s.Pending, op.String())
+		}
+	}
 	return s
 }

@@ -250,6 +250,32 @@ func TestUnlinkAndCrossDirectoryRename(t *testing.T) {
 	want(t, "d2/f after the synced rename", x.read(t, "d2/f"), "content")
 }
 
+// A durable rename over a name carries an older pending rename to that
+// name with it: undoing the older one would move the wrong file.
+func TestLaterDurableRenameCarriesEarlier(t *testing.T) {
+	x := mount(t, Options{})
+	for _, d := range []string{"d1", "d2", "d3"} {
+		if err := os.Mkdir(x.path(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.syncDir(t, ".")
+	x.write(t, "d1/f", "f", true, true)
+	x.write(t, "d3/g", "g", true, true)
+	if err := os.Rename(x.path("d1/f"), x.path("d2/f")); err != nil { // waits for d1 and d2
+		t.Fatal(err)
+	}
+	if err := os.Rename(x.path("d3/g"), x.path("d2/f")); err != nil { // waits for d3 and d2
+		t.Fatal(err)
+	}
+	x.syncDir(t, "d2")
+	x.syncDir(t, "d3")
+	x.cut(t, PowerCutOptions{}) // fails on an undo it could not do
+	want(t, "d2/f", x.read(t, "d2/f"), "g")
+	want(t, "d1/f", x.read(t, "d1/f"), "<absent>")
+	want(t, "d3/g", x.read(t, "d3/g"), "<absent>")
+}
+
 // hashicorp/raft's snapshot store writes files in a new directory,
 // fsyncs them, renames the directory and fsyncs its parent, never the
 // new directory itself. The per-directory model loses the files; the

@@ -17,7 +17,7 @@ import (
 // it fails with EIO from then on) and the mount starts a new one.
 type volume struct {
 	m         *Mount
-	root      string   // the backing directory
+	root      string    // the backing directory
 	rootInode *fs.Inode // the mount's root
 
 	mu     sync.Mutex
@@ -152,6 +152,7 @@ func (v *volume) cut(tear bool, keep int, pick func(n int) int) MountCut {
 				r.Problems = append(r.Problems, fmt.Sprintf("tear %s: %v", last.path, err))
 			} else {
 				r.Torn = t
+				r.BytesDropped -= int64(k) // they reached the flash
 			}
 		}
 	}
