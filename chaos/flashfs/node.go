@@ -711,7 +711,7 @@ func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscal
 			s.markLost()
 		}
 		return syscall.EIO
-	case f.readonly && s != nil && !s.clean():
+	case f.readonly && (s != nil && !s.clean() || v.m.g.opts.Model == Journal && v.ns.pending() > 0):
 		return syscall.EROFS
 	}
 	return errno(v.syncFile(key))
