@@ -773,9 +773,12 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if !h.writable {
 		return 0, syscall.EBADF
 	}
-	s, err := v.state(h.key, h.fd, h.path())
-	if err != nil {
-		return 0, errno(err)
+	s := v.files[h.key]
+	if s == nil {
+		var err error
+		if s, err = v.state(h.key, h.fd, h.path()); err != nil {
+			return 0, errno(err)
+		}
 	}
 	v.seq++
 	s.write(v.seq, off, data)
