@@ -72,7 +72,10 @@ var rules = []rule{
 	{folder: "agent", may: []string{"state", "rpc", "access", "workloadpolicy"}, leaves: true, why: "brief §2: the agent imports state and rpc (so it links no cluster, server, fsm or Raft); issue 17: and the control-interface rules (access); issue 27: and the workload policy",
 		notLinked: []string{"github.com/hashicorp/raft", module + "cluster", module + "server", module + "fsm"}},
 	{folder: "internal", leaves: true, why: "issue 14: leaf packages import nothing of ours but other leaves"},
-	{folder: "cmd", may: []string{""}, why: "brief §2: cmd wires everything"},
+	// The product binaries link no test harness: chaos/ and what only it
+	// needs (the FUSE library of chaos/flashfs, issue 29).
+	{folder: "cmd", may: []string{""}, why: "brief §2: cmd wires everything; issue 29: but no test harness (chaos/, go-fuse)",
+		notLinked: []string{module + "chaos", "github.com/hanwen/go-fuse"}},
 	{folder: "chaos", may: []string{""}, why: "brief §2: chaos is test-only and may import everything"},
 	{folder: "cli", may: []string{""}, why: "docs/architecture.md: cli holds the commands of cmd/grapnel and may import all"},
 }
@@ -232,6 +235,10 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"workloadpolicy resolves users", []pkg{{m("workloadpolicy"), []string{m("state"), "os/user"}}}, "workloadpolicy imports os/user"},
 		{"server code waits as a test", []pkg{{m("server"), []string{m("internal/testwait")}}}, "server imports internal/testwait, but only tests"},
 		{"agent code writes to the crash model", []pkg{{m("agent"), []string{m("internal/durable/crashfs")}}}, "agent imports internal/durable/crashfs, but only tests"},
+		{"a product binary links the flash file system", []pkg{
+			{m("cmd/grapnel-server"), []string{m("cluster")}},
+			{m("cluster"), []string{"github.com/hanwen/go-fuse/v2/fs"}},
+		}, "cmd/grapnel-server links github.com/hanwen/go-fuse (cmd/grapnel-server → cluster → github.com/hanwen/go-fuse/v2/fs)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
