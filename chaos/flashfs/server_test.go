@@ -3,7 +3,6 @@ package flashfs_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,10 +14,9 @@ import (
 // acknowledged update across a SIGKILL and a power cut that tears the
 // last unsynced write.
 //
-// Under the per-directory model the data dir and its wal and snapshots
-// directories are made durable beforehand: the server creates them
-// without an fsync of their parent, so a cut would take the whole log
-// (docs/chaos.md, "The flash filesystem"; issue 29 point 4).
+// Under the per-directory model too: the server makes its data dir and
+// its wal and snapshots directories durable with their parents
+// (internal/durable.MkdirAll); before it did, a cut took the whole log.
 func TestGrapnelServerSurvivesPowerCut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds grapnel-server")
@@ -42,13 +40,6 @@ func TestGrapnelServerSurvivesPowerCut(t *testing.T) {
 	for _, model := range []flashfs.Model{flashfs.Journal, flashfs.PerDirectory} {
 		t.Run(model.String(), func(t *testing.T) {
 			backing, mp := t.TempDir(), t.TempDir()
-			if model == flashfs.PerDirectory {
-				for _, d := range []string{"r1/wal", "r1/snapshots"} {
-					if err := os.MkdirAll(filepath.Join(backing, d), 0o700); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
 			g := flashfs.NewGroup(flashfs.Options{Model: model, Seed: 1, Logf: t.Logf})
 			if _, err := g.Mount("r1", backing, mp); err != nil {
 				t.Fatal(err)

@@ -248,16 +248,22 @@ func (f Files) Remove(path string) error {
 
 // MkdirAll makes the directory path and its missing parents, mode perm
 // less the umask as os.MkdirAll does, and fsyncs the parent of each
-// directory it makes.
-//
-// A directory that exists is taken as durable: one made by MkdirAll is
-// once it returns, and after a power cut whatever is there is.
+// directory it makes, and of path when path exists already: its name may
+// have been made by a writer that did not sync it.
 func (f Files) MkdirAll(path string, perm fs.FileMode) error {
 	const op = "mkdir"
 	path = filepath.Clean(path)
 	if fi, err := f.fs.Stat(path); err == nil {
 		if !fi.IsDir() {
 			return &Error{op, path, "stat", syscall.ENOTDIR}
+		}
+		// Another writer may have made it without syncing its name (an
+		// installer, systemd's StateDirectory=, a harness): sync it now.
+		// Once per start of what uses it, never at idle.
+		if parent := filepath.Dir(path); parent != path {
+			if err := f.fs.SyncDir(parent); err != nil {
+				return &Error{op, path, "fsync the directory " + parent, err}
+			}
 		}
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
