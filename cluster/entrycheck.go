@@ -31,9 +31,9 @@ type entryCheck struct {
 	check func(data []byte) error // nil: no check of the entries
 	// storage, once failed, refuses entries.
 	storage *storageGuard
-	log   hclog.Logger
-	stop  <-chan struct{}
-	now   func() time.Time
+	log     hclog.Logger
+	stop    <-chan struct{}
+	now     func() time.Time
 
 	mu      sync.Mutex
 	logged  time.Time // last refusal logged

@@ -139,13 +139,13 @@ type Config struct {
 // Node is one replica's Raft node, with its gossip member and, while it
 // leads, its reconciler.
 type Node struct {
-	cfg       Config
-	timing    Timing
-	now       func() time.Time
-	logger    hclog.Logger
-	raft      *raft.Raft
-	store     *guardedStore
-	snaps     raft.SnapshotStore
+	cfg    Config
+	timing Timing
+	now    func() time.Time
+	logger hclog.Logger
+	raft   *raft.Raft
+	store  *guardedStore
+	snaps  raft.SnapshotStore
 	// storage watches the writes of store and snaps (storage.go);
 	// healed is closed when a probe worked after it failed, and
 	// faultFeed signals changes of StorageFaults.
@@ -153,8 +153,8 @@ type Node struct {
 	healed      chan struct{}
 	faultFeed   *changefeed.Feed
 	segmentSize int
-	transport *raft.NetworkTransport
-	layer     *closingLayer
+	transport   *raft.NetworkTransport
+	layer       *closingLayer
 	// tls is the TLS stream layer; nil in the insecure mode.
 	tls *tlsLayer
 	// raftConns caps the connections the Raft port holds.
