@@ -224,3 +224,33 @@ func TestStorageFailedIdleLeaderHandsOn(t *testing.T) {
 		}
 	}
 }
+
+// Requirement (issue 29 point 3): a replica whose storage failed stands
+// for no election: a lone replica that stepped down would otherwise
+// pre-vote for itself, take a new term (kept in memory only) and fail to
+// store its vote, once every election timeout, for as long as the
+// storage stays failed. Its term stays put instead. Once restarted on
+// working storage it leads again with every acknowledged write.
+func TestStorageFailedReplicaStandsForNoElection(t *testing.T) {
+	var faults storageFaults
+	c := clustertest.New(t, 1, faults.option())
+	node := c.WaitLeader(waitLong)
+	applyAgents(t, c, "before", 5)
+	faults.set(node.ID(), syscall.ENOSPC, "")
+	if _, _, err := node.Apply(agentCmd(t, "unstored"), 2*time.Second); !errors.Is(err, cluster.ErrStorageFailed) {
+		t.Fatalf("apply: %v, want ErrStorageFailed", err)
+	}
+	c.WaitFor("the replica stepped down", waitLong, func() bool { return !node.IsLeader() })
+	term := node.Raft().CurrentTerm()
+	holdsFor(t, 1500*time.Millisecond, "the term of the failed replica", func() bool {
+		return node.Raft().CurrentTerm() == term && !node.IsLeader()
+	})
+
+	faults.set(node.ID(), nil, "")
+	waitHealed(t, node)
+	c.Stop(node.ID())
+	c.Restart(node.ID())
+	c.WaitLeader(waitLong)
+	requireAgents(t, c, node.ID(), names("before", 5)...)
+	c.MustApply(agentCmd(t, "after"))
+}
