@@ -57,30 +57,56 @@ func secureDataDir(dir string, logger hclog.Logger) error {
 // privateSnapshots is the file snapshot store with each new snapshot
 // made private (0700, 0600) as soon as it is complete, for a process
 // that runs with a more open umask than grapnel-server's, and durable.
+// Its writes go through the storage guard (storage.go): one that fails
+// marks the storage failed, and none is made after that.
 type privateSnapshots struct {
 	raft.SnapshotStore
 	dir string // the data directory
 	// syncDir fsyncs a directory: durable.SyncDir but in tests.
 	syncDir func(string) error
+	// guard watches the writes; nil passes them through.
+	guard *storageGuard
 }
 
 func (p privateSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
-	sink, err := p.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	var sink raft.SnapshotSink
+	err := p.guard.write("create snapshot", func() error {
+		var err error
+		sink, err = p.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &privateSink{SnapshotSink: sink, dir: p.dir, syncDir: p.syncDir}, nil
+	return &privateSink{SnapshotSink: sink, dir: p.dir, syncDir: p.syncDir, guard: p.guard}, nil
 }
 
 type privateSink struct {
 	raft.SnapshotSink
 	dir     string
 	syncDir func(string) error
+	guard   *storageGuard
 	synced  bool // Close may be called again (the FSM's Persist, then Raft)
 }
 
-// Close completes the snapshot, then makes it private. The snapshot is
+// Write writes snapshot data; the file store buffers it, so a failure
+// may also show first at Close.
+func (s *privateSink) Write(p []byte) (n int, err error) {
+	err = s.guard.write("write snapshot", func() error {
+		n, err = s.SnapshotSink.Write(p)
+		return err
+	})
+	return n, err
+}
+
+// Close completes the snapshot (see complete); a failure marks the
+// storage failed.
+func (s *privateSink) Close() error {
+	return s.guard.write("complete snapshot", s.complete)
+}
+
+// complete completes the snapshot, then makes it private. The snapshot is
 // written under the data directory, which is 0700, so nobody else could
 // read it meanwhile.
 //
@@ -91,7 +117,7 @@ type privateSink struct {
 // leave an empty snapshot directory and nothing else. Both names exist
 // from Create on, so syncing the directory before raft's Close makes
 // them durable before the rename that publishes them.
-func (s *privateSink) Close() error {
+func (s *privateSink) complete() error {
 	snaps := filepath.Join(s.dir, "snapshots")
 	if !s.synced {
 		if err := s.syncDir(filepath.Join(snaps, s.ID()+".tmp")); err != nil {

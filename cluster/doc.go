@@ -1,7 +1,9 @@
 // Package cluster runs one grapnel-server replica's membership and
-// consensus: the hashicorp/raft node on raft-boltdb/v2 (log and stable
-// store) with file snapshots under the data directory and its TCP
-// transport; the memberlist gossip member that tells replicas and clients
+// consensus: the hashicorp/raft node on raft-wal (log and stable store)
+// with file snapshots under the data directory and its TCP transport,
+// every write of which goes through a guard that stops the replica from
+// storing or voting once its storage failed, until it restarted
+// (storage.go); the memberlist gossip member that tells replicas and clients
 // each replica's addresses, version and the leader it sees; cluster
 // formation (a lone replica bootstraps itself, bootstrap-expect N forms
 // one cluster of N exactly once, join retries with backoff); the leader's

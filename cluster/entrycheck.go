@@ -18,13 +18,22 @@ import (
 // heartbeats (no entries) pass, so the replica does not call elections.
 // One goroutine, stopped by stop, keeps the RPCs in the order the
 // transport delivered them.
+//
+// It also answers every AppendEntries that carries entries with an error
+// once this replica's storage failed (storage.go), without a log line:
+// Raft would try to store them, fail, log it, and answer with a failure
+// that the leader takes for a log mismatch, walking back its next index
+// entry by entry down to a snapshot install. An error leaves the leader's
+// next index where it is, and Raft's backoff paces its retries.
 type entryCheck struct {
 	in    <-chan raft.RPC
 	out   chan raft.RPC
-	check func(data []byte) error
-	log   hclog.Logger
-	stop  <-chan struct{}
-	now   func() time.Time
+	check func(data []byte) error // nil: no check of the entries
+	// storage, once failed, refuses entries.
+	storage *storageGuard
+	log     hclog.Logger
+	stop    <-chan struct{}
+	now     func() time.Time
 
 	mu      sync.Mutex
 	logged  time.Time // last refusal logged
@@ -36,14 +45,20 @@ type entryCheck struct {
 // same entry at Raft's backoff for as long as it leads.
 const refusalLogEvery = 10 * time.Second
 
-func newEntryCheck(in <-chan raft.RPC, check func([]byte) error, log hclog.Logger, now func() time.Time, stop <-chan struct{}) *entryCheck {
-	return &entryCheck{in: in, out: make(chan raft.RPC), check: check, log: log, now: now, stop: stop}
+func newEntryCheck(in <-chan raft.RPC, check func([]byte) error, storage *storageGuard, log hclog.Logger, now func() time.Time, stop <-chan struct{}) *entryCheck {
+	return &entryCheck{in: in, out: make(chan raft.RPC), check: check, storage: storage, log: log, now: now, stop: stop}
 }
 
 func (c *entryCheck) run() {
 	for {
 		select {
 		case rpc := <-c.in:
+			if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && len(req.Entries) > 0 {
+				if err := c.storage.refusal("store entries from the leader"); err != nil {
+					rpc.Respond(nil, err)
+					continue
+				}
+			}
 			if err := c.inspect(rpc.Command); err != nil {
 				c.refuse(err)
 				rpc.Respond(nil, err)
@@ -63,7 +78,7 @@ func (c *entryCheck) run() {
 // inspect checks the command entries of an AppendEntries.
 func (c *entryCheck) inspect(cmd any) error {
 	req, ok := cmd.(*raft.AppendEntriesRequest)
-	if !ok {
+	if !ok || c.check == nil {
 		return nil
 	}
 	for _, e := range req.Entries {

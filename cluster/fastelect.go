@@ -51,6 +51,9 @@ func (n *Node) electAloneNow() {
 // A follower that heard from a leader within a heartbeat timeout only
 // restarts its timer.
 func (n *Node) standNow(whose string) {
+	if n.storage.Fault() != nil {
+		return // it cannot win, and the reload would undo its long timers
+	}
 	normal := n.raft.ReloadableConfig()
 	long := normal
 	long.HeartbeatTimeout = 2 * normal.HeartbeatTimeout
@@ -157,7 +160,8 @@ func earlyTurn(self string, cfg raft.Configuration, peers map[string]peerInfo) (
 		case id == self:
 			voter = true
 			alive++
-		case p.Role == gossipmeta.RoleServer && p.GossipStatus == StatusAlive:
+		case p.Role == gossipmeta.RoleServer && p.GossipStatus == StatusAlive && p.StorageFailed == "":
+			// A voter whose storage failed can vote for nobody.
 			alive++
 			if !voter {
 				turn++

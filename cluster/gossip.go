@@ -160,7 +160,16 @@ func (n *Node) localMeta() gossipmeta.Meta {
 		Role: gossipmeta.RoleServer, RaftAddress: n.RaftAddress(), GRPCAddress: n.cfg.GRPCAddress, UIAddress: n.cfg.UIAddress,
 		Version: n.cfg.Version, Expect: n.cfg.BootstrapExpect, LeaderSeen: string(leader),
 		HasState: n.hasState(), Incarnation: n.incarnation, ClusterVersion: n.cfg.supported(),
+		StorageFailed: storageFailedMeta(n.storage.Fault()),
 	}
+}
+
+// storageFailedMeta is a fault as gossip announces it; empty for none.
+func storageFailedMeta(f *StorageFault) string {
+	if f == nil {
+		return ""
+	}
+	return f.Short()
 }
 
 // announce asks the loop to re-check the local metadata; signals coalesce.
@@ -378,12 +387,12 @@ func (g *gossip) NotifyUpdate(node *memberlist.Node) { g.memberUp(node, false) }
 // NotifyLeave implements memberlist.EventDelegate: the member died, or
 // left when it announced its leave first.
 func (g *gossip) NotifyLeave(node *memberlist.Node) {
-	known, st := false, StatusDead
+	known, st, faulty := false, StatusDead, false
 	g.n.peers.update(node.Name, func(p *peerInfo) {
 		if p.Role != gossipmeta.RoleServer {
 			return
 		}
-		known = true
+		known, faulty = true, p.StorageFailed != ""
 		if p.Leaving {
 			st = StatusLeft
 		}
@@ -393,6 +402,9 @@ func (g *gossip) NotifyLeave(node *memberlist.Node) {
 		return
 	}
 	g.logger.Info("member gone", "id", node.Name, "status", st)
+	if faulty {
+		g.n.faultFeed.Notify()
+	}
 	g.n.feed.Notify()
 	g.n.triggerReconcile()
 }
@@ -415,10 +427,17 @@ func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
 		return
 	}
 	now := g.n.now()
+	faultChanged := false
 	g.n.peers.update(node.Name, func(p *peerInfo) {
 		if p.GossipStatus != StatusAlive {
 			p.StatusSince = now
+			faultChanged = meta.StorageFailed != ""
 		}
+		if p.StorageFailed != meta.StorageFailed {
+			faultChanged = true
+			g.logStorageFault(node.Name, p.StorageFailed, meta.StorageFailed)
+		}
+		p.StorageFailed = meta.StorageFailed
 		if joined || meta.Leaving {
 			p.Leaving = meta.Leaving
 		}
@@ -429,6 +448,19 @@ func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
 		p.Incarnation = meta.Incarnation
 		p.ClusterVersion = meta.ClusterVersion
 	})
+	if faultChanged {
+		g.n.faultFeed.Notify()
+	}
 	g.n.feed.Notify()
 	g.n.triggerReconcile()
+}
+
+// logStorageFault tells this replica's log that another one announced a
+// storage fault, or its end.
+func (g *gossip) logStorageFault(id, was, now string) {
+	if now != "" {
+		g.logger.Warn("replica announces that its storage failed", "id", id, "fault", now)
+	} else {
+		g.logger.Info("replica no longer announces a storage fault", "id", id, "was", was)
+	}
 }

@@ -32,6 +32,8 @@ func (t Timing) check() error {
 		return fmt.Errorf("%w: field Timing.HeartbeatInterval: %v must be positive", ErrConfig, t.HeartbeatInterval)
 	case 2*t.HeartbeatInterval >= t.LeaderLeaseTimeout:
 		return fmt.Errorf("%w: field Timing.HeartbeatInterval: %v is not shorter than half the leader lease timeout %v: the leader would step down after one late heartbeat", ErrConfig, t.HeartbeatInterval, t.LeaderLeaseTimeout)
+	case t.StorageProbeMax < t.StorageProbeMin:
+		return fmt.Errorf("%w: field Timing.StorageProbeMax: %v is shorter than StorageProbeMin %v", ErrConfig, t.StorageProbeMax, t.StorageProbeMin)
 	}
 	return nil
 }
@@ -43,7 +45,11 @@ func (t Timing) check() error {
 // every change of leadership and on its ticks.
 func (n *Node) paceHeartbeats(leading bool) error {
 	hb, el := n.timing.HeartbeatTimeout, n.timing.ElectionTimeout
-	if leading {
+	switch {
+	case n.storage.Fault() != nil:
+		// It would only make the others vote in terms it cannot win.
+		hb, el = storageFailedTimeout, storageFailedTimeout
+	case leading:
 		hb = n.timing.leaderHeartbeatTimeout()
 		el = max(el, hb)
 	}

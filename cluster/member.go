@@ -46,6 +46,10 @@ type Member struct {
 	// ClusterVersion is the newest cluster version the member's release
 	// supports, as it announces it (0: a release that announces none).
 	ClusterVersion uint32
+	// StorageFailed is the member's storage fault in a few words, empty
+	// while its storage works (StorageFaults); such a member is not
+	// healthy.
+	StorageFailed string
 }
 
 // peerInfo is what this node knows about a replica outside Raft: its
@@ -72,6 +76,8 @@ type peerInfo struct {
 	Incarnation uint64
 	// ClusterVersion is gossipmeta.Meta.ClusterVersion.
 	ClusterVersion uint32
+	// StorageFailed is gossipmeta.Meta.StorageFailed.
+	StorageFailed string
 }
 
 // peerTable maps replica ids to peerInfo; gossip writes it, readers copy.
@@ -166,8 +172,13 @@ func (n *Node) Members() ([]Member, error) {
 			m.GossipStatus = p.GossipStatus
 		}
 	}
+	for id, fault := range n.StorageFaults() {
+		if m := byID[id]; m != nil {
+			m.StorageFailed = fault
+		}
+	}
 	for _, m := range byID {
-		m.Healthy = m.InConfig && (m.GossipStatus == StatusNone || m.GossipStatus == StatusAlive)
+		m.Healthy = m.InConfig && (m.GossipStatus == StatusNone || m.GossipStatus == StatusAlive) && m.StorageFailed == ""
 	}
 	if isLeader {
 		n.applyHealth(byID)

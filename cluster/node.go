@@ -128,20 +128,33 @@ type Config struct {
 	// before Raft stores it; an entry it refuses fails the AppendEntries
 	// and is never stored (see entryCheck).
 	CheckEntry func(data []byte) error
+	// StorageFault, when set, is asked before every write to the Raft
+	// log, the stable store and the snapshot store, and before every
+	// probe of a failed storage, with what is written (storage.go); an
+	// error it returns stands for the write's, as if the disk had failed
+	// it. Tests inject failed storage with it.
+	StorageFault func(op string) error
 }
 
 // Node is one replica's Raft node, with its gossip member and, while it
 // leads, its reconciler.
 type Node struct {
-	cfg       Config
-	timing    Timing
-	now       func() time.Time
-	logger    hclog.Logger
-	raft      *raft.Raft
-	store     *logStore
-	snaps     raft.SnapshotStore
-	transport *raft.NetworkTransport
-	layer     *closingLayer
+	cfg    Config
+	timing Timing
+	now    func() time.Time
+	logger hclog.Logger
+	raft   *raft.Raft
+	store  *guardedStore
+	snaps  raft.SnapshotStore
+	// storage watches the writes of store and snaps (storage.go);
+	// healed is closed when a probe worked after it failed, and
+	// faultFeed signals changes of StorageFaults.
+	storage     *storageGuard
+	healed      chan struct{}
+	faultFeed   *changefeed.Feed
+	segmentSize int
+	transport   *raft.NetworkTransport
+	layer       *closingLayer
 	// tls is the TLS stream layer; nil in the insecure mode.
 	tls *tlsLayer
 	// raftConns caps the connections the Raft port holds.
@@ -182,7 +195,7 @@ type Node struct {
 	followed atomic.Bool
 	// pacing is set while this node's heartbeat pacer runs (paceLoop).
 	pacing atomic.Bool
-	// entries is the check of incoming entries, nil without one.
+	// entries is the check of incoming entries (entryCheck).
 	entries  *entryCheck
 	shutdown sync.Once
 	shutErr  error
@@ -333,15 +346,17 @@ func NewNode(cfg Config) (*Node, error) {
 	if segmentSize == 0 {
 		segmentSize = DefaultSegmentSize
 	}
-	store, err := openLogStore(cfg.DataDir, segmentSize, base.Named("cluster"))
+	walStore, err := openLogStore(cfg.DataDir, segmentSize, base.Named("cluster"))
 	if err != nil {
 		return nil, err
 	}
-	logs, err := raft.NewLogCache(512, store)
+	guard := newStorageGuard(cfg.DataDir, cfg.Now, cfg.StorageFault)
+	store, err := newGuardedStore(walStore, guard, 512)
 	if err != nil {
-		store.Close()
+		walStore.Close()
 		return nil, err
 	}
+	logs := store
 	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, logger)
 	if err != nil {
 		store.Close()
@@ -351,7 +366,7 @@ func NewNode(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
-	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir}
+	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir, guard: guard}
 	if err := checkDataFormat(cfg.DataDir, cfg.supported(), snaps, store); err != nil {
 		store.Close()
 		return nil, err
@@ -363,7 +378,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	nt, layer, tl := rn.nt, rn.layer, rn.tls
 	contacts := newContactTracker(cfg.Now)
-	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout, clock: cfg.Clock}
+	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout, clock: cfg.Clock, storage: guard}
 	shutdownCh := make(chan struct{})
 	started := false
 	defer func() {
@@ -371,10 +386,8 @@ func NewNode(cfg Config) (*Node, error) {
 			close(shutdownCh) // stops the entry check
 		}
 	}()
-	if cfg.CheckEntry != nil {
-		trans.checked = newEntryCheck(nt.Consumer(), cfg.CheckEntry, base.Named("cluster"), cfg.Now, shutdownCh)
-		go trans.checked.run()
-	}
+	trans.checked = newEntryCheck(nt.Consumer(), cfg.CheckEntry, guard, base.Named("cluster"), cfg.Now, shutdownCh)
+	go trans.checked.run()
 	recovered, err := recoverFromPeersFile(cfg, rc, logs, store, snaps, trans)
 	if err != nil {
 		nt.Close()
@@ -398,7 +411,8 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, timing: cfg.Timing, now: cfg.Now, logger: base.Named("cluster"),
-		raft: r, store: store, snaps: snaps, transport: nt, layer: layer, tls: tl, raftConns: rn.conns, leaderCh: leaderCh, existing: existing,
+		raft: r, store: store, snaps: snaps, storage: guard, healed: make(chan struct{}), faultFeed: changefeed.New(), segmentSize: segmentSize,
+		transport: nt, layer: layer, tls: tl, raftConns: rn.conns, leaderCh: leaderCh, existing: existing,
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: changefeed.New(),
 		reconcileCh: make(chan struct{}, 1), ledger: cfg.FSM.(RemovalLedger), incarnation: rand.Uint64() | 1,
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,

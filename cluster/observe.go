@@ -62,8 +62,13 @@ func (n *Node) observeRaft() {
 			stopPace = nil
 		}
 	}
+	failed := n.storage.failedCh
 	for {
 		select {
+		case <-failed:
+			failed = nil
+			n.onStorageFailed()
+			syncLeadership()
 		case o := <-n.obsCh:
 			switch d := o.Data.(type) {
 			case raft.LeaderObservation, raft.RaftState:

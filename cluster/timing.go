@@ -51,6 +51,13 @@ type Timing struct {
 	// heartbeat (250 ms) and every twelfth on the once-a-second timers
 	// (clock.NextSlot). Two intervals must be shorter than the lease.
 	HeartbeatInterval time.Duration
+	// StorageProbeMin and StorageProbeMax bound the backoff between two
+	// probes of a storage that failed a write (storage.go): 1 s doubling
+	// up to 30 s, so that storage that comes back at once is noticed
+	// within a second, and storage that stays failed costs one small
+	// write and fsync every half minute.
+	StorageProbeMin time.Duration
+	StorageProbeMax time.Duration
 
 	Gossip    GossipTiming
 	Autopilot Autopilot
@@ -152,6 +159,8 @@ func DefaultTiming() Timing {
 		ElectionTimeout:    200 * time.Millisecond,
 		LeaderLeaseTimeout: 200 * time.Millisecond,
 		CommitTimeout:      time.Second,
+		StorageProbeMin:    time.Second,
+		StorageProbeMax:    30 * time.Second,
 		Gossip:             DefaultGossipTiming(),
 		Autopilot:          DefaultAutopilot(),
 	}
@@ -217,6 +226,8 @@ func (t Timing) withDefaults() Timing {
 	setDur(&t.ElectionTimeout, def.ElectionTimeout)
 	setDur(&t.LeaderLeaseTimeout, def.LeaderLeaseTimeout)
 	setDur(&t.CommitTimeout, def.CommitTimeout)
+	setDur(&t.StorageProbeMin, def.StorageProbeMin)
+	setDur(&t.StorageProbeMax, max(def.StorageProbeMax, t.StorageProbeMin))
 	if t.HeartbeatInterval == 0 {
 		t.HeartbeatInterval = min(t.HeartbeatTimeout, t.LeaderLeaseTimeout) * 5 / 12
 	}

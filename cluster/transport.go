@@ -236,6 +236,30 @@ type contactTransport struct {
 	// checked, when set, is what Raft consumes instead of the network
 	// transport's RPCs (see entryCheck).
 	checked *entryCheck
+	// storage, once it failed, stops this replica's own vote and pre-vote
+	// requests: it cannot win an election (storage.go), so asking only
+	// makes the others vote in a term nobody wins.
+	storage *storageGuard
+}
+
+// RequestVote asks target for its vote, unless this replica's storage
+// failed.
+func (t *contactTransport) RequestVote(id raft.ServerID, target raft.ServerAddress,
+	args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if err := t.storage.refusal("ask for a vote"); err != nil {
+		return err
+	}
+	return t.NetworkTransport.RequestVote(id, target, args, resp)
+}
+
+// RequestPreVote asks target for its pre-vote, unless this replica's
+// storage failed.
+func (t *contactTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress,
+	args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if err := t.storage.refusal("ask for a pre-vote"); err != nil {
+		return err
+	}
+	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
 }
 
 // Consumer is the network transport's RPCs, through the entry check when

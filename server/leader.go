@@ -160,6 +160,8 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 	}
 	l := s.establishLeadership(stopCh)
 	defer l.revoke()
+	faults, unsubscribe := s.node.StorageFaultChanges()
+	defer unsubscribe()
 	l.detectProblems()
 	for {
 		// While the pipeline is full, or drains after a failure, new work
@@ -203,6 +205,9 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 		case <-restored:
 			event, start = eventRestored, loopClock.Now()
 			l.restoreSeen()
+		case <-faults:
+			// The step detects the problems again (factsSignature).
+			event, start = eventStorage, loopClock.Now()
 		case r := <-l.term.ping:
 			// A liveness question changes nothing: no step.
 			close(r)

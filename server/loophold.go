@@ -49,6 +49,7 @@ const (
 	eventRejections   = "rejections"    // collected refusals flushed
 	eventProblems     = "problems_wake" // the problems view's timer
 	eventRestored     = "restored"      // a snapshot was restored
+	eventStorage      = "storage_fault" // a replica's storage fault began or ended
 )
 
 // event names what an inbox message asks of the loop, as a label of a

@@ -91,9 +91,10 @@ func (l *leader) stopProblemTimer() {
 	}
 }
 
-// agentFactsSignature names the agents with a stream and in a grace, the
-// leader's facts the detector reads besides the store.
-func (l *leader) agentFactsSignature() string {
+// factsSignature names the agents with a stream and in a grace and the
+// replicas whose storage failed, the leader's facts the detector reads
+// besides the store.
+func (l *leader) factsSignature() string {
 	var b strings.Builder
 	for _, a := range state.SortedKeys(l.greeted) {
 		if l.greeted[a].conn != nil {
@@ -104,6 +105,14 @@ func (l *leader) agentFactsSignature() string {
 	b.WriteByte('|')
 	for _, a := range state.SortedKeys(l.grace) {
 		b.WriteString(a)
+		b.WriteByte(',')
+	}
+	b.WriteByte('|')
+	faults := l.s.node.StorageFaults()
+	for _, id := range state.SortedKeys(faults) {
+		b.WriteString(id)
+		b.WriteByte('=')
+		b.WriteString(faults[id])
 		b.WriteByte(',')
 	}
 	return b.String()
@@ -117,7 +126,7 @@ func (l *leader) detectProblems() {
 		return
 	}
 	applied := l.s.fsm.AppliedIndex()
-	sig := l.agentFactsSignature()
+	sig := l.factsSignature()
 	if w.ran && !w.woke && applied == w.applied && sig == w.facts {
 		return
 	}
@@ -188,6 +197,11 @@ func (l *leader) problemFacts(st *state.Store, now time.Time, assigned map[strin
 	}
 	for a := range l.grace {
 		f.InGrace[a] = true
+	}
+	// The replicas whose storage failed, from gossip (the leader loop
+	// wakes when they change: StorageFaultChanges).
+	if faults := l.s.node.StorageFaults(); len(faults) > 0 {
+		f.StorageFailed = faults
 	}
 	// The placement allocator's shortfalls (kept by the leader loop,
 	// which marks the problems dirty when they change) and the agents in

@@ -117,6 +117,20 @@ func (s *Server) ReplicaReleases() map[string]string {
 	return out
 }
 
+// replicaStorage says, for every member this replica knows, whether its
+// storage failed (grapnel_storage_failed).
+func (s *Server) replicaStorage() map[string]bool {
+	members, err := s.node.Members()
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]bool, len(members))
+	for _, m := range members {
+		out[m.ID] = m.StorageFailed != ""
+	}
+	return out
+}
+
 // Agents answers the agents' releases (leader only: they live in its
 // memory).
 func (c *clusterService) Agents(ctx context.Context, _ *grapnelpb.AgentsRequest) (*grapnelpb.AgentsResponse, error) {

@@ -270,6 +270,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.Metrics.CollectProblems(s.problemCounts)
 	cfg.Metrics.CollectCluster(s.clusterCounts)
 	cfg.Metrics.CollectReleases(s.ReplicaReleases, s.AgentReleases)
+	cfg.Metrics.CollectStorage(s.replicaStorage, cfg.Node.StorageErrors)
 	cfg.Node.SetAgentSupport(s.AgentClusterVersions)
 	return s, nil
 }

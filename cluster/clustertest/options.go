@@ -35,6 +35,8 @@ func FastTiming() cluster.Timing {
 		LeaderLeaseTimeout: 150 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
 		HeartbeatInterval:  30 * time.Millisecond, // hashicorp/raft's own pace for 300 ms
+		StorageProbeMin:    50 * time.Millisecond,
+		StorageProbeMax:    200 * time.Millisecond,
 		Gossip: cluster.GossipTiming{
 			ProbeInterval:           150 * time.Millisecond,
 			ProbeTimeout:            100 * time.Millisecond,

@@ -22,6 +22,7 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
 	"github.com/grapnel-io/grapnel/internal/connlimit"
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/sdnotify"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
@@ -47,7 +48,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "grapnel-server: %v\nRun 'grapnel-server --help' for the options.\n", err)
 		os.Exit(2)
 	}
-	if err := run(cfg); err != nil {
+	err = run(cfg)
+	if errors.Is(err, errRestartInPlace) {
+		err = restartInPlace(syscall.Exec)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "grapnel-server: %v\n", err)
 		os.Exit(1)
 	}
@@ -161,7 +166,7 @@ func run(cfg config) error {
 	// changes, READY=1 once it serves, WATCHDOG=1 while its main loop
 	// answers (docs/operations.md, "systemd").
 	notify := sdnotify.New(log)
-	notify.Status(followerStatus)
+	notify.Status(replicaStatus(false, nil))
 	pool := proxy.NewPool(grpc.WithTransportCredentials(proxyCreds), proxy.DialFrom(cfg.RaftAddress))
 	defer pool.Close()
 	grace := cfg.AgentReconnectGrace
@@ -197,11 +202,7 @@ func run(cfg config) error {
 		StreamLimits:         server.StreamLimits{PerAgent: cfg.MaxStreamsPerAgent, PerClient: cfg.MaxStreamsPerClient, Total: cfg.MaxStreams},
 		MaxConcurrentDryRuns: cfg.MaxConcurrentDryRuns,
 		OnLeadership: func(leading bool) {
-			if leading {
-				notify.Status(leaderStatus)
-			} else {
-				notify.Status(followerStatus)
-			}
+			notify.Status(replicaStatus(leading, node.StorageFault()))
 		},
 	})
 	if err != nil {
@@ -252,27 +253,78 @@ func run(cfg config) error {
 	stopWatchdog := notify.Watchdog(srv.Alive)
 	log.Info("grapnel-server started", "id", cfg.Name, "address", lis.Addr().String(), "raft", cfg.RaftAddress,
 		"gossip", cfg.GossipAddress, "data", cfg.DataDir)
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err = <-errCh:
+	restart := false
+	failed, healed := node.StorageFailed(), node.StorageHealed()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			break wait
+		case err = <-errCh:
+			break wait
+		case <-failed:
+			// The node has logged the fault; systemd shows it until the
+			// restart below.
+			failed = nil
+			notify.Status(replicaStatus(false, node.StorageFault()))
+		case <-healed:
+			log.Warn("storage works again: restarting in place (same process id) to reopen the data directory; "+
+				"the agents and clients reconnect as after a restart", "data_dir", cfg.DataDir)
+			notify.Status(restartingStatus)
+			restart = true
+			break wait
+		}
 	}
 	stopWatchdog()
-	notify.Stopping()
-	stepDown(node, cfg.LeaveOnTerminate, log)
+	if restart {
+		// Not a leave: the same replica is back in a moment.
+		stepDown(node, false, log)
+	} else {
+		notify.Stopping()
+		stepDown(node, cfg.LeaveOnTerminate, log)
+	}
 	srv.Shutdown()
 	g.Stop()
 	if serr := node.Shutdown(); err == nil {
 		err = serr
+	}
+	if restart {
+		if err != nil {
+			// The stores of a failed storage may not close cleanly;
+			// the new run reopens them from the disk all the same.
+			log.Warn("shutdown before the restart in place", "error", err)
+		}
+		// What the kernel kept of writes whose fsync failed must not be
+		// read back as if it were on the disk (durable.Uncache).
+		if uerr := durable.Uncache(cfg.DataDir); uerr != nil {
+			log.Warn("could not drop the data directory's cached pages before the restart", "error", uerr)
+		}
+		return errRestartInPlace
 	}
 	return err
 }
 
 // The STATUS= texts systemd shows for a replica.
 const (
-	leaderStatus   = "leader"
-	followerStatus = "follower"
+	leaderStatus     = "leader"
+	followerStatus   = "follower"
+	restartingStatus = "storage works again: restarting in place to reopen the data directory"
 )
+
+// replicaStatus is the STATUS= text of a replica that leads or not, or
+// whose storage failed, which overrides both.
+func replicaStatus(leading bool, fault *cluster.StorageFault) string {
+	switch {
+	case fault != nil:
+		return "storage failed: " + fault.Short() + "; stepped down, stores nothing; " +
+			"probing the data directory, restarts itself once it works"
+	case leading:
+		return leaderStatus
+	default:
+		return followerStatus
+	}
+}
 
 // loadStartupManifest parses and validates the startup manifest; an
 // invalid one stops the server (swdd~server-fails-on-invalid-startup-state~1).

@@ -53,7 +53,17 @@ type Meta struct {
 	// supports (state.MaxClusterVersion); 0 for a release that knows
 	// none, which the leader counts as the baseline.
 	ClusterVersion uint32
+	// StorageFailed, when set, says the replica's storage failed a write
+	// and why, in a few words (at most MaxStorageFailedLen bytes): it no
+	// longer stores entries or votes until it has restarted on working
+	// storage. Advisory, like all metadata: a release that does not know
+	// the tag skips it.
+	StorageFailed string
 }
+
+// MaxStorageFailedLen bounds Meta.StorageFailed, so that the metadata of
+// a replica with long addresses still fits memberlist's limit.
+const MaxStorageFailedLen = 160
 
 // The encoding is a version byte, then tag, uvarint length, value per
 // field. Tags are never reused; a decoder skips tags it does not know, so
@@ -77,6 +87,8 @@ const (
 	// tagClusterVersion is issue 28 (the newest cluster version the
 	// replica's release supports).
 	tagClusterVersion = 12
+	// tagStorageFailed is issue 29 point 3 (failed storage).
+	tagStorageFailed = 13
 )
 
 var fieldNames = map[byte]string{
@@ -86,6 +98,7 @@ var fieldNames = map[byte]string{
 	tagIncarnation:    "incarnation",
 	tagUI:             "ui_address",
 	tagClusterVersion: "cluster_version",
+	tagStorageFailed:  "storage_failed",
 }
 
 // Encode returns the wire form, or an error when it would not fit in
@@ -124,6 +137,12 @@ func (m Meta) Encode() ([]byte, error) {
 		num := binary.AppendUvarint(nil, uint64(m.ClusterVersion))
 		buf = append(buf, tagClusterVersion, byte(len(num)))
 		buf = append(buf, num...)
+	}
+	if m.StorageFailed != "" {
+		if len(m.StorageFailed) > MaxStorageFailedLen {
+			return nil, fmt.Errorf("gossip metadata: storage_failed is %d bytes, over %d", len(m.StorageFailed), MaxStorageFailedLen)
+		}
+		str(tagStorageFailed, m.StorageFailed)
 	}
 	if len(buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d-byte limit: "+
@@ -192,6 +211,8 @@ func (m *Meta) set(tag byte, name string, val []byte) error {
 		m.AgentGossipAddress = string(val)
 	case tagUI:
 		m.UIAddress = string(val)
+	case tagStorageFailed:
+		m.StorageFailed = string(val)
 	case tagExpect:
 		v, k := binary.Uvarint(val)
 		if k <= 0 || k != len(val) || v > 1<<16 {

@@ -16,6 +16,7 @@ func TestRoundTrip(t *testing.T) {
 		{Role: RoleServer, RaftAddress: "[::1]:1"},
 		{Role: RoleServer, RaftAddress: "10.0.0.2:25561", UIAddress: "10.0.0.2:25581"},
 		{Role: RoleServer, RaftAddress: "10.0.0.3:25561", ClusterVersion: 1},
+		{Role: RoleServer, RaftAddress: "10.0.0.4:25561", StorageFailed: "append log entries wal/1.wal: no space left on device"},
 		{Role: RoleAgent, RaftAddress: "", Version: "1.0.0", Leaving: true},
 	}
 	for _, want := range tests {
@@ -36,11 +37,11 @@ func TestRoundTrip(t *testing.T) {
 // The tag numbers are the wire format replicas of earlier versions read:
 // they must never change.
 func TestTagNumbersAreStable(t *testing.T) {
-	b, err := Meta{Role: "r", RaftAddress: "a", GRPCAddress: "g", Version: "v", Expect: 3, LeaderSeen: "l", HasState: true, Leaving: true, Incarnation: 300, UIAddress: "u", ClusterVersion: 1}.Encode()
+	b, err := Meta{Role: "r", RaftAddress: "a", GRPCAddress: "g", Version: "v", Expect: 3, LeaderSeen: "l", HasState: true, Leaving: true, Incarnation: 300, UIAddress: "u", ClusterVersion: 1, StorageFailed: "s"}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte{1, 1, 1, 'r', 2, 1, 'a', 3, 1, 'g', 4, 1, 'v', 5, 1, 3, 6, 1, 'l', 7, 1, 1, 8, 1, 1, 10, 2, 0xac, 0x02, 11, 1, 'u', 12, 1, 1}
+	want := []byte{1, 1, 1, 'r', 2, 1, 'a', 3, 1, 'g', 4, 1, 'v', 5, 1, 3, 6, 1, 'l', 7, 1, 1, 8, 1, 1, 10, 2, 0xac, 0x02, 11, 1, 'u', 12, 1, 1, 13, 1, 's'}
 	if string(b) != string(want) {
 		t.Fatalf("encoding changed:\n got %v\nwant %v", b, want)
 	}
@@ -103,5 +104,27 @@ func TestTooLargeIsRefused(t *testing.T) {
 	_, err := m.Encode()
 	if err == nil || !strings.Contains(err.Error(), "grpc_address") {
 		t.Fatalf("err = %v, want a size error naming grpc_address", err)
+	}
+}
+
+// Requirement (issue 29 point 3): a replica whose storage failed says so
+// in its metadata; the reason is bounded so that the metadata of a
+// replica with long addresses still fits memberlist's limit, and a longer
+// one is refused naming the field.
+func TestStorageFailedIsBounded(t *testing.T) {
+	long := "[fd00:1234:5678:9abc:def0:1234:5678:9abc]:25561" // the longest numeric address
+	m := Meta{Role: RoleServer, RaftAddress: long, GRPCAddress: long, UIAddress: long, AgentGossipAddress: long,
+		Version: "0.4.0-rc.1+abcdef", LeaderSeen: strings.Repeat("r", 32), Expect: 5, HasState: true, Incarnation: 1 << 62, ClusterVersion: 1,
+		StorageFailed: strings.Repeat("e", MaxStorageFailedLen)}
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatalf("metadata with the longest storage_failed does not fit: %v", err)
+	}
+	if got, err := Decode(b); err != nil || got != m {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	m.StorageFailed += "e"
+	if _, err := m.Encode(); err == nil || !strings.Contains(err.Error(), "storage_failed") {
+		t.Fatalf("err = %v, want a size error naming storage_failed", err)
 	}
 }

@@ -67,6 +67,7 @@ type Set struct {
 	problems                                                         *Gauge
 	agentsConnected, workloads                                       *Gauge
 	replicaRelease, agentRelease                                     *Gauge
+	storageFailed                                                    *Gauge
 }
 
 // NewSet registers Grapnel's families on a fresh registry.
@@ -112,6 +113,8 @@ func NewSet() *Set {
 		workloads:       r.NewGauge("grapnel_workloads", "Workload instances in this replica's state, by execution state.", "state"),
 		replicaRelease: r.NewGauge("grapnel_replica_release",
 			"1 for each replica with the release its gossip metadata announces, as this replica sees them (docs/operations.md).", "replica", "release"),
+		storageFailed: r.NewGauge("grapnel_storage_failed",
+			"1 for each replica whose storage failed a write (it stores no entries and casts no votes until it restarted), 0 for the others: this replica from its own writes, the others as their gossip metadata announces it (docs/operations.md, \"Failed storage\").", "replica"),
 		agentRelease: r.NewGauge("grapnel_agent_release",
 			"1 for each agent with the release its hello announced (ankaios, unknown or invalid when it gave none that can be shown); only the leader, which hears the hellos, has series.", "agent", "release"),
 	}
@@ -299,6 +302,29 @@ func (s *Set) CollectListeners(ls ...*connlimit.Listener) {
 				map[string]string{"listener": name, "reason": string(why)}, func() float64 { return float64(l.Refused(why)) })
 		}
 	}
+}
+
+// CollectStorage exposes grapnel_storage_failed, refreshed before every
+// scrape from failed (replica id → whether its storage failed, every
+// member present), and grapnel_storage_errors_total from errors (the
+// writes and probes this replica's storage failed).
+func (s *Set) CollectStorage(failed func() map[string]bool, errors func() uint64) {
+	if s == nil {
+		return
+	}
+	s.Registry.OnCollect(func() {
+		s.storageFailed.Reset()
+		for id, f := range failed() {
+			v := 0.0
+			if f {
+				v = 1
+			}
+			s.storageFailed.Set(v, id)
+		}
+	})
+	s.Registry.NewCounterFunc("grapnel_storage_errors_total",
+		"Writes of this replica's Raft log, stable store or snapshots, and probes of its data directory, that its storage failed.", nil,
+		func() float64 { return float64(errors()) })
 }
 
 // CollectProblems refreshes the grapnel_problems gauge from counts (open

@@ -158,3 +158,30 @@ func TestReleases(t *testing.T) {
 		t.Errorf("r2's new release missing:\n%s", out)
 	}
 }
+
+// Requirement (issue 29 point 3): /metrics shows which replicas' storage
+// failed, every member present, and counts this replica's storage
+// errors; a replica back on working storage reads 0.
+func TestStorage(t *testing.T) {
+	s := NewSet()
+	failed := map[string]bool{"r1": false, "r2": true}
+	var errs uint64 = 3
+	s.CollectStorage(func() map[string]bool { return failed }, func() uint64 { return errs })
+	expose := func() string {
+		var b strings.Builder
+		if _, err := s.Registry.WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	out := expose()
+	for _, want := range []string{`grapnel_storage_failed{replica="r1"} 0`, `grapnel_storage_failed{replica="r2"} 1`, `grapnel_storage_errors_total 3`} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("exposition lacks %s:\n%s", want, out)
+		}
+	}
+	failed["r2"] = false
+	if out := expose(); !strings.Contains(out, `grapnel_storage_failed{replica="r2"} 0`+"\n") {
+		t.Errorf("r2 back on working storage:\n%s", out)
+	}
+}

@@ -31,16 +31,21 @@ const (
 	// CapacityExceeded: the agents' capacities hold fewer instances than
 	// a placed workload wants (a Shortfall).
 	CapacityExceeded Kind = "CapacityExceeded"
+	// StorageFailed: a replica's storage failed a write; it stores no
+	// entries and casts no votes until it restarted on working storage
+	// (Facts.StorageFailed).
+	StorageFailed Kind = "StorageFailed"
 )
 
 // Kinds lists every kind, for the gauge (a kind with no problem shows 0).
-var Kinds = []Kind{MissingDependency, AgentGone, AgentNeverConnected, FailingRepeatedly, SpreadImpossible, CapacityExceeded}
+var Kinds = []Kind{MissingDependency, AgentGone, AgentNeverConnected, FailingRepeatedly, SpreadImpossible, CapacityExceeded, StorageFailed}
 
 // Object kinds of state.ProblemObject.
 const (
 	ObjWorkload = "workload"
 	ObjAgent    = "agent"
 	ObjInstance = "instance"
+	ObjReplica  = "replica"
 )
 
 // Finding is one problem found: what the leader records when it opens.
@@ -74,6 +79,10 @@ type Facts struct {
 	// Shortfalls are the placed workloads the allocator could not place
 	// fully. Filled by the placement allocator.
 	Shortfalls []Shortfall
+	// StorageFailed names the replicas whose storage failed, with the
+	// fault in a few words, as their gossip metadata announces it
+	// (cluster.Node.StorageFaults).
+	StorageFailed map[string]string
 }
 
 // ShortfallReason says why the allocator placed fewer instances than
@@ -116,7 +125,7 @@ type source func(st *state.Store, f *Facts, c *Cache, r *Result)
 
 // sources are the checks, in no particular order. A new kind of problem
 // is a function here and a constant above.
-var sources = []source{missingDependencies, agentProblems, failingRepeatedly, shortfalls}
+var sources = []source{missingDependencies, agentProblems, failingRepeatedly, shortfalls, storageFailures}
 
 // Detect runs every check on the store and the facts. It reads st and
 // changes nothing.

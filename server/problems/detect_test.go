@@ -119,6 +119,9 @@ func TestDetect(t *testing.T) {
 			f.gone("B")
 			f.workload("c", "never")
 		}, Facts{Maintenance: map[string]bool{"B": true, "never": true}}, nil, 0},
+		{"a replica whose storage failed is a problem (issue 29 point 3)", func(f *fixture) {},
+			Facts{StorageFailed: map[string]string{"n2": "append log entries wal/1.wal: no space left on device", "n1": "write CurrentTerm: read-only file system"}},
+			[]string{"StorageFailed/n1", "StorageFailed/n2"}, 0},
 		{"a workload without an agent is no agent problem", func(f *fixture) {
 			f.workload("a", "")
 		}, Facts{}, nil, 0},
@@ -338,4 +341,19 @@ func BenchmarkDetect10k(b *testing.B) {
 			}
 		}
 	})
+}
+
+// Requirement (issue 29 point 3): the StorageFailed problem names the
+// replica as its object and the fault in its summary.
+func TestStorageFailedNamesTheReplicaAndTheFault(t *testing.T) {
+	const fault = "append log entries wal/1.wal: no space left on device"
+	r := Detect(newFixture().st, Facts{StorageFailed: map[string]string{"n2": fault}})
+	if len(r.Findings) != 1 {
+		t.Fatalf("findings %q", keys(r))
+	}
+	fd := r.Findings[0]
+	if fd.Kind != StorageFailed || len(fd.Objects) != 1 || fd.Objects[0] != (state.ProblemObject{Kind: ObjReplica, Name: "n2"}) ||
+		fd.Summary != "replica n2: storage failed: "+fault || !strings.Contains(fd.Detail, fault) {
+		t.Fatalf("finding %+v", fd)
+	}
 }

@@ -2,6 +2,7 @@ package problems
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -170,4 +171,22 @@ func shortfalls(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 // findingOf is an open problem found again as it is.
 func findingOf(p *state.Problem) Finding {
 	return Finding{Kind: Kind(p.Kind), Key: p.Key, Objects: p.Objects, Summary: p.Summary, Detail: p.Detail}
+}
+
+// storageFailures turns the replicas whose storage failed into problems,
+// one per replica. The fault is the one the replica announced first; a
+// problem keeps the descriptions it opened with.
+func storageFailures(_ *state.Store, f *Facts, _ *Cache, r *Result) {
+	for _, id := range slices.Sorted(maps.Keys(f.StorageFailed)) {
+		fault := f.StorageFailed[id]
+		r.Findings = append(r.Findings, Finding{
+			Kind: StorageFailed, Key: key(StorageFailed, id),
+			Objects: []state.ProblemObject{{Kind: ObjReplica, Name: id}},
+			Summary: fmt.Sprintf("replica %s: storage failed: %s", id, fault),
+			Detail: fmt.Sprintf("Replica %s could not write its data directory (%s). It stores no Raft entries and casts no votes, "+
+				"so the cluster tolerates one failure fewer; it stepped down if it led. It probes its data directory and restarts "+
+				"itself once a write and an fsync work there again, then catches up. Free space, or repair and remount the file "+
+				"system (its log and systemd status say more); replace the flash if it keeps failing.", id, fault),
+		})
+	}
 }

@@ -175,3 +175,22 @@ func TestOverviewShowsReleases(t *testing.T) {
 		t.Fatalf("the page draws no release (%v)", err)
 	}
 }
+
+// Requirement (issue 29 point 3): the dashboard's replicas table says
+// which replica's storage failed, and why.
+func TestOverviewShowsStorageFailed(t *testing.T) {
+	const fault = "append log entries wal/1.wal: no space left on device"
+	members := []cluster.Member{{ID: "r1", Leader: true, Healthy: true}, {ID: "r2", StorageFailed: fault}}
+	o := overview("r1", "r1", 2, 10, members, state.NewStore(), nil)
+	if o.Replicas[0].StorageFailed != "" || o.Replicas[1].StorageFailed != fault {
+		t.Fatalf("replicas %+v", o.Replicas)
+	}
+	b, err := json.Marshal(o)
+	if err != nil || !strings.Contains(string(b), `"storageFailed":"`+fault+`"`) || strings.Count(string(b), "storageFailed") != 1 {
+		t.Fatalf("overview %s (%v)", b, err)
+	}
+	page, err := assets.ReadFile("assets/app.js")
+	if err != nil || !strings.Contains(string(page), "r.storageFailed") {
+		t.Fatalf("the page draws no storage fault (%v)", err)
+	}
+}

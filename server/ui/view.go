@@ -42,6 +42,9 @@ type Replica struct {
 	// Release is the release its gossip metadata announces; empty while
 	// gossip does not know the member.
 	Release string `json:"release"`
+	// StorageFailed is its storage fault in a few words, empty while its
+	// storage works (docs/operations.md, "Failed storage").
+	StorageFailed string `json:"storageFailed,omitempty"`
 }
 
 // Agent is one agent: connected or named by a workload.
@@ -94,7 +97,8 @@ func overview(self, leader string, term, applied uint64, members []cluster.Membe
 		Replicas: []Replica{}, Agents: []Agent{}, Workloads: []Workload{}}
 	for _, m := range members {
 		o.Replicas = append(o.Replicas, Replica{ID: m.ID, Role: m.Role, Leader: m.Leader, Healthy: m.Healthy,
-			LastContactMs: contactMs(m), GRPCAddress: m.GRPCAddress, UIAddress: m.UIAddress, Gossip: m.GossipStatus, Release: m.Version})
+			LastContactMs: contactMs(m), GRPCAddress: m.GRPCAddress, UIAddress: m.UIAddress, Gossip: m.GossipStatus, Release: m.Version,
+			StorageFailed: m.StorageFailed})
 	}
 	agents := map[string]*Agent{}
 	agent := func(name string) *Agent {

@@ -59,7 +59,8 @@ function draw() {
   $('term').textContent = ov.term;
   $('applied').textContent = ov.applied;
   rows('replicas', ov.replicas, (r) => `<tr data-replica="${esc(r.id)}"><td>${esc(r.id)}${r.id === ov.replica ? ' (this)' : ''}</td>` +
-    `<td class="${r.leader ? 'good' : ''}">${esc(r.role)}</td><td class="${r.healthy ? 'good' : 'bad'}">${r.healthy ? 'healthy' : 'unhealthy'} (${esc(r.gossip)})</td>` +
+    `<td class="${r.leader ? 'good' : ''}">${esc(r.role)}</td><td class="${r.healthy ? 'good' : 'bad'}">${r.healthy ? 'healthy' : 'unhealthy'} (${esc(r.gossip)})` +
+    `${r.storageFailed ? `<br><span class="storage-failed">storage failed: ${esc(r.storageFailed)}</span>` : ''}</td>` +
     `<td>${r.lastContactMs < 0 ? '—' : r.lastContactMs + ' ms'}</td><td class="mono">${esc(r.grpc)}</td>` +
     `<td class="mono">${r.ui ? `<a href="${esc(uiURL(r.ui))}">${esc(r.ui)}</a>` : ''}</td><td class="mono">${esc(r.release || '—')}</td></tr>`);
   rows('agents', ov.agents, (a) => `<tr data-agent="${esc(a.name)}"><td>${esc(a.name)}</td>` +
