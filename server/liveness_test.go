@@ -39,12 +39,22 @@ func TestAliveFailsWhileTheLeaderLoopIsFrozen(t *testing.T) {
 	mu.Unlock()
 
 	// Freeze the loop: it blocks handing back the answer nobody reads.
-	freeze := &resyncCall{agent: "nobody", done: make(chan error)}
-	ts.srv.currentTerm().inbox <- inMsg{resync: freeze}
-	if err := alive(300 * time.Millisecond); err == nil {
-		t.Fatal("Alive succeeded while the leader loop was frozen")
+	// Under -race the lone voter may lose leadership meanwhile, and the
+	// next term's loop answers: freeze that one then.
+	for attempt := 1; ; attempt++ {
+		term := ts.srv.currentTerm()
+		freeze := &resyncCall{agent: "nobody", done: make(chan error)}
+		term.inbox <- inMsg{resync: freeze}
+		err := alive(300 * time.Millisecond)
+		if err != nil {
+			<-freeze.done // thaw
+			break
+		}
+		go func() { <-freeze.done }() // thaw, whatever comes next
+		if ts.srv.currentTerm() == term || attempt == 3 {
+			t.Fatal("Alive succeeded while the leader loop was frozen")
+		}
 	}
-	<-freeze.done // thaw
 	if err := alive(5 * time.Second); err != nil {
 		t.Fatalf("thawed leader loop: %v", err)
 	}
