@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -172,9 +173,11 @@ func TestStorageFailureAndRestartInPlace(t *testing.T) {
 	if p := cmd.Process.Pid; p != pid {
 		t.Fatalf("process id %d, want %d", p, pid)
 	}
+	// The new run's STATUS=leader may come before or after its READY=1.
 	testwait.For(t, 20*time.Second, func() bool {
 		got := ns.got()
-		return len(got) > 0 && got[len(got)-1] == "STATUS=leader"
+		restart := slices.IndexFunc(got, func(m string) bool { return strings.Contains(m, "restarting in place") })
+		return restart >= 0 && slices.Contains(got[restart:], "STATUS=leader")
 	}, "STATUS=leader after the restart")
 	e2eExpect(t, "after the restart in place", e2eWorkloads(t, cli, addrs), map[string]string{"before": "nginx"})
 	e2eCLI(t, cli, addrs, "apply", e2eManifest(t, dir, "after.yaml", map[string]string{"after": "postgres"}))
