@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/connlimit"
@@ -68,6 +70,11 @@ type Set struct {
 	agentsConnected, workloads                                       *Gauge
 	replicaRelease, agentRelease                                     *Gauge
 	storageFailed                                                    *Gauge
+	// storageErrors reads the storage error count of the server that
+	// collects it now: a test restarts a replica on the same Set, and a
+	// counter func registers once.
+	storageErrors     atomic.Pointer[func() uint64]
+	storageErrorsOnce sync.Once
 }
 
 // NewSet registers Grapnel's families on a fresh registry.
@@ -322,9 +329,12 @@ func (s *Set) CollectStorage(failed func() map[string]bool, errors func() uint64
 			s.storageFailed.Set(v, id)
 		}
 	})
-	s.Registry.NewCounterFunc("grapnel_storage_errors_total",
-		"Writes of this replica's Raft log, stable store or snapshots, and probes of its data directory, that its storage failed.", nil,
-		func() float64 { return float64(errors()) })
+	s.storageErrors.Store(&errors)
+	s.storageErrorsOnce.Do(func() {
+		s.Registry.NewCounterFunc("grapnel_storage_errors_total",
+			"Writes of this replica's Raft log, stable store or snapshots, and probes of its data directory, that its storage failed.", nil,
+			func() float64 { return float64((*s.storageErrors.Load())()) })
+	})
 }
 
 // CollectProblems refreshes the grapnel_problems gauge from counts (open
