@@ -496,16 +496,8 @@ func (n *node) remove(name string, dir bool) syscall.Errno {
 	if err := syscall.Lstat(v.abs(p), &st); err != nil {
 		return errno(err)
 	}
-	isDir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
-	switch {
-	case dir && !isDir:
-		return syscall.ENOTDIR
-	case !dir && isDir:
-		return syscall.EISDIR
-	case dir:
-		if e := emptyDir(v.abs(p)); e != 0 {
-			return e
-		}
+	if e := sameKind(dir, st.Mode&syscall.S_IFMT == syscall.S_IFDIR, v.abs(p)); e != 0 {
+		return e
 	}
 	t, err := v.ns.setAside(p)
 	if err != nil {
@@ -576,17 +568,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		if sst.Dev == dst2.Dev && sst.Ino == dst2.Ino {
 			return 0 // two names of one file: rename(2) does nothing
 		}
-		sDir := sst.Mode&syscall.S_IFMT == syscall.S_IFDIR
-		dDir := dst2.Mode&syscall.S_IFMT == syscall.S_IFDIR
-		switch {
-		case sDir && !dDir:
-			return syscall.ENOTDIR
-		case !sDir && dDir:
-			return syscall.EISDIR
-		case dDir:
-			if e := emptyDir(v.abs(dst)); e != 0 {
-				return e
-			}
+		if e := sameKind(sst.Mode&syscall.S_IFMT == syscall.S_IFDIR, dst2.Mode&syscall.S_IFMT == syscall.S_IFDIR, v.abs(dst)); e != 0 {
+			return e
 		}
 		if trash, err = v.ns.setAside(dst); err != nil {
 			return errno(err)
@@ -830,6 +813,22 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	}
 	if end > s.size {
 		s.setSize(end)
+	}
+	return 0
+}
+
+// sameKind is what unlink, rmdir and rename(2) answer when a name of the
+// kind isDir (at abs) is to go where one of the kind wantDir is asked:
+// ENOTDIR or EISDIR when they differ, ENOTEMPTY for a directory that is
+// not empty, 0 when it may go.
+func sameKind(wantDir, isDir bool, abs string) syscall.Errno {
+	switch {
+	case wantDir && !isDir:
+		return syscall.ENOTDIR
+	case !wantDir && isDir:
+		return syscall.EISDIR
+	case isDir:
+		return emptyDir(abs)
 	}
 	return 0
 }

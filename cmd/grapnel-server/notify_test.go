@@ -121,18 +121,7 @@ func TestSystemdNotifyMessages(t *testing.T) {
 	if c := ns.count("READY=1"); c != 1 {
 		t.Errorf("READY=1 sent %d times", c)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no exit 20 s after SIGTERM")
-	}
+	terminate(t, cmd, exited)
 	msgs = ns.got()
 	if indexOf(msgs, "STOPPING=1") < 0 {
 		t.Fatalf("no STOPPING=1 in %q", msgs)
@@ -146,5 +135,24 @@ func TestSystemdNotifyMessages(t *testing.T) {
 			t.Errorf("%s sent twice in a row: STATUS only on change: %q", m, msgs)
 		}
 		last = m
+	}
+}
+
+// terminate sends SIGTERM to the server cmd runs and waits up to 20 s for
+// its exit on exited, which it puts back for later readers; a non-zero
+// exit is an error.
+func terminate(t *testing.T, cmd *exec.Cmd, exited chan error) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit 20 s after SIGTERM")
 	}
 }

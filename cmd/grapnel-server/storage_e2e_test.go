@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -185,16 +184,5 @@ func TestStorageFailureAndRestartInPlace(t *testing.T) {
 	if m := metric(); !strings.Contains(m, `grapnel_storage_failed{replica="n1"} 0`) {
 		t.Fatalf("/metrics after the restart:\n%s", m)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no exit 20 s after SIGTERM")
-	}
+	terminate(t, cmd, exited)
 }
