@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"strconv"
 
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -195,20 +194,8 @@ func (s *Session) GetAgents(ctx context.Context, output string) error {
 		}
 	}
 	switch output {
-	case "json":
-		text, err := EncodeJSON(agentsTree(rows), nil, true)
-		if err != nil {
-			return err
-		}
-		_, err = io.WriteString(s.Out, text)
-		return err
-	case "yaml":
-		text, err := EncodeYAML(agentsTree(rows), nil)
-		if err != nil {
-			return err
-		}
-		_, err = io.WriteString(s.Out, text)
-		return err
+	case "json", "yaml":
+		return WriteTree(s.Out, output, agentsTree(rows), nil)
 	}
 	fmt.Fprintln(s.Out, AgentTable(rows).Render(s.Width, FitNone, 0))
 	return nil

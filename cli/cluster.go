@@ -75,18 +75,7 @@ func (c *Cluster) Members(ctx context.Context, output string) error {
 		}
 		return err
 	case "json", "yaml":
-		tree := statusTree(st)
-		var text string
-		if output == "json" {
-			text, err = EncodeJSON(tree, nil, true)
-		} else {
-			text, err = EncodeYAML(tree, nil)
-		}
-		if err != nil {
-			return err
-		}
-		_, err = io.WriteString(c.Out, text)
-		return err
+		return WriteTree(c.Out, output, statusTree(st), nil)
 	}
 	return fmt.Errorf("%w: -o %q: use table, json or yaml", ErrBadArgument, output)
 }

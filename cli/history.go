@@ -141,20 +141,7 @@ func checkOutput(output string) error {
 }
 
 func (h *History) encode(tree map[string]any, output string) error {
-	var (
-		text string
-		err  error
-	)
-	if output == "json" {
-		text, err = EncodeJSON(tree, historyOrder, true)
-	} else {
-		text, err = EncodeYAML(tree, historyOrder)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = io.WriteString(h.Out, text)
-	return err
+	return WriteTree(h.Out, output, tree, historyOrder)
 }
 
 // historyOrder orders the keys of the history's JSON and YAML as the

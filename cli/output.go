@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -260,4 +261,24 @@ func jsonScalar(b *bytes.Buffer, v any) error {
 	}
 	b.Write(bytes.TrimRight(s.Bytes(), "\n"))
 	return nil
+}
+
+// WriteTree writes v to w as JSON (pretty) when output is "json", as YAML
+// otherwise, its maps' keys in order: the -o json|yaml of the commands
+// that print a tree.
+func WriteTree(w io.Writer, output string, v any, order KeyOrder) error {
+	var (
+		text string
+		err  error
+	)
+	if output == "json" {
+		text, err = EncodeJSON(v, order, true)
+	} else {
+		text, err = EncodeYAML(v, order)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, text)
+	return err
 }

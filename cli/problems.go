@@ -51,18 +51,7 @@ func (p *Problems) List(ctx context.Context, output string) error {
 		list = append(list, map[string]any{"id": pr.GetId(), "kind": pr.GetKind(), "since": p.time(pr.GetSinceMs()),
 			"sinceMs": pr.GetSinceMs(), "objects": objs, "summary": pr.GetSummary(), "detail": pr.GetDetail()})
 	}
-	tree := map[string]any{"problems": list}
-	var text string
-	if output == "json" {
-		text, err = EncodeJSON(tree, problemsOrder, true)
-	} else {
-		text, err = EncodeYAML(tree, problemsOrder)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = io.WriteString(p.Out, text)
-	return err
+	return WriteTree(p.Out, output, map[string]any{"problems": list}, problemsOrder)
 }
 
 // objectsCell is the OBJECTS cell: "workload app, workload db".

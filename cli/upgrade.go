@@ -62,18 +62,7 @@ func (c *Cluster) UpgradeStatus(ctx context.Context, output string) error {
 		_, err := io.WriteString(c.Out, b.String())
 		return err
 	case "json", "yaml":
-		tree := upgradeTree(st)
-		var text string
-		if output == "json" {
-			text, err = EncodeJSON(tree, nil, true)
-		} else {
-			text, err = EncodeYAML(tree, nil)
-		}
-		if err != nil {
-			return err
-		}
-		_, err = io.WriteString(c.Out, text)
-		return err
+		return WriteTree(c.Out, output, upgradeTree(st), nil)
 	}
 	return fmt.Errorf("%w: -o %q: use table, json or yaml", ErrBadArgument, output)
 }
