@@ -50,6 +50,10 @@ func (n *Node) bootstrap(servers []raft.Server) error {
 		return fmt.Errorf("cluster: bootstrap: %w", err)
 	}
 	if err == nil {
+		// A replica that bootstraps has lost nothing: it votes at once.
+		if herr := n.hold.end(endBootstrapped); herr != nil {
+			return fmt.Errorf("cluster: bootstrap: %w", herr)
+		}
 		// A new cluster has no data an older release wrote: it starts
 		// at the newest cluster version its voters support (upgrade.go).
 		n.fresh.Store(true)

@@ -31,9 +31,14 @@ type entryCheck struct {
 	check func(data []byte) error // nil: no check of the entries
 	// storage, once failed, refuses entries.
 	storage *storageGuard
-	log     hclog.Logger
-	stop    <-chan struct{}
-	now     func() time.Time
+	// hold, while active, refuses the votes it must (votehold.go) and
+	// learns the leader's commit index; self and addr answer them.
+	hold *holdState
+	self raft.ServerID
+	addr raft.ServerAddress
+	log  hclog.Logger
+	stop <-chan struct{}
+	now  func() time.Time
 
 	mu      sync.Mutex
 	logged  time.Time // last refusal logged
@@ -53,6 +58,9 @@ func (c *entryCheck) run() {
 	for {
 		select {
 		case rpc := <-c.in:
+			if c.holds(rpc) {
+				continue
+			}
 			if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && len(req.Entries) > 0 {
 				if err := c.storage.refusal("store entries from the leader"); err != nil {
 					rpc.Respond(nil, err)
@@ -73,6 +81,34 @@ func (c *entryCheck) run() {
 			return
 		}
 	}
+}
+
+// holds answers a vote request the hold refuses, and tells the hold of a
+// leader's AppendEntries; it reports whether it answered the RPC.
+func (c *entryCheck) holds(rpc raft.RPC) bool {
+	if !c.hold.active() {
+		return false
+	}
+	switch req := rpc.Command.(type) {
+	case *raft.RequestVoteRequest:
+		if c.hold.refuses(req.LastLogTerm, req.LastLogIndex) {
+			c.hold.refused.Add(1)
+			refuseVote(rpc, c.self, c.addr)
+			return true
+		}
+	case *raft.RequestPreVoteRequest:
+		if c.hold.refuses(req.LastLogTerm, req.LastLogIndex) {
+			c.hold.refused.Add(1)
+			refuseVote(rpc, c.self, c.addr)
+			return true
+		}
+	case *raft.AppendEntriesRequest:
+		c.hold.heardLeader(req.LeaderCommitIndex)
+		c.hold.nudge()
+	case *raft.InstallSnapshotRequest:
+		c.hold.nudge()
+	}
+	return false
 }
 
 // inspect checks the command entries of an AppendEntries.

@@ -51,8 +51,8 @@ func (n *Node) electAloneNow() {
 // A follower that heard from a leader within a heartbeat timeout only
 // restarts its timer.
 func (n *Node) standNow(whose string) {
-	if n.storage.Fault() != nil {
-		return // it cannot win, and the reload would undo its long timers
+	if n.storage.Fault() != nil || n.hold.active() {
+		return // it cannot win or must not, and the reload would undo its long timers
 	}
 	normal := n.raft.ReloadableConfig()
 	long := normal

@@ -161,6 +161,7 @@ func (n *Node) localMeta() gossipmeta.Meta {
 		Version: n.cfg.Version, Expect: n.cfg.BootstrapExpect, LeaderSeen: string(leader),
 		HasState: n.hasState(), Incarnation: n.incarnation, ClusterVersion: n.cfg.supported(),
 		StorageFailed: storageFailedMeta(n.storage.Fault()),
+		VoteHold:      n.voteHoldMeta(),
 	}
 }
 
@@ -392,7 +393,7 @@ func (g *gossip) NotifyLeave(node *memberlist.Node) {
 		if p.Role != gossipmeta.RoleServer {
 			return
 		}
-		known, faulty = true, p.StorageFailed != ""
+		known, faulty = true, p.StorageFailed != "" || p.VoteHold != ""
 		if p.Leaving {
 			st = StatusLeft
 		}
@@ -438,6 +439,15 @@ func (g *gossip) memberUp(node *memberlist.Node, joined bool) {
 			g.logStorageFault(node.Name, p.StorageFailed, meta.StorageFailed)
 		}
 		p.StorageFailed = meta.StorageFailed
+		if p.VoteHold != meta.VoteHold {
+			faultChanged = true
+			if meta.VoteHold != "" {
+				g.logger.Warn("member holds its vote until it has caught up", "id", node.Name, "why", meta.VoteHold)
+			} else if p.VoteHold != "" {
+				g.logger.Info("member votes again", "id", node.Name)
+			}
+		}
+		p.VoteHold = meta.VoteHold
 		if joined || meta.Leaving {
 			p.Leaving = meta.Leaving
 		}

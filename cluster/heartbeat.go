@@ -49,6 +49,9 @@ func (n *Node) paceHeartbeats(leading bool) error {
 	case n.storage.Fault() != nil:
 		// It would only make the others vote in terms it cannot win.
 		hb, el = storageFailedTimeout, storageFailedTimeout
+	case n.hold.active():
+		// It must not stand before its log has caught up (votehold.go).
+		hb, el = storageFailedTimeout, storageFailedTimeout
 	case leading:
 		hb = n.timing.leaderHeartbeatTimeout()
 		el = max(el, hb)

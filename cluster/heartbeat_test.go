@@ -30,10 +30,12 @@ func TestOnlyTheLeaderSpacesItsHeartbeats(t *testing.T) {
 	old := c.WaitLeader(waitLong)
 	c.WaitFor("the leader to space its heartbeats", waitLong, paced(old, leaderTimeout))
 	c.WaitFor("the leader's heartbeat pacer", waitLong, old.PacingHeartbeats)
+	// A replica that saw another bootstrap first holds its vote, and does
+	// not stand, until it has caught up (votehold.go).
 	for _, f := range c.Followers() {
-		if got := f.Raft().ReloadableConfig().HeartbeatTimeout; got != timing.HeartbeatTimeout {
-			t.Fatalf("follower %s runs with heartbeat timeout %v, want %v", f.ID(), got, timing.HeartbeatTimeout)
-		}
+		c.WaitFor("follower "+f.ID()+" to vote and run with the configured heartbeat timeout", waitLong, func() bool {
+			return f.VoteHold() == "" && f.Raft().ReloadableConfig().HeartbeatTimeout == timing.HeartbeatTimeout
+		})
 		if f.PacingHeartbeats() {
 			t.Fatalf("follower %s paces heartbeats", f.ID())
 		}

@@ -50,6 +50,9 @@ type Member struct {
 	// while its storage works (StorageFaults); such a member is not
 	// healthy.
 	StorageFailed string
+	// VoteHold says why the member holds its vote until it has caught up
+	// (VoteHolds); empty when it votes.
+	VoteHold string
 }
 
 // peerInfo is what this node knows about a replica outside Raft: its
@@ -78,6 +81,8 @@ type peerInfo struct {
 	ClusterVersion uint32
 	// StorageFailed is gossipmeta.Meta.StorageFailed.
 	StorageFailed string
+	// VoteHold is gossipmeta.Meta.VoteHold.
+	VoteHold string
 }
 
 // peerTable maps replica ids to peerInfo; gossip writes it, readers copy.
@@ -175,6 +180,11 @@ func (n *Node) Members() ([]Member, error) {
 	for id, fault := range n.StorageFaults() {
 		if m := byID[id]; m != nil {
 			m.StorageFailed = fault
+		}
+	}
+	for id, hold := range n.VoteHolds() {
+		if m := byID[id]; m != nil {
+			m.VoteHold = hold
 		}
 	}
 	for _, m := range byID {

@@ -196,10 +196,14 @@ type Node struct {
 	// pacing is set while this node's heartbeat pacer runs (paceLoop).
 	pacing atomic.Bool
 	// entries is the check of incoming entries (entryCheck).
-	entries  *entryCheck
-	shutdown sync.Once
-	shutErr  error
-	wg       sync.WaitGroup
+	entries *entryCheck
+	// integrity checks what the stores read back (integrity.go); hold is
+	// the vote hold of a replica that lost entries (votehold.go).
+	integrity *integrity
+	hold      *holdState
+	shutdown  sync.Once
+	shutErr   error
+	wg        sync.WaitGroup
 }
 
 func (cfg *Config) validate() error {
@@ -351,7 +355,8 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	guard := newStorageGuard(cfg.DataDir, cfg.Now, cfg.StorageFault)
-	store, err := newGuardedStore(walStore, guard, 512)
+	integ := newIntegrity(walStore, base.Named("cluster"))
+	store, err := newGuardedStore(walStore, guard, integ, 512)
 	if err != nil {
 		walStore.Close()
 		return nil, err
@@ -367,6 +372,22 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir, guard: guard}
+	hold := newHoldState(cfg.DataDir, cfg.Now)
+	if err := hold.load(); err != nil {
+		store.Close()
+		return nil, err
+	}
+	currentTerm := func() uint64 { t, _ := walStore.GetUint64(stableKeys.currentTerm); return t }
+	if err := startupRepair(cfg.DataDir, walStore, fileSnaps, hold, integ, base.Named("cluster"), currentTerm); err != nil {
+		store.Close()
+		return nil, err
+	}
+	integ.snapIndex = func() uint64 {
+		if l, err := fileSnaps.List(); err == nil && len(l) > 0 {
+			return l[0].Index
+		}
+		return 0
+	}
 	if err := checkDataFormat(cfg.DataDir, cfg.supported(), snaps, store); err != nil {
 		store.Close()
 		return nil, err
@@ -378,7 +399,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	nt, layer, tl := rn.nt, rn.layer, rn.tls
 	contacts := newContactTracker(cfg.Now)
-	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout, clock: cfg.Clock, storage: guard}
+	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout, clock: cfg.Clock, storage: guard, hold: hold}
 	shutdownCh := make(chan struct{})
 	started := false
 	defer func() {
@@ -387,6 +408,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}()
 	trans.checked = newEntryCheck(nt.Consumer(), cfg.CheckEntry, guard, base.Named("cluster"), cfg.Now, shutdownCh)
+	trans.checked.hold, trans.checked.self, trans.checked.addr = hold, raft.ServerID(cfg.ID), nt.LocalAddr()
 	go trans.checked.run()
 	recovered, err := recoverFromPeersFile(cfg, rc, logs, store, snaps, trans)
 	if err != nil {
@@ -403,6 +425,21 @@ func NewNode(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
+	if !existing && !cfg.bootstrapsSelf() {
+		// New flash under a known name looks like a new replica: neither
+		// may vote before it has caught up (votehold.go).
+		if err := hold.hold(voteHold{Reason: "started with no Raft state", Empty: true, Since: cfg.Now()}); err != nil {
+			nt.Close()
+			store.Close()
+			return nil, err
+		}
+	}
+	if hold.active() {
+		// It must not stand for election before Raft runs (votehold.go);
+		// paceHeartbeats keeps it so until the hold ends.
+		rc.HeartbeatTimeout, rc.ElectionTimeout = storageFailedTimeout, storageFailedTimeout
+		base.Named("cluster").Warn("holding this replica's vote until its log has caught up", "reason", hold.Held().Reason)
+	}
 	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
 	if err != nil {
 		nt.Close()
@@ -416,7 +453,11 @@ func NewNode(cfg Config) (*Node, error) {
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: changefeed.New(),
 		reconcileCh: make(chan struct{}, 1), ledger: cfg.FSM.(RemovalLedger), incarnation: rand.Uint64() | 1,
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
+		integrity: integ, hold: hold,
 	}
+	lastIndex := r.LastIndex
+	hold.lastIndex.Store(&lastIndex)
+	hold.onEnd = n.onHoldEnd
 	if tl != nil {
 		tl.raft.Store(r)
 		n.prover = newProver(n)
@@ -438,6 +479,8 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 		n.gossip = g
 	}
+	n.wg.Add(1)
+	go n.scrubLoop()
 	n.observer = raft.NewObserver(n.obsCh, false, nil)
 	r.RegisterObserver(n.observer)
 	n.wg.Add(1)

@@ -63,8 +63,14 @@ func (n *Node) observeRaft() {
 		}
 	}
 	failed := n.storage.failedCh
+	released := n.hold.Released()
 	for {
 		select {
+		case <-n.hold.poke:
+			n.checkHold()
+		case <-released:
+			released = nil
+			syncLeadership()
 		case <-failed:
 			failed = nil
 			n.onStorageFailed()
@@ -90,6 +96,7 @@ func (n *Node) observeRaft() {
 			}
 		case <-tick.C:
 			tick.Reset(clock.UntilSlot(clk.Now(), every))
+			n.checkHold()
 			n.noteLeader()
 			syncLeadership()
 		case <-n.shutdownCh:

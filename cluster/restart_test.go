@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
@@ -37,9 +38,12 @@ func TestWholeClusterRestart_KeepsState(t *testing.T) {
 }
 
 // A replica whose Raft has state never bootstraps again: alone it stays
-// without a leader in its old three-voter configuration, and fresh peers
-// next to it (data lost) do not bootstrap a second cluster but are pulled
-// into its cluster, state intact.
+// without a leader in its old three-voter configuration. Fresh peers next
+// to it (their flash replaced) do not bootstrap a second cluster, and
+// they hold their votes (votehold.go): they cannot know whether n1 lacks
+// an entry they had acknowledged, and no leader exists to catch up from.
+// Once an operator releases one of them (grapnel cluster repair), n1 is
+// elected and pulls both into its cluster, state intact.
 func TestExistingState_NeverBootstrapsAgain(t *testing.T) {
 	c := clustertest.New(t, 3)
 	c.WaitLeader(waitLong)
@@ -63,6 +67,22 @@ func TestExistingState_NeverBootstrapsAgain(t *testing.T) {
 		}
 	}
 	c.RestartAll("n2", "n3")
+	for _, id := range []string{"n2", "n3"} {
+		if h := c.Node(id).VoteHold(); !strings.Contains(h, "no Raft state") {
+			t.Fatalf("%s vote hold = %q, want one for a start with no Raft state", id, h)
+		}
+	}
+	holdsFor(t, 4*n1.Timing().ElectionTimeout, "no leader while the empty replicas hold their votes", func() bool {
+		for _, id := range c.IDs() {
+			if c.Node(id).IsLeader() {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := c.Node("n2").ReleaseVoteHold(); err != nil {
+		t.Fatal(err)
+	}
 	// n2 and n3 have no configuration, so they cannot campaign: whoever
 	// leads got the log from n1, and the content check proves it.
 	c.WaitLeader(waitLong)
@@ -73,4 +93,5 @@ func TestExistingState_NeverBootstrapsAgain(t *testing.T) {
 			t.Fatalf("%s configuration = %v", id, voters)
 		}
 	}
+	c.WaitFor("n3 caught up and voting again", waitLong, func() bool { return c.Node("n3").VoteHold() == "" })
 }

@@ -318,26 +318,26 @@ type guardedStore struct {
 
 // newGuardedStore puts the guard and a cache of the last cached entries
 // in front of w.
-func newGuardedStore(w *logStore, g *storageGuard, cached int) (*guardedStore, error) {
-	c, err := raft.NewLogCache(cached, walWrites{WAL: w, g: g})
+func newGuardedStore(w *logStore, g *storageGuard, c *integrity, cached int) (*guardedStore, error) {
+	lc, err := raft.NewLogCache(cached, walWrites{checkedWAL: checkedWAL{WAL: w, c: c}, g: g})
 	if err != nil {
 		return nil, err
 	}
-	return &guardedStore{w: w, log: c, g: g}, nil
+	return &guardedStore{w: w, log: lc, g: g}, nil
 }
 
 // walWrites is the WAL as the log cache writes it: the guard records
-// each write's error before the cache sees it. It keeps the WAL's
-// MonotonicLogStore.
+// each write's error before the cache sees it, and each entry carries
+// its checksum (integrity.go). It keeps the WAL's MonotonicLogStore.
 type walWrites struct {
-	*wal.WAL
+	checkedWAL
 	g *storageGuard
 }
 
 func (w walWrites) StoreLog(l *raft.Log) error { return w.StoreLogs([]*raft.Log{l}) }
 
 func (w walWrites) StoreLogs(logs []*raft.Log) error {
-	return w.g.record(opAppend, func() error { return w.WAL.StoreLogs(logs) })
+	return w.g.record(opAppend, func() error { return w.checkedWAL.storeLogs(logs) })
 }
 
 func (w walWrites) DeleteRange(min, max uint64) error {

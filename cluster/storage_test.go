@@ -56,7 +56,7 @@ func guardedWAL(t *testing.T, dir string, inject func(string) error) (*guardedSt
 		t.Fatal(err)
 	}
 	g := newStorageGuard(dir, func() time.Time { return testNow }, inject)
-	s, err := newGuardedStore(w, g, 16)
+	s, err := newGuardedStore(w, g, newIntegrity(w, hclog.NewNullLogger()), 16)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,12 @@ type Timing struct {
 	// write and fsync every half minute.
 	StorageProbeMin time.Duration
 	StorageProbeMax time.Duration
+	// ScrubInterval is how often the replica reads its whole Raft log and
+	// newest snapshot back and checks them (integrity.go), so that data
+	// that rots at rest is found while a healthy majority can repair it:
+	// 10 minutes by default, reads only (the log trails about 10 MiB).
+	// Negative: never.
+	ScrubInterval time.Duration
 
 	Gossip    GossipTiming
 	Autopilot Autopilot
@@ -161,6 +167,7 @@ func DefaultTiming() Timing {
 		CommitTimeout:      time.Second,
 		StorageProbeMin:    time.Second,
 		StorageProbeMax:    30 * time.Second,
+		ScrubInterval:      10 * time.Minute,
 		Gossip:             DefaultGossipTiming(),
 		Autopilot:          DefaultAutopilot(),
 	}
@@ -228,6 +235,7 @@ func (t Timing) withDefaults() Timing {
 	setDur(&t.CommitTimeout, def.CommitTimeout)
 	setDur(&t.StorageProbeMin, def.StorageProbeMin)
 	setDur(&t.StorageProbeMax, max(def.StorageProbeMax, t.StorageProbeMin))
+	setDur(&t.ScrubInterval, def.ScrubInterval)
 	if t.HeartbeatInterval == 0 {
 		t.HeartbeatInterval = min(t.HeartbeatTimeout, t.LeaderLeaseTimeout) * 5 / 12
 	}

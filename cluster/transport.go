@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -240,7 +241,13 @@ type contactTransport struct {
 	// requests: it cannot win an election (storage.go), so asking only
 	// makes the others vote in a term nobody wins.
 	storage *storageGuard
+	// hold, while active, stops them too (votehold.go).
+	hold *holdState
 }
+
+// errHolding is the error of this replica's own vote requests while it
+// holds its vote.
+var errHolding = errors.New("this replica holds its vote until its log has caught up")
 
 // RequestVote asks target for its vote, unless this replica's storage
 // failed.
@@ -248,6 +255,9 @@ func (t *contactTransport) RequestVote(id raft.ServerID, target raft.ServerAddre
 	args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
 	if err := t.storage.refusal("ask for a vote"); err != nil {
 		return err
+	}
+	if t.hold.active() {
+		return errHolding
 	}
 	return t.NetworkTransport.RequestVote(id, target, args, resp)
 }
@@ -258,6 +268,9 @@ func (t *contactTransport) RequestPreVote(id raft.ServerID, target raft.ServerAd
 	args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
 	if err := t.storage.refusal("ask for a pre-vote"); err != nil {
 		return err
+	}
+	if t.hold.active() {
+		return errHolding
 	}
 	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
 }

@@ -108,12 +108,14 @@ func (l *leader) factsSignature() string {
 		b.WriteByte(',')
 	}
 	b.WriteByte('|')
-	faults := l.s.node.StorageFaults()
-	for _, id := range state.SortedKeys(faults) {
-		b.WriteString(id)
-		b.WriteByte('=')
-		b.WriteString(faults[id])
-		b.WriteByte(',')
+	for _, m := range []map[string]string{l.s.node.StorageFaults(), l.s.node.VoteHolds()} {
+		for _, id := range state.SortedKeys(m) {
+			b.WriteString(id)
+			b.WriteByte('=')
+			b.WriteString(m[id])
+			b.WriteByte(',')
+		}
+		b.WriteByte('|')
 	}
 	return b.String()
 }
@@ -202,6 +204,9 @@ func (l *leader) problemFacts(st *state.Store, now time.Time, assigned map[strin
 	// wakes when they change: StorageFaultChanges).
 	if faults := l.s.node.StorageFaults(); len(faults) > 0 {
 		f.StorageFailed = faults
+	}
+	if holds := l.s.node.VoteHolds(); len(holds) > 0 {
+		f.VoteHeld = holds
 	}
 	// The placement allocator's shortfalls (kept by the leader loop,
 	// which marks the problems dirty when they change) and the agents in

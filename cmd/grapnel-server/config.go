@@ -110,6 +110,9 @@ type config struct {
 	RaftLeaderLeaseTimeout time.Duration `yaml:"raft_leader_lease_timeout"`
 	RaftCommitTimeout      time.Duration `yaml:"raft_commit_timeout"`
 	RaftHeartbeatInterval  time.Duration `yaml:"raft_heartbeat_interval"`
+	// ScrubInterval is how often the replica checks its whole Raft log
+	// and newest snapshot at rest; negative: never.
+	ScrubInterval time.Duration `yaml:"scrub_interval"`
 	// RaftSegmentMiB is the size of one segment file of the Raft log.
 	RaftSegmentMiB int `yaml:"raft_segment_mib"`
 	// UpgradeFinalizeAfter raises the cluster version by itself once
@@ -194,6 +197,7 @@ func defaults() config {
 		RaftElectionTimeout:      t.ElectionTimeout,
 		RaftLeaderLeaseTimeout:   t.LeaderLeaseTimeout,
 		RaftCommitTimeout:        t.CommitTimeout,
+		ScrubInterval:            t.ScrubInterval,
 		RaftSegmentMiB:           cluster.DefaultSegmentSize >> 20,
 		GCPercent:                defaultGCPercent,
 		GCIdlePercent:            defaultGCIdlePercent,
@@ -267,6 +271,7 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }),
 		layered.Opt("raft-heartbeat-interval", "", "RAFT_HEARTBEAT_INTERVAL", "leader: time between its heartbeats to the followers, all sent at once; Raft's own follow one to two intervals after the last if they are late (0: five twelfths of the shorter of the heartbeat and lease timeouts, 83 ms by default)", func(c *config) any { return &c.RaftHeartbeatInterval }),
 		layered.Opt("upgrade-finalize-after", "", "UPGRADE_FINALIZE_AFTER", "finalize a rolling upgrade by itself once every voter has supported the new cluster version this long; 0 (the default) waits for `grapnel cluster upgrade finalize`, which the OTA manager runs once it has confirmed the update (docs/upgrade.md)", func(c *config) any { return &c.UpgradeFinalizeAfter }),
+		layered.Opt("scrub-interval", "", "SCRUB_INTERVAL", "how often the replica reads back and checks its whole Raft log and newest snapshot, so that data corrupted at rest is found and repaired from the peers (negative: never)", func(c *config) any { return &c.ScrubInterval }),
 		layered.Opt("raft-segment-mib", "", "RAFT_SEGMENT_MIB", "MiB of one Raft log segment file, allocated when it is opened and deleted once a snapshot covers it", func(c *config) any { return &c.RaftSegmentMiB }),
 		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target while the replica allocates fast (2 MiB/s or more) and at the start: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
 		layered.Opt("gc-idle-percent", "", "GC_IDLE_PERCENT", "Go GC target while the replica allocates little (under 1 MiB/s), which keeps an idle replica's heap small (at least --gc-percent: that target always; the GOGC variable wins)", func(c *config) any { return &c.GCIdlePercent }),
@@ -486,6 +491,7 @@ func (c config) timing() cluster.Timing {
 		LeaderLeaseTimeout: c.RaftLeaderLeaseTimeout,
 		CommitTimeout:      c.RaftCommitTimeout,
 		HeartbeatInterval:  c.RaftHeartbeatInterval,
+		ScrubInterval:      c.ScrubInterval,
 	}
 }
 

@@ -254,7 +254,7 @@ func run(cfg config) error {
 	log.Info("grapnel-server started", "id", cfg.Name, "address", lis.Addr().String(), "raft", cfg.RaftAddress,
 		"gossip", cfg.GossipAddress, "data", cfg.DataDir)
 	restart := false
-	failed, healed := node.StorageFailed(), node.StorageHealed()
+	failed, healed, corrupted := node.StorageFailed(), node.StorageHealed(), node.Corrupted()
 wait:
 	for {
 		select {
@@ -272,6 +272,12 @@ wait:
 			log.Warn("storage works again: restarting in place (same process id) to reopen the data directory; "+
 				"the agents and clients reconnect as after a restart", "data_dir", cfg.DataDir)
 			notify.Status(restartingStatus)
+			restart = true
+			break wait
+		case <-corrupted:
+			log.Error("corrupt data found while running: restarting in place (same process id) to cut it out and "+
+				"catch up from the leader", "error", node.Corruption(), "data_dir", cfg.DataDir)
+			notify.Status(repairingStatus)
 			restart = true
 			break wait
 		}
@@ -310,6 +316,7 @@ const (
 	leaderStatus     = "leader"
 	followerStatus   = "follower"
 	restartingStatus = "storage works again: restarting in place to reopen the data directory"
+	repairingStatus  = "corrupt data found: restarting in place to cut it out and catch up from the leader"
 )
 
 // replicaStatus is the STATUS= text of a replica that leads or not, or

@@ -59,7 +59,14 @@ type Meta struct {
 	// storage. Advisory, like all metadata: a release that does not know
 	// the tag skips it.
 	StorageFailed string
+	// VoteHold, when set, says the replica lost Raft entries (a corrupt
+	// entry cut out, or new flash) and holds its vote until it has caught
+	// up, in a few words (at most MaxVoteHoldLen bytes). Advisory.
+	VoteHold string
 }
+
+// MaxVoteHoldLen bounds Meta.VoteHold.
+const MaxVoteHoldLen = 96
 
 // MaxStorageFailedLen bounds Meta.StorageFailed, so that the metadata of
 // a replica with long addresses still fits memberlist's limit.
@@ -89,6 +96,8 @@ const (
 	tagClusterVersion = 12
 	// tagStorageFailed is issue 29 point 3 (failed storage).
 	tagStorageFailed = 13
+	// tagVoteHold is issue 29 point 3 (corrupted data, replaced flash).
+	tagVoteHold = 14
 )
 
 var fieldNames = map[byte]string{
@@ -99,6 +108,7 @@ var fieldNames = map[byte]string{
 	tagUI:             "ui_address",
 	tagClusterVersion: "cluster_version",
 	tagStorageFailed:  "storage_failed",
+	tagVoteHold:       "vote_hold",
 }
 
 // Encode returns the wire form, or an error when it would not fit in
@@ -143,6 +153,12 @@ func (m Meta) Encode() ([]byte, error) {
 			return nil, fmt.Errorf("gossip metadata: storage_failed is %d bytes, over %d", len(m.StorageFailed), MaxStorageFailedLen)
 		}
 		str(tagStorageFailed, m.StorageFailed)
+	}
+	if m.VoteHold != "" {
+		if len(m.VoteHold) > MaxVoteHoldLen {
+			return nil, fmt.Errorf("gossip metadata: vote_hold is %d bytes, over %d", len(m.VoteHold), MaxVoteHoldLen)
+		}
+		str(tagVoteHold, m.VoteHold)
 	}
 	if len(buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("gossip metadata is %d bytes, over memberlist's %d-byte limit: "+
@@ -213,6 +229,8 @@ func (m *Meta) set(tag byte, name string, val []byte) error {
 		m.UIAddress = string(val)
 	case tagStorageFailed:
 		m.StorageFailed = string(val)
+	case tagVoteHold:
+		m.VoteHold = string(val)
 	case tagExpect:
 		v, k := binary.Uvarint(val)
 		if k <= 0 || k != len(val) || v > 1<<16 {

@@ -35,10 +35,14 @@ const (
 	// entries and casts no votes until it restarted on working storage
 	// (Facts.StorageFailed).
 	StorageFailed Kind = "StorageFailed"
+	// VoteHeld: a replica lost Raft entries (a corrupt entry cut out of
+	// its log, or new flash) and holds its vote until it has caught up
+	// from the leader (Facts.VoteHeld).
+	VoteHeld Kind = "VoteHeld"
 )
 
 // Kinds lists every kind, for the gauge (a kind with no problem shows 0).
-var Kinds = []Kind{MissingDependency, AgentGone, AgentNeverConnected, FailingRepeatedly, SpreadImpossible, CapacityExceeded, StorageFailed}
+var Kinds = []Kind{MissingDependency, AgentGone, AgentNeverConnected, FailingRepeatedly, SpreadImpossible, CapacityExceeded, StorageFailed, VoteHeld}
 
 // Object kinds of state.ProblemObject.
 const (
@@ -83,6 +87,9 @@ type Facts struct {
 	// fault in a few words, as their gossip metadata announces it
 	// (cluster.Node.StorageFaults).
 	StorageFailed map[string]string
+	// VoteHeld names the replicas that hold their votes, with why, as
+	// their gossip metadata announces it (cluster.Node.VoteHolds).
+	VoteHeld map[string]string
 }
 
 // ShortfallReason says why the allocator placed fewer instances than
@@ -125,7 +132,7 @@ type source func(st *state.Store, f *Facts, c *Cache, r *Result)
 
 // sources are the checks, in no particular order. A new kind of problem
 // is a function here and a constant above.
-var sources = []source{missingDependencies, agentProblems, failingRepeatedly, shortfalls, storageFailures}
+var sources = []source{missingDependencies, agentProblems, failingRepeatedly, shortfalls, storageFailures, voteHolds}
 
 // Detect runs every check on the store and the facts. It reads st and
 // changes nothing.

@@ -190,3 +190,23 @@ func storageFailures(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 		})
 	}
 }
+
+// voteHolds turns the replicas that hold their votes into problems, one
+// per replica. Most end within a second, once the replica has caught up
+// from the leader; one that stays means no leader can be elected
+// without it, or it cannot reach the leader.
+func voteHolds(_ *state.Store, f *Facts, _ *Cache, r *Result) {
+	for _, id := range slices.Sorted(maps.Keys(f.VoteHeld)) {
+		why := f.VoteHeld[id]
+		r.Findings = append(r.Findings, Finding{
+			Kind: VoteHeld, Key: key(VoteHeld, id),
+			Objects: []state.ProblemObject{{Kind: ObjReplica, Name: id}},
+			Summary: fmt.Sprintf("replica %s holds its vote: %s", id, why),
+			Detail: fmt.Sprintf("Replica %s lost Raft entries it may have acknowledged (%s). Until its log has caught up from the "+
+				"leader it grants no vote that could elect a leader lacking them, and does not stand, so the cluster tolerates one "+
+				"failure fewer. It ends by itself once a leader reaches it. If no leader can be elected without its vote (a majority "+
+				"lost the same entries), `grapnel cluster repair %s` releases it, accepting that entries only the lost logs held are "+
+				"gone (docs/operations.md, \"Corrupted or lost data\").", id, why, id),
+		})
+	}
+}
