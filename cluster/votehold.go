@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/grapnel-io/grapnel/internal/durable"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
@@ -268,7 +269,7 @@ func (n *Node) VoteHold() string {
 const maxHoldLen = 160
 
 // ErrNoHold is ReleaseVoteHold's answer when the replica holds no vote.
-var ErrNoHold = errors.New("this replica holds no vote")
+var ErrNoHold = errs.ErrNoVoteHold
 
 // ReleaseVoteHold ends this replica's vote hold by an operator's
 // decision (`grapnel cluster repair`): the entries only it had may be

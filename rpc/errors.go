@@ -30,6 +30,8 @@ var sentinelReasons = []struct {
 	{errs.ErrShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
 	{errs.ErrLeaderChanged, codes.Unavailable, "LEADER_CHANGED"},
 	{errs.ErrUnknownReplica, codes.NotFound, "UNKNOWN_REPLICA"},
+	{errs.ErrNoVoteHold, codes.FailedPrecondition, "NO_VOTE_HOLD"},
+	{errs.ErrOtherReplica, codes.InvalidArgument, "OTHER_REPLICA"},
 	// Unavailable, as NOT_LEADER: the caller retries (on the next leader).
 	{errs.ErrOutcomeUnknown, codes.Unavailable, "OUTCOME_UNKNOWN"},
 	{errs.ErrQuorum, codes.FailedPrecondition, "QUORUM"},

@@ -109,6 +109,7 @@ func memberToProto(m cluster.Member) *grapnelpb.Member {
 		Id: m.ID, GrpcAddress: m.GRPCAddress, RaftAddress: m.RaftAddress, GossipAddress: m.GossipAddress,
 		Role: m.Role, Voter: m.Voter, Healthy: m.Healthy, Leader: m.Leader, LastContactMs: contact,
 		Version: m.Version, GossipStatus: m.GossipStatus, LeaderSeen: m.LeaderSeen, ClusterVersion: m.ClusterVersion,
+		VoteHold: m.VoteHold,
 	}
 }
 
@@ -149,6 +150,25 @@ func (c *clusterService) UpgradeFinalize(ctx context.Context, _ *grapnelpb.Upgra
 		return nil, c.clusterErr(err)
 	}
 	return &grapnelpb.UpgradeFinalizeResponse{From: from, To: to}, nil
+}
+
+// RepairReplica releases this replica's vote hold (cluster.Node.
+// ReleaseVoteHold): cluster administration, answered by the replica the
+// request names, leader or not, since a held vote may be why there is no
+// leader.
+func (c *clusterService) RepairReplica(_ context.Context, req *grapnelpb.RepairReplicaRequest) (*grapnelpb.RepairReplicaResponse, error) {
+	if req.GetId() != c.node.ID() {
+		return nil, errs.WithText(errs.ErrOtherReplica, fmt.Sprintf("field id: %q is not this replica (%s): send the repair to %q itself",
+			req.GetId(), c.node.ID(), req.GetId()))
+	}
+	what, err := c.node.ReleaseVoteHold()
+	if errors.Is(err, errs.ErrNoVoteHold) {
+		return nil, errs.WithText(errs.ErrNoVoteHold, fmt.Sprintf("replica %s holds no vote: it lost no Raft entries or has caught up; nothing to repair", c.node.ID()))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &grapnelpb.RepairReplicaResponse{Released: what}, nil
 }
 
 // leaderAndTerm reads the leader together with the term it belongs to:

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/grapnel-io/grapnel/cli"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc/client"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 )
 
 // clusterOpTimeout bounds the operator verbs that change the cluster;
@@ -102,6 +105,59 @@ func newCluster(a *app) *cobra.Command {
 			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.UpgradeFinalize(ctx) })
 		},
 	})
-	cl.AddCommand(members, add, remove, transfer, snapshot, upgrade)
+	repair := &cobra.Command{
+		Use:   "repair REPLICA",
+		Short: "Release the vote hold of a replica that lost Raft entries, when no leader can be elected without it (entries only the lost logs held are gone)",
+		Long: "A replica that cut a corrupt entry out of its Raft log, or started on new flash under its old name, holds its vote until it\n" +
+			"has caught up from a leader (docs/operations.md, \"Corrupted or lost data\"). When a majority lost the same entries no leader\n" +
+			"can be elected; this releases REPLICA's hold, so that it votes again, accepting that entries only the lost logs held are gone.\n" +
+			"It is sent to REPLICA itself, found through any replica given with -s.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return a.repairReplica(cmd.Context(), args[0]) },
+	}
+	cl.AddCommand(members, add, remove, transfer, snapshot, upgrade, repair)
 	return cl
+}
+
+// repairReplica finds id's address through any replica that answers
+// (there may be no leader) and asks id itself to release its vote hold.
+func (a *app) repairReplica(ctx context.Context, id string) error {
+	o, err := a.clientOptions()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, clusterOpTimeout)
+	defer cancel()
+	cc, _, closeFn, err := client.DialReplica(ctx, o)
+	if err != nil {
+		return err
+	}
+	st, err := cc.Status(ctx, &grapnelpb.StatusRequest{})
+	closeFn()
+	if err != nil {
+		return err
+	}
+	addr := ""
+	for _, m := range st.GetMembers() {
+		if m.GetId() == id {
+			addr = m.GetGrpcAddress()
+		}
+	}
+	if addr == "" {
+		return fmt.Errorf("replica %q: %w (replica %s knows no member by that id, or not its address)", id, errs.ErrUnknownReplica, st.GetReplicaId())
+	}
+	o.Addrs = []string{addr}
+	cc, _, closeFn, err = client.DialReplica(ctx, o)
+	if err != nil {
+		return fmt.Errorf("replica %s at %s: %w", id, addr, err)
+	}
+	defer closeFn()
+	r, err := cc.RepairReplica(ctx, &grapnelpb.RepairReplicaRequest{Id: id})
+	if err != nil {
+		return err
+	}
+	if !a.global.Quiet {
+		fmt.Fprintf(a.stdout, "released the vote hold of %s (%s): it votes again; entries only the lost logs held may be gone\n", id, r.GetReleased())
+	}
+	return nil
 }

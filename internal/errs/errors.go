@@ -46,6 +46,14 @@ var ErrLeaderChanged = errors.New("the leader changed")
 // configuration.
 var ErrUnknownReplica = errors.New("no such replica in the cluster")
 
+// ErrNoVoteHold refuses a repair of a replica that holds no vote: it
+// lost no entries, or caught up already (cluster.Node.ReleaseVoteHold).
+var ErrNoVoteHold = errors.New("the replica holds no vote")
+
+// ErrOtherReplica refuses a call that only the replica it names can
+// answer, sent to another one.
+var ErrOtherReplica = errors.New("the call names another replica")
+
 // ErrOutcomeUnknown means the leader lost leadership after proposing a
 // change and before it committed: the change may or may not take effect.
 // Only an idempotent call may be retried blindly (cluster remove is).

@@ -114,6 +114,7 @@ var Methods = map[string]Right{
 	grapnelpb.Cluster_Agents_FullMethodName:             ReadState,
 	grapnelpb.Cluster_UpgradeStatus_FullMethodName:      Status,
 	grapnelpb.Cluster_UpgradeFinalize_FullMethodName:    Administer,
+	grapnelpb.Cluster_RepairReplica_FullMethodName:      Administer,
 
 	grapnelpb.Plan_DryRun_FullMethodName:   ReadState,
 	grapnelpb.Plan_Apply_FullMethodName:    ChangeState,

@@ -171,6 +171,15 @@ func (l *leaderCluster) UpgradeFinalize(ctx context.Context, in *grapnelpb.Upgra
 	})
 }
 
+// RepairReplica goes to the leader like the rest; `grapnel cluster
+// repair` calls the replica it names instead (DialReplica), since a
+// replica that holds its vote may be why there is no leader.
+func (l *leaderCluster) RepairReplica(ctx context.Context, in *grapnelpb.RepairReplicaRequest, opts ...grpc.CallOption) (*grapnelpb.RepairReplicaResponse, error) {
+	return unary(ctx, l, func(c grapnelpb.ClusterClient) (*grapnelpb.RepairReplicaResponse, error) {
+		return c.RepairReplica(ctx, in, opts...)
+	})
+}
+
 func (l *leaderCluster) Watch(ctx context.Context, in *grapnelpb.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[grapnelpb.WatchEvent], error) {
 	c, err := l.leader(ctx)
 	if err != nil {

@@ -25,6 +25,95 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RepairReplicaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairReplicaRequest) Reset() {
+	*x = RepairReplicaRequest{}
+	mi := &file_grapnel_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairReplicaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairReplicaRequest) ProtoMessage() {}
+
+func (x *RepairReplicaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairReplicaRequest.ProtoReflect.Descriptor instead.
+func (*RepairReplicaRequest) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RepairReplicaRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RepairReplicaResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// released is the hold that ended, in a few words.
+	Released      string `protobuf:"bytes,1,opt,name=released,proto3" json:"released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairReplicaResponse) Reset() {
+	*x = RepairReplicaResponse{}
+	mi := &file_grapnel_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairReplicaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairReplicaResponse) ProtoMessage() {}
+
+func (x *RepairReplicaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grapnel_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairReplicaResponse.ProtoReflect.Descriptor instead.
+func (*RepairReplicaResponse) Descriptor() ([]byte, []int) {
+	return file_grapnel_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RepairReplicaResponse) GetReleased() string {
+	if x != nil {
+		return x.Released
+	}
+	return ""
+}
+
 type UpgradeStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -33,7 +122,7 @@ type UpgradeStatusRequest struct {
 
 func (x *UpgradeStatusRequest) Reset() {
 	*x = UpgradeStatusRequest{}
-	mi := &file_grapnel_proto_msgTypes[0]
+	mi := &file_grapnel_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +134,7 @@ func (x *UpgradeStatusRequest) String() string {
 func (*UpgradeStatusRequest) ProtoMessage() {}
 
 func (x *UpgradeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[0]
+	mi := &file_grapnel_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +147,7 @@ func (x *UpgradeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpgradeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{0}
+	return file_grapnel_proto_rawDescGZIP(), []int{2}
 }
 
 type UpgradeStatusResponse struct {
@@ -90,7 +179,7 @@ type UpgradeStatusResponse struct {
 
 func (x *UpgradeStatusResponse) Reset() {
 	*x = UpgradeStatusResponse{}
-	mi := &file_grapnel_proto_msgTypes[1]
+	mi := &file_grapnel_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +191,7 @@ func (x *UpgradeStatusResponse) String() string {
 func (*UpgradeStatusResponse) ProtoMessage() {}
 
 func (x *UpgradeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[1]
+	mi := &file_grapnel_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +204,7 @@ func (x *UpgradeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpgradeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{1}
+	return file_grapnel_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UpgradeStatusResponse) GetReplicaId() string {
@@ -192,7 +281,7 @@ type ClusterVersionFeature struct {
 
 func (x *ClusterVersionFeature) Reset() {
 	*x = ClusterVersionFeature{}
-	mi := &file_grapnel_proto_msgTypes[2]
+	mi := &file_grapnel_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -204,7 +293,7 @@ func (x *ClusterVersionFeature) String() string {
 func (*ClusterVersionFeature) ProtoMessage() {}
 
 func (x *ClusterVersionFeature) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[2]
+	mi := &file_grapnel_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -217,7 +306,7 @@ func (x *ClusterVersionFeature) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVersionFeature.ProtoReflect.Descriptor instead.
 func (*ClusterVersionFeature) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{2}
+	return file_grapnel_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClusterVersionFeature) GetVersion() uint32 {
@@ -249,7 +338,7 @@ type UpgradeFinalizeRequest struct {
 
 func (x *UpgradeFinalizeRequest) Reset() {
 	*x = UpgradeFinalizeRequest{}
-	mi := &file_grapnel_proto_msgTypes[3]
+	mi := &file_grapnel_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +350,7 @@ func (x *UpgradeFinalizeRequest) String() string {
 func (*UpgradeFinalizeRequest) ProtoMessage() {}
 
 func (x *UpgradeFinalizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[3]
+	mi := &file_grapnel_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +363,7 @@ func (x *UpgradeFinalizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeFinalizeRequest.ProtoReflect.Descriptor instead.
 func (*UpgradeFinalizeRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{3}
+	return file_grapnel_proto_rawDescGZIP(), []int{5}
 }
 
 type UpgradeFinalizeResponse struct {
@@ -287,7 +376,7 @@ type UpgradeFinalizeResponse struct {
 
 func (x *UpgradeFinalizeResponse) Reset() {
 	*x = UpgradeFinalizeResponse{}
-	mi := &file_grapnel_proto_msgTypes[4]
+	mi := &file_grapnel_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +388,7 @@ func (x *UpgradeFinalizeResponse) String() string {
 func (*UpgradeFinalizeResponse) ProtoMessage() {}
 
 func (x *UpgradeFinalizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[4]
+	mi := &file_grapnel_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +401,7 @@ func (x *UpgradeFinalizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpgradeFinalizeResponse.ProtoReflect.Descriptor instead.
 func (*UpgradeFinalizeResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{4}
+	return file_grapnel_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpgradeFinalizeResponse) GetFrom() uint32 {
@@ -337,7 +426,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_grapnel_proto_msgTypes[5]
+	mi := &file_grapnel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +438,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[5]
+	mi := &file_grapnel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +451,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{5}
+	return file_grapnel_proto_rawDescGZIP(), []int{7}
 }
 
 type Member struct {
@@ -390,13 +479,16 @@ type Member struct {
 	// gossip announces it (0: a release that announces none;
 	// docs/upgrade.md).
 	ClusterVersion uint32 `protobuf:"varint,13,opt,name=clusterVersion,proto3" json:"clusterVersion,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Why the member holds its vote until it has caught up (it lost Raft
+	// entries); empty when it votes.
+	VoteHold      string `protobuf:"bytes,14,opt,name=voteHold,proto3" json:"voteHold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_grapnel_proto_msgTypes[6]
+	mi := &file_grapnel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +500,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[6]
+	mi := &file_grapnel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +513,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{6}
+	return file_grapnel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Member) GetId() string {
@@ -515,6 +607,13 @@ func (x *Member) GetClusterVersion() uint32 {
 	return 0
 }
 
+func (x *Member) GetVoteHold() string {
+	if x != nil {
+		return x.VoteHold
+	}
+	return ""
+}
+
 type StatusResponse struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	ReplicaId         string                 `protobuf:"bytes,1,opt,name=replicaId,proto3" json:"replicaId,omitempty"`
@@ -533,7 +632,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_grapnel_proto_msgTypes[7]
+	mi := &file_grapnel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +644,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[7]
+	mi := &file_grapnel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +657,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{7}
+	return file_grapnel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatusResponse) GetReplicaId() string {
@@ -627,7 +726,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_grapnel_proto_msgTypes[8]
+	mi := &file_grapnel_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +738,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[8]
+	mi := &file_grapnel_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +751,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{8}
+	return file_grapnel_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchRequest) GetHeartbeatMs() uint32 {
@@ -673,7 +772,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_grapnel_proto_msgTypes[9]
+	mi := &file_grapnel_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +784,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[9]
+	mi := &file_grapnel_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +797,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{9}
+	return file_grapnel_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchEvent) GetStatus() *StatusResponse {
@@ -724,7 +823,7 @@ type RemoveReplicaRequest struct {
 
 func (x *RemoveReplicaRequest) Reset() {
 	*x = RemoveReplicaRequest{}
-	mi := &file_grapnel_proto_msgTypes[10]
+	mi := &file_grapnel_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +835,7 @@ func (x *RemoveReplicaRequest) String() string {
 func (*RemoveReplicaRequest) ProtoMessage() {}
 
 func (x *RemoveReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[10]
+	mi := &file_grapnel_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,7 +848,7 @@ func (x *RemoveReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RemoveReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{10}
+	return file_grapnel_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoveReplicaRequest) GetId() string {
@@ -770,7 +869,7 @@ type RemoveReplicaResponse struct {
 
 func (x *RemoveReplicaResponse) Reset() {
 	*x = RemoveReplicaResponse{}
-	mi := &file_grapnel_proto_msgTypes[11]
+	mi := &file_grapnel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +881,7 @@ func (x *RemoveReplicaResponse) String() string {
 func (*RemoveReplicaResponse) ProtoMessage() {}
 
 func (x *RemoveReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[11]
+	mi := &file_grapnel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +894,7 @@ func (x *RemoveReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RemoveReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{11}
+	return file_grapnel_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveReplicaResponse) GetAlreadyRemoved() bool {
@@ -816,7 +915,7 @@ type AddReplicaRequest struct {
 
 func (x *AddReplicaRequest) Reset() {
 	*x = AddReplicaRequest{}
-	mi := &file_grapnel_proto_msgTypes[12]
+	mi := &file_grapnel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +927,7 @@ func (x *AddReplicaRequest) String() string {
 func (*AddReplicaRequest) ProtoMessage() {}
 
 func (x *AddReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[12]
+	mi := &file_grapnel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +940,7 @@ func (x *AddReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddReplicaRequest.ProtoReflect.Descriptor instead.
 func (*AddReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{12}
+	return file_grapnel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AddReplicaRequest) GetId() string {
@@ -866,7 +965,7 @@ type AddReplicaResponse struct {
 
 func (x *AddReplicaResponse) Reset() {
 	*x = AddReplicaResponse{}
-	mi := &file_grapnel_proto_msgTypes[13]
+	mi := &file_grapnel_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +977,7 @@ func (x *AddReplicaResponse) String() string {
 func (*AddReplicaResponse) ProtoMessage() {}
 
 func (x *AddReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[13]
+	mi := &file_grapnel_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +990,7 @@ func (x *AddReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddReplicaResponse.ProtoReflect.Descriptor instead.
 func (*AddReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{13}
+	return file_grapnel_proto_rawDescGZIP(), []int{15}
 }
 
 type TransferLeadershipRequest struct {
@@ -904,7 +1003,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_grapnel_proto_msgTypes[14]
+	mi := &file_grapnel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1015,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[14]
+	mi := &file_grapnel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1028,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{14}
+	return file_grapnel_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TransferLeadershipRequest) GetTo() string {
@@ -948,7 +1047,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_grapnel_proto_msgTypes[15]
+	mi := &file_grapnel_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1059,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[15]
+	mi := &file_grapnel_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1072,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{15}
+	return file_grapnel_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TransferLeadershipResponse) GetNewLeaderId() string {
@@ -991,7 +1090,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_grapnel_proto_msgTypes[16]
+	mi := &file_grapnel_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1102,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[16]
+	mi := &file_grapnel_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1115,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{16}
+	return file_grapnel_proto_rawDescGZIP(), []int{18}
 }
 
 type SnapshotChunk struct {
@@ -1028,7 +1127,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_grapnel_proto_msgTypes[17]
+	mi := &file_grapnel_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1139,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[17]
+	mi := &file_grapnel_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1152,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{17}
+	return file_grapnel_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -1072,7 +1171,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_grapnel_proto_msgTypes[18]
+	mi := &file_grapnel_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1183,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[18]
+	mi := &file_grapnel_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1196,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{18}
+	return file_grapnel_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotRestoreResponse) GetIndex() uint64 {
@@ -1115,7 +1214,7 @@ type RevisionRequest struct {
 
 func (x *RevisionRequest) Reset() {
 	*x = RevisionRequest{}
-	mi := &file_grapnel_proto_msgTypes[19]
+	mi := &file_grapnel_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1226,7 @@ func (x *RevisionRequest) String() string {
 func (*RevisionRequest) ProtoMessage() {}
 
 func (x *RevisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[19]
+	mi := &file_grapnel_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1239,7 @@ func (x *RevisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionRequest.ProtoReflect.Descriptor instead.
 func (*RevisionRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{19}
+	return file_grapnel_proto_rawDescGZIP(), []int{21}
 }
 
 type RevisionResponse struct {
@@ -1153,7 +1252,7 @@ type RevisionResponse struct {
 
 func (x *RevisionResponse) Reset() {
 	*x = RevisionResponse{}
-	mi := &file_grapnel_proto_msgTypes[20]
+	mi := &file_grapnel_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1264,7 @@ func (x *RevisionResponse) String() string {
 func (*RevisionResponse) ProtoMessage() {}
 
 func (x *RevisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[20]
+	mi := &file_grapnel_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1277,7 @@ func (x *RevisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevisionResponse.ProtoReflect.Descriptor instead.
 func (*RevisionResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{20}
+	return file_grapnel_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RevisionResponse) GetRevision() uint64 {
@@ -1198,7 +1297,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_grapnel_proto_msgTypes[21]
+	mi := &file_grapnel_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1309,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[21]
+	mi := &file_grapnel_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1322,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{21}
+	return file_grapnel_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanRequest) GetUpdate() *ankbase.UpdateStateRequest {
@@ -1263,7 +1362,7 @@ type PlanResponse struct {
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_grapnel_proto_msgTypes[22]
+	mi := &file_grapnel_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1374,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[22]
+	mi := &file_grapnel_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1387,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{22}
+	return file_grapnel_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PlanResponse) GetSeq() uint64 {
@@ -1368,7 +1467,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_grapnel_proto_msgTypes[23]
+	mi := &file_grapnel_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1479,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[23]
+	mi := &file_grapnel_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1492,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{23}
+	return file_grapnel_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Rejection) GetField() string {
@@ -1437,7 +1536,7 @@ type PlannedWorkload struct {
 
 func (x *PlannedWorkload) Reset() {
 	*x = PlannedWorkload{}
-	mi := &file_grapnel_proto_msgTypes[24]
+	mi := &file_grapnel_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1548,7 @@ func (x *PlannedWorkload) String() string {
 func (*PlannedWorkload) ProtoMessage() {}
 
 func (x *PlannedWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[24]
+	mi := &file_grapnel_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1561,7 @@ func (x *PlannedWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedWorkload.ProtoReflect.Descriptor instead.
 func (*PlannedWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{24}
+	return file_grapnel_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PlannedWorkload) GetName() string {
@@ -1534,7 +1633,7 @@ type FieldChange struct {
 
 func (x *FieldChange) Reset() {
 	*x = FieldChange{}
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1645,7 @@ func (x *FieldChange) String() string {
 func (*FieldChange) ProtoMessage() {}
 
 func (x *FieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[25]
+	mi := &file_grapnel_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1658,7 @@ func (x *FieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
 func (*FieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{25}
+	return file_grapnel_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FieldChange) GetPath() string {
@@ -1594,7 +1693,7 @@ type ConfigChange struct {
 
 func (x *ConfigChange) Reset() {
 	*x = ConfigChange{}
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1705,7 @@ func (x *ConfigChange) String() string {
 func (*ConfigChange) ProtoMessage() {}
 
 func (x *ConfigChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[26]
+	mi := &file_grapnel_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1718,7 @@ func (x *ConfigChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigChange.ProtoReflect.Descriptor instead.
 func (*ConfigChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{26}
+	return file_grapnel_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ConfigChange) GetKey() string {
@@ -1647,7 +1746,7 @@ type AgentPlan struct {
 
 func (x *AgentPlan) Reset() {
 	*x = AgentPlan{}
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1758,7 @@ func (x *AgentPlan) String() string {
 func (*AgentPlan) ProtoMessage() {}
 
 func (x *AgentPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[27]
+	mi := &file_grapnel_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1771,7 @@ func (x *AgentPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentPlan.ProtoReflect.Descriptor instead.
 func (*AgentPlan) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{27}
+	return file_grapnel_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AgentPlan) GetAgent() string {
@@ -1709,7 +1808,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1820,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[28]
+	mi := &file_grapnel_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1833,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{28}
+	return file_grapnel_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PlanStep) GetWave() uint32 {
@@ -1791,7 +1890,7 @@ type Wait struct {
 
 func (x *Wait) Reset() {
 	*x = Wait{}
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1902,7 @@ func (x *Wait) String() string {
 func (*Wait) ProtoMessage() {}
 
 func (x *Wait) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[29]
+	mi := &file_grapnel_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1915,7 @@ func (x *Wait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Wait.ProtoReflect.Descriptor instead.
 func (*Wait) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{29}
+	return file_grapnel_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Wait) GetWorkload() string {
@@ -1865,7 +1964,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1976,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[30]
+	mi := &file_grapnel_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1989,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{30}
+	return file_grapnel_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ApplyRequest) GetUpdate() *ankbase.UpdateStateRequest {
@@ -1928,7 +2027,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2039,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[31]
+	mi := &file_grapnel_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2052,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{31}
+	return file_grapnel_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ApplyResponse) GetSeq() uint64 {
@@ -1986,7 +2085,7 @@ type ResyncAgentRequest struct {
 
 func (x *ResyncAgentRequest) Reset() {
 	*x = ResyncAgentRequest{}
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2097,7 @@ func (x *ResyncAgentRequest) String() string {
 func (*ResyncAgentRequest) ProtoMessage() {}
 
 func (x *ResyncAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[32]
+	mi := &file_grapnel_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2110,7 @@ func (x *ResyncAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncAgentRequest.ProtoReflect.Descriptor instead.
 func (*ResyncAgentRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{32}
+	return file_grapnel_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResyncAgentRequest) GetAgent() string {
@@ -2029,7 +2128,7 @@ type ResyncAgentResponse struct {
 
 func (x *ResyncAgentResponse) Reset() {
 	*x = ResyncAgentResponse{}
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2140,7 @@ func (x *ResyncAgentResponse) String() string {
 func (*ResyncAgentResponse) ProtoMessage() {}
 
 func (x *ResyncAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[33]
+	mi := &file_grapnel_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2153,7 @@ func (x *ResyncAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncAgentResponse.ProtoReflect.Descriptor instead.
 func (*ResyncAgentResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{33}
+	return file_grapnel_proto_rawDescGZIP(), []int{35}
 }
 
 // SetAgentModeRequest names the agent and the mode: "Active",
@@ -2069,7 +2168,7 @@ type SetAgentModeRequest struct {
 
 func (x *SetAgentModeRequest) Reset() {
 	*x = SetAgentModeRequest{}
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2180,7 @@ func (x *SetAgentModeRequest) String() string {
 func (*SetAgentModeRequest) ProtoMessage() {}
 
 func (x *SetAgentModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[34]
+	mi := &file_grapnel_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2193,7 @@ func (x *SetAgentModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModeRequest.ProtoReflect.Descriptor instead.
 func (*SetAgentModeRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{34}
+	return file_grapnel_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetAgentModeRequest) GetAgent() string {
@@ -2119,7 +2218,7 @@ type SetAgentModeResponse struct {
 
 func (x *SetAgentModeResponse) Reset() {
 	*x = SetAgentModeResponse{}
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2230,7 @@ func (x *SetAgentModeResponse) String() string {
 func (*SetAgentModeResponse) ProtoMessage() {}
 
 func (x *SetAgentModeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[35]
+	mi := &file_grapnel_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2243,7 @@ func (x *SetAgentModeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModeResponse.ProtoReflect.Descriptor instead.
 func (*SetAgentModeResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{35}
+	return file_grapnel_proto_rawDescGZIP(), []int{37}
 }
 
 type PlacementRequest struct {
@@ -2155,7 +2254,7 @@ type PlacementRequest struct {
 
 func (x *PlacementRequest) Reset() {
 	*x = PlacementRequest{}
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2266,7 @@ func (x *PlacementRequest) String() string {
 func (*PlacementRequest) ProtoMessage() {}
 
 func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[36]
+	mi := &file_grapnel_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2279,7 @@ func (x *PlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementRequest.ProtoReflect.Descriptor instead.
 func (*PlacementRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{36}
+	return file_grapnel_proto_rawDescGZIP(), []int{38}
 }
 
 type PlacementResponse struct {
@@ -2197,7 +2296,7 @@ type PlacementResponse struct {
 
 func (x *PlacementResponse) Reset() {
 	*x = PlacementResponse{}
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2308,7 @@ func (x *PlacementResponse) String() string {
 func (*PlacementResponse) ProtoMessage() {}
 
 func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[37]
+	mi := &file_grapnel_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2321,7 @@ func (x *PlacementResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementResponse.ProtoReflect.Descriptor instead.
 func (*PlacementResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{37}
+	return file_grapnel_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PlacementResponse) GetModes() []*AgentModeEntry {
@@ -2256,7 +2355,7 @@ type AgentModeEntry struct {
 
 func (x *AgentModeEntry) Reset() {
 	*x = AgentModeEntry{}
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2367,7 @@ func (x *AgentModeEntry) String() string {
 func (*AgentModeEntry) ProtoMessage() {}
 
 func (x *AgentModeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[38]
+	mi := &file_grapnel_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2380,7 @@ func (x *AgentModeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentModeEntry.ProtoReflect.Descriptor instead.
 func (*AgentModeEntry) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{38}
+	return file_grapnel_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AgentModeEntry) GetAgent() string {
@@ -2308,7 +2407,7 @@ type PlacedWorkload struct {
 
 func (x *PlacedWorkload) Reset() {
 	*x = PlacedWorkload{}
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2419,7 @@ func (x *PlacedWorkload) String() string {
 func (*PlacedWorkload) ProtoMessage() {}
 
 func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[39]
+	mi := &file_grapnel_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2432,7 @@ func (x *PlacedWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacedWorkload.ProtoReflect.Descriptor instead.
 func (*PlacedWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{39}
+	return file_grapnel_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PlacedWorkload) GetWorkload() string {
@@ -2358,7 +2457,7 @@ type AgentsRequest struct {
 
 func (x *AgentsRequest) Reset() {
 	*x = AgentsRequest{}
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2469,7 @@ func (x *AgentsRequest) String() string {
 func (*AgentsRequest) ProtoMessage() {}
 
 func (x *AgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[40]
+	mi := &file_grapnel_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2482,7 @@ func (x *AgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentsRequest.ProtoReflect.Descriptor instead.
 func (*AgentsRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{40}
+	return file_grapnel_proto_rawDescGZIP(), []int{42}
 }
 
 type AgentsResponse struct {
@@ -2396,7 +2495,7 @@ type AgentsResponse struct {
 
 func (x *AgentsResponse) Reset() {
 	*x = AgentsResponse{}
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2507,7 @@ func (x *AgentsResponse) String() string {
 func (*AgentsResponse) ProtoMessage() {}
 
 func (x *AgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[41]
+	mi := &file_grapnel_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2520,7 @@ func (x *AgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentsResponse.ProtoReflect.Descriptor instead.
 func (*AgentsResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{41}
+	return file_grapnel_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AgentsResponse) GetAgents() []*AgentInfo {
@@ -2446,7 +2545,7 @@ type AgentInfo struct {
 
 func (x *AgentInfo) Reset() {
 	*x = AgentInfo{}
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2557,7 @@ func (x *AgentInfo) String() string {
 func (*AgentInfo) ProtoMessage() {}
 
 func (x *AgentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[42]
+	mi := &file_grapnel_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2570,7 @@ func (x *AgentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInfo.ProtoReflect.Descriptor instead.
 func (*AgentInfo) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{42}
+	return file_grapnel_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AgentInfo) GetName() string {
@@ -2503,7 +2602,7 @@ type PlacementShortfall struct {
 
 func (x *PlacementShortfall) Reset() {
 	*x = PlacementShortfall{}
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2614,7 @@ func (x *PlacementShortfall) String() string {
 func (*PlacementShortfall) ProtoMessage() {}
 
 func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[43]
+	mi := &file_grapnel_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2627,7 @@ func (x *PlacementShortfall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementShortfall.ProtoReflect.Descriptor instead.
 func (*PlacementShortfall) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{43}
+	return file_grapnel_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PlacementShortfall) GetWorkload() string {
@@ -2570,7 +2669,7 @@ type HistoryListRequest struct {
 
 func (x *HistoryListRequest) Reset() {
 	*x = HistoryListRequest{}
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2681,7 @@ func (x *HistoryListRequest) String() string {
 func (*HistoryListRequest) ProtoMessage() {}
 
 func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[44]
+	mi := &file_grapnel_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2694,7 @@ func (x *HistoryListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListRequest.ProtoReflect.Descriptor instead.
 func (*HistoryListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{44}
+	return file_grapnel_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *HistoryListRequest) GetSince() uint64 {
@@ -2635,7 +2734,7 @@ type HistoryListResponse struct {
 
 func (x *HistoryListResponse) Reset() {
 	*x = HistoryListResponse{}
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2746,7 @@ func (x *HistoryListResponse) String() string {
 func (*HistoryListResponse) ProtoMessage() {}
 
 func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[45]
+	mi := &file_grapnel_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2759,7 @@ func (x *HistoryListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryListResponse.ProtoReflect.Descriptor instead.
 func (*HistoryListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{45}
+	return file_grapnel_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HistoryListResponse) GetTransactions() []*Transaction {
@@ -2707,7 +2806,7 @@ type HistoryGetRequest struct {
 
 func (x *HistoryGetRequest) Reset() {
 	*x = HistoryGetRequest{}
-	mi := &file_grapnel_proto_msgTypes[46]
+	mi := &file_grapnel_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2818,7 @@ func (x *HistoryGetRequest) String() string {
 func (*HistoryGetRequest) ProtoMessage() {}
 
 func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[46]
+	mi := &file_grapnel_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2831,7 @@ func (x *HistoryGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryGetRequest.ProtoReflect.Descriptor instead.
 func (*HistoryGetRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{46}
+	return file_grapnel_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HistoryGetRequest) GetSeq() uint64 {
@@ -2764,7 +2863,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_grapnel_proto_msgTypes[47]
+	mi := &file_grapnel_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2875,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[47]
+	mi := &file_grapnel_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2888,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{47}
+	return file_grapnel_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Transaction) GetSeq() uint64 {
@@ -2884,7 +2983,7 @@ type TxWorkload struct {
 
 func (x *TxWorkload) Reset() {
 	*x = TxWorkload{}
-	mi := &file_grapnel_proto_msgTypes[48]
+	mi := &file_grapnel_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +2995,7 @@ func (x *TxWorkload) String() string {
 func (*TxWorkload) ProtoMessage() {}
 
 func (x *TxWorkload) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[48]
+	mi := &file_grapnel_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +3008,7 @@ func (x *TxWorkload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxWorkload.ProtoReflect.Descriptor instead.
 func (*TxWorkload) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{48}
+	return file_grapnel_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TxWorkload) GetName() string {
@@ -2965,7 +3064,7 @@ type TxFieldChange struct {
 
 func (x *TxFieldChange) Reset() {
 	*x = TxFieldChange{}
-	mi := &file_grapnel_proto_msgTypes[49]
+	mi := &file_grapnel_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3076,7 @@ func (x *TxFieldChange) String() string {
 func (*TxFieldChange) ProtoMessage() {}
 
 func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[49]
+	mi := &file_grapnel_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3089,7 @@ func (x *TxFieldChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxFieldChange.ProtoReflect.Descriptor instead.
 func (*TxFieldChange) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{49}
+	return file_grapnel_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TxFieldChange) GetField() string {
@@ -3024,7 +3123,7 @@ type TxConfig struct {
 
 func (x *TxConfig) Reset() {
 	*x = TxConfig{}
-	mi := &file_grapnel_proto_msgTypes[50]
+	mi := &file_grapnel_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3135,7 @@ func (x *TxConfig) String() string {
 func (*TxConfig) ProtoMessage() {}
 
 func (x *TxConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[50]
+	mi := &file_grapnel_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3148,7 @@ func (x *TxConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxConfig.ProtoReflect.Descriptor instead.
 func (*TxConfig) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{50}
+	return file_grapnel_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TxConfig) GetKey() string {
@@ -3075,7 +3174,7 @@ type TimelineRequest struct {
 
 func (x *TimelineRequest) Reset() {
 	*x = TimelineRequest{}
-	mi := &file_grapnel_proto_msgTypes[51]
+	mi := &file_grapnel_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3186,7 @@ func (x *TimelineRequest) String() string {
 func (*TimelineRequest) ProtoMessage() {}
 
 func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[51]
+	mi := &file_grapnel_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3199,7 @@ func (x *TimelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineRequest.ProtoReflect.Descriptor instead.
 func (*TimelineRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{51}
+	return file_grapnel_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TimelineRequest) GetWorkload() string {
@@ -3120,7 +3219,7 @@ type TimelineResponse struct {
 
 func (x *TimelineResponse) Reset() {
 	*x = TimelineResponse{}
-	mi := &file_grapnel_proto_msgTypes[52]
+	mi := &file_grapnel_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3132,7 +3231,7 @@ func (x *TimelineResponse) String() string {
 func (*TimelineResponse) ProtoMessage() {}
 
 func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[52]
+	mi := &file_grapnel_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3145,7 +3244,7 @@ func (x *TimelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineResponse.ProtoReflect.Descriptor instead.
 func (*TimelineResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{52}
+	return file_grapnel_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TimelineResponse) GetEvents() []*TimelineEvent {
@@ -3183,7 +3282,7 @@ type TimelineEvent struct {
 
 func (x *TimelineEvent) Reset() {
 	*x = TimelineEvent{}
-	mi := &file_grapnel_proto_msgTypes[53]
+	mi := &file_grapnel_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3294,7 @@ func (x *TimelineEvent) String() string {
 func (*TimelineEvent) ProtoMessage() {}
 
 func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[53]
+	mi := &file_grapnel_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3307,7 @@ func (x *TimelineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineEvent.ProtoReflect.Descriptor instead.
 func (*TimelineEvent) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{53}
+	return file_grapnel_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TimelineEvent) GetTimeMs() int64 {
@@ -3296,7 +3395,7 @@ type ProblemsListRequest struct {
 
 func (x *ProblemsListRequest) Reset() {
 	*x = ProblemsListRequest{}
-	mi := &file_grapnel_proto_msgTypes[54]
+	mi := &file_grapnel_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3407,7 @@ func (x *ProblemsListRequest) String() string {
 func (*ProblemsListRequest) ProtoMessage() {}
 
 func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[54]
+	mi := &file_grapnel_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3420,7 @@ func (x *ProblemsListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListRequest.ProtoReflect.Descriptor instead.
 func (*ProblemsListRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{54}
+	return file_grapnel_proto_rawDescGZIP(), []int{56}
 }
 
 type ProblemsListResponse struct {
@@ -3338,7 +3437,7 @@ type ProblemsListResponse struct {
 
 func (x *ProblemsListResponse) Reset() {
 	*x = ProblemsListResponse{}
-	mi := &file_grapnel_proto_msgTypes[55]
+	mi := &file_grapnel_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3350,7 +3449,7 @@ func (x *ProblemsListResponse) String() string {
 func (*ProblemsListResponse) ProtoMessage() {}
 
 func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[55]
+	mi := &file_grapnel_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3363,7 +3462,7 @@ func (x *ProblemsListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemsListResponse.ProtoReflect.Descriptor instead.
 func (*ProblemsListResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{55}
+	return file_grapnel_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ProblemsListResponse) GetProblems() []*Problem {
@@ -3413,7 +3512,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_grapnel_proto_msgTypes[56]
+	mi := &file_grapnel_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3524,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[56]
+	mi := &file_grapnel_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3537,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{56}
+	return file_grapnel_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Problem) GetId() uint64 {
@@ -3502,7 +3601,7 @@ type ProblemObject struct {
 
 func (x *ProblemObject) Reset() {
 	*x = ProblemObject{}
-	mi := &file_grapnel_proto_msgTypes[57]
+	mi := &file_grapnel_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3514,7 +3613,7 @@ func (x *ProblemObject) String() string {
 func (*ProblemObject) ProtoMessage() {}
 
 func (x *ProblemObject) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[57]
+	mi := &file_grapnel_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3527,7 +3626,7 @@ func (x *ProblemObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProblemObject.ProtoReflect.Descriptor instead.
 func (*ProblemObject) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{57}
+	return file_grapnel_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ProblemObject) GetKind() string {
@@ -3556,7 +3655,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_grapnel_proto_msgTypes[58]
+	mi := &file_grapnel_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3667,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[58]
+	mi := &file_grapnel_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3680,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{58}
+	return file_grapnel_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LockRequest) GetObjects() []string {
@@ -3614,7 +3713,7 @@ type LockResponse struct {
 
 func (x *LockResponse) Reset() {
 	*x = LockResponse{}
-	mi := &file_grapnel_proto_msgTypes[59]
+	mi := &file_grapnel_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3626,7 +3725,7 @@ func (x *LockResponse) String() string {
 func (*LockResponse) ProtoMessage() {}
 
 func (x *LockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[59]
+	mi := &file_grapnel_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3639,7 +3738,7 @@ func (x *LockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
 func (*LockResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{59}
+	return file_grapnel_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LockResponse) GetLocks() []*LockInfo {
@@ -3659,7 +3758,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_grapnel_proto_msgTypes[60]
+	mi := &file_grapnel_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3671,7 +3770,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[60]
+	mi := &file_grapnel_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3684,7 +3783,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{60}
+	return file_grapnel_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UnlockRequest) GetObjects() []string {
@@ -3709,7 +3808,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_grapnel_proto_msgTypes[61]
+	mi := &file_grapnel_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3820,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[61]
+	mi := &file_grapnel_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3833,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{61}
+	return file_grapnel_proto_rawDescGZIP(), []int{63}
 }
 
 type ListLocksRequest struct {
@@ -3745,7 +3844,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_grapnel_proto_msgTypes[62]
+	mi := &file_grapnel_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3856,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[62]
+	mi := &file_grapnel_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3869,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{62}
+	return file_grapnel_proto_rawDescGZIP(), []int{64}
 }
 
 type ListLocksResponse struct {
@@ -3784,7 +3883,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_grapnel_proto_msgTypes[63]
+	mi := &file_grapnel_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3895,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[63]
+	mi := &file_grapnel_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3908,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{63}
+	return file_grapnel_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListLocksResponse) GetLocks() []*LockInfo {
@@ -3840,7 +3939,7 @@ type LockInfo struct {
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_grapnel_proto_msgTypes[64]
+	mi := &file_grapnel_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3852,7 +3951,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_grapnel_proto_msgTypes[64]
+	mi := &file_grapnel_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3865,7 +3964,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_grapnel_proto_rawDescGZIP(), []int{64}
+	return file_grapnel_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LockInfo) GetObject() string {
@@ -3907,7 +4006,11 @@ var File_grapnel_proto protoreflect.FileDescriptor
 
 const file_grapnel_proto_rawDesc = "" +
 	"\n" +
-	"\rgrapnel.proto\x12\agrapnel\x1a\x0eank_base.proto\"\x16\n" +
+	"\rgrapnel.proto\x12\agrapnel\x1a\x0eank_base.proto\"&\n" +
+	"\x14RepairReplicaRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
+	"\x15RepairReplicaResponse\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\tR\breleased\"\x16\n" +
 	"\x14UpgradeStatusRequest\"\xe8\x02\n" +
 	"\x15UpgradeStatusResponse\x12\x1c\n" +
 	"\treplicaId\x18\x01 \x01(\tR\treplicaId\x12&\n" +
@@ -3927,7 +4030,7 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x17UpgradeFinalizeResponse\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\rR\x02to\"\x0f\n" +
-	"\rStatusRequest\"\x8a\x03\n" +
+	"\rStatusRequest\"\xa6\x03\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vgrpcAddress\x18\x02 \x01(\tR\vgrpcAddress\x12 \n" +
@@ -3944,7 +4047,8 @@ const file_grapnel_proto_rawDesc = "" +
 	"\n" +
 	"leaderSeen\x18\f \x01(\tR\n" +
 	"leaderSeen\x12&\n" +
-	"\x0eclusterVersion\x18\r \x01(\rR\x0eclusterVersion\"\xa5\x02\n" +
+	"\x0eclusterVersion\x18\r \x01(\rR\x0eclusterVersion\x12\x1a\n" +
+	"\bvoteHold\x18\x0e \x01(\tR\bvoteHold\"\xa5\x02\n" +
 	"\x0eStatusResponse\x12\x1c\n" +
 	"\treplicaId\x18\x01 \x01(\tR\treplicaId\x12\x1a\n" +
 	"\bleaderId\x18\x02 \x01(\tR\bleaderId\x12,\n" +
@@ -4165,7 +4269,7 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\asinceMs\x18\x04 \x01(\x03R\asinceMs\x12\x1c\n" +
-	"\texpiresMs\x18\x05 \x01(\x03R\texpiresMs2\xc4\a\n" +
+	"\texpiresMs\x18\x05 \x01(\x03R\texpiresMs2\x94\b\n" +
 	"\aCluster\x129\n" +
 	"\x06Status\x12\x16.grapnel.StatusRequest\x1a\x17.grapnel.StatusResponse\x125\n" +
 	"\x05Watch\x12\x15.grapnel.WatchRequest\x1a\x13.grapnel.WatchEvent0\x01\x12N\n" +
@@ -4180,7 +4284,8 @@ const file_grapnel_proto_rawDesc = "" +
 	"\tPlacement\x12\x19.grapnel.PlacementRequest\x1a\x1a.grapnel.PlacementResponse\x129\n" +
 	"\x06Agents\x12\x16.grapnel.AgentsRequest\x1a\x17.grapnel.AgentsResponse\x12N\n" +
 	"\rUpgradeStatus\x12\x1d.grapnel.UpgradeStatusRequest\x1a\x1e.grapnel.UpgradeStatusResponse\x12T\n" +
-	"\x0fUpgradeFinalize\x12\x1f.grapnel.UpgradeFinalizeRequest\x1a .grapnel.UpgradeFinalizeResponse2\xb6\x01\n" +
+	"\x0fUpgradeFinalize\x12\x1f.grapnel.UpgradeFinalizeRequest\x1a .grapnel.UpgradeFinalizeResponse\x12N\n" +
+	"\rRepairReplica\x12\x1d.grapnel.RepairReplicaRequest\x1a\x1e.grapnel.RepairReplicaResponse2\xb6\x01\n" +
 	"\x04Plan\x125\n" +
 	"\x06DryRun\x12\x14.grapnel.PlanRequest\x1a\x15.grapnel.PlanResponse\x126\n" +
 	"\x05Apply\x12\x15.grapnel.ApplyRequest\x1a\x16.grapnel.ApplyResponse\x12?\n" +
@@ -4208,150 +4313,154 @@ func file_grapnel_proto_rawDescGZIP() []byte {
 	return file_grapnel_proto_rawDescData
 }
 
-var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_grapnel_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_grapnel_proto_goTypes = []any{
-	(*UpgradeStatusRequest)(nil),       // 0: grapnel.UpgradeStatusRequest
-	(*UpgradeStatusResponse)(nil),      // 1: grapnel.UpgradeStatusResponse
-	(*ClusterVersionFeature)(nil),      // 2: grapnel.ClusterVersionFeature
-	(*UpgradeFinalizeRequest)(nil),     // 3: grapnel.UpgradeFinalizeRequest
-	(*UpgradeFinalizeResponse)(nil),    // 4: grapnel.UpgradeFinalizeResponse
-	(*StatusRequest)(nil),              // 5: grapnel.StatusRequest
-	(*Member)(nil),                     // 6: grapnel.Member
-	(*StatusResponse)(nil),             // 7: grapnel.StatusResponse
-	(*WatchRequest)(nil),               // 8: grapnel.WatchRequest
-	(*WatchEvent)(nil),                 // 9: grapnel.WatchEvent
-	(*RemoveReplicaRequest)(nil),       // 10: grapnel.RemoveReplicaRequest
-	(*RemoveReplicaResponse)(nil),      // 11: grapnel.RemoveReplicaResponse
-	(*AddReplicaRequest)(nil),          // 12: grapnel.AddReplicaRequest
-	(*AddReplicaResponse)(nil),         // 13: grapnel.AddReplicaResponse
-	(*TransferLeadershipRequest)(nil),  // 14: grapnel.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 15: grapnel.TransferLeadershipResponse
-	(*SnapshotSaveRequest)(nil),        // 16: grapnel.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),              // 17: grapnel.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),    // 18: grapnel.SnapshotRestoreResponse
-	(*RevisionRequest)(nil),            // 19: grapnel.RevisionRequest
-	(*RevisionResponse)(nil),           // 20: grapnel.RevisionResponse
-	(*PlanRequest)(nil),                // 21: grapnel.PlanRequest
-	(*PlanResponse)(nil),               // 22: grapnel.PlanResponse
-	(*Rejection)(nil),                  // 23: grapnel.Rejection
-	(*PlannedWorkload)(nil),            // 24: grapnel.PlannedWorkload
-	(*FieldChange)(nil),                // 25: grapnel.FieldChange
-	(*ConfigChange)(nil),               // 26: grapnel.ConfigChange
-	(*AgentPlan)(nil),                  // 27: grapnel.AgentPlan
-	(*PlanStep)(nil),                   // 28: grapnel.PlanStep
-	(*Wait)(nil),                       // 29: grapnel.Wait
-	(*ApplyRequest)(nil),               // 30: grapnel.ApplyRequest
-	(*ApplyResponse)(nil),              // 31: grapnel.ApplyResponse
-	(*ResyncAgentRequest)(nil),         // 32: grapnel.ResyncAgentRequest
-	(*ResyncAgentResponse)(nil),        // 33: grapnel.ResyncAgentResponse
-	(*SetAgentModeRequest)(nil),        // 34: grapnel.SetAgentModeRequest
-	(*SetAgentModeResponse)(nil),       // 35: grapnel.SetAgentModeResponse
-	(*PlacementRequest)(nil),           // 36: grapnel.PlacementRequest
-	(*PlacementResponse)(nil),          // 37: grapnel.PlacementResponse
-	(*AgentModeEntry)(nil),             // 38: grapnel.AgentModeEntry
-	(*PlacedWorkload)(nil),             // 39: grapnel.PlacedWorkload
-	(*AgentsRequest)(nil),              // 40: grapnel.AgentsRequest
-	(*AgentsResponse)(nil),             // 41: grapnel.AgentsResponse
-	(*AgentInfo)(nil),                  // 42: grapnel.AgentInfo
-	(*PlacementShortfall)(nil),         // 43: grapnel.PlacementShortfall
-	(*HistoryListRequest)(nil),         // 44: grapnel.HistoryListRequest
-	(*HistoryListResponse)(nil),        // 45: grapnel.HistoryListResponse
-	(*HistoryGetRequest)(nil),          // 46: grapnel.HistoryGetRequest
-	(*Transaction)(nil),                // 47: grapnel.Transaction
-	(*TxWorkload)(nil),                 // 48: grapnel.TxWorkload
-	(*TxFieldChange)(nil),              // 49: grapnel.TxFieldChange
-	(*TxConfig)(nil),                   // 50: grapnel.TxConfig
-	(*TimelineRequest)(nil),            // 51: grapnel.TimelineRequest
-	(*TimelineResponse)(nil),           // 52: grapnel.TimelineResponse
-	(*TimelineEvent)(nil),              // 53: grapnel.TimelineEvent
-	(*ProblemsListRequest)(nil),        // 54: grapnel.ProblemsListRequest
-	(*ProblemsListResponse)(nil),       // 55: grapnel.ProblemsListResponse
-	(*Problem)(nil),                    // 56: grapnel.Problem
-	(*ProblemObject)(nil),              // 57: grapnel.ProblemObject
-	(*LockRequest)(nil),                // 58: grapnel.LockRequest
-	(*LockResponse)(nil),               // 59: grapnel.LockResponse
-	(*UnlockRequest)(nil),              // 60: grapnel.UnlockRequest
-	(*UnlockResponse)(nil),             // 61: grapnel.UnlockResponse
-	(*ListLocksRequest)(nil),           // 62: grapnel.ListLocksRequest
-	(*ListLocksResponse)(nil),          // 63: grapnel.ListLocksResponse
-	(*LockInfo)(nil),                   // 64: grapnel.LockInfo
-	(*ankbase.UpdateStateRequest)(nil), // 65: ank_base.UpdateStateRequest
+	(*RepairReplicaRequest)(nil),       // 0: grapnel.RepairReplicaRequest
+	(*RepairReplicaResponse)(nil),      // 1: grapnel.RepairReplicaResponse
+	(*UpgradeStatusRequest)(nil),       // 2: grapnel.UpgradeStatusRequest
+	(*UpgradeStatusResponse)(nil),      // 3: grapnel.UpgradeStatusResponse
+	(*ClusterVersionFeature)(nil),      // 4: grapnel.ClusterVersionFeature
+	(*UpgradeFinalizeRequest)(nil),     // 5: grapnel.UpgradeFinalizeRequest
+	(*UpgradeFinalizeResponse)(nil),    // 6: grapnel.UpgradeFinalizeResponse
+	(*StatusRequest)(nil),              // 7: grapnel.StatusRequest
+	(*Member)(nil),                     // 8: grapnel.Member
+	(*StatusResponse)(nil),             // 9: grapnel.StatusResponse
+	(*WatchRequest)(nil),               // 10: grapnel.WatchRequest
+	(*WatchEvent)(nil),                 // 11: grapnel.WatchEvent
+	(*RemoveReplicaRequest)(nil),       // 12: grapnel.RemoveReplicaRequest
+	(*RemoveReplicaResponse)(nil),      // 13: grapnel.RemoveReplicaResponse
+	(*AddReplicaRequest)(nil),          // 14: grapnel.AddReplicaRequest
+	(*AddReplicaResponse)(nil),         // 15: grapnel.AddReplicaResponse
+	(*TransferLeadershipRequest)(nil),  // 16: grapnel.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 17: grapnel.TransferLeadershipResponse
+	(*SnapshotSaveRequest)(nil),        // 18: grapnel.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),              // 19: grapnel.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),    // 20: grapnel.SnapshotRestoreResponse
+	(*RevisionRequest)(nil),            // 21: grapnel.RevisionRequest
+	(*RevisionResponse)(nil),           // 22: grapnel.RevisionResponse
+	(*PlanRequest)(nil),                // 23: grapnel.PlanRequest
+	(*PlanResponse)(nil),               // 24: grapnel.PlanResponse
+	(*Rejection)(nil),                  // 25: grapnel.Rejection
+	(*PlannedWorkload)(nil),            // 26: grapnel.PlannedWorkload
+	(*FieldChange)(nil),                // 27: grapnel.FieldChange
+	(*ConfigChange)(nil),               // 28: grapnel.ConfigChange
+	(*AgentPlan)(nil),                  // 29: grapnel.AgentPlan
+	(*PlanStep)(nil),                   // 30: grapnel.PlanStep
+	(*Wait)(nil),                       // 31: grapnel.Wait
+	(*ApplyRequest)(nil),               // 32: grapnel.ApplyRequest
+	(*ApplyResponse)(nil),              // 33: grapnel.ApplyResponse
+	(*ResyncAgentRequest)(nil),         // 34: grapnel.ResyncAgentRequest
+	(*ResyncAgentResponse)(nil),        // 35: grapnel.ResyncAgentResponse
+	(*SetAgentModeRequest)(nil),        // 36: grapnel.SetAgentModeRequest
+	(*SetAgentModeResponse)(nil),       // 37: grapnel.SetAgentModeResponse
+	(*PlacementRequest)(nil),           // 38: grapnel.PlacementRequest
+	(*PlacementResponse)(nil),          // 39: grapnel.PlacementResponse
+	(*AgentModeEntry)(nil),             // 40: grapnel.AgentModeEntry
+	(*PlacedWorkload)(nil),             // 41: grapnel.PlacedWorkload
+	(*AgentsRequest)(nil),              // 42: grapnel.AgentsRequest
+	(*AgentsResponse)(nil),             // 43: grapnel.AgentsResponse
+	(*AgentInfo)(nil),                  // 44: grapnel.AgentInfo
+	(*PlacementShortfall)(nil),         // 45: grapnel.PlacementShortfall
+	(*HistoryListRequest)(nil),         // 46: grapnel.HistoryListRequest
+	(*HistoryListResponse)(nil),        // 47: grapnel.HistoryListResponse
+	(*HistoryGetRequest)(nil),          // 48: grapnel.HistoryGetRequest
+	(*Transaction)(nil),                // 49: grapnel.Transaction
+	(*TxWorkload)(nil),                 // 50: grapnel.TxWorkload
+	(*TxFieldChange)(nil),              // 51: grapnel.TxFieldChange
+	(*TxConfig)(nil),                   // 52: grapnel.TxConfig
+	(*TimelineRequest)(nil),            // 53: grapnel.TimelineRequest
+	(*TimelineResponse)(nil),           // 54: grapnel.TimelineResponse
+	(*TimelineEvent)(nil),              // 55: grapnel.TimelineEvent
+	(*ProblemsListRequest)(nil),        // 56: grapnel.ProblemsListRequest
+	(*ProblemsListResponse)(nil),       // 57: grapnel.ProblemsListResponse
+	(*Problem)(nil),                    // 58: grapnel.Problem
+	(*ProblemObject)(nil),              // 59: grapnel.ProblemObject
+	(*LockRequest)(nil),                // 60: grapnel.LockRequest
+	(*LockResponse)(nil),               // 61: grapnel.LockResponse
+	(*UnlockRequest)(nil),              // 62: grapnel.UnlockRequest
+	(*UnlockResponse)(nil),             // 63: grapnel.UnlockResponse
+	(*ListLocksRequest)(nil),           // 64: grapnel.ListLocksRequest
+	(*ListLocksResponse)(nil),          // 65: grapnel.ListLocksResponse
+	(*LockInfo)(nil),                   // 66: grapnel.LockInfo
+	(*ankbase.UpdateStateRequest)(nil), // 67: ank_base.UpdateStateRequest
 }
 var file_grapnel_proto_depIdxs = []int32{
-	6,  // 0: grapnel.UpgradeStatusResponse.members:type_name -> grapnel.Member
-	2,  // 1: grapnel.UpgradeStatusResponse.features:type_name -> grapnel.ClusterVersionFeature
-	6,  // 2: grapnel.StatusResponse.members:type_name -> grapnel.Member
-	7,  // 3: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
-	65, // 4: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
-	23, // 5: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
-	24, // 6: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
-	26, // 7: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
-	27, // 8: grapnel.PlanResponse.agents:type_name -> grapnel.AgentPlan
-	25, // 9: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
-	28, // 10: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
-	29, // 11: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
-	65, // 12: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
-	38, // 13: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
-	39, // 14: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
-	43, // 15: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
-	42, // 16: grapnel.AgentsResponse.agents:type_name -> grapnel.AgentInfo
-	47, // 17: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
-	48, // 18: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
-	50, // 19: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
-	49, // 20: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
-	53, // 21: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
-	56, // 22: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
-	57, // 23: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
-	64, // 24: grapnel.LockResponse.locks:type_name -> grapnel.LockInfo
-	64, // 25: grapnel.ListLocksResponse.locks:type_name -> grapnel.LockInfo
-	5,  // 26: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
-	8,  // 27: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
-	10, // 28: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
-	12, // 29: grapnel.Cluster.AddReplica:input_type -> grapnel.AddReplicaRequest
-	14, // 30: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
-	16, // 31: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
-	17, // 32: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
-	32, // 33: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
-	34, // 34: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
-	36, // 35: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
-	40, // 36: grapnel.Cluster.Agents:input_type -> grapnel.AgentsRequest
-	0,  // 37: grapnel.Cluster.UpgradeStatus:input_type -> grapnel.UpgradeStatusRequest
-	3,  // 38: grapnel.Cluster.UpgradeFinalize:input_type -> grapnel.UpgradeFinalizeRequest
-	21, // 39: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
-	30, // 40: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
-	19, // 41: grapnel.Plan.Revision:input_type -> grapnel.RevisionRequest
-	44, // 42: grapnel.History.List:input_type -> grapnel.HistoryListRequest
-	46, // 43: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
-	51, // 44: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
-	54, // 45: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
-	58, // 46: grapnel.Locks.Lock:input_type -> grapnel.LockRequest
-	60, // 47: grapnel.Locks.Unlock:input_type -> grapnel.UnlockRequest
-	62, // 48: grapnel.Locks.List:input_type -> grapnel.ListLocksRequest
-	7,  // 49: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
-	9,  // 50: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
-	11, // 51: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
-	13, // 52: grapnel.Cluster.AddReplica:output_type -> grapnel.AddReplicaResponse
-	15, // 53: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
-	17, // 54: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
-	18, // 55: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
-	33, // 56: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
-	35, // 57: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
-	37, // 58: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
-	41, // 59: grapnel.Cluster.Agents:output_type -> grapnel.AgentsResponse
-	1,  // 60: grapnel.Cluster.UpgradeStatus:output_type -> grapnel.UpgradeStatusResponse
-	4,  // 61: grapnel.Cluster.UpgradeFinalize:output_type -> grapnel.UpgradeFinalizeResponse
-	22, // 62: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
-	31, // 63: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
-	20, // 64: grapnel.Plan.Revision:output_type -> grapnel.RevisionResponse
-	45, // 65: grapnel.History.List:output_type -> grapnel.HistoryListResponse
-	47, // 66: grapnel.History.Get:output_type -> grapnel.Transaction
-	52, // 67: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
-	55, // 68: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
-	59, // 69: grapnel.Locks.Lock:output_type -> grapnel.LockResponse
-	61, // 70: grapnel.Locks.Unlock:output_type -> grapnel.UnlockResponse
-	63, // 71: grapnel.Locks.List:output_type -> grapnel.ListLocksResponse
-	49, // [49:72] is the sub-list for method output_type
-	26, // [26:49] is the sub-list for method input_type
+	8,  // 0: grapnel.UpgradeStatusResponse.members:type_name -> grapnel.Member
+	4,  // 1: grapnel.UpgradeStatusResponse.features:type_name -> grapnel.ClusterVersionFeature
+	8,  // 2: grapnel.StatusResponse.members:type_name -> grapnel.Member
+	9,  // 3: grapnel.WatchEvent.status:type_name -> grapnel.StatusResponse
+	67, // 4: grapnel.PlanRequest.update:type_name -> ank_base.UpdateStateRequest
+	25, // 5: grapnel.PlanResponse.rejections:type_name -> grapnel.Rejection
+	26, // 6: grapnel.PlanResponse.workloads:type_name -> grapnel.PlannedWorkload
+	28, // 7: grapnel.PlanResponse.configs:type_name -> grapnel.ConfigChange
+	29, // 8: grapnel.PlanResponse.agents:type_name -> grapnel.AgentPlan
+	27, // 9: grapnel.PlannedWorkload.fields:type_name -> grapnel.FieldChange
+	30, // 10: grapnel.AgentPlan.steps:type_name -> grapnel.PlanStep
+	31, // 11: grapnel.PlanStep.waitFor:type_name -> grapnel.Wait
+	67, // 12: grapnel.ApplyRequest.update:type_name -> ank_base.UpdateStateRequest
+	40, // 13: grapnel.PlacementResponse.modes:type_name -> grapnel.AgentModeEntry
+	41, // 14: grapnel.PlacementResponse.placed:type_name -> grapnel.PlacedWorkload
+	45, // 15: grapnel.PlacementResponse.unsatisfied:type_name -> grapnel.PlacementShortfall
+	44, // 16: grapnel.AgentsResponse.agents:type_name -> grapnel.AgentInfo
+	49, // 17: grapnel.HistoryListResponse.transactions:type_name -> grapnel.Transaction
+	50, // 18: grapnel.Transaction.workloads:type_name -> grapnel.TxWorkload
+	52, // 19: grapnel.Transaction.configs:type_name -> grapnel.TxConfig
+	51, // 20: grapnel.TxWorkload.changes:type_name -> grapnel.TxFieldChange
+	55, // 21: grapnel.TimelineResponse.events:type_name -> grapnel.TimelineEvent
+	58, // 22: grapnel.ProblemsListResponse.problems:type_name -> grapnel.Problem
+	59, // 23: grapnel.Problem.objects:type_name -> grapnel.ProblemObject
+	66, // 24: grapnel.LockResponse.locks:type_name -> grapnel.LockInfo
+	66, // 25: grapnel.ListLocksResponse.locks:type_name -> grapnel.LockInfo
+	7,  // 26: grapnel.Cluster.Status:input_type -> grapnel.StatusRequest
+	10, // 27: grapnel.Cluster.Watch:input_type -> grapnel.WatchRequest
+	12, // 28: grapnel.Cluster.RemoveReplica:input_type -> grapnel.RemoveReplicaRequest
+	14, // 29: grapnel.Cluster.AddReplica:input_type -> grapnel.AddReplicaRequest
+	16, // 30: grapnel.Cluster.TransferLeadership:input_type -> grapnel.TransferLeadershipRequest
+	18, // 31: grapnel.Cluster.SnapshotSave:input_type -> grapnel.SnapshotSaveRequest
+	19, // 32: grapnel.Cluster.SnapshotRestore:input_type -> grapnel.SnapshotChunk
+	34, // 33: grapnel.Cluster.ResyncAgent:input_type -> grapnel.ResyncAgentRequest
+	36, // 34: grapnel.Cluster.SetAgentMode:input_type -> grapnel.SetAgentModeRequest
+	38, // 35: grapnel.Cluster.Placement:input_type -> grapnel.PlacementRequest
+	42, // 36: grapnel.Cluster.Agents:input_type -> grapnel.AgentsRequest
+	2,  // 37: grapnel.Cluster.UpgradeStatus:input_type -> grapnel.UpgradeStatusRequest
+	5,  // 38: grapnel.Cluster.UpgradeFinalize:input_type -> grapnel.UpgradeFinalizeRequest
+	0,  // 39: grapnel.Cluster.RepairReplica:input_type -> grapnel.RepairReplicaRequest
+	23, // 40: grapnel.Plan.DryRun:input_type -> grapnel.PlanRequest
+	32, // 41: grapnel.Plan.Apply:input_type -> grapnel.ApplyRequest
+	21, // 42: grapnel.Plan.Revision:input_type -> grapnel.RevisionRequest
+	46, // 43: grapnel.History.List:input_type -> grapnel.HistoryListRequest
+	48, // 44: grapnel.History.Get:input_type -> grapnel.HistoryGetRequest
+	53, // 45: grapnel.History.Timeline:input_type -> grapnel.TimelineRequest
+	56, // 46: grapnel.Problems.List:input_type -> grapnel.ProblemsListRequest
+	60, // 47: grapnel.Locks.Lock:input_type -> grapnel.LockRequest
+	62, // 48: grapnel.Locks.Unlock:input_type -> grapnel.UnlockRequest
+	64, // 49: grapnel.Locks.List:input_type -> grapnel.ListLocksRequest
+	9,  // 50: grapnel.Cluster.Status:output_type -> grapnel.StatusResponse
+	11, // 51: grapnel.Cluster.Watch:output_type -> grapnel.WatchEvent
+	13, // 52: grapnel.Cluster.RemoveReplica:output_type -> grapnel.RemoveReplicaResponse
+	15, // 53: grapnel.Cluster.AddReplica:output_type -> grapnel.AddReplicaResponse
+	17, // 54: grapnel.Cluster.TransferLeadership:output_type -> grapnel.TransferLeadershipResponse
+	19, // 55: grapnel.Cluster.SnapshotSave:output_type -> grapnel.SnapshotChunk
+	20, // 56: grapnel.Cluster.SnapshotRestore:output_type -> grapnel.SnapshotRestoreResponse
+	35, // 57: grapnel.Cluster.ResyncAgent:output_type -> grapnel.ResyncAgentResponse
+	37, // 58: grapnel.Cluster.SetAgentMode:output_type -> grapnel.SetAgentModeResponse
+	39, // 59: grapnel.Cluster.Placement:output_type -> grapnel.PlacementResponse
+	43, // 60: grapnel.Cluster.Agents:output_type -> grapnel.AgentsResponse
+	3,  // 61: grapnel.Cluster.UpgradeStatus:output_type -> grapnel.UpgradeStatusResponse
+	6,  // 62: grapnel.Cluster.UpgradeFinalize:output_type -> grapnel.UpgradeFinalizeResponse
+	1,  // 63: grapnel.Cluster.RepairReplica:output_type -> grapnel.RepairReplicaResponse
+	24, // 64: grapnel.Plan.DryRun:output_type -> grapnel.PlanResponse
+	33, // 65: grapnel.Plan.Apply:output_type -> grapnel.ApplyResponse
+	22, // 66: grapnel.Plan.Revision:output_type -> grapnel.RevisionResponse
+	47, // 67: grapnel.History.List:output_type -> grapnel.HistoryListResponse
+	49, // 68: grapnel.History.Get:output_type -> grapnel.Transaction
+	54, // 69: grapnel.History.Timeline:output_type -> grapnel.TimelineResponse
+	57, // 70: grapnel.Problems.List:output_type -> grapnel.ProblemsListResponse
+	61, // 71: grapnel.Locks.Lock:output_type -> grapnel.LockResponse
+	63, // 72: grapnel.Locks.Unlock:output_type -> grapnel.UnlockResponse
+	65, // 73: grapnel.Locks.List:output_type -> grapnel.ListLocksResponse
+	50, // [50:74] is the sub-list for method output_type
+	26, // [26:50] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -4362,14 +4471,14 @@ func file_grapnel_proto_init() {
 	if File_grapnel_proto != nil {
 		return
 	}
-	file_grapnel_proto_msgTypes[30].OneofWrappers = []any{}
+	file_grapnel_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grapnel_proto_rawDesc), len(file_grapnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   65,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -35,6 +35,7 @@ const (
 	Cluster_Agents_FullMethodName             = "/grapnel.Cluster/Agents"
 	Cluster_UpgradeStatus_FullMethodName      = "/grapnel.Cluster/UpgradeStatus"
 	Cluster_UpgradeFinalize_FullMethodName    = "/grapnel.Cluster/UpgradeFinalize"
+	Cluster_RepairReplica_FullMethodName      = "/grapnel.Cluster/RepairReplica"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -87,6 +88,13 @@ type ClusterClient interface {
 	// release that supports less. Refused, naming them, while a voter runs
 	// an older release.
 	UpgradeFinalize(ctx context.Context, in *UpgradeFinalizeRequest, opts ...grpc.CallOption) (*UpgradeFinalizeResponse, error)
+	// RepairReplica releases the vote hold of the replica that answers
+	// (id must be its own): a replica that lost Raft entries (a corrupt
+	// entry cut out, new flash) holds its vote until it has caught up from
+	// a leader; when no leader can be elected without it, an operator
+	// releases it, accepting that entries only the lost logs held are gone
+	// (docs/operations.md, "Corrupted or lost data").
+	RepairReplica(ctx context.Context, in *RepairReplicaRequest, opts ...grpc.CallOption) (*RepairReplicaResponse, error)
 }
 
 type clusterClient struct {
@@ -248,6 +256,16 @@ func (c *clusterClient) UpgradeFinalize(ctx context.Context, in *UpgradeFinalize
 	return out, nil
 }
 
+func (c *clusterClient) RepairReplica(ctx context.Context, in *RepairReplicaRequest, opts ...grpc.CallOption) (*RepairReplicaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairReplicaResponse)
+	err := c.cc.Invoke(ctx, Cluster_RepairReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -298,6 +316,13 @@ type ClusterServer interface {
 	// release that supports less. Refused, naming them, while a voter runs
 	// an older release.
 	UpgradeFinalize(context.Context, *UpgradeFinalizeRequest) (*UpgradeFinalizeResponse, error)
+	// RepairReplica releases the vote hold of the replica that answers
+	// (id must be its own): a replica that lost Raft entries (a corrupt
+	// entry cut out, new flash) holds its vote until it has caught up from
+	// a leader; when no leader can be elected without it, an operator
+	// releases it, accepting that entries only the lost logs held are gone
+	// (docs/operations.md, "Corrupted or lost data").
+	RepairReplica(context.Context, *RepairReplicaRequest) (*RepairReplicaResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -346,6 +371,9 @@ func (UnimplementedClusterServer) UpgradeStatus(context.Context, *UpgradeStatusR
 }
 func (UnimplementedClusterServer) UpgradeFinalize(context.Context, *UpgradeFinalizeRequest) (*UpgradeFinalizeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpgradeFinalize not implemented")
+}
+func (UnimplementedClusterServer) RepairReplica(context.Context, *RepairReplicaRequest) (*RepairReplicaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RepairReplica not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -577,6 +605,24 @@ func _Cluster_UpgradeFinalize_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_RepairReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepairReplicaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).RepairReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_RepairReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).RepairReplica(ctx, req.(*RepairReplicaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -623,6 +669,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpgradeFinalize",
 			Handler:    _Cluster_UpgradeFinalize_Handler,
+		},
+		{
+			MethodName: "RepairReplica",
+			Handler:    _Cluster_RepairReplica_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
