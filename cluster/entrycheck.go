@@ -34,11 +34,13 @@ type entryCheck struct {
 	// hold, while active, refuses the votes it must (votehold.go) and
 	// learns the leader's commit index; self and addr answer them.
 	hold *holdState
-	self raft.ServerID
-	addr raft.ServerAddress
-	log  hclog.Logger
-	stop <-chan struct{}
-	now  func() time.Time
+	// checkHold ends the hold if the log caught up (Node.checkHold).
+	checkHold func()
+	self      raft.ServerID
+	addr      raft.ServerAddress
+	log       hclog.Logger
+	stop      <-chan struct{}
+	now       func() time.Time
 
 	mu      sync.Mutex
 	logged  time.Time // last refusal logged
@@ -103,10 +105,18 @@ func (c *entryCheck) holds(rpc raft.RPC) bool {
 			return true
 		}
 	case *raft.AppendEntriesRequest:
-		c.hold.heardLeader(req.LeaderCommitIndex)
+		c.hold.heardLeader(max(req.LeaderCommitIndex, req.PrevLogEntry+uint64(len(req.Entries))))
 		c.hold.nudge()
 	case *raft.InstallSnapshotRequest:
+		c.hold.heardLeader(req.LastLogIndex)
 		c.hold.nudge()
+	case *raft.TimeoutNowRequest:
+		// A leader hands leadership over only to a follower whose log
+		// matches its own: one that held its vote has caught up, so the
+		// hold ends now, before Raft stands for election.
+		if c.checkHold != nil {
+			c.checkHold()
+		}
 	}
 	return false
 }

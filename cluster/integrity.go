@@ -47,9 +47,11 @@ import (
 //   - a bad entry read while running (the leader sending old entries to a
 //     follower, the scrub) reads as not found, so the leader sends a
 //     snapshot instead; a bad entry the snapshot covers is cut from the
-//     head of the log at once, and one it does not cover makes the
-//     replica restart in place (Node.Corrupted), which repairs it as at
-//     start;
+//     head of the log at once, an applied one once a snapshot taken then
+//     covers it, and one not applied yet makes the replica restart in
+//     place (Node.Corrupted), which repairs it as at start (if Raft's
+//     apply loop meets it first, hashicorp/raft panics; the restart that
+//     follows repairs it the same way);
 //   - the scrub reads the whole log and the newest snapshot every
 //     ScrubInterval, so data that rots at rest is found while the
 //     replica runs, not at the next read that needs it.
@@ -141,44 +143,75 @@ type integrity struct {
 	w      *wal.WAL
 	logger hclog.Logger
 	// snapIndex is the index of the newest snapshot (for what a bad
-	// entry's loss means).
+	// entry's loss means); raft, once it runs, tells the applied index
+	// and takes a snapshot that covers it.
 	snapIndex func() uint64
+	raft      atomic.Pointer[raft.Raft]
 	// corrupted is closed at the first bad entry the snapshot does not
 	// cover, found while running: the replica must restart to repair.
 	corrupted chan struct{}
 	once      sync.Once
 	mu        sync.Mutex
 	first     *CorruptError
+	bad       map[uint64]bool // the bad entries handled
 	// found counts the bad entries and snapshots found since start;
 	// repaired those repaired in place or at start.
 	found, repaired atomic.Uint64
 }
 
 func newIntegrity(w *wal.WAL, logger hclog.Logger) *integrity {
-	return &integrity{w: w, logger: logger, corrupted: make(chan struct{}), snapIndex: func() uint64 { return 0 }}
+	return &integrity{w: w, logger: logger, corrupted: make(chan struct{}), snapIndex: func() uint64 { return 0 }, bad: map[uint64]bool{}}
 }
 
-// badEntry handles a bad entry found while running: one the newest
-// snapshot covers is cut from the head of the log now (Raft sends a
-// snapshot to a follower that needs older entries); any other makes the
-// replica restart in place.
+// badEntry handles a bad entry found while running. One the newest
+// snapshot covers is cut from the head of the log now (Raft sends the
+// snapshot to a follower that needs older entries). One that is applied
+// but not yet covered is covered by a snapshot taken now, then cut. Any
+// other (not applied yet) makes the replica restart in place to repair
+// it as at start. Each is handled once; a read that meets it again only
+// reads as not found.
 func (c *integrity) badEntry(e *CorruptError) {
+	c.mu.Lock()
+	seen := c.bad[e.Index]
+	c.bad[e.Index] = true
+	c.mu.Unlock()
+	if seen {
+		return
+	}
 	c.found.Add(1)
-	if s := c.snapIndex(); e.Index <= s {
-		first, _ := c.w.FirstIndex()
-		err := c.w.DeleteRange(first, e.Index)
-		if err == nil {
-			c.repaired.Add(1)
-			c.logger.Error("corrupt log entry, covered by the snapshot: cut the log's head through it; "+
-				"a follower that needs older entries gets the snapshot", "error", e, "snapshot_index", s)
-			return
-		}
-		c.logger.Error("corrupt log entry: could not cut it from the log's head; restarting to repair", "error", e, "cut_error", err)
-	} else {
+	switch s := c.snapIndex(); {
+	case e.Index <= s:
+		c.cutHead(e)
+	case c.raft.Load() != nil && e.Index <= c.raft.Load().AppliedIndex():
+		c.logger.Error("corrupt log entry, applied: taking a snapshot that covers it, then cutting it from the log",
+			"error", e, "snapshot_index", s)
+		go func() {
+			err := c.raft.Load().Snapshot().Error()
+			if err == nil && e.Index <= c.snapIndex() {
+				c.cutHead(e)
+				return
+			}
+			c.logger.Error("corrupt log entry: the snapshot did not cover it; restarting to repair", "error", e, "snapshot_error", err)
+			c.fail(e)
+		}()
+	default:
 		c.logger.Error("corrupt log entry: this replica restarts in place, cuts its log before it and catches up from the leader",
 			"error", e, "snapshot_index", s)
+		c.fail(e)
 	}
-	c.fail(e)
+}
+
+// cutHead cuts the log's head through a bad entry the snapshot covers.
+func (c *integrity) cutHead(e *CorruptError) {
+	first, _ := c.w.FirstIndex()
+	if err := c.w.DeleteRange(first, e.Index); err != nil {
+		c.logger.Error("corrupt log entry: could not cut it from the log's head; restarting to repair", "error", e, "cut_error", err)
+		c.fail(e)
+		return
+	}
+	c.repaired.Add(1)
+	c.logger.Error("corrupt log entry, covered by the snapshot: cut the log's head through it; "+
+		"a follower that needs older entries gets the snapshot", "error", e, "snapshot_index", c.snapIndex())
 }
 
 // fail records the first corruption that needs a restart and signals it.
@@ -422,7 +455,7 @@ func (n *Node) scrubLoop() {
 		if n.storage.Fault() != nil {
 			continue // it restarts once the storage works, and checks then
 		}
-		n.scrub()
+		n.Scrub()
 	}
 }
 
@@ -430,10 +463,10 @@ func (n *Node) scrubLoop() {
 // shutdown.
 const scrubBatch = 256
 
-// scrub reads every entry and the newest snapshot once; what fails is
+// Scrub reads every entry and the newest snapshot once; what fails is
 // handled as a read that fails (checkedWAL.GetLog). It returns how many
 // entries it read.
-func (n *Node) scrub() (read uint64) {
+func (n *Node) Scrub() (read uint64) {
 	c := n.integrity
 	first, err := c.w.FirstIndex()
 	if err != nil {

@@ -434,6 +434,7 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	hold.since = cfg.Now()
 	if hold.active() {
 		// It must not stand for election before Raft runs (votehold.go);
 		// paceHeartbeats keeps it so until the hold ends.
@@ -457,6 +458,8 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	lastIndex := r.LastIndex
 	hold.lastIndex.Store(&lastIndex)
+	integ.raft.Store(r)
+	trans.checked.checkHold = n.checkHold
 	hold.onEnd = n.onHoldEnd
 	if tl != nil {
 		tl.raft.Store(r)

@@ -48,8 +48,10 @@ import (
 //     timer is an hour long and its own vote requests are not sent, as
 //     for failed storage), so it cannot vote for itself;
 //   - it releases the hold once its log reaches what it had (or, empty,
-//     the commit index of the first leader that reached it): then its log
-//     holds every entry it could have acknowledged. A replica that lost
+//     the furthest a leader's log reached in what that leader sent it,
+//     which holds every committed entry), or when a leader hands it
+//     leadership (which it does only to a follower whose log matches its
+//     own): then its log holds every entry it could have acknowledged. A replica that lost
 //     its vote record too (empty) then also refuses every other vote in
 //     the term it caught up in, as if it had voted in it.
 //
@@ -83,8 +85,8 @@ type holdState struct {
 	now  func() time.Time
 	// held is the current hold; nil when none.
 	held atomic.Pointer[voteHold]
-	// target is, for an empty start, the commit index of the first leader
-	// heard (0: none heard yet).
+	// target is, for an empty start, the furthest a leader's log reached
+	// in what it sent (0: nothing heard yet; heardLeader).
 	target atomic.Uint64
 	// lastIndex is Raft's last index (set once Raft runs).
 	lastIndex atomic.Pointer[func() uint64]
@@ -97,6 +99,10 @@ type holdState struct {
 	// poke asks observeRaft to check whether the log caught up
 	// (coalesced).
 	poke chan struct{}
+	// since is when this run began to hold; announced is set once the
+	// hold is older than holdAnnounceAfter (checkHold).
+	since     time.Time
+	announced atomic.Bool
 }
 
 func newHoldState(dataDir string, now func() time.Time) *holdState {
@@ -179,11 +185,24 @@ func (h *holdState) refuses(lastTerm, lastIndex uint64) bool {
 	return lastTerm < v.Term || (lastTerm == v.Term && lastIndex < v.Index)
 }
 
-// heardLeader notes the commit index an AppendEntries carried: for an
-// empty start, the first one sets what the replica must catch up to.
-func (h *holdState) heardLeader(commit uint64) {
-	if v := h.Held(); v != nil && v.Empty && commit > 0 {
-		h.target.CompareAndSwap(0, commit)
+// heardLeader notes how far a leader's log reaches, from an AppendEntries
+// or InstallSnapshot: for an empty start, the replica must catch up to
+// the furthest seen. A leader's first AppendEntries to a follower names
+// its last entry as the previous one (Raft starts a follower's next index
+// after the leader's last), and a leader's log holds every committed
+// entry, so once this replica's log reaches that far it holds everything
+// it could have acknowledged. (Heartbeats carry no index; Raft's
+// transport hands them to Raft directly.)
+func (h *holdState) heardLeader(index uint64) {
+	v := h.Held()
+	if v == nil || !v.Empty {
+		return
+	}
+	for {
+		t := h.target.Load()
+		if index <= t || h.target.CompareAndSwap(t, index) {
+			return
+		}
 	}
 }
 
@@ -285,10 +304,18 @@ func (n *Node) ReleaseVoteHold() (string, error) {
 	return what, nil
 }
 
-// watchHold ends the hold once the log caught up, checking at every
-// change and tick of observeRaft (caughtUpCheck); it is cheap.
+// checkHold ends the hold once the log caught up, and announces one that
+// lasts; observeRaft calls it at every AppendEntries the hold sees and at
+// its ticks. It is cheap.
 func (n *Node) checkHold() {
 	if !n.hold.caughtUp() {
+		if n.hold.active() && !n.hold.announced.Load() && n.now().Sub(n.hold.since) >= holdAnnounceAfter {
+			n.hold.announced.Store(true)
+			n.faultFeed.Notify()
+			if n.gossip != nil {
+				n.gossip.announce()
+			}
+		}
 		return
 	}
 	v := n.hold.Held()
@@ -333,10 +360,18 @@ func (n *Node) onHoldEnd(how endHow, v *voteHold) {
 	}
 }
 
-// voteHoldMeta is the hold as gossip announces it; empty for none.
+// holdAnnounceAfter is how long a hold lasts in this run before the
+// replica announces it: a replica that joins, or that saw another
+// bootstrap first, holds for the moment it takes to catch up, and a
+// problem opened and closed at every formation would be a false alarm
+// and two writes.
+const holdAnnounceAfter = 2 * time.Second
+
+// voteHoldMeta is the hold as gossip announces it; empty for none, and
+// while it is younger than holdAnnounceAfter in this run.
 func (n *Node) voteHoldMeta() string {
 	v := n.hold.Held()
-	if v == nil {
+	if v == nil || !n.hold.announced.Load() {
 		return ""
 	}
 	if v.Empty {

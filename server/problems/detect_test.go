@@ -122,6 +122,9 @@ func TestDetect(t *testing.T) {
 		{"a replica whose storage failed is a problem (issue 29 point 3)", func(f *fixture) {},
 			Facts{StorageFailed: map[string]string{"n2": "append log entries wal/1.wal: no space left on device", "n1": "write CurrentTerm: read-only file system"}},
 			[]string{"StorageFailed/n1", "StorageFailed/n2"}, 0},
+		{"a replica that holds its vote is a problem (issue 29 point 3)", func(f *fixture) {},
+			Facts{VoteHeld: map[string]string{"n3": "started with no Raft state; catching up"}},
+			[]string{"VoteHeld/n3"}, 0},
 		{"a workload without an agent is no agent problem", func(f *fixture) {
 			f.workload("a", "")
 		}, Facts{}, nil, 0},
