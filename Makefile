@@ -61,6 +61,7 @@ check: tools
 	@./scripts/check-purity.sh
 	@./scripts/check-clock.sh
 	@./scripts/check-durable.sh
+	@./scripts/check-raft-apply.sh
 
 proto: tools
 	./scripts/genproto.sh

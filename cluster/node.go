@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -555,21 +556,50 @@ func (n *Node) await(f raft.Future) error {
 
 // Apply proposes a command and waits until it is committed and applied.
 func (n *Node) Apply(cmd []byte, timeout time.Duration) (any, uint64, error) {
-	f := n.raft.Apply(cmd, timeout)
-	if err := n.await(f); err != nil {
-		return nil, 0, FoldRaftError(err)
+	resp, index, err := n.propose(cmd, timeout)
+	var fe fsmError
+	if errors.As(err, &fe) {
+		return nil, index, fe.err
 	}
-	resp := f.Response()
-	if err, ok := resp.(error); ok {
-		return nil, f.Index(), err
-	}
-	return resp, f.Index(), nil
+	return resp, index, FoldRaftError(err)
 }
 
 // ApplyAsync proposes a command without waiting; the future reports the
-// outcome.
+// outcome. The server's write pipeline proposes through it.
 func (n *Node) ApplyAsync(cmd []byte, timeout time.Duration) raft.ApplyFuture {
+	return n.proposeAsync(cmd, timeout)
+}
+
+// proposeAsync is the one place that hands an entry to Raft: the server's
+// write pipeline (ApplyAsync, Apply) and this package's own entries (the
+// removal ledger, the cluster version, replica certificates: propose) all
+// come through it, and scripts/check-raft-apply.sh fails the build if
+// raft.Apply appears anywhere else (docs/architecture.md, "The write
+// path").
+func (n *Node) proposeAsync(cmd []byte, timeout time.Duration) raft.ApplyFuture {
 	return n.raft.Apply(cmd, timeout)
+}
+
+// fsmError is an FSM's refusal of a committed entry, as propose returns
+// it: the entry is in the log, and every replica refused it the same way.
+type fsmError struct{ err error }
+
+func (e fsmError) Error() string { return e.err.Error() }
+func (e fsmError) Unwrap() error { return e.err }
+
+// propose proposes an entry and waits until it is committed and applied:
+// a Raft error as Raft gave it (the caller folds it), or the FSM's
+// refusal as an fsmError.
+func (n *Node) propose(cmd []byte, timeout time.Duration) (any, uint64, error) {
+	f := n.proposeAsync(cmd, timeout)
+	if err := n.await(f); err != nil {
+		return nil, 0, err
+	}
+	resp := f.Response()
+	if err, ok := resp.(error); ok {
+		return nil, f.Index(), fsmError{err}
+	}
+	return resp, f.Index(), nil
 }
 
 // Barrier waits until every entry committed before it is applied locally.

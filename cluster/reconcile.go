@@ -168,7 +168,7 @@ func (r *reconciler) recordCertificates(inConfig map[string]raft.Server) {
 			}
 			entry, err := n.ledger.CertificateEntry(id, c)
 			if err == nil {
-				err = n.await(n.raft.Apply(entry, n.changeTimeout()))
+				_, _, err = n.propose(entry, n.changeTimeout())
 			}
 			if err != nil {
 				n.logger.Warn("recording a replica's certificate failed", "id", id, "serial", c.Serial, "error", err)

@@ -126,7 +126,7 @@ func (n *Node) recordRemoval(id string, incarnation uint64, forget bool, certs [
 	if err != nil {
 		return err
 	}
-	err = n.await(n.raft.Apply(entry, timeout))
+	_, _, err = n.propose(entry, timeout)
 	if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
 		return fmt.Errorf("%w: leadership was lost while recording the removal of %q (or its end); the configuration is unchanged: run it again (it is idempotent)", errs.ErrOutcomeUnknown, id)
 	}

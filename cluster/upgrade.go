@@ -168,7 +168,7 @@ func (n *Node) commitClusterVersion(v uint32) error {
 	if err != nil {
 		return err
 	}
-	err = n.await(n.raft.Apply(entry, n.changeTimeout()))
+	_, _, err = n.propose(entry, n.changeTimeout())
 	if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
 		return fmt.Errorf("%w: leadership was lost while raising the cluster version to %d; ask again", errs.ErrOutcomeUnknown, v)
 	}
