@@ -355,32 +355,40 @@ func NewNode(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One cleanup for every failure below, undone in reverse: the stores,
+	// the transport, the entry check. Once the node exists, its Shutdown
+	// takes over (started).
+	var cleanup []func()
+	started := false
+	defer func() {
+		if !started {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+	cleanup = append(cleanup, func() { walStore.Close() })
 	guard := newStorageGuard(cfg.DataDir, cfg.Now, cfg.StorageFault)
 	integ := newIntegrity(walStore, base.Named("cluster"))
 	store, err := newGuardedStore(walStore, guard, integ, 512)
 	if err != nil {
-		walStore.Close()
 		return nil, err
 	}
 	logs := store
 	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, logger)
 	if err != nil {
-		store.Close()
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
 	if err := secureDataDir(cfg.DataDir, base.Named("cluster")); err != nil {
-		store.Close()
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir, guard: guard}
 	hold := newHoldState(cfg.DataDir, cfg.Now)
 	if err := hold.load(); err != nil {
-		store.Close()
 		return nil, err
 	}
 	currentTerm := func() uint64 { t, _ := walStore.GetUint64(stableKeys.currentTerm); return t }
 	if err := startupRepair(cfg.DataDir, walStore, fileSnaps, hold, integ, base.Named("cluster"), currentTerm); err != nil {
-		store.Close()
 		return nil, err
 	}
 	integ.snapIndex = func() uint64 {
@@ -390,31 +398,23 @@ func NewNode(cfg Config) (*Node, error) {
 		return 0
 	}
 	if err := checkDataFormat(cfg.DataDir, cfg.supported(), snaps, store); err != nil {
-		store.Close()
 		return nil, err
 	}
 	rn, err := newRaftTransport(cfg, logger)
 	if err != nil {
-		store.Close()
 		return nil, err
 	}
 	nt, layer, tl := rn.nt, rn.layer, rn.tls
+	cleanup = append(cleanup, func() { nt.Close() })
 	contacts := newContactTracker(cfg.Now)
 	trans := &contactTransport{NetworkTransport: nt, contacts: contacts, stallLimit: 5 * cfg.Timing.HeartbeatTimeout, clock: cfg.Clock, storage: guard, hold: hold}
 	shutdownCh := make(chan struct{})
-	started := false
-	defer func() {
-		if !started {
-			close(shutdownCh) // stops the entry check
-		}
-	}()
+	cleanup = append(cleanup, func() { close(shutdownCh) }) // stops the entry check
 	trans.checked = newEntryCheck(nt.Consumer(), cfg.CheckEntry, guard, base.Named("cluster"), cfg.Now, shutdownCh)
 	trans.checked.hold, trans.checked.self, trans.checked.addr = hold, raft.ServerID(cfg.ID), nt.LocalAddr()
 	go trans.checked.run()
 	recovered, err := recoverFromPeersFile(cfg, rc, logs, store, snaps, trans)
 	if err != nil {
-		nt.Close()
-		store.Close()
 		return nil, err
 	}
 	if recovered {
@@ -422,16 +422,12 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
-		nt.Close()
-		store.Close()
 		return nil, err
 	}
 	if !existing && !cfg.bootstrapsSelf() {
 		// New flash under a known name looks like a new replica: neither
 		// may vote before it has caught up (votehold.go).
 		if err := hold.hold(voteHold{Reason: "started with no Raft state", Empty: true, Since: cfg.Now()}); err != nil {
-			nt.Close()
-			store.Close()
 			return nil, err
 		}
 	}
@@ -444,8 +440,6 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
 	if err != nil {
-		nt.Close()
-		store.Close()
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n := &Node{

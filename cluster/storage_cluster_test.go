@@ -251,6 +251,8 @@ func TestStorageFailedReplicaStandsForNoElection(t *testing.T) {
 	c.Stop(node.ID())
 	c.Restart(node.ID())
 	c.WaitLeader(waitLong)
+	// A leader applies its log once its first entry of the term commits.
+	c.WaitFor("the restarted replica applied its log", waitLong, func() bool { return len(agents(c.FSM(node.ID()))) >= 5 })
 	requireAgents(t, c, node.ID(), names("before", 5)...)
 	c.MustApply(agentCmd(t, "after"))
 }
