@@ -218,12 +218,27 @@ func TestPowerOffEndsEveryProcessOfTheHosts(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = outside.Process.Kill(); _ = outside.Wait() })
 	ns := fmt.Sprintf("/proc/%d/ns/net", host.Process.Pid)
-	ino, err := nsInode(ns)
+	own, err := nsInode("/proc/self/ns/net")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var in []int
+	// Until unshare has made its namespace, the child is in ours: a
+	// power off of it is refused.
+	c := &cluster{reps: []*replica{{host: &netns.Host{Name: "h1", NS: "/proc/self/ns/net"}, name: "r1"}}}
+	if n, err := c.powerOff(); err == nil || n != 0 {
+		t.Fatalf("a power off of this process's own namespace: %d processes, %v", n, err)
+	}
+	var ino uint64
 	deadline := time.Now().Add(5 * time.Second)
+	for ino = own; ino == own && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ino, err = nsInode(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ino == own {
+		t.Fatal("unshare made no network namespace within 5 s")
+	}
+	var in []int
 	for len(in) < 3 && time.Now().Before(deadline) {
 		in = pidsIn(map[uint64]bool{ino: true})
 		time.Sleep(10 * time.Millisecond)
@@ -233,7 +248,7 @@ func TestPowerOffEndsEveryProcessOfTheHosts(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- host.Wait() }()
-	c := &cluster{reps: []*replica{{host: &netns.Host{Name: "h1", NS: ns}, name: "r1"}}}
+	c = &cluster{reps: []*replica{{host: &netns.Host{Name: "h1", NS: ns}, name: "r1"}}}
 	n, err := c.powerOff()
 	if err != nil || n != 3 {
 		t.Fatalf("powerOff: %d processes, %v; want 3", n, err)

@@ -92,11 +92,20 @@ func zombie(pid int) bool {
 // then all killed, then waited for until none holds a file on the flash.
 // It returns how many processes it ended.
 func (c *cluster) powerOff() (int, error) {
+	own, err := nsInode("/proc/self/ns/net")
+	if err != nil {
+		return 0, fmt.Errorf("power off: this process's namespace: %w", err)
+	}
 	nss := map[uint64]bool{}
 	for _, r := range c.reps {
 		ino, err := nsInode(r.host.NS)
 		if err != nil {
 			return 0, fmt.Errorf("power off: namespace of %s: %w", r.host.Name, err)
+		}
+		// Never the campaign's own namespace: that would end every
+		// process of the machine's.
+		if ino == own {
+			return 0, fmt.Errorf("power off: %s (%s) is this process's own network namespace", r.host.Name, r.host.NS)
 		}
 		nss[ino] = true
 	}
