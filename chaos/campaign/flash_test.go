@@ -225,7 +225,7 @@ func TestPowerOffEndsEveryProcessOfTheHosts(t *testing.T) {
 	// Until unshare has made its namespace, the child is in ours: a
 	// power off of it is refused.
 	c := &cluster{reps: []*replica{{host: &netns.Host{Name: "h1", NS: "/proc/self/ns/net"}, name: "r1"}}}
-	if n, err := c.powerOff(); err == nil || n != 0 {
+	if n, _, err := c.powerOff(nil); err == nil || n != 0 {
 		t.Fatalf("a power off of this process's own namespace: %d processes, %v", n, err)
 	}
 	var ino uint64
@@ -249,9 +249,12 @@ func TestPowerOffEndsEveryProcessOfTheHosts(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- host.Wait() }()
 	c = &cluster{reps: []*replica{{host: &netns.Host{Name: "h1", NS: ns}, name: "r1"}}}
-	n, err := c.powerOff()
-	if err != nil || n != 3 {
-		t.Fatalf("powerOff: %d processes, %v; want 3", n, err)
+	// Nothing in flight until the third freeze: the processes are
+	// thawed twice and frozen again.
+	asked := 0
+	n, freezes, err := c.powerOff(func() bool { asked++; return asked == 3 })
+	if err != nil || n != 3 || freezes != 3 {
+		t.Fatalf("powerOff: %d processes, %d freezes, %v; want 3 and 3", n, freezes, err)
 	}
 	for _, pid := range in {
 		if !zombie(pid) {

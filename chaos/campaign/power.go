@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -88,28 +89,32 @@ func zombie(pid int) bool {
 	return s[i+2] == 'Z' || s[i+2] == 'X'
 }
 
-// powerOff ends every process of every host at one instant: all frozen,
-// then all killed, then waited for until none holds a file on the flash.
-// It returns how many processes it ended.
-func (c *cluster) powerOff() (int, error) {
+// hostNamespaces are the inodes of the hosts' network namespaces; never
+// the campaign's own.
+func (c *cluster) hostNamespaces() (map[uint64]bool, error) {
 	own, err := nsInode("/proc/self/ns/net")
 	if err != nil {
-		return 0, fmt.Errorf("power off: this process's namespace: %w", err)
+		return nil, fmt.Errorf("power off: this process's namespace: %w", err)
 	}
 	nss := map[uint64]bool{}
 	for _, r := range c.reps {
 		ino, err := nsInode(r.host.NS)
 		if err != nil {
-			return 0, fmt.Errorf("power off: namespace of %s: %w", r.host.Name, err)
+			return nil, fmt.Errorf("power off: namespace of %s: %w", r.host.Name, err)
 		}
 		// Never the campaign's own namespace: that would end every
 		// process of the machine's.
 		if ino == own {
-			return 0, fmt.Errorf("power off: %s (%s) is this process's own network namespace", r.host.Name, r.host.NS)
+			return nil, fmt.Errorf("power off: %s (%s) is this process's own network namespace", r.host.Name, r.host.NS)
 		}
 		nss[ino] = true
 	}
-	deadline := time.Now().Add(powerOffBound)
+	return nss, nil
+}
+
+// freeze stops every process of the namespaces nss with SIGSTOP, scanning
+// again until a scan finds none it has not stopped, and returns them.
+func freeze(nss map[uint64]bool, deadline time.Time) (map[int]bool, error) {
 	frozen := map[int]bool{}
 	for {
 		found := 0
@@ -121,14 +126,59 @@ func (c *cluster) powerOff() (int, error) {
 			}
 		}
 		if found == 0 {
-			break
+			return frozen, nil
 		}
 		if time.Now().After(deadline) {
-			return len(frozen), errors.New("power off: processes kept appearing in the hosts' namespaces")
+			return frozen, errors.New("power off: processes kept appearing in the hosts' namespaces")
 		}
+	}
+}
+
+func thaw(frozen map[int]bool) {
+	for pid := range frozen {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+}
+
+// Catching a write in flight: freeze up to catchTries times, letting the
+// hosts run up to catchRun between two tries.
+const (
+	catchTries = 40
+	catchRun   = 10 * time.Millisecond
+)
+
+// powerOff ends every process of every host at one instant: all frozen,
+// then all killed, then waited for until none holds a file on the flash.
+// Before the kill it tries to catch a write in flight: while inFlight
+// (nil: never) says that no flash mount holds unsynced data, it thaws
+// everything, lets it run a random moment below catchRun and freezes it
+// again, catchTries times at most. A replica fsyncs each append before it
+// answers, so a cut at an arbitrary instant nearly always finds nothing
+// unsynced; one caught between a write and its fsync is what tests the
+// torn write. It returns how many processes it ended and how many
+// freezes it took.
+func (c *cluster) powerOff(inFlight func() bool) (n, freezes int, err error) {
+	nss, err := c.hostNamespaces()
+	if err != nil {
+		return 0, 0, err
+	}
+	deadline := time.Now().Add(powerOffBound)
+	var frozen map[int]bool
+	for freezes = 1; ; freezes++ {
+		if frozen, err = freeze(nss, deadline); err != nil {
+			break
+		}
+		if inFlight == nil || inFlight() || freezes == catchTries {
+			break
+		}
+		thaw(frozen)
+		time.Sleep(time.Duration(rand.Int64N(int64(catchRun))))
 	}
 	for pid := range frozen {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err != nil {
+		return len(frozen), freezes, err
 	}
 	// The campaign's own children: reap them and forget them.
 	for i := range c.reps {
@@ -141,16 +191,26 @@ func (c *cluster) powerOff() (int, error) {
 	for {
 		left := pidsIn(nss)
 		if len(left) == 0 {
-			return len(frozen), nil
+			return len(frozen), freezes, nil
 		}
 		if time.Now().After(deadline) {
-			return len(frozen), fmt.Errorf("power off: processes %v still alive after SIGKILL", left)
+			return len(frozen), freezes, fmt.Errorf("power off: processes %v still alive after SIGKILL", left)
 		}
 		for _, pid := range left {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// unsynced says whether a mount of f holds data not yet fsynced.
+func (f *flash) unsynced() bool {
+	for _, m := range f.mounts {
+		if st := m.Status(); st.PendingBytes > 0 || st.PendingFiles > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // powerCut is a power cut of the whole vehicle: every replica, agent,
@@ -173,10 +233,17 @@ func powerCut(ctx context.Context, c *cluster, s Step) (injected, error) {
 	in := newFault(s.Kind, "every host")
 	in.idsBefore = c.stableIDs(ctx)
 	in.fault.At = time.Now()
-	n, err := c.powerOff()
+	inFlight := false
+	n, freezes, err := c.powerOff(func() bool { inFlight = c.flash.unsynced(); return inFlight })
 	off := time.Since(in.fault.At)
 	if err != nil {
 		return in, err
+	}
+	// An fsync the kernel had sent before the freeze may still complete
+	// before the cut: what was caught in flight may be synced by then.
+	caught := fmt.Sprintf("unsynced data caught at freeze %d", freezes)
+	if !inFlight {
+		caught = fmt.Sprintf("nothing unsynced in %d freezes", freezes)
 	}
 	for _, m := range c.flash.mounts {
 		c.logf("power cut: %s", m.Status())
@@ -199,8 +266,8 @@ func powerCut(ctx context.Context, c *cluster, s Step) (injected, error) {
 			errs = append(errs, err)
 		}
 	}
-	in.fault.Detail = fmt.Sprintf("%d processes frozen and killed in %v, power back after %v; %s",
-		n, off.Round(time.Millisecond), in.fault.Healed.Sub(in.fault.At).Round(time.Millisecond), rep)
+	in.fault.Detail = fmt.Sprintf("%d processes frozen and killed in %v (%s), power back after %v; %s",
+		n, off.Round(time.Millisecond), caught, in.fault.Healed.Sub(in.fault.At).Round(time.Millisecond), rep)
 	if err := errors.Join(errs...); err != nil {
 		return in, err
 	}
