@@ -270,3 +270,33 @@ func TestPowerOffEndsEveryProcessOfTheHosts(t *testing.T) {
 		t.Fatal("a process outside the hosts was killed")
 	}
 }
+
+// A flash that cannot be mounted turns the flash off with the reason,
+// said in the log, unless it is required; Flash off mounts nothing.
+func TestMountFlashFallsBack(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	cfg := Config{Dir: file, Flash: true, Previous: &Previous{Commit: "c", Server: "s"}, Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
+	fl, err := cfg.mountFlash()
+	if err != nil || fl != nil {
+		t.Fatalf("mountFlash = %v, %v; want no flash and no error", fl, err)
+	}
+	if cfg.Flash || !strings.Contains(cfg.NoFlash, "could not be mounted") ||
+		len(logged) != 1 || !strings.HasPrefix(logged[0], "NO FLASH: ") || !strings.Contains(logged[0], "power-cut") {
+		t.Fatalf("Flash %v, NoFlash %q, logged %q", cfg.Flash, cfg.NoFlash, logged)
+	}
+	if sk := cfg.skipped(); len(sk) != len(FlashKinds) || !strings.Contains(sk[0], "could not be mounted") {
+		t.Fatalf("skipped %q", sk)
+	}
+	cfg = Config{Dir: file, Flash: true, RequireFlash: true, Logf: t.Logf}
+	if _, err := cfg.mountFlash(); !errors.Is(err, ErrNoFlash) {
+		t.Fatalf("required: %v, want ErrNoFlash", err)
+	}
+	cfg = Config{Dir: file, Logf: t.Logf}
+	if fl, err := cfg.mountFlash(); fl != nil || err != nil {
+		t.Fatalf("Flash off: %v, %v", fl, err)
+	}
+}
