@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -93,6 +92,12 @@ type cluster struct {
 	extra     []string // Raft timing flags of the current phase
 	reps      []*replica
 	agents    []*agent
+	// stable maps the stable workloads to their agents (runner.want),
+	// for a power cut to wait until they run again.
+	stable map[string]string
+	// flash holds every host's data dirs and run folder; nil runs them
+	// on the run directory's own disk (Config.Flash off or unavailable).
+	flash *flash
 }
 
 func hostAddr(h *netns.Host, port int) string {
@@ -100,10 +105,11 @@ func hostAddr(h *netns.Host, port int) string {
 }
 
 // newCluster prepares (does not start) a replica and an agent per host;
-// every address is checked to route over the bridge first.
-func newCluster(n *netns.Net, bins map[string]string, dir string, grace time.Duration, extra []string, secure bool) (*cluster, error) {
+// every address is checked to route over the bridge first. With fl, host
+// i's replica data dir and agent run folder are on its flash mount.
+func newCluster(n *netns.Net, bins map[string]string, dir string, grace time.Duration, extra []string, secure bool, fl *flash) (*cluster, error) {
 	c := &cluster{net: n, bins: bins, dir: dir, grace: grace, extra: extra, removedAt: map[string]uint32{},
-		logf: func(string, ...any) {}}
+		logf: func(string, ...any) {}, flash: fl}
 	creds := insecure.NewCredentials()
 	if secure {
 		var names, agents []string
@@ -137,12 +143,22 @@ func newCluster(n *netns.Net, bins map[string]string, dir string, grace time.Dur
 		}
 		name := fmt.Sprintf("r%d", i+1)
 		c.reps = append(c.reps, &replica{host: h, name: name, conn: conn,
-			dataDir: filepath.Join(dir, name), logPath: filepath.Join(dir, name+".log")})
+			dataDir: filepath.Join(c.storeRoot(i), name), logPath: filepath.Join(dir, name+".log")})
 		an := fmt.Sprintf("agent_h%d", i+1)
 		c.agents = append(c.agents, &agent{host: h, name: an,
-			runFolder: filepath.Join(dir, an+"-run"), logPath: filepath.Join(dir, an+".log")})
+			runFolder: filepath.Join(c.storeRoot(i), an+"-run"), logPath: filepath.Join(dir, an+".log")})
 	}
 	return c, nil
+}
+
+// storeRoot is where host i keeps its replica data dirs and its agent's
+// run folder: its flash mount, or the run directory. Logs stay in the
+// run directory, off the flash, so that a power cut never takes them.
+func (c *cluster) storeRoot(i int) string {
+	if m := c.flash.mount(i); m != nil {
+		return m.Mountpoint()
+	}
+	return c.dir
 }
 
 // addrs are the replicas' gRPC addresses.
@@ -225,7 +241,7 @@ func (c *cluster) startReplica(i int) error {
 	if r.p.alive() {
 		return fmt.Errorf("%s already runs", r.name)
 	}
-	if err := os.MkdirAll(r.dataDir, 0o755); err != nil {
+	if err := mkdirDurable(r.dataDir); err != nil {
 		return err
 	}
 	args, err := c.replicaArgs(i)
@@ -319,7 +335,7 @@ func (c *cluster) replicaName(i int) string {
 
 func (c *cluster) startAgent(i int) error {
 	a := c.agents[i]
-	if err := os.MkdirAll(a.runFolder, 0o755); err != nil {
+	if err := mkdirDurable(a.runFolder); err != nil {
 		return err
 	}
 	var files rpc.TLSFiles

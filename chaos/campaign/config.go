@@ -3,8 +3,10 @@ package campaign
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/grapnel-io/grapnel/chaos/flashfs"
 	"github.com/grapnel-io/grapnel/chaos/upgrade"
 )
 
@@ -69,6 +71,17 @@ type Config struct {
 	// as the reason in the report.
 	Previous       *Previous
 	UpgradeSkipped string
+	// Flash puts every host's replica data dirs and agent run folder on
+	// a flash file system mount (chaos/flashfs, FlashModel) in this
+	// process, and adds the flash fault kinds (FlashKinds). When the
+	// mounts fail (no FUSE, not root), the campaign runs without them,
+	// says why and leaves the kinds out, unless RequireFlash is set:
+	// then it does not run (ErrNoFlash). Without Flash, NoFlash says why
+	// for the report ("--flash=false").
+	Flash        bool
+	FlashModel   flashfs.Model
+	RequireFlash bool
+	NoFlash      string
 	// Prefix names the namespaces (netns.Config.Prefix).
 	Prefix string
 	// Logf reports progress.
@@ -86,24 +99,60 @@ type Previous struct {
 }
 
 // kinds are the fault kinds of c's plan: every kind, less the upgrade
-// when there is no previous release to upgrade from.
+// when there is no previous release to upgrade from, and less the flash
+// kinds without the flash file system.
 func (c Config) kinds() []Kind {
+	kinds := Kinds
 	if c.Previous == nil {
-		return Without(Kinds, Upgrade)
+		kinds = Without(kinds, Upgrade)
 	}
-	return Kinds
+	if !c.Flash {
+		kinds = Without(kinds, FlashKinds...)
+	}
+	return kinds
 }
 
 // skipped lists the kinds the plan leaves out, with why, for the report.
 func (c Config) skipped() []string {
-	if c.Previous != nil || len(c.Steps) > 0 {
+	if len(c.Steps) > 0 {
 		return nil
 	}
-	why := c.UpgradeSkipped
-	if why == "" {
-		why = "no previous release was given"
+	var out []string
+	if c.Previous == nil {
+		why := c.UpgradeSkipped
+		if why == "" {
+			why = "no previous release was given"
+		}
+		out = append(out, string(Upgrade)+": "+why)
 	}
-	return []string{string(Upgrade) + ": " + why}
+	if !c.Flash {
+		why := c.NoFlash
+		if why == "" {
+			why = "the campaign ran without the flash file system"
+		}
+		for _, k := range FlashKinds {
+			out = append(out, string(k)+": "+why)
+		}
+	}
+	return out
+}
+
+// checkFlashSteps refuses a scripted step of a flash kind when the
+// campaign runs without the flash file system.
+func (c Config) checkFlashSteps() error {
+	if c.Flash {
+		return nil
+	}
+	for i, s := range c.Steps {
+		if slices.Contains(FlashKinds, s.Kind) {
+			why := c.NoFlash
+			if why == "" {
+				why = "Flash is off"
+			}
+			return fmt.Errorf("%w: Steps[%d]: %s needs the flash file system: %s", ErrConfig, i, s.Kind, why)
+		}
+	}
+	return nil
 }
 
 // withDefaults fills zero fields and names the first unusable one.

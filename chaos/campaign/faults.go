@@ -25,6 +25,10 @@ type injected struct {
 	cuts  []check.Cut
 	// intrusion is what the intruder fault found; nil for other faults.
 	intrusion *check.IntruderFinding
+	// idsBefore and idsAfter are the stable workloads' pids just before
+	// a power cut and once they run again after it; nil for other
+	// faults (and idsBefore when they could not be read).
+	idsBefore, idsAfter map[string]string
 }
 
 // faultFunc injects one fault, holds it for s.Hold and heals it.
@@ -46,6 +50,10 @@ var faults = map[Kind]faultFunc{
 	Latency:           latency,
 	Intruder:          intrude,
 	Upgrade:           upgradeFault,
+	PowerCut:          powerCut,
+	DiskFull:          storageFault,
+	ReadOnly:          storageFault,
+	FsyncError:        storageFault,
 }
 
 // sleep waits d or until ctx ends.
@@ -306,7 +314,7 @@ func replaceReplica(ctx context.Context, c *cluster, s Step) (injected, error) {
 	c.mu.Lock()
 	r := c.reps[f]
 	r.gen++
-	r.dataDir = filepath.Join(c.dir, fmt.Sprintf("%s-g%d", r.name, r.gen))
+	r.dataDir = filepath.Join(c.storeRoot(f), fmt.Sprintf("%s-g%d", r.name, r.gen))
 	r.logPath = filepath.Join(c.dir, fmt.Sprintf("%s-g%d.log", r.name, r.gen))
 	c.mu.Unlock()
 	if err := os.RemoveAll(r.dataDir); err != nil {

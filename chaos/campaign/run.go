@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,6 +51,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	fl, err := cfg.mountFlash()
+	if err != nil {
+		return nil, err
+	}
+	defer fl.close()
+	if err := cfg.checkFlashSteps(); err != nil {
+		return nil, err
+	}
 	steps := cfg.Steps
 	if len(steps) == 0 {
 		steps = Plan(cfg.kinds(), cfg.Seed, cfg.Short, longStepLimit, cfg.Grace)
@@ -56,13 +66,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			steps = ConfineUpgrades(steps, max(1, cfg.MinRounds/2))
 		}
 	}
-	n, err := netns.Setup(netns.Config{Prefix: cfg.Prefix, Hosts: 3})
+	n, err := netns.Setup(netns.Config{Prefix: cfg.Prefix, Hosts: hosts})
 	if err != nil {
 		return nil, err
 	}
-	n.CloseOnSignal()
+	stopSignals := closeOnSignal(n, fl)
+	defer stopSignals()
 	defer n.Close()
-	c, err := newCluster(n, cfg.Bins, cfg.Dir, cfg.Grace, nil, !cfg.Insecure)
+	c, err := newCluster(n, cfg.Bins, cfg.Dir, cfg.Grace, nil, !cfg.Insecure, fl)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +87,66 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.upgrading = true
 	}
 	return r.res, r.run(ctx, steps)
+}
+
+// hosts is the number of test hosts: a replica and an agent on each.
+const hosts = 3
+
+// mountFlash mounts the flash of every host when c.Flash is set. A mount
+// point with something on it is an error; a mount that fails (no FUSE,
+// not root) turns c.Flash off with the reason in c.NoFlash, said loudly,
+// unless c.RequireFlash makes it an error.
+func (c *Config) mountFlash() (*flash, error) {
+	if !c.Flash {
+		return nil, nil
+	}
+	for i := range hosts {
+		_, mp := flashDirs(c.Dir, i)
+		if err := mountedOver(mp); err != nil {
+			return nil, err
+		}
+	}
+	fl, err := newFlash(c.Dir, hosts, c.Seed, c.FlashModel, c.Logf)
+	switch {
+	case err == nil:
+		c.Logf("flash: every host's data dirs and run folder on a flashfs mount (%s model) under %s",
+			c.FlashModel, filepath.Join(c.Dir, "mnt"))
+		return fl, nil
+	case c.RequireFlash:
+		return nil, fmt.Errorf("%w: %v", ErrNoFlash, err)
+	}
+	c.Flash = false
+	c.NoFlash = "the flash file system could not be mounted: " + err.Error()
+	c.Logf("NO FLASH: %s. The campaign runs on the run directory's disk and leaves out %v (GRAPNEL_REQUIRE_FUSE=1 makes this an error)",
+		c.NoFlash, FlashKinds)
+	return nil, nil
+}
+
+// closeOnSignal makes SIGINT or SIGTERM end the campaign at once: the
+// network closed with every process in it (netns Net.Close), the flash
+// mounts detached, and exit with 128+signal, so an interrupted campaign
+// leaves nothing behind. The returned func uninstalls it.
+func closeOnSignal(n *netns.Net, fl *flash) func() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			if err := n.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "campaign: close on signal:", err)
+			}
+			fl.detach()
+			code := 1
+			if sig, ok := s.(syscall.Signal); ok {
+				code = 128 + int(sig)
+			}
+			os.Exit(code)
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { signal.Stop(ch); close(done) }) }
 }
 
 // runner holds one campaign's state.
@@ -96,6 +167,17 @@ type runner struct {
 	// upgrading is set while the plan's upgrades are not finalized: a
 	// replica started on the previous release.
 	upgrading bool
+	// n numbers the faults injected; start is when the run began.
+	n     int
+	start time.Time
+	// idFaults are the stable workloads that changed pid between the
+	// start or a power cut and the next power cut; powerCuts counts the
+	// power cuts after which every stable workload ran again (each
+	// replaces them all).
+	idFaults  []string
+	powerCuts int
+	// flash are the flash faults' measurements, for the check.
+	flash []FlashMeasured
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -112,6 +194,7 @@ func (r *runner) problem(format string, args ...any) {
 
 func (r *runner) run(ctx context.Context, steps []Step) error {
 	start := time.Now()
+	r.start = start
 	if err := r.setup(ctx); err != nil {
 		return err
 	}
@@ -184,6 +267,7 @@ func (r *runner) setup(ctx context.Context) error {
 			RuntimeConfig: "command: /bin/sleep\nargs: [\"86400\"]\n"}
 		r.want[first], r.want[second] = a.name, a.name
 	}
+	r.c.stable = r.want
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := bench.ApplyWorkloadsWith(actx, r.c.clientOptions(), ws); err != nil {
@@ -247,26 +331,55 @@ func (r *runner) startClients(histPath string) (*proc, error) {
 // After the plan's last upgrade every replica still on the previous release is upgraded too,
 // and the campaign finalizes: the steps before run at cluster version 0,
 // those after at 1.
+//
+// A flash fault while a replica runs the previous release waits until
+// the upgrade is finalized: that release predates issue 29 (it syncs no
+// directory, so a power cut under the per-directory model undoes its
+// data dir, and it has no storage guard), and what it loses this release
+// has fixed; the deferred faults run right after the finalize.
 func (r *runner) inject(ctx context.Context, steps []Step) {
 	var deadline time.Time
 	if !r.cfg.Short && len(r.cfg.Steps) == 0 {
 		deadline = time.Now().Add(r.cfg.Duration)
 	}
 	last := LastUpgrade(steps)
+	var deferred []Step
+	runDeferred := func() {
+		for _, s := range deferred {
+			r.step(ctx, s)
+			sleep(ctx, s.Gap)
+		}
+		deferred = nil
+	}
 	for i, s := range steps {
 		newRound := i > 0 && s.Round != steps[i-1].Round
 		if ctx.Err() != nil || (!deadline.IsZero() && newRound && s.Round >= r.cfg.MinRounds && time.Now().After(deadline)) {
 			break
 		}
-		r.logf("fault %d: %s", i+1, s)
-		r.fault(ctx, fmt.Sprintf("fault %d %s", i+1, s.Kind), func() (injected, error) { return faults[s.Kind](ctx, r.c, s) })
-		r.recover(ctx)
+		if slices.Contains(FlashKinds, s.Kind) && len(r.c.onPrevious()) > 0 {
+			r.logf("%s deferred until the upgrade is finalized: the previous release predates the flash faults", s)
+			deferred = append(deferred, s)
+		} else {
+			r.step(ctx, s)
+		}
 		if i == last {
 			r.finishUpgrade(ctx)
+			runDeferred()
 		}
 		sleep(ctx, s.Gap)
 	}
 	r.finishUpgrade(ctx)
+	if ctx.Err() == nil {
+		runDeferred()
+	}
+}
+
+// step injects one fault, then recovers.
+func (r *runner) step(ctx context.Context, s Step) {
+	r.n++
+	r.logf("fault %d: %s", r.n, s)
+	r.fault(ctx, fmt.Sprintf("fault %d %s", r.n, s.Kind), func() (injected, error) { return faults[s.Kind](ctx, r.c, s) })
+	r.recover(ctx)
 }
 
 // fault runs one injection and keeps it; an error is a problem, also
@@ -280,6 +393,30 @@ func (r *runner) fault(ctx context.Context, name string, inject func() (injected
 	if !in.fault.At.IsZero() {
 		r.faults = append(r.faults, in)
 	}
+	if in.fault.Kind == string(PowerCut) && !in.fault.At.IsZero() {
+		r.afterPowerCut(ctx, in)
+	}
+}
+
+// afterPowerCut checks the stable workloads' pids up to the power cut
+// against those of the start or the last power cut, and takes the pids
+// they run with after it as the new ones: a power cut replaces every
+// workload.
+func (r *runner) afterPowerCut(ctx context.Context, in injected) {
+	at := "the power cut at +" + in.fault.At.Sub(r.start).Round(time.Millisecond).String()
+	if in.idsBefore == nil {
+		r.idFaults = append(r.idFaults, "the pids could not be read before "+at)
+	} else if res := check.StableIDs(r.idsBefore, in.idsBefore); !res.OK {
+		r.idFaults = append(r.idFaults, "before "+at+": "+res.Detail)
+	}
+	after := in.idsAfter
+	if after == nil {
+		r.idFaults = append(r.idFaults, "not every stable workload ran again after "+at)
+		after = r.c.stableIDs(ctx)
+	} else {
+		r.powerCuts++
+	}
+	r.idsBefore = after
 }
 
 // finishUpgrade ends the upgrade after the last upgrade fault: the
@@ -313,6 +450,9 @@ func (r *runner) finishUpgrade(ctx context.Context) {
 func (r *runner) recover(ctx context.Context) {
 	if err := r.c.net.Heal(); err != nil {
 		r.problem("heal: %v", err)
+	}
+	if r.c.flash != nil {
+		r.c.flash.group.Heal()
 	}
 	for i := range r.c.reps {
 		if p := r.c.replicaProc(i); p != nil {
@@ -385,6 +525,10 @@ func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start
 		rep.Comparison[string(LeaderKill)] = f
 	}
 	rep.Availability = report.Availability(samples)
+	if r.c.flash != nil {
+		rep.FlashModel = r.c.flash.model.String()
+	}
+	rep.Flash = r.measureFlash(ops)
 
 	failed := func(name string, err error) check.Result {
 		return check.Result{Name: name, Detail: err.Error()}
@@ -402,7 +546,8 @@ func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start
 	case ierr != nil:
 		rep.Checks = append(rep.Checks, failed("stable-ids", ierr), check.Converged(r.want, states))
 	default:
-		rep.Checks = append(rep.Checks, check.StableIDs(r.idsBefore, idsAfter), check.Converged(r.want, states))
+		rep.Checks = append(rep.Checks, StableAcrossPowerCuts(check.StableIDs(r.idsBefore, idsAfter), r.idFaults, r.powerCuts),
+			check.Converged(r.want, states))
 	}
 	rep.Checks = append(rep.Checks, check.DisconnectedOnlyWhenCut(stateSamples, cuts, r.cfg.Grace))
 	var intrusions []check.IntruderFinding
@@ -413,8 +558,45 @@ func (r *runner) check(ctx context.Context, ops []history.Op, o *observer, start
 	}
 	rep.Checks = append(rep.Checks, check.IntruderRefused(intrusions))
 	rep.Intrusions = check.MergeTallies(intrusions)
+	if len(r.flash) > 0 {
+		rep.Checks = append(rep.Checks, FlashChecked(r.flashFaults(), r.flash))
+	}
 	rep.Checks = append(rep.Checks, settled(r.res.Log))
 	return rep
+}
+
+// flashFaults are the flash faults injected, in order.
+func (r *runner) flashFaults() []report.Fault {
+	var out []report.Fault
+	for _, in := range r.faults {
+		if slices.Contains(FlashKinds, Kind(in.fault.Kind)) {
+			out = append(out, in.fault)
+		}
+	}
+	return out
+}
+
+// measureFlash measures every flash fault, keeps the measurements for
+// the check, and groups them by kind; a fault's window ends at the next
+// fault when its target never came back.
+func (r *runner) measureFlash(ops []history.Op) map[string]report.FlashFigures {
+	var kinds []Kind
+	r.flash = nil
+	for i, in := range r.faults {
+		if !slices.Contains(FlashKinds, Kind(in.fault.Kind)) {
+			continue
+		}
+		until := r.faultsEnd
+		if i+1 < len(r.faults) {
+			until = r.faults[i+1].fault.At
+		}
+		kinds = append(kinds, Kind(in.fault.Kind))
+		r.flash = append(r.flash, MeasureFlash(in.fault, ops, until))
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	return FlashFigures(kinds, r.flash)
 }
 
 // settled fails when the run logged a problem: a fault that could not be

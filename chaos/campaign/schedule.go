@@ -26,7 +26,18 @@ const (
 	Latency           Kind = "latency"            // delay on the leader's Raft link to a follower
 	Intruder          Kind = "intruder"           // a non-replica host attacks every port (secure campaigns)
 	Upgrade           Kind = "upgrade"            // a replica stopped and started on the other release's binary
+	PowerCut          Kind = "power-cut"          // every host loses power: all its processes die, unsynced writes are lost
+	DiskFull          Kind = "disk-full"          // one replica's flash full (ENOSPC) for the hold
+	ReadOnly          Kind = "read-only"          // one replica's flash read-only (EROFS) for the hold
+	FsyncError        Kind = "fsync-error"        // EIO on the fsyncs of one replica's WAL for the hold
 )
+
+// FlashKinds are the kinds that need the flash file system (flash.go);
+// a campaign without it leaves them out.
+var FlashKinds = []Kind{PowerCut, DiskFull, ReadOnly, FsyncError}
+
+// storageKinds fail one replica's storage while it runs (storage.go).
+var storageKinds = []Kind{DiskFull, ReadOnly, FsyncError}
 
 // UpgradeFinalize is not a kind of the plan: it records the campaign's
 // UpgradeFinalize after the plan's last upgrade, with figures of its own.
@@ -37,6 +48,7 @@ const UpgradeFinalize Kind = "upgrade-finalize"
 var Kinds = []Kind{
 	LeaderKill, FollowerKill, LeaderStop, LeaderPartition, MinorityPartition, OneWayPartition,
 	AgentCutShort, AgentCutLong, ClusterRestart, ReplaceReplica, PacketLoss, Latency, Intruder, Upgrade,
+	PowerCut, DiskFull, ReadOnly, FsyncError,
 }
 
 // ConfineUpgrades drops the upgrade steps of the rounds from rounds on.
@@ -55,10 +67,10 @@ func ConfineUpgrades(steps []Step, rounds int) []Step {
 }
 
 // Without is kinds less drop, in the same order.
-func Without(kinds []Kind, drop Kind) []Kind {
+func Without(kinds []Kind, drop ...Kind) []Kind {
 	var out []Kind
 	for _, k := range kinds {
-		if k != drop {
+		if !slices.Contains(drop, k) {
 			out = append(out, k)
 		}
 	}
@@ -72,10 +84,13 @@ type Step struct {
 	// Round numbers the plan's rounds of every kind from 0; a long
 	// campaign ends only at a round's start.
 	Round int
-	// Pick chooses among equal targets (which follower, which link).
+	// Pick chooses among equal targets (which follower, which link);
+	// for a storage fault, even picks hit the leader and odd ones a
+	// follower.
 	Pick int
 	// Hold is how long the fault lasts before it is healed (or the
-	// pause before a killed replica restarts).
+	// pause before a killed replica restarts; for a power cut, how long
+	// the power stays off).
 	Hold time.Duration
 	// Percent is the packet loss; Delay the added latency.
 	Percent int
@@ -206,6 +221,12 @@ func step(rng *rand.Rand, k Kind, short bool, grace time.Duration) Step {
 		s.Hold = between(rng, 500*time.Millisecond, 1500*time.Millisecond)
 	case Intruder:
 		s.Hold = intruderHold
+	case PowerCut:
+		s.Hold = between(rng, 500*time.Millisecond, 2*time.Second)
+	case DiskFull, ReadOnly, FsyncError:
+		// Long enough for the writers to hit it and the replica to
+		// report it; storageFault holds on until it is reported.
+		s.Hold = between(rng, 3*time.Second, 6*time.Second)
 	}
 	return s
 }

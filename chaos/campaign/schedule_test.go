@@ -3,6 +3,8 @@ package campaign
 import (
 	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -224,5 +226,63 @@ func TestLongPlanConfinesUpgrades(t *testing.T) {
 	}
 	if last := steps[len(steps)-1].Round; last != 19 {
 		t.Errorf("last round %d, want 19", last)
+	}
+}
+
+// A campaign without the flash file system leaves the flash kinds out of
+// its plan and says why in the report; a scripted flash fault is refused.
+func TestFlashKindsNeedTheFlash(t *testing.T) {
+	with := Config{Flash: true, Previous: &Previous{Commit: "c", Server: "s"}}
+	if got := with.kinds(); len(got) != len(Kinds) || len(with.skipped()) != 0 {
+		t.Fatalf("with flash and a previous release: kinds %v, skipped %v", got, with.skipped())
+	}
+	without := Config{Previous: &Previous{Commit: "c", Server: "s"}, NoFlash: "--flash=false"}
+	for _, k := range without.kinds() {
+		if slices.Contains(FlashKinds, k) {
+			t.Fatalf("kind %s planned without the flash", k)
+		}
+	}
+	if got := without.kinds(); len(got) != len(Kinds)-len(FlashKinds) {
+		t.Fatalf("without flash: %v", got)
+	}
+	sk := without.skipped()
+	if len(sk) != len(FlashKinds) || sk[0] != "power-cut: --flash=false" {
+		t.Fatalf("skipped %v", sk)
+	}
+	without.Steps = []Step{{Kind: LeaderKill}, {Kind: FsyncError}}
+	if err := without.checkFlashSteps(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Steps[1]: fsync-error") {
+		t.Fatalf("a scripted fsync-error without flash: %v", err)
+	}
+	with.Steps = without.Steps
+	if err := with.checkFlashSteps(); err != nil {
+		t.Fatalf("a scripted fsync-error with flash: %v", err)
+	}
+}
+
+// Storage faults hit the leader on even picks and a follower on odd ones:
+// both come up in a long plan, and each is held a few seconds.
+func TestStorageFaultParameters(t *testing.T) {
+	leader, follower := map[Kind]int{}, map[Kind]int{}
+	for _, s := range Plan(Kinds, 9, false, 20*len(Kinds), DefaultGrace) {
+		switch s.Kind {
+		case DiskFull, ReadOnly, FsyncError:
+			if s.Hold < 3*time.Second || s.Hold > 6*time.Second {
+				t.Fatalf("%v: hold outside 3–6 s", s)
+			}
+			if s.Pick%2 == 0 {
+				leader[s.Kind]++
+			} else {
+				follower[s.Kind]++
+			}
+		case PowerCut:
+			if s.Hold < 500*time.Millisecond || s.Hold > 2*time.Second {
+				t.Fatalf("%v: power off outside 0.5–2 s", s)
+			}
+		}
+	}
+	for _, k := range storageKinds {
+		if leader[k] < 3 || follower[k] < 3 {
+			t.Fatalf("%s: %d on the leader, %d on a follower in 20 rounds", k, leader[k], follower[k])
+		}
 	}
 }

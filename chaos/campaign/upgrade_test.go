@@ -87,7 +87,7 @@ func TestPreviousArgs(t *testing.T) {
 // Without the previous release the plan leaves the upgrade out and the
 // report says why; a scripted upgrade is then a configuration error.
 func TestNoPreviousRelease(t *testing.T) {
-	cfg := Config{Dir: "/tmp/x", Bins: map[string]string{"grapnel-server": "s", "grapnel-agent": "a"}, Self: "c", Short: true,
+	cfg := Config{Dir: "/tmp/x", Bins: map[string]string{"grapnel-server": "s", "grapnel-agent": "a"}, Self: "c", Short: true, Flash: true,
 		UpgradeSkipped: "the previous release 50f62c3 could not be built: no git history"}
 	if slices.Contains(cfg.kinds(), Upgrade) {
 		t.Fatal("the upgrade is in a plan without the previous release")

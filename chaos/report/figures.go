@@ -21,6 +21,34 @@ type Figures struct {
 	AllAttached Figure
 }
 
+// FlashFigures summarise the flash faults of a kind (a power cut, a
+// replica's full, read-only or failing storage): how long the cluster
+// took to report and to repair them, how much the writers got done
+// meanwhile, and whether an acknowledged write was lost.
+type FlashFigures struct {
+	N int
+	// Detect is from the fault to the StorageFailed problem naming its
+	// replica (storage faults); Repair from the heal, or the power
+	// coming back, to the target back: a healthy voter again without
+	// the problem, or after a power cut the cluster settled with every
+	// stable workload running. Undetected and Unrepaired count the
+	// faults that never got there within the campaign's bounds.
+	Detect, Repair         Figure
+	Undetected, Unrepaired int
+	// Writes and Acked count the writes and deletes the clients called
+	// in the faults' windows (from the fault to the repair) and those
+	// acknowledged; MinShare is the lowest share of one fault.
+	Writes, Acked int
+	MinShare      float64
+	// LongestGap is, per fault, the longest stretch of its window
+	// without an acknowledged write or delete.
+	LongestGap Figure
+	// Checked counts the acknowledged writes checked across the faults
+	// (per fault, the last one of each key before it, read back after
+	// it), Lost those a read after the fault showed lost.
+	Checked, Lost int
+}
+
 // Measure summarises ds.
 func Measure(ds []time.Duration) Figure {
 	p50, p99, max := Percentiles(ds)

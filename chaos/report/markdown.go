@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -30,6 +31,9 @@ func (r *Report) Markdown() string {
 	for _, k := range r.Skipped {
 		fmt.Fprintf(&b, "- fault kind skipped: %s\n", k)
 	}
+	if r.FlashModel != "" {
+		fmt.Fprintf(&b, "- flash: every host's data dirs and run folder on a flashfs mount, %s model\n", r.FlashModel)
+	}
 	fmt.Fprintf(&b, "- availability (1 s buckets with an acknowledged write): %.1f%%\n\n", 100*r.Availability)
 
 	b.WriteString("## Failover figures\n\n")
@@ -38,6 +42,12 @@ func (r *Report) Markdown() string {
 		b.WriteString("\n## Comparison (hashicorp/raft default timing)\n\n")
 		figuresTable(&b, r.Comparison)
 	}
+
+	if len(r.Flash) > 0 {
+		b.WriteString("\n## Flash faults\n\n")
+		flashTable(&b, r.Flash)
+	}
+	powerCutTable(&b, r.Start, r.Faults)
 
 	b.WriteString("\n## Checks\n\n")
 	if len(r.Checks) == 0 {
@@ -78,6 +88,59 @@ func (r *Report) Markdown() string {
 			cell(f.Kind), cell(f.Target), healed, cell(f.Detail))
 	}
 	return b.String()
+}
+
+// flashTable writes one row per flash fault kind, sorted.
+func flashTable(b *strings.Builder, figs map[string]FlashFigures) {
+	b.WriteString("Detect: from the fault to the StorageFailed problem naming the replica. Repair: from the heal " +
+		"(power back) to the replica a healthy voter again (the cluster settled, every workload running). " +
+		"Acked: writes and deletes called from the fault to the repair. Lost: of the last acknowledged write " +
+		"of each key before the fault, those a read after it showed gone.\n\n")
+	b.WriteString("| fault | n | detect p50 / p99 / max | repair p50 / p99 / max | acked (lowest of one fault) | longest gap p50 / p99 / max | acknowledged writes lost |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	for _, k := range slices.Sorted(maps.Keys(figs)) {
+		f := figs[k]
+		detect, repair := triple(f.Detect), triple(f.Repair)
+		if f.Undetected > 0 {
+			detect += fmt.Sprintf(", **%d never**", f.Undetected)
+		}
+		if f.Unrepaired > 0 {
+			repair += fmt.Sprintf(", **%d never**", f.Unrepaired)
+		}
+		acked := "-"
+		if f.Writes > 0 {
+			acked = fmt.Sprintf("%.1f%% of %d (%.1f%%)", 100*float64(f.Acked)/float64(f.Writes), f.Writes, 100*f.MinShare)
+		}
+		lost := fmt.Sprintf("%d of %d", f.Lost, f.Checked)
+		if f.Lost > 0 {
+			lost = "**" + lost + "**"
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", cell(k), f.N, detect, repair, acked, triple(f.LongestGap), lost)
+	}
+}
+
+// powerCutTable writes what every flash mount lost in each power cut;
+// nothing when there was none.
+func powerCutTable(b *strings.Builder, start time.Time, faults []Fault) {
+	header := false
+	for _, f := range faults {
+		for _, m := range f.PowerCut {
+			if !header {
+				b.WriteString("\n## Power cuts\n\n| at | mount | unsynced bytes dropped | files | namespace operations undone | torn write | problems |\n|---|---|---|---|---|---|---|\n")
+				header = true
+			}
+			torn := m.Torn
+			if torn == "" {
+				torn = "-"
+			}
+			problems := "-"
+			if len(m.Problems) > 0 {
+				problems = "**" + strings.Join(m.Problems, "; ") + "**"
+			}
+			fmt.Fprintf(b, "| +%v | %s | %d | %d | %d | %s | %s |\n", f.At.Sub(start).Round(time.Millisecond), cell(m.Mount),
+				m.BytesDropped, m.FilesDropped, m.OpsUndone, cell(torn), cell(problems))
+		}
+	}
 }
 
 // figuresTable writes one row per fault kind, sorted.

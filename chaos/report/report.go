@@ -23,6 +23,28 @@ type Fault struct {
 	At     time.Time
 	Healed time.Time
 	Detail string
+	// Detected is when the cluster was seen to report a storage fault
+	// (its StorageFailed problem), Repaired when the fault's target was
+	// back (a healthy voter again; after a power cut, the cluster settled
+	// with every stable workload running); zero when not measured or it
+	// never was.
+	Detected time.Time `json:",omitzero"`
+	Repaired time.Time `json:",omitzero"`
+	// PowerCut is what each flash mount lost in a power cut.
+	PowerCut []MountLoss `json:",omitempty"`
+}
+
+// MountLoss is what one flash mount lost in a power cut (chaos/flashfs
+// MountCut): unsynced bytes and files, namespace operations undone, the
+// torn last write, and the undo steps it could not do (none in a correct
+// run).
+type MountLoss struct {
+	Mount        string
+	FilesDropped int
+	BytesDropped int64
+	OpsUndone    int
+	Torn         string   `json:",omitempty"`
+	Problems     []string `json:",omitempty"`
 }
 
 // Sample is the cluster as seen at At: the leader and its term ("" and 0
@@ -49,7 +71,13 @@ type Report struct {
 	Figures map[string]Figures
 	// Comparison maps a fault kind to the same figures measured under
 	// another timing (hashicorp/raft's defaults); nil when not measured.
-	Comparison   map[string]Figures
+	Comparison map[string]Figures
+	// Flash maps a flash fault kind to its figures; nil without flash
+	// faults. FlashModel is the flash file system's durability model
+	// ("per-directory" or "journal"), empty when the campaign ran
+	// without it.
+	Flash        map[string]FlashFigures `json:",omitempty"`
+	FlashModel   string                  `json:",omitempty"`
 	Availability float64
 	// Checks are the checkers' verdicts.
 	Checks []check.Result

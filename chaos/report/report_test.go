@@ -60,6 +60,20 @@ func synthetic() *Report {
 		{Channel: "locks", What: "Locks.Unlock", Tries: 2, Refused: 1, Accepted: 1},
 		{Channel: "forward", What: "with a key removed at cluster version 0", Tries: 2, NotExpected: 2, NotExpectedRefused: 1, Why: "revocation waits"}}
 	r.Skipped = []string{"upgrade: no previous release"}
+	r.Faults = append(r.Faults,
+		Fault{Kind: "power-cut", Target: "every host", At: t0.Add(9 * time.Second), Healed: t0.Add(9500 * time.Millisecond),
+			Repaired: t0.Add(9800 * time.Millisecond), PowerCut: []MountLoss{
+				{Mount: "h1", FilesDropped: 1, BytesDropped: 144, OpsUndone: 2, Torn: "r1/wal/1.wal at 4096: 76 of 144 bytes kept"},
+				{Mount: "h2", Problems: []string{"could not undo create x"}}}},
+		Fault{Kind: "disk-full", Target: "r2 (leader)", At: t0.Add(9900 * time.Millisecond), Detected: t0.Add(9950 * time.Millisecond)})
+	r.FlashModel = "per-directory"
+	r.Flash = map[string]FlashFigures{
+		"disk-full": {N: 2, Detect: Measure([]time.Duration{200 * time.Millisecond}), Undetected: 1,
+			Repair: Measure([]time.Duration{5 * time.Second, 6 * time.Second}), Writes: 200, Acked: 199, MinShare: 0.99,
+			LongestGap: Measure([]time.Duration{700 * time.Millisecond}), Checked: 16},
+		"power-cut": {N: 1, Repair: Measure([]time.Duration{300 * time.Millisecond}), Unrepaired: 0, Writes: 10, Acked: 5, MinShare: 0.5,
+			LongestGap: Measure([]time.Duration{1200 * time.Millisecond}), Checked: 8, Lost: 1},
+	}
 	return r
 }
 
@@ -113,6 +127,13 @@ func TestMarkdown(t *testing.T) {
 		"| locks | Locks.Unlock | 2 | 1 refused, **1 ACCEPTED** |",
 		"| forward | with a key removed at cluster version 0 | 2 | 2 not expected refused (revocation waits): 1 refused anyway |",
 		"- fault kind skipped: upgrade: no previous release\n",
+		"- flash: every host's data dirs and run folder on a flashfs mount, per-directory model\n",
+		"## Flash faults",
+		"| disk-full | 2 | 200 ms / 200 ms / 200 ms (n=1), **1 never** | 5000 ms / 6000 ms / 6000 ms (n=2) | 99.5% of 200 (99.0%) | 700 ms / 700 ms / 700 ms (n=1) | 0 of 16 |",
+		"| power-cut | 1 | - | 300 ms / 300 ms / 300 ms (n=1) | 50.0% of 10 (50.0%) | 1200 ms / 1200 ms / 1200 ms (n=1) | **1 of 8** |",
+		"## Power cuts",
+		"| +9s | h1 | 144 | 1 | 2 | r1/wal/1.wal at 4096: 76 of 144 bytes kept | - |",
+		"| +9s | h2 | 0 | 0 | 0 | - | **could not undo create x** |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -173,7 +194,7 @@ func TestSVGLanes(t *testing.T) {
 	want := map[string]int{
 		"lane-leader":   1 + 96 + 2, // 96 samples with a leader, a legend box per replica
 		"lane-acks":     1 + 1,      // one polyline
-		"lane-faults":   1 + 2,
+		"lane-faults":   1 + 4,
 		"lane-agent-a1": 1 + 90, // attached except in samples 30..39
 		"lane-agent-a2": 1 + 100,
 	}

@@ -47,7 +47,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
-  grapnel-chaos run [--short | --duration 30m] [--seed N] [--faults kind,...] [--dir DIR]
+  grapnel-chaos run [--short | --duration 30m] [--seed N] [--faults kind,...] [--dir DIR] [--flash=false]
   grapnel-chaos clients --addrs A,B,C --keys K1,K2 --duration D --out history.json
   grapnel-chaos check --history DIR/history.json [--timeout 10m]
   grapnel-chaos intrude --config FILE --out attempts.json

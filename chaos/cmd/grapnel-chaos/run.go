@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/campaign"
+	"github.com/grapnel-io/grapnel/chaos/flashfs"
 	"github.com/grapnel-io/grapnel/chaos/report"
 	"github.com/grapnel-io/grapnel/chaos/upgrade"
 )
@@ -37,6 +38,8 @@ func runCmd(args []string) int {
 	plain := fs.Bool("insecure", false, "run every channel without TLS and gossip without a key, and leave out the intruder fault (by default the campaign makes its own CA and certificates)")
 	prevBin := fs.String("previous-release-bin", "", "grapnel-server of the previous release ("+upgrade.PreviousReleaseFile+") for the upgrade fault, built before; default: built from git into bin/"+upgrade.CacheDirName("<commit>")+"/ and kept for the next runs")
 	top := fs.String("top", "", "top of the git tree, for the previous release (default: git rev-parse --show-toplevel)")
+	flash := fs.Bool("flash", true, "put every host's replica data dirs and agent run folder on a flashfs mount (FUSE, in this process) and add the power-cut, disk-full, read-only and fsync-error faults; --flash=false for a machine without FUSE. When the mounts fail the campaign runs without them and says so, unless GRAPNEL_REQUIRE_FUSE=1")
+	flashModel := fs.String("flash-model", "per-directory", "the flash's durability model: per-directory (a name is durable once its directory is fsynced; ALICE's, the stricter) or journal (ext4's ordered journal)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -46,6 +49,11 @@ func runCmd(args []string) int {
 	}
 	if *seed == 0 {
 		*seed = rand.Int64N(1<<31-1) + 1
+	}
+	model, err := flashfs.ParseModel(*flashModel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "--flash-model:", err)
+		return 2
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -73,9 +81,13 @@ func runCmd(args []string) int {
 			"grapnel-agent":  filepath.Join(*binDir, "grapnel-agent"),
 		},
 		Clients: *clients, ComparisonKills: *kills, Prefix: *prefix, Insecure: *plain,
+		Flash: *flash, FlashModel: model, RequireFlash: os.Getenv("GRAPNEL_REQUIRE_FUSE") == "1",
 		Logf: func(format string, a ...any) {
 			fmt.Printf("%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, a...))
 		},
+	}
+	if !*flash {
+		cfg.NoFlash = "--flash=false"
 	}
 	if *faultList != "" {
 		if cfg.Steps, err = campaign.ParseKinds(strings.Split(*faultList, ","), *seed, campaign.DefaultGrace); err != nil {
