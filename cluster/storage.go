@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -294,9 +295,18 @@ func (g *storageGuard) pathOf(err error) string {
 }
 
 // probe checks the data directory (durable.Probe, reserving a segment's
-// size); a failure counts as a storage error.
+// size) and fsyncs the WAL's files as they are; a failure counts as a
+// storage error. A new file alone is not enough: a disk whose fsyncs
+// fail for the segments being written (a bad region, an I/O error that
+// stays) takes a new file, and the replica would restart in place every
+// probe, only to fail again at its first write.
 func (g *storageGuard) probe(reserve int64) error {
-	err := g.try("probe", func() error { return durable.Probe(g.dir, reserve) })
+	err := g.try("probe", func() error {
+		if err := durable.Probe(g.dir, reserve); err != nil {
+			return err
+		}
+		return syncFiles(filepath.Join(g.dir, walDir))
+	})
 	if err != nil {
 		g.errors.Add(1)
 	}
@@ -506,4 +516,28 @@ func (n *Node) probeStorage() {
 		}
 		wait = min(2*wait, n.timing.StorageProbeMax)
 	}
+}
+
+// syncFiles fsyncs every regular file in dir, opened for reading.
+func syncFiles(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return &durable.Error{Op: "probe", Path: dir, Step: "list", Err: err}
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		f, err := os.Open(path)
+		if err != nil {
+			return &durable.Error{Op: "probe", Path: path, Step: "open", Err: err}
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return &durable.Error{Op: "probe", Path: path, Step: "fsync", Err: err}
+		}
+	}
+	return nil
 }

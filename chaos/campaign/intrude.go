@@ -118,6 +118,12 @@ func intrude(ctx context.Context, c *cluster, s Step) (in injected, err error) {
 	if err := lockAsOperator(ctx, c.clientOptions(), lockedObject, true); err != nil {
 		return in, fmt.Errorf("the operator's lock on %s: %w", lockedObject, err)
 	}
+	// The lock's owner is role and name only once the cluster version is
+	// 1 (the leader keys locks by the version it applies at).
+	lockVersion, err := c.clusterVersion(ctx)
+	if err != nil {
+		return in, fmt.Errorf("the cluster version at the operator's lock: %w", err)
+	}
 	floodSource, err := c.net.ClientAlias()
 	if err != nil {
 		return in, fmt.Errorf("the flood's source address: %w", err)
@@ -125,6 +131,7 @@ func intrude(ctx context.Context, c *cluster, s Step) (in injected, err error) {
 
 	cfg := c.intruderConfig(l, f)
 	cfg.Replay, cfg.ReplayTo, cfg.FloodSource, cfg.Hold = capture, leaderAddr, floodSource, s.Hold
+	cfg.LockClusterVersion = lockVersion
 	base := strings.TrimSuffix(capture, "-capture.bin")
 	cfgPath, outPath := base+".json", base+"-attempts.json"
 	b, err := json.Marshal(cfg)

@@ -152,6 +152,9 @@ func lockAttempts(ctx context.Context, c Config) []Attempt {
 			a := Attempt{Target: t.Name, Channel: "locks",
 				What: fmt.Sprintf("Locks.Unlock of the operator's lock as commander %s, without force", name)}
 			want := codes.FailedPrecondition // LOCKED: another owner's lock
+			if !force && c.LockClusterVersion < state.ClusterVersionRevocation {
+				a.NotExpected = NotOwnerByRole
+			}
 			if force {
 				a.What = fmt.Sprintf("Locks.Unlock of the operator's lock as commander %s, with force", name)
 				want = codes.PermissionDenied // force is cluster administration

@@ -70,8 +70,14 @@ type Config struct {
 	// uid of another workload on that agent (the range 60000-60999).
 	Victim   string `json:"victim"`
 	OtherUID int    `json:"otherUid"`
-	// Lock is an object ("workload/NAME") the operator holds a lock on.
-	Lock string `json:"lock"`
+	// Lock is an object ("workload/NAME") the operator holds a lock on;
+	// LockClusterVersion is the cluster version when it was taken: below
+	// state.ClusterVersionRevocation a lock's owner is its holder's name
+	// only, so a commander named as the operator is the same owner
+	// (docs/locks.md, docs/upgrade.md), and the release without force
+	// owes no refusal (NotOwnerByRole).
+	Lock               string `json:"lock"`
+	LockClusterVersion uint32 `json:"lockClusterVersion"`
 	// Bounds are the replicas' bounds the intruder tries to pass.
 	Bounds Bounds `json:"bounds"`
 	// FloodSource is the address the flood's connections come from, one
@@ -103,6 +109,11 @@ type RemovedKey struct {
 // NotRevoked is why a key removed below state.ClusterVersionRevocation is
 // not expected refused.
 const NotRevoked = "not expected refused: revocation waits for cluster version 1 (docs/upgrade.md)"
+
+// NotOwnerByRole is why the release of a lock taken below
+// state.ClusterVersionRevocation, by a commander named as its holder, is
+// not expected refused.
+const NotOwnerByRole = "not expected refused: lock owners are role and name from cluster version 1; the lock was taken at cluster version 0, where the owner is the name only (docs/upgrade.md)"
 
 // Bounds are the settings of the replicas (their flags) that the
 // intruder tries to exceed; a zero field skips the attempts on it.
