@@ -278,6 +278,10 @@ func (cfg *Config) bootstrapsSelf() bool {
 	return cfg.BootstrapSelf || cfg.BootstrapExpect == 1 || (cfg.BootstrapExpect == 0 && len(cfg.Join) == 0)
 }
 
+// DefaultSnapshotThreshold is how many entries since the last snapshot
+// make a replica take one.
+const DefaultSnapshotThreshold = 8192
+
 // snapshotInterval is how often Raft checks whether SnapshotThreshold
 // entries have accumulated since the last snapshot (randomized up to
 // twice that).
@@ -326,7 +330,7 @@ func NewNode(cfg Config) (*Node, error) {
 	rc.CommitTimeout = cfg.Timing.CommitTimeout
 	rc.Logger = logger
 	rc.ShutdownOnRemove = false
-	rc.SnapshotThreshold = 8192
+	rc.SnapshotThreshold = DefaultSnapshotThreshold
 	rc.TrailingLogs = 10240
 	// hashicorp/raft checks the threshold every 120–240 s by default. A
 	// replica restarted more often than that (every ignition cycle; in

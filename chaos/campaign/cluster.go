@@ -223,7 +223,10 @@ func (c *cluster) replicaArgs(i int) ([]string, error) {
 	args := append(c.securityArgs(files, true), "--name", r.name, "--log-level", "info",
 		"-a", hostAddr(r.host, GRPCPort), "--raft-address", hostAddr(r.host, RaftPort),
 		"--gossip-address", hostAddr(r.host, GossipPort), "--bootstrap-expect", fmt.Sprint(len(c.reps)),
-		"--data-dir", r.dataDir, "--agent-reconnect-grace", c.grace.String())
+		"--data-dir", r.dataDir, "--agent-reconnect-grace", c.grace.String(),
+		// Snapshots within a short campaign (a corrupt-snapshot fault
+		// needs one), and a scrub that finds data rotting at rest.
+		"--raft-snapshot-threshold", "1024", "--scrub-interval", "30s")
 	args = append(args, boundFlags()...)
 	for j, o := range c.reps {
 		if j != i {

@@ -54,6 +54,9 @@ var faults = map[Kind]faultFunc{
 	DiskFull:          storageFault,
 	ReadOnly:          storageFault,
 	FsyncError:        storageFault,
+	CorruptLog:        dataFault,
+	CorruptSnapshot:   dataFault,
+	FlashReplaced:     dataFault,
 }
 
 // sleep waits d or until ctx ends.

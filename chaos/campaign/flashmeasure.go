@@ -15,8 +15,9 @@ import (
 // FlashMeasured is what one flash fault took and cost.
 type FlashMeasured struct {
 	// Detect is from the fault to its StorageFailed problem (storage
-	// faults only); Repair from the heal, or the power coming back, to
-	// the target back. The flags say whether each happened.
+	// faults), or from the replica's start to its log naming the damage
+	// (data faults); Repair from the heal, the power coming back or the
+	// restart, to the target back. The flags say whether each happened.
 	Detect, Repair     time.Duration
 	Detected, Repaired bool
 	// Writes and Acked count the writes and deletes called in the
@@ -42,6 +43,10 @@ func MeasureFlash(f report.Fault, ops []history.Op, until time.Time) FlashMeasur
 	}
 	if !f.Detected.IsZero() {
 		m.Detect, m.Detected = f.Detected.Sub(f.At), true
+		if slices.Contains(dataKinds, Kind(f.Kind)) {
+			// Damage at rest can be found only once the replica runs.
+			m.Detect = f.Detected.Sub(f.Healed)
+		}
 	}
 	m.Writes, m.Acked, m.LongestGap = WriterAvailability(ops, f.At, end)
 	after := f.Healed
@@ -179,7 +184,7 @@ func FlashFigures(kinds []Kind, ms []FlashMeasured) map[string]report.FlashFigur
 		switch {
 		case m.Detected:
 			l.detect = append(l.detect, m.Detect)
-		case slices.Contains(storageKinds, kinds[i]):
+		case slices.Contains(storageKinds, kinds[i]) || slices.Contains(dataKinds, kinds[i]):
 			l.f.Undetected++
 		}
 		if m.Repaired {
@@ -222,10 +227,15 @@ func FlashChecked(faults []report.Fault, ms []FlashMeasured) check.Result {
 		m := ms[i]
 		at := f.Kind + " " + f.Target + " at " + f.At.Format("15:04:05.000")
 		isStorage := slices.Contains(storageKinds, Kind(f.Kind))
+		isData := slices.Contains(dataKinds, Kind(f.Kind))
 		if Kind(f.Kind) == PowerCut {
 			cuts++
 		}
 		switch {
+		case isData && !m.Detected:
+			bad = append(bad, at+": the replica did not report the damage (its log)")
+		case isData && !m.Repaired:
+			bad = append(bad, at+": the replica was not a healthy voter that votes again after its restart")
 		case isStorage && !m.Detected:
 			bad = append(bad, at+": no StorageFailed problem named the replica")
 		case isStorage && !m.Repaired:

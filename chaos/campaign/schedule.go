@@ -30,14 +30,20 @@ const (
 	DiskFull          Kind = "disk-full"          // one replica's flash full (ENOSPC) for the hold
 	ReadOnly          Kind = "read-only"          // one replica's flash read-only (EROFS) for the hold
 	FsyncError        Kind = "fsync-error"        // EIO on the fsyncs of one replica's WAL for the hold
+	CorruptLog        Kind = "corrupt-log"        // a bit flipped in a WAL entry of a stopped replica, at rest
+	CorruptSnapshot   Kind = "corrupt-snapshot"   // bits flipped in the newest snapshot of a stopped replica
+	FlashReplaced     Kind = "flash-replaced"     // a stopped replica's data dir emptied: new flash, same name
 )
 
 // FlashKinds are the kinds that need the flash file system (flash.go);
 // a campaign without it leaves them out.
-var FlashKinds = []Kind{PowerCut, DiskFull, ReadOnly, FsyncError}
+var FlashKinds = []Kind{PowerCut, DiskFull, ReadOnly, FsyncError, CorruptLog, CorruptSnapshot, FlashReplaced}
 
 // storageKinds fail one replica's storage while it runs (storage.go).
 var storageKinds = []Kind{DiskFull, ReadOnly, FsyncError}
+
+// dataKinds damage a stopped replica's data (datafault.go).
+var dataKinds = []Kind{CorruptLog, CorruptSnapshot, FlashReplaced}
 
 // UpgradeFinalize is not a kind of the plan: it records the campaign's
 // UpgradeFinalize after the plan's last upgrade, with figures of its own.
@@ -48,7 +54,7 @@ const UpgradeFinalize Kind = "upgrade-finalize"
 var Kinds = []Kind{
 	LeaderKill, FollowerKill, LeaderStop, LeaderPartition, MinorityPartition, OneWayPartition,
 	AgentCutShort, AgentCutLong, ClusterRestart, ReplaceReplica, PacketLoss, Latency, Intruder, Upgrade,
-	PowerCut, DiskFull, ReadOnly, FsyncError,
+	PowerCut, DiskFull, ReadOnly, FsyncError, CorruptLog, CorruptSnapshot, FlashReplaced,
 }
 
 // ConfineUpgrades drops the upgrade steps of the rounds from rounds on.
@@ -223,6 +229,9 @@ func step(rng *rand.Rand, k Kind, short bool, grace time.Duration) Step {
 		s.Hold = intruderHold
 	case PowerCut:
 		s.Hold = between(rng, 500*time.Millisecond, 2*time.Second)
+	case CorruptLog, CorruptSnapshot, FlashReplaced:
+		// How long the unit stays down, as for a reboot.
+		s.Hold = between(rng, 500*time.Millisecond, 1500*time.Millisecond)
 	case DiskFull, ReadOnly, FsyncError:
 		// Long enough for the writers to hit it and the replica to
 		// report it; storageFault holds on until it is reported.

@@ -115,6 +115,9 @@ type config struct {
 	ScrubInterval time.Duration `yaml:"scrub_interval"`
 	// RaftSegmentMiB is the size of one segment file of the Raft log.
 	RaftSegmentMiB int `yaml:"raft_segment_mib"`
+	// RaftSnapshotThreshold is how many entries since the last snapshot
+	// make the replica take one.
+	RaftSnapshotThreshold int `yaml:"raft_snapshot_threshold"`
 	// UpgradeFinalizeAfter raises the cluster version by itself once
 	// every voter has run a release that supports it this long; 0 waits
 	// for `grapnel cluster upgrade finalize` (docs/upgrade.md).
@@ -199,6 +202,7 @@ func defaults() config {
 		RaftCommitTimeout:        t.CommitTimeout,
 		ScrubInterval:            t.ScrubInterval,
 		RaftSegmentMiB:           cluster.DefaultSegmentSize >> 20,
+		RaftSnapshotThreshold:    cluster.DefaultSnapshotThreshold,
 		GCPercent:                defaultGCPercent,
 		GCIdlePercent:            defaultGCIdlePercent,
 		IdleProcs:                defaultIdleProcs,
@@ -272,6 +276,7 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-heartbeat-interval", "", "RAFT_HEARTBEAT_INTERVAL", "leader: time between its heartbeats to the followers, all sent at once; Raft's own follow one to two intervals after the last if they are late (0: five twelfths of the shorter of the heartbeat and lease timeouts, 83 ms by default)", func(c *config) any { return &c.RaftHeartbeatInterval }),
 		layered.Opt("upgrade-finalize-after", "", "UPGRADE_FINALIZE_AFTER", "finalize a rolling upgrade by itself once every voter has supported the new cluster version this long; 0 (the default) waits for `grapnel cluster upgrade finalize`, which the OTA manager runs once it has confirmed the update (docs/upgrade.md)", func(c *config) any { return &c.UpgradeFinalizeAfter }),
 		layered.Opt("scrub-interval", "", "SCRUB_INTERVAL", "how often the replica reads back and checks its whole Raft log and newest snapshot, so that data corrupted at rest is found and repaired from the peers (negative: never)", func(c *config) any { return &c.ScrubInterval }),
+		layered.Opt("raft-snapshot-threshold", "", "RAFT_SNAPSHOT_THRESHOLD", "entries since the last snapshot that make the replica take one (checked every 5 to 10 s); the log keeps 10,240 entries behind it", func(c *config) any { return &c.RaftSnapshotThreshold }),
 		layered.Opt("raft-segment-mib", "", "RAFT_SEGMENT_MIB", "MiB of one Raft log segment file, allocated when it is opened and deleted once a snapshot covers it", func(c *config) any { return &c.RaftSegmentMiB }),
 		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target while the replica allocates fast (2 MiB/s or more) and at the start: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
 		layered.Opt("gc-idle-percent", "", "GC_IDLE_PERCENT", "Go GC target while the replica allocates little (under 1 MiB/s), which keeps an idle replica's heap small (at least --gc-percent: that target always; the GOGC variable wins)", func(c *config) any { return &c.GCIdlePercent }),
@@ -415,6 +420,9 @@ func (c config) validate() error {
 	}
 	if c.UpgradeFinalizeAfter < 0 {
 		return fmt.Errorf("--upgrade-finalize-after %v: must not be negative (0 waits for grapnel cluster upgrade finalize)", c.UpgradeFinalizeAfter)
+	}
+	if c.RaftSnapshotThreshold < 16 || c.RaftSnapshotThreshold > 1<<20 {
+		return fmt.Errorf("--raft-snapshot-threshold %d: must be 16 to 1048576", c.RaftSnapshotThreshold)
 	}
 	if c.RaftSegmentMiB < 1 || c.RaftSegmentMiB > 1024 {
 		return fmt.Errorf("--raft-segment-mib %d: must be 1 to 1024", c.RaftSegmentMiB)

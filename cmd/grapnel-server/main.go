@@ -149,7 +149,7 @@ func run(cfg config) error {
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress,
 		GossipKey: gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(gossipKeys),
 		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: agentGossipKeys, RaftTLS: certs,
-		Join: cfg.Join, LogOutput: os.Stderr, SegmentSize: cfg.RaftSegmentMiB << 20, UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
+		Join: cfg.Join, LogOutput: os.Stderr, SegmentSize: cfg.RaftSegmentMiB << 20, SnapshotThreshold: uint64(cfg.RaftSnapshotThreshold), UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
 		CheckEntry: fsm.CheckType, DeferSoloElection: true, RaftConnLimits: caps.raft,
 	})
 	if err != nil {
