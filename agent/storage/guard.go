@@ -287,21 +287,21 @@ func (g *Guard) fail(err error) {
 	go g.probeLoop()
 }
 
-// Failed is nil and a closed channel while the run folder works; after
-// a failure it is the fault as an *Error and a channel closed once the
-// run folder works again.
-func (g *Guard) Failed() (error, <-chan struct{}) {
+// Failed is a closed channel and nil while the run folder works; after
+// a failure it is a channel closed once the run folder works again and
+// the fault as an *Error.
+func (g *Guard) Failed() (healed <-chan struct{}, failed error) {
 	if g == nil {
 		closed := make(chan struct{})
 		close(closed)
-		return nil, closed
+		return closed, nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.fault == nil {
-		return nil, g.healed
+		return g.healed, nil
 	}
-	return &Error{Dir: g.dir, Err: g.fault.Err}, g.healed
+	return g.healed, &Error{Dir: g.dir, Err: g.fault.Err}
 }
 
 // Fault is the fault, or nil while the run folder works.

@@ -155,13 +155,13 @@ func TestGuardKeepsTheFirstFaultProbesAndResumes(t *testing.T) {
 	g := h.g
 	changes, cancel := g.Changes()
 	defer cancel()
-	if err, healed := g.Failed(); err != nil || !isClosed(healed) {
+	if healed, err := g.Failed(); err != nil || !isClosed(healed) {
 		t.Fatalf("a new guard is failed: %v", err)
 	}
 	first := &durable.Error{Op: "replace", Path: filepath.Join(g.Dir(), "workload-uids.json"), Step: "create a temporary file", Err: syscall.ENOSPC}
 	g.Check(first)
 	g.Check(&fs.PathError{Op: "unlinkat", Path: filepath.Join(g.Dir(), "x"), Err: syscall.EROFS})
-	failed, healed := g.Failed()
+	healed, failed := g.Failed()
 	if !errors.Is(failed, syscall.ENOSPC) || isClosed(healed) {
 		t.Fatalf("Failed() = %v, healed %v; want the first fault (ENOSPC) and an open channel", failed, isClosed(healed))
 	}
@@ -198,12 +198,12 @@ func TestGuardKeepsTheFirstFaultProbesAndResumes(t *testing.T) {
 	g.Redo("a first", func() error { redos = append(redos, "a first"); return nil })
 	h.setProbe(nil)
 	h.next(4 * time.Second)
-	if err, _ := g.Failed(); err == nil {
+	if _, err := g.Failed(); err == nil {
 		t.Fatal("healed although a write to make again failed")
 	}
 	h.next(4 * time.Second)
 	testwait.For(t, 5*time.Second, func() bool { return isClosed(healed) }, "the waiters to wake")
-	if err, _ := g.Failed(); err != nil || g.Short() != "" {
+	if _, err := g.Failed(); err != nil || g.Short() != "" {
 		t.Fatalf("after the heal: %v, %q", err, g.Short())
 	}
 	if want := "a first incarnation incarnation"; strings.Join(redos, " ") != want {
@@ -284,7 +284,7 @@ func TestNilGuard(t *testing.T) {
 	if g.Check(err) != err || g.IsFailure(err) || g.Fault() != nil || g.Short() != "" {
 		t.Fatal("a nil guard changed an error or has a fault")
 	}
-	if f, healed := g.Failed(); f != nil || !isClosed(healed) {
+	if healed, f := g.Failed(); f != nil || !isClosed(healed) {
 		t.Fatal("a nil guard is failed")
 	}
 	g.Close()

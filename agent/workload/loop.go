@@ -180,7 +180,7 @@ func (l *loop) start(ctx context.Context) stepFn {
 		if l.deleteRequested() {
 			return (*loop).stop
 		}
-		if failed, healed := l.m.cfg.Storage.Failed(); failed != nil {
+		if healed, failed := l.m.cfg.Storage.Failed(); failed != nil {
 			// Nothing is created on a failed run folder: what it would
 			// write could not be trusted (see agent/storage).
 			l.report(waitingForRunFolder(failed, "it starts"))
@@ -632,7 +632,7 @@ func (l *loop) stop(ctx context.Context) stepFn {
 					"instance", l.inst.String(), "error", err)
 				l.report(state.ExecutionState{State: state.StateStopping, SubState: state.SubDeleteFailed,
 					AdditionalInfo: fmt.Sprintf("%v; deleted once the run folder works again", err)})
-				_, healed := l.m.cfg.Storage.Failed()
+				healed, _ := l.m.cfg.Storage.Failed()
 				if l.waitHealed(ctx, healed, nil) != woke {
 					return nil
 				}

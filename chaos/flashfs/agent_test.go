@@ -371,7 +371,7 @@ workloads:
 
 	// Healed: what waited is done, and the problem closes.
 	mount.Heal()
-	ws = r.waitStates("late running and doomed removed", func(ws []state.WorkloadState) bool {
+	r.waitStates("late running and doomed removed", func(ws []state.WorkloadState) bool {
 		_, doomed := bench.StateOf(ws, "doomed")
 		return running(ws, "late") && !doomed
 	})
