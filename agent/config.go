@@ -143,6 +143,10 @@ type Config struct {
 	// to, and pets the watchdog while the workload Manager answers
 	// (docs/operations.md, "systemd"); nil tells nothing.
 	Notify *sdnotify.Notifier
+	// StorageProbeMin and StorageProbeMax pace the probes of a run folder
+	// whose storage failed (agent/storage); zero is the default of each
+	// (1 s and 30 s).
+	StorageProbeMin, StorageProbeMax time.Duration
 }
 
 // policy is the workload policy the agent enforces: its level (privileged

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/grapnel-io/grapnel/agent/storage"
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/buildinfo"
 	"github.com/grapnel-io/grapnel/internal/clock"
@@ -75,6 +76,10 @@ type conn struct {
 	cur *session // nil while disconnected
 	// notify tells systemd whether a stream is open; nil tells nothing.
 	notify *sdnotify.Notifier
+	// storage is the run folder's health: a fault goes to the leader in
+	// the hello and the load reports, and to systemd in STATUS. Nil: no
+	// fault is ever told.
+	storage *storage.Guard
 }
 
 // clk is the agent's clock, or the system clock.
@@ -97,6 +102,8 @@ type session struct {
 	// moved says why the agent closed the stream itself (the gossip named
 	// another leader); nil otherwise.
 	moved atomic.Pointer[string]
+	// storageTold is the run folder's fault the hello told ("" none).
+	storageTold string
 }
 
 func (s *session) send(m *grpcapi.ToServer) error {
@@ -167,11 +174,11 @@ func (c *conn) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s := &session{st: st, ready: make(chan struct{})}
+	s := &session{st: st, ready: make(chan struct{}), storageTold: c.storage.Short()}
 	hello := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentHello{AgentHello: &grpcapi.AgentHello{
 		AgentName: c.name, ProtocolVersion: rpc.ProtocolVersion, Tags: &ankbase.Tags{Tags: c.tags},
 		GrapnelIncarnation: c.incarnation, GrapnelRelease: buildinfo.Version,
-		GrapnelClusterVersion: formats.ClusterVersion,
+		GrapnelClusterVersion: formats.ClusterVersion, GrapnelStorageFailed: s.storageTold,
 	}}}
 	if err := s.send(hello); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -353,22 +360,38 @@ func (c *conn) sendStates(ctx context.Context, s *session) {
 // reportLoad sends CPU usage and free memory every loadEvery once the
 // session is ready, at multiples of loadEvery on the wall clock: the
 // agents of a vehicle then report together, and the leader wakes once
-// for all of their reports instead of once for each.
+// for all of their reports instead of once for each. Each report also
+// says whether the run folder's storage failed, and a change of that is
+// reported at once, so that the leader's problem opens and closes with
+// it.
 func (c *conn) reportLoad(ctx context.Context, s *session) {
 	select {
 	case <-s.ready:
 	case <-ctx.Done():
 		return
 	}
+	var changed <-chan struct{}
+	if c.storage != nil {
+		ch, cancel := c.storage.Changes()
+		defer cancel()
+		changed = ch
+	}
+	told := s.storageTold
 	prev, _ := readCPU()
 	t := clock.NewTimer(c.clk(), clock.UntilSlot(c.clk().Now(), c.loadEvery))
 	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			t.Reset(clock.UntilSlot(c.clk().Now(), c.loadEvery))
+		// A change since the hello, or since the last report, goes out
+		// at once.
+		if c.storage.Short() == told {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				t.Reset(clock.UntilSlot(c.clk().Now(), c.loadEvery))
+			case <-changed:
+				continue
+			}
 		}
 		cur, ok := readCPU()
 		var pct uint32
@@ -376,8 +399,10 @@ func (c *conn) reportLoad(ctx context.Context, s *session) {
 			pct = cpuPercent(prev, cur)
 			prev = cur
 		}
+		told = c.storage.Short()
 		m := &grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_AgentLoadStatus{AgentLoadStatus: &grpcapi.AgentLoadStatus{
-			AgentName: c.name, CpuUsage: &ankbase.CpuUsage{CpuUsage: pct}, FreeMemory: &ankbase.FreeMemory{FreeMemory: freeMemory()}}}}
+			AgentName: c.name, CpuUsage: &ankbase.CpuUsage{CpuUsage: pct}, FreeMemory: &ankbase.FreeMemory{FreeMemory: freeMemory()},
+			GrapnelStorageFailed: told}}}
 		if err := s.send(m); err != nil {
 			return
 		}
@@ -407,17 +432,57 @@ func (c *conn) setCurrent(s *session) {
 	c.mu.Lock()
 	c.cur = s
 	c.mu.Unlock()
-	if s == nil {
-		c.notify.Status(statusWaiting)
-	} else {
-		c.notify.Status(statusConnected + s.st.ReplicaID())
+	c.showStatus()
+}
+
+// showStatus tells systemd whom the agent is connected to and, while the
+// run folder's storage failed, that too.
+func (c *conn) showStatus() {
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	text := statusWaiting
+	if s != nil {
+		text = statusConnected + s.st.ReplicaID()
+	}
+	if f := c.storage.Short(); f != "" {
+		text += statusStorage + f + statusStorageEnd
+	}
+	c.notify.Status(text)
+}
+
+// followStorage keeps STATUS in step with the run folder's health until
+// the returned function is called.
+func (c *conn) followStorage() (stop func()) {
+	if c.storage == nil {
+		return func() {}
+	}
+	changed, cancel := c.storage.Changes()
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case <-changed:
+				c.showStatus()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		close(done)
+		<-ended
 	}
 }
 
 // The STATUS= texts systemd shows for an agent.
 const (
-	statusWaiting   = "waiting for the leader"
-	statusConnected = "connected to leader "
+	statusWaiting    = "waiting for the leader"
+	statusConnected  = "connected to leader "
+	statusStorage    = "; run folder failed: "
+	statusStorageEnd = "; workloads keep running, probing it"
 )
 
 // replica is the id of the replica the current stream is open to; "" when

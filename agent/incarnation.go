@@ -34,19 +34,21 @@ func incarnationPath(runFolder, agent string) string {
 // second life's reports were dropped as stale.) Milliseconds are ahead of
 // any count of seconds an older agent stored. A missing file starts from
 // the clock; an unreadable one too, with a warning.
-func nextIncarnation(path string, now time.Time, log *slog.Logger) (uint64, error) {
+//
+// With an error next is still the number to use, from the clock when the
+// counter could not be read: the caller decides whether the error ends
+// the agent. A run folder whose storage failed does not (agent/storage):
+// the agent runs with the number and writes it once the run folder works.
+func nextIncarnation(path string, now time.Time, log *slog.Logger) (next uint64, err error) {
 	prev, err := readIncarnation(path, log)
-	if err != nil {
-		return 0, err
-	}
-	next := prev + 1
+	next = prev + 1
 	if clock := now.UnixMilli(); clock > 0 && uint64(clock) > next {
 		next = uint64(clock)
 	}
-	if err := writeIncarnation(durable.OS, path, next); err != nil {
-		return 0, err
+	if err != nil {
+		return next, err
 	}
-	return next, nil
+	return next, writeIncarnation(durable.OS, path, next)
 }
 
 // readIncarnation is the counter stored at path: 0 when there is none,

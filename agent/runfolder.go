@@ -25,7 +25,9 @@ func secureRunFolder(cfg Config, log interface{ Warn(string, ...any) }) error {
 	}
 	for _, dir := range []string{cfg.RunFolder, filepath.Join(cfg.RunFolder, cfg.Name+"_io")} {
 		if err := secureDir(dir, mode, log); err != nil {
-			return fmt.Errorf("%w: run folder: %v", ErrConfig, err)
+			// The error's own errno stays: a failed storage is no
+			// configuration error (agent/storage).
+			return fmt.Errorf("%w: run folder: %w", ErrConfig, err)
 		}
 	}
 	if mode == runtime.TraverseMode {

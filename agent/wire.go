@@ -12,7 +12,9 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/agent/runtime/podman"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
+	"github.com/grapnel-io/grapnel/agent/storage"
 	"github.com/grapnel-io/grapnel/agent/workload"
+	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/rpc/client"
 )
 
@@ -39,22 +41,43 @@ type instance struct {
 	ctl       *controlif.Interfaces
 	campaigns *logs.Campaigns
 	member    *gossipMember // nil without GossipJoin
+	storage   *storage.Guard
 }
 
 // start checks the configuration, advances the incarnation and starts
 // everything but the stream.
-func start(cfg Config) (*instance, error) {
+func start(cfg Config) (_ *instance, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger
+	guard := storage.New(storage.Config{Dir: cfg.RunFolder, Logger: log, Clock: cfg.Clock,
+		ProbeMin: cfg.StorageProbeMin, ProbeMax: cfg.StorageProbeMax})
+	defer func() {
+		if err != nil {
+			guard.Close()
+		}
+	}()
+	// A run folder whose storage failed does not stop the agent: its
+	// workloads run on, and what it could not write at start is written
+	// once the run folder works (agent/storage).
 	if err := secureRunFolder(cfg, log); err != nil {
-		return nil, err
+		if !guard.IsFailure(err) {
+			return nil, err
+		}
+		log.Warn("the run folder could not be made ready; the agent runs on and makes it ready once it works", "error", guard.Check(err))
+		guard.Redo("run folder", func() error { return secureRunFolder(cfg, log) })
 	}
-	incarnation, err := nextIncarnation(incarnationPath(cfg.RunFolder, cfg.Name), cfg.Clock.Now(), log)
+	incPath := incarnationPath(cfg.RunFolder, cfg.Name)
+	incarnation, err := nextIncarnation(incPath, cfg.Clock.Now(), log)
 	if err != nil {
-		return nil, err
+		if !guard.IsFailure(err) {
+			return nil, err
+		}
+		log.Warn("the incarnation counter could not be kept; the agent says hello with the next number all the same and writes it once the run folder works",
+			"incarnation", incarnation, "error", guard.Check(err))
+		guard.Redo("incarnation", func() error { return writeIncarnation(durable.OS, incPath, incarnation) })
 	}
 	runtimes, err := openRuntimes(cfg)
 	if err != nil {
@@ -70,15 +93,15 @@ func start(cfg Config) (*instance, error) {
 	}
 	c := &conn{
 		name: cfg.Name, tags: cfg.Tags, incarnation: incarnation, loadEvery: cfg.LoadInterval,
-		log: log, resolver: resolver, out: newOutbox(), clock: cfg.Clock, notify: cfg.Notify,
+		log: log, resolver: resolver, out: newOutbox(), clock: cfg.Clock, notify: cfg.Notify, storage: guard,
 	}
-	a := &instance{log: log, conn: c}
+	a := &instance{log: log, conn: c, storage: guard}
 	a.ctl = controlif.New(controlif.Config{Agent: cfg.Name, RunFolder: cfg.RunFolder, Forward: c.forward, Logger: log, Clock: cfg.Clock,
 		MaxLogCampaigns: cfg.MaxLogCampaignsPerWorkload})
 	a.mgr = workload.NewManager(workload.Config{
 		Agent: cfg.Name, RunFolder: cfg.RunFolder, Runtimes: runtimes,
 		Report: c.report, Control: a.ctl, Logger: log, Clock: cfg.Clock,
-		ResyncInterval: cfg.ResyncInterval, Policy: cfg.policy(),
+		ResyncInterval: cfg.ResyncInterval, Policy: cfg.policy(), Storage: guard,
 	})
 	a.campaigns = logs.New(logs.Config{Lookup: a.mgr.Lookup, Send: c.send, Logger: log, Clock: cfg.Clock,
 		Agent: cfg.Name, MaxCampaigns: cfg.MaxLogCampaigns, MaxSources: cfg.MaxLogSources})
@@ -111,10 +134,12 @@ func start(cfg Config) (*instance, error) {
 // says whether a stream to the leader is open.
 func (a *instance) run(ctx context.Context) error {
 	notify := a.conn.notify
-	notify.Status(statusWaiting)
+	a.conn.showStatus()
 	notify.Ready()
 	stopWatchdog := notify.Watchdog(a.mgr.Alive)
+	stopStatus := a.conn.followStorage()
 	err := a.conn.serve(ctx)
+	stopStatus()
 	stopWatchdog()
 	notify.Stopping()
 	a.stop()
@@ -135,6 +160,7 @@ func (a *instance) stop() {
 	a.ctl.Shutdown()
 	a.campaigns.StopAll()
 	a.conn.resolver.Close()
+	a.storage.Close()
 }
 
 // openRuntimes creates the runtimes the configuration asks for.

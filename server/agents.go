@@ -52,6 +52,7 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_ServerHello{ServerHello: &grpcapi.ServerHello{AddedWorkloads: added}}})
 	l.greeted[c.name] = greeting{conn: c, index: applied}
 	l.noteRelease(c.name, h)
+	l.noteAgentStorage(c.name, "AgentHello.grapnelStorageFailed", h.GetGrapnelStorageFailed())
 	inc := l.lifeOf(c.name, h.GetGrapnelIncarnation())
 	l.incarnation[c] = inc
 	l.forgetPreviousLife(c.name, inc)
@@ -192,6 +193,9 @@ func (l *leader) agentGone(c *conn) {
 // swdd~server-handles-log-campaign-for-disconnected-agent~1
 func (l *leader) forgetAgentStream(name string) {
 	delete(l.greeted, name)
+	// Told again in its next hello; meanwhile its grace keeps the
+	// problem open (problems.agentStorageFailures).
+	delete(l.agentStorage, name)
 	l.events.RemoveAgent(name)
 	collectors, stopped := l.logs.RemoveByAgent(name)
 	for _, id := range collectors {
@@ -248,6 +252,7 @@ func (l *leader) agentLoad(name string, s *grpcapi.AgentLoadStatus) {
 	cpu, free := s.GetCpuUsage().GetCpuUsage(), s.GetFreeMemory().GetFreeMemory()
 	st := state.AgentStatus{CPUUsage: &cpu, FreeMemory: &free}
 	l.status[name] = st
+	l.noteAgentStorage(name, "AgentLoadStatus.grapnelStorageFailed", s.GetGrapnelStorageFailed())
 	if !l.events.HasSubscribers() {
 		return
 	}

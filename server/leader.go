@@ -39,6 +39,11 @@ type leader struct {
 	// Raft would cost every replica's flash for nothing durable; a new
 	// leader fills it from the agents' next reports.
 	status map[string]state.AgentStatus
+	// agentStorage is, per agent with a stream to this leader, the fault
+	// of its run folder as its hello and load reports say it now ("" or
+	// missing: none). Memory only, as status: a new leader hears it in
+	// the agent's next hello (storage.go).
+	agentStorage map[string]string
 	// holdBroadcasts collects the workload-state broadcasts of the entries
 	// that settle together into bcast, sent as one message per stream.
 	holdBroadcasts bool
@@ -233,14 +238,15 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		clock:  clk,
 		pipe: newPipeline(s.node.ApplyAsync, s.cfg.ApplyTimeout, s.cfg.GroupCommitDelay, clock.Real(),
 			func(n int) { s.cfg.Metrics.ObserveBatch(fsm.BatchType.String(), n) }, stopCh),
-		projected:   &projected{},
-		greeted:     map[string]greeting{},
-		incarnation: map[*conn]uint64{},
-		grace:       map[string]*graceTimer{},
-		expired:     make(chan *graceTimer, 16),
-		status:      map[string]state.AgentStatus{},
-		rejects:     rejections{flush: make(chan struct{}, 1)},
-		problems:    newProblemWatch(),
+		projected:    &projected{},
+		greeted:      map[string]greeting{},
+		incarnation:  map[*conn]uint64{},
+		grace:        map[string]*graceTimer{},
+		expired:      make(chan *graceTimer, 16),
+		status:       map[string]state.AgentStatus{},
+		agentStorage: map[string]string{},
+		rejects:      rejections{flush: make(chan struct{}, 1)},
+		problems:     newProblemWatch(),
 	}
 	l.rebuild()
 	l.states = ingest.NewStates(ingest.DefaultMaxBatch, l.projected.store.ReportMarks)

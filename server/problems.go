@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,9 +92,10 @@ func (l *leader) stopProblemTimer() {
 	}
 }
 
-// factsSignature names the agents with a stream and in a grace and the
-// replicas whose storage failed, the leader's facts the detector reads
-// besides the store.
+// factsSignature names the agents with a stream and in a grace, the
+// replicas whose storage failed or that hold their votes, and the agents
+// whose run folder failed: the leader's facts the detector reads besides
+// the store.
 func (l *leader) factsSignature() string {
 	var b strings.Builder
 	for _, a := range state.SortedKeys(l.greeted) {
@@ -108,7 +110,7 @@ func (l *leader) factsSignature() string {
 		b.WriteByte(',')
 	}
 	b.WriteByte('|')
-	for _, m := range []map[string]string{l.s.node.StorageFaults(), l.s.node.VoteHolds()} {
+	for _, m := range []map[string]string{l.s.node.StorageFaults(), l.s.node.VoteHolds(), l.agentStorage} {
 		for _, id := range state.SortedKeys(m) {
 			b.WriteString(id)
 			b.WriteByte('=')
@@ -207,6 +209,11 @@ func (l *leader) problemFacts(st *state.Store, now time.Time, assigned map[strin
 	}
 	if holds := l.s.node.VoteHolds(); len(holds) > 0 {
 		f.VoteHeld = holds
+	}
+	// The agents whose run folder failed, from their hellos and load
+	// reports (memory only; factsSignature covers them).
+	if len(l.agentStorage) > 0 {
+		f.AgentStorageFailed = maps.Clone(l.agentStorage)
 	}
 	// The placement allocator's shortfalls (kept by the leader loop,
 	// which marks the problems dirty when they change) and the agents in

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"syscall"
@@ -34,11 +35,13 @@ func ensureFIFO(path string, owner *runtime.Owner) error {
 		return fmt.Errorf("%w: %v", ErrFIFO, err)
 	case err != nil:
 		if err := unix.Mkfifo(path, fifoMode); err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrFIFO, path, err)
+			// The path and the errno stay with the error: a full or
+			// read-only run folder is told apart by them (agent/storage).
+			return fmt.Errorf("%w: %w", ErrFIFO, &fs.PathError{Op: "mkfifo", Path: path, Err: err})
 		}
 	}
 	if err := runtime.GiveFile(path, owner, fifoMode); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrFIFO, path, err)
+		return fmt.Errorf("%w: %s: %w", ErrFIFO, path, err)
 	}
 	return nil
 }

@@ -139,10 +139,10 @@ func (c *Interfaces) Open(inst state.InstanceName, rules state.ControlInterfaceA
 		ended = old
 	}
 	if err := runtime.PrepareRunDir(filepath.Dir(dir), owner); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrFIFO, err)
+		return "", fmt.Errorf("%w: %w", ErrFIFO, err)
 	}
 	if err := runtime.PrepareGroupDir(dir, owner); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrFIFO, err)
+		return "", fmt.Errorf("%w: %w", ErrFIFO, err)
 	}
 	for _, name := range []string{inputName, outputName} {
 		if err := ensureFIFO(filepath.Join(dir, name), owner); err != nil {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"os"
+	"syscall"
 
 	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/state"
@@ -67,21 +68,57 @@ func agentDir(mkdirAll func(string, os.FileMode) error, dir string, o *Owner, mo
 		return err
 	}
 	if o == nil {
-		return os.Chmod(dir, PrivateDirMode)
+		return own(dir, -1, -1, PrivateDirMode)
 	}
-	if err := os.Lchown(dir, os.Geteuid(), int(o.GID)); err != nil {
-		return err
-	}
-	return os.Chmod(dir, mode)
+	return own(dir, os.Geteuid(), int(o.GID), mode)
 }
 
 // GiveFile hands a file the agent made to the workload with mode; a nil
 // owner leaves it the agent's.
 func GiveFile(path string, o *Owner, mode os.FileMode) error {
-	if o != nil {
-		if err := os.Lchown(path, int(o.UID), int(o.GID)); err != nil {
+	if o == nil {
+		return own(path, -1, -1, mode)
+	}
+	return own(path, int(o.UID), int(o.GID), mode)
+}
+
+// own gives path the owner (uid and gid; -1 keeps one) and the mode,
+// changing only what differs: an instance adopted after an agent
+// restart, whose directories and FIFOs are as they were made, then
+// costs no write, not even of metadata, and a read-only run folder
+// still serves it (agent/storage). A link is changed as before, without
+// a look: Lchown changes the link, Chmod what it points to.
+func own(path string, uid, gid int, mode os.FileMode) error {
+	fi, err := os.Lstat(path)
+	st, ok := statOf(fi)
+	if err != nil || !ok || fi.Mode()&os.ModeSymlink != 0 {
+		if uid >= 0 || gid >= 0 {
+			if err := os.Lchown(path, uid, gid); err != nil {
+				return err
+			}
+		}
+		return os.Chmod(path, mode)
+	}
+	if (uid >= 0 && int(st.Uid) != uid) || (gid >= 0 && int(st.Gid) != gid) {
+		if err := os.Lchown(path, uid, gid); err != nil {
+			return err
+		}
+		// chown may clear the set-id bits: look again.
+		if fi, err = os.Lstat(path); err != nil {
 			return err
 		}
 	}
+	if fi.Mode()&(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky) == mode {
+		return nil
+	}
 	return os.Chmod(path, mode)
+}
+
+// statOf is fi's stat_t; false when fi is nil or has none.
+func statOf(fi os.FileInfo) (*syscall.Stat_t, bool) {
+	if fi == nil {
+		return nil, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return st, ok
 }

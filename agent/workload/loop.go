@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/agent/storage"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -179,12 +180,32 @@ func (l *loop) start(ctx context.Context) stepFn {
 		if l.deleteRequested() {
 			return (*loop).stop
 		}
+		if healed, failed := l.m.cfg.Storage.Failed(); failed != nil {
+			// Nothing is created on a failed run folder: what it would
+			// write could not be trusted (see agent/storage).
+			l.report(waitingForRunFolder(failed, "it starts"))
+			switch l.waitHealed(ctx, healed, l.delCh) {
+			case woke:
+				continue
+			case deleted:
+				return (*loop).stop
+			default:
+				return nil
+			}
+		}
 		permanent, err := l.create(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err == nil {
 			return (*loop).watch
+		}
+		if errors.Is(l.m.cfg.Storage.Check(err), storage.ErrFailed) {
+			// Not a retry: the next round waits for the run folder.
+			l.m.log.Info("creating workload failed: the run folder failed; it is created once the run folder works again",
+				"instance", l.inst.String(), "error", err)
+			n--
+			continue
 		}
 		if permanent {
 			l.m.log.Warn("workload cannot be started", "instance", l.inst.String(), "error", err)
@@ -200,6 +221,27 @@ func (l *loop) start(ctx context.Context) stepFn {
 		default:
 			return nil
 		}
+	}
+}
+
+// waitingForRunFolder is the state of an instance whose create or
+// delete waits for the run folder to work again: failed names the run
+// folder and the error, what says what happens then.
+func waitingForRunFolder(failed error, what string) state.ExecutionState {
+	return state.ExecutionState{State: state.StatePending, SubState: state.SubStarting,
+		AdditionalInfo: fmt.Sprintf("%v; %s once the run folder works again", failed, what)}
+}
+
+// waitHealed waits until the run folder works again (healed closes), a
+// delete is requested (when del is not nil) or the Manager closes.
+func (l *loop) waitHealed(ctx context.Context, healed <-chan struct{}, del <-chan struct{}) sleepResult {
+	select {
+	case <-healed:
+		return woke
+	case <-del:
+		return deleted
+	case <-ctx.Done():
+		return closed
 	}
 }
 
@@ -378,7 +420,7 @@ func (l *loop) openControl() {
 // not fatal: Create replaces what is left of the same instance.
 func (l *loop) replace(ctx context.Context) stepFn {
 	if err := l.rt.Delete(ctx, l.id); err != nil && ctx.Err() == nil {
-		l.m.log.Warn("deleting a workload found not running", "instance", l.inst.String(), "error", err)
+		l.m.log.Warn("deleting a workload found not running", "instance", l.inst.String(), "error", l.m.cfg.Storage.Check(err))
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -525,8 +567,9 @@ func (l *loop) restart(ctx context.Context) stepFn {
 	id := l.id
 	l.setID("")
 	if err := l.rt.Delete(ctx, id); err != nil && ctx.Err() == nil {
-		// Create replaces a leftover of the same instance, so go on.
-		l.m.log.Warn("deleting workload before restart", "instance", l.inst.String(), "error", err)
+		// Create replaces a leftover of the same instance, so go on
+		// (and wait for the run folder there, if that is what failed).
+		l.m.log.Warn("deleting workload before restart", "instance", l.inst.String(), "error", l.m.cfg.Storage.Check(err))
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -582,6 +625,20 @@ func (l *loop) stop(ctx context.Context) stepFn {
 			if err == nil {
 				break
 			}
+			if err = l.m.cfg.Storage.Check(err); errors.Is(err, storage.ErrFailed) {
+				// The runtime stopped what it could; what is left of the
+				// instance goes once the run folder works again.
+				l.m.log.Warn("deleting workload failed: the run folder failed; it is deleted once the run folder works again",
+					"instance", l.inst.String(), "error", err)
+				l.report(state.ExecutionState{State: state.StateStopping, SubState: state.SubDeleteFailed,
+					AdditionalInfo: fmt.Sprintf("%v; deleted once the run folder works again", err)})
+				healed, _ := l.m.cfg.Storage.Failed()
+				if l.waitHealed(ctx, healed, nil) != woke {
+					return nil
+				}
+				n--
+				continue
+			}
 			l.m.log.Warn("deleting workload failed; retrying", "instance", l.inst.String(), "error", err)
 			l.report(state.ExecutionState{State: state.StateStopping, SubState: state.SubDeleteFailed, AdditionalInfo: err.Error()})
 			if l.sleep(ctx, l.m.jitter(backoffCap(n)), nil) != woke {
@@ -596,7 +653,7 @@ func (l *loop) stop(ctx context.Context) stepFn {
 	}
 	if !l.keepRunDir {
 		if err := os.RemoveAll(l.runDir); err != nil {
-			l.m.log.Warn("removing run directory", "instance", l.inst.String(), "error", err)
+			l.m.log.Warn("removing run directory", "instance", l.inst.String(), "error", l.m.cfg.Storage.Check(err))
 		}
 	}
 	if l.silent && l.removedInfo != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/agent/storage"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/workloadpolicy"
@@ -61,6 +62,11 @@ type Config struct {
 	// Policy is the workload admission policy checked before an
 	// instance is created (workloadpolicy); the zero value is baseline.
 	Policy workloadpolicy.Policy
+	// Storage watches the run folder (agent/storage): while it is
+	// failed no instance is created, and a create or delete that failed
+	// with it waits until it works again; nil takes every error as it
+	// is.
+	Storage *storage.Guard
 }
 
 // defaultPollInterval is the period of Ankaios' generic state checker.

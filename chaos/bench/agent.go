@@ -18,8 +18,12 @@ type AgentConfig struct {
 	// and scripts/bench.sh build both), through itself otherwise.
 	Bin string
 	// Dir holds the agent's run folder and log file.
-	Dir  string
-	Name string
+	Dir string
+	// RunFolder, when set, is the agent's run folder in place of one in
+	// Dir: a test file system that fails while the log file stays
+	// writable (chaos/flashfs).
+	RunFolder string
+	Name      string
 	// Servers are replica gRPC addresses (--server-url).
 	Servers []string
 	// Runtimes for --runtimes; empty leaves the agent's default.
@@ -62,6 +66,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		RunFolder: filepath.Join(cfg.Dir, cfg.Name+"-run"),
 		LogPath:   filepath.Join(cfg.Dir, cfg.Name+".log"),
 		bin:       cfg.Bin,
+	}
+	if cfg.RunFolder != "" {
+		a.RunFolder = cfg.RunFolder
 	}
 	if err := os.MkdirAll(a.RunFolder, 0o755); err != nil {
 		return nil, err

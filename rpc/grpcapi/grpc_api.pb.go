@@ -414,8 +414,12 @@ type AgentHello struct {
 	// feature changes what agents are sent only when every connected agent
 	// supports it. 0 (an older agent, or Ankaios's) supports none.
 	GrapnelClusterVersion uint32 `protobuf:"varint,1003,opt,name=grapnelClusterVersion,proto3" json:"grapnelClusterVersion,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Set while the agent's run folder fails (full, read-only, I/O errors):
+	// the file and the error in a few words (at most 160 bytes). The leader
+	// keeps it in memory only and opens an AgentStorageFailed problem.
+	GrapnelStorageFailed string `protobuf:"bytes,1004,opt,name=grapnelStorageFailed,proto3" json:"grapnelStorageFailed,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *AgentHello) Reset() {
@@ -490,6 +494,13 @@ func (x *AgentHello) GetGrapnelClusterVersion() uint32 {
 	return 0
 }
 
+func (x *AgentHello) GetGrapnelStorageFailed() string {
+	if x != nil {
+		return x.GrapnelStorageFailed
+	}
+	return ""
+}
+
 type CommanderHello struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ProtocolVersion string                 `protobuf:"bytes,2,opt,name=protocolVersion,proto3" json:"protocolVersion,omitempty"`
@@ -534,13 +545,18 @@ func (x *CommanderHello) GetProtocolVersion() string {
 	return ""
 }
 
+// AgentLoadStatus carries an agent's load. Field 1001 is a Grapnel
+// extension: what AgentHello.grapnelStorageFailed says, as it is now (empty
+// once the run folder works again); a Grapnel agent sends a report at once
+// when it changes.
 type AgentLoadStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AgentName     string                 `protobuf:"bytes,1,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
-	CpuUsage      *ankbase.CpuUsage      `protobuf:"bytes,2,opt,name=cpu_usage,json=cpuUsage,proto3" json:"cpu_usage,omitempty"`
-	FreeMemory    *ankbase.FreeMemory    `protobuf:"bytes,3,opt,name=free_memory,json=freeMemory,proto3" json:"free_memory,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	AgentName            string                 `protobuf:"bytes,1,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
+	CpuUsage             *ankbase.CpuUsage      `protobuf:"bytes,2,opt,name=cpu_usage,json=cpuUsage,proto3" json:"cpu_usage,omitempty"`
+	FreeMemory           *ankbase.FreeMemory    `protobuf:"bytes,3,opt,name=free_memory,json=freeMemory,proto3" json:"free_memory,omitempty"`
+	GrapnelStorageFailed string                 `protobuf:"bytes,1001,opt,name=grapnelStorageFailed,proto3" json:"grapnelStorageFailed,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *AgentLoadStatus) Reset() {
@@ -592,6 +608,13 @@ func (x *AgentLoadStatus) GetFreeMemory() *ankbase.FreeMemory {
 		return x.FreeMemory
 	}
 	return nil
+}
+
+func (x *AgentLoadStatus) GetGrapnelStorageFailed() string {
+	if x != nil {
+		return x.GrapnelStorageFailed
+	}
+	return ""
 }
 
 type Goodbye struct {
@@ -1109,7 +1132,7 @@ const file_grpc_api_proto_rawDesc = "" +
 	"\vserverHello\x18\x04 \x01(\v2\x15.grpc_api.ServerHelloH\x00R\vserverHello\x129\n" +
 	"\vlogsRequest\x18\x05 \x01(\v2\x15.grpc_api.LogsRequestH\x00R\vlogsRequest\x12K\n" +
 	"\x11logsCancelRequest\x18\x06 \x01(\v2\x1b.grpc_api.LogsCancelRequestH\x00R\x11logsCancelRequestB\x10\n" +
-	"\x0eFromServerEnum\"\x89\x02\n" +
+	"\x0eFromServerEnum\"\xbe\x02\n" +
 	"\n" +
 	"AgentHello\x12\x1c\n" +
 	"\tagentName\x18\x01 \x01(\tR\tagentName\x12(\n" +
@@ -1117,15 +1140,17 @@ const file_grpc_api_proto_rawDesc = "" +
 	"\x04tags\x18\x03 \x01(\v2\x0e.ank_base.TagsR\x04tags\x12/\n" +
 	"\x12grapnelIncarnation\x18\xe9\a \x01(\x04R\x12grapnelIncarnation\x12'\n" +
 	"\x0egrapnelRelease\x18\xea\a \x01(\tR\x0egrapnelRelease\x125\n" +
-	"\x15grapnelClusterVersion\x18\xeb\a \x01(\rR\x15grapnelClusterVersion\":\n" +
+	"\x15grapnelClusterVersion\x18\xeb\a \x01(\rR\x15grapnelClusterVersion\x123\n" +
+	"\x14grapnelStorageFailed\x18\xec\a \x01(\tR\x14grapnelStorageFailed\":\n" +
 	"\x0eCommanderHello\x12(\n" +
-	"\x0fprotocolVersion\x18\x02 \x01(\tR\x0fprotocolVersion\"\x98\x01\n" +
+	"\x0fprotocolVersion\x18\x02 \x01(\tR\x0fprotocolVersion\"\xcd\x01\n" +
 	"\x0fAgentLoadStatus\x12\x1d\n" +
 	"\n" +
 	"agent_name\x18\x01 \x01(\tR\tagentName\x12/\n" +
 	"\tcpu_usage\x18\x02 \x01(\v2\x12.ank_base.CpuUsageR\bcpuUsage\x125\n" +
 	"\vfree_memory\x18\x03 \x01(\v2\x14.ank_base.FreeMemoryR\n" +
-	"freeMemory\"\t\n" +
+	"freeMemory\x123\n" +
+	"\x14grapnelStorageFailed\x18\xe9\a \x01(\tR\x14grapnelStorageFailed\"\t\n" +
 	"\aGoodbye\"N\n" +
 	"\vServerHello\x12?\n" +
 	"\x0eaddedWorkloads\x18\x01 \x03(\v2\x17.grpc_api.AddedWorkloadR\x0eaddedWorkloads\"\x98\x01\n" +

@@ -39,10 +39,15 @@ const (
 	// its log, or new flash) and holds its vote until it has caught up
 	// from the leader (Facts.VoteHeld).
 	VoteHeld Kind = "VoteHeld"
+	// AgentStorageFailed: an agent's run folder failed a write (full,
+	// read-only, an I/O error); its workloads run on, but it starts,
+	// replaces and deletes none until the run folder works again
+	// (Facts.AgentStorageFailed).
+	AgentStorageFailed Kind = "AgentStorageFailed"
 )
 
 // Kinds lists every kind, for the gauge (a kind with no problem shows 0).
-var Kinds = []Kind{MissingDependency, AgentGone, AgentNeverConnected, FailingRepeatedly, SpreadImpossible, CapacityExceeded, StorageFailed, VoteHeld}
+var Kinds = []Kind{MissingDependency, AgentGone, AgentNeverConnected, FailingRepeatedly, SpreadImpossible, CapacityExceeded, StorageFailed, VoteHeld, AgentStorageFailed}
 
 // Object kinds of state.ProblemObject.
 const (
@@ -90,6 +95,10 @@ type Facts struct {
 	// VoteHeld names the replicas that hold their votes, with why, as
 	// their gossip metadata announces it (cluster.Node.VoteHolds).
 	VoteHeld map[string]string
+	// AgentStorageFailed names the agents with a stream to the leader
+	// whose run folder failed, with the fault in a few words, as their
+	// hello and load reports say it (leader memory only).
+	AgentStorageFailed map[string]string
 }
 
 // ShortfallReason says why the allocator placed fewer instances than
@@ -132,7 +141,7 @@ type source func(st *state.Store, f *Facts, c *Cache, r *Result)
 
 // sources are the checks, in no particular order. A new kind of problem
 // is a function here and a constant above.
-var sources = []source{missingDependencies, agentProblems, failingRepeatedly, shortfalls, storageFailures, voteHolds}
+var sources = []source{missingDependencies, agentProblems, failingRepeatedly, shortfalls, storageFailures, voteHolds, agentStorageFailures}
 
 // Detect runs every check on the store and the facts. It reads st and
 // changes nothing.

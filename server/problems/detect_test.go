@@ -50,6 +50,13 @@ func (f *fixture) open(k Kind, key string) {
 		Objects: []state.ProblemObject{{Kind: ObjAgent, Name: "x"}}})
 }
 
+// openStorage opens the AgentStorageFailed problem of agent, as a leader
+// recorded it.
+func (f *fixture) openStorage(agent string) {
+	f.st.Problems.OpenProblem(state.Problem{Kind: string(AgentStorageFailed), Key: key(AgentStorageFailed, agent), Summary: "s", Detail: "d",
+		Objects: []state.ProblemObject{{Kind: ObjAgent, Name: agent}}})
+}
+
 var (
 	execFailed     = state.ExecutionState{State: state.StateFailed, SubState: state.SubExecFailed}
 	startingFailed = state.ExecutionState{State: state.StatePending, SubState: state.SubStartingFailed}
@@ -125,6 +132,26 @@ func TestDetect(t *testing.T) {
 		{"a replica that holds its vote is a problem (issue 29 point 3)", func(f *fixture) {},
 			Facts{VoteHeld: map[string]string{"n3": "started with no Raft state; catching up"}},
 			[]string{"VoteHeld/n3"}, 0},
+		{"an agent whose run folder failed is a problem (issue 29 point 3)", func(f *fixture) {
+			f.workload("a", "A")
+			f.connected("A")
+		}, Facts{Connected: map[string]bool{"A": true}, AgentStorageFailed: map[string]string{"A": "replace workload-uids.json: no space left on device"}},
+			[]string{"AgentStorageFailed/A"}, 0},
+		{"an agent in its grace keeps its run folder problem (failover, broken stream)", func(f *fixture) {
+			f.workload("a", "A")
+			f.connected("A")
+			f.openStorage("A")
+		}, Facts{InGrace: map[string]bool{"A": true}}, []string{"AgentStorageFailed/A"}, 0},
+		{"an agent that says hello without the fault closes its run folder problem", func(f *fixture) {
+			f.workload("a", "A")
+			f.connected("A")
+			f.openStorage("A")
+		}, Facts{Connected: map[string]bool{"A": true}}, nil, 0},
+		{"an agent gone past its grace has no run folder problem, only AgentGone", func(f *fixture) {
+			f.workload("a", "B")
+			f.gone("B")
+			f.openStorage("B")
+		}, Facts{}, []string{"AgentGone/B"}, 0},
 		{"a workload without an agent is no agent problem", func(f *fixture) {
 			f.workload("a", "")
 		}, Facts{}, nil, 0},
@@ -357,6 +384,21 @@ func TestStorageFailedNamesTheReplicaAndTheFault(t *testing.T) {
 	fd := r.Findings[0]
 	if fd.Kind != StorageFailed || len(fd.Objects) != 1 || fd.Objects[0] != (state.ProblemObject{Kind: ObjReplica, Name: "n2"}) ||
 		fd.Summary != "replica n2: storage failed: "+fault || !strings.Contains(fd.Detail, fault) {
+		t.Fatalf("finding %+v", fd)
+	}
+}
+
+// Requirement (issue 29 point 3, agents): the AgentStorageFailed problem
+// names the agent as its object and the fault in its summary and detail.
+func TestAgentStorageFailedNamesTheAgentAndTheFault(t *testing.T) {
+	const fault = "replace workload-uids.json: no space left on device"
+	r := Detect(newFixture().st, Facts{AgentStorageFailed: map[string]string{"agent_A": fault}})
+	if len(r.Findings) != 1 {
+		t.Fatalf("findings %q", keys(r))
+	}
+	fd := r.Findings[0]
+	if fd.Kind != AgentStorageFailed || len(fd.Objects) != 1 || fd.Objects[0] != (state.ProblemObject{Kind: ObjAgent, Name: "agent_A"}) ||
+		fd.Summary != "agent agent_A: run folder failed: "+fault || !strings.Contains(fd.Detail, fault) {
 		t.Fatalf("finding %+v", fd)
 	}
 }

@@ -210,3 +210,33 @@ func voteHolds(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 		})
 	}
 }
+
+// agentStorageFailures turns the agents whose run folder failed into
+// problems, one per agent. An agent in its reconnect grace (a failover,
+// a broken stream) keeps the problem it has: whether its run folder still
+// fails, its next hello says. One gone past its grace has none: AgentGone
+// says more. A problem keeps the descriptions it opened with.
+func agentStorageFailures(st *state.Store, f *Facts, _ *Cache, r *Result) {
+	for _, agent := range slices.Sorted(maps.Keys(f.AgentStorageFailed)) {
+		fault := f.AgentStorageFailed[agent]
+		r.Findings = append(r.Findings, Finding{
+			Kind: AgentStorageFailed, Key: key(AgentStorageFailed, agent),
+			Objects: []state.ProblemObject{{Kind: ObjAgent, Name: agent}},
+			Summary: fmt.Sprintf("agent %s: run folder failed: %s", agent, fault),
+			Detail: fmt.Sprintf("Agent %s could not write its run folder (%s). Its running workloads keep running and it "+
+				"keeps reporting their states, but it starts, replaces and deletes none until the run folder works again: "+
+				"those wait, their states say why. It probes the run folder and resumes by itself once a write and an fsync "+
+				"work there again. Free space, or repair and remount the file system (the agent's log and systemd status say "+
+				"more); replace the flash if it keeps failing.", agent, fault),
+		})
+	}
+	for _, p := range st.Problems.Open {
+		if p.Kind != string(AgentStorageFailed) || len(p.Objects) == 0 {
+			continue
+		}
+		agent := p.Objects[0].Name
+		if _, told := f.AgentStorageFailed[agent]; !told && f.InGrace[agent] && !f.Connected[agent] {
+			r.Findings = append(r.Findings, findingOf(p))
+		}
+	}
+}

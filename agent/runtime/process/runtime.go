@@ -326,8 +326,14 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 		err = writeJSON(filepath.Join(dir, shimFile), shim)
 	}
 	if err != nil {
+		// Nothing may run that no record names: the shim, and the
+		// workload if the shim got it going meanwhile.
 		_ = cmd.Process.Kill()
-		return fmt.Errorf("%w: recording the shim: %v", ErrStart, err)
+		<-exited
+		if rs, rerr := readRecords(dir); rerr == nil {
+			rs.childRef().signalGroup(syscall.SIGKILL, r.boot)
+		}
+		return fmt.Errorf("%w: recording the shim: %w", ErrStart, err)
 	}
 
 	deadline := clock.NewTimer(r.cfg.Clock, r.cfg.StartTimeout)
