@@ -347,7 +347,7 @@ func (n *Node) onHoldEnd(how endHow, v *voteHold) {
 	case endBootstrapped:
 		n.logger.Info("bootstrapped a new cluster: this replica votes")
 	case endCaughtUp:
-		n.logger.Info("vote hold ended: the log caught up from the leader; this replica votes and stands again",
+		n.logger.Warn("vote hold ended: the log caught up from the leader; this replica votes and stands again",
 			"reason", v.Reason, "since", v.Since, "refused_votes", n.hold.refused.Load())
 	default:
 		n.logger.Warn("vote hold released by an operator (grapnel cluster repair): entries only this replica had may be lost",

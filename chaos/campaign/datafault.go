@@ -29,13 +29,33 @@ import (
 const (
 	logCorruptEntry    = "corrupt Raft log: cut entries"
 	logCorruptSnapshot = "corrupt snapshot: moved to the quarantine"
-	logEmptyStart      = "holding this replica's vote until its log has caught up"
+	logHoldBegan      = "holding this replica's vote until its log has caught up"
 	logHoldEnded       = "vote hold ended"
 )
 
 // dataBound is how long after its restart a replica may take to find the
-// damage and to be a healthy voter again.
-const dataBound = 60 * time.Second
+// damage and to be a healthy voter again; snapshotBound how long the
+// corrupt-snapshot fault waits for its target to have a snapshot.
+const (
+	dataBound     = 60 * time.Second
+	snapshotBound = 60 * time.Second
+)
+
+// waitSnapshot waits until replica i has a snapshot, or bound.
+func waitSnapshot(ctx context.Context, c *cluster, i int, bound time.Duration) error {
+	d, err := c.dataDirOf(i)
+	if err != nil {
+		return err
+	}
+	until := time.Now().Add(bound)
+	for ctx.Err() == nil && time.Now().Before(until) {
+		if m, _ := filepath.Glob(filepath.Join(d.path(), "snapshots", "*", "meta.json")); len(m) > 0 {
+			return nil
+		}
+		sleep(ctx, pollEvery)
+	}
+	return fmt.Errorf("%s took no snapshot within %v (--raft-snapshot-threshold)", c.replicaName(i), bound)
+}
 
 // dataFault runs one of the data kinds on a follower (odd picks) or the
 // leader (even picks).
@@ -50,8 +70,15 @@ func dataFault(ctx context.Context, c *cluster, s Step) (injected, error) {
 	}
 	name := c.replicaName(i)
 	logPath := c.replicaLog(i)
-	marker := map[Kind]string{CorruptLog: logCorruptEntry, CorruptSnapshot: logCorruptSnapshot, FlashReplaced: logEmptyStart}[s.Kind]
-	before, endedBefore := countIn(logPath, marker), countIn(logPath, logHoldEnded)
+	if s.Kind == CorruptSnapshot {
+		// A replica takes a snapshot every --raft-snapshot-threshold
+		// entries, checked every 5 to 10 s.
+		if err := waitSnapshot(ctx, c, i, snapshotBound); err != nil {
+			return injected{}, err
+		}
+	}
+	marker := map[Kind]string{CorruptLog: logCorruptEntry, CorruptSnapshot: logCorruptSnapshot, FlashReplaced: logHoldBegan}[s.Kind]
+	before, heldBefore, endedBefore := countIn(logPath, marker), countIn(logPath, logHoldBegan), countIn(logPath, logHoldEnded)
 	in := newFault(s.Kind, name+" ("+role+")")
 	rng := rand.New(rand.NewPCG(uint64(s.Pick), uint64(in.fault.At.UnixNano())))
 	var what string
@@ -98,8 +125,12 @@ func dataFault(ctx context.Context, c *cluster, s Step) (injected, error) {
 			break
 		}
 		if why = healthyVoter(ctx, c, name); why == "" {
+			// A hold is announced only once it lasts 2 s: the replica's
+			// log tells whether one began and ended.
 			if h := voteHoldOf(ctx, c, name); h != "" {
 				why = name + " holds its vote: " + h
+			} else if countIn(logPath, logHoldBegan) > heldBefore && countIn(logPath, logHoldEnded) == endedBefore {
+				why = name + " holds its vote (its log)"
 			} else {
 				in.fault.Repaired = time.Now()
 				break
