@@ -148,6 +148,14 @@ func loadConfigTo(args []string, lookup func(string) (string, bool), stdout, std
 		return config{}, err
 	}
 	cfg.ServerURL = trimSchemes(cfg.ServerURL)
+	// A relative run folder would be taken from each shim's and
+	// workload's own working directory (issue 31 point 2).
+	if err := layered.AbsPaths(map[string]*string{
+		"run-folder": &cfg.RunFolder, "ca_pem": &cfg.CAPem, "crt_pem": &cfg.CrtPem, "key_pem": &cfg.KeyPem,
+		"gossip-key-file": &cfg.GossipKeyFile,
+	}); err != nil {
+		return config{}, err
+	}
 	return cfg, cfg.validate()
 }
 

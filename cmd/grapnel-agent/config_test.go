@@ -268,3 +268,24 @@ func TestDeployExampleParses(t *testing.T) {
 		t.Fatalf("example parsed as %+v", cfg)
 	}
 }
+
+// Issue 31 point 2: a relative --run-folder is made absolute from the
+// directory the agent started in (before, every process workload retried
+// forever with "Spec.RunDir ... is not ..."), and so are the other paths.
+func TestRelativePathsAreMadeAbsolute(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig([]string{"-n", "agent_A", "-k", "-x", writeFile(t, "empty.yaml", ""), "--run-folder", "run/here",
+		"--gossip-key-file", "keys/gossip.key"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(wd, "run/here"); cfg.RunFolder != want {
+		t.Fatalf("run folder %q, want %q", cfg.RunFolder, want)
+	}
+	if want := filepath.Join(wd, "keys/gossip.key"); cfg.GossipKeyFile != want {
+		t.Fatalf("gossip key file %q, want %q", cfg.GossipKeyFile, want)
+	}
+}

@@ -346,6 +346,14 @@ func loadConfigTo(args []string, lookup func(string) (string, bool), stdout, std
 	if cfg.GossipAddress == "" && (cfg.BootstrapExpect > 1 || len(cfg.Join) > 0) {
 		cfg.GossipAddress = defaultGossipAddress
 	}
+	if err := layered.AbsPaths(map[string]*string{
+		"startup-manifest": &cfg.StartupManifest, "data-dir": &cfg.DataDir,
+		"ca_pem": &cfg.CAPem, "crt_pem": &cfg.CrtPem, "key_pem": &cfg.KeyPem,
+		"gossip-key-file": &cfg.GossipKeyFile, "agent-gossip-key-file": &cfg.AgentGossipKeyFile,
+		"secret-key-file": &cfg.SecretKeyFile,
+	}); err != nil {
+		return config{}, err
+	}
 	return cfg, cfg.validate()
 }
 

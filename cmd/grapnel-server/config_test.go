@@ -343,3 +343,20 @@ func TestRenderBudgetOptions(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31 point 2: relative path flags are made absolute from the
+// directory the server started in (a restart in place executes it again
+// there, systemd starts it in "/").
+func TestRelativePathsAreMadeAbsolute(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig([]string{"-k", "-x", writeFile(t, ""), "--data-dir", "data/r1", "--secret-key-file", "keys/secrets"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DataDir != filepath.Join(wd, "data/r1") || cfg.SecretKeyFile != filepath.Join(wd, "keys/secrets") {
+		t.Fatalf("data dir %q, secret key file %q; want both under %s", cfg.DataDir, cfg.SecretKeyFile, wd)
+	}
+}

@@ -383,3 +383,31 @@ func TestShellCompletionOffersNames(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31 point 2: a word that names no subcommand of a group is refused
+// with a suggestion and a non-zero exit, at every level, as ank does; a
+// group alone prints its help.
+func TestUnknownSubcommandIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		suggest string
+	}{
+		{[]string{"get", "wokloads"}, "workloads"},
+		{[]string{"cluster", "upgrade", "stat"}, "status"},
+		{[]string{"agent", "frobnicate"}, ""},
+	} {
+		inv := invoke(t, nil, tc.args...)
+		if inv.code == 0 || !strings.Contains(inv.stderr, "unknown command") {
+			t.Errorf("grapnel %v: exit %d, stderr %q; want a refusal", tc.args, inv.code, inv.stderr)
+		}
+		if tc.suggest != "" && !strings.Contains(inv.stderr, "Did you mean this?\n\t"+tc.suggest) {
+			t.Errorf("grapnel %v: stderr %q, want the suggestion %s", tc.args, inv.stderr, tc.suggest)
+		}
+		if inv.dialed != nil {
+			t.Errorf("grapnel %v dialed a server", tc.args)
+		}
+	}
+	if inv := invoke(t, nil, "get"); inv.code != 0 || !strings.Contains(inv.stdout, "Available Commands") {
+		t.Errorf("grapnel get: exit %d, stdout %q; want its help", inv.code, inv.stdout)
+	}
+}

@@ -52,7 +52,35 @@ func newRoot(a *app) *cobra.Command {
 
 	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a), newHistory(a),
 		newLock(a), newUnlock(a), newCerts(a))
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (get, cluster, agent, ...) refuse a word that names none of them, with
+// cobra's suggestions, and exit non-zero, as ank does: cobra itself
+// checks unknown commands only at the root, and below it printed the
+// group's help and exited 0 (`grapnel get wokloads`). Alone, a group
+// still prints its help.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		refuseUnknownSubcommands(c)
+	}
+	if cmd == cmd.Root() || !cmd.HasSubCommands() || cmd.Run != nil || cmd.RunE != nil {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+		}
+		return fmt.Errorf("%s\nRun '%s --help' for usage", msg, c.CommandPath())
+	}
 }
 
 // shadowServerURL gives cmd a local --server-url without shorthand, so

@@ -19,6 +19,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -397,4 +398,24 @@ func copyValue(dst, src any) {
 			*p = map[string]string{}
 		}
 	}
+}
+
+// AbsPaths makes every relative path among paths (flag name → field)
+// absolute, from the working directory the program started in. A path
+// the program hands on (a run folder a workload's shim changes into, a
+// data directory a replica executes itself again on) or reads again
+// later (certificates on SIGHUP) must not depend on where a later step
+// runs; systemd starts programs in "/". An empty path stays empty.
+func AbsPaths(paths map[string]*string) error {
+	for name, p := range paths {
+		if *p == "" || filepath.IsAbs(*p) {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("--%s %s: %w", name, *p, err)
+		}
+		*p = abs
+	}
+	return nil
 }
