@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/raft"
 
@@ -94,7 +95,7 @@ func (n *Node) bootstrapLoop() {
 			return
 		}
 		if reason != lastReason {
-			n.logger.Info("not bootstrapping yet", "reason", reason)
+			n.logger.Warn("not bootstrapping yet", "reason", reason)
 			lastReason = reason
 		}
 		select {
@@ -130,7 +131,16 @@ func bootstrapSet(peers map[string]peerInfo, self string, expect int) ([]raft.Se
 		alive = append(alive, p)
 	}
 	if len(alive) < expect {
-		return nil, fmt.Sprintf("%d of %d replicas alive in gossip", len(alive), expect)
+		ids := make([]string, len(alive))
+		for i, p := range alive {
+			ids[i] = p.ID
+		}
+		sort.Strings(ids)
+		more, word := expect-len(alive), "replicas"
+		if more == 1 {
+			word = "replica"
+		}
+		return nil, fmt.Sprintf("waiting for %d more %s (seen: %s)", more, word, strings.Join(ids, ", "))
 	}
 	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
 	servers := make([]raft.Server, len(alive))
@@ -138,4 +148,23 @@ func bootstrapSet(peers map[string]peerInfo, self string, expect int) ([]raft.Se
 		servers[i] = raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddress)}
 	}
 	return servers, ""
+}
+
+// Forming says whether this replica waits for the cluster to form (no
+// Raft state, --bootstrap-expect N > 1): the server members alive in its
+// gossip (itself included) and N; expect is 0 once it has state.
+func (n *Node) Forming() (seen []string, expect int) {
+	if n.cfg.BootstrapExpect <= 1 || n.hasState() {
+		return nil, 0
+	}
+	for id, p := range n.admitted(n.peers.all()) {
+		if p.Role == gossipmeta.RoleServer && p.GossipStatus == StatusAlive {
+			seen = append(seen, id)
+		}
+	}
+	sort.Strings(seen)
+	if len(seen) == 0 {
+		seen = []string{n.cfg.ID}
+	}
+	return seen, n.cfg.BootstrapExpect
 }

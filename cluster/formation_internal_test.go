@@ -35,9 +35,9 @@ func TestBootstrapSet(t *testing.T) {
 		reason string
 	}{
 		{"all three", table(srv("c", 3), srv("a", 3), srv("b", 3)), []string{"a", "b", "c"}, ""},
-		{"two of three", table(srv("a", 3), srv("b", 3)), nil, "2 of 3"},
-		{"dead one does not count", table(srv("a", 3), srv("b", 3), srv("c", 3, func(p *peerInfo) { p.GossipStatus = StatusDead })), nil, "2 of 3"},
-		{"agents do not count", table(srv("a", 3), srv("b", 3), srv("x", 0, func(p *peerInfo) { p.Role = "agent" })), nil, "2 of 3"},
+		{"two of three", table(srv("a", 3), srv("b", 3)), nil, "waiting for 1 more replica (seen: a, b)"},
+		{"dead one does not count", table(srv("a", 3), srv("b", 3), srv("c", 3, func(p *peerInfo) { p.GossipStatus = StatusDead })), nil, "waiting for 1 more replica (seen: a, b)"},
+		{"agents do not count", table(srv("a", 3), srv("b", 3), srv("x", 0, func(p *peerInfo) { p.Role = "agent" })), nil, "waiting for 1 more replica (seen: a, b)"},
 		{"conflicting expect", table(srv("a", 3), srv("b", 5), srv("c", 3)), nil, "bootstrap-expect 5"},
 		{"peer with state", table(srv("a", 3), srv("b", 3, func(p *peerInfo) { p.HasState = true }), srv("c", 3)), nil, "already has Raft state"},
 		{"peer sees a leader", table(srv("a", 3), srv("b", 3), srv("c", 3, func(p *peerInfo) { p.LeaderSeen = "z" })), nil, "already has Raft state"},

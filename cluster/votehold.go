@@ -309,7 +309,7 @@ func (n *Node) ReleaseVoteHold() (string, error) {
 // its ticks. It is cheap.
 func (n *Node) checkHold() {
 	if !n.hold.caughtUp() {
-		if n.hold.active() && !n.hold.announced.Load() && n.now().Sub(n.hold.since) >= holdAnnounceAfter {
+		if n.hold.active() && !n.hold.announced.Load() && n.now().Sub(n.hold.since) >= holdAnnounceAfter && n.clusterFormed() {
 			n.hold.announced.Store(true)
 			n.faultFeed.Notify()
 			if n.gossip != nil {
@@ -396,4 +396,20 @@ func (n *Node) VoteHolds() map[string]string {
 		out[n.cfg.ID] = h
 	}
 	return out
+}
+
+// clusterFormed says whether this replica or a live server member has
+// Raft state or sees a leader: a replica that holds its vote while the
+// cluster still forms (it waits for --bootstrap-expect) does not announce
+// it, since nothing was acknowledged yet.
+func (n *Node) clusterFormed() bool {
+	if n.hasState() {
+		return true
+	}
+	for id, p := range n.peers.all() {
+		if id != n.cfg.ID && p.Role == gossipmeta.RoleServer && p.GossipStatus == StatusAlive && (p.HasState || p.LeaderSeen != "") {
+			return true
+		}
+	}
+	return false
 }

@@ -96,6 +96,9 @@ func (c *clusterService) status() (*grapnelpb.StatusResponse, error) {
 	for _, m := range members {
 		resp.Members = append(resp.Members, memberToProto(m))
 	}
+	if seen, expect := c.node.Forming(); expect > 0 {
+		resp.FormingExpect, resp.FormingSeen = uint32(expect), uint32(len(seen))
+	}
 	return resp, nil
 }
 

@@ -366,6 +366,9 @@ func (r *Resolver) poll(ctx context.Context) (string, pollRound) {
 			notLeader[a.st.GetReplicaId()] = true
 			if addr == "" {
 				said[a.addr] = "knows no leader"
+				if n := a.st.GetFormingExpect(); n > 0 {
+					said[a.addr] = fmt.Sprintf("the cluster is still forming (%d of %d replicas)", a.st.GetFormingSeen(), n)
+				}
 				round.noLeader = true
 				continue
 			}

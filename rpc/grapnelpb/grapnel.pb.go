@@ -626,8 +626,14 @@ type StatusResponse struct {
 	// Agents whose stream this replica serves as leader right now, sorted;
 	// empty on a follower (it proxies agent streams to the leader).
 	AttachedAgents []string `protobuf:"bytes,8,rep,name=attachedAgents,proto3" json:"attachedAgents,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// While the cluster forms (this replica has no Raft state and waits for
+	// --bootstrap-expect replicas): formingExpect is that number and
+	// formingSeen the server members alive in its gossip, itself included;
+	// 0 once formed.
+	FormingExpect uint32 `protobuf:"varint,9,opt,name=formingExpect,proto3" json:"formingExpect,omitempty"`
+	FormingSeen   uint32 `protobuf:"varint,10,opt,name=formingSeen,proto3" json:"formingSeen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -714,6 +720,20 @@ func (x *StatusResponse) GetAttachedAgents() []string {
 		return x.AttachedAgents
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetFormingExpect() uint32 {
+	if x != nil {
+		return x.FormingExpect
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetFormingSeen() uint32 {
+	if x != nil {
+		return x.FormingSeen
+	}
+	return 0
 }
 
 type WatchRequest struct {
@@ -4048,7 +4068,7 @@ const file_grapnel_proto_rawDesc = "" +
 	"leaderSeen\x18\f \x01(\tR\n" +
 	"leaderSeen\x12&\n" +
 	"\x0eclusterVersion\x18\r \x01(\rR\x0eclusterVersion\x12\x1a\n" +
-	"\bvoteHold\x18\x0e \x01(\tR\bvoteHold\"\xa5\x02\n" +
+	"\bvoteHold\x18\x0e \x01(\tR\bvoteHold\"\xed\x02\n" +
 	"\x0eStatusResponse\x12\x1c\n" +
 	"\treplicaId\x18\x01 \x01(\tR\treplicaId\x12\x1a\n" +
 	"\bleaderId\x18\x02 \x01(\tR\bleaderId\x12,\n" +
@@ -4057,7 +4077,10 @@ const file_grapnel_proto_rawDesc = "" +
 	"\vcommitIndex\x18\x05 \x01(\x04R\vcommitIndex\x12\"\n" +
 	"\fappliedIndex\x18\x06 \x01(\x04R\fappliedIndex\x12)\n" +
 	"\amembers\x18\a \x03(\v2\x0f.grapnel.MemberR\amembers\x12&\n" +
-	"\x0eattachedAgents\x18\b \x03(\tR\x0eattachedAgents\"0\n" +
+	"\x0eattachedAgents\x18\b \x03(\tR\x0eattachedAgents\x12$\n" +
+	"\rformingExpect\x18\t \x01(\rR\rformingExpect\x12 \n" +
+	"\vformingSeen\x18\n" +
+	" \x01(\rR\vformingSeen\"0\n" +
 	"\fWatchRequest\x12 \n" +
 	"\vheartbeatMs\x18\x01 \x01(\rR\vheartbeatMs\"[\n" +
 	"\n" +
