@@ -177,7 +177,9 @@ type Node struct {
 	// ledger is the FSM's record of removed replica runs (removal.go).
 	ledger RemovalLedger
 	// fresh is set when this replica bootstrapped a new cluster whose
-	// cluster version is not raised yet (upgrade.go).
+	// cluster version is not raised yet (upgrade.go); it ends once
+	// another replica leads (noteLeader): only the cluster's first leader
+	// raises it as for a new cluster.
 	fresh atomic.Bool
 	// agentSupport is what the connected agents support (SetAgentSupport).
 	agentSupport atomic.Pointer[func() map[string]uint32]

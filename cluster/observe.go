@@ -109,6 +109,10 @@ func (n *Node) observeRaft() {
 func (n *Node) noteLeader() {
 	if _, id := n.raft.LeaderWithID(); id != "" && string(id) != n.cfg.ID {
 		n.followed.Store(true)
+		// Another replica led the new cluster first: it raised the
+		// cluster version or found an older voter, and a later leader
+		// must not raise it as for a new cluster (upgrade.go).
+		n.fresh.Store(false)
 	}
 }
 

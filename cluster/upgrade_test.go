@@ -105,7 +105,19 @@ func TestClusterVersionWaitsForEveryVoter(t *testing.T) {
 		v, ok := l.PeerClusterVersion("n3")
 		return ok && v == state.MaxClusterVersion
 	})
-	holdsFor(t, time.Second, "no finalize without the operator", func() bool {
+	// Leadership moves to a replica that bootstrapped the cluster too but
+	// never led while n3 was behind: it must not raise the version as
+	// for a new cluster (the long chaos campaign found it did).
+	leader := c.WaitLeader(waitLong)
+	next := "n1"
+	if leader.ID() == "n1" {
+		next = "n2"
+	}
+	if err := leader.TransferLeadership(next); err != nil {
+		t.Fatalf("handing leadership to %s: %v", next, err)
+	}
+	c.WaitFor(next+" leads", waitLong, func() bool { l := c.Leader(); return l != nil && l.ID() == next })
+	holdsFor(t, 2*time.Second, "no finalize without the operator", func() bool {
 		return c.FSM(c.IDs()[0]).ClusterVersion() == state.ClusterVersionBaseline
 	})
 	if err := onLeader(c, func(l *cluster.Node) error {

@@ -1,6 +1,10 @@
 package workload
 
-import "github.com/grapnel-io/grapnel/state"
+import (
+	"strings"
+
+	"github.com/grapnel-io/grapnel/state"
+)
 
 // addConditionMet says whether one state fulfils an add condition.
 //
@@ -93,4 +97,58 @@ func heldByStopping(last, next state.ExecutionState) bool {
 		return true
 	}
 	return false
+}
+
+// describe is a state in the CLI's form: Pending(Starting).
+func describe(s state.ExecutionState) string {
+	if s.SubState == "" {
+		return string(s.State)
+	}
+	return string(s.State) + "(" + s.SubState + ")"
+}
+
+// unmetAdd names the dependencies an instance still waits for, with what
+// each is now, for Pending(WaitingToStart)'s additional info (issue 31
+// point 4): "db: missing", "db: Pending(Starting)". Sorted by name.
+func unmetAdd(view state.WorkloadStatesMap, deps map[string]state.AddCondition) string {
+	var out []string
+	for _, name := range state.SortedKeys(deps) {
+		states := statesOf(view, name)
+		if len(states) == 0 {
+			out = append(out, name+": missing")
+			continue
+		}
+		met := false
+		for _, s := range states {
+			met = met || addConditionMet(deps[name], s)
+		}
+		if !met {
+			out = append(out, name+": "+describe(states[0]))
+		}
+	}
+	return waitingFor(out)
+}
+
+// unmetDelete names the dependents that still hold an instance back, with
+// what each is now, for Stopping(WaitingToStop)'s additional info:
+// "api: Running(Ok)". Sorted by name.
+func unmetDelete(view state.WorkloadStatesMap, conds map[string]state.DeleteCondition) string {
+	var out []string
+	for _, name := range state.SortedKeys(conds) {
+		for _, s := range statesOf(view, name) {
+			if !deleteConditionMet(conds[name], s) {
+				out = append(out, name+": "+describe(s))
+				break
+			}
+		}
+	}
+	return waitingFor(out)
+}
+
+// waitingFor joins what an instance waits for.
+func waitingFor(items []string) string {
+	if len(items) == 0 {
+		return ""
+	}
+	return "waiting for " + strings.Join(items, ", ")
 }

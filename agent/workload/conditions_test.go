@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"testing"
 
 	"github.com/grapnel-io/grapnel/state"
@@ -232,4 +233,37 @@ func TestDeleteConditions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 31 point 4: Pending(WaitingToStart) and Stopping(WaitingToStop)
+// say what the instance waits for: each unmet dependency with what it is
+// now ("missing" when no instance is known), each dependent that holds a
+// delete back with its state.
+func TestWaitingNamesWhatItWaitsFor(t *testing.T) {
+	view := state.WorkloadStatesMap{"agent_B": {
+		"db":  {"1": pendingStart},
+		"api": {"2": state.RunningOk},
+	}}
+	got := unmetAdd(view, map[string]state.AddCondition{"db": state.AddCondRunning, "cache": state.AddCondSucceeded, "api": state.AddCondRunning})
+	if want := "waiting for cache: missing, db: Pending(Starting)"; got != want {
+		t.Fatalf("unmetAdd = %q, want %q", got, want)
+	}
+	got = unmetDelete(view, map[string]state.DeleteCondition{"api": state.DelCondNotPendingNorRunning, "db": state.DelCondRunning})
+	if want := "waiting for api: Running(Ok), db: Pending(Starting)"; got != want {
+		t.Fatalf("unmetDelete = %q, want %q", got, want)
+	}
+	// As reported by a loop.
+	h := newHarness(t)
+	a := workload("app", "cfg", withDeps(map[string]state.AddCondition{"db": state.AddCondRunning}))
+	h.m.Update([]Added{a}, nil)
+	testwait.For(t, waitWithin, func() bool {
+		h.rec.mu.Lock()
+		defer h.rec.mu.Unlock()
+		for _, w := range h.rec.raw {
+			if w.Instance == a.Instance && w.State.AdditionalInfo == "waiting for db: missing" {
+				return true
+			}
+		}
+		return false
+	}, "app to report what it waits for")
 }

@@ -150,11 +150,15 @@ func (l *loop) waitDeps(ctx context.Context) stepFn {
 		}
 		l.m.mu.Lock()
 		met := addConditionsMet(l.m.view, l.w.Dependencies)
+		why := ""
+		if !met {
+			why = unmetAdd(l.m.view, l.w.Dependencies)
+		}
 		l.m.mu.Unlock()
 		if met {
 			return (*loop).start
 		}
-		l.report(state.ExecutionState{State: state.StatePending, SubState: state.SubWaitingToStart})
+		l.report(state.ExecutionState{State: state.StatePending, SubState: state.SubWaitingToStart, AdditionalInfo: why})
 		select {
 		case <-l.wake:
 		case <-l.delCh:
@@ -601,11 +605,15 @@ func (l *loop) stop(ctx context.Context) stepFn {
 		for {
 			l.m.mu.Lock()
 			met := deleteConditionsMet(l.m.view, l.delConds)
+			why := ""
+			if !met {
+				why = unmetDelete(l.m.view, l.delConds)
+			}
 			l.m.mu.Unlock()
 			if met {
 				break
 			}
-			l.report(state.ExecutionState{State: state.StateStopping, SubState: state.SubWaitingToStop})
+			l.report(state.ExecutionState{State: state.StateStopping, SubState: state.SubWaitingToStop, AdditionalInfo: why})
 			select {
 			case <-l.wake:
 			case <-ctx.Done():

@@ -29,7 +29,7 @@ import (
 const (
 	logCorruptEntry    = "corrupt Raft log: cut entries"
 	logCorruptSnapshot = "corrupt snapshot: moved to the quarantine"
-	logHoldBegan      = "holding this replica's vote until its log has caught up"
+	logHoldBegan       = "holding this replica's vote until its log has caught up"
 	logHoldEnded       = "vote hold ended"
 )
 

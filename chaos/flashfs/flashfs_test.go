@@ -627,3 +627,26 @@ func TestControlSocket(t *testing.T) {
 		}
 	}
 }
+
+// Files unlinked without a sync of their directory, whose directory is
+// then removed durably (os.RemoveAll, then a sync of the parent, as
+// hashicorp/raft reaps an old snapshot): the power cut leaves the
+// directory gone, with no problem reported.
+func TestRemoveAllThenParentSync(t *testing.T) {
+	x := mount(t, Options{})
+	if err := os.Mkdir(x.path("snap"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	x.syncDir(t, ".")
+	x.write(t, "snap/state.bin", "state", true, true)
+	x.write(t, "snap/meta.json", "meta", true, true)
+	if err := os.RemoveAll(x.path("snap")); err != nil {
+		t.Fatal(err)
+	}
+	x.syncDir(t, ".")
+	x.cut(t, PowerCutOptions{}) // fails on any problem
+	want(t, "snap/state.bin after the cut", x.read(t, "snap/state.bin"), "<absent>")
+	if _, err := os.Stat(x.path("snap")); !os.IsNotExist(err) {
+		t.Fatalf("snap after the cut: %v, want it gone", err)
+	}
+}

@@ -211,6 +211,16 @@ func (l *nslog) undo() (int, []string) {
 				err = unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
 			}
 		}
+		if gone != "" && (op.kind == opRemove || op.kind == opCreate) {
+			// A directory above it was removed durably: the entry is
+			// gone either way, as the undo would leave it
+			// (os.RemoveAll, hashicorp/raft reaping a snapshot,
+			// unlinks the files without syncing the directory, then
+			// removes the directory, whose parent a later sync makes
+			// durable).
+			undone++
+			continue
+		}
 		if gone != "" {
 			err = fmt.Errorf("its entry went with the durable %s", gone)
 		}
