@@ -195,6 +195,23 @@ func TestAgentRestartRestartsNoPlacedWorkload(t *testing.T) {
 				"agent %s connected again", a.Name)
 			after := waitRunningAt(ctx, t, g, agents, restartLayout)
 			comparePids(t, before, after)
+			// The new process adopted every instance of the layout on
+			// its host, and neither deleted nor started one.
+			life := lastLife(t, a)
+			want := 0
+			for _, as := range restartLayout {
+				if slices.Contains(as, a.Name) {
+					want++
+				}
+			}
+			if n := strings.Count(life, `msg="found workload on the host"`); n != want {
+				t.Errorf("agent %s adopted %d instances, want %d; its log since the restart:\n%s", a.Name, n, want, life)
+			}
+			for _, bad := range []string{`msg="deleting workload left on the host"`, `msg="workload process started"`} {
+				if strings.Contains(life, bad) {
+					t.Errorf("agent %s logged %s after the restart:\n%s", a.Name, bad, life)
+				}
+			}
 		})
 	}
 	comparePids(t, pidsBefore, waitRunningAt(ctx, t, g, agents, restartLayout))
@@ -296,6 +313,17 @@ func countInLog(t *testing.T, a *bench.Agent, s string) int {
 		t.Fatal(err)
 	}
 	return strings.Count(string(data), s)
+}
+
+// lastLife is the agent's log since its last start.
+func lastLife(t *testing.T, a *bench.Agent) string {
+	t.Helper()
+	data, err := os.ReadFile(a.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	return s[strings.LastIndex(s, "\n=== ")+1:]
 }
 
 // waitGone waits until the leader lists the agent no more and holds no
