@@ -53,6 +53,11 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 // swdd~server-informs-a-newly-connected-agent-workload-states~1
 // swdd~server-sends-all-workloads-on-start~2
 func (l *leader) greet(c *conn) {
+	select {
+	case <-c.closed:
+		return // its AgentConnected failed, or the server dropped it
+	default:
+	}
 	if l.s.conns.agent(c.name) != c {
 		return
 	}
