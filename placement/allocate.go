@@ -35,6 +35,14 @@ type Input struct {
 	// Current is the layout in force, which Allocate changes as little as
 	// it can.
 	Current Layout
+	// Adoptable lists, per placed workload, the agents that may still run
+	// an instance of it that Current does not give them: an agent back
+	// after its grace runs what it ran when the layout took it off. An
+	// instance placed there is adopted (same process, same container), so
+	// Allocate places a missing instance on such an agent before any
+	// other it would rank the same for the spread (minimal change, as
+	// MAMID's allocator keeps a running member where it is).
+	Adoptable Layout
 }
 
 // Reason says why a placed workload is not placed as asked.
@@ -92,6 +100,9 @@ type alloc struct {
 	order  []*agentInfo // the agents in that order
 	reqs   []Request
 	placed map[string]map[string]bool // workload → agents
+	// adopt is Input.Adoptable by workload, indexed by agent pos; nil for
+	// a workload without one.
+	adopt map[string][]bool
 	// on and counts mirror placed for the inner loop: by workload,
 	// whether each agent (by pos) hosts an instance, and how many
 	// instances each risk group (by number) hosts. Placing an instance
@@ -109,8 +120,9 @@ type alloc struct {
 //     agent's capacity allow (minimal change);
 //  2. places missing instances, one per agent, on Active, present agents
 //     with room: in the risk group with the fewest instances of the
-//     workload when it is spread, then on the least loaded agent, then by
-//     name (even distribution, deterministic);
+//     workload when it is spread, then on an agent that may still run one
+//     (Input.Adoptable: it adopts it), then on the least loaded agent,
+//     then by name (even distribution, deterministic);
 //  3. moves an instance that shares a risk group to an agent with room in
 //     a group the workload does not use yet;
 //
@@ -145,6 +157,19 @@ func Allocate(in Input) Result {
 		a.order = append(a.order, ai)
 	}
 	a.groups = len(group)
+	for w, names := range in.Adoptable {
+		for _, n := range names {
+			if ai := a.agents[n]; ai != nil {
+				if a.adopt == nil {
+					a.adopt = map[string][]bool{}
+				}
+				if a.adopt[w] == nil {
+					a.adopt[w] = make([]bool, len(a.order))
+				}
+				a.adopt[w][ai.pos] = true
+			}
+		}
+	}
 	a.reqs = append([]Request(nil), in.Requests...)
 	sort.Slice(a.reqs, func(i, j int) bool { return a.reqs[i].Workload < a.reqs[j].Workload })
 
@@ -260,16 +285,17 @@ func (a *alloc) repair() bool {
 
 // best is the agent to place an instance of r on: eligible, with room,
 // not hosting r yet and accepted by ok (if not nil); the fewest instances
-// of r in its risk group first when r is spread, then the least loaded,
-// then by name. "" if there is none.
+// of r in its risk group first when r is spread, then one that may still
+// run an instance of r (Input.Adoptable), then the least loaded, then by
+// name. "" if there is none.
 func (a *alloc) best(r Request, ok func(*agentInfo) bool) string {
-	counts, on := a.counts[r.Workload], a.on[r.Workload]
+	counts, on, adopt := a.counts[r.Workload], a.on[r.Workload], a.adopt[r.Workload]
 	var pick *agentInfo
 	for _, ai := range a.order {
 		if !ai.elig || !ai.room() || on[ai.pos] || (ok != nil && !ok(ai)) {
 			continue
 		}
-		if pick == nil || better(r.Spread, counts, ai, pick) {
+		if pick == nil || better(r.Spread, counts, adopt, ai, pick) {
 			pick = ai
 		}
 	}
@@ -280,10 +306,15 @@ func (a *alloc) best(r Request, ok func(*agentInfo) bool) string {
 }
 
 // better reports whether x is a better place than y for an instance of
-// a workload whose risk groups hold counts instances.
-func better(spread bool, counts []int, x, y *agentInfo) bool {
+// a workload whose risk groups hold counts instances and that the agents
+// adopt marks may still run. The spread comes first: an instance adopted
+// in a crowded group would be moved out again by repair.
+func better(spread bool, counts []int, adopt []bool, x, y *agentInfo) bool {
 	if spread && counts[x.group] != counts[y.group] {
 		return counts[x.group] < counts[y.group]
+	}
+	if adopt != nil && adopt[x.pos] != adopt[y.pos] {
+		return adopt[x.pos]
 	}
 	if x.load != y.load {
 		return x.load < y.load

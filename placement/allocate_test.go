@@ -104,6 +104,38 @@ func TestAllocateTable(t *testing.T) {
 			unsat: []Unsatisfied{{Workload: "w", Wanted: 1, Placed: 0, Reason: ReasonNoEligibleAgent}},
 		},
 		{
+			name: "a missing instance goes to the agent that may still run it, though another is less loaded",
+			in: Input{Agents: three, Requests: []Request{{Workload: "w", Instances: 2}}, Pinned: map[string]int{"c1": 2},
+				Current: Layout{"w": {"a1"}}, Adoptable: Layout{"w": {"c1"}}},
+			want: Layout{"w": {"a1", "c1"}},
+		},
+		{
+			name: "the spread comes before adoption: an adopted instance in a used group would move again",
+			in: Input{Agents: three, Requests: []Request{{Workload: "w", Instances: 2, Spread: true}},
+				Current: Layout{"w": {"a1"}}, Adoptable: Layout{"w": {"a2"}}},
+			want: Layout{"w": {"a1", "b1"}},
+		},
+		{
+			name: "adoption among agents of equal spread: the one that may still run it",
+			in: Input{Agents: []Agent{ag("a1", "g1", Unlimited), ag("b1", "g2", Unlimited), ag("b2", "g2", Unlimited)},
+				Requests: []Request{{Workload: "w", Instances: 2, Spread: true}},
+				Current:  Layout{"w": {"a1"}}, Adoptable: Layout{"w": {"b2"}}},
+			want: Layout{"w": {"a1", "b2"}},
+		},
+		{
+			name: "adoption moves no instance that may stay",
+			in: Input{Agents: three, Requests: []Request{{Workload: "w", Instances: 1}},
+				Current: Layout{"w": {"a1"}}, Adoptable: Layout{"w": {"c1"}}},
+			want: Layout{"w": {"a1"}},
+		},
+		{
+			name: "an agent that may still run it but may not host it is passed over: full, disabled, gone, unknown",
+			in: Input{Agents: []Agent{ag("a1", "g1", 0), withMode(ag("a2", "g1", Unlimited), state.ModeDisabled),
+				gone(ag("a3", "g1", Unlimited)), ag("b1", "g2", Unlimited)},
+				Requests: []Request{{Workload: "w", Instances: 1}}, Adoptable: Layout{"w": {"a1", "a2", "a3", "x9"}}},
+			want: Layout{"w": {"b1"}},
+		},
+		{
 			name: "a workload no longer placed leaves the layout",
 			in:   Input{Agents: three, Current: Layout{"old": {"a1"}}},
 			want: Layout{},
@@ -175,6 +207,9 @@ func TestAllocateProperties(t *testing.T) {
 	rng := rand.New(rand.NewSource(16))
 	for iter := 0; iter < 3000; iter++ {
 		in := randomInput(rng)
+		if iter%2 == 1 {
+			in.Adoptable = randomAdoptable(rng, in)
+		}
 		res := Allocate(in)
 		desc := fmt.Sprintf("iteration %d, input %+v, layout %v", iter, in, res.Layout)
 		agents := map[string]Agent{}
@@ -255,7 +290,7 @@ func TestAllocateProperties(t *testing.T) {
 			continue
 		}
 		victim := in.Agents[rng.Intn(len(in.Agents))].Name
-		after := Input{Requests: in.Requests, Pinned: in.Pinned, Current: res.Layout}
+		after := Input{Requests: in.Requests, Pinned: in.Pinned, Current: res.Layout, Adoptable: in.Adoptable}
 		for _, a := range in.Agents {
 			if a.Name != victim {
 				after.Agents = append(after.Agents, a)
@@ -274,6 +309,83 @@ func TestAllocateProperties(t *testing.T) {
 }
 
 func equalStrings(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+// randomAdoptable marks random agents, some not in the input at all, as
+// still running an instance of random workloads of in.
+func randomAdoptable(rng *rand.Rand, in Input) Layout {
+	out := Layout{}
+	for _, r := range in.Requests {
+		for i := 0; i <= len(in.Agents); i++ {
+			if rng.Intn(3) == 0 {
+				out[r.Workload] = append(out[r.Workload], fmt.Sprintf("a%d", i))
+			}
+		}
+	}
+	return out
+}
+
+// Adoption only breaks ties: a workload's new instance goes to an agent
+// that may still run one whenever such an agent could host it and ranks
+// as well for the spread as the agent chosen; and where no agent may
+// still run one, the answer is the one without Adoptable.
+func TestAllocatePrefersAdoption(t *testing.T) {
+	rng := rand.New(rand.NewSource(30))
+	for iter := 0; iter < 3000; iter++ {
+		in := randomInput(rng)
+		in.Current = nil // every instance is new
+		in.Adoptable = randomAdoptable(rng, in)
+		res := Allocate(in)
+		desc := fmt.Sprintf("iteration %d, input %+v, layout %v", iter, in, res.Layout)
+		plain := in
+		plain.Adoptable = nil
+		none := Layout{}
+		for w := range in.Adoptable {
+			none[w] = []string{"nobody"}
+		}
+		plain2 := in
+		plain2.Adoptable = none
+		if a, b := Allocate(plain), Allocate(plain2); !a.Layout.Equal(b.Layout) || !reflect.DeepEqual(a.Unsatisfied, b.Unsatisfied) {
+			t.Fatalf("an Adoptable naming no agent changed the answer: %v vs %v: %s", a.Layout, b.Layout, desc)
+		}
+		// A single workload: each instance placed on an agent that may
+		// not still run one had no such agent left with room in a group
+		// as good for the spread. Checked by placing the workload alone.
+		if len(in.Requests) != 1 {
+			continue
+		}
+		r := in.Requests[0]
+		adopt := toSet(in.Adoptable[r.Workload])
+		agents := map[string]Agent{}
+		for _, a := range in.Agents {
+			agents[a.Name] = a
+		}
+		placed := toSet(res.Layout[r.Workload])
+		var adopted, others int
+		for n := range placed {
+			if adopt[n] {
+				adopted++
+			} else {
+				others++
+			}
+		}
+		if others == 0 {
+			continue
+		}
+		for n := range adopt {
+			a, ok := agents[n]
+			if !ok || placed[n] || a.Mode != state.ModeActive || !a.Present {
+				continue
+			}
+			if a.Capacity != Unlimited && in.Pinned[n]+1 > a.Capacity {
+				continue
+			}
+			if r.Spread {
+				continue // the groups decide first; the table covers it
+			}
+			t.Fatalf("%s placed on agents that may not still run it while %s, which may and has room, got none: %s", r.Workload, n, desc)
+		}
+	}
+}
 
 func TestDiff(t *testing.T) {
 	got := Diff(Layout{"w": {"a", "b"}, "x": {"c"}}, Layout{"w": {"b", "c"}, "y": {"a"}})

@@ -11,18 +11,57 @@ import (
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// agentHello greets a connecting agent: the states of the other agents,
-// then its workloads, both as committed, then it enters the agent map. The
-// entries the hello already showed are not dispatched to the agent again
-// when they settle. An agent that comes back within its reconnect grace
-// with the same tags changes nothing: it keeps its place and load in the
-// agent map and no event is sent.
+// agentHello greets a connecting agent. An agent that comes back within
+// its reconnect grace with the same tags changes nothing: it keeps its
+// place and load in the agent map, no event is sent, and it is greeted at
+// once. Any other enters the agent map, and its ServerHello waits until
+// the layout its arrival leads to is committed (awaitLayout): an agent
+// back after its grace finds there the placed instances the allocator
+// gives it again, and adopts the ones it still runs instead of deleting
+// them as left over and creating them again a moment later (issue 30).
 //
-// swdd~server-informs-a-newly-connected-agent-workload-states~1
-// swdd~server-sends-all-workloads-on-start~2
 // swdd~server-stores-newly-connected-agent~2
 // swdd~server-sends-event-for-newly-connected-agent~1
 func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
+	l.noteRelease(c.name, h)
+	l.noteAgentStorage(c.name, "AgentHello.grapnelStorageFailed", h.GetGrapnelStorageFailed())
+	inc := l.lifeOf(c.name, h.GetGrapnelIncarnation())
+	l.incarnation[c] = inc
+	l.forgetPreviousLife(c.name, inc)
+	tags := h.GetTags().GetTags()
+	if l.endGrace(c.name) {
+		if a, ok := l.projected.store.Agents[c.name]; ok && maps.Equal(normTags(a.Tags), normTags(tags)) {
+			l.s.log.Info("agent reconnected within the grace", "agent", c.name)
+			l.greet(c)
+			return
+		}
+	}
+	body := &fsm.AgentConnectedRequest{Name: c.name, Tags: tags}
+	l.propose(body, func(any, uint64) {
+		if l.events.HasSubscribers() {
+			attrs := state.AgentMap{c.name: &state.AgentAttributes{Tags: normTags(tags)}}
+			l.emit(state.StateDiff{Added: []string{"agents." + c.name}}, state.Tree{"agents": attrs.ToTree()})
+		}
+	}, func(error) { c.close() })
+	l.awaitLayout(c)
+}
+
+// greet sends a connected agent the states of the other agents, then its
+// workloads, both as committed, and registers its stream: the entries the
+// hello already showed are not dispatched to it again when they settle. A
+// stream that ended, or was replaced, while its hello waited gets none.
+//
+// swdd~server-informs-a-newly-connected-agent-workload-states~1
+// swdd~server-sends-all-workloads-on-start~2
+func (l *leader) greet(c *conn) {
+	select {
+	case <-c.closed:
+		return // its AgentConnected failed, or the server dropped it
+	default:
+	}
+	if l.s.conns.agent(c.name) != c {
+		return
+	}
 	var (
 		others  []state.WorkloadState
 		added   []*grpcapi.AddedWorkload
@@ -51,25 +90,9 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	}
 	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_ServerHello{ServerHello: &grpcapi.ServerHello{AddedWorkloads: added}}})
 	l.greeted[c.name] = greeting{conn: c, index: applied}
-	l.noteRelease(c.name, h)
-	l.noteAgentStorage(c.name, "AgentHello.grapnelStorageFailed", h.GetGrapnelStorageFailed())
-	inc := l.lifeOf(c.name, h.GetGrapnelIncarnation())
-	l.incarnation[c] = inc
-	l.forgetPreviousLife(c.name, inc)
-	tags := h.GetTags().GetTags()
-	if l.endGrace(c.name) {
-		if a, ok := l.projected.store.Agents[c.name]; ok && maps.Equal(normTags(a.Tags), normTags(tags)) {
-			l.s.log.Info("agent reconnected within the grace", "agent", c.name)
-			return
-		}
-	}
-	body := &fsm.AgentConnectedRequest{Name: c.name, Tags: tags}
-	l.propose(body, func(any, uint64) {
-		if l.events.HasSubscribers() {
-			attrs := state.AgentMap{c.name: &state.AgentAttributes{Tags: normTags(tags)}}
-			l.emit(state.StateDiff{Added: []string{"agents." + c.name}}, state.Tree{"agents": attrs.ToTree()})
-		}
-	}, func(error) { c.close() })
+	// What it ran before its grace ended is settled by this hello: kept
+	// if the layout gave it back, deleted by the agent otherwise.
+	delete(l.left, c.name)
 }
 
 // lifeOf is the incarnation the reports of an agent's stream are marked
@@ -162,12 +185,15 @@ func (l *leader) unconfirmStoredStates() {
 	}
 }
 
-// agentGone handles a lost agent stream. An agent that said Goodbye is
-// gone at once. One whose stream broke gets the reconnect grace, as after
-// a failover: a network blip or an agent restart that ends within it
-// changes nothing anyone can see (Nomad gives its clients a heartbeat
-// grace for the same reason). An agent in its grace is left to the grace
-// timer; one that already reconnected is kept.
+// agentGone handles a lost agent stream. Whether the stream broke (a
+// network blip, a failover, a crash) or the agent said Goodbye (a clean
+// stop, as systemd's restart of the agent), it gets the reconnect grace:
+// an agent restart or a blip that ends within it moves nothing, so no
+// placed instance is deleted and created again (Nomad gives its clients a
+// heartbeat grace for the same reason). An agent that said Goodbye stopped
+// observing its workloads: they read AgentDisconnected during its grace
+// (unobserved). An agent in its grace is left to the grace timer; one that
+// already reconnected is kept.
 func (l *leader) agentGone(c *conn) {
 	delete(l.incarnation, c)
 	if l.greeted[c.name].conn == c {
@@ -179,11 +205,40 @@ func (l *leader) agentGone(c *conn) {
 	if l.grace[c.name] != nil {
 		return
 	}
-	if c.saidGoodbye {
-		l.disconnectAgent(c.name)
-		return
+	if c.saidGoodbye && l.s.reconnectGrace() > 0 {
+		l.unobserved(c.name)
 	}
 	l.startGrace([]string{c.name})
+}
+
+// unobserved turns the states of an agent that said Goodbye into
+// AgentDisconnected: it stopped watching them (they run on, an agent's
+// stop leaves its workloads running), so the server must not show
+// Running for them, nor let another agent's add or delete condition count
+// on a state nobody confirms. Ankaios' server leaves them as last reported
+// on a Goodbye (it takes it only as the end of the connection's log
+// campaigns and subscriptions; its AgentDisconnected comes with a broken
+// stream), which shows Running for what nobody watches. The agent stays
+// in the agent map until its grace ends, so nothing moves meanwhile. Its
+// reports still waiting in its conflation unit go first. Server-set
+// states (Pending(Initial), NotScheduled, Removed) stay.
+func (l *leader) unobserved(agent string) {
+	if r, ok := l.states.Flush(agent); ok {
+		l.proposeReportsSplit([]ingest.Report{r}, "")
+	}
+	var states []state.WorkloadState
+	for _, ws := range l.projected.store.States.OfAgent(agent) {
+		s := ws.State
+		if s.IsPendingInitial() || s.IsRemoved() || s == state.NotScheduled || s == state.AgentDisconnected {
+			continue
+		}
+		states = append(states, state.WorkloadState{Instance: ws.Instance, State: state.AgentDisconnected})
+	}
+	if len(states) == 0 {
+		return
+	}
+	l.proposeReportsSplit([]ingest.Report{{Agent: agent, States: states}},
+		"agent "+agent+" said goodbye: its workloads are not observed until it reconnects (its reconnect grace runs)")
 }
 
 // forgetAgentStream ends what a lost agent stream leaves in the leader

@@ -46,8 +46,9 @@ type conn struct {
 	// before closed is closed, read after.
 	reason error
 	// saidGoodbye is set by the leader loop (and read only there) when an
-	// agent ends its stream with Goodbye: it left on purpose, so no
-	// reconnect grace applies.
+	// agent ends its stream with Goodbye: it stopped on purpose, so its
+	// workloads are unobserved at once; it still gets the reconnect grace,
+	// as a restart is the usual reason to stop (agentGone).
 	saidGoodbye bool
 
 	// The requests of a CLI or commander stream not answered yet, so that

@@ -102,5 +102,9 @@ func (l *leader) resyncAgents() {
 		l.forgetAgentStream(a)
 		g.conn.close()
 	}
+	for _, c := range append(l.helloWait, l.helloAfter...) {
+		names[c.name] = true
+	}
+	l.dropWaitingHellos()
 	l.startGrace(sortedSet(names))
 }

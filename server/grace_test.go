@@ -149,7 +149,11 @@ func TestAgentBackWithOtherTagsReconnects(t *testing.T) {
 
 // A broken agent stream gets the same reconnect grace as a failover: an
 // agent back within it changes nothing, one that stays away is gone when
-// it ends, and one that said Goodbye is gone at once.
+// it ends. So does an agent that said Goodbye (a clean stop, systemd's
+// restart of the agent, issue 30): it stays in the agent map through the
+// grace, but its workloads read AgentDisconnected at once, as nobody
+// observes them any more; back within the grace it is not gone, away
+// past it it is.
 //
 // swdd~server-set-workload-state-on-disconnect~1
 func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
@@ -160,7 +164,8 @@ func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
 	}{
 		{name: "back within the grace", back: true},
 		{name: "away past the grace"},
-		{name: "goodbye", goodbye: true},
+		{name: "goodbye, back within the grace", goodbye: true, back: true},
+		{name: "goodbye, away past the grace", goodbye: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := clock.NewFake(time.Unix(1_700_000_000, 0))
@@ -180,12 +185,12 @@ func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
 				testwait.For(t, 5e9, func() bool { return agent.streamErr() != nil }, "the server to end the stream")
 			}
 			agent.close()
+			// Within the grace: a broken stream shows what was last
+			// reported, a goodbye AgentDisconnected; the agent stays.
+			within := state.RunningOk
 			if tc.goodbye {
-				testwait.For(t, 5e9, func() bool {
-					st, _ := ts.stateOf(instA)
-					return st == state.AgentDisconnected
-				}, "AgentDisconnected after goodbye")
-				return
+				within = state.AgentDisconnected
+				testwait.For(t, 5e9, func() bool { st, _ := ts.stateOf(instA); return st == within }, "AgentDisconnected after goodbye")
 			}
 			testwait.For(t, 5e9, func() bool { return fake.PendingFor(testGrace) == 1 }, "the grace timer")
 			fake.Advance(testGrace - time.Millisecond)
@@ -193,21 +198,25 @@ func TestBrokenAgentStreamGetsTheGrace(t *testing.T) {
 				ts.hello("agent_A", 1, nil)
 			}
 			ts.cli().get() // ordered after anything the timer proposed
-			if st, _ := ts.stateOf(instA); st != state.RunningOk {
-				t.Fatalf("state %v within the grace", st)
+			present := false
+			ts.store(func(s *state.Store) { present = s.Agents["agent_A"] != nil })
+			if st, _ := ts.stateOf(instA); st != within || !present || count(fsm.AgentGoneType) != 0 {
+				t.Fatalf("within the grace: state %v (want %v), in the agent map %v, %d AgentGone entries", st, within, present, count(fsm.AgentGoneType))
 			}
 			fake.Advance(time.Millisecond)
 			if tc.back {
 				ts.cli().get()
-				if st, _ := ts.stateOf(instA); st != state.RunningOk || count(fsm.AgentGoneType) != 0 {
+				if st, _ := ts.stateOf(instA); st != within || count(fsm.AgentGoneType) != 0 {
 					t.Fatalf("state %v, %d AgentGone entries after coming back", st, count(fsm.AgentGoneType))
 				}
 				return
 			}
 			testwait.For(t, 5e9, func() bool {
 				st, _ := ts.stateOf(instA)
-				return st == state.AgentDisconnected
-			}, "AgentDisconnected after the grace")
+				gone := false
+				ts.store(func(s *state.Store) { gone = s.Agents["agent_A"] == nil })
+				return st == state.AgentDisconnected && gone && count(fsm.AgentGoneType) == 1
+			}, "AgentDisconnected and out of the agent map after the grace")
 		})
 	}
 }

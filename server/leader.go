@@ -68,6 +68,15 @@ type leader struct {
 	// per step, and placeReason why it was computed (placement.go).
 	placeParts  []placementPart
 	placeReason string
+	// helloWait holds the agent streams whose ServerHello waits for the
+	// allocator to run on their arrival, helloAfter those whose hello
+	// waits for that run's entries to be proposed (awaitLayout).
+	helloWait, helloAfter []*conn
+	// left holds, per agent gone past its grace, the placed instances the
+	// layout took off it, which it may still run: when it comes back, the
+	// allocator prefers it for them (placement.Input.Adoptable). Its
+	// hello settles them (greet).
+	left map[string]map[string]state.InstanceName
 	// problems is the problems view's detection state (problems.go).
 	problems problemWatch
 }
@@ -240,6 +249,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 			func(n int) { s.cfg.Metrics.ObserveBatch(fsm.BatchType.String(), n) }, stopCh),
 		projected:    &projected{},
 		greeted:      map[string]greeting{},
+		left:         map[string]map[string]state.InstanceName{},
 		incarnation:  map[*conn]uint64{},
 		grace:        map[string]*graceTimer{},
 		expired:      make(chan *graceTimer, 16),

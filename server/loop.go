@@ -76,9 +76,9 @@ func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
 	case *grpcapi.ToServer_LogsStopResponse:
 		l.forwardLogsStop(c, x.LogsStopResponse)
 	case *grpcapi.ToServer_Goodbye:
-		// An agent that says goodbye is gone when its stream ends, without
-		// a reconnect grace; a CLI's goodbye ends its subscriptions and
-		// campaigns now.
+		// An agent that says goodbye has its workloads unobserved when its
+		// stream ends, then the reconnect grace (agentGone); a CLI's
+		// goodbye ends its subscriptions and campaigns now.
 		if c.kind == wire.KindAgent {
 			c.saidGoodbye = true
 		} else {

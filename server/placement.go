@@ -153,7 +153,8 @@ func (l *leader) notePlacement(why string) {
 // projects and dispatches more than one of them: the entries still to
 // propose stay valid while the allocator's inputs do not change (each
 // entry places whole workloads), and are dropped for a new layout when
-// they do.
+// they do. The hellos of the agents whose arrival this run took in go out
+// once its last entry has settled (awaitLayout).
 func (l *leader) allocate() {
 	if l.projected.stale() || l.pipe.full() {
 		return
@@ -161,12 +162,83 @@ func (l *leader) allocate() {
 	if len(l.placeWhy) > 0 {
 		l.placeParts, l.placeReason = l.layout(), strings.Join(l.placeWhy, "; ")
 		l.placeWhy = nil
+		l.helloAfter = append(l.helloAfter, l.helloWait...)
+		l.helloWait = nil
 	}
 	if len(l.placeParts) > 0 {
 		p := l.placeParts[0]
 		l.placeParts[0] = placementPart{}
 		l.placeParts = l.placeParts[1:]
 		l.proposePlacement(p, l.placeReason)
+	}
+	if len(l.placeParts) == 0 && len(l.helloAfter) > 0 {
+		for _, c := range l.helloAfter {
+			l.pipe.ordered(func() { l.greet(c) })
+		}
+		l.helloAfter = nil
+	}
+}
+
+// awaitLayout holds an arriving agent's ServerHello until the layout its
+// arrival leads to is committed: the allocator runs in this step on the
+// store its AgentConnected entry makes, and the hello, read from the
+// committed store after that run's entries, lists the placed instances
+// the agent gets. Sent at once, it would list none of those, and the
+// agent would delete the ones it still runs as left over, then create
+// them again when the layout's entry reached it. An entry that changes
+// no input of the allocator (it was refused) greets the agent in turn.
+func (l *leader) awaitLayout(c *conn) {
+	if len(l.placeWhy) == 0 {
+		l.pipe.ordered(func() { l.greet(c) })
+		return
+	}
+	l.helloWait = append(l.helloWait, c)
+}
+
+// dropWaitingHellos closes the streams whose hello waits (a restore
+// resynchronises every agent).
+func (l *leader) dropWaitingHellos() {
+	for _, c := range append(l.helloWait, l.helloAfter...) {
+		c.close()
+	}
+	l.helloWait, l.helloAfter = nil, nil
+}
+
+// adoptable is, per placed workload, the agents back from beyond their
+// grace that may still run its instance as rendered now: the layout took
+// it off them while they were gone (leader.left).
+func (l *leader) adoptable(st *state.Store) map[string][]string {
+	var out map[string][]string
+	for _, a := range state.SortedKeys(l.left) {
+		if _, back := st.Agents[a]; !back {
+			continue
+		}
+		for w, in := range l.left[a] {
+			r, ok := st.Rendered[w]
+			if !ok || r.Instance.AgentName != "" || r.OnAgent(a).Instance != in {
+				continue // deleted, pinned or changed since: nothing to adopt
+			}
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[w] = append(out[w], a)
+		}
+	}
+	return out
+}
+
+// noteLeft remembers the instances a layout change takes off agents that
+// are gone: they may still run them when they come back.
+func (l *leader) noteLeft(deleted []deletion) {
+	for _, d := range deleted {
+		if !d.serverHandled {
+			continue
+		}
+		a := d.instance.AgentName
+		if l.left[a] == nil {
+			l.left[a] = map[string]state.InstanceName{}
+		}
+		l.left[a][d.instance.WorkloadName] = d.instance
 	}
 }
 
@@ -179,6 +251,7 @@ func (l *leader) layout() []placementPart {
 		return nil
 	}
 	in, bad := placementInput(st)
+	in.Adoptable = l.adoptable(st)
 	for _, err := range bad {
 		l.s.log.Warn("agent tag ignored: the agent keeps what it hosts and gets no new placed workload", "error", err)
 	}
@@ -216,6 +289,7 @@ func (l *leader) proposePlacement(p placementPart, why string) {
 	for _, in := range u.DeleteStates {
 		evStates = append(evStates, state.WorkloadState{Instance: in, State: state.Removed})
 	}
+	l.noteLeft(p.deleted)
 	l.submit(prop, func(_ any, index uint64) {
 		l.sendDispatch(d, index)
 		if len(evStates) > 0 && l.events.HasSubscribers() {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -314,4 +315,93 @@ func (ts *testServer) placementTxs() int {
 		}
 	})
 	return n
+}
+
+const placedMon = `
+apiVersion: v1
+workloads:
+  mon:
+    runtime: podman
+    agent: ""
+    tags:
+      grapnel.io/instances: "3"
+      grapnel.io/spread: none
+    runtimeConfig: "image: mon"
+`
+
+// An agent back after its grace finds the placed instance the allocator
+// gives it again in its ServerHello, under the name it had, and gets no
+// UpdateWorkload adding it after: it adopts the instance it still runs.
+// Its hello waits for the layout its arrival leads to (issue 30, D10);
+// sent at once, it listed nothing, the agent deleted what it ran as left
+// over and created it again when the layout's entry reached it.
+func TestAgentBackAfterGraceFindsItsPlacedInstanceInItsHello(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.Clock, c.AgentReconnectGrace = fake, testGrace })
+	ts.hello("a1", 1, nil)
+	ts.hello("a2", 1, nil)
+	a3, _ := ts.hello("a3", 1, nil)
+	testwait.For(t, 10*time.Second, func() bool {
+		n := 0
+		ts.store(func(s *state.Store) { n = len(s.Agents) })
+		return n == 3
+	}, "three agents")
+	cli := ts.cli()
+	if r := cli.update(manifest(t, placedMon), "desiredState"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update refused: %v", r)
+	}
+	ts.waitLayout(t, "mon", "a1", "a2", "a3")
+	expectAdded(a3, "a3", "mon")
+	onA3 := state.NewInstanceName("mon", "a3", "image: mon")
+
+	// Gone past its grace: no other agent can take a third instance.
+	a3.close()
+	testwait.For(t, 10*time.Second, func() bool { return fake.PendingFor(testGrace) == 1 }, "grace timer for a3")
+	fake.Advance(testGrace)
+	ts.waitLayout(t, "mon", "a1", "a2")
+
+	back, hello := ts.hello("a3", 2, nil)
+	if ws := hello.GetAddedWorkloads(); len(ws) != 1 || ws[0].GetInstanceName().GetWorkloadName() != "mon" ||
+		ws[0].GetInstanceName().GetId() != onA3.ID || ws[0].GetInstanceName().GetAgentName() != "a3" {
+		t.Fatalf("a3's ServerHello lists %v, want mon's instance %s", ws, onA3)
+	}
+	if got := ts.layoutOf("mon"); !slices.Equal(got, []string{"a1", "a2", "a3"}) {
+		t.Fatalf("layout when a3 was greeted: %v", got)
+	}
+	cli.get()          // after everything proposed so far settled
+	back.sync("after") // and after whatever it sent a3
+	if m, ok := back.tryExpect(0, func(m *grpcapi.FromServer) bool { return len(m.GetUpdateWorkload().GetAddedWorkloads()) > 0 }); ok {
+		t.Fatalf("a3 was sent its instance again after its hello: %v", m)
+	}
+}
+
+// What the leader remembers of an agent gone past its grace is what the
+// allocator may place on it again for it to adopt: the instances the
+// layout took off it, once it is back, as long as their workload is still
+// placed and rendered the same.
+func TestAdoptableIsWhatTheLayoutTookOffAnAgentThatIsBack(t *testing.T) {
+	st := state.NewStore()
+	render := func(name, rc, agent string) {
+		w := &state.Workload{Runtime: "podman", Agent: agent, RuntimeConfig: rc}
+		st.Rendered[name] = state.Rendered{Instance: state.NewInstanceName(name, agent, rc), Workload: w}
+	}
+	render("mon", "image: mon", "")
+	render("log", "image: log2", "")  // changed while a3 was away
+	render("pin", "image: pin", "a3") // pinned since
+	st.Agents["a3"] = &state.AgentAttributes{}
+	l := &leader{left: map[string]map[string]state.InstanceName{}}
+	l.noteLeft([]deletion{
+		{instance: state.NewInstanceName("mon", "a3", "image: mon"), serverHandled: true},
+		{instance: state.NewInstanceName("log", "a3", "image: log"), serverHandled: true},
+		{instance: state.NewInstanceName("pin", "a3", "image: pin"), serverHandled: true},
+		{instance: state.NewInstanceName("gone", "a3", "image: gone"), serverHandled: true},
+		{instance: state.NewInstanceName("mon", "a4", "image: mon"), serverHandled: true},  // a4 not back
+		{instance: state.NewInstanceName("mon", "a1", "image: mon"), serverHandled: false}, // a1 deletes it itself
+	})
+	if got, want := l.adoptable(st), map[string][]string{"mon": {"a3"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("adoptable = %v, want %v", got, want)
+	}
+	if _, ok := l.left["a1"]; ok {
+		t.Fatal("an instance a present agent deletes itself was remembered")
+	}
 }

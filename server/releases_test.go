@@ -75,7 +75,9 @@ func scrape(t *testing.T, set *metrics.Set) string {
 // same. An agent that leaves takes its release along.
 func TestAgentReleasesInLeaderMemory(t *testing.T) {
 	set := metrics.NewSet()
-	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.Metrics = set })
+	// A Goodbye gets the reconnect grace (issue 30): a short one, as
+	// the test waits for the agent to leave.
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.Metrics, c.AgentReconnectGrace = set, 100*time.Millisecond })
 	current := ts.helloAs("agent_new", "0.4.0-dev", 1)
 	ts.helloAs("agent_ank", "", 0)
 	ts.helloAs("agent_old", "", 7)
@@ -106,7 +108,8 @@ func TestAgentReleasesInLeaderMemory(t *testing.T) {
 		}
 	})
 
-	// Goodbye: the agent leaves the map and its release the memory.
+	// Goodbye: once its grace has passed, the agent leaves the map and
+	// its release the memory.
 	current.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Goodbye{Goodbye: &grpcapi.Goodbye{}}})
 	if err := current.stream.CloseSend(); err != nil {
 		t.Fatal(err)
