@@ -249,7 +249,9 @@ func (s *Session) GetWorkloads(ctx context.Context, f WorkloadFilter) error {
 
 // WatchWorkloads prints the workloads table and keeps it current until ctx
 // ends (Ctrl-C). When the stream ends it resumes on the new leader
-// (resume.go) and shows the table again only if it changed meanwhile.
+// (resume.go). A table is shown only when it differs from the last one
+// shown: a resume, or a broadcast that changes nothing the table shows,
+// repeats nothing.
 // swdd~cli-get-workloads-with-watch~1
 func (s *Session) WatchWorkloads(ctx context.Context, f WorkloadFilter) error {
 	updates := s.Conn.WorkloadStates()
@@ -292,9 +294,7 @@ func (s *Session) WatchWorkloads(ctx context.Context, f WorkloadFilter) error {
 				return false, err
 			}
 			view = newWorkloadView(WorkloadRows(cs))
-			// Repeat nothing: after a resume the table shows only if it
-			// changed.
-			show(!resumed)
+			show(false)
 			return true, nil
 		}
 	}
@@ -320,7 +320,7 @@ func (s *Session) WatchWorkloads(ctx context.Context, f WorkloadFilter) error {
 				}
 				continue
 			}
-			show(true)
+			show(false)
 		}
 	}
 }

@@ -51,6 +51,7 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	}
 	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_ServerHello{ServerHello: &grpcapi.ServerHello{AddedWorkloads: added}}})
 	l.greeted[c.name] = greeting{conn: c, index: applied}
+	l.sendWaitingLogs(c)
 	l.noteRelease(c.name, h)
 	l.noteAgentStorage(c.name, "AgentHello.grapnelStorageFailed", h.GetGrapnelStorageFailed())
 	inc := l.lifeOf(c.name, h.GetGrapnelIncarnation())
@@ -222,6 +223,7 @@ func (l *leader) disconnectAgent(name string) {
 		l.proposeReportsSplit([]ingest.Report{r}, "")
 	}
 	delete(l.status, name)
+	delete(l.waitingLogs, name)
 	l.term.forgetRelease(name)
 	l.propose(&fsm.AgentGoneRequest{Name: name, History: l.historyMeta("", nil, false)}, func(resp any, index uint64) {
 		r, _ := resp.(*fsm.AgentGoneResponse)
