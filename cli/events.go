@@ -83,35 +83,67 @@ func FormatEvent(ev map[string]any, f Format) (string, error) {
 }
 
 // GetEvents subscribes to state changes under the masks and prints every
-// event until ctx ends (Ctrl-C), then cancels the subscription.
+// event until ctx ends (Ctrl-C), then cancels the subscription. When the
+// stream ends it subscribes again on the new leader (resume.go); the
+// state that subscription starts with is not printed again.
 // swdd~cli-provides-get-events-command~2
 // swdd~cli-subscribes-for-events~1
 // swdd~cli-receives-events~1
 func (s *Session) GetEvents(ctx context.Context, masks []string, f Format, includeCurrent bool) error {
-	req := &ankbase.Request{RequestContent: &ankbase.Request_CompleteStateRequest{
-		CompleteStateRequest: &ankbase.CompleteStateRequest{FieldMask: masks, SubscribeForEvents: true},
-	}}
-	ch, cancel, err := s.Conn.Subscribe(ctx, req)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	id := req.RequestId
+	var (
+		ch     <-chan *ankbase.Response
+		cancel = func() {}
+		id     string
+	)
+	defer func() { cancel() }()
 	stop := func() {
 		s.cancelRequest(id, &ankbase.Request{RequestContent: &ankbase.Request_EventsCancelRequest{EventsCancelRequest: &ankbase.EventsCancelRequest{}}})
 	}
-	first, err := s.firstResponse(ctx, ch)
+	// subscribe subscribes and returns the first answer, the state under
+	// the masks now.
+	subscribe := func() (*ankbase.Response, error) {
+		cancel()
+		req := &ankbase.Request{RequestContent: &ankbase.Request_CompleteStateRequest{
+			CompleteStateRequest: &ankbase.CompleteStateRequest{FieldMask: masks, SubscribeForEvents: true},
+		}}
+		var err error
+		if ch, cancel, err = s.Conn.Subscribe(ctx, req); err != nil {
+			cancel = func() {}
+			return nil, err
+		}
+		id = req.RequestId
+		first, err := s.firstResponse(ctx, ch)
+		if err != nil {
+			return nil, err
+		}
+		if e := first.GetError(); e != nil {
+			return nil, fmt.Errorf("event subscription failed: %s", e.GetMessage())
+		}
+		s.debugf("subscribed for events with request id %s", id)
+		return first, nil
+	}
+	// resubscribe follows the leader after the stream ended.
+	resubscribe := func() error {
+		for {
+			if err := s.resume(ctx); err != nil {
+				return err
+			}
+			_, err := subscribe()
+			if err == nil || !s.streamEnded(err) {
+				return err
+			}
+		}
+	}
+	first, err := subscribe()
 	if err != nil {
 		if ctx.Err() != nil {
-			stop()
+			if id != "" {
+				stop()
+			}
 			return nil
 		}
 		return err
 	}
-	if e := first.GetError(); e != nil {
-		return fmt.Errorf("event subscription failed: %s", e.GetMessage())
-	}
-	s.debugf("subscribed for events with request id %s", id)
 	if includeCurrent {
 		// The current state is not a change: it carries no altered fields.
 		cs := first.GetCompleteStateResponse().GetCompleteState()
@@ -134,7 +166,13 @@ func (s *Session) GetEvents(ctx context.Context, masks []string, f Format, inclu
 					stop()
 					return nil
 				}
-				return s.connErr()
+				if err := resubscribe(); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				continue
 			}
 			if e := resp.GetError(); e != nil {
 				return fmt.Errorf("event subscription failed: %s", e.GetMessage())

@@ -121,6 +121,15 @@ func (c *logCampaign) stop(n *ankbase.WorkloadInstanceName) bool {
 // Logs prints the logs of the named workloads until every source has
 // ended, or, following, until ctx ends (Ctrl-C); then it cancels the
 // campaign on the server.
+//
+// When the stream ends under it, it resumes on the new leader (resume.go)
+// without losing or doubling a line: the log a source gives for the same
+// since and until grows only at its end, so the new campaign asks for it
+// from the start and the lines already printed, counted per instance,
+// are skipped. A --tail with --follow is first read to its end without
+// following, to count the lines before the tail; with a Reconnect only,
+// for without one nothing resumes.
+//
 // swdd~cli-provides-workload-logs~1
 // swdd~cli-streams-logs-from-the-server~1
 // swdd~cli-sends-logs-cancel-request-upon-termination~1
@@ -133,18 +142,123 @@ func (s *Session) Logs(ctx context.Context, o LogsOptions) error {
 	if err != nil {
 		return err
 	}
-	req := &ankbase.Request{RequestContent: &ankbase.Request_LogsRequest{LogsRequest: BuildLogsRequest(instances, o)}}
-	ch, cancel, err := s.Conn.Subscribe(ctx, req)
+	withNames := o.Names || len(instances) > 1
+	// printed counts, per instance, the entries of its selection before
+	// the next one to print.
+	printed := map[string]int{}
+	if o.Follow && o.Tail >= 0 && s.Reconnect != nil {
+		if err := s.logsBeforeFollow(ctx, instances, o, withNames, printed); err != nil || ctx.Err() != nil {
+			return err
+		}
+		o.Tail = -1
+	}
+	open := instances
+	for {
+		r := &logsRun{s: s, withNames: withNames, printed: printed, seen: map[string]int{}}
+		req := BuildLogsRequest(open, o)
+		ended, err := r.run(ctx, req, open)
+		if ended || err != nil {
+			return err
+		}
+		// The stream ended: ask the new leader for the sources still open,
+		// from the start of their selection.
+		if err := s.resume(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if open = r.stillOpen(open); len(open) == 0 {
+			return nil
+		}
+		o.Tail = -1
+	}
+}
+
+// logsBeforeFollow reads the selection of every source to its current
+// end without following, counts its entries into printed and prints the
+// last o.Tail of each, for a --tail with --follow: the campaign that
+// follows then starts from the start of the selection and skips the
+// counted ones, which a resumed one can do again.
+func (s *Session) logsBeforeFollow(ctx context.Context, instances []state.InstanceName, o LogsOptions, withNames bool, printed map[string]int) error {
+	keep := o.Tail
+	o.Follow, o.Tail = false, -1
+	tails := map[string]*lineRing{}
+	done := map[string]bool{}
+	for {
+		var open []state.InstanceName
+		for _, n := range instances {
+			if !done[n.String()] {
+				open = append(open, n)
+			}
+		}
+		if len(open) == 0 {
+			return nil
+		}
+		for _, n := range open {
+			tails[n.String()] = &lineRing{max: keep}
+		}
+		r := &logsRun{s: s, withNames: withNames, printed: map[string]int{}, seen: map[string]int{},
+			hold: func(k, line string) { tails[k].push(line) },
+			stopped: func(k string) error {
+				done[k] = true
+				printed[k] = tails[k].total
+				for _, line := range tails[k].lines() {
+					if _, err := io.WriteString(s.Out, line); err != nil {
+						return err
+					}
+				}
+				return nil
+			}}
+		ended, err := r.run(ctx, BuildLogsRequest(open, o), open)
+		if ended || err != nil {
+			return err
+		}
+		if err := s.resume(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// logsRun is one log campaign of Logs, on one stream.
+type logsRun struct {
+	s         *Session
+	withNames bool
+	// printed counts, per instance, the entries already printed (or, for
+	// logsBeforeFollow, counted); seen those of this campaign so far.
+	// Entries up to printed are skipped.
+	printed, seen map[string]int
+	// hold, when set, takes the lines instead of printing them, and
+	// stopped is called when a source stops.
+	hold    func(key, line string)
+	stopped func(key string) error
+	// stops are the instances whose source stopped in this campaign.
+	stops map[string]bool
+}
+
+// run runs the campaign req asks for until every source stopped, ctx
+// ended or the stream ended; ended is false only for the last, which
+// resume mends.
+func (r *logsRun) run(ctx context.Context, req *ankbase.LogsRequest, instances []state.InstanceName) (ended bool, err error) {
+	s := r.s
+	r.stops = map[string]bool{}
+	wrapped := &ankbase.Request{RequestContent: &ankbase.Request_LogsRequest{LogsRequest: req}}
+	ch, cancel, err := s.Conn.Subscribe(ctx, wrapped)
 	if err != nil {
-		return err
+		if s.Reconnect != nil && s.streamEnded(err) {
+			return false, nil
+		}
+		return true, err
 	}
 	defer cancel()
-	id := req.RequestId
+	id := wrapped.RequestId
 	stop := func() {
 		s.cancelRequest(id, &ankbase.Request{RequestContent: &ankbase.Request_LogsCancelRequest{LogsCancelRequest: &ankbase.LogsCancelRequest{}}})
 	}
 	campaign := newLogCampaign(instances)
-	withNames := o.Names || len(instances) > 1
 	accepted := false
 	acceptTimer := clock.NewTimer(s.clock(), s.timeout())
 	defer acceptTimer.Stop()
@@ -154,11 +268,11 @@ func (s *Session) Logs(ctx context.Context, o LogsOptions) error {
 		select {
 		case <-ctx.Done():
 			stop()
-			return nil
+			return true, nil
 		case <-acceptTimer.C:
 			if !accepted {
 				stop()
-				return fmt.Errorf("no response from the server within %v", s.timeout())
+				return true, fmt.Errorf("no response from the server within %v", s.timeout())
 			}
 			continue
 		case resp, ok = <-ch:
@@ -166,34 +280,93 @@ func (s *Session) Logs(ctx context.Context, o LogsOptions) error {
 		if !ok {
 			if ctx.Err() != nil {
 				stop()
-				return nil
+				return true, nil
 			}
-			return s.connErr()
+			if s.Reconnect != nil {
+				return false, nil
+			}
+			return true, s.connErr()
 		}
 		switch {
 		case resp.GetError() != nil:
-			return fmt.Errorf("logs request failed: %s", resp.GetError().GetMessage())
+			return true, fmt.Errorf("logs request failed: %s", resp.GetError().GetMessage())
 		case resp.GetLogsRequestAccepted() != nil:
 			accepted = true
 			s.debugf("logs request %s accepted for %d source(s)", id, len(resp.GetLogsRequestAccepted().GetWorkloadNames()))
 			if err := campaign.accept(resp.GetLogsRequestAccepted()); err != nil {
 				stop()
-				return err
+				return true, err
 			}
 			if len(campaign.open) == 0 {
-				return nil
+				return true, nil
 			}
 		case resp.GetLogEntriesResponse() != nil:
 			for _, e := range resp.GetLogEntriesResponse().GetLogEntries() {
-				if _, err := io.WriteString(s.Out, FormatLogLine(e, withNames)); err != nil {
+				if err := r.entry(e); err != nil {
 					stop()
-					return err
+					return true, err
 				}
 			}
 		case resp.GetLogsStopResponse() != nil:
-			if campaign.stop(resp.GetLogsStopResponse().GetWorkloadName()) {
-				return nil
+			n := resp.GetLogsStopResponse().GetWorkloadName()
+			k := rpc.InstanceNameFromProto(n).String()
+			r.stops[k] = true
+			if r.stopped != nil {
+				if err := r.stopped(k); err != nil {
+					return true, err
+				}
+			}
+			if campaign.stop(n) {
+				return true, nil
 			}
 		}
 	}
 }
+
+// entry prints (or holds) one entry unless an earlier campaign printed it.
+func (r *logsRun) entry(e *ankbase.LogEntry) error {
+	k := rpc.InstanceNameFromProto(e.GetWorkloadName()).String()
+	r.seen[k]++
+	if r.seen[k] <= r.printed[k] {
+		return nil
+	}
+	r.printed[k]++
+	line := FormatLogLine(e, r.withNames)
+	if r.hold != nil {
+		r.hold(k, line)
+		return nil
+	}
+	_, err := io.WriteString(r.s.Out, line)
+	return err
+}
+
+// stillOpen are the instances whose source did not stop.
+func (r *logsRun) stillOpen(instances []state.InstanceName) []state.InstanceName {
+	var out []state.InstanceName
+	for _, n := range instances {
+		if !r.stops[n.String()] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// lineRing keeps the newest max lines, and counts them all.
+type lineRing struct {
+	max   int
+	buf   []string
+	total int
+}
+
+func (l *lineRing) push(line string) {
+	l.total++
+	if l.max <= 0 {
+		return
+	}
+	if len(l.buf) == l.max {
+		l.buf = l.buf[1:]
+	}
+	l.buf = append(l.buf, line)
+}
+
+func (l *lineRing) lines() []string { return l.buf }

@@ -78,6 +78,11 @@ type Session struct {
 	// Locks reaches Grapnel's Locks service; nil when the connection has
 	// none.
 	Locks grapnelpb.LocksClient
+	// Reconnect opens a new connection to the leader after Conn's stream
+	// ended; the streaming commands (get workloads --watch, get events,
+	// logs -f) then resume on it (resume.go). Nil: they end with the
+	// stream.
+	Reconnect func(ctx context.Context) (Conn, error)
 	// planHint is the command that applies the plan of the command
 	// running, given the plan's seq.
 	planHint func(seq uint64) string

@@ -248,7 +248,10 @@ func (s *Session) GetWorkloads(ctx context.Context, f WorkloadFilter) error {
 }
 
 // WatchWorkloads prints the workloads table and keeps it current until ctx
-// ends (Ctrl-C).
+// ends (Ctrl-C). When the stream ends it resumes on the new leader
+// (resume.go). A table is shown only when it differs from the last one
+// shown: a resume, or a broadcast that changes nothing the table shows,
+// repeats nothing.
 // swdd~cli-get-workloads-with-watch~1
 func (s *Session) WatchWorkloads(ctx context.Context, f WorkloadFilter) error {
 	updates := s.Conn.WorkloadStates()
@@ -258,17 +261,53 @@ func (s *Session) WatchWorkloads(ctx context.Context, f WorkloadFilter) error {
 	}
 	view := newWorkloadView(WorkloadRows(cs))
 	scr := &screen{w: s.Out, terminal: s.Terminal, width: s.Width}
-	show := func() {
-		scr.show(WorkloadTable(f.Filter(view.sorted())).Render(s.Width, FitWrap, colAdditionalInfo))
+	shown := ""
+	show := func(always bool) {
+		text := WorkloadTable(f.Filter(view.sorted())).Render(s.Width, FitWrap, colAdditionalInfo)
+		if always || text != shown {
+			scr.show(text)
+			shown = text
+		}
 	}
-	show()
+	show(true)
+	// reread takes the whole state again, on a new stream after the
+	// old one ended; it reports false when ctx ended.
+	reread := func(resumed bool) (bool, error) {
+		for {
+			if resumed {
+				if err := s.resume(ctx); err != nil {
+					if ctx.Err() != nil {
+						return false, nil
+					}
+					return false, err
+				}
+				updates = s.Conn.WorkloadStates()
+			}
+			cs, err := s.CompleteState(ctx, nil)
+			switch {
+			case ctx.Err() != nil:
+				return false, nil
+			case s.Reconnect != nil && s.streamEnded(err):
+				resumed = true
+				continue
+			case err != nil:
+				return false, err
+			}
+			view = newWorkloadView(WorkloadRows(cs))
+			show(false)
+			return true, nil
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case ws, ok := <-updates:
 			if !ok {
-				return s.connErr()
+				if ok, err := reread(true); !ok {
+					return err
+				}
+				continue
 			}
 			states, err := rpc.WorkloadStatesFromProto(ws)
 			if err != nil {
@@ -276,16 +315,12 @@ func (s *Session) WatchWorkloads(ctx context.Context, f WorkloadFilter) error {
 				continue
 			}
 			if view.apply(states) {
-				cs, err := s.CompleteState(ctx, nil)
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
+				if ok, err := reread(false); !ok {
 					return err
 				}
-				view = newWorkloadView(WorkloadRows(cs))
+				continue
 			}
-			show()
+			show(false)
 		}
 	}
 }

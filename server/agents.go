@@ -90,6 +90,7 @@ func (l *leader) greet(c *conn) {
 	}
 	c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_ServerHello{ServerHello: &grpcapi.ServerHello{AddedWorkloads: added}}})
 	l.greeted[c.name] = greeting{conn: c, index: applied}
+	l.sendWaitingLogs(c)
 	// What it ran before its grace ended is settled by this hello: kept
 	// if the layout gave it back, deleted by the agent otherwise.
 	delete(l.left, c.name)
@@ -277,6 +278,7 @@ func (l *leader) disconnectAgent(name string) {
 		l.proposeReportsSplit([]ingest.Report{r}, "")
 	}
 	delete(l.status, name)
+	delete(l.waitingLogs, name)
 	l.term.forgetRelease(name)
 	l.propose(&fsm.AgentGoneRequest{Name: name, History: l.historyMeta("", nil, false)}, func(resp any, index uint64) {
 		r, _ := resp.(*fsm.AgentGoneResponse)

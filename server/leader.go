@@ -6,6 +6,7 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
+	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/server/events"
 	"github.com/grapnel-io/grapnel/server/ingest"
 	"github.com/grapnel-io/grapnel/server/logcampaign"
@@ -54,6 +55,11 @@ type leader struct {
 	greeted map[string]greeting
 	// incarnation is the incarnation each agent stream announced.
 	incarnation map[*conn]uint64
+	// waitingLogs holds, per agent without a greeted stream, the logs
+	// requests of live campaigns it was not asked yet, by request id
+	// (logs.go): a client that resumed its campaign on a new leader
+	// before the agent reconnected gets the lines once it does.
+	waitingLogs map[string]map[string]*grpcapi.FromServer
 	// grace holds the agents the FSM lists that have not reconnected since
 	// leadership began; expired receives their timers.
 	grace   map[string]*graceTimer
@@ -251,6 +257,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		greeted:      map[string]greeting{},
 		left:         map[string]map[string]state.InstanceName{},
 		incarnation:  map[*conn]uint64{},
+		waitingLogs:  map[string]map[string]*grpcapi.FromServer{},
 		grace:        map[string]*graceTimer{},
 		expired:      make(chan *graceTimer, 16),
 		status:       map[string]state.AgentStatus{},

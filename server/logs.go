@@ -47,13 +47,20 @@ func (l *leader) startLogs(id string, req *ankbase.LogsRequest) {
 	})
 	if len(accepted) > 0 {
 		for _, agent := range state.SortedKeys(perAgent) {
+			filtered := &ankbase.LogsRequest{WorkloadNames: perAgent[agent], Follow: req.Follow, Tail: req.Tail, Since: req.Since, Until: req.Until}
+			msg := &grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_LogsRequest{
+				LogsRequest: &grpcapi.LogsRequest{RequestId: id, LogsRequest: filtered}}}
 			c := l.agentConn(agent)
 			if c == nil {
+				// Not (yet) connected to this leader: asked when it
+				// greets it (sendWaitingLogs).
+				if l.waitingLogs[agent] == nil {
+					l.waitingLogs[agent] = map[string]*grpcapi.FromServer{}
+				}
+				l.waitingLogs[agent][id] = msg
 				continue
 			}
-			filtered := &ankbase.LogsRequest{WorkloadNames: perAgent[agent], Follow: req.Follow, Tail: req.Tail, Since: req.Since, Until: req.Until}
-			c.send(&grpcapi.FromServer{FromServerEnum: &grpcapi.FromServer_LogsRequest{
-				LogsRequest: &grpcapi.LogsRequest{RequestId: id, LogsRequest: filtered}}})
+			c.send(msg)
 		}
 		l.logs.Insert(id, accepted)
 	}
@@ -63,6 +70,19 @@ func (l *leader) startLogs(id string, req *ankbase.LogsRequest) {
 	}
 	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_LogsRequestAccepted{
 		LogsRequestAccepted: &ankbase.LogsRequestAccepted{WorkloadNames: names}}})
+}
+
+// sendWaitingLogs asks an agent that just greeted this leader for the
+// logs of the live campaigns that asked for them while it was away. A
+// campaign already cancelled or over is not asked for.
+func (l *leader) sendWaitingLogs(c *conn) {
+	waiting := l.waitingLogs[c.name]
+	delete(l.waitingLogs, c.name)
+	for _, id := range state.SortedKeys(waiting) {
+		if l.logs.HasProvider(id, c.name) {
+			c.send(waiting[id])
+		}
+	}
 }
 
 // refuseLogs answers a logs request past the requester's cap; no agent

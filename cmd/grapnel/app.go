@@ -336,7 +336,20 @@ func (a *app) session(ctx context.Context) (*cli.Session, func(), error) {
 		Verbose:  a.global.Verbose,
 		Timeout:  a.global.ResponseTimeout,
 	}
-	return s, func() { c.Close() }, nil
+	type reconnecter interface {
+		Reconnect(context.Context) (*client.Conn, error)
+	}
+	if _, ok := c.(reconnecter); ok {
+		// Through the connection in use, which owns the Resolver.
+		s.Reconnect = func(ctx context.Context) (cli.Conn, error) { return s.Conn.(reconnecter).Reconnect(ctx) }
+	}
+	// A streaming command may have resumed on a new connection
+	// (Session.Reconnect): close the one it ends with.
+	return s, func() {
+		if cl, ok := s.Conn.(io.Closer); ok {
+			cl.Close()
+		}
+	}, nil
 }
 
 // with runs f in a fresh session.

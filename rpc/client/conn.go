@@ -125,7 +125,7 @@ func (o Options) probeTimeout() time.Duration {
 type Conn struct {
 	stream  *Stream
 	res     *Resolver // found the leader; reaches Grapnel's other services
-	owned   *Resolver // closed with the Conn when Dial created it
+	owned   *Resolver // closed with the Conn when Dial created it; guarded by mu
 	clock   clock.Clock
 	timeout time.Duration
 	done    chan struct{} // closed when the receive goroutine has ended
@@ -221,6 +221,29 @@ func transportCredentials(o Options) (credentials.TransportCredentials, error) {
 // Addr is the address the stream is open to.
 func (c *Conn) Addr() string { return c.stream.Addr() }
 
+// ReplicaID is the id of the replica the stream is open to; "" for an
+// upstream server, which does not tell.
+func (c *Conn) ReplicaID() string { return c.stream.ReplicaID() }
+
+// Reconnect opens a new connection to the leader through the Resolver
+// that found this one, after this one's stream ended (a leader change, a
+// dead replica): it goes straight to a leader the heartbeat already
+// named, or asks the replicas, every address given and learned, until
+// one leads, bounded by ctx and the response timeout. The new Conn takes
+// over the Resolver when this one owned it, so closing this one no
+// longer closes the Resolver. What ran on this stream (subscriptions,
+// log campaigns) does not carry over: the caller asks again.
+func (c *Conn) Reconnect(ctx context.Context) (*Conn, error) {
+	n, err := c.res.Dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	n.owned, c.owned = c.owned, nil
+	c.mu.Unlock()
+	return n, nil
+}
+
 // Err says why the stream ended, or nil while it is up. Subscriptions see
 // their channel closed when the stream ends; Err tells them why.
 func (c *Conn) Err() error {
@@ -269,9 +292,10 @@ func (c *Conn) Close() error {
 	if c.states != nil {
 		c.states.stop()
 	}
+	owned := c.owned
 	c.mu.Unlock()
-	if c.owned != nil {
-		return c.owned.Close()
+	if owned != nil {
+		return owned.Close()
 	}
 	return nil
 }
