@@ -263,22 +263,7 @@ func TestCheckedWAL_BadEntryWhileRunning(t *testing.T) {
 // of a 256 KiB snapshot: what the integrity check adds to a start.
 func BenchmarkStartupCheck(b *testing.B) {
 	dir := b.TempDir()
-	w, err := openLogStore(dir, 16<<20, hclog.NewNullLogger())
-	if err != nil {
-		b.Fatal(err)
-	}
-	cw := checkedWAL{WAL: w, c: newIntegrity(w, hclog.NewNullLogger())}
-	data := bytes.Repeat([]byte("x"), 1024)
-	var batch []*raft.Log
-	for i := 1; i <= DefaultSnapshotThreshold; i++ {
-		batch = append(batch, &raft.Log{Index: uint64(i), Term: 1, Type: raft.LogCommand, Data: data})
-		if len(batch) == 64 {
-			if err := cw.storeLogs(batch); err != nil {
-				b.Fatal(err)
-			}
-			batch = nil
-		}
-	}
+	w := benchLog(b, dir)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 3, hclog.NewNullLogger())
 	if err != nil {
 		b.Fatal(err)
@@ -309,6 +294,24 @@ func BenchmarkStartupCheck(b *testing.B) {
 // for configuration changes): the reference for BenchmarkStartupCheck.
 func BenchmarkStartupScanRaft(b *testing.B) {
 	dir := b.TempDir()
+	w := benchLog(b, dir)
+	b.ResetTimer()
+	for range b.N {
+		var l raft.Log
+		for i := uint64(1); i <= DefaultSnapshotThreshold; i++ {
+			if err := w.GetLog(i, &l); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	w.Close()
+}
+
+// benchLog is a WAL under dir holding the most a replica keeps between
+// two snapshots: DefaultSnapshotThreshold entries of 1 KiB, with sums.
+func benchLog(b *testing.B, dir string) *logStore {
+	b.Helper()
 	w, err := openLogStore(dir, 16<<20, hclog.NewNullLogger())
 	if err != nil {
 		b.Fatal(err)
@@ -325,15 +328,5 @@ func BenchmarkStartupScanRaft(b *testing.B) {
 			batch = nil
 		}
 	}
-	b.ResetTimer()
-	for range b.N {
-		var l raft.Log
-		for i := uint64(1); i <= DefaultSnapshotThreshold; i++ {
-			if err := w.GetLog(i, &l); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.StopTimer()
-	w.Close()
+	return w
 }

@@ -177,16 +177,25 @@ func findingOf(p *state.Problem) Finding {
 // one per replica. The fault is the one the replica announced first; a
 // problem keeps the descriptions it opened with.
 func storageFailures(_ *state.Store, f *Facts, _ *Cache, r *Result) {
-	for _, id := range slices.Sorted(maps.Keys(f.StorageFailed)) {
-		fault := f.StorageFailed[id]
-		r.Findings = append(r.Findings, Finding{
-			Kind: StorageFailed, Key: key(StorageFailed, id),
-			Objects: []state.ProblemObject{{Kind: ObjReplica, Name: id}},
-			Summary: fmt.Sprintf("replica %s: storage failed: %s", id, fault),
-			Detail: fmt.Sprintf("Replica %s could not write its data directory (%s). It stores no Raft entries and casts no votes, "+
+	oneEach(r, StorageFailed, ObjReplica, f.StorageFailed, func(id, fault string) (string, string) {
+		return fmt.Sprintf("replica %s: storage failed: %s", id, fault),
+			fmt.Sprintf("Replica %s could not write its data directory (%s). It stores no Raft entries and casts no votes, "+
 				"so the cluster tolerates one failure fewer; it stepped down if it led. It probes its data directory and restarts "+
 				"itself once a write and an fsync work there again, then catches up. Free space, or repair and remount the file "+
-				"system (its log and systemd status say more); replace the flash if it keeps failing.", id, fault),
+				"system (its log and systemd status say more); replace the flash if it keeps failing.", id, fault)
+	})
+}
+
+// oneEach adds a finding of kind about each entry of m, in name order:
+// the object of objKind the entry names, with the summary and detail
+// texts describe gives for it and what m says of it. The problems that
+// replicas and agents report of themselves take this shape.
+func oneEach(r *Result, kind Kind, objKind string, m map[string]string, describe func(name, what string) (summary, detail string)) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		summary, detail := describe(name, m[name])
+		r.Findings = append(r.Findings, Finding{
+			Kind: kind, Key: key(kind, name), Objects: []state.ProblemObject{{Kind: objKind, Name: name}},
+			Summary: summary, Detail: detail,
 		})
 	}
 }
@@ -196,19 +205,14 @@ func storageFailures(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 // from the leader; one that stays means no leader can be elected
 // without it, or it cannot reach the leader.
 func voteHolds(_ *state.Store, f *Facts, _ *Cache, r *Result) {
-	for _, id := range slices.Sorted(maps.Keys(f.VoteHeld)) {
-		why := f.VoteHeld[id]
-		r.Findings = append(r.Findings, Finding{
-			Kind: VoteHeld, Key: key(VoteHeld, id),
-			Objects: []state.ProblemObject{{Kind: ObjReplica, Name: id}},
-			Summary: fmt.Sprintf("replica %s holds its vote: %s", id, why),
-			Detail: fmt.Sprintf("Replica %s lost Raft entries it may have acknowledged (%s). Until its log has caught up from the "+
+	oneEach(r, VoteHeld, ObjReplica, f.VoteHeld, func(id, why string) (string, string) {
+		return fmt.Sprintf("replica %s holds its vote: %s", id, why),
+			fmt.Sprintf("Replica %s lost Raft entries it may have acknowledged (%s). Until its log has caught up from the "+
 				"leader it grants no vote that could elect a leader lacking them, and does not stand, so the cluster tolerates one "+
 				"failure fewer. It ends by itself once a leader reaches it. If no leader can be elected without its vote (a majority "+
 				"lost the same entries), `grapnel cluster repair %s` releases it, accepting that entries only the lost logs held are "+
-				"gone (docs/operations.md, \"Corrupted or lost data\").", id, why, id),
-		})
-	}
+				"gone (docs/operations.md, \"Corrupted or lost data\").", id, why, id)
+	})
 }
 
 // agentStorageFailures turns the agents whose run folder failed into
@@ -217,19 +221,14 @@ func voteHolds(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 // fails, its next hello says. One gone past its grace has none: AgentGone
 // says more. A problem keeps the descriptions it opened with.
 func agentStorageFailures(st *state.Store, f *Facts, _ *Cache, r *Result) {
-	for _, agent := range slices.Sorted(maps.Keys(f.AgentStorageFailed)) {
-		fault := f.AgentStorageFailed[agent]
-		r.Findings = append(r.Findings, Finding{
-			Kind: AgentStorageFailed, Key: key(AgentStorageFailed, agent),
-			Objects: []state.ProblemObject{{Kind: ObjAgent, Name: agent}},
-			Summary: fmt.Sprintf("agent %s: run folder failed: %s", agent, fault),
-			Detail: fmt.Sprintf("Agent %s could not write its run folder (%s). Its running workloads keep running and it "+
+	oneEach(r, AgentStorageFailed, ObjAgent, f.AgentStorageFailed, func(agent, fault string) (string, string) {
+		return fmt.Sprintf("agent %s: run folder failed: %s", agent, fault),
+			fmt.Sprintf("Agent %s could not write its run folder (%s). Its running workloads keep running and it "+
 				"keeps reporting their states, but it starts, replaces and deletes none until the run folder works again: "+
 				"those wait, their states say why. It probes the run folder and resumes by itself once a write and an fsync "+
 				"work there again. Free space, or repair and remount the file system (the agent's log and systemd status say "+
-				"more); replace the flash if it keeps failing.", agent, fault),
-		})
-	}
+				"more); replace the flash if it keeps failing.", agent, fault)
+	})
 	for _, p := range st.Problems.Open {
 		if p.Kind != string(AgentStorageFailed) || len(p.Objects) == 0 {
 			continue
