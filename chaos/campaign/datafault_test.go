@@ -21,17 +21,17 @@ func TestWalEntriesFindsRaftWALsEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 50
-	for i := 1; i <= n; i++ {
-		// Commits of one and of several entries.
+	// Commits of one, two and three entries in turn.
+	lastBatch := 0
+	for i, size := 1, 1; i <= n; size = size%3 + 1 {
 		var logs []*raft.Log
-		for j := 0; j < 1+i%3 && i <= n; j++ {
+		for ; len(logs) < size && i <= n; i++ {
 			logs = append(logs, &raft.Log{Index: uint64(i), Term: 1, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("payload-%03d-%s", i, bytes.Repeat([]byte("x"), i)))})
-			i++
 		}
-		i--
 		if err := w.StoreLogs(logs); err != nil {
 			t.Fatal(err)
 		}
+		lastBatch = len(logs)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -44,9 +44,12 @@ func TestWalEntriesFindsRaftWALsEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries := walEntries(b)
+	entries, before := walEntries(b)
 	if len(entries) != n {
 		t.Fatalf("found %d entry frames, want %d", len(entries), n)
+	}
+	if before != n-lastBatch {
+		t.Fatalf("%d entries before the last commit's batch, want %d", before, n-lastBatch)
 	}
 	for k, e := range entries {
 		if want := []byte(fmt.Sprintf("payload-%03d-", k+1)); !bytes.Contains(b[e[0]:e[1]], want) {
