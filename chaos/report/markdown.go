@@ -92,8 +92,10 @@ func (r *Report) Markdown() string {
 
 // flashTable writes one row per flash fault kind, sorted.
 func flashTable(b *strings.Builder, figs map[string]FlashFigures) {
-	b.WriteString("Detect: from the fault to the StorageFailed problem naming the replica. Repair: from the heal " +
-		"(power back) to the replica a healthy voter again (the cluster settled, every workload running). " +
+	b.WriteString("Detect: from the fault to the StorageFailed problem naming the replica (storage faults), or from " +
+		"the damaged replica's start to its log naming the damage (corrupt-log, corrupt-snapshot, flash-replaced). " +
+		"Repair: from the heal (power back, the damaged replica's start) to the replica a healthy voter again that " +
+		"votes (after a power cut: the cluster settled, every workload running). " +
 		"Acked: writes and deletes called from the fault to the repair. Lost: of the last acknowledged write " +
 		"of each key before the fault, those a read after it showed gone.\n\n")
 	b.WriteString("| fault | n | detect p50 / p99 / max | repair p50 / p99 / max | acked (lowest of one fault) | longest gap p50 / p99 / max | acknowledged writes lost |\n")

@@ -38,7 +38,7 @@ func runCmd(args []string) int {
 	plain := fs.Bool("insecure", false, "run every channel without TLS and gossip without a key, and leave out the intruder fault (by default the campaign makes its own CA and certificates)")
 	prevBin := fs.String("previous-release-bin", "", "grapnel-server of the previous release ("+upgrade.PreviousReleaseFile+") for the upgrade fault, built before; default: built from git into bin/"+upgrade.CacheDirName("<commit>")+"/ and kept for the next runs")
 	top := fs.String("top", "", "top of the git tree, for the previous release (default: git rev-parse --show-toplevel)")
-	flash := fs.Bool("flash", true, "put every host's replica data dirs and agent run folder on a flashfs mount (FUSE, in this process) and add the power-cut, disk-full, read-only and fsync-error faults; --flash=false for a machine without FUSE. When the mounts fail the campaign runs without them and says so, unless GRAPNEL_REQUIRE_FUSE=1")
+	flash := fs.Bool("flash", true, "put every host's replica data dirs and agent run folder on a flashfs mount (FUSE, in this process) and add the power-cut, disk-full, read-only, fsync-error, corrupt-log, corrupt-snapshot and flash-replaced faults; --flash=false for a machine without FUSE. When the mounts fail the campaign runs without them and says so, unless GRAPNEL_REQUIRE_FUSE=1")
 	flashModel := fs.String("flash-model", "per-directory", "the flash's durability model: per-directory (a name is durable once its directory is fsynced; ALICE's, the stricter) or journal (ext4's ordered journal)")
 	if err := fs.Parse(args); err != nil {
 		return 2
