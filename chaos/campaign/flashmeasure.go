@@ -258,9 +258,16 @@ func FlashChecked(faults []report.Fault, ms []FlashMeasured) check.Result {
 		return res
 	}
 	res.OK = true
-	res.Detail = fmt.Sprintf("%d flash faults (%d power cuts, %d storage faults): every storage fault reported StorageFailed and "+
-		"its replica a healthy voter again by itself, every power cut back with every workload running; "+
-		"%d acknowledged writes read back after the faults, none lost", len(faults), cuts, len(faults)-cuts, checked)
+	data := 0
+	for _, f := range faults {
+		if slices.Contains(dataKinds, Kind(f.Kind)) {
+			data++
+		}
+	}
+	res.Detail = fmt.Sprintf("%d flash faults (%d power cuts, %d storage faults, %d on a stopped replica's data): every storage fault "+
+		"reported StorageFailed and its replica a healthy voter again by itself, every damaged replica found the damage and "+
+		"voted again, every power cut back with every workload running; %d acknowledged writes read back after the faults, none lost",
+		len(faults), cuts, len(faults)-cuts-data, data, checked)
 	return res
 }
 
