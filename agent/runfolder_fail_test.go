@@ -3,18 +3,17 @@ package agent
 import (
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/grapnel-io/grapnel/internal/sdnotify"
+	"github.com/grapnel-io/grapnel/internal/sdnotify/sdnotifytest"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/server/problems"
 	"github.com/grapnel-io/grapnel/server/testcluster"
@@ -47,54 +46,6 @@ func readOnly(t *testing.T, dir string) (heal func()) {
 		t.Fatal(err)
 	}
 	return heal
-}
-
-// statusSocket is systemd's NOTIFY_SOCKET as a test sees it.
-type statusSocket struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func listenStatus(t *testing.T) *statusSocket {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "sdn") // sun_path holds 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "notify")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	t.Setenv("NOTIFY_SOCKET", path)
-	s := &statusSocket{}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.msgs = append(s.msgs, string(buf[:n]))
-			s.mu.Unlock()
-		}
-	}()
-	return s
-}
-
-// last is the last STATUS= text.
-func (s *statusSocket) last() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.msgs) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(s.msgs[i], "STATUS="); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // storageProblem is the open AgentStorageFailed problem of agent; nil
@@ -140,7 +91,8 @@ func TestAgentRunsOnWhenItsRunFolderFails(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("a read-only bind mount needs root")
 	}
-	ns := listenStatus(t)
+	ns := sdnotifytest.Listen(t)
+	t.Setenv("NOTIFY_SOCKET", ns.Path)
 	cl := testcluster.New(t, 1)
 	dir := workDir(t)
 	run := filepath.Join(dir, "run")
@@ -169,8 +121,8 @@ func TestAgentRunsOnWhenItsRunFolderFails(t *testing.T) {
 		t.Fatalf("problem summary %q", p.Summary)
 	}
 	testwait.For(t, connectWithin, func() bool {
-		return strings.Contains(ns.last(), "run folder failed: ") && strings.Contains(ns.last(), "read-only file system")
-	}, "STATUS naming the fault (now %q)", ns.last())
+		return strings.Contains(ns.Status(), "run folder failed: ") && strings.Contains(ns.Status(), "read-only file system")
+	}, "STATUS naming the fault (now %q)", ns.Status())
 	if got := strings.Count(a.logs.String(), "level=ERROR"); got != 1 {
 		t.Fatalf("%d ERROR lines, want the fault once:\n%s", got, a.logs.String())
 	}
@@ -196,7 +148,7 @@ func TestAgentRunsOnWhenItsRunFolderFails(t *testing.T) {
 	heal()
 	waitState(t, cl, "agent_A", "second", "Running(Ok)")
 	testwait.For(t, runWithin, func() bool { return storageProblem(cl, "agent_A") == nil }, "the problem to close")
-	testwait.For(t, connectWithin, func() bool { return !strings.Contains(ns.last(), "run folder") }, "STATUS without the fault (now %q)", ns.last())
+	testwait.For(t, connectWithin, func() bool { return !strings.Contains(ns.Status(), "run folder") }, "STATUS without the fault (now %q)", ns.Status())
 	data, err := os.ReadFile(incarnationPath(run, "agent_A"))
 	if err != nil || strings.TrimSpace(string(data)) != strconv.FormatUint(b.conn.incarnation, 10) {
 		t.Fatalf("counter file %q, %v; want the restarted agent's %d written once the run folder works", data, err, b.conn.incarnation)

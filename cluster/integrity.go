@@ -82,28 +82,39 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 // sumTag starts the Extensions that hold this layer's sum; 4 bytes of
 // CRC-32C follow.
-var sumTag = []byte("gsum1")
+var sumTag = []byte("gsum1") // 5 bytes (withSums)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// entrySum is the CRC-32C of what Raft relies on in an entry.
-func entrySum(l *raft.Log) uint32 {
-	var hdr [17]byte
+// entrySum is the CRC-32C of what Raft relies on in an entry; hdr is a
+// scratch buffer (crc32 lets it escape: one for a batch, not one each).
+func entrySum(l *raft.Log, hdr *[17]byte) uint32 {
 	binary.LittleEndian.PutUint64(hdr[0:8], l.Index)
 	binary.LittleEndian.PutUint64(hdr[8:16], l.Term)
 	hdr[16] = byte(l.Type)
 	return crc32.Update(crc32.Checksum(hdr[:], castagnoli), castagnoli, l.Data)
 }
 
-// withSum is a copy of l carrying its sum; Raft's own entry is left as
-// it is (it stays in the log cache and in flight).
-func withSum(l *raft.Log) *raft.Log {
-	c := *l
-	ext := make([]byte, len(sumTag)+4)
-	copy(ext, sumTag)
-	binary.LittleEndian.PutUint32(ext[len(sumTag):], entrySum(l))
-	c.Extensions = ext
-	return &c
+// withSums are copies of logs carrying their sums, made with four
+// allocations per batch whatever its size (every commit takes this path:
+// about 8 µs for 64 entries of 1 KiB, BenchmarkWithSums). Raft's own
+// entries are left as they are (they stay in the log cache and in
+// flight).
+func withSums(logs []*raft.Log) []*raft.Log {
+	const n = 5 + 4 // len(sumTag) + CRC-32C
+	copies := make([]raft.Log, len(logs))
+	ext := make([]byte, n*len(logs))
+	out := make([]*raft.Log, len(logs))
+	var hdr [17]byte
+	for i, l := range logs {
+		copies[i] = *l
+		e := ext[i*n : (i+1)*n : (i+1)*n]
+		copy(e, sumTag)
+		binary.LittleEndian.PutUint32(e[len(sumTag):], entrySum(l, &hdr))
+		copies[i].Extensions = e
+		out[i] = &copies[i]
+	}
+	return out
 }
 
 // checkEntry checks an entry read for index and takes its sum off.
@@ -118,7 +129,8 @@ func checkEntry(index uint64, l *raft.Log) error {
 		return &CorruptError{What: "log entry", Index: index, Reason: fmt.Sprintf("checksum field of %d bytes", len(l.Extensions))}
 	}
 	want := binary.LittleEndian.Uint32(l.Extensions[len(sumTag):])
-	if got := entrySum(l); got != want {
+	var hdr [17]byte
+	if got := entrySum(l, &hdr); got != want {
 		return &CorruptError{What: "log entry", Index: index, Reason: fmt.Sprintf("checksum %08x, stored %08x", got, want)}
 	}
 	l.Extensions = nil
@@ -232,11 +244,7 @@ type checkedWAL struct {
 }
 
 func (w checkedWAL) storeLogs(logs []*raft.Log) error {
-	summed := make([]*raft.Log, len(logs))
-	for i, l := range logs {
-		summed[i] = withSum(l)
-	}
-	return w.WAL.StoreLogs(summed)
+	return w.WAL.StoreLogs(withSums(logs))
 }
 
 // GetLog reads and checks an entry; a bad one reads as not found (Raft

@@ -3,19 +3,18 @@ package flashfs_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/chaos/flashfs"
+	"github.com/grapnel-io/grapnel/internal/sdnotify/sdnotifytest"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -38,55 +37,6 @@ func needFUSE(t *testing.T) {
 	t.Skipf("flashfs needs root and /dev/fuse to mount: %s", why)
 }
 
-// notifySocket is systemd's NOTIFY_SOCKET for the processes started after
-// it: the STATUS= texts they send.
-type notifySocket struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func listenNotify(t *testing.T) *notifySocket {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "sdn") // sun_path holds 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "notify")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	t.Setenv("NOTIFY_SOCKET", path)
-	ns := &notifySocket{}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			ns.mu.Lock()
-			ns.msgs = append(ns.msgs, string(buf[:n]))
-			ns.mu.Unlock()
-		}
-	}()
-	return ns
-}
-
-// status is the last STATUS= text.
-func (ns *notifySocket) status() string {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	for i := len(ns.msgs) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(ns.msgs[i], "STATUS="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // agentRig is one replica on an ordinary disk and one agent whose run
 // folder is on a flashfs mount.
 type agentRig struct {
@@ -97,7 +47,7 @@ type agentRig struct {
 	gr    *bench.Grapnel
 	agent *bench.Agent
 	mount *flashfs.Mount
-	ns    *notifySocket
+	ns    *sdnotifytest.Socket
 }
 
 func (r *agentRig) cli(args ...string) string {
@@ -278,7 +228,8 @@ func TestAgentRunFolderFailsAndComesBack(t *testing.T) {
 	if _, err := r.gr.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r.ns = listenNotify(t)
+	r.ns = sdnotifytest.Listen(t)
+	t.Setenv("NOTIFY_SOCKET", r.ns.Path)
 	r.agent, err = bench.StartAgent(bench.AgentConfig{Bin: bins["grapnel-agent"], Dir: dir, RunFolder: filepath.Join(mp, "run"),
 		Name: "agent_A", Servers: r.gr.Addrs(), Runtimes: []string{"process"}})
 	if err != nil {
@@ -343,7 +294,7 @@ workloads:
 		t.Fatalf("problem %+v", p)
 	}
 	r.waitFor("STATUS naming the fault", time.Minute, func() bool {
-		return strings.Contains(r.ns.status(), "run folder failed: ") && strings.Contains(r.ns.status(), "no space left on device")
+		return strings.Contains(r.ns.Status(), "run folder failed: ") && strings.Contains(r.ns.Status(), "no space left on device")
 	})
 	samePids("while the run folder is full", "ticker", "keeper", "doomed")
 	alive()
@@ -377,7 +328,7 @@ workloads:
 	})
 	r.waitFor("the problem to close", time.Minute, func() bool { return len(r.storageProblems()) == 0 })
 	r.waitFor("STATUS without the fault", time.Minute, func() bool {
-		s := r.ns.status()
+		s := r.ns.Status()
 		return strings.HasPrefix(s, "connected to leader ") && !strings.Contains(s, "run folder")
 	})
 	samePids("after the heal", "ticker", "keeper")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
@@ -25,7 +26,7 @@ func TestFormingClusterSaysWhyItWaits(t *testing.T) {
 	}
 	cmd := exec.Command(bins["grapnel-server"], "-k", "--name", "f1", "-a", ports[0], "--raft-address", ports[1],
 		"--gossip-address", ports[2], "--bootstrap-expect", "3", "--data-dir", filepath.Join(t.TempDir(), "data"), "--log-level", "info")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

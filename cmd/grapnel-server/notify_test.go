@@ -1,72 +1,18 @@
 package main
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/internal/sdnotify/sdnotifytest"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 )
-
-// notifySocket is a fake systemd NOTIFY_SOCKET: it records every datagram.
-type notifySocket struct {
-	path string
-	conn *net.UnixConn
-	mu   sync.Mutex
-	msgs []string
-}
-
-func newNotifySocket(t *testing.T) *notifySocket {
-	t.Helper()
-	// A short path: sun_path holds 108 bytes.
-	dir, err := os.MkdirTemp("", "sdn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	ns := &notifySocket{path: filepath.Join(dir, "notify")}
-	ns.conn, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: ns.path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.conn.Close() })
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ns.conn.Read(buf)
-			if err != nil {
-				return
-			}
-			ns.mu.Lock()
-			ns.msgs = append(ns.msgs, string(buf[:n]))
-			ns.mu.Unlock()
-		}
-	}()
-	return ns
-}
-
-func (ns *notifySocket) got() []string {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	return append([]string(nil), ns.msgs...)
-}
-
-func (ns *notifySocket) count(msg string) int {
-	n := 0
-	for _, m := range ns.got() {
-		if m == msg {
-			n++
-		}
-	}
-	return n
-}
 
 func indexOf(msgs []string, msg string) int {
 	for i, m := range msgs {
@@ -86,7 +32,7 @@ func TestSystemdNotifyMessages(t *testing.T) {
 		t.Skip("builds and runs grapnel-server")
 	}
 	bin := e2eBuild(t, "grapnel-server")["grapnel-server"]
-	ns := newNotifySocket(t)
+	ns := sdnotifytest.Listen(t)
 	dir := t.TempDir()
 	ports, err := bench.FreeAddrs(2)
 	if err != nil {
@@ -94,7 +40,7 @@ func TestSystemdNotifyMessages(t *testing.T) {
 	}
 	addr, raft := ports[0], ports[1]
 	cmd := exec.Command(bin, "-k", "--name", "n1", "-a", addr, "--raft-address", raft, "--data-dir", filepath.Join(dir, "data"))
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+ns.path, "WATCHDOG_USEC=1000000")
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+ns.Path, "WATCHDOG_USEC=1000000")
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -106,11 +52,11 @@ func TestSystemdNotifyMessages(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 		if t.Failed() {
-			t.Logf("messages: %q\nserver output:\n%s", ns.got(), out.String())
+			t.Logf("messages: %q\nserver output:\n%s", ns.Messages(), out.String())
 		}
 	})
-	testwait.For(t, 20*time.Second, func() bool { return ns.count("WATCHDOG=1") >= 2 }, "two WATCHDOG=1")
-	msgs := ns.got()
+	testwait.For(t, 20*time.Second, func() bool { return ns.Count("WATCHDOG=1") >= 2 }, "two WATCHDOG=1")
+	msgs := ns.Messages()
 	ready, follower, leader := indexOf(msgs, "READY=1"), indexOf(msgs, "STATUS=follower"), indexOf(msgs, "STATUS=leader")
 	if ready < 0 || follower < 0 || leader < 0 {
 		t.Fatalf("want READY=1, STATUS=follower and STATUS=leader in %q", msgs)
@@ -118,11 +64,11 @@ func TestSystemdNotifyMessages(t *testing.T) {
 	if follower > ready {
 		t.Errorf("STATUS=follower after READY=1: %q", msgs)
 	}
-	if c := ns.count("READY=1"); c != 1 {
+	if c := ns.Count("READY=1"); c != 1 {
 		t.Errorf("READY=1 sent %d times", c)
 	}
 	terminate(t, cmd, exited)
-	msgs = ns.got()
+	msgs = ns.Messages()
 	if indexOf(msgs, "STOPPING=1") < 0 {
 		t.Fatalf("no STOPPING=1 in %q", msgs)
 	}

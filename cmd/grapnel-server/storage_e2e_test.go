@@ -9,33 +9,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/internal/sdnotify/sdnotifytest"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 )
-
-// syncBuffer is a process's output, read while it is written.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // setFileSizeLimit sets the RLIMIT_FSIZE soft limit of process pid and
 // returns the limit it had.
@@ -70,7 +53,7 @@ func TestStorageFailureAndRestartInPlace(t *testing.T) {
 		t.Skip("builds and runs grapnel-server and grapnel")
 	}
 	bins := e2eBuild(t, "grapnel-server", "grapnel")
-	ns := newNotifySocket(t)
+	ns := sdnotifytest.Listen(t)
 	dir := t.TempDir()
 	ports, err := bench.FreeAddrs(3)
 	if err != nil {
@@ -79,8 +62,8 @@ func TestStorageFailureAndRestartInPlace(t *testing.T) {
 	addr, raft, metricsAddr := ports[0], ports[1], ports[2]
 	cmd := exec.Command(bins["grapnel-server"], "-k", "--name", "n1", "-a", addr, "--raft-address", raft,
 		"--data-dir", filepath.Join(dir, "data"), "--metrics-address", metricsAddr, "--log-level", "info")
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+ns.path)
-	var out syncBuffer
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+ns.Path)
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -92,7 +75,7 @@ func TestStorageFailureAndRestartInPlace(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 		if t.Failed() {
-			t.Logf("messages: %q\nserver output:\n%s", ns.got(), out.String())
+			t.Logf("messages: %q\nserver output:\n%s", ns.Messages(), out.String())
 		}
 	})
 	alive := func() {
@@ -106,7 +89,7 @@ func TestStorageFailureAndRestartInPlace(t *testing.T) {
 	}
 	statusWith := func(parts ...string) func() bool {
 		return func() bool {
-			for _, m := range ns.got() {
+			for _, m := range ns.Messages() {
 				ok := strings.HasPrefix(m, "STATUS=")
 				for _, p := range parts {
 					ok = ok && strings.Contains(m, p)
@@ -163,18 +146,18 @@ func TestStorageFailureAndRestartInPlace(t *testing.T) {
 	setFileSizeLimit(t, pid, old.Cur)
 	restored = true
 	testwait.For(t, 30*time.Second, func() bool {
-		return ns.count("READY=1") == 2 && strings.Count(out.String(), "grapnel-server started") == 2
+		return ns.Count("READY=1") == 2 && strings.Count(out.String(), "grapnel-server started") == 2
 	}, "the replica executed itself again and is ready")
 	alive()
 	if !strings.Contains(out.String(), "executing /proc/self/exe") || !statusWith("restarting in place")() {
-		t.Fatalf("no restart in place in the log or STATUS: %q", ns.got())
+		t.Fatalf("no restart in place in the log or STATUS: %q", ns.Messages())
 	}
 	if p := cmd.Process.Pid; p != pid {
 		t.Fatalf("process id %d, want %d", p, pid)
 	}
 	// The new run's STATUS=leader may come before or after its READY=1.
 	testwait.For(t, 20*time.Second, func() bool {
-		got := ns.got()
+		got := ns.Messages()
 		restart := slices.IndexFunc(got, func(m string) bool { return strings.Contains(m, "restarting in place") })
 		return restart >= 0 && slices.Contains(got[restart:], "STATUS=leader")
 	}, "STATUS=leader after the restart")
