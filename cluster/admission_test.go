@@ -125,6 +125,8 @@ func TestOperatorAddStillNeedsTheCertificate(t *testing.T) {
 	if x.Raft().LastIndex() != 0 {
 		t.Fatalf("x0 received %d log entries over a plain port", x.Raft().LastIndex())
 	}
+	// Leadership may have moved during those seconds on a loaded machine.
+	l = c.WaitLeader(waitLong)
 	v, _ := c.Configuration(l.ID())
 	if err := l.AddReplica("n2", c.Replica("n2").RaftAddress, 5*time.Second); err != nil {
 		t.Fatalf("adding a voter again: %v", err)

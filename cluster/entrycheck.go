@@ -105,10 +105,10 @@ func (c *entryCheck) holds(rpc raft.RPC) bool {
 			return true
 		}
 	case *raft.AppendEntriesRequest:
-		c.hold.heardLeader(max(req.LeaderCommitIndex, req.PrevLogEntry+uint64(len(req.Entries))))
+		c.hold.heardLeader(req.Term, max(req.LeaderCommitIndex, req.PrevLogEntry+uint64(len(req.Entries))))
 		c.hold.nudge()
 	case *raft.InstallSnapshotRequest:
-		c.hold.heardLeader(req.LastLogIndex)
+		c.hold.heardLeader(req.Term, req.LastLogIndex)
 		c.hold.nudge()
 	case *raft.TimeoutNowRequest:
 		// A leader hands leadership over only to a follower whose log

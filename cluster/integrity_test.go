@@ -81,6 +81,45 @@ func TestCorruptEntries_OnAMajority_RepairedFromTheIntactReplica(t *testing.T) {
 	c.WaitApplied(idx)
 }
 
+// The same with the flipped bit in the last entry of each log, which
+// raft-wal drops at open as a torn write (its last commit's CRC fails):
+// the two replicas find that the entry they drop was synced (segcheck.go)
+// and hold their votes, so only the intact replica can be elected.
+func TestCorruptTail_OnAMajority_RepairedFromTheIntactReplica(t *testing.T) {
+	c := clustertest.New(t, 3)
+	c.WaitLeader(waitLong)
+	applyAgents(t, c, "before", 5)
+	last := applyAgents(t, c, "last-entry", 1)
+	c.WaitApplied(last)
+	want := c.Content("n1")
+	for _, id := range c.IDs() {
+		c.Stop(id)
+	}
+	for _, id := range []string{"n2", "n3"} {
+		flipMarker(t, c.Replica(id).DataDir, "last-entry-0")
+	}
+	c.RestartAll("n2", "n3")
+	for _, id := range []string{"n2", "n3"} {
+		if h := c.Node(id).VoteHold(); !strings.Contains(h, "lost synced entries") {
+			t.Fatalf("%s vote hold = %q, want one for the synced entries raft-wal dropped", id, h)
+		}
+	}
+	timing := c.Node("n2").Timing()
+	holdsFor(t, 4*timing.ElectionTimeout, "no leader among the replicas that lost the entry", func() bool {
+		return !c.Node("n2").IsLeader() && !c.Node("n3").IsLeader()
+	})
+	c.Restart("n1")
+	leader := c.WaitLeader(waitLong)
+	if leader.ID() != "n1" {
+		t.Fatalf("leader %s; only n1 kept every entry", leader.ID())
+	}
+	waitSameContent(t, c, want)
+	c.WaitFor("n2 and n3 caught up and voting again", waitLong, func() bool {
+		return c.Node("n2").VoteHold() == "" && c.Node("n3").VoteHold() == ""
+	})
+	requireAgents(t, c, "n2", append(names("before", 5), "last-entry-0")...)
+}
+
 // Issue 29 point 3, replaced flash: a replica that starts with an empty
 // data directory under its old name does not bootstrap, holds its vote
 // (it cannot know what it had acknowledged), catches up from the leader,

@@ -357,6 +357,16 @@ func NewNode(cfg Config) (*Node, error) {
 	if segmentSize == 0 {
 		segmentSize = DefaultSegmentSize
 	}
+	// Before raft-wal opens the log: segment headers it would refuse, and
+	// what it will drop of the open segment's tail although it was synced
+	// (segcheck.go).
+	if _, err := repairHeaders(filepath.Join(cfg.DataDir, walDir), base.Named("cluster")); err != nil {
+		return nil, err
+	}
+	tail, err := checkTail(filepath.Join(cfg.DataDir, walDir))
+	if err != nil {
+		return nil, err
+	}
 	walStore, err := openLogStore(cfg.DataDir, segmentSize, base.Named("cluster"))
 	if err != nil {
 		return nil, err
@@ -394,6 +404,10 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	currentTerm := func() uint64 { t, _ := walStore.GetUint64(stableKeys.currentTerm); return t }
+	hold.currentTerm.Store(&currentTerm)
+	if err := repairTail(cfg.DataDir, tail, walStore, hold, integ, base.Named("cluster"), currentTerm); err != nil {
+		return nil, err
+	}
 	if err := startupRepair(cfg.DataDir, walStore, fileSnaps, hold, integ, base.Named("cluster"), currentTerm); err != nil {
 		return nil, err
 	}

@@ -47,13 +47,14 @@ import (
 //   - either way it does not stand for election itself (its election
 //     timer is an hour long and its own vote requests are not sent, as
 //     for failed storage), so it cannot vote for itself;
-//   - it releases the hold once its log reaches what it had (or, empty,
-//     the furthest a leader's log reached in what that leader sent it,
-//     which holds every committed entry), or when a leader hands it
-//     leadership (which it does only to a follower whose log matches its
-//     own): then its log holds every entry it could have acknowledged. A replica that lost
-//     its vote record too (empty) then also refuses every other vote in
-//     the term it caught up in, as if it had voted in it.
+//   - it releases the hold once its log reaches what it had, or the
+//     furthest a leader's log reached in what that leader sent it, which
+//     holds every committed entry (heardLeader), or when a leader hands
+//     it leadership (which it does only to a follower whose log matches
+//     its own): then its log holds every entry it could have
+//     acknowledged. A replica that lost its vote record too (empty) then
+//     also refuses every other vote in the term it caught up in, as if
+//     it had voted in it.
 //
 // The hold is a file in the data directory, written durably before the
 // log is cut, so a restart in the middle keeps it. If no leader can be
@@ -85,11 +86,13 @@ type holdState struct {
 	now  func() time.Time
 	// held is the current hold; nil when none.
 	held atomic.Pointer[voteHold]
-	// target is, for an empty start, the furthest a leader's log reached
-	// in what it sent (0: nothing heard yet; heardLeader).
+	// target is the furthest a leader's log reached in what it sent (0:
+	// nothing heard yet; heardLeader).
 	target atomic.Uint64
-	// lastIndex is Raft's last index (set once Raft runs).
-	lastIndex atomic.Pointer[func() uint64]
+	// lastIndex is Raft's last index (set once Raft runs); currentTerm
+	// its current term (from the stable store).
+	lastIndex   atomic.Pointer[func() uint64]
+	currentTerm atomic.Pointer[func() uint64]
 	// release runs once, when the hold ends (caught up or by an operator).
 	mu       sync.Mutex
 	released chan struct{}
@@ -186,17 +189,25 @@ func (h *holdState) refuses(lastTerm, lastIndex uint64) bool {
 }
 
 // heardLeader notes how far a leader's log reaches, from an AppendEntries
-// or InstallSnapshot: for an empty start, the replica must catch up to
-// the furthest seen. A leader's first AppendEntries to a follower names
-// its last entry as the previous one (Raft starts a follower's next index
+// or InstallSnapshot of the given term: the replica must catch up to the
+// furthest seen. A leader's first AppendEntries to a follower names its
+// last entry as the previous one (Raft starts a follower's next index
 // after the leader's last), and a leader's log holds every committed
 // entry, so once this replica's log reaches that far it holds everything
-// it could have acknowledged. (Heartbeats carry no index; Raft's
+// it could have acknowledged. A replica that cut its log knows its term,
+// and counts only a leader Raft will accept: one of that term or later
+// (a deposed leader may lack what a later one committed). One that
+// started empty knows no term. (Heartbeats carry no index; Raft's
 // transport hands them to Raft directly.)
-func (h *holdState) heardLeader(index uint64) {
+func (h *holdState) heardLeader(term, index uint64) {
 	v := h.Held()
-	if v == nil || !v.Empty {
+	if v == nil {
 		return
+	}
+	if !v.Empty {
+		if f := h.currentTerm.Load(); f != nil && term < (*f)() {
+			return
+		}
 	}
 	for {
 		t := h.target.Load()
@@ -206,7 +217,11 @@ func (h *holdState) heardLeader(index uint64) {
 	}
 }
 
-// caughtUp says whether Raft's log now holds what the hold waits for.
+// caughtUp says whether Raft's log now holds what the hold waits for:
+// the furthest a leader's log reached (heardLeader), or, after a cut, the
+// last entry the replica had, whichever comes first. (A cut hold's entry
+// may be a bound past what it had, when the lost frames could not all be
+// read: segcheck.go.)
 func (h *holdState) caughtUp() bool {
 	v := h.Held()
 	if v == nil {
@@ -217,11 +232,10 @@ func (h *holdState) caughtUp() bool {
 		return false
 	}
 	last := (*f)()
-	if v.Empty {
-		t := h.target.Load()
-		return t > 0 && last >= t
+	if t := h.target.Load(); t > 0 && last >= t {
+		return true
 	}
-	return last >= v.Index
+	return !v.Empty && last >= v.Index
 }
 
 // endHow is how a hold ended.

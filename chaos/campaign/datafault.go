@@ -27,7 +27,7 @@ import (
 // (cluster/integrity.go, cluster/votehold.go), and when its vote hold
 // ends.
 const (
-	logCorruptEntry    = "corrupt Raft log: cut entries"
+	logCorruptEntry    = "corrupt Raft log: " // cut entries, or synced ones dropped at open
 	logCorruptSnapshot = "corrupt snapshot: moved to the quarantine"
 	logHoldBegan       = "holding this replica's vote until its log has caught up"
 	logHoldEnded       = "vote hold ended"
@@ -217,12 +217,14 @@ func walEntries(b []byte) (out [][2]int, beforeLastBatch int) {
 	return out, beforeLastBatch
 }
 
-// flipLogEntry flips one bit in the data of one of the 32 entries before
-// the last commit's batch of the replica's newest WAL segment: entries
-// after its newest snapshot, which the replica reads back at start. (A
-// flip in the last batch, or in a frame header, makes raft-wal take the
-// rest of the segment for a torn write and drop it at open: the limit
-// docs/operations.md names, which this fault does not test.)
+// flipLogEntry flips one bit of the replica's newest WAL segment, in one
+// of three places: the data of one of the 32 entries before the last
+// commit's batch (entries after its newest snapshot, which the replica
+// reads back at start), the data of an entry of that last batch, or the
+// type or length of the frame header of one of the last 32 entries. The
+// last two make raft-wal drop the rest of the segment at open as a torn
+// write; the replica must find that they were synced
+// (cluster/segcheck.go).
 func flipLogEntry(d dataDir, rng *rand.Rand) (string, error) {
 	segs, _ := filepath.Glob(filepath.Join(d.path(), "wal", "*.wal"))
 	if len(segs) == 0 {
@@ -238,13 +240,31 @@ func flipLogEntry(d dataDir, rng *rand.Rand) (string, error) {
 	if before == 0 {
 		return "", fmt.Errorf("no entry before the last commit in %s", filepath.Base(seg))
 	}
-	k := before - 1 - rng.IntN(min(32, before))
-	start, end := entries[k][0], entries[k][1]
+	var k int
+	var bit int64
+	var where string
 	// The payload ends with the entry's append time, which no check
-	// covers and nothing reads: flip inside its first part.
-	span := max(1, (end-start)*2/3)
-	byteOff := start + rng.IntN(span)
-	bit := int64(byteOff)*8 + int64(rng.IntN(8))
+	// covers and nothing reads: data flips fall inside its first part.
+	inData := func(k int) int64 {
+		start, end := entries[k][0], entries[k][1]
+		byteOff := start + rng.IntN(max(1, (end-start)*2/3))
+		return int64(byteOff)*8 + int64(rng.IntN(8))
+	}
+	switch target := rng.IntN(3); {
+	case target == 1 && before < len(entries):
+		k = before + rng.IntN(len(entries)-before)
+		bit, where = inData(k), "data of entry frame %d of %d (in the last commit's batch)"
+	case target == 2:
+		k = len(entries) - 1 - rng.IntN(min(32, len(entries)))
+		hdr := entries[k][0] - walFrameHeader
+		// The type byte or the length; raft-wal ignores the three
+		// reserved bytes between them.
+		byteOff := hdr + []int{0, 4, 5, 6, 7}[rng.IntN(5)]
+		bit, where = int64(byteOff)*8+int64(rng.IntN(8)), "frame header of entry frame %d of %d"
+	default:
+		k = before - 1 - rng.IntN(min(32, before))
+		bit, where = inData(k), "data of entry frame %d of %d"
+	}
 	rel, err := filepath.Rel(d.mount.Mountpoint(), seg)
 	if err != nil {
 		return "", err
@@ -252,7 +272,7 @@ func flipLogEntry(d dataDir, rng *rand.Rand) (string, error) {
 	if err := d.mount.Flip(rel, []int64{bit}); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("bit %d (byte %d) of entry frame %d of %d in %s flipped at rest", bit, byteOff, k+1, len(entries), filepath.Base(seg)), nil
+	return fmt.Sprintf("bit %d (byte %d) of the "+where+" in %s flipped at rest", bit, bit/8, k+1, len(entries), filepath.Base(seg)), nil
 }
 
 // flipSnapshot flips 8 random bits of the newest snapshot's state.bin.
