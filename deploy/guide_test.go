@@ -134,19 +134,24 @@ ssh() {
   GUIDE_ROOT=$root bash -c "source \"$GUIDE_SHIMS\"; set -euo pipefail; cd \"$root\"; $(onunit "$root" "$*")"
 }
 systemd-sysusers() {
-  local f n=0
+  local f n=0 name
   for f in "$GUIDE_ROOT"/usr/lib/sysusers.d/*.conf; do
     [[ -f $f ]] || continue
-    awk '$1 == "u" {print $2}' "$f" >> "$GUIDE_ROOT/.users"; n=$((n+1))
+    for name in $(awk '$1 == "u" {print $2}' "$f"); do
+      grep -q "^$name " "$GUIDE_ROOT/.users" 2>/dev/null || echo "$name $GUIDE_UID" >> "$GUIDE_ROOT/.users"
+    done
+    n=$((n+1))
   done
   [[ $n -gt 0 ]] || { echo "systemd-sysusers: no sysusers.d file" >&2; return 1; }
 }
 chown() {
-  local args=() a
-  for a in "$@"; do case $a in -R) ;; -*) echo "chown shim: option $a" >&2; return 2;; *) args+=("$a");; esac; done
-  local user=${args[0]%%:*}; unset 'args[0]'
-  grep -qx "$user" "$GUIDE_ROOT/.users" 2>/dev/null || { echo "chown: invalid user: '$user'" >&2; return 1; }
-  for a in "${args[@]}"; do [[ -e $a ]] || { echo "chown: cannot access '$a': No such file or directory" >&2; return 1; }; done
+  local opts=() args=() a
+  for a in "$@"; do case $a in -R) opts+=(-R);; -*) echo "chown shim: option $a" >&2; return 2;; *) args+=("$a");; esac; done
+  local spec=${args[0]}; unset 'args[0]'
+  [[ $spec == *: && $spec != *:*:* ]] || { echo "chown shim: owner $spec is not USER: (the user and its group)" >&2; return 2; }
+  local uid; uid=$(awk -v u="${spec%:}" '$1 == u {print $2}' "$GUIDE_ROOT/.users" 2>/dev/null)
+  [[ -n $uid ]] || { echo "chown: invalid user: '$spec'" >&2; return 1; }
+  command chown "${opts[@]}" "$uid:$uid" -- "${args[@]}"
 }
 systemctl() {
   case "$*" in
@@ -163,6 +168,8 @@ systemctl() {
 // env is what the guide's commands run with: the shims' settings.
 type env struct {
 	src, units, shimsPath, net string
+	// uid is the uid (and gid) systemd-sysusers gives a unit's user.
+	uid int
 }
 
 // onNet moves the guide's network onto the test's, in plain text and in
@@ -187,7 +194,7 @@ func (e env) run(t *testing.T, ctx context.Context, b block, text string) string
 	cmd := exec.CommandContext(ctx, "bash", "-c", "source \"$GUIDE_SHIMS\"; set -euo pipefail\n"+e.onNet(text))
 	cmd.Dir = e.src
 	cmd.Env = append(os.Environ(), "GUIDE_SHIMS="+e.shimsPath, "GUIDE_UNITS="+e.units, "GUIDE_NET="+e.net,
-		"GUIDE_PATHS="+strings.Join(unitPaths, " "))
+		"GUIDE_PATHS="+strings.Join(unitPaths, " "), fmt.Sprintf("GUIDE_UID=%d", e.uid))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s:%d (test=%s): %v\n--- block as run\n%s\n--- output\n%s", guidePath, b.line, b.kind, err, e.onNet(text), out)
@@ -254,12 +261,52 @@ func verifyUnit(t *testing.T, u unitFile, root, dir string) {
 	}
 }
 
+// unitUser is the uid systemd-sysusers gave user on the unit at root
+// (the guide runs it before it enables a unit with User=).
+func unitUser(t *testing.T, root, user string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, ".users"))
+	if err != nil {
+		t.Fatalf("User=%s, but systemd-sysusers made no user on %s: %v", user, filepath.Base(root), err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var name string
+		var uid int
+		if n, _ := fmt.Sscanf(line, "%s %d", &name, &uid); n == 2 && name == user {
+			return uid
+		}
+	}
+	t.Fatalf("User=%s, but systemd-sysusers made no such user on %s", user, filepath.Base(root))
+	return 0
+}
+
+// procUID is the real uid process pid runs as.
+func procUID(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			var uid int
+			if _, err := fmt.Sscan(rest, &uid); err != nil {
+				t.Fatalf("/proc/%d/status: %q: %v", pid, line, err)
+			}
+			return uid
+		}
+	}
+	t.Fatalf("/proc/%d/status: no Uid line", pid)
+	return 0
+}
+
 // started is one unit's main process and its notify socket.
 type started struct {
 	unit   string
 	proc   *bench.Process
 	notify *sdnotifytest.Socket
 	log    string
+	uid    int // the unit's User=, 0 without one
 }
 
 // startUnit does what systemd does for u before and at its start: the
@@ -306,13 +353,45 @@ func startUnit(t *testing.T, u unitFile, root string) *started {
 		t.Fatalf("%s: ExecStart=%s: %v (the guide did not install it)", u.path, u.one(t, "ExecStart"), err)
 	}
 	sock := sdnotifytest.Listen(t)
+	// systemd starts the process in / with the unit's umask, as its
+	// User= when one is set: the uid systemd-sysusers gave that user.
+	umask := "0022"
+	if m := u.service["UMask"]; len(m) == 1 {
+		umask = m[0]
+	}
+	uid := 0
+	if user := u.service["User"]; len(user) == 1 {
+		uid = unitUser(t, root, user[0])
+		for _, key := range []string{"StateDirectory", "RuntimeDirectory"} {
+			for _, v := range u.service[key] {
+				for _, d := range strings.Fields(v) {
+					if err := os.Chown(filepath.Join(root, map[string]string{"StateDirectory": "var/lib", "RuntimeDirectory": "run"}[key], d), uid, uid); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		// The user passes through the test's directories to the unit's
+		// files, and may send to the notify socket.
+		if err := bench.Passable(filepath.Join(root, "etc")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Dir(sock.Path), 0o711); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(sock.Path, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		args = append([]string{"/usr/bin/setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", uid), "--clear-groups"}, args...)
+	}
+	args = append([]string{"NOTIFY_SOCKET=" + sock.Path, "/bin/sh", "-c", `cd / && umask "$0" && exec "$@"`, umask}, args...)
 	log := filepath.Join(root, strings.TrimSuffix(u.name, ".service")+".log")
-	p, err := bench.StartProcess(u.name, "/usr/bin/env", append([]string{"NOTIFY_SOCKET=" + sock.Path}, args...), log)
+	p, err := bench.StartProcess(u.name, "/usr/bin/env", args, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Kill)
-	return &started{unit: u.name, proc: p, notify: sock, log: log}
+	return &started{unit: u.name, proc: p, notify: sock, log: log, uid: uid}
 }
 
 // TestDeployGuide follows docs/deploy.md into a temporary root: the
@@ -348,7 +427,7 @@ func TestDeployGuide(t *testing.T) {
 
 	tmp := t.TempDir()
 	e := env{src: filepath.Join(tmp, "src"), units: filepath.Join(tmp, "units"), shimsPath: filepath.Join(tmp, "shims.sh"),
-		net: fmt.Sprintf("127.%d.%d.", 100+rand.IntN(100), 1+rand.IntN(254))}
+		net: fmt.Sprintf("127.%d.%d.", 100+rand.IntN(100), 1+rand.IntN(254)), uid: 64000 + rand.IntN(500)}
 	if _, err := bench.BuildCommands(filepath.Join(e.src, "bin"), "grapnel-server", "grapnel-agent", "grapnel"); err != nil {
 		t.Fatal(err)
 	}
@@ -445,6 +524,9 @@ func TestDeployGuide(t *testing.T) {
 			return p.notify.Count("READY=1") > 0, nil
 		}); err != nil {
 			t.Fatalf("%s: no READY=1: %v", p.unit, err)
+		}
+		if uid := procUID(t, p.proc.Pid()); uid != p.uid {
+			t.Fatalf("%s runs as uid %d, want %d (its User=)", p.unit, uid, p.uid)
 		}
 	}
 	for _, p := range procs {
