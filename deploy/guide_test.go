@@ -244,8 +244,9 @@ func (u unitFile) one(t *testing.T, key string) string {
 
 // verifyUnit runs systemd-analyze verify on the unit as installed on its
 // unit, its binaries moved into the unit's directory (verify checks that
-// ExecStart is executable). Any complaint fails the test.
-func verifyUnit(t *testing.T, u unitFile, root, dir string) {
+// ExecStart is executable), with the drop-ins given (verify reads those
+// in NAME.d/ next to the unit). Any complaint fails the test.
+func verifyUnit(t *testing.T, u unitFile, root, dir string, dropIns ...string) {
 	t.Helper()
 	data, err := os.ReadFile(u.path)
 	if err != nil {
@@ -255,9 +256,21 @@ func verifyUnit(t *testing.T, u unitFile, root, dir string) {
 	if err := os.WriteFile(copyPath, []byte(strings.ReplaceAll(string(data), "/usr/local/bin/", root+"/usr/local/bin/")), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	for _, d := range dropIns {
+		data, err := os.ReadFile(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(copyPath+".d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(copyPath+".d", filepath.Base(d)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	out, err := exec.Command("systemd-analyze", "verify", copyPath).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
-		t.Fatalf("systemd-analyze verify %s (installed from the guide): %v\n%s", u.name, err, out)
+		t.Fatalf("systemd-analyze verify %s (installed from the guide) with drop-ins %v: %v\n%s", u.name, dropIns, err, out)
 	}
 }
 
@@ -384,7 +397,23 @@ func startUnit(t *testing.T, u unitFile, root string) *started {
 		}
 		args = append([]string{"/usr/bin/setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", uid), "--clear-groups"}, args...)
 	}
-	args = append([]string{"NOTIFY_SOCKET=" + sock.Path, "/bin/sh", "-c", `cd / && umask "$0" && exec "$@"`, umask}, args...)
+	envs := []string{"NOTIFY_SOCKET=" + sock.Path}
+	for _, f := range u.service["EnvironmentFile"] {
+		optional := strings.HasPrefix(f, "-")
+		data, err := os.ReadFile(onUnit(root, strings.TrimPrefix(f, "-")))
+		if err != nil {
+			if optional && os.IsNotExist(err) {
+				continue
+			}
+			t.Fatalf("%s: EnvironmentFile=%s: %v", u.path, f, err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if line = strings.TrimSpace(line); line != "" && line[0] != '#' && strings.Contains(line, "=") {
+				envs = append(envs, line)
+			}
+		}
+	}
+	args = append(append(envs, "/bin/sh", "-c", `cd / && umask "$0" && exec "$@"`, umask), args...)
 	log := filepath.Join(root, strings.TrimSuffix(u.name, ".service")+".log")
 	p, err := bench.StartProcess(u.name, "/usr/bin/env", args, log)
 	if err != nil {
@@ -492,6 +521,11 @@ func TestDeployGuide(t *testing.T) {
 		}
 		for _, u := range units {
 			verifyUnit(t, u.unit, u.root, t.TempDir())
+			// The guide's drop-in for podman workloads, as it says to
+			// install it next to the agent's unit.
+			if d := filepath.Join(e.src, "deploy/systemd", u.unit.name+".d", "podman.conf"); u.unit.name == "grapnel-agent.service" {
+				verifyUnit(t, u.unit, u.root, t.TempDir(), d)
+			}
 		}
 	})
 	var procs []*started
