@@ -362,6 +362,12 @@ func startUnit(t *testing.T, u unitFile, root string) *started {
 	if len(args) == 0 {
 		t.Fatalf("%s: empty ExecStart", u.path)
 	}
+	// The test splits ExecStart on blanks, as systemd does for a line
+	// without quotes, prefixes or variables; it refuses what it would
+	// start otherwise than systemd.
+	if strings.ContainsAny(args[0][:1], "-@+!:") || strings.ContainsAny(u.one(t, "ExecStart"), `"'\$%`) {
+		t.Fatalf("%s: ExecStart=%s: quotes, prefixes, variables and specifiers are not started as systemd would here; extend startUnit", u.path, u.one(t, "ExecStart"))
+	}
 	if _, err := os.Stat(args[0]); err != nil {
 		t.Fatalf("%s: ExecStart=%s: %v (the guide did not install it)", u.path, u.one(t, "ExecStart"), err)
 	}
@@ -528,18 +534,20 @@ func TestDeployGuide(t *testing.T) {
 			}
 		}
 	})
+	var agentRoots []*bench.Agent
+	for _, u := range units {
+		if u.unit.name == "grapnel-agent.service" {
+			agentRoots = append(agentRoots, &bench.Agent{Name: agentName(t, u.root), RunFolder: filepath.Join(u.root, "var/lib/grapnel-agent")})
+		}
+	}
+	// Workloads outlive their agent by design: end them after the test,
+	// once the agent is gone (cleanups run last first), or it would
+	// start greeter again (restartPolicy ON_FAILURE).
+	t.Cleanup(func() { bench.RemoveWorkloads(agentRoots) })
 	var procs []*started
 	for _, u := range units {
 		procs = append(procs, startUnit(t, u.unit, u.root))
 	}
-	var agentRoots []*bench.Agent
-	for _, u := range units {
-		if u.unit.name == "grapnel-agent.service" {
-			agentRoots = append(agentRoots, &bench.Agent{Name: "agent_A", RunFolder: filepath.Join(u.root, "var/lib/grapnel-agent")})
-		}
-	}
-	// Workloads outlive their agent by design: end them after the test.
-	t.Cleanup(func() { bench.RemoveWorkloads(agentRoots) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range procs {
@@ -633,6 +641,22 @@ func TestDeployGuide(t *testing.T) {
 			t.Fatalf("%s ended: %v", p.unit, err)
 		}
 	}
+}
+
+// agentName is the name in the agent.yaml the guide installed at root.
+func agentName(t *testing.T, root string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "etc/grapnel/agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "name:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("%s: no name", filepath.Join(root, "etc/grapnel/agent.yaml"))
+	return ""
 }
 
 // copyTree copies the text files below src to dst through edit (the
