@@ -571,6 +571,16 @@ func TestDeployGuide(t *testing.T) {
 			t.Fatalf("%s runs as uid %d, want %d (its User=)", p.unit, uid, p.uid)
 		}
 	}
+	// The shipped server.yaml names no startup manifest, and the replica
+	// says what that means (docs/deploy.md, step 2).
+	for _, p := range procs {
+		if p.unit != "grapnel-server.service" {
+			continue
+		}
+		if log, err := os.ReadFile(p.log); err != nil || !strings.Contains(string(log), "no startup manifest") {
+			t.Fatalf("%s: its log does not say it starts without a startup manifest (%v)", p.log, err)
+		}
+	}
 	for _, p := range procs {
 		if p.unit != "grapnel-agent.service" {
 			continue
