@@ -248,7 +248,7 @@ func options() []layered.Option[config] {
 		layered.Opt("secret-key-file", "", "SECRET_KEY_FILE", "keyring that seals secret config items: one `ID BASE64KEY` a line (32-byte keys), the first one seals; mode 0600 (docs/secrets.md)", func(c *config) any { return &c.SecretKeyFile }),
 		layered.Opt("bootstrap-expect", "", "BOOTSTRAP_EXPECT", "form a new cluster once this many replicas see each other (0 or 1: a single replica)", func(c *config) any { return &c.BootstrapExpect }),
 		layered.Opt("join", "", "JOIN", "gossip address of a replica to join (repeatable; env: comma-separated)", func(c *config) any { return &c.Join }),
-		layered.Opt("metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on ADDR/metrics; an address without a host (:9100) is 127.0.0.1 (off when empty)", func(c *config) any { return &c.MetricsAddress }),
+		layered.Opt("metrics-address", "", "METRICS_ADDRESS", "serve Prometheus metrics on ADDR/metrics, conventionally port 25581; an address without a host (:9100) is 127.0.0.1 (off when empty)", func(c *config) any { return &c.MetricsAddress }),
 		layered.Opt("metrics-tls", "", "METRICS_TLS", "serve the metrics over https with the replica's certificates, to a client certificate of the CA with a role of --metrics-roles", func(c *config) any { return &c.MetricsTLS }),
 		layered.Opt("metrics-roles", "", "METRICS_ROLES", "roles whose client certificate may read the metrics with --metrics-tls (repeatable; env: comma-separated)", func(c *config) any { return &c.MetricsRoles }),
 		layered.Opt("grpc-max-conns", "", "GRPC_MAX_CONNS", "connections the gRPC port holds at once; lowered at start to what RLIMIT_NOFILE leaves after the other listeners and a reserve for files and gossip", func(c *config) any { return &c.GRPCMaxConns }),
@@ -264,7 +264,7 @@ func options() []layered.Option[config] {
 		layered.Opt("max-streams-per-agent", "", "MAX_STREAMS_PER_AGENT", "Ankaios streams open at once per agent identity (a replacing hello needs two for a moment)", func(c *config) any { return &c.MaxStreamsPerAgent }),
 		layered.Opt("max-streams-per-client", "", "MAX_STREAMS_PER_CLIENT", "Ankaios streams open at once per commander or operator identity", func(c *config) any { return &c.MaxStreamsPerClient }),
 		layered.Opt("max-streams", "", "MAX_STREAMS", "Ankaios streams open at once on this replica, all identities together", func(c *config) any { return &c.MaxStreams }),
-		layered.Opt("ui-address", "", "UI_ADDRESS", "serve the dashboard on ADDR (https with the replica's certificates and a client certificate of role operator or commander; http with --insecure; off when empty)", func(c *config) any { return &c.UIAddress }),
+		layered.Opt("ui-address", "", "UI_ADDRESS", "serve the dashboard on ADDR, conventionally port 25582 (https with the replica's certificates and a client certificate of role operator or commander; http with --insecure; off when empty)", func(c *config) any { return &c.UIAddress }),
 		layered.Opt("agent-reconnect-grace", "", "AGENT_RECONNECT_GRACE", "after a failover, time agents get to reconnect before their workloads turn AgentDisconnected", func(c *config) any { return &c.AgentReconnectGrace }),
 		layered.Opt("agent-connect-grace", "", "AGENT_CONNECT_GRACE", "time an agent with workloads assigned may take to connect for the first time before the problems view reports it", func(c *config) any { return &c.AgentConnectGrace }),
 		layered.Opt("rpc-hold-timeout", "", "RPC_HOLD_TIMEOUT", "how long a request waits for a leader before it fails with 'no leader'", func(c *config) any { return &c.RPCHoldTimeout }),
@@ -422,6 +422,12 @@ func (c config) validate() error {
 				return fmt.Errorf("--address %q: in a cluster give the address peers and clients reach this replica on, not a wildcard", c.Address)
 			}
 		}
+	}
+	// One port cannot serve both: the second listener would fail at
+	// start with "address already in use" (the docs once gave 25581 to
+	// both; the examples use 25581 and 25582).
+	if c.MetricsAddress != "" && c.MetricsAddress == c.UIAddress {
+		return fmt.Errorf("--ui-address %q: the same address as --metrics-address; give the dashboard a port of its own (the examples use 25581 for metrics, 25582 for the dashboard)", c.UIAddress)
 	}
 	if err := c.validateGossipKeys(); err != nil {
 		return err

@@ -173,6 +173,10 @@ func TestClusterOptions(t *testing.T) {
 			return err == nil && l == workloadpolicy.Restricted
 		}, ""},
 		{"workload policy unknown", []string{"-k", "--workload-policy", "root"}, nil, nil, `--workload-policy "root": not a workload policy level`},
+		{"metrics and dashboard on one address", []string{"-k", "--metrics-address", "10.0.0.1:25581", "--ui-address", "10.0.0.1:25581"}, nil, nil, `--ui-address "10.0.0.1:25581": the same address as --metrics-address`},
+		{"metrics and dashboard on their own ports", []string{"-k", "--metrics-address", "10.0.0.1:25581", "--ui-address", "10.0.0.1:25582"}, nil, func(c config) bool {
+			return c.MetricsAddress == "10.0.0.1:25581" && c.UIAddress == "10.0.0.1:25582"
+		}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -292,7 +296,7 @@ func TestUIAddressOption(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("insecure: true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(file, []byte("insecure: true\nui_address: 10.0.0.1:25581\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("insecure: true\nui_address: 10.0.0.1:25582\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -302,9 +306,9 @@ func TestUIAddressOption(t *testing.T) {
 		want string
 	}{
 		{"off by default", []string{"-x", empty}, nil, ""},
-		{"flag", []string{"-x", empty, "--ui-address", "127.0.0.1:25581"}, nil, "127.0.0.1:25581"},
+		{"flag", []string{"-x", empty, "--ui-address", "127.0.0.1:25582"}, nil, "127.0.0.1:25582"},
 		{"environment", []string{"-x", empty}, map[string]string{"GRAPNEL_SERVER_UI_ADDRESS": ":8443"}, ":8443"},
-		{"config file", []string{"-x", file}, nil, "10.0.0.1:25581"},
+		{"config file", []string{"-x", file}, nil, "10.0.0.1:25582"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := loadConfig(c.args, env(c.env))

@@ -335,16 +335,21 @@ func replicaStatus(leading bool, fault *cluster.StorageFault) string {
 
 // loadStartupManifest parses and validates the startup manifest; an
 // invalid one stops the server (swdd~server-fails-on-invalid-startup-state~1).
+// Without one the replica starts as an Ankaios server started without -c
+// does: a fresh cluster begins with an empty desired state, and the log
+// says so. A manifest that is named but missing is a mistake in the
+// configuration, not an empty state: it stops the server naming the key.
 //
 // swdd~stored-workload-spec-parses-yaml~1
 // swdd~stored-workload-spec-checks-unique-name~1
 func loadStartupManifest(path string, lim state.Limits, level workloadpolicy.Level, log *slog.Logger) (*state.State, error) {
 	if path == "" {
+		log.Info("no startup manifest (startup_manifest, -m): a fresh cluster starts with an empty desired state")
 		return nil, nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("startup manifest: %w", err)
+		return nil, fmt.Errorf("startup_manifest (-m) %s: %w (leave the key out to start with an empty desired state)", path, err)
 	}
 	s, warn, err := state.ParseManifest(data)
 	if err != nil {

@@ -50,3 +50,23 @@ func TestStartupManifestValidation(t *testing.T) {
 		})
 	}
 }
+
+// The shipped server.yaml names no startup manifest (deploy/README.md):
+// the replica starts with an empty desired state and says so; one that is
+// named but missing stops it with the key and the path.
+func TestStartupManifestOptional(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	s, err := loadStartupManifest("", state.DefaultLimits(), workloadpolicy.Baseline, log)
+	if err != nil || s != nil {
+		t.Fatalf("no manifest: state %v, error %v; want none and no error", s, err)
+	}
+	if !strings.Contains(buf.String(), "no startup manifest") {
+		t.Fatalf("no manifest: log %q does not say so", buf.String())
+	}
+	missing := filepath.Join(t.TempDir(), "state.yaml")
+	_, err = loadStartupManifest(missing, state.DefaultLimits(), workloadpolicy.Baseline, log)
+	if err == nil || !strings.Contains(err.Error(), "startup_manifest") || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("missing manifest: error %v, want one naming startup_manifest and %s", err, missing)
+	}
+}

@@ -77,6 +77,9 @@ var rules = []rule{
 	{folder: "cmd", may: []string{""}, why: "brief §2: cmd wires everything; issue 29: but no test harness (chaos/, go-fuse)",
 		notLinked: []string{module + "chaos", "github.com/hanwen/go-fuse"}},
 	{folder: "chaos", may: []string{""}, why: "brief §2: chaos is test-only and may import everything"},
+	// deploy/ is the shipped configuration and units; its only Go is the
+	// test that follows docs/deploy.md (issue 31).
+	{folder: "deploy", why: "issue 31: deploy has no Go code of its own, only the guide's test"},
 	{folder: "cli", may: []string{""}, why: "docs/architecture.md: cli holds the commands of cmd/grapnel and may import all"},
 }
 
