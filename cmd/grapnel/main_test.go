@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os/user"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -409,5 +410,35 @@ func TestUnknownSubcommandIsRefused(t *testing.T) {
 	}
 	if inv := invoke(t, nil, "get"); inv.code != 0 || !strings.Contains(inv.stdout, "Available Commands") {
 		t.Errorf("grapnel get: exit %d, stdout %q; want its help", inv.code, inv.stdout)
+	}
+}
+
+// Requirement (issue 30, point 8, D13): the default lock owner is
+// USER@HOST, with the user from $USER, $USERNAME, the account of the
+// uid, and last "uid<N>", so that clients without $USER on one host do
+// not all share the bare host name.
+func TestDefaultOwnerIsUserAtHost(t *testing.T) {
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	account := func(name string, err error) func() (*user.User, error) {
+		return func() (*user.User, error) { return &user.User{Username: name}, err }
+	}
+	host := func(h string, err error) func() (string, error) { return func() (string, error) { return h, err } }
+	uid := func() int { return 1234 }
+	for _, tc := range []struct {
+		name    string
+		getenv  func(string) string
+		current func() (*user.User, error)
+		host    func() (string, error)
+		want    string
+	}{
+		{"$USER", env(map[string]string{"USER": "alice", "USERNAME": "bob"}), account("carol", nil), host("vm", nil), "alice@vm"},
+		{"$USERNAME", env(map[string]string{"USERNAME": "bob"}), account("carol", nil), host("vm", nil), "bob@vm"},
+		{"the uid's account", env(nil), account("carol", nil), host("vm", nil), "carol@vm"},
+		{"no account", env(nil), account("", errors.New("unknown userid 1234")), host("vm", nil), "uid1234@vm"},
+		{"no host name", env(map[string]string{"USER": "alice"}), account("carol", nil), host("", errors.New("none")), "alice@localhost"},
+	} {
+		if got := ownerOf(tc.getenv, tc.current, tc.host, uid); got != tc.want {
+			t.Errorf("%s: owner %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
