@@ -239,7 +239,7 @@ func (l *leader) applyIfUnchanged(c *planCall) {
 	seq := l.projected.store.DesiredSeq
 	mask := c.update.GetUpdateMask()
 	if c.expectRevision == nil && seq != c.expectSeq {
-		err := fmt.Errorf("%w: the plan was made at seq %d, the desired state is at seq %d now; run the dry-run again", errs.ErrStateChanged, c.expectSeq, seq)
+		err := fmt.Errorf("%w: the plan was made at revision %d, the desired state is at revision %d now; run the dry-run again", errs.ErrStateChanged, c.expectSeq, seq)
 		l.recordRejection(c.requester, mask, err.Error())
 		l.pipe.ordered(func() { answer(planAnswer{err: err}) })
 		return
