@@ -67,7 +67,7 @@ func TestHistoryOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	y := out.String()
-	if !strings.HasPrefix(y, "seq: 1\nindex: 3\n") || strings.Index(y, "name: db") > strings.Index(y, "field: runtimeConfig") {
+	if !strings.HasPrefix(y, "txn: 1\nindex: 3\n") || strings.Index(y, "name: db") > strings.Index(y, "field: runtimeConfig") {
 		t.Fatalf("show -o yaml out of order:\n%s", y)
 	}
 	out.Reset()
