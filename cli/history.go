@@ -219,6 +219,11 @@ func summary(tx *grapnelpb.Transaction) string {
 		parts = append(parts, "apiVersion "+tx.GetApiVersion())
 	}
 	if k := tx.GetKind(); (k == string(state.TxDecision) || k == string(state.TxRepair) || k == string(state.TxPlacement) || k == string(state.TxAgentMode)) && tx.GetReason() != "" {
+		// The reason introduces the changes; with none it stands alone
+		// (an AgentMode, which changes no workload), without a colon.
+		if len(parts) == 0 {
+			return tx.GetReason()
+		}
 		parts = append([]string{tx.GetReason() + ":"}, parts...)
 	}
 	return strings.Join(parts, " ")

@@ -87,3 +87,18 @@ func TestHistoryOutput(t *testing.T) {
 		}
 	}
 }
+
+// Requirement (issue 30, point 8, D14): a reason with no changes after
+// it (an AgentMode transaction) ends without a stray colon; one with
+// changes introduces them with one.
+func TestSummaryReasonWithoutChanges(t *testing.T) {
+	mode := &grapnelpb.Transaction{Kind: "AgentMode", Reason: "agent a2: Active → Disabled"}
+	if got := summary(mode); got != "agent a2: Active → Disabled" {
+		t.Fatalf("AgentMode summary %q", got)
+	}
+	placed := &grapnelpb.Transaction{Kind: "Placement", Reason: "agent a3 gone",
+		Workloads: []*grapnelpb.TxWorkload{{Name: "logger", Op: "Added"}}}
+	if got := summary(placed); got != "agent a3 gone: +logger" {
+		t.Fatalf("Placement summary %q", got)
+	}
+}
