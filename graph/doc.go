@@ -2,7 +2,8 @@
 // `grapnel get graph` prints it and as a dashboard would draw it: one
 // vertex per workload, coloured by its execution state and grouped by the
 // agent it is assigned to; one edge per dependency, labelled with its add
-// condition; one edge per delete-graph entry (which workload's deletion
+// condition; one edge per delete-graph entry between workloads that exist
+// (which workload's deletion
 // waits for which dependent); dependencies that form a cycle and
 // dependencies on workloads that do not exist are marked.
 //
