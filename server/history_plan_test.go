@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,17 @@ func TestPlanServiceUpdatesReachTheHistory(t *testing.T) {
 		}
 	}
 
-	// Refused: a stale --expect-seq, a revision conflict.
+	// A later record with the leader's time does not prune the first as
+	// older than --history-max-age (it had no time, so it was).
+	fake.Advance(time.Second)
+	if r := ts.cli().update(manifest(t, nginx), "desiredState.workloads.nginx"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update: %v", r)
+	}
+	if txs := txsOf(ts); len(txs) != 3 || txs[0].Seq != 1 {
+		t.Fatalf("history after a stream update: %s", dumpTxs(txs))
+	}
+
+	// Refused: a stale --plan-revision, a revision conflict.
 	if _, err := pc.Apply(ctx, &grapnelpb.ApplyRequest{Update: oneWorkload(t, "cache", "redis:2"), ExpectedSeq: 0}); err == nil {
 		t.Fatal("an apply at a stale seq was accepted")
 	}
@@ -56,9 +67,9 @@ func TestPlanServiceUpdatesReachTheHistory(t *testing.T) {
 		t.Fatal("an apply past a revision conflict was accepted")
 	}
 	fake.Advance(rejectionFlushDelay)
-	testwait.For(t, 10*time.Second, func() bool { return len(txsOf(ts)) == 4 }, "the two refusals in the history")
+	testwait.For(t, 10*time.Second, func() bool { return len(txsOf(ts)) == 5 }, "the two refusals in the history")
 	for i, reason := range []string{"the desired state is at", "web"} {
-		tx := txsOf(ts)[2+i]
+		tx := txsOf(ts)[3+i]
 		if tx.Kind != state.TxRejected || tx.Requester != "alice@vm/"+planCallName || !strings.Contains(tx.Reason, reason) ||
 			len(tx.UpdateMask) != 1 || tx.TimeMs == 0 {
 			t.Fatalf("refusal %d: %+v", i+1, tx)
@@ -82,4 +93,12 @@ func TestPlanRequester(t *testing.T) {
 	if got := planRequester(strings.Repeat("x", 1000)); len(got) > maxLockOwnerBytes+len("…/"+planCallName) {
 		t.Errorf("a long owner is not cut: %d bytes", len(got))
 	}
+}
+
+func dumpTxs(txs []*state.Tx) string {
+	var b strings.Builder
+	for _, tx := range txs {
+		fmt.Fprintf(&b, "%+v\n", *tx)
+	}
+	return b.String()
 }
