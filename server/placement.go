@@ -444,7 +444,7 @@ func (s *Server) setAgentMode(ctx context.Context, agent string, mode state.Agen
 // drained and an activated one may host again.
 func (l *leader) setAgentMode(m *modeCall) {
 	if !l.projected.store.KnowsAgent(m.agent) {
-		err := fmt.Errorf("%w: agent %s: none is connected, has reported, has a mode or is named by a workload; check the name (grapnel get agents)", errs.ErrUnknownAgent, m.agent)
+		err := fmt.Errorf("%w: agent %q: the cluster knows no agent of that name (none is connected, has reported, has a mode or is named by a workload or a layout); check the spelling (grapnel get agents)", errs.ErrUnknownAgent, m.agent)
 		l.pipe.ordered(func() { m.done <- err })
 		return
 	}

@@ -100,7 +100,7 @@ func TestAgentModesEndToEnd(t *testing.T) {
 		return code == exitOK
 	}, "grapnel apply to succeed")
 	code, _, stderr := cliRun(cl, "agent", "disable", "agent_m")
-	if code != exitError || !strings.Contains(stderr, "NotFound") || !strings.Contains(stderr, "agent agent_m") {
+	if code != exitError || !strings.Contains(stderr, "NotFound") || !strings.Contains(stderr, `agent "agent_m": the cluster knows no agent of that name`) {
 		t.Fatalf("disable of an unknown agent: exit %d, stderr %q", code, stderr)
 	}
 	if code, _, stderr = cliRun(cl, "agent", "maintenance", "agent_M"); code != exitOK {
