@@ -33,7 +33,7 @@ func requester(c *conn) string {
 }
 
 // planCallName names the Plan service as the channel of an update made
-// through it (grapnel.Plan/Apply: --expect-seq, --expect-revision), as a
+// through it (grapnel.Plan/Apply: --plan-revision, --expect-revision), as a
 // connection name does for a stream's update.
 const planCallName = "plan-call"
 
