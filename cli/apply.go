@@ -170,6 +170,6 @@ func (s *Session) Apply(ctx context.Context, files []string, agent *string, dele
 	for _, f := range files {
 		args = append(args, shellQuote(f))
 	}
-	s.planHint = expectSeqHint("apply", args...)
+	s.planHint = planRevisionHint("apply", args...)
 	return s.updateAndWait(ctx, cs, plan.Masks)
 }

@@ -30,17 +30,24 @@ func (s *Session) DeleteWorkloads(ctx context.Context, names []string) error {
 	if err != nil {
 		return err
 	}
+	s.planHint = planRevisionHint("delete workloads", names...)
 	return s.updateAndWait(ctx, &ankbase.CompleteState{}, masks)
 }
 
-// DeleteConfigs removes config items from the desired state. Nothing runs
-// for a config, so there is nothing to wait for.
+// DeleteConfigs removes config items from the desired state (or with
+// DryRun prints the plan of it; with ExpectSeq or ExpectRevision it goes
+// through the Plan service). Nothing runs for a config, so there is
+// nothing to wait for.
 // swdd~cli-provides-delete-configs~1
 func (s *Session) DeleteConfigs(ctx context.Context, names []string) error {
 	masks, err := DeleteMasks(maskConfigs, "config key", names)
 	if err != nil {
 		return err
 	}
-	_, err = s.updateState(ctx, &ankbase.CompleteState{}, masks)
+	if s.DryRun {
+		s.planHint = planRevisionHint("delete configs", names...)
+		return s.dryRun(ctx, &ankbase.CompleteState{}, masks)
+	}
+	_, err = s.sendUpdate(ctx, &ankbase.CompleteState{}, masks)
 	return err
 }

@@ -95,7 +95,7 @@ func (s *Session) SetState(ctx context.Context, masks []string, file string) err
 	for _, m := range append(masks, file) {
 		args = append(args, shellQuote(m))
 	}
-	s.planHint = expectSeqHint("set state", args...)
+	s.planHint = planRevisionHint("set state", args...)
 	return s.updateAndWait(ctx, cs, masks)
 }
 

@@ -23,7 +23,7 @@ type History struct {
 }
 
 // historyColumns are the columns of `history`.
-var historyColumns = []string{"SEQ", "TIME", "KIND", "REQUESTER", "CHANGES"}
+var historyColumns = []string{"TXN", "TIME", "KIND", "REQUESTER", "CHANGES"}
 
 // maxHistoryPages bounds the pages List fetches: the server keeps at
 // most its --history-max-entries, a thousand a page.
@@ -71,7 +71,7 @@ func (h *History) Show(ctx context.Context, seq string, output string) error {
 	}
 	n, err := strconv.ParseUint(seq, 10, 64)
 	if err != nil || n == 0 {
-		return fmt.Errorf("%w: SEQ %q: a transaction number (1, 2, ...) is required", ErrBadArgument, seq)
+		return fmt.Errorf("%w: TXN %q: a transaction number of the history (1, 2, ...; grapnel history lists them) is required", ErrBadArgument, seq)
 	}
 	tx, err := h.Client.Get(ctx, &grapnelpb.HistoryGetRequest{Seq: n})
 	if err != nil {
@@ -98,7 +98,7 @@ func (h *History) Timeline(ctx context.Context, name, output string) error {
 		return err
 	}
 	if output == "table" || output == "" {
-		t := Table{Headers: []string{"TIME", "SEQ", "EVENT", "AGENT", "INSTANCE ID", "DETAIL"}}
+		t := Table{Headers: []string{"TIME", "TXN", "EVENT", "AGENT", "INSTANCE ID", "DETAIL"}}
 		for _, ev := range resp.GetEvents() {
 			seq, what, detail := "", ev.GetState(), ""
 			if ev.GetSeq() != 0 {
@@ -119,7 +119,7 @@ func (h *History) Timeline(ctx context.Context, name, output string) error {
 	events := make([]any, 0, len(resp.GetEvents()))
 	for _, ev := range resp.GetEvents() {
 		m := map[string]any{"time": h.time(ev.GetTimeMs()), "index": ev.GetIndex(), "kind": ev.GetKind()}
-		putIf(m, "seq", ev.GetSeq())
+		putIf(m, "txn", ev.GetSeq())
 		for k, v := range map[string]string{"op": ev.GetOp(), "requester": ev.GetRequester(), "instance": ev.GetInstance(),
 			"agent": ev.GetAgent(), "state": ev.GetState(), "reason": ev.GetReason()} {
 			putIf(m, k, v)
@@ -150,13 +150,13 @@ func historyOrder(path []string) []string {
 	parent := ""
 	switch n := len(path); {
 	case n == 0:
-		return []string{"workload", "seq", "index", "timeMs", "kind", "requester", "updateMask", "reason", "count", "apiVersion", "workloads", "configs", "events", "transactions"}
+		return []string{"workload", "txn", "index", "timeMs", "kind", "requester", "updateMask", "reason", "count", "apiVersion", "workloads", "configs", "events", "transactions"}
 	case n >= 2:
 		parent = path[n-2]
 	}
 	switch parent {
 	case "transactions":
-		return []string{"seq", "index", "timeMs", "kind", "requester", "updateMask", "reason", "count", "apiVersion", "workloads", "configs"}
+		return []string{"txn", "index", "timeMs", "kind", "requester", "updateMask", "reason", "count", "apiVersion", "workloads", "configs"}
 	case "workloads":
 		return []string{"name", "op", "oldInstance", "instance", "states", "changes"}
 	case "changes":
@@ -164,7 +164,7 @@ func historyOrder(path []string) []string {
 	case "configs":
 		return []string{"key", "op"}
 	case "events":
-		return []string{"time", "index", "seq", "kind", "op", "agent", "instance", "state", "requester", "fields", "reason"}
+		return []string{"time", "index", "txn", "kind", "op", "agent", "instance", "state", "requester", "fields", "reason"}
 	}
 	return nil
 }
@@ -219,6 +219,11 @@ func summary(tx *grapnelpb.Transaction) string {
 		parts = append(parts, "apiVersion "+tx.GetApiVersion())
 	}
 	if k := tx.GetKind(); (k == string(state.TxDecision) || k == string(state.TxRepair) || k == string(state.TxPlacement) || k == string(state.TxAgentMode)) && tx.GetReason() != "" {
+		// The reason introduces the changes; with none it stands alone
+		// (an AgentMode, which changes no workload), without a colon.
+		if len(parts) == 0 {
+			return tx.GetReason()
+		}
 		parts = append([]string{tx.GetReason() + ":"}, parts...)
 	}
 	return strings.Join(parts, " ")
@@ -296,7 +301,7 @@ func instanceID(name string) string {
 
 // txTree is a transaction for JSON and YAML.
 func txTree(tx *grapnelpb.Transaction) map[string]any {
-	m := map[string]any{"seq": tx.GetSeq(), "index": tx.GetIndex(), "timeMs": tx.GetTimeMs(), "kind": tx.GetKind()}
+	m := map[string]any{"txn": tx.GetSeq(), "index": tx.GetIndex(), "timeMs": tx.GetTimeMs(), "kind": tx.GetKind()}
 	putIf(m, "requester", tx.GetRequester())
 	putIf(m, "reason", tx.GetReason())
 	putIf(m, "apiVersion", tx.GetApiVersion())

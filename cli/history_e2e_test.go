@@ -12,7 +12,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/client"
 )
 
-// Requirement (issue 15, point 3): `history`, `history show SEQ` and
+// Requirement (issue 15, point 3): `history`, `history show TXN` and
 // `get timeline NAME` against a real server: the transactions of a run
 // and a delete, the diff of one, and the workload's changes merged with
 // its execution-state transitions.
@@ -51,13 +51,13 @@ func TestHistoryVerbsEndToEnd(t *testing.T) {
 
 	table := capture(func() error { return h.List(ctx, 0, "", "table") })
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "SEQ") || !strings.Contains(lines[1], "+web") || !strings.Contains(lines[2], "-web") ||
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "TXN") || !strings.Contains(lines[1], "+web") || !strings.Contains(lines[2], "-web") ||
 		!strings.Contains(lines[1], "Update") || !strings.Contains(lines[1], "cli-conn-") {
 		t.Fatalf("history table:\n%s", table)
 	}
 	var list struct {
 		Transactions []struct {
-			Seq       uint64 `json:"seq"`
+			Seq       uint64 `json:"txn"`
 			Kind      string `json:"kind"`
 			Workloads []struct {
 				Name, Op, Instance string
@@ -81,7 +81,7 @@ func TestHistoryVerbsEndToEnd(t *testing.T) {
 	if err := h.Show(ctx, "99", "table"); err == nil || !strings.Contains(err.Error(), "no such transaction") {
 		t.Fatalf("show 99: %v", err)
 	}
-	if err := h.Show(ctx, "x", "table"); err == nil || !strings.Contains(err.Error(), "SEQ") {
+	if err := h.Show(ctx, "x", "table"); err == nil || !strings.Contains(err.Error(), "TXN") {
 		t.Fatalf("show x: %v", err)
 	}
 	tl := capture(func() error { return h.Timeline(ctx, "web", "table") })

@@ -67,7 +67,7 @@ func TestHistoryOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	y := out.String()
-	if !strings.HasPrefix(y, "seq: 1\nindex: 3\n") || strings.Index(y, "name: db") > strings.Index(y, "field: runtimeConfig") {
+	if !strings.HasPrefix(y, "txn: 1\nindex: 3\n") || strings.Index(y, "name: db") > strings.Index(y, "field: runtimeConfig") {
 		t.Fatalf("show -o yaml out of order:\n%s", y)
 	}
 	out.Reset()
@@ -85,5 +85,20 @@ func TestHistoryOutput(t *testing.T) {
 		if err := bad(); err == nil || !strings.Contains(err.Error(), "bad argument") {
 			t.Fatalf("want a bad-argument error, got %v", err)
 		}
+	}
+}
+
+// Requirement (issue 30, point 8, D14): a reason with no changes after
+// it (an AgentMode transaction) ends without a stray colon; one with
+// changes introduces them with one.
+func TestSummaryReasonWithoutChanges(t *testing.T) {
+	mode := &grapnelpb.Transaction{Kind: "AgentMode", Reason: "agent a2: Active → Disabled"}
+	if got := summary(mode); got != "agent a2: Active → Disabled" {
+		t.Fatalf("AgentMode summary %q", got)
+	}
+	placed := &grapnelpb.Transaction{Kind: "Placement", Reason: "agent a3 gone",
+		Workloads: []*grapnelpb.TxWorkload{{Name: "logger", Op: "Added"}}}
+	if got := summary(placed); got != "agent a3 gone: +logger" {
+		t.Fatalf("Placement summary %q", got)
 	}
 }

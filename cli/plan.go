@@ -16,9 +16,9 @@ import (
 // rejected, after the plan and its reasons are printed.
 var ErrRejectedPlan = errors.New("the update would be rejected")
 
-// errNoPlanService explains a dry-run or --expect-seq without a
+// errNoPlanService explains a dry-run or --plan-revision without a
 // connection to Grapnel's Plan service.
-var errNoPlanService = errors.New("dry-runs, --expect-seq and --expect-revision need Grapnel's plan service, which this connection does not reach")
+var errNoPlanService = errors.New("dry-runs, --plan-revision and --expect-revision need Grapnel's plan service, which this connection does not reach")
 
 // Plan output formats: a readable text of tables, or the plan as data.
 const (
@@ -37,8 +37,9 @@ func ParsePlanOutput(s string) (string, error) {
 }
 
 // sendUpdate makes an update: through the Ankaios stream, or, with
-// ExpectSeq, through the Plan service, only if the desired state is still
-// at that sequence number.
+// ExpectSeq (--plan-revision), through the Plan service, only if the
+// desired state is still at that revision; with ExpectRevision only if
+// what it changes is unchanged since that revision.
 func (s *Session) sendUpdate(ctx context.Context, newState *ankbase.CompleteState, masks []string) (*ankbase.UpdateStateSuccess, error) {
 	if s.ExpectSeq == nil && s.ExpectRevision == nil {
 		return s.updateState(ctx, newState, masks)
@@ -51,14 +52,14 @@ func (s *Session) sendUpdate(ctx context.Context, newState *ankbase.CompleteStat
 		s.debugf("sending an update with masks %q at revision %d", masks, *s.ExpectRevision)
 		req.ExpectedRevision = s.ExpectRevision
 	} else {
-		s.debugf("sending an update with masks %q at seq %d", masks, *s.ExpectSeq)
+		s.debugf("sending an update with masks %q if the desired state is at revision %d", masks, *s.ExpectSeq)
 		req.ExpectedSeq = *s.ExpectSeq
 	}
 	resp, err := s.Plan.Apply(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	s.debugf("the desired state is at seq %d", resp.GetSeq())
+	s.debugf("the desired state is at revision %d", resp.GetSeq())
 	return &ankbase.UpdateStateSuccess{AddedWorkloads: resp.GetAddedWorkloads(), DeletedWorkloads: resp.GetDeletedWorkloads()}, nil
 }
 
@@ -107,11 +108,11 @@ func (s *Session) dryRun(ctx context.Context, newState *ankbase.CompleteState, m
 	return nil
 }
 
-// expectSeqHint is the command that applies a plan: verb and its
-// arguments with --expect-seq inserted after the verb.
-func expectSeqHint(verb string, args ...string) func(uint64) string {
-	return func(seq uint64) string {
-		parts := append([]string{"grapnel", verb, "--expect-seq", strconv.FormatUint(seq, 10)}, args...)
+// planRevisionHint is the command that applies a plan: verb and its
+// arguments with --plan-revision inserted after the verb.
+func planRevisionHint(verb string, args ...string) func(uint64) string {
+	return func(rev uint64) string {
+		parts := append([]string{"grapnel", verb, "--plan-revision", strconv.FormatUint(rev, 10)}, args...)
 		return strings.Join(parts, " ")
 	}
 }
@@ -136,7 +137,7 @@ func PlanText(resp *grapnelpb.PlanResponse, hint string, width int) string {
 	case !resp.GetChanged():
 		verdict = "the update would change nothing"
 	}
-	fmt.Fprintf(&b, "Plan at seq %d: %s.\n", resp.GetSeq(), verdict)
+	fmt.Fprintf(&b, "Plan at revision %d: %s.\n", resp.GetSeq(), verdict)
 	if rs := resp.GetRejections(); len(rs) > 0 {
 		b.WriteString("\nRejected because:\n")
 		for _, r := range rs {
@@ -268,9 +269,11 @@ func indent(s string) string {
 }
 
 // PlanTree is a plan as data for YAML and JSON, with the field names of
-// the Plan service; empty parts are left out.
+// the Plan service but for the revision the plan was made at, which the
+// service calls seq (a wire name kept for compatibility) and which is no
+// history transaction; empty parts are left out.
 func PlanTree(resp *grapnelpb.PlanResponse) map[string]any {
-	t := map[string]any{"seq": resp.GetSeq(), "accepted": resp.GetAccepted(), "changed": resp.GetChanged()}
+	t := map[string]any{"revision": resp.GetSeq(), "accepted": resp.GetAccepted(), "changed": resp.GetChanged()}
 	if v := resp.GetApiVersion(); v != "" {
 		t["apiVersion"] = v
 	}
@@ -356,7 +359,7 @@ func putNonEmpty(m map[string]any, k, v string) {
 func planOrder(path []string) []string {
 	switch {
 	case len(path) == 0:
-		return []string{"seq", "accepted", "changed", "rejections", "apiVersion", "workloads", "configs", "agents", "warnings"}
+		return []string{"revision", "accepted", "changed", "rejections", "apiVersion", "workloads", "configs", "agents", "warnings"}
 	case matchPath([]string{"rejections", "*"}, path):
 		return []string{"field", "message"}
 	case matchPath([]string{"workloads", "*"}, path):

@@ -69,13 +69,13 @@ func TestApplyDryRunAndExpectSeq(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"Plan at seq 4: the update would be accepted.",
+		"Plan at revision 4: the update would be accepted.",
 		"updated   db         agent_A   db.bbbbbbbbbbbb….agent_A   spec",
 		"runtimeConfig: \"image: db:1\" -> \"image: db:2\"",
 		"agent_A   0      delete   db         web neither pending nor running (now Running(Ok))",
 		"agent_A   1      add      db         db old instance removed (this update)",
 		"the delete of 'db' waits",
-		"grapnel apply --expect-seq 4 " + file,
+		"grapnel apply --plan-revision 4 " + file,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the plan lacks %q:\n%s", want, out.String())
@@ -106,13 +106,13 @@ func TestDryRunRejectedAsYAML(t *testing.T) {
 	}}}
 	s, out, errOut := session(conn)
 	s.Plan, s.DryRun, s.PlanOutput = fp, true, PlanYAML
-	s.planHint = expectSeqHint("apply", "f.yaml")
+	s.planHint = planRevisionHint("apply", "f.yaml")
 	err := s.dryRun(context.Background(), nil, []string{"desiredState"})
 	if !errors.Is(err, ErrRejectedPlan) || !strings.Contains(err.Error(), "2 reason(s)") {
 		t.Fatalf("err %v", err)
 	}
-	want := "seq: 2\naccepted: false\nchanged: false\nrejections:\n  - field: desiredState.workloads.a.dependencies\n"
-	if !strings.HasPrefix(out.String(), want) || strings.Contains(out.String()+errOut.String(), "--expect-seq") {
+	want := "revision: 2\naccepted: false\nchanged: false\nrejections:\n  - field: desiredState.workloads.a.dependencies\n"
+	if !strings.HasPrefix(out.String(), want) || strings.Contains(out.String()+errOut.String(), "--plan-revision") {
 		t.Fatalf("yaml:\n%s\nstderr: %s", out.String(), errOut.String())
 	}
 	s.PlanOutput = PlanTable
@@ -120,6 +120,47 @@ func TestDryRunRejectedAsYAML(t *testing.T) {
 	_ = s.dryRun(context.Background(), nil, nil)
 	if !strings.Contains(out.String(), "REJECTED") || !strings.Contains(out.String(), "  - desiredState.workloads.x.runtime: runtime must not be empty") {
 		t.Fatalf("table:\n%s", out.String())
+	}
+}
+
+// Requirement (issue 30, point 8, D14): delete plans too. A dry-run of
+// delete workloads prints the plan and the command that applies it at
+// the plan's revision, and sends no update; with ExpectSeq or
+// ExpectRevision, delete workloads and delete configs go through the
+// Plan service (delete configs used to send them past it, unchecked).
+func TestDeleteDryRunAndExpectations(t *testing.T) {
+	conn := newFakeConn()
+	fp := &fakePlan{plan: samplePlan, applied: &grapnelpb.ApplyResponse{Seq: 5}}
+	s, out, _ := session(conn)
+	s.Plan, s.DryRun = fp, true
+	if err := s.DeleteWorkloads(context.Background(), []string{"db"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "grapnel delete workloads --plan-revision 4 db") || len(conn.requests) != 0 ||
+		len(fp.dry) != 1 || fp.dry[0].GetUpdate().GetUpdateMask()[0] != "desiredState.workloads.db" {
+		t.Fatalf("plan:\n%s\nrequests %v, dry-runs %v", out.String(), conn.requests, fp.dry)
+	}
+	s, _, _ = session(conn)
+	s.Plan, s.DryRun = fp, true
+	if err := s.DeleteConfigs(context.Background(), []string{"cfg"}); err != nil || len(fp.dry) != 2 || len(conn.requests) != 0 {
+		t.Fatalf("delete configs --dry-run: %v, dry-runs %v, requests %v", err, fp.dry, conn.requests)
+	}
+
+	rev := uint64(3)
+	s, _, _ = session(conn)
+	s.Plan, s.ExpectRevision, s.NoWait = fp, &rev, true
+	if err := s.DeleteWorkloads(context.Background(), []string{"db"}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, _ = session(conn)
+	s.Plan, s.ExpectSeq = fp, &rev
+	if err := s.DeleteConfigs(context.Background(), []string{"cfg"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(conn.requests) != 0 || len(fp.apply) != 2 || fp.apply[0].GetExpectedRevision() != 3 ||
+		fp.apply[1].ExpectedRevision != nil || fp.apply[1].GetExpectedSeq() != 3 ||
+		fp.apply[1].GetUpdate().GetUpdateMask()[0] != "desiredState.configs.cfg" {
+		t.Fatalf("requests %v, applies %v", conn.requests, fp.apply)
 	}
 }
 
@@ -163,7 +204,7 @@ workloads:
 			t.Fatalf("the plan lacks %q:\n%s", want, plan)
 		}
 	}
-	m := regexp.MustCompile(`grapnel apply --expect-seq (\d+) `).FindStringSubmatch(plan)
+	m := regexp.MustCompile(`grapnel apply --plan-revision (\d+) `).FindStringSubmatch(plan)
 	if m == nil {
 		t.Fatalf("no command to apply the plan:\n%s", plan)
 	}
@@ -184,7 +225,7 @@ workloads:
 
 	write("apiVersion: v1\nworkloads:\n  db: {agent: agent_A, runtime: podman, runtimeConfig: \"image: db:2\"}\n")
 	err = s.Apply(ctx, []string{file}, nil, false)
-	if !errors.Is(err, errs.ErrStateChanged) || !strings.Contains(err.Error(), "made at seq "+m[1]) {
+	if !errors.Is(err, errs.ErrStateChanged) || !strings.Contains(err.Error(), "made at revision "+m[1]) {
 		t.Fatalf("apply at a stale seq: %v", err)
 	}
 

@@ -64,12 +64,13 @@ type Session struct {
 	// Cluster reaches Grapnel's Cluster service, for the agents' modes in
 	// `get agents`; nil when the connection has none.
 	Cluster grapnelpb.ClusterClient
-	// DryRun makes apply and set state print the plan of their update, in
-	// PlanOutput (table, yaml or json), instead of making it.
+	// DryRun makes apply, set state and delete print the plan of their
+	// update, in PlanOutput (table, yaml or json), instead of making it.
 	DryRun     bool
 	PlanOutput string
-	// ExpectSeq, when set, makes apply and set state update only if the
-	// desired state is still at that sequence number (a plan's seq).
+	// ExpectSeq (--plan-revision), when set, makes apply, set state and
+	// delete update only if the desired state is still at that revision
+	// (the one a plan names; the Plan service calls it seq).
 	ExpectSeq *uint64
 	// ExpectRevision, when set, makes every update command update only if
 	// the objects it addresses are unchanged since that revision (the one

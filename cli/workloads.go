@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
@@ -62,7 +63,8 @@ func (r WorkloadRow) cells() []string {
 // tree: one per instance in workloadStates, plus one per desired workload
 // that has no instance state yet, showing its agent. The runtime comes from
 // the desired workload when it is assigned to the instance's agent, as in
-// ank. A templated agent ("{{node.agent}}") is compared as the server
+// ank, or when the leader places it (then the layout, not the workload,
+// names the agents). A templated agent ("{{node.agent}}") is compared as the server
 // rendered it, with the config items the workload maps
 // (swdd~agent-from-agent-field~1: the agent field is used rendered).
 func WorkloadRows(cs state.Tree) []WorkloadRow {
@@ -73,7 +75,7 @@ func WorkloadRows(cs state.Tree) []WorkloadRow {
 	for _, ws := range workloadStates(cs) {
 		hasState[ws.Instance.WorkloadName] = true
 		row := WorkloadRow{Instance: ws.Instance, State: ws.State}
-		if w := node(desired, ws.Instance.WorkloadName); w != nil && agents[ws.Instance.WorkloadName] == ws.Instance.AgentName {
+		if w := node(desired, ws.Instance.WorkloadName); w != nil && (agents[ws.Instance.WorkloadName] == ws.Instance.AgentName || placed(w)) {
 			row.Runtime = str(w, "runtime")
 		}
 		rows = append(rows, row)
@@ -90,6 +92,21 @@ func WorkloadRows(cs state.Tree) []WorkloadRow {
 	}
 	sortRows(rows)
 	return rows
+}
+
+// placed reports whether a desired workload is placed by the leader
+// (placement.IsPlaced: no agent, the instances tag): its instances run on
+// the agents of the layout, which the workload does not name.
+func placed(w map[string]any) bool {
+	if str(w, "agent") != "" {
+		return false
+	}
+	tags, err := state.DecodeTags(w["tags"], "tags")
+	if err != nil {
+		return false
+	}
+	_, ok := tags[placement.TagInstances]
+	return ok
 }
 
 // desiredAgents maps each desired workload to the agent it is assigned to:

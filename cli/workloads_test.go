@@ -285,3 +285,31 @@ workloadStates:
 		})
 	}
 }
+
+// Requirement (issue 30, point 8, D14): a workload the leader places
+// (no agent, the grapnel.io/instances tag) shows its runtime on every
+// instance: the layout, not the workload, names their agents. One with
+// no agent and no such tag stays as in ank.
+func TestWorkloadRowsPlacedRuntime(t *testing.T) {
+	rows := WorkloadRows(tree(t, `
+desiredState:
+  apiVersion: v1
+  workloads:
+    logger: {runtime: process, runtimeConfig: "command: [x]", tags: {grapnel.io/instances: "2"}}
+    loose: {runtime: podman, runtimeConfig: "image: x"}
+workloadStates:
+  a1:
+    logger: {"1111": {state: Running, subState: Ok}}
+    loose: {"3333": {state: Running, subState: Ok}}
+  a2:
+    logger: {"2222": {state: Running, subState: Ok}}
+`))
+	var got []string
+	for _, r := range rows {
+		got = append(got, strings.Join(r.cells(), "|"))
+	}
+	want := []string{"logger|a1|process|Running(Ok)|", "logger|a2|process|Running(Ok)|", "loose|a1||Running(Ok)|"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

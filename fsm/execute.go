@@ -88,9 +88,13 @@ func executeReports(st *state.Store, r *WorkloadReportsRequest, index uint64) an
 	for _, rep := range r.Reports {
 		n := len(fresh)
 		fresh = appendNew(st, fresh, rep.States)
-		var tr []state.Transition
+		var tr, unknown []state.Transition
+		once := st.RepairsOnce()
 		if h != nil {
 			tr = state.TransitionsOf(st, rep.States, index, timeOf(r.History))
+			if once {
+				unknown = state.UnknownRemovals(st, rep.States, index, timeOf(r.History))
+			}
 		}
 		if !st.ApplyReport(rep.Agent, rep.Mark, rep.States) {
 			stale = append(stale, rep.Agent)
@@ -98,7 +102,9 @@ func executeReports(st *state.Store, r *WorkloadReportsRequest, index uint64) an
 			continue
 		}
 		if h != nil {
-			recordRepairs(h, rep.Agent, tr, r.History, index)
+			recordRepairs(h, rep.Agent, tr, r.History, index, once)
+			// An unknown instance removed is a repair, not a transition.
+			recordRepairs(h, rep.Agent, unknown, r.History, index, once)
 		}
 		trans = append(trans, tr...)
 	}

@@ -62,10 +62,17 @@ func recordDecision(h *state.History, reason string, tr []state.Transition, m *H
 // drift repair caused (its state's reason starts with state.DriftPrefix)
 // as a TxRepair transaction of its own, asked by the agent: one report
 // may carry the repairs of several instances, each with its reason.
-func recordRepairs(h *state.History, agent string, tr []state.Transition, m *HistoryMeta, index uint64) {
+// With once (state.Store.RepairsOnce), a state the agent reported
+// before is no new repair: after a replica or agent restart the server
+// set the state aside (Pending(Initial), AgentDisconnected) and the
+// agent reports its instances again.
+func recordRepairs(h *state.History, agent string, tr []state.Transition, m *HistoryMeta, index uint64, once bool) {
 	for _, t := range tr {
 		info := t.State.AdditionalInfo
 		if !strings.HasPrefix(info, state.DriftPrefix) {
+			continue
+		}
+		if last, ok := h.LastReported(t.Instance); once && ok && last == t.State {
 			continue
 		}
 		h.AppendTx(&state.Tx{Index: index, TimeMs: timeOf(m), Kind: state.TxRepair, Requester: agent, Reason: info,

@@ -70,10 +70,19 @@ func Build(in Input) *Graph {
 			dg.Insert(name, w)
 		}
 	}
+	// A delete edge is drawn only between workloads that are desired or
+	// still have instances: deleting what does not exist waits for
+	// nothing (a dependency on a missing workload puts it in the delete
+	// graph all the same), and a dependent that is gone holds nothing up.
+	exists := func(name string) bool { return nodes[name] != nil && nodes[name].Kind != KindMissing }
 	for dep, dependents := range dg {
-		addMissing(dep)
+		if !exists(dep) {
+			continue
+		}
 		for dependent, cond := range dependents {
-			addMissing(dependent)
+			if !exists(dependent) {
+				continue
+			}
 			g.Edges = append(g.Edges, Edge{Kind: EdgeDelete, From: dep, To: dependent, Condition: string(cond)})
 		}
 	}

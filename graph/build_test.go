@@ -71,14 +71,20 @@ func TestBuild(t *testing.T) {
 			agents: []Agent{{Name: "A", Workloads: []string{"db", "init"}}, {Name: "B", Workloads: []string{"fix", "web"}}},
 		},
 		{
-			name: "a given delete graph is drawn as it is",
+			// Requirement (issue 30, point 8, D14): between workloads that
+			// are desired or still have instances; an entry of one that
+			// is neither (deleted and gone, or never there) waits for
+			// nothing and draws no edge from a missing node.
+			name: "a given delete graph is drawn as it is, between workloads that exist",
 			in: Input{
-				Workloads:   map[string]*state.Workload{"web": wl("A", map[string]state.AddCondition{"db": state.AddCondRunning}), "db": wl("A", nil)},
-				DeleteGraph: state.DeleteGraph{"db": {"web": state.DelCondRunning}, "old": {"web": state.DelCondNotPendingNorRunning}},
+				Workloads: map[string]*state.Workload{"web": wl("A", map[string]state.AddCondition{"db": state.AddCondRunning}), "db": wl("A", nil)},
+				States:    states(inst("old", "A", "5", stopping)),
+				DeleteGraph: state.DeleteGraph{"db": {"web": state.DelCondRunning}, "old": {"web": state.DelCondNotPendingNorRunning},
+					"gone": {"web": state.DelCondNotPendingNorRunning}, "db2": {"gone": state.DelCondRunning}},
 			},
 			nodes: []Node{
 				{Name: "db", Kind: KindWorkload, Agent: "A", Runtime: "podman"},
-				{Name: "old", Kind: KindMissing},
+				{Name: "old", Kind: KindDeleting, Agent: "A", State: "Stopping", SubState: "WaitingToStop"},
 				{Name: "web", Kind: KindWorkload, Agent: "A", Runtime: "podman"},
 			},
 			edges: []Edge{
@@ -86,7 +92,19 @@ func TestBuild(t *testing.T) {
 				{Kind: EdgeDelete, From: "db", To: "web", Condition: string(state.DelCondRunning)},
 				del("old", "web"),
 			},
-			agents: []Agent{{Name: "A", Workloads: []string{"db", "web"}}},
+			agents: []Agent{{Name: "A", Workloads: []string{"db", "old", "web"}}},
+		},
+		{
+			name: "a dependency on a missing workload draws no delete edge from it",
+			in: Input{Workloads: map[string]*state.Workload{
+				"orphan": wl("A", map[string]state.AddCondition{"ghost": state.AddCondRunning}),
+			}},
+			nodes: []Node{
+				{Name: "ghost", Kind: KindMissing},
+				{Name: "orphan", Kind: KindWorkload, Agent: "A", Runtime: "podman"},
+			},
+			edges:  []Edge{{Kind: EdgeDependency, From: "orphan", To: "ghost", Condition: string(state.AddCondRunning), Missing: true}},
+			agents: []Agent{{Name: "A", Workloads: []string{"orphan"}}},
 		},
 		{
 			name: "a dependency on a workload that does not exist is marked missing",

@@ -2,9 +2,10 @@
 // `grapnel get graph` prints it and as a dashboard would draw it: one
 // vertex per workload, coloured by its execution state and grouped by the
 // agent it is assigned to; one edge per dependency, labelled with its add
-// condition; one edge per delete-graph entry (which workload's deletion
-// waits for which dependent); dependencies that form a cycle and
-// dependencies on workloads that do not exist are marked.
+// condition; one edge per delete-graph entry between workloads that exist
+// (which workload's deletion waits for which dependent); dependencies
+// that form a cycle and dependencies on workloads that do not exist are
+// marked.
 //
 // Build makes the Graph from the desired state, the workload states and
 // the delete graph; nothing else. The package is pure like state: no I/O,

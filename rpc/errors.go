@@ -49,6 +49,7 @@ var sentinelReasons = []struct {
 	{errs.ErrBusy, codes.ResourceExhausted, "BUSY"},
 	{errs.ErrStateChanged, codes.FailedPrecondition, "STATE_CHANGED"},
 	{errs.ErrAgentNotConnected, codes.NotFound, "AGENT_NOT_CONNECTED"},
+	{errs.ErrUnknownAgent, codes.NotFound, "UNKNOWN_AGENT"},
 	{errs.ErrNoSuchTransaction, codes.NotFound, "NO_SUCH_TRANSACTION"},
 	// Both are the state of the cluster refusing the call until it
 	// changes (the lock is released or expires; the caller reads again),

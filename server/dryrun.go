@@ -29,6 +29,8 @@ type planCall struct {
 	expectRevision *uint64
 	// owner is the caller's lock owner (lockOwner).
 	owner string
+	// requester names the caller in the history (planRequester).
+	requester string
 	// adm is the caller's admission (admission.go).
 	adm admission
 	// revision asks only for the desired state's revision.
@@ -235,14 +237,17 @@ func fitPlan(resp *grapnelpb.PlanResponse, limit int) error {
 func (l *leader) applyIfUnchanged(c *planCall) {
 	answer := func(a planAnswer) { c.reply <- a }
 	seq := l.projected.store.DesiredSeq
+	mask := c.update.GetUpdateMask()
 	if c.expectRevision == nil && seq != c.expectSeq {
-		err := fmt.Errorf("%w: the plan was made at seq %d, the desired state is at seq %d now; run the dry-run again", errs.ErrStateChanged, c.expectSeq, seq)
+		err := fmt.Errorf("%w: the plan was made at revision %d, the desired state is at revision %d now; run the dry-run again", errs.ErrStateChanged, c.expectSeq, seq)
+		l.recordRejection(c.requester, mask, err.Error())
 		l.pipe.ordered(func() { answer(planAnswer{err: err}) })
 		return
 	}
 	p, err := l.planUpdate(c.update, c.adm, l.guard(c.owner, c.expectRevision, c.update))
 	if err != nil {
 		l.countRefusal(err)
+		l.recordRejection(c.requester, mask, err.Error())
 		l.pipe.ordered(func() { answer(planAnswer{err: fmt.Errorf("update rejected: %w", err)}) })
 		return
 	}
@@ -252,6 +257,7 @@ func (l *leader) applyIfUnchanged(c *planCall) {
 		})
 		return
 	}
+	p.history = l.historyMeta(c.requester, mask, false)
 	l.proposeUpdate(p, func() { answer(planAnswer{applied: appliedResponse(seq+1, p)}) }, func(err error) {
 		if errors.Is(err, fsm.ErrOutOfSequence) || errors.Is(err, errEarlierFailed) {
 			err = fmt.Errorf("%w: an update proposed before it failed, so the state it was planned on did not come to be (%v); run the dry-run again", errs.ErrStateChanged, err)

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"strings"
+
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/state"
@@ -28,6 +30,26 @@ func requester(c *conn) string {
 		return c.who.Key() + "/" + c.name
 	}
 	return c.name
+}
+
+// planCallName names the Plan service as the channel of an update made
+// through it (grapnel.Plan/Apply: --plan-revision, --expect-revision), as a
+// connection name does for a stream's update.
+const planCallName = "plan-call"
+
+// planRequester names who made a Plan service call, for the history, as
+// requester does for a stream: the caller's lock owner (the client
+// certificate's role and name, or without TLS the owner the client
+// declares, which nothing authenticates) before planCallName.
+func planRequester(owner string) string {
+	if owner == "" {
+		return planCallName
+	}
+	if len(owner) > maxLockOwnerBytes {
+		owner = owner[:maxLockOwnerBytes] + "…"
+	}
+	// An entry's strings must be UTF-8 or it does not encode.
+	return strings.ToValidUTF8(owner, "�") + "/" + planCallName
 }
 
 // historyMeta is the leader-decided part of an entry's history: now by

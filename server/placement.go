@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -441,6 +443,11 @@ func (s *Server) setAgentMode(ctx context.Context, agent string, mode state.Agen
 // allocator runs after it (notePlacementInput), so a Disabled agent is
 // drained and an activated one may host again.
 func (l *leader) setAgentMode(m *modeCall) {
+	if !l.projected.store.KnowsAgent(m.agent) {
+		err := fmt.Errorf("%w: agent %q: the cluster knows no agent of that name (none is connected, has reported, has a mode or is named by a workload or a layout); check the spelling (grapnel get agents)", errs.ErrUnknownAgent, m.agent)
+		l.pipe.ordered(func() { m.done <- err })
+		return
+	}
 	if l.projected.store.AgentMode(m.agent) == m.mode {
 		l.pipe.ordered(func() { m.done <- nil })
 		return

@@ -53,7 +53,8 @@ func (p *planService) Apply(ctx context.Context, req *grapnelpb.ApplyRequest) (*
 		return nil, fmt.Errorf("%w: update: the update to apply is missing", state.ErrInvalid)
 	}
 	var fwd *grapnelpb.ApplyResponse
-	c := &planCall{update: req.GetUpdate(), apply: true, expectSeq: req.GetExpectedSeq(), owner: p.s.lockOwner(ctx), adm: p.s.callAdmission(ctx)}
+	owner := p.s.lockOwner(ctx)
+	c := &planCall{update: req.GetUpdate(), apply: true, expectSeq: req.GetExpectedSeq(), owner: owner, requester: planRequester(owner), adm: p.s.callAdmission(ctx)}
 	if req.ExpectedRevision != nil {
 		rev := req.GetExpectedRevision()
 		c.expectRevision = &rev

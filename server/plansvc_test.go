@@ -87,7 +87,7 @@ func TestPlanServiceDryRunAndApplyAtSeq(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !errors.Is(rpc.FromStatus(err), errs.ErrStateChanged) {
 		t.Fatalf("a stale seq: %v", err)
 	}
-	if msg := status.Convert(err).Message(); !strings.Contains(msg, fmt.Sprintf("made at seq %d, the desired state is at seq %d", seq0, seq0+1)) {
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, fmt.Sprintf("made at revision %d, the desired state is at revision %d", seq0, seq0+1)) {
 		t.Fatalf("the refusal names no seqs: %s", msg)
 	}
 	if seq, _ := fsmIndex(ts); seq != seq0+1 {

@@ -19,7 +19,8 @@ const (
 	// record 19), the certificates an operator's removal revokes
 	// (ReplicaRemoval's certs and time_ms; snapshot record 20), and the
 	// cluster version itself (SetClusterVersion, type 18; snapshot
-	// record 21).
+	// record 21). Also from it on (issue 30, Store.RepairsOnce): the
+	// FSM records every drift repair, once.
 	ClusterVersionRevocation uint32 = 1
 )
 
@@ -49,7 +50,17 @@ var Features = []Feature{
 	{Version: ClusterVersionRevocation, Name: "lock owners and requesters by role and name",
 		Waiting: "locks and the history name their owner and requester by the certificate's name alone, as the previous release does: " +
 			"a commander and an operator of the same name share locks; from then on a lock taken under the bare name stays its holder's"},
+	{Version: ClusterVersionRevocation, Name: "every drift repair recorded once",
+		Waiting: "the history records no drift repair that removed an unknown instance, and records again a repair an agent reports anew after a replica or agent restart, as the previous release does"},
 }
+
+// RepairsOnce reports whether the FSM records every drift repair once
+// (docs/history.md): the removal of an unknown instance too, and not
+// again a repair an agent reports anew after a state the server set
+// (History.LastReported). From ClusterVersionRevocation on; before, it
+// records them as the previous release does, so that every replica
+// holds the same history with the same transaction numbers.
+func (s *Store) RepairsOnce() bool { return s.ClusterVersion >= ClusterVersionRevocation }
 
 // KeyedOwners reports whether lock owners and the history's requesters
 // are role/name keys (identity.Key): from ClusterVersionRevocation on.

@@ -360,6 +360,22 @@ func (tx *Tx) Touches(workload string) bool {
 	return false
 }
 
+// LastReported is the newest state the history keeps of an instance,
+// passing over the states the server sets while no agent confirms them
+// (Pending(Initial) after a cluster start, AgentDisconnected): after
+// such a state an agent reports what it reported before, which is no
+// new event. False when the history keeps none (never one, or pruned).
+func (h *History) LastReported(inst InstanceName) (ExecutionState, bool) {
+	for i := len(h.Transitions) - 1; i >= 0; i-- {
+		t := &h.Transitions[i]
+		if t.Instance != inst || t.State.IsPendingInitial() || t.State == AgentDisconnected {
+			continue
+		}
+		return t.State, true
+	}
+	return ExecutionState{}, false
+}
+
 // TransitionsOf returns the transitions of a workload's instances, oldest
 // first.
 func (h *History) TransitionsOf(workload string) []Transition {

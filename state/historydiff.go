@@ -182,6 +182,21 @@ func RemovedTransitions(s *Store, u *DesiredUpdate, index uint64, timeMs int64) 
 	return out
 }
 
+// UnknownRemovals lists, as transitions at index and timeMs, the Removed
+// states of instances s holds no state of: what TransitionsOf leaves
+// out. An agent's drift repair reports such a state for an unknown
+// instance with its labels that it removed; it is no transition (the
+// store never held the instance), but it is a repair.
+func UnknownRemovals(s *Store, states []WorkloadState, index uint64, timeMs int64) []Transition {
+	var out []Transition
+	for _, ws := range states {
+		if _, ok := s.States.Get(ws.Instance); !ok && ws.State.IsRemoved() {
+			out = append(out, Transition{Index: index, TimeMs: timeMs, Instance: ws.Instance, State: ws.State})
+		}
+	}
+	return out
+}
+
 // TransitionsOf lists the states that differ from what s holds, as
 // transitions at index and timeMs; a Removed state of an instance s does
 // not hold is no transition.

@@ -57,6 +57,31 @@ func (s *Store) SetAgentMode(agent string, m AgentMode) {
 // AgentMode is an agent's mode; Active unless set.
 func (s *Store) AgentMode(agent string) AgentMode { return s.Modes[agent] }
 
+// KnowsAgent reports whether the cluster knows an agent of that name: it
+// is connected, has a mode, has ever reported, has workload states, or a
+// workload or the layout names it. An operator may set the mode of an
+// agent that is not connected (before it reboots), but not of a name
+// nothing knows: that is a typo, and the real agent would stay as it is.
+func (s *Store) KnowsAgent(agent string) bool {
+	_, connected := s.Agents[agent]
+	_, moded := s.Modes[agent]
+	_, reported := s.ReportMarks[agent]
+	if connected || moded || reported || len(s.States[agent]) > 0 {
+		return true
+	}
+	for _, w := range s.Desired.Workloads {
+		if w.Agent == agent {
+			return true
+		}
+	}
+	for _, agents := range s.Placement {
+		if slices.Contains(agents, agent) {
+			return true
+		}
+	}
+	return false
+}
+
 // Instances lists the instances of a rendered workload: the one on its
 // agent for a pinned workload, one per agent of the layout for a placed
 // one (its rendering names no agent), none for an unscheduled one.

@@ -85,15 +85,27 @@ func TestAgentResyncEndToEnd(t *testing.T) {
 
 // `grapnel agent maintenance|disable|activate NAME` reach the leader and
 // are committed; `grapnel get agents` shows the mode, also of an agent
-// that is not connected.
+// that is not connected (here one a workload names before it ever
+// connects). A name the cluster knows nothing of is refused (a typo).
 func TestAgentModesEndToEnd(t *testing.T) {
 	cl := testcluster.New(t, 1)
+	manifest := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(manifest, []byte("apiVersion: v1\nworkloads:\n  w:\n    runtime: process\n    agent: agent_M\n    runtimeConfig: \"command: [/bin/true]\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var stderr string
 	testwait.For(t, 20*time.Second, func() bool {
 		var code int
-		code, _, stderr = cliRun(cl, "agent", "maintenance", "agent_M")
+		code, _, stderr = cliRun(cl, "--no-wait", "apply", manifest)
 		return code == exitOK
-	}, "grapnel agent maintenance agent_M to succeed")
+	}, "grapnel apply to succeed")
+	code, _, stderr := cliRun(cl, "agent", "disable", "agent_m")
+	if code != exitError || !strings.Contains(stderr, "NotFound") || !strings.Contains(stderr, `agent "agent_m": the cluster knows no agent of that name`) {
+		t.Fatalf("disable of an unknown agent: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr = cliRun(cl, "agent", "maintenance", "agent_M"); code != exitOK {
+		t.Fatalf("maintenance: exit %d, stderr %q", code, stderr)
+	}
 	if !strings.Contains(stderr, "agent agent_M is Maintenance") {
 		t.Fatalf("stderr %q", stderr)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -205,21 +206,35 @@ func (a *app) resolve() error {
 }
 
 // defaultOwner is the lock owner a CLI declares when none is given:
-// user@host, as far as they are known. Without TLS it is what the server
-// goes by; it is a label, not an authentication (docs/locks.md).
+// USER@HOST. The user is $USER, else $USERNAME, else the account of the
+// process's uid (os/user), else "uid<N>"; the host is the host name, else
+// "localhost". Clients on a host without $USER (services, cron,
+// containers) would otherwise all share the bare host name. Without TLS
+// it is what the server goes by; it is a label, not an authentication
+// (docs/locks.md).
 func (a *app) defaultOwner() string {
-	user := a.getenv("USER")
-	if user == "" {
-		user = a.getenv("USERNAME")
+	return ownerOf(a.getenv, user.Current, os.Hostname, os.Getuid)
+}
+
+// ownerOf is defaultOwner with its sources given.
+func ownerOf(getenv func(string) string, current func() (*user.User, error), hostname func() (string, error), getuid func() int) string {
+	name := getenv("USER")
+	if name == "" {
+		name = getenv("USERNAME")
 	}
-	host, _ := os.Hostname()
-	switch {
-	case user != "" && host != "":
-		return user + "@" + host
-	case user != "":
-		return user
+	if name == "" {
+		if u, err := current(); err == nil && u.Username != "" {
+			name = u.Username
+		}
 	}
-	return host
+	if name == "" {
+		name = "uid" + strconv.Itoa(getuid())
+	}
+	host, err := hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return name + "@" + host
 }
 
 // The CLI's own config file (YAML, the keys of ank.conf): under $HOME,

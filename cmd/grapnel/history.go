@@ -25,8 +25,10 @@ func (a *app) withHistory(ctx context.Context, f func(context.Context, *cli.Hist
 	return f(ctx, &cli.History{Client: hc, Out: a.stdout, Quiet: a.global.Quiet})
 }
 
-// newHistory is `history [--since SEQ] [--workload NAME]` and `history
-// show SEQ` (Grapnel only; docs/history.md).
+// newHistory is `history [--since TXN] [--workload NAME]` and `history
+// show TXN` (Grapnel only; docs/history.md). A txn numbers the history's
+// transactions; it is not the desired state's revision, which plans and
+// get state name.
 func newHistory(a *app) *cobra.Command {
 	var (
 		output, workload string
@@ -42,11 +44,11 @@ func newHistory(a *app) *cobra.Command {
 			})
 		},
 	}
-	h.Flags().Uint64Var(&since, "since", 0, "only transactions after this sequence number")
+	h.Flags().Uint64Var(&since, "since", 0, "only transactions after this transaction number (TXN)")
 	h.Flags().StringVar(&workload, "workload", "", "only transactions that changed this workload")
 	h.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	show := &cobra.Command{
-		Use:   "show SEQ",
+		Use:   "show TXN",
 		Short: "Print one transaction in full, with the changed fields before and after",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -187,14 +187,31 @@ func newSet(a *app) *cobra.Command {
 }
 
 // planFlags adds the flags of the commands that can plan their update
-// instead of making it (Grapnel only).
+// instead of making it (Grapnel only). The plan names the desired
+// state's revision it was made at (the number `get state` prints), not a
+// history transaction: --plan-revision applies it there. --expect-seq,
+// its name before, stays as a hidden alias for the scripts that use it.
 func planFlags(a *app, cmd *cobra.Command) {
+	planOnlyFlags(a, cmd)
+	revisionFlag(a, cmd)
+}
+
+// planOnlyFlags are planFlags without --expect-revision, for commands
+// whose parent has it (delete).
+func planOnlyFlags(a *app, cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&a.dryRun, "dry-run", false, "print the plan of the update (what it adds, updates and deletes, in which order, or why it would be rejected) without making it (Grapnel only)")
-	f.Uint64Var(&a.expectSeq, "expect-seq", 0, "make the update only if the desired state is still at this sequence number, the seq of a dry-run's plan (Grapnel only)")
-	revisionFlag(a, cmd)
+	f.Uint64Var(&a.expectSeq, flagPlanRevision, 0, "make the update only if the desired state is still at this revision, the one a dry-run's plan names (Grapnel only)")
+	f.Uint64Var(&a.expectSeq, flagExpectSeq, 0, "the former name of --"+flagPlanRevision)
+	_ = f.MarkHidden(flagExpectSeq)
 	f.StringVarP(&a.planOutput, "output", "o", cli.PlanTable, "output format of --dry-run: table, yaml or json")
 }
+
+// The flag that applies a plan at its revision, and its former name.
+const (
+	flagPlanRevision = "plan-revision"
+	flagExpectSeq    = "expect-seq"
+)
 
 // withPlan runs f in a fresh session set up with the plan flags of cmd.
 func (a *app) withPlan(cmd *cobra.Command, f func(*cli.Session) error) error {
@@ -202,12 +219,15 @@ func (a *app) withPlan(cmd *cobra.Command, f func(*cli.Session) error) error {
 	if err != nil {
 		return err
 	}
-	expect := cmd.Flags().Changed("expect-seq")
+	expect := cmd.Flags().Changed(flagPlanRevision) || cmd.Flags().Changed(flagExpectSeq)
+	if cmd.Flags().Changed(flagPlanRevision) && cmd.Flags().Changed(flagExpectSeq) {
+		return fmt.Errorf("%w: --%s and --%s are one flag: give it once", cli.ErrBadArgument, flagPlanRevision, flagExpectSeq)
+	}
 	if a.dryRun && expect {
-		return fmt.Errorf("%w: --dry-run and --expect-seq: plan first, then apply with the seq the plan names", cli.ErrBadArgument)
+		return fmt.Errorf("%w: --dry-run and --%s: plan first, then apply with the revision the plan names", cli.ErrBadArgument, flagPlanRevision)
 	}
 	if cmd.Flags().Changed("expect-revision") && (a.dryRun || expect) {
-		return fmt.Errorf("%w: --expect-revision goes with neither --dry-run nor --expect-seq", cli.ErrBadArgument)
+		return fmt.Errorf("%w: --expect-revision goes with neither --dry-run nor --%s", cli.ErrBadArgument, flagPlanRevision)
 	}
 	if cmd.Flags().Changed("output") && !a.dryRun {
 		return fmt.Errorf("%w: -o applies to --dry-run only", cli.ErrBadArgument)
@@ -242,25 +262,29 @@ func (a *app) withRevision(cmd *cobra.Command, f func(*cli.Session) error) error
 func newDelete(a *app) *cobra.Command {
 	del := &cobra.Command{Use: "delete", Short: "Remove workloads or config items"}
 	del.PersistentFlags().Uint64Var(&a.expectRevision, "expect-revision", 0, "delete only if what is deleted is unchanged since this revision, the one get state prints (Grapnel only)")
-	del.AddCommand(&cobra.Command{
+	workloads := &cobra.Command{
 		Use:               "workloads NAME...",
 		Aliases:           []string{"workload"},
 		Short:             "Delete workloads and wait until they are removed",
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: a.completeNames(desiredWorkloads),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withRevision(cmd, func(s *cli.Session) error { return s.DeleteWorkloads(cmd.Context(), args) })
+			return a.withPlan(cmd, func(s *cli.Session) error { return s.DeleteWorkloads(cmd.Context(), args) })
 		},
-	}, &cobra.Command{
+	}
+	configs := &cobra.Command{
 		Use:               "configs NAME...",
 		Aliases:           []string{"config"},
 		Short:             "Delete config items",
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: a.completeNames(desiredConfigs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withRevision(cmd, func(s *cli.Session) error { return s.DeleteConfigs(cmd.Context(), args) })
+			return a.withPlan(cmd, func(s *cli.Session) error { return s.DeleteConfigs(cmd.Context(), args) })
 		},
-	})
+	}
+	planOnlyFlags(a, workloads)
+	planOnlyFlags(a, configs)
+	del.AddCommand(workloads, configs)
 	return del
 }
 

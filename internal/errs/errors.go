@@ -132,6 +132,10 @@ type textError struct {
 func (e *textError) Error() string { return e.text }
 func (e *textError) Unwrap() error { return e.kind }
 
+// ErrUnknownAgent refuses an operator's call about an agent the cluster
+// knows nothing of (state.Store.KnowsAgent): most likely a typo.
+var ErrUnknownAgent = errors.New("no such agent")
+
 // ErrNoSuchTransaction is a history sequence number that was never
 // recorded or has been pruned (docs/history.md).
 var ErrNoSuchTransaction = errors.New("no such transaction in the history")

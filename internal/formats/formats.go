@@ -116,7 +116,7 @@ var Wire = []WireAddition{
 	{Kind: KindReasons, Name: "grapnel.io", Items: []string{"NOT_LEADER", "NO_LEADER", "SHUTTING_DOWN", "LEADER_CHANGED",
 		"UNKNOWN_REPLICA", "NO_VOTE_HOLD", "OTHER_REPLICA", "OUTCOME_UNKNOWN", "QUORUM", "RELEASE_BEHIND", "UNSUPPORTED_PROTOCOL", "BAD_FIRST_MESSAGE", "UNAUTHENTICATED",
 		"PERMISSION_DENIED", "BAD_SNAPSHOT", "SNAPSHOT_TOO_LARGE", "MESSAGE_TOO_LARGE", "TOO_MANY_STREAMS", "BUSY",
-		"STATE_CHANGED", "AGENT_NOT_CONNECTED", "NO_SUCH_TRANSACTION", "LOCKED", "REVISION_CONFLICT", "INVALID"}},
+		"STATE_CHANGED", "AGENT_NOT_CONNECTED", "UNKNOWN_AGENT", "NO_SUCH_TRANSACTION", "LOCKED", "REVISION_CONFLICT", "INVALID"}},
 	{Kind: KindService, Name: "grapnel.Cluster", Items: []string{"Status", "Watch", "RemoveReplica", "AddReplica",
 		"TransferLeadership", "SnapshotSave", "SnapshotRestore", "ResyncAgent", "SetAgentMode", "Placement", "Agents", "UpgradeStatus", "UpgradeFinalize", "RepairReplica"}},
 	{Kind: KindService, Name: "grapnel.Plan", Items: []string{"DryRun", "Apply", "Revision"}},
