@@ -120,6 +120,42 @@ func TestCorruptTail_OnAMajority_RepairedFromTheIntactReplica(t *testing.T) {
 	requireAgents(t, c, "n2", append(names("before", 5), "last-entry-0")...)
 }
 
+// A flipped bit in the log's metadata (bbolt) that bbolt would fault on:
+// the replica moves its log to the quarantine, starts from what it has,
+// holds its vote as one that lost its term and vote, catches up from the
+// leader and votes again; the cluster keeps serving. Without the check it
+// exits at every start.
+func TestCorruptLogMetadata_QuarantinedAndCaughtUp(t *testing.T) {
+	c := clustertest.New(t, 3)
+	c.WaitLeader(waitLong)
+	last := applyAgents(t, c, "kept", 10)
+	c.WaitApplied(last)
+	victim := c.Followers()[0].ID()
+	c.Stop(victim)
+	meta := filepath.Join(c.Replica(victim).DataDir, "wal", "wal-meta.db")
+	b, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both meta pages' magic: no valid meta page is left.
+	b[16] ^= 1
+	b[4096+16] ^= 1
+	if err := os.WriteFile(meta, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(victim)
+	if h := c.Node(victim).VoteHold(); !strings.Contains(h, "lost its Raft log") {
+		t.Fatalf("%s vote hold = %q, want one for a quarantined log", victim, h)
+	}
+	if q, _ := filepath.Glob(filepath.Join(c.Replica(victim).DataDir, "quarantine", "wal-*")); len(q) != 1 {
+		t.Fatalf("quarantine %v, want the log", q)
+	}
+	idx := c.MustApply(agentCmd(t, "while-catching-up"))
+	c.WaitFor(victim+" caught up and voting again", waitLong, func() bool { return c.Node(victim).VoteHold() == "" })
+	c.WaitApplied(idx)
+	requireAgents(t, c, victim, append(names("kept", 10), "while-catching-up")...)
+}
+
 // Issue 29 point 3, replaced flash: a replica that starts with an empty
 // data directory under its old name does not bootstrap, holds its vote
 // (it cannot know what it had acknowledged), catches up from the leader,

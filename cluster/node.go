@@ -357,6 +357,15 @@ func NewNode(cfg Config) (*Node, error) {
 	if segmentSize == 0 {
 		segmentSize = DefaultSegmentSize
 	}
+	// The vote hold is read first: the checks below may hold the vote
+	// before they move or cut anything (votehold.go).
+	hold := newHoldState(cfg.DataDir, cfg.Now)
+	if err := hold.load(); err != nil {
+		return nil, err
+	}
+	if _, err := quarantineLog(cfg.DataDir, hold, cfg.Now, base.Named("cluster")); err != nil {
+		return nil, err
+	}
 	// Before raft-wal opens the log: segment headers it would refuse, and
 	// what it will drop of the open segment's tail although it was synced
 	// (segcheck.go).
@@ -399,10 +408,6 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir, guard: guard}
-	hold := newHoldState(cfg.DataDir, cfg.Now)
-	if err := hold.load(); err != nil {
-		return nil, err
-	}
 	currentTerm := func() uint64 { t, _ := walStore.GetUint64(stableKeys.currentTerm); return t }
 	hold.currentTerm.Store(&currentTerm)
 	if err := repairTail(cfg.DataDir, tail, walStore, hold, integ, base.Named("cluster"), currentTerm); err != nil {

@@ -1,17 +1,26 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/grapnel-io/grapnel/internal/durable"
 )
@@ -42,7 +51,9 @@ import (
 // again. The check reads the frame headers (as raft-wal does) and the
 // dropped bytes, no more.
 //
-// Before that, repairHeaders checks each segment's 32-byte file header
+// Before all that, checkMeta reads raft-wal's metadata file whole: a
+// corrupt one moves the log to the quarantine (quarantineLog). Then
+// repairHeaders checks each segment's 32-byte file header
 // against its name: raft-wal refuses to open a log whose header does not
 // match, and the replica would exit at every start.
 
@@ -427,4 +438,141 @@ func repairHeader(seg string, base, id uint64) (bool, error) {
 		return false, err
 	}
 	return true, f.Sync()
+}
+
+// checkMeta reads the WAL's metadata file (raft-wal's wal-meta.db, a
+// bbolt file: the segment list, the term and the vote) whole and
+// read-only, before raft-wal opens it. A bit flipped in it can make bbolt
+// fault on its memory map (a SIGSEGV no recover catches unless the
+// goroutine asks for it), panic, or raft-wal refuse the log: the replica
+// would exit at every start. It returns an error wrapping ErrCorrupt for
+// such a file, and any other error (locked, unreadable directory) as it
+// is.
+func checkMeta(path string) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: raft log metadata: %w", err)
+	}
+	if err := checkBolt(b); err != nil {
+		return err
+	}
+	// The structure is sound; what bbolt and raft-wal then read is read
+	// here first, guarded all the same.
+	done := make(chan error, 1)
+	go func() {
+		debug.SetPanicOnFault(true)
+		defer func() {
+			if r := recover(); r != nil {
+				done <- &CorruptError{What: "raft log metadata", Reason: fmt.Sprint(r)}
+			}
+		}()
+		done <- readMeta(path)
+	}()
+	return <-done
+}
+
+func readMeta(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		var pe *fs.PathError
+		if errors.Is(err, bolt.ErrTimeout) || errors.As(err, &pe) {
+			return fmt.Errorf("cluster: raft log metadata %s: %w", path, err)
+		}
+		return &CorruptError{What: "raft log metadata", Reason: err.Error()}
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		// Every page reachable, as raft-wal and Raft will read them.
+		err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return b.ForEach(func(k, v []byte) error { return nil })
+		})
+		if err != nil {
+			return &CorruptError{What: "raft log metadata", Reason: err.Error()}
+		}
+		meta := tx.Bucket([]byte(metadb.MetaBucket))
+		if meta == nil {
+			return &CorruptError{What: "raft log metadata", Reason: "no " + metadb.MetaBucket + " bucket"}
+		}
+		raw := meta.Get([]byte(metadb.MetaKey))
+		if raw == nil {
+			// raft-wal takes that for an empty log and creates its first
+			// segment, which fails where segments are there.
+			if segs, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.wal")); len(segs) > 0 {
+				return &CorruptError{What: "raft log metadata", Reason: fmt.Sprintf("no segment list, and %d segment files", len(segs))}
+			}
+			return nil
+		}
+		if err := checkSegmentList(raw, filepath.Dir(path)); err != nil {
+			return &CorruptError{What: "raft log metadata", Reason: "segment list: " + err.Error()}
+		}
+		return nil
+	})
+}
+
+// quarantineLog moves the WAL to the quarantine when its metadata is
+// corrupt (checkMeta), after the vote hold for an empty start is on disk:
+// the segments cannot be read without their list, and the term and vote
+// are gone with it. The replica starts from its newest snapshot and holds
+// its vote as one that knows nothing of what it had (votehold.go). It
+// reports whether it moved the WAL.
+func quarantineLog(dataDir string, hold *holdState, now func() time.Time, logger hclog.Logger) (bool, error) {
+	dir := filepath.Join(dataDir, walDir)
+	err := checkMeta(filepath.Join(dir, metadb.FileName))
+	var ce *CorruptError
+	if !errors.As(err, &ce) {
+		return false, err
+	}
+	if err := hold.hold(voteHold{Reason: "lost its Raft log: " + ce.Error(), Empty: true, Since: now()}); err != nil {
+		return false, err
+	}
+	q := filepath.Join(dataDir, quarantineDir)
+	if err := durable.MkdirAll(q, 0o700); err != nil {
+		return false, fmt.Errorf("cluster: integrity: %w", err)
+	}
+	to := filepath.Join(q, fmt.Sprintf("%s-%d", walDir, now().UnixNano()))
+	if err := os.Rename(dir, to); err != nil {
+		return false, fmt.Errorf("cluster: integrity: move the raft log to the quarantine: %w", err)
+	}
+	if err := durable.SyncDir(q); err != nil {
+		return false, fmt.Errorf("cluster: integrity: %w", err)
+	}
+	if err := durable.SyncDir(dataDir); err != nil {
+		return false, fmt.Errorf("cluster: integrity: %w", err)
+	}
+	logger.Error("corrupt Raft log: its metadata (segment list, term, vote) cannot be read; the log was moved to the quarantine, "+
+		"this replica starts from its newest snapshot, catches up from the leader and holds its vote meanwhile",
+		"reason", ce.Reason, "quarantine", to)
+	return true, nil
+}
+
+// checkSegmentList checks raft-wal's segment list as far as a flipped bit
+// in it would make raft-wal refuse the log or lose track of a segment: a
+// field name flipped drops that field silently (so unknown fields are
+// refused), and a base index or ID flipped names a file that is not there.
+// Flips in the other numbers are found when the entries are read.
+func checkSegmentList(raw []byte, dir string) error {
+	var st types.PersistentState
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		return err
+	}
+	for i, seg := range st.Segments {
+		if seg.ID >= st.NextSegmentID {
+			return fmt.Errorf("segment ID %d not below the next ID %d", seg.ID, st.NextSegmentID)
+		}
+		if seg.SealTime.IsZero() && i != len(st.Segments)-1 {
+			return fmt.Errorf("segment %d open but not the last", seg.ID)
+		}
+		if i > 0 && seg.BaseIndex <= st.Segments[i-1].BaseIndex {
+			return fmt.Errorf("segment %d starts at %d, not after the one before", seg.ID, seg.BaseIndex)
+		}
+		if _, err := os.Stat(filepath.Join(dir, segment.FileName(seg))); err != nil {
+			return fmt.Errorf("segment %d: %w", seg.ID, err)
+		}
+	}
+	return nil
 }
