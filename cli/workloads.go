@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/grapnel-io/grapnel/rpc"
-	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // Column positions in the workloads table.

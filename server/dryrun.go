@@ -11,6 +11,8 @@ import (
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/server/plan"
+	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -29,8 +31,8 @@ type planCall struct {
 	expectRevision *uint64
 	// owner is the caller's lock owner (lockOwner).
 	owner string
-	// adm is the caller's admission (admission.go).
-	adm admission
+	// adm is the caller's admission (admission.go, plan.Admission).
+	adm plan.Admission
 	// revision asks only for the desired state's revision.
 	revision bool
 	// lock is a Locks service call (locksvc.go).
@@ -167,7 +169,7 @@ func (s *Server) runDryRun(c *planCall, in dryRunInput, settled <-chan error, st
 
 // dryRun plans an update on the projected state as a dry-run does, on
 // the calling goroutine (tests and benchmarks).
-func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string, adm admission) *grapnelpb.PlanResponse {
+func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string, adm plan.Admission) *grapnelpb.PlanResponse {
 	resp, _ := l.s.planDryRun(l.dryRunInput(), req, owner, adm)
 	return resp
 }
@@ -177,25 +179,19 @@ func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string, adm admis
 // the plan. It proposes nothing and changes nothing; it reads only in
 // and what the Server holds fixed (renderer, limits, keys), so it may
 // run on any goroutine. overBudget says the render budget refused it.
-func (s *Server) planDryRun(in dryRunInput, req *ankbase.UpdateStateRequest, owner string, adm admission) (resp *grapnelpb.PlanResponse, overBudget bool) {
+func (s *Server) planDryRun(in dryRunInput, req *ankbase.UpdateStateRequest, owner string, adm plan.Admission) (resp *grapnelpb.PlanResponse, overBudget bool) {
 	st := in.st
 	resp = &grapnelpb.PlanResponse{Seq: st.DesiredSeq}
-	c := &checks{all: true}
+	var rejections []error
 	next, tags, err := nextStateOf(s.cfg.Secrets, st, req)
 	if err != nil {
-		c.failed(err)
-	} else if pd := planSteps(c, s.renderer, s.limits, adm, st, next, tags, connectedIn(st)); pd != nil {
-		if pd.changed {
-			// The command's size, as project checks it before proposing.
-			_, err := encodeChecked(s.limits, &fsm.UpdateDesiredStateRequest{Update: pd.update, Seq: st.DesiredSeq + 1})
-			c.failed(err)
-		}
-		g := guard{owner: owner, keyed: st.KeyedOwners(), nowMs: in.nowMs, masks: req.GetUpdateMask()}
-		c.failed(checkLocks(st.Locks, pd.updatePlan, g))
-		describePlan(resp, st, next, pd)
+		rejections = []error{err}
+	} else {
+		g := plan.Guard{Owner: owner, Keyed: st.KeyedOwners(), NowMs: in.nowMs, Masks: req.GetUpdateMask()}
+		rejections = plan.DryRun(resp, s.renderer, s.limits, adm, st, next, tags, g, secrets.MaskTokens)
 	}
-	resp.Accepted = len(c.errs) == 0
-	for _, e := range c.errs {
+	resp.Accepted = len(rejections) == 0
+	for _, e := range rejections {
 		overBudget = overBudget || errors.Is(e, state.ErrBudget)
 		r := &grapnelpb.Rejection{Message: e.Error()}
 		var fe *state.FieldError
@@ -246,7 +242,7 @@ func (l *leader) applyIfUnchanged(c *planCall) {
 		l.pipe.ordered(func() { answer(planAnswer{err: fmt.Errorf("update rejected: %w", err)}) })
 		return
 	}
-	if !p.changed {
+	if !p.Changed {
 		l.orderedUnchanged(func() { answer(planAnswer{applied: appliedResponse(seq, p)}) }, func(err error) {
 			answer(planAnswer{err: fmt.Errorf("update failed: %w: %v", errs.ErrStateChanged, err)})
 		})
@@ -262,13 +258,13 @@ func (l *leader) applyIfUnchanged(c *planCall) {
 
 // appliedResponse is the answer of an applied update, with the instance
 // names as UpdateStateSuccess has them.
-func appliedResponse(seq uint64, p *updatePlan) *grapnelpb.ApplyResponse {
+func appliedResponse(seq uint64, p *plan.Plan) *grapnelpb.ApplyResponse {
 	r := &grapnelpb.ApplyResponse{Seq: seq, AddedWorkloads: []string{}, DeletedWorkloads: []string{}}
-	for _, a := range p.added {
+	for _, a := range p.Added {
 		r.AddedWorkloads = append(r.AddedWorkloads, a.Instance.String())
 	}
-	for _, d := range p.deleted {
-		r.DeletedWorkloads = append(r.DeletedWorkloads, d.instance.String())
+	for _, d := range p.Deleted {
+		r.DeletedWorkloads = append(r.DeletedWorkloads, d.Instance.String())
 	}
 	return r
 }

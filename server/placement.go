@@ -8,6 +8,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/placement"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -48,7 +49,7 @@ func placementInput(st *state.Store) (in placement.Input, bad []error) {
 	for a := range st.Modes {
 		names[a] = true
 	}
-	for _, n := range sortedSet(names) {
+	for _, n := range state.SortedKeys(names) {
 		ag := placement.Agent{Name: n, Mode: st.AgentMode(n), Capacity: placement.Unlimited}
 		var tags map[string]string
 		if a, ok := st.Agents[n]; ok {
@@ -84,7 +85,7 @@ func hasPlacement(st *state.Store) bool {
 // of each instance on an agent that is gone (nobody would report it).
 // deleted lists the instances moved off, those the server removes
 // itself marked.
-func placementUpdate(st *state.Store, next placement.Layout) (u state.PlacementUpdate, added []state.Rendered, deleted []deletion) {
+func placementUpdate(st *state.Store, next placement.Layout) (u state.PlacementUpdate, added []state.Rendered, deleted []plan.Deletion) {
 	changes := placement.Diff(placement.Layout(st.Placement), next)
 	if len(changes) == 0 {
 		return u, nil, nil
@@ -110,7 +111,7 @@ func placementUpdate(st *state.Store, next placement.Layout) (u state.PlacementU
 			if _, known := st.States.Get(in); !present && known {
 				u.DeleteStates = append(u.DeleteStates, in)
 			}
-			deleted = append(deleted, deletion{instance: in, serverHandled: !present})
+			deleted = append(deleted, plan.Deletion{Instance: in, ServerHandled: !present})
 		}
 	}
 	return u, added, deleted
@@ -229,16 +230,16 @@ func (l *leader) adoptable(st *state.Store) map[string][]string {
 
 // noteLeft remembers the instances a layout change takes off agents that
 // are gone: they may still run them when they come back.
-func (l *leader) noteLeft(deleted []deletion) {
+func (l *leader) noteLeft(deleted []plan.Deletion) {
 	for _, d := range deleted {
-		if !d.serverHandled {
+		if !d.ServerHandled {
 			continue
 		}
-		a := d.instance.AgentName
+		a := d.Instance.AgentName
 		if l.left[a] == nil {
 			l.left[a] = map[string]state.InstanceName{}
 		}
-		l.left[a][d.instance.WorkloadName] = d.instance
+		l.left[a][d.Instance.WorkloadName] = d.Instance
 	}
 }
 
@@ -278,7 +279,7 @@ func (l *leader) proposePlacement(p placementPart, why string) {
 		l.submit(prop, nil, nil) // logs the refusal
 		return
 	}
-	d := planDispatch(l.s, l.projected.store, &updatePlan{added: p.added, deleted: p.deleted})
+	d := planDispatch(l.s, l.projected.store, &plan.Plan{Added: p.added, Deleted: p.deleted})
 	// Events: the new instances' states are added, those the server
 	// removed are removed, as for an update.
 	evStates := slices.Clone(u.SetStates)
@@ -305,7 +306,7 @@ func (l *leader) proposePlacement(p placementPart, why string) {
 type placementPart struct {
 	update  state.PlacementUpdate
 	added   []state.Rendered
-	deleted []deletion
+	deleted []plan.Deletion
 }
 
 // placementChangesPerEntry is how many instances one Placement entry adds
@@ -326,7 +327,7 @@ func placementChangesPerEntry(lim state.Limits) int {
 // name order, of at most limit instance changes each (a workload with
 // more goes alone). Each part is a consistent layout change of its own: a
 // workload's instances never span two entries.
-func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []deletion, limit int) []placementPart {
+func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []plan.Deletion, limit int) []placementPart {
 	byWorkload := map[string]*placementPart{}
 	get := func(w string) *placementPart {
 		p := byWorkload[w]
@@ -352,7 +353,7 @@ func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []d
 		p.added = append(p.added, a)
 	}
 	for _, d := range deleted {
-		p := get(d.instance.WorkloadName)
+		p := get(d.Instance.WorkloadName)
 		p.deleted = append(p.deleted, d)
 	}
 	var (

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -93,16 +94,16 @@ func (l *leader) resealSecrets() {
 	next := cur
 	next.Configs = cfgs
 	adm := l.s.operatorAdmission()
-	adm.skipPolicy = true // the same settings, sealed anew
-	p, err := plan(l.s.renderer, l.s.limits, adm, l.projected.store, next, nil, l.connected)
+	adm.SkipPolicy = true // the same settings, sealed anew
+	p, err := plan.Make(l.s.renderer, l.s.limits, adm, l.projected.store, next, nil, l.connected)
 	if err != nil {
 		l.s.log.Error("sealing secret config items again was refused", "error", err)
 		return
 	}
-	if !p.changed {
+	if !p.Changed {
 		return
 	}
-	p.history = l.historyMeta(requesterSecretKeys, nil, false)
+	p.History = l.historyMeta(requesterSecretKeys, nil, false)
 	l.proposeUpdate(p, func() {
 		l.s.log.Info("secret config items sealed again under the active key", "items", stale, "active", k.Active())
 	}, func(err error) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/grapnel-io/grapnel/server/plan"
 	"strings"
 	"testing"
 
@@ -44,18 +45,18 @@ func TestSecretsAreSealedBeforePlanning(t *testing.T) {
 	l := planLeader(st, state.DefaultLimits())
 	l.s.cfg.Secrets = keys
 
-	p, err := l.planUpdate(replaceAll(t, secretManifest("hunter2")), admission{}, guard{})
+	p, err := l.planUpdate(replaceAll(t, secretManifest("hunter2")), plan.Admission{}, plan.Guard{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := p.update.PutConfigs["secret_db"].(map[string]any)
+	db := p.Update.PutConfigs["secret_db"].(map[string]any)
 	if !secrets.IsToken(db["password"].(string)) || !secrets.IsToken(db["user"].(string)) {
 		t.Fatalf("the command holds %v", db)
 	}
-	if len(p.added) != 1 {
-		t.Fatalf("added %v", p.added)
+	if len(p.Added) != 1 {
+		t.Fatalf("added %v", p.Added)
 	}
-	rendered := p.added[0]
+	rendered := p.Added[0]
 	if strings.Contains(rendered.Workload.RuntimeConfig, "hunter2") || !strings.Contains(rendered.Workload.RuntimeConfig, db["password"].(string)) {
 		t.Fatalf("the rendering is %q", rendered.Workload.RuntimeConfig)
 	}
@@ -72,26 +73,26 @@ func TestSecretsAreSealedBeforePlanning(t *testing.T) {
 	if strings.Contains(rendered.Workload.RuntimeConfig, "hunter2") || strings.Contains(rendered.Workload.Files[0].Content, "hunter2") {
 		t.Fatal("revealing changed the stored rendering")
 	}
-	st.ApplyDesired(&p.update, 1)
+	st.ApplyDesired(&p.Update, 1)
 
 	for _, again := range []string{secretManifest("hunter2"), strings.Replace(secretManifest(""), "  secret_db:\n    user: app-user\n    password: \n", "  secret_db: "+secrets.Mask+"\n", 1)} {
-		p, err := l.planUpdate(replaceAll(t, again), admission{}, guard{})
+		p, err := l.planUpdate(replaceAll(t, again), plan.Admission{}, plan.Guard{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.changed {
-			t.Fatalf("an update with the same value or the mask changes %v", p.update)
+		if p.Changed {
+			t.Fatalf("an update with the same value or the mask changes %v", p.Update)
 		}
 	}
 
-	resp := l.dryRun(replaceAll(t, secretManifest("hunter3")), "", admission{})
+	resp := l.dryRun(replaceAll(t, secretManifest("hunter3")), "", plan.Admission{})
 	text := prototext.Format(resp)
 	if !resp.GetChanged() || strings.Contains(text, "hunter") || strings.Contains(text, "gsec:") || !strings.Contains(text, "PW="+secrets.Mask) {
 		t.Fatalf("the dry-run shows:\n%s", text)
 	}
 
 	l.s.cfg.Secrets = nil
-	if _, err := l.planUpdate(replaceAll(t, secretManifest("hunter3")), admission{}, guard{}); err == nil ||
+	if _, err := l.planUpdate(replaceAll(t, secretManifest("hunter3")), plan.Admission{}, plan.Guard{}); err == nil ||
 		!strings.Contains(err.Error(), "desiredState.configs.secret_db") || !strings.Contains(err.Error(), "--secret-key-file") {
 		t.Fatalf("without a key file: %v", err)
 	}

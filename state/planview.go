@@ -6,7 +6,7 @@ import "maps"
 // changing: the leader takes one of its speculative store for a dry-run,
 // which plans on another goroutine while the leader loop executes new
 // entries on s. It holds what planning and describing a plan read
-// (server/plan*.go): the desired state, the renderings, the workload
+// (server/plan): the desired state, the renderings, the workload
 // states, the delete graph, the agents, the placement, the locks, the
 // sequence numbers and the sizes; not the history, the revisions, the
 // report marks, the modes, the problems or the removals.

@@ -1,4 +1,4 @@
-package server
+package plan
 
 import (
 	"encoding/json"
@@ -6,18 +6,17 @@ import (
 	"sort"
 
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
-	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
 
 // Wait conditions of a plan step besides the Ankaios add and delete
 // conditions: the old instance of an updated workload goes first.
-const condRemoved = "REMOVED"
+const CondRemoved = "REMOVED"
 
 // Plan step actions.
 const (
-	actionDelete = "delete"
-	actionAdd    = "add"
+	ActionDelete = "delete"
+	ActionAdd    = "add"
 )
 
 // describePlan fills resp with what a plan does, as a dry-run answers
@@ -28,8 +27,8 @@ const (
 // changes, not to the state.
 func describePlan(resp *grapnelpb.PlanResponse, st *state.Store, next state.State, pd *planned) {
 	d, rd := pd.diff, pd.rd
-	resp.Changed = pd.changed
-	resp.ApiVersion = pd.update.APIVersion
+	resp.Changed = pd.Changed
+	resp.ApiVersion = pd.Update.APIVersion
 	resp.Workloads = plannedWorkloads(st, next, pd)
 	for _, k := range state.SortedKeys(d.changedCfg) {
 		change := "changed"
@@ -65,9 +64,9 @@ func plannedWorkloads(st *state.Store, next state.State, pd *planned) []*grapnel
 		names[n] = true
 	}
 	serverRemoves := map[state.InstanceName]bool{}
-	for _, del := range pd.deleted {
-		if del.serverHandled {
-			serverRemoves[del.instance] = true
+	for _, del := range pd.Deleted {
+		if del.ServerHandled {
+			serverRemoves[del.Instance] = true
 		}
 	}
 	var out []*grapnelpb.PlannedWorkload
@@ -117,7 +116,8 @@ func plannedWorkloads(st *state.Store, next state.State, pd *planned) []*grapnel
 
 // fieldChanges is the field-level difference of two workloads: every
 // leaf of their tree views whose value differs, by path, lists compared
-// whole. Values are JSON text; an absent one is empty.
+// whole. Values are JSON text; an absent one is empty. They hold sealed
+// secrets as tokens, which the caller masks (DryRun's mask).
 func fieldChanges(old, cur *state.Workload) []*grapnelpb.FieldChange {
 	a, b := map[string]string{}, map[string]string{}
 	if old != nil {
@@ -139,7 +139,7 @@ func fieldChanges(old, cur *state.Workload) []*grapnelpb.FieldChange {
 	}
 	out := make([]*grapnelpb.FieldChange, 0, len(paths))
 	for _, p := range sortedSet(paths) {
-		out = append(out, &grapnelpb.FieldChange{Path: p, Old: secrets.MaskTokens(a[p]), New: secrets.MaskTokens(b[p])})
+		out = append(out, &grapnelpb.FieldChange{Path: p, Old: a[p], New: b[p]})
 	}
 	return out
 }
@@ -203,24 +203,24 @@ func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string)
 	adds := map[string]*step{}
 	var steps []*step
 	gone := map[string]bool{} // workloads whose last instance the server removes
-	for _, del := range pd.deleted {
-		if del.serverHandled {
-			if _, kept := pd.diff.changed.Workloads[del.instance.WorkloadName]; !kept {
-				gone[del.instance.WorkloadName] = true
+	for _, del := range pd.Deleted {
+		if del.ServerHandled {
+			if _, kept := pd.diff.changed.Workloads[del.Instance.WorkloadName]; !kept {
+				gone[del.Instance.WorkloadName] = true
 			}
 			continue
 		}
-		s := &step{agent: del.instance.AgentName, wave: -1, pb: &grapnelpb.PlanStep{
-			Action: actionDelete, Workload: del.instance.WorkloadName, Instance: del.instance.String()}}
-		dels[del.instance.WorkloadName] = s
+		s := &step{agent: del.Instance.AgentName, wave: -1, pb: &grapnelpb.PlanStep{
+			Action: ActionDelete, Workload: del.Instance.WorkloadName, Instance: del.Instance.String()}}
+		dels[del.Instance.WorkloadName] = s
 		steps = append(steps, s)
 	}
-	for _, a := range pd.added {
+	for _, a := range pd.Added {
 		if a.Instance.AgentName == "" {
 			continue
 		}
 		s := &step{agent: a.Instance.AgentName, wave: -1, pb: &grapnelpb.PlanStep{
-			Action: actionAdd, Workload: a.Instance.WorkloadName, Instance: a.Instance.String()}}
+			Action: ActionAdd, Workload: a.Instance.WorkloadName, Instance: a.Instance.String()}}
 		adds[a.Instance.WorkloadName] = s
 		steps = append(steps, s)
 	}
@@ -240,7 +240,7 @@ func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string)
 	graph := newGraphAfter(st, rd, gone)
 	for _, s := range steps {
 		n := s.pb.Workload
-		if s.pb.Action == actionDelete {
+		if s.pb.Action == ActionDelete {
 			conds := graph.conditions(n)
 			for _, dep := range state.SortedKeys(conds) {
 				after := dels[dep]
@@ -258,7 +258,7 @@ func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string)
 		// An agent deletes the old instance of a workload it runs before
 		// it creates the new one; another agent does not wait for it.
 		if old := dels[n]; old != nil && old.agent == s.agent {
-			s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: n, Condition: condRemoved, InPlan: true, Current: current(n)})
+			s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: n, Condition: CondRemoved, InPlan: true, Current: current(n)})
 			s.after = append(s.after, old)
 		}
 		deps := rd.put[n].Workload.Dependencies
@@ -284,7 +284,7 @@ func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string)
 				return a.Wave < b.Wave
 			}
 			if a.Action != b.Action {
-				return a.Action == actionDelete
+				return a.Action == ActionDelete
 			}
 			return a.Workload < b.Workload
 		})
