@@ -2,11 +2,11 @@ package server
 
 import (
 	"fmt"
-	"github.com/grapnel-io/grapnel/server/plan"
 	"testing"
 	"time"
 
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/state/render"
 )

@@ -98,11 +98,15 @@ func (l *leader) planCall(c *planCall) {
 type dryRunInput struct {
 	st    *state.Store
 	nowMs int64
+	// adoptable is the leader's (leader.adoptable), which the allocator
+	// is given after the update.
+	adoptable map[string][]string
 }
 
 // dryRunInput takes the input of a dry-run now.
 func (l *leader) dryRunInput() dryRunInput {
-	return dryRunInput{st: l.projected.store.ForPlanning(), nowMs: l.clock.Now().UnixMilli()}
+	st := l.projected.store.ForPlanning()
+	return dryRunInput{st: st, nowMs: l.clock.Now().UnixMilli(), adoptable: l.adoptable(st)}
 }
 
 // startDryRun runs a dry-run off the leader loop. The loop only takes
@@ -183,12 +187,12 @@ func (s *Server) planDryRun(in dryRunInput, req *ankbase.UpdateStateRequest, own
 	st := in.st
 	resp = &grapnelpb.PlanResponse{Seq: st.DesiredSeq}
 	var rejections []error
-	next, tags, err := nextStateOf(s.cfg.Secrets, st, req)
+	next, tags, err := nextStateOf(s.cfg.Secrets, st, req, owner)
 	if err != nil {
 		rejections = []error{err}
 	} else {
 		g := plan.Guard{Owner: owner, Keyed: st.KeyedOwners(), NowMs: in.nowMs, Masks: req.GetUpdateMask()}
-		rejections = plan.DryRun(resp, s.renderer, s.limits, adm, st, next, tags, g, secrets.MaskTokens)
+		rejections = plan.DryRun(resp, s.renderer, s.limits, adm, st, next, tags, g, in.adoptable, secrets.MaskTokens)
 	}
 	resp.Accepted = len(rejections) == 0
 	for _, e := range rejections {

@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/grapnel-io/grapnel/server/plan"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/state/render"
 )
@@ -561,4 +561,36 @@ func TestFitPlan(t *testing.T) {
 	if err := fitPlan(resp(), 10); !errors.Is(err, errs.ErrMessageTooLarge) {
 		t.Fatalf("a plan over the limit without values: %v", err)
 	}
+}
+
+// A workload rendered again because a config item changed keeps its
+// place in the delete graph, even when the server removes its old
+// instance itself (its agent is not connected): the delete of a
+// workload it depends on waits for it, in the plan as in the dispatch.
+// The plan took it for deleted (found by TestPlanPredictsApply).
+func TestDryRunRerenderedWorkloadStillHoldsADelete(t *testing.T) {
+	const cur = `apiVersion: v1
+workloads:
+  db:
+    runtime: podman
+    agent: agent_B
+    runtimeConfig: "image: db"
+  app:
+    runtime: podman
+    agent: agent_A
+    configs: {c: cfg}
+    runtimeConfig: "image: app {{c}}"
+    dependencies:
+      db: ADD_COND_RUNNING
+configs:
+  cfg: "1"
+`
+	st := storeOf(t, cur, "agent_B") // agent_A is not connected
+	next := strings.Replace(strings.Replace(cur, `cfg: "1"`, `cfg: "2"`, 1), "  db:\n    runtime: podman\n    agent: agent_B\n    runtimeConfig: \"image: db\"\n", "", 1)
+	resp := planLeader(st, state.DefaultLimits()).dryRun(replaceAll(t, next), "", plan.Admission{})
+	want := []string{"agent_A: 0 add app [db ADD_COND_RUNNING]", "agent_B: 0 delete db [app DEL_COND_NOT_PENDING_NOR_RUNNING]"}
+	if got := stepsText(resp); !slices.Equal(got, want) {
+		t.Fatalf("steps\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	checkDeleteConditionsAsDispatched(t, st, next, resp)
 }

@@ -3,13 +3,13 @@ package server
 import (
 	"bytes"
 	"errors"
-	"github.com/grapnel-io/grapnel/server/plan"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/state/render"
 )

@@ -5,7 +5,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"github.com/grapnel-io/grapnel/server/plan"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/state/render"
 )

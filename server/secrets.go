@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+
 	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
@@ -17,15 +19,19 @@ import (
 // that seals secret items again under the active key.
 const requesterSecretKeys = "secret-keyring"
 
-// sealNext seals the secret items of a planned desired state against the
-// speculative store's.
-func (l *leader) sealNext(next state.State) (state.State, error) {
-	return sealNext(l.s.cfg.Secrets, l.projected.store, next)
+// sealNext seals the secret items of a planned desired state of owner
+// against the speculative store's.
+func (l *leader) sealNext(next state.State, owner string) (state.State, error) {
+	return sealNext(l.s.cfg.Secrets, l.projected.store, next, owner)
 }
 
-// sealNext seals next against the store st with keys.
-func sealNext(keys *secrets.Keyring, st *state.Store, next state.State) (state.State, error) {
-	cfgs, err := secrets.SealConfigs(keys, next.Configs, st.Desired.Configs)
+// sealNext seals next against the store st with keys, in the scope of the
+// update (secrets.SealConfigsIn): the revision it makes and the requester
+// it comes from, so that a dry-run of owner's update on st seals what
+// owner's update then does, and gets the same instance names.
+func sealNext(keys *secrets.Keyring, st *state.Store, next state.State, owner string) (state.State, error) {
+	scope := fmt.Sprintf("seq %d owner %q", st.DesiredSeq+1, owner)
+	cfgs, err := secrets.SealConfigsIn(keys, next.Configs, st.Desired.Configs, scope)
 	if err != nil {
 		return state.State{}, err
 	}

@@ -1,12 +1,12 @@
 package server
 
 import (
-	"github.com/grapnel-io/grapnel/server/plan"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/prototext"
 
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -95,5 +95,49 @@ func TestSecretsAreSealedBeforePlanning(t *testing.T) {
 	if _, err := l.planUpdate(replaceAll(t, secretManifest("hunter3")), plan.Admission{}, plan.Guard{}); err == nil ||
 		!strings.Contains(err.Error(), "desiredState.configs.secret_db") || !strings.Contains(err.Error(), "--secret-key-file") {
 		t.Fatalf("without a key file: %v", err)
+	}
+}
+
+// A dry-run of an update that changes a secret shows the instance names
+// the update then creates: the leader seals in the scope of the update
+// (its revision and requester), not with a random nonce each time (D7).
+// Another requester's plan seals to other tokens, so an instance name
+// tells nobody else whether their guess is the value.
+func TestSecretsDryRunPredictsTheInstanceName(t *testing.T) {
+	keys, err := secrets.ParseKeyring([]byte("k1 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := state.NewStore()
+	st.AgentConnected("agent_A", nil)
+	l := planLeader(st, state.DefaultLimits())
+	l.s.cfg.Secrets = keys
+	p, err := l.planUpdate(replaceAll(t, secretManifest("hunter2")), plan.Admission{}, plan.Guard{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.ApplyDesired(&p.Update, 1)
+
+	instance := func(owner string) string {
+		t.Helper()
+		resp := l.dryRun(replaceAll(t, secretManifest("hunter3")), owner, plan.Admission{})
+		if len(resp.GetWorkloads()) != 1 || resp.GetWorkloads()[0].GetInstance() == "" {
+			t.Fatalf("the dry-run plans %v", resp.GetWorkloads())
+		}
+		return resp.GetWorkloads()[0].GetInstance()
+	}
+	planned := instance("alice")
+	if again := instance("alice"); again != planned {
+		t.Fatalf("two dry-runs name %s and %s", planned, again)
+	}
+	applied, err := l.planUpdate(replaceAll(t, secretManifest("hunter3")), plan.Admission{}, plan.Guard{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied.Added) != 1 || applied.Added[0].Instance.String() != planned {
+		t.Fatalf("the dry-run named %s, the update adds %v", planned, applied.Added)
+	}
+	if other := instance("bob"); other == planned {
+		t.Fatalf("bob's plan seals alice's value to the same token: %s", other)
 	}
 }

@@ -19,7 +19,7 @@ func (l *leader) seedStartupState() {
 		l.s.log.Info("cluster has a desired state; startup manifest not applied")
 		return
 	}
-	next, err := l.sealNext(*st)
+	next, err := l.sealNext(*st, "")
 	if err != nil {
 		l.s.log.Error("startup manifest rejected", "error", err)
 		return

@@ -51,7 +51,7 @@ func (l *leader) planUpdate(req *ankbase.UpdateStateRequest, adm plan.Admission,
 	if err := plan.CheckRevision(l.projected.store, g); err != nil {
 		return nil, err
 	}
-	next, nextTags, err := l.nextState(req)
+	next, nextTags, err := l.nextState(req, g.Owner)
 	if err != nil {
 		return nil, err
 	}
@@ -85,17 +85,17 @@ func (l *leader) guard(owner string, expected *uint64, req *ankbase.UpdateStateR
 // nextState applies a request's update mask to the speculative state:
 // the desired state and agent tags the update asks for, with its secret
 // config items sealed (secrets.go).
-func (l *leader) nextState(req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
-	return nextStateOf(l.s.cfg.Secrets, l.projected.store, req)
+func (l *leader) nextState(req *ankbase.UpdateStateRequest, owner string) (state.State, map[string]map[string]string, error) {
+	return nextStateOf(l.s.cfg.Secrets, l.projected.store, req, owner)
 }
 
-// nextStateOf is nextState on the store st, sealing with keys.
-func nextStateOf(keys *secrets.Keyring, st *state.Store, req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
+// nextStateOf is nextState on the store st, sealing with keys for owner.
+func nextStateOf(keys *secrets.Keyring, st *state.Store, req *ankbase.UpdateStateRequest, owner string) (state.State, map[string]map[string]string, error) {
 	next, nextTags, err := applyUpdateMask(st, req)
 	if err != nil {
 		return state.State{}, nil, err
 	}
-	if next, err = sealNext(keys, st, next); err != nil {
+	if next, err = sealNext(keys, st, next, owner); err != nil {
 		return state.State{}, nil, err
 	}
 	return next, nextTags, nil

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
+	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -42,6 +44,35 @@ func describePlan(resp *grapnelpb.PlanResponse, st *state.Store, next state.Stat
 	var blocked []string
 	resp.Agents, blocked = agentPlans(st, pd)
 	resp.Warnings = append(planWarnings(st, next, d, rd), blocked...)
+	resp.Warnings = append(resp.Warnings, placementWarnings(st, pd.placed)...)
+}
+
+// placementWarnings names what the allocator does once the update is
+// made: each placed workload it lays out anew, with the agents it gets
+// and loses (an eviction by a pinned workload is one), and each it cannot
+// place as asked.
+func placementWarnings(st *state.Store, pl *Placed) []string {
+	if pl == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range placement.Diff(placement.Layout(st.Placement), pl.Update.Layout) {
+		if _, changed := pl.Update.Layout[c.Workload]; !changed {
+			continue
+		}
+		msg := fmt.Sprintf("placed workload '%s' is laid out anew after the update:", c.Workload)
+		if len(c.Added) > 0 {
+			msg += fmt.Sprintf(" onto %s", strings.Join(c.Added, ", "))
+		}
+		if len(c.Removed) > 0 {
+			msg += fmt.Sprintf(" off %s", strings.Join(c.Removed, ", "))
+		}
+		out = append(out, msg)
+	}
+	for _, u := range pl.Unsatisfied {
+		out = append(out, fmt.Sprintf("placed workload '%s' gets %d of the %d instances it asks for (%s)", u.Workload, u.Placed, u.Wanted, u.Reason))
+	}
+	return out
 }
 
 // plannedWorkloads lists, by name, every workload the update adds,
@@ -178,6 +209,12 @@ func jsonText(v any) string {
 type step struct {
 	pb    *grapnelpb.PlanStep
 	agent string
+	// wl is an added instance's workload, for its add conditions.
+	wl *state.Workload
+	// placed marks a step of the layout change the allocator asks for
+	// after the update (Place): the leader proposes it as an entry of its
+	// own, so it comes after the update's steps on the same instance.
+	placed bool
 	// after are the steps this one waits for.
 	after []*step
 	wave  int // -1 while unknown; -2 while computing (a cycle guard)
@@ -199,30 +236,56 @@ type step struct {
 // swdd~server-state-adds-delete-conditions-to-deleted-workload~1
 func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string) {
 	rd := pd.rd
-	dels := map[string]*step{} // by workload name: the instance deleted
-	adds := map[string]*step{}
+	// By workload name: a placed workload has an instance on each agent
+	// of its layout, so one step per agent.
+	dels := map[string][]*step{}
+	adds := map[string][]*step{}
 	var steps []*step
-	gone := map[string]bool{} // workloads whose last instance the server removes
+	serverRemoves := map[state.InstanceName]bool{}
 	for _, del := range pd.Deleted {
 		if del.ServerHandled {
-			if _, kept := pd.diff.changed.Workloads[del.Instance.WorkloadName]; !kept {
-				gone[del.Instance.WorkloadName] = true
-			}
+			serverRemoves[del.Instance] = true
 			continue
 		}
 		s := &step{agent: del.Instance.AgentName, wave: -1, pb: &grapnelpb.PlanStep{
 			Action: ActionDelete, Workload: del.Instance.WorkloadName, Instance: del.Instance.String()}}
-		dels[del.Instance.WorkloadName] = s
+		dels[del.Instance.WorkloadName] = append(dels[del.Instance.WorkloadName], s)
 		steps = append(steps, s)
 	}
 	for _, a := range pd.Added {
 		if a.Instance.AgentName == "" {
 			continue
 		}
-		s := &step{agent: a.Instance.AgentName, wave: -1, pb: &grapnelpb.PlanStep{
+		s := &step{agent: a.Instance.AgentName, wl: a.Workload, wave: -1, pb: &grapnelpb.PlanStep{
 			Action: ActionAdd, Workload: a.Instance.WorkloadName, Instance: a.Instance.String()}}
-		adds[a.Instance.WorkloadName] = s
+		adds[a.Instance.WorkloadName] = append(adds[a.Instance.WorkloadName], s)
 		steps = append(steps, s)
+	}
+	// The layout change after the update: its steps wait for the
+	// update's on the same instance (an instance the update adds and the
+	// allocator moves at once).
+	sameInstance := map[string][]*step{}
+	for _, s := range steps {
+		sameInstance[s.pb.Instance] = append(sameInstance[s.pb.Instance], s)
+	}
+	if pl := pd.placed; pl != nil {
+		for _, del := range pl.Deleted {
+			if del.ServerHandled {
+				continue
+			}
+			s := &step{agent: del.Instance.AgentName, placed: true, wave: -1, pb: &grapnelpb.PlanStep{
+				Action: ActionDelete, Workload: del.Instance.WorkloadName, Instance: del.Instance.String()}}
+			s.waitFor(sameInstance[s.pb.Instance])
+			dels[del.Instance.WorkloadName] = append(dels[del.Instance.WorkloadName], s)
+			steps = append(steps, s)
+		}
+		for _, a := range pl.Added {
+			s := &step{agent: a.Instance.AgentName, wl: a.Workload, placed: true, wave: -1, pb: &grapnelpb.PlanStep{
+				Action: ActionAdd, Workload: a.Instance.WorkloadName, Instance: a.Instance.String()}}
+			s.waitFor(sameInstance[s.pb.Instance])
+			adds[a.Instance.WorkloadName] = append(adds[a.Instance.WorkloadName], s)
+			steps = append(steps, s)
+		}
 	}
 	var warnings []string
 	stateOf := func(workload string) (state.ExecutionState, bool) {
@@ -237,18 +300,16 @@ func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string)
 		}
 		return ""
 	}
-	graph := newGraphAfter(st, rd, gone)
+	graph := newGraphAfter(st, rd, goneAfter(st, pd.diff.deletedWl, serverRemoves))
 	for _, s := range steps {
 		n := s.pb.Workload
 		if s.pb.Action == ActionDelete {
 			conds := graph.conditions(n)
 			for _, dep := range state.SortedKeys(conds) {
-				after := dels[dep]
-				s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: dep, Condition: string(conds[dep]), InPlan: after != nil, Current: current(dep)})
-				if after != nil && after != s {
-					s.after = append(s.after, after)
-				}
-				if cur, ok := stateOf(dep); after == nil && ok && !cur.IsNotPendingNorRunning() {
+				after := s.visible(dels[dep])
+				s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: dep, Condition: string(conds[dep]), InPlan: len(after) > 0, Current: current(dep)})
+				s.waitFor(after)
+				if cur, ok := stateOf(dep); len(after) == 0 && ok && !cur.IsNotPendingNorRunning() {
 					warnings = append(warnings, fmt.Sprintf("the delete of '%s' on %s waits until '%s' (%s now) is neither pending nor running; the update does not stop it",
 						n, s.agent, dep, cur))
 				}
@@ -256,18 +317,20 @@ func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string)
 			continue
 		}
 		// An agent deletes the old instance of a workload it runs before
-		// it creates the new one; another agent does not wait for it.
-		if old := dels[n]; old != nil && old.agent == s.agent {
-			s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: n, Condition: CondRemoved, InPlan: true, Current: current(n)})
-			s.after = append(s.after, old)
-		}
-		deps := rd.put[n].Workload.Dependencies
-		for _, dep := range state.SortedKeys(deps) {
-			after := adds[dep]
-			s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: dep, Condition: string(deps[dep]), InPlan: after != nil, Current: current(dep)})
-			if after != nil && after != s {
-				s.after = append(s.after, after)
+		// it creates the new one, when one message tells it both (the
+		// update's, or the layout change's); another agent does not wait
+		// for it.
+		for _, old := range dels[n] {
+			if old.agent == s.agent && old.placed == s.placed {
+				s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: n, Condition: CondRemoved, InPlan: true, Current: current(n)})
+				s.after = append(s.after, old)
 			}
+		}
+		deps := s.wl.Dependencies
+		for _, dep := range state.SortedKeys(deps) {
+			after := s.visible(adds[dep])
+			s.pb.WaitFor = append(s.pb.WaitFor, &grapnelpb.Wait{Workload: dep, Condition: string(deps[dep]), InPlan: len(after) > 0, Current: current(dep)})
+			s.waitFor(after)
 		}
 	}
 	byAgent := map[string][]*step{}
@@ -297,6 +360,31 @@ func agentPlans(st *state.Store, pd *planned) ([]*grapnelpb.AgentPlan, []string)
 	return out, warnings
 }
 
+// visible is the steps of ss that s can wait for: a step of the update
+// waits for none of the layout change, which comes in a later entry.
+func (s *step) visible(ss []*step) []*step {
+	if s.placed {
+		return ss
+	}
+	out := make([]*step, 0, len(ss))
+	for _, o := range ss {
+		if !o.placed {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// waitFor makes s wait for the steps of the update in after (all the
+// instances of one workload), itself excepted.
+func (s *step) waitFor(after []*step) {
+	for _, a := range after {
+		if a != s {
+			s.after = append(s.after, a)
+		}
+	}
+}
+
 // waveOf is 0 for a step that waits for no step of the update, else one
 // more than the latest wave it waits for. A cycle (only in a plan that
 // would be rejected for it) is cut where it closes.
@@ -315,6 +403,37 @@ func waveOf(s *step) int {
 	}
 	s.wave = w
 	return w
+}
+
+// goneAfter is the workloads the update deletes whose last instances
+// the server removes itself: the store then keeps no state of them, and
+// drops them from the delete graph (state.Store.ApplyDesired, as it
+// removes those states). A workload still desired (rendered again
+// because a config item changed, say) stays however its old instance
+// goes, and so does one the server removes no instance of.
+func goneAfter(st *state.Store, deletedWl []string, serverRemoves map[state.InstanceName]bool) map[string]bool {
+	removesSome := map[string]bool{}
+	for in := range serverRemoves {
+		removesSome[in.WorkloadName] = true
+	}
+	gone := map[string]bool{}
+	for _, w := range deletedWl {
+		gone[w] = removesSome[w] && !statesLeft(st, w, serverRemoves)
+	}
+	return gone
+}
+
+// statesLeft reports whether st holds a state of workload w that is not
+// among removed.
+func statesLeft(st *state.Store, w string, removed map[state.InstanceName]bool) bool {
+	for agent, wls := range st.States {
+		for id := range wls[w] {
+			if !removed[state.InstanceName{WorkloadName: w, AgentName: agent, ID: id}] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // graphAfter gives the delete conditions of the delete graph of the

@@ -2,17 +2,20 @@ package plan
 
 import (
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // DryRun plans next on st as Make does, but goes on past every rejection
-// to list them all, and describes the plan in resp (describePlan). It
-// returns the rejections, in the order a real update meets them. mask
-// hides what a field change must not show (sealed secrets); nil shows
-// the values as they are. It changes nothing.
-func DryRun(resp *grapnelpb.PlanResponse, r *render.Renderer, lim state.Limits, adm Admission, st *state.Store, next state.State, tags map[string]map[string]string, g Guard, mask func(string) string) []error {
+// to list them all, and describes the plan in resp (describePlan),
+// with the layout change the allocator then asks for (Place, given the
+// leader's adoptable). It returns the rejections, in the order a real
+// update meets them. mask hides what a field change must not show
+// (sealed secrets); nil shows the values as they are. It changes
+// nothing.
+func DryRun(resp *grapnelpb.PlanResponse, r *render.Renderer, lim state.Limits, adm Admission, st *state.Store, next state.State, tags map[string]map[string]string, g Guard, adoptable map[string][]string, mask func(string) string) []error {
 	c := &checks{all: true}
 	pd := planSteps(c, r, lim, adm, st, next, tags, ConnectedIn(st))
 	if pd == nil {
@@ -24,6 +27,9 @@ func DryRun(resp *grapnelpb.PlanResponse, r *render.Renderer, lim state.Limits, 
 		c.failed(err)
 	}
 	c.failed(CheckLocks(st.Locks, pd.Plan, g))
+	if pd.Changed && len(c.errs) == 0 {
+		pd.placed = placeAfter(st, pd.Plan, adoptable)
+	}
 	describePlan(resp, st, next, pd)
 	if mask != nil {
 		for _, w := range resp.Workloads {
@@ -33,6 +39,32 @@ func DryRun(resp *grapnelpb.PlanResponse, r *render.Renderer, lim state.Limits, 
 		}
 	}
 	return c.errs
+}
+
+// placeAfter is the layout change the allocator asks for once p is made
+// on st, as the leader runs it on the store the update produces; nil if
+// there is nothing placed, before or after.
+func placeAfter(st *state.Store, p *Plan, adoptable map[string][]string) *Placed {
+	if !HasPlacement(st) && !placesAny(p) {
+		return nil
+	}
+	after := st.ForPlanning()
+	after.ApplyDesired(&p.Update, st.Revision+1)
+	pl := Place(after, adoptable)
+	if pl.Update.Layout == nil {
+		return nil
+	}
+	return &pl
+}
+
+// placesAny reports whether p renders a placed workload.
+func placesAny(p *Plan) bool {
+	for _, r := range p.Update.PutRendered {
+		if r.Instance.AgentName == "" && placement.IsPlaced(r.Workload) {
+			return true
+		}
+	}
+	return false
 }
 
 // EncodeChecked encodes cmd and refuses it over lim.MaxUpdateBytes: Raft

@@ -60,6 +60,10 @@ type planned struct {
 	*Plan
 	diff desiredDiff
 	rd   *rendering
+	// placed is the layout change the allocator asks for once the update
+	// is made; nil when the update places nothing (a dry-run computes it,
+	// the leader runs the allocator itself).
+	placed *Placed
 }
 
 // planSteps runs the steps of Make. With c.all (a dry-run) no check stops
