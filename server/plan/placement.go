@@ -82,10 +82,15 @@ func placementInput(st *state.Store) (in placement.Input, bad []error) {
 }
 
 // HasPlacement reports whether the store holds anything to place or
-// placed: without, the allocator has nothing to do.
+// placed: without, the allocator has nothing to do. A store whose every
+// rendering names an agent (no bytes rendered for none) is answered
+// without a walk over the renderings.
 func HasPlacement(st *state.Store) bool {
 	if len(st.Placement) > 0 {
 		return true
+	}
+	if st.AgentBytes("") == 0 {
+		return false
 	}
 	for _, r := range st.Rendered {
 		if r.Instance.AgentName == "" && placement.IsPlaced(r.Workload) {
