@@ -20,14 +20,16 @@ import (
 
 // The plan predicts the apply (issue 30 point 3): for random states and
 // updates (pinned and placed workloads with dependencies, config and
-// secret items, agents connected or not, with capacities and modes),
+// secret items, agents connected or not, with capacities and modes, some
+// instances reported running),
 // what a dry-run shows is what the update then does, as the leader does
 // it: the update planned (plan.Make), executed by the FSM on the store
 // (projected.execute, which decodes the entry as every replica will),
 // the agents' messages of its dispatch (planDispatch), then the allocator
 // on the store it made (plan.Place, as leader.layout runs it) with that
 // entry executed and dispatched. Compared: whether it is accepted and
-// changes anything, each workload's new and old instance names, every
+// changes anything, each workload's new and old instance names (and
+// whether the server removes a deleted one itself), every
 // agent's steps (add or delete, which instance), the conditions each step
 // waits for, and that an instance replaced on an agent is added after the
 // old one there is removed. A failing seed is printed.
@@ -58,6 +60,7 @@ func TestPlanPredictsApply(t *testing.T) {
 		if _, ok := applyAsLeader(t, l, replaceAll(t, g.manifest()), owner); !ok {
 			t.Fatalf("seed %d: the first state is refused:\n%s", seed, g.manifest())
 		}
+		reportSome(r, st)
 		g.mutate()
 		next := replaceAll(t, g.manifest())
 		before := st.Clone()
@@ -68,6 +71,26 @@ func TestPlanPredictsApply(t *testing.T) {
 				manifestOf(before), g.manifest(), strings.Join(stepsText(resp), "\n  "))
 		}
 	}
+}
+
+// reportSome sets some instances Running, as their agents would report
+// them: an instance still Pending(Initial) on an agent that is not
+// connected is one the server deletes itself, a running one is not.
+func reportSome(r *rand.Rand, st *state.Store) {
+	var states []state.WorkloadState
+	for _, n := range state.SortedKeys(st.Rendered) {
+		rw := st.Rendered[n]
+		instances := []state.InstanceName{rw.Instance}
+		if rw.Instance.AgentName == "" {
+			instances = rw.InstancesIn(st.Placement)
+		}
+		for _, in := range instances {
+			if in.AgentName != "" && r.IntN(2) == 0 {
+				states = append(states, state.WorkloadState{Instance: in, State: state.RunningOk})
+			}
+		}
+	}
+	st.ApplyStates(states)
 }
 
 // applied is what an update did: its plan and the messages its entries
@@ -128,7 +151,14 @@ func comparePlan(resp *grapnelpb.PlanResponse, did applied, accepted bool, befor
 	if resp.GetChanged() != did.p.Changed {
 		return fmt.Sprintf("the dry-run says changed %v, the update %v", resp.GetChanged(), did.p.Changed)
 	}
+	serverRemoved := map[string]bool{}
+	for _, d := range did.p.Deleted {
+		serverRemoved[d.Instance.String()] = d.ServerHandled
+	}
 	for _, w := range resp.GetWorkloads() {
+		if w.GetChange() == "deleted" && w.GetOldInstance() != "" && w.GetServerRemoves() != serverRemoved[w.GetOldInstance()] {
+			return fmt.Sprintf("workload %s: the dry-run says the server removes %s: %v; the update: %v", w.GetName(), w.GetOldInstance(), w.GetServerRemoves(), serverRemoved[w.GetOldInstance()])
+		}
 		if w.GetChange() != "deleted" && w.GetInstance() != "" && after.Rendered[w.GetName()].Instance.String() != w.GetInstance() {
 			return fmt.Sprintf("workload %s: the dry-run names instance %s, the update made %s", w.GetName(), w.GetInstance(), after.Rendered[w.GetName()].Instance)
 		}
