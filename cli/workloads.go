@@ -8,8 +8,8 @@ import (
 
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc"
-	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // Column positions in the workloads table.

@@ -11,73 +11,34 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/authz"
 	"github.com/grapnel-io/grapnel/rpc/wire"
-	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
-// admission is what an update is checked against besides the limits
-// and the locks (docs/security.md, "Workload admission policy"): the
-// servers' workload policy, for every workload the update renders anew
-// (checked after rendering, so that a config item cannot smuggle an
-// option past it), and, for a requester that may not widen a workload's
-// privileges, that it widens none.
-type admission struct {
-	policy workloadpolicy.Policy
-	// skipPolicy is set for the leader's own re-renderings (sealing
-	// secrets again), which change no setting.
-	skipPolicy bool
-	// bounded: the requester may not widen privileges (a commander, or
-	// a workload through its control interface; an operator may). who
-	// names the requester and via how its write came, for the refusal.
-	bounded  bool
-	who, via string
-}
+// The admission of an update (plan.Admission) by who makes it.
 
 // operatorAdmission checks the policy only: an operator's update, the
 // startup manifest, the leader's own.
-func (s *Server) operatorAdmission() admission { return admission{policy: s.policy} }
+func (s *Server) operatorAdmission() plan.Admission { return plan.Admission{Policy: s.policy} }
 
 // admissionOf is the admission of a client's update: only an operator
 // (or anyone without TLS, where every caller may do everything) may
 // widen a workload's privileges.
-func (s *Server) admissionOf(id identity.Identity) admission {
+func (s *Server) admissionOf(id identity.Identity) plan.Admission {
 	a := s.operatorAdmission()
 	if id.IsInsecure() || id.Role == identity.Operator {
 		return a
 	}
-	a.bounded, a.who = true, authz.Who(id)
+	a.Bounded, a.Who = true, authz.Who(id)
 	return a
 }
 
 // workloadAdmission is the admission of a workload's write through its
 // control interface, forwarded by its agent.
-func (s *Server) workloadAdmission(agent, workload string) admission {
+func (s *Server) workloadAdmission(agent, workload string) plan.Admission {
 	a := s.operatorAdmission()
-	a.bounded, a.who, a.via = true, fmt.Sprintf("workload '%s' on agent '%s'", workload, agent), access.ViaControlInterface
+	a.Bounded, a.Who, a.Via = true, fmt.Sprintf("workload '%s' on agent '%s'", workload, agent), access.ViaControlInterface
 	return a
-}
-
-// checkAdmission checks every workload the update renders anew against
-// the policy and, for a bounded requester, against its stored
-// rendering.
-func checkAdmission(c *checks, adm admission, st *state.Store, rd *rendering) bool {
-	for _, n := range state.SortedKeys(rd.put) {
-		w := rd.put[n].Workload
-		if !adm.skipPolicy && c.failed(adm.policy.Check("desiredState.workloads."+n, w.Runtime, w.RuntimeConfig)) {
-			return true
-		}
-		if !adm.bounded {
-			continue
-		}
-		var before *state.Workload
-		if old, ok := st.Rendered[n]; ok {
-			before = old.Workload
-		}
-		if err := access.CheckNoPrivilegeWidening(n, before, w, adm.via); err != nil && c.failed(fmt.Errorf("%s %w", adm.who, err)) {
-			return true
-		}
-	}
-	return false
 }
 
 // policyCheck names the admission check that refused an update, for
@@ -103,7 +64,7 @@ func serverPolicy(level workloadpolicy.Level) workloadpolicy.Policy {
 // connAdmission is the admission of an update on a stream: an agent
 // forwards its workloads' writes (the id names the workload, see
 // checkForwarded), a CLI or a commander writes for its identity.
-func (s *Server) connAdmission(c *conn, id string) admission {
+func (s *Server) connAdmission(c *conn, id string) plan.Admission {
 	if c.kind != wire.KindAgent {
 		return s.admissionOf(c.who)
 	}
@@ -113,7 +74,7 @@ func (s *Server) connAdmission(c *conn, id string) admission {
 }
 
 // callAdmission is the admission of a Plan call's caller.
-func (s *Server) callAdmission(ctx context.Context) admission {
+func (s *Server) callAdmission(ctx context.Context) plan.Admission {
 	id, err := s.guard.Identify(ctx)
 	if err != nil {
 		// The guard refused the call before it got here; should it not

@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
 	"github.com/grapnel-io/grapnel/server/metrics"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
@@ -123,7 +124,7 @@ func TestDryRunNamesThePolicyField(t *testing.T) {
 		if r := resp.GetRejections()[0]; r.GetField() != tc.field || !strings.Contains(r.GetMessage(), tc.words) || !strings.Contains(r.GetMessage(), "is "+tc.level.String()) {
 			t.Errorf("%s: rejection %q (field %q), want field %q and %q", tc.level, r.GetMessage(), r.GetField(), tc.field, tc.words)
 		}
-		_, err := l.planUpdate(replaceAll(t, tc.next), l.s.operatorAdmission(), guard{})
+		_, err := l.planUpdate(replaceAll(t, tc.next), l.s.operatorAdmission(), plan.Guard{})
 		var r *workloadpolicy.Refusal
 		if !errors.As(err, &r) || !errors.Is(err, state.ErrInvalid) {
 			t.Errorf("%s: the update's error %v is not the policy's refusal", tc.level, err)

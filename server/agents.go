@@ -30,7 +30,7 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	l.forgetPreviousLife(c.name, inc)
 	tags := h.GetTags().GetTags()
 	if l.endGrace(c.name) {
-		if a, ok := l.projected.store.Agents[c.name]; ok && maps.Equal(normTags(a.Tags), normTags(tags)) {
+		if a, ok := l.projected.store.Agents[c.name]; ok && maps.Equal(a.Tags, tags) {
 			l.s.log.Info("agent reconnected within the grace", "agent", c.name)
 			l.greet(c)
 			return
@@ -39,7 +39,11 @@ func (l *leader) agentHello(c *conn, h *grpcapi.AgentHello) {
 	body := &fsm.AgentConnectedRequest{Name: c.name, Tags: tags}
 	l.propose(body, func(any, uint64) {
 		if l.events.HasSubscribers() {
-			attrs := state.AgentMap{c.name: &state.AgentAttributes{Tags: normTags(tags)}}
+			shown := tags
+			if shown == nil {
+				shown = map[string]string{}
+			}
+			attrs := state.AgentMap{c.name: &state.AgentAttributes{Tags: shown}}
 			l.emit(state.StateDiff{Added: []string{"agents." + c.name}}, state.Tree{"agents": attrs.ToTree()})
 		}
 	}, func(error) { c.close() })

@@ -6,8 +6,9 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // bigState is a desired state of n workloads spread over agents, half of
@@ -57,11 +58,11 @@ func BenchmarkUpdateOneWorkloadOf10k(b *testing.B) {
 func BenchmarkPlanOneWorkloadOf10k(b *testing.B) {
 	st := state.NewStore()
 	r := render.New()
-	p, err := plan(r, state.Limits{}, admission{}, st, *bigState(10000), nil, nil)
+	p, err := plan.Make(r, state.Limits{}, plan.Admission{}, st, *bigState(10000), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	st.ApplyDesired(&p.update, 1)
+	st.ApplyDesired(&p.Update, 1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		nt := state.Tree{"desiredState": state.Tree{"workloads": state.Tree{"wl_00002": map[string]any{
@@ -71,7 +72,7 @@ func BenchmarkPlanOneWorkloadOf10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := plan(r, state.Limits{}, admission{}, st, next, nil, nil); err != nil {
+		if _, err := plan.Make(r, state.Limits{}, plan.Admission{}, st, next, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -27,7 +28,7 @@ type updateDispatch struct {
 //
 // The workloads are revealed (secrets.go): their tokens opened for the
 // agent that runs them.
-func planDispatch(s *Server, st *state.Store, p *updatePlan) *updateDispatch {
+func planDispatch(s *Server, st *state.Store, p *plan.Plan) *updateDispatch {
 	d := &updateDispatch{perAgent: map[string]*grpcapi.UpdateWorkload{}}
 	get := func(agent string) *grpcapi.UpdateWorkload {
 		uw := d.perAgent[agent]
@@ -37,16 +38,16 @@ func planDispatch(s *Server, st *state.Store, p *updatePlan) *updateDispatch {
 		}
 		return uw
 	}
-	for _, del := range p.deleted {
-		if del.serverHandled {
-			d.removed = append(d.removed, state.WorkloadState{Instance: del.instance, State: state.Removed})
+	for _, del := range p.Deleted {
+		if del.ServerHandled {
+			d.removed = append(d.removed, state.WorkloadState{Instance: del.Instance, State: state.Removed})
 			continue
 		}
-		conds := st.DeleteGraph.ConditionsFor(del.instance.WorkloadName)
-		uw := get(del.instance.AgentName)
-		uw.DeletedWorkloads = append(uw.DeletedWorkloads, rpc.DeletedWorkloadToProto(del.instance, conds))
+		conds := st.DeleteGraph.ConditionsFor(del.Instance.WorkloadName)
+		uw := get(del.Instance.AgentName)
+		uw.DeletedWorkloads = append(uw.DeletedWorkloads, rpc.DeletedWorkloadToProto(del.Instance, conds))
 	}
-	for _, a := range p.added {
+	for _, a := range p.Added {
 		if a.Instance.AgentName == "" {
 			continue
 		}

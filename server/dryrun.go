@@ -11,6 +11,8 @@ import (
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/server/plan"
+	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -31,8 +33,8 @@ type planCall struct {
 	owner string
 	// requester names the caller in the history (planRequester).
 	requester string
-	// adm is the caller's admission (admission.go).
-	adm admission
+	// adm is the caller's admission (admission.go, plan.Admission).
+	adm plan.Admission
 	// revision asks only for the desired state's revision.
 	revision bool
 	// lock is a Locks service call (locksvc.go).
@@ -98,11 +100,15 @@ func (l *leader) planCall(c *planCall) {
 type dryRunInput struct {
 	st    *state.Store
 	nowMs int64
+	// adoptable is the leader's (leader.adoptable), which the allocator
+	// is given after the update.
+	adoptable map[string][]string
 }
 
 // dryRunInput takes the input of a dry-run now.
 func (l *leader) dryRunInput() dryRunInput {
-	return dryRunInput{st: l.projected.store.ForPlanning(), nowMs: l.clock.Now().UnixMilli()}
+	st := l.projected.store.ForPlanning()
+	return dryRunInput{st: st, nowMs: l.clock.Now().UnixMilli(), adoptable: l.adoptable(st)}
 }
 
 // startDryRun runs a dry-run off the leader loop. The loop only takes
@@ -169,7 +175,7 @@ func (s *Server) runDryRun(c *planCall, in dryRunInput, settled <-chan error, st
 
 // dryRun plans an update on the projected state as a dry-run does, on
 // the calling goroutine (tests and benchmarks).
-func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string, adm admission) *grapnelpb.PlanResponse {
+func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string, adm plan.Admission) *grapnelpb.PlanResponse {
 	resp, _ := l.s.planDryRun(l.dryRunInput(), req, owner, adm)
 	return resp
 }
@@ -179,25 +185,19 @@ func (l *leader) dryRun(req *ankbase.UpdateStateRequest, owner string, adm admis
 // the plan. It proposes nothing and changes nothing; it reads only in
 // and what the Server holds fixed (renderer, limits, keys), so it may
 // run on any goroutine. overBudget says the render budget refused it.
-func (s *Server) planDryRun(in dryRunInput, req *ankbase.UpdateStateRequest, owner string, adm admission) (resp *grapnelpb.PlanResponse, overBudget bool) {
+func (s *Server) planDryRun(in dryRunInput, req *ankbase.UpdateStateRequest, owner string, adm plan.Admission) (resp *grapnelpb.PlanResponse, overBudget bool) {
 	st := in.st
 	resp = &grapnelpb.PlanResponse{Seq: st.DesiredSeq}
-	c := &checks{all: true}
-	next, tags, err := nextStateOf(s.cfg.Secrets, st, req)
+	var rejections []error
+	next, tags, err := nextStateOf(s.cfg.Secrets, st, req, owner)
 	if err != nil {
-		c.failed(err)
-	} else if pd := planSteps(c, s.renderer, s.limits, adm, st, next, tags, connectedIn(st)); pd != nil {
-		if pd.changed {
-			// The command's size, as project checks it before proposing.
-			_, err := encodeChecked(s.limits, &fsm.UpdateDesiredStateRequest{Update: pd.update, Seq: st.DesiredSeq + 1})
-			c.failed(err)
-		}
-		g := guard{owner: owner, keyed: st.KeyedOwners(), nowMs: in.nowMs, masks: req.GetUpdateMask()}
-		c.failed(checkLocks(st.Locks, pd.updatePlan, g))
-		describePlan(resp, st, next, pd)
+		rejections = []error{err}
+	} else {
+		g := plan.Guard{Owner: owner, Keyed: st.KeyedOwners(), NowMs: in.nowMs, Masks: req.GetUpdateMask()}
+		rejections = plan.DryRun(resp, s.renderer, s.limits, adm, st, next, tags, g, in.adoptable, secrets.MaskTokens)
 	}
-	resp.Accepted = len(c.errs) == 0
-	for _, e := range c.errs {
+	resp.Accepted = len(rejections) == 0
+	for _, e := range rejections {
 		overBudget = overBudget || errors.Is(e, state.ErrBudget)
 		r := &grapnelpb.Rejection{Message: e.Error()}
 		var fe *state.FieldError
@@ -251,13 +251,13 @@ func (l *leader) applyIfUnchanged(c *planCall) {
 		l.pipe.ordered(func() { answer(planAnswer{err: fmt.Errorf("update rejected: %w", err)}) })
 		return
 	}
-	if !p.changed {
+	if !p.Changed {
 		l.orderedUnchanged(func() { answer(planAnswer{applied: appliedResponse(seq, p)}) }, func(err error) {
 			answer(planAnswer{err: fmt.Errorf("update failed: %w: %v", errs.ErrStateChanged, err)})
 		})
 		return
 	}
-	p.history = l.historyMeta(c.requester, mask, false)
+	p.History = l.historyMeta(c.requester, mask, false)
 	l.proposeUpdate(p, func() { answer(planAnswer{applied: appliedResponse(seq+1, p)}) }, func(err error) {
 		if errors.Is(err, fsm.ErrOutOfSequence) || errors.Is(err, errEarlierFailed) {
 			err = fmt.Errorf("%w: an update proposed before it failed, so the state it was planned on did not come to be (%v); run the dry-run again", errs.ErrStateChanged, err)
@@ -268,13 +268,13 @@ func (l *leader) applyIfUnchanged(c *planCall) {
 
 // appliedResponse is the answer of an applied update, with the instance
 // names as UpdateStateSuccess has them.
-func appliedResponse(seq uint64, p *updatePlan) *grapnelpb.ApplyResponse {
+func appliedResponse(seq uint64, p *plan.Plan) *grapnelpb.ApplyResponse {
 	r := &grapnelpb.ApplyResponse{Seq: seq, AddedWorkloads: []string{}, DeletedWorkloads: []string{}}
-	for _, a := range p.added {
+	for _, a := range p.Added {
 		r.AddedWorkloads = append(r.AddedWorkloads, a.Instance.String())
 	}
-	for _, d := range p.deleted {
-		r.DeletedWorkloads = append(r.DeletedWorkloads, d.instance.String())
+	for _, d := range p.Deleted {
+		r.DeletedWorkloads = append(r.DeletedWorkloads, d.Instance.String())
 	}
 	return r
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
-	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // bench10k is a leader whose projected store holds bigState(10000), and
@@ -20,11 +21,11 @@ func bench10k(b *testing.B) (*leader, func(i int) *ankbase.UpdateStateRequest) {
 	for a := range 100 {
 		st.AgentConnected(fmt.Sprintf("agent_%d", a), nil)
 	}
-	p, err := plan(render.New(), state.Limits{}, admission{}, st, *bigState(10000), nil, nil)
+	p, err := plan.Make(render.New(), state.Limits{}, plan.Admission{}, st, *bigState(10000), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	st.ApplyDesired(&p.update, 1)
+	st.ApplyDesired(&p.Update, 1)
 	for _, r := range st.Rendered {
 		st.States.Set(r.Instance, state.RunningOk)
 	}
@@ -59,7 +60,7 @@ func BenchmarkDryRunOneWorkloadOf10k(b *testing.B) {
 	b.ResetTimer()
 	defer cpuPerOp(b)()
 	for i := 0; i < b.N; i++ {
-		if resp := l.dryRun(req(i), "", admission{}); !resp.GetAccepted() || len(resp.GetAgents()[0].GetSteps()) != 2 {
+		if resp := l.dryRun(req(i), "", plan.Admission{}); !resp.GetAccepted() || len(resp.GetAgents()[0].GetSteps()) != 2 {
 			b.Fatalf("plan: %v", resp)
 		}
 	}
@@ -73,11 +74,11 @@ func BenchmarkPlanUpdateOneWorkloadOf10k(b *testing.B) {
 	b.ResetTimer()
 	defer cpuPerOp(b)()
 	for i := 0; i < b.N; i++ {
-		p, err := l.planUpdate(req(i), admission{}, guard{})
+		p, err := l.planUpdate(req(i), plan.Admission{}, plan.Guard{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := l.encodeChecked(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: 2}); err != nil {
+		if _, err := l.encodeChecked(&fsm.UpdateDesiredStateRequest{Update: p.Update, Seq: 2}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -96,7 +97,7 @@ func BenchmarkDryRunConfigOf10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		resp := l.dryRun(&ankbase.UpdateStateRequest{NewState: cs, UpdateMask: []string{"desiredState.configs.img"}}, "", admission{})
+		resp := l.dryRun(&ankbase.UpdateStateRequest{NewState: cs, UpdateMask: []string{"desiredState.configs.img"}}, "", plan.Admission{})
 		if !resp.GetAccepted() || len(resp.GetWorkloads()) != 5000 {
 			b.Fatalf("plan: accepted %v, %d workloads", resp.GetAccepted(), len(resp.GetWorkloads()))
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/grapnel-io/grapnel/state"
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
@@ -106,5 +107,5 @@ func (l *leader) resyncAgents() {
 		names[c.name] = true
 	}
 	l.dropWaitingHellos()
-	l.startGrace(sortedSet(names))
+	l.startGrace(state.SortedKeys(names))
 }

@@ -30,8 +30,9 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/wire"
-	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 	"github.com/hashicorp/raft"
 )
 
@@ -318,7 +319,7 @@ func TestCheckLocksTouched(t *testing.T) {
 	const base = "apiVersion: v1\nworkloads:\n  web:\n    runtime: podman\n    agent: agent_A\n    runtimeConfig: 'image: {{c.img}}'\n    configs: {c: web_cfg}\nconfigs:\n  web_cfg: {img: nginx}\n  other: x\n"
 	st := storeOf(t, base, "agent_A")
 	next := mustState(t, strings.Replace(base, "img: nginx", "img: nginx2", 1))
-	p, err := plan(render.New(), state.Limits{}, admission{}, st, *next, nil, nil)
+	p, err := plan.Make(render.New(), state.Limits{}, plan.Admission{}, st, *next, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestCheckLocksTouched(t *testing.T) {
 		{"expired", state.Locks{"workload/web": lock}, "bob", 1000, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkLocks(tc.locks, p, guard{owner: tc.owner, nowMs: tc.now})
+			err := plan.CheckLocks(tc.locks, p, plan.Guard{Owner: tc.owner, NowMs: tc.now})
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, errs.ErrLocked)) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}

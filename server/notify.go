@@ -5,6 +5,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -34,7 +35,7 @@ func (l *leader) emit(diff state.StateDiff, tree state.Tree) {
 // swdd~server-sends-state-differences-as-events~1
 // swdd~server-sends-event-for-initial-workload-states~1
 // swdd~server-sends-event-for-removed-workload-states~1
-func (l *leader) emitUpdateEvents(p *updatePlan, before, after state.Tree) {
+func (l *leader) emitUpdateEvents(p *plan.Plan, before, after state.Tree) {
 	diff := state.CompareTrees(before["desiredState"].(state.Tree), after["desiredState"].(state.Tree))
 	prefix := func(ps []string) []string {
 		for i := range ps {
@@ -43,15 +44,15 @@ func (l *leader) emitUpdateEvents(p *updatePlan, before, after state.Tree) {
 		return ps
 	}
 	diff.Added, diff.Updated, diff.Removed = prefix(diff.Added), prefix(diff.Updated), prefix(diff.Removed)
-	for _, a := range p.added {
+	for _, a := range p.Added {
 		diff.Added = append(diff.Added, statePath(a.Instance))
 	}
-	for _, d := range p.deleted {
-		if d.serverHandled {
-			diff.Removed = append(diff.Removed, statePath(d.instance))
+	for _, d := range p.Deleted {
+		if d.ServerHandled {
+			diff.Removed = append(diff.Removed, statePath(d.Instance))
 		}
 	}
-	for a := range p.update.AgentTags {
+	for a := range p.Update.AgentTags {
 		diff.Updated = append(diff.Updated, "agents."+a+".tags")
 	}
 	if !diff.Empty() {
@@ -61,29 +62,29 @@ func (l *leader) emitUpdateEvents(p *updatePlan, before, after state.Tree) {
 
 // partialTree builds the Tree of just what an update touches, as st holds
 // it.
-func partialTree(st *state.Store, p *updatePlan) state.Tree {
+func partialTree(st *state.Store, p *plan.Plan) state.Tree {
 	wls, cfgs := state.Tree{}, state.Tree{}
 	desired := state.Tree{"workloads": wls, "configs": cfgs, "apiVersion": st.Desired.APIVersion}
 	states := state.WorkloadStatesMap{}
 	agents := state.Tree{}
-	for _, n := range p.changedWl {
+	for _, n := range p.ChangedWorkloads {
 		if w, ok := st.Desired.Workloads[n]; ok {
 			wls[n] = w.ToTree()
 		}
 	}
-	for _, k := range p.changedCf {
+	for _, k := range p.ChangedConfigs {
 		if v, ok := st.Desired.Configs[k]; ok && secrets.IsSecret(k) {
 			cfgs[k] = secrets.Mask
 		} else if ok {
 			cfgs[k] = state.CloneValue(v)
 		}
 	}
-	for _, a := range p.added {
+	for _, a := range p.Added {
 		if s, ok := st.States.Get(a.Instance); ok {
 			states.Set(a.Instance, s)
 		}
 	}
-	for a := range p.update.AgentTags {
+	for a := range p.Update.AgentTags {
 		if attr, ok := st.Agents[a]; ok {
 			agents[a] = state.AgentMap{a: attr}.ToTree()[a]
 		}

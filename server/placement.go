@@ -10,113 +10,19 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/placement"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// The leader's part of placement (docs/placement.md). The allocator runs
+// The leader's part of placement (docs/placement.md; what the allocator
+// is given and what its layout changes are the planner's, plan.Place,
+// so that a dry-run shows them too). The allocator runs
 // on the speculative store whenever an entry that changes its inputs is
 // proposed (an update, an agent connected or gone past its grace, a
 // mode) — never on a timer — and its answer, if it differs from the
 // layout in force, is proposed as a PlacementType entry. Allocating is
 // idempotent, so a leader that runs it again on the same inputs proposes
 // nothing: at idle nothing is written.
-
-// placementInput builds the allocator's input from a store. An agent
-// whose capacity tag does not parse keeps what it hosts and gets nothing
-// new; bad lists those agents' errors, which name the tag.
-func placementInput(st *state.Store) (in placement.Input, bad []error) {
-	in.Pinned = map[string]int{}
-	hosted := map[string]int{}
-	for _, n := range state.SortedKeys(st.Rendered) {
-		r := st.Rendered[n]
-		if a := r.Instance.AgentName; a != "" {
-			in.Pinned[a]++
-			continue
-		}
-		req, ok, err := placement.RequestOf(n, r.Workload)
-		if err != nil || !ok {
-			continue // refused when it was applied; never here
-		}
-		in.Requests = append(in.Requests, req)
-		for _, a := range st.Placement[n] {
-			hosted[a]++
-		}
-	}
-	in.Current = placement.Layout(st.Placement)
-	names := map[string]bool{}
-	for a := range st.Agents {
-		names[a] = true
-	}
-	for a := range st.Modes {
-		names[a] = true
-	}
-	for _, n := range sortedSet(names) {
-		ag := placement.Agent{Name: n, Mode: st.AgentMode(n), Capacity: placement.Unlimited}
-		var tags map[string]string
-		if a, ok := st.Agents[n]; ok {
-			ag.Present, tags = true, a.Tags
-		}
-		var err error
-		ag.RiskGroup, ag.Capacity, err = placement.AgentTags(n, tags)
-		if err != nil {
-			bad = append(bad, err)
-			ag.Capacity = in.Pinned[n] + hosted[n]
-		}
-		in.Agents = append(in.Agents, ag)
-	}
-	return in, bad
-}
-
-// hasPlacement reports whether the store holds anything to place or
-// placed: without, the allocator has nothing to do.
-func hasPlacement(st *state.Store) bool {
-	if len(st.Placement) > 0 {
-		return true
-	}
-	for _, r := range st.Rendered {
-		if r.Instance.AgentName == "" && placement.IsPlaced(r.Workload) {
-			return true
-		}
-	}
-	return false
-}
-
-// placementUpdate is what a new layout changes, with the states the
-// server sets: Pending(Initial) for each new instance, and the removal
-// of each instance on an agent that is gone (nobody would report it).
-// deleted lists the instances moved off, those the server removes
-// itself marked.
-func placementUpdate(st *state.Store, next placement.Layout) (u state.PlacementUpdate, added []state.Rendered, deleted []deletion) {
-	changes := placement.Diff(placement.Layout(st.Placement), next)
-	if len(changes) == 0 {
-		return u, nil, nil
-	}
-	u.Layout = map[string][]string{}
-	for _, c := range changes {
-		u.Layout[c.Workload] = slices.Clone(next[c.Workload])
-		r := st.Rendered[c.Workload]
-		for _, a := range c.Added {
-			ra := r.OnAgent(a)
-			added = append(added, ra)
-			u.SetStates = append(u.SetStates, state.WorkloadState{Instance: ra.Instance, State: state.PendingInitial})
-		}
-		if !placement.IsPlaced(r.Workload) {
-			// No longer placed (deleted, pinned, unscheduled): the update
-			// that made it so deleted its instances already.
-			continue
-		}
-		for _, a := range c.Removed {
-			in := r.Instance
-			in.AgentName = a
-			_, present := st.Agents[a]
-			if _, known := st.States.Get(in); !present && known {
-				u.DeleteStates = append(u.DeleteStates, in)
-			}
-			deleted = append(deleted, deletion{instance: in, serverHandled: !present})
-		}
-	}
-	return u, added, deleted
-}
 
 // notePlacementInput marks the allocator's inputs changed by a command
 // about to be proposed, with why.
@@ -231,16 +137,16 @@ func (l *leader) adoptable(st *state.Store) map[string][]string {
 
 // noteLeft remembers the instances a layout change takes off agents that
 // are gone: they may still run them when they come back.
-func (l *leader) noteLeft(deleted []deletion) {
+func (l *leader) noteLeft(deleted []plan.Deletion) {
 	for _, d := range deleted {
-		if !d.serverHandled {
+		if !d.ServerHandled {
 			continue
 		}
-		a := d.instance.AgentName
+		a := d.Instance.AgentName
 		if l.left[a] == nil {
 			l.left[a] = map[string]state.InstanceName{}
 		}
-		l.left[a][d.instance.WorkloadName] = d.instance
+		l.left[a][d.Instance.WorkloadName] = d.Instance
 	}
 }
 
@@ -248,24 +154,22 @@ func (l *leader) noteLeft(deleted []deletion) {
 // it asks for, none if the layout holds.
 func (l *leader) layout() []placementPart {
 	st := l.projected.store
-	if !hasPlacement(st) {
+	if !plan.HasPlacement(st) {
 		l.setUnsatisfied(nil)
 		return nil
 	}
-	in, bad := placementInput(st)
-	in.Adoptable = l.adoptable(st)
-	for _, err := range bad {
+	pl := plan.Place(st, l.adoptable(st))
+	for _, err := range pl.BadTags {
 		l.s.log.Warn("agent tag ignored: the agent keeps what it hosts and gets no new placed workload", "error", err)
 	}
-	res := placement.Allocate(in)
-	l.setUnsatisfied(res.Unsatisfied)
-	u, added, deleted := placementUpdate(st, res.Layout)
+	l.setUnsatisfied(pl.Unsatisfied)
+	u, added, deleted := pl.Update, pl.Added, pl.Deleted
 	if u.Layout == nil {
 		return nil
 	}
 	parts := splitPlacement(u, added, deleted, placementChangesPerEntry(l.s.limits))
 	l.s.log.Info("placing workloads", "why", strings.Join(l.placeWhy, "; "), "changes", len(u.Layout), "entries", len(parts),
-		"unsatisfied", len(res.Unsatisfied))
+		"unsatisfied", len(pl.Unsatisfied))
 	return parts
 }
 
@@ -280,7 +184,7 @@ func (l *leader) proposePlacement(p placementPart, why string) {
 		l.submit(prop, nil, nil) // logs the refusal
 		return
 	}
-	d := planDispatch(l.s, l.projected.store, &updatePlan{added: p.added, deleted: p.deleted})
+	d := planDispatch(l.s, l.projected.store, &plan.Plan{Added: p.added, Deleted: p.deleted})
 	// Events: the new instances' states are added, those the server
 	// removed are removed, as for an update.
 	evStates := slices.Clone(u.SetStates)
@@ -307,7 +211,7 @@ func (l *leader) proposePlacement(p placementPart, why string) {
 type placementPart struct {
 	update  state.PlacementUpdate
 	added   []state.Rendered
-	deleted []deletion
+	deleted []plan.Deletion
 }
 
 // placementChangesPerEntry is how many instances one Placement entry adds
@@ -328,7 +232,7 @@ func placementChangesPerEntry(lim state.Limits) int {
 // name order, of at most limit instance changes each (a workload with
 // more goes alone). Each part is a consistent layout change of its own: a
 // workload's instances never span two entries.
-func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []deletion, limit int) []placementPart {
+func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []plan.Deletion, limit int) []placementPart {
 	byWorkload := map[string]*placementPart{}
 	get := func(w string) *placementPart {
 		p := byWorkload[w]
@@ -354,7 +258,7 @@ func splitPlacement(u state.PlacementUpdate, added []state.Rendered, deleted []d
 		p.added = append(p.added, a)
 	}
 	for _, d := range deleted {
-		p := get(d.instance.WorkloadName)
+		p := get(d.Instance.WorkloadName)
 		p.deleted = append(p.deleted, d)
 	}
 	var (

@@ -13,6 +13,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -390,13 +391,13 @@ func TestAdoptableIsWhatTheLayoutTookOffAnAgentThatIsBack(t *testing.T) {
 	render("pin", "image: pin", "a3") // pinned since
 	st.Agents["a3"] = &state.AgentAttributes{}
 	l := &leader{left: map[string]map[string]state.InstanceName{}}
-	l.noteLeft([]deletion{
-		{instance: state.NewInstanceName("mon", "a3", "image: mon"), serverHandled: true},
-		{instance: state.NewInstanceName("log", "a3", "image: log"), serverHandled: true},
-		{instance: state.NewInstanceName("pin", "a3", "image: pin"), serverHandled: true},
-		{instance: state.NewInstanceName("gone", "a3", "image: gone"), serverHandled: true},
-		{instance: state.NewInstanceName("mon", "a4", "image: mon"), serverHandled: true},  // a4 not back
-		{instance: state.NewInstanceName("mon", "a1", "image: mon"), serverHandled: false}, // a1 deletes it itself
+	l.noteLeft([]plan.Deletion{
+		{Instance: state.NewInstanceName("mon", "a3", "image: mon"), ServerHandled: true},
+		{Instance: state.NewInstanceName("log", "a3", "image: log"), ServerHandled: true},
+		{Instance: state.NewInstanceName("pin", "a3", "image: pin"), ServerHandled: true},
+		{Instance: state.NewInstanceName("gone", "a3", "image: gone"), ServerHandled: true},
+		{Instance: state.NewInstanceName("mon", "a4", "image: mon"), ServerHandled: true},  // a4 not back
+		{Instance: state.NewInstanceName("mon", "a1", "image: mon"), ServerHandled: false}, // a1 deletes it itself
 	})
 	if got, want := l.adoptable(st), map[string][]string{"mon": {"a3"}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("adoptable = %v, want %v", got, want)

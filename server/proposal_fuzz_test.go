@@ -9,8 +9,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // FuzzProposalPath holds the rule that lets no input take the cluster
@@ -50,17 +51,17 @@ func FuzzProposalPath(f *testing.F) {
 			if err != nil {
 				return nil, false
 			}
-			p, err := plan(r, lim, admission{}, leader, next, tags, nil)
+			p, err := plan.Make(r, lim, plan.Admission{}, leader, next, tags, nil)
 			if err != nil {
 				if !errors.Is(err, state.ErrInvalid) {
 					t.Fatalf("a refusal that is not a field error: %v (%T)", err, err)
 				}
 				return nil, false
 			}
-			if !p.changed {
+			if !p.Changed {
 				return nil, false
 			}
-			buf, err := fsm.Encode(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: leader.DesiredSeq + 1})
+			buf, err := fsm.Encode(&fsm.UpdateDesiredStateRequest{Update: p.Update, Seq: leader.DesiredSeq + 1})
 			if err != nil {
 				t.Fatalf("an accepted update does not encode: %v", err)
 			}

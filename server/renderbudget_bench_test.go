@@ -16,8 +16,9 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
-	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // loopWorkload is a workload whose runtimeConfig, a template of its own
@@ -129,12 +130,12 @@ func BenchmarkUpdateAtRenderBudget(b *testing.B) {
 			b.ResetTimer()
 			defer cpuPerOp(b)()
 			for i := 0; i < b.N; i++ {
-				p, err := l.planUpdate(reqs[i], admission{}, guard{})
+				p, err := l.planUpdate(reqs[i], plan.Admission{}, plan.Guard{})
 				if over != (err != nil) {
 					b.Fatalf("over the budget %v: %v", over, err)
 				}
 				if err == nil {
-					if _, err := l.encodeChecked(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: 1}); err != nil {
+					if _, err := l.encodeChecked(&fsm.UpdateDesiredStateRequest{Update: p.Update, Seq: 1}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -11,8 +11,8 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/server/metrics"
-	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // heavyManifest is the audit's shape scaled down (issue 27 point 6): n

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"fmt"
+
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -16,15 +19,19 @@ import (
 // that seals secret items again under the active key.
 const requesterSecretKeys = "secret-keyring"
 
-// sealNext seals the secret items of a planned desired state against the
-// speculative store's.
-func (l *leader) sealNext(next state.State) (state.State, error) {
-	return sealNext(l.s.cfg.Secrets, l.projected.store, next)
+// sealNext seals the secret items of a planned desired state of owner
+// against the speculative store's.
+func (l *leader) sealNext(next state.State, owner string) (state.State, error) {
+	return sealNext(l.s.cfg.Secrets, l.projected.store, next, owner)
 }
 
-// sealNext seals next against the store st with keys.
-func sealNext(keys *secrets.Keyring, st *state.Store, next state.State) (state.State, error) {
-	cfgs, err := secrets.SealConfigs(keys, next.Configs, st.Desired.Configs)
+// sealNext seals next against the store st with keys, in the scope of the
+// update (secrets.SealConfigsIn): the revision it makes and the requester
+// it comes from, so that a dry-run of owner's update on st seals what
+// owner's update then does, and gets the same instance names.
+func sealNext(keys *secrets.Keyring, st *state.Store, next state.State, owner string) (state.State, error) {
+	scope := fmt.Sprintf("seq %d owner %q", st.DesiredSeq+1, owner)
+	cfgs, err := secrets.SealConfigsIn(keys, next.Configs, st.Desired.Configs, scope)
 	if err != nil {
 		return state.State{}, err
 	}
@@ -93,16 +100,16 @@ func (l *leader) resealSecrets() {
 	next := cur
 	next.Configs = cfgs
 	adm := l.s.operatorAdmission()
-	adm.skipPolicy = true // the same settings, sealed anew
-	p, err := plan(l.s.renderer, l.s.limits, adm, l.projected.store, next, nil, l.connected)
+	adm.SkipPolicy = true // the same settings, sealed anew
+	p, err := plan.Make(l.s.renderer, l.s.limits, adm, l.projected.store, next, nil, l.connected)
 	if err != nil {
 		l.s.log.Error("sealing secret config items again was refused", "error", err)
 		return
 	}
-	if !p.changed {
+	if !p.Changed {
 		return
 	}
-	p.history = l.historyMeta(requesterSecretKeys, nil, false)
+	p.History = l.historyMeta(requesterSecretKeys, nil, false)
 	l.proposeUpdate(p, func() {
 		l.s.log.Info("secret config items sealed again under the active key", "items", stale, "active", k.Active())
 	}, func(err error) {

@@ -1,5 +1,7 @@
 package server
 
+import "github.com/grapnel-io/grapnel/server/plan"
+
 // seedStartupState loads the startup manifest into a cluster whose desired
 // state was never set. A cluster that has state keeps it: the manifest is
 // the known-good start, not an override. The seed goes through the
@@ -17,18 +19,18 @@ func (l *leader) seedStartupState() {
 		l.s.log.Info("cluster has a desired state; startup manifest not applied")
 		return
 	}
-	next, err := l.sealNext(*st)
+	next, err := l.sealNext(*st, "")
 	if err != nil {
 		l.s.log.Error("startup manifest rejected", "error", err)
 		return
 	}
-	p, err := plan(l.s.renderer, l.s.limits, l.s.operatorAdmission(), l.projected.store, next, nil, l.connected)
+	p, err := plan.Make(l.s.renderer, l.s.limits, l.s.operatorAdmission(), l.projected.store, next, nil, l.connected)
 	if err != nil {
 		l.s.log.Error("startup manifest rejected", "error", err)
 		return
 	}
 	n := len(st.Workloads)
-	p.history = l.historyMeta(requesterStartup, nil, false)
+	p.History = l.historyMeta(requesterStartup, nil, false)
 	l.proposeUpdate(p, func() { l.s.log.Info("startup manifest applied", "workloads", n) }, func(err error) {
 		l.s.log.Error("startup manifest not applied", "error", err)
 	})

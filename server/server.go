@@ -24,9 +24,10 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 	"github.com/grapnel-io/grapnel/rpc/proxy"
 	"github.com/grapnel-io/grapnel/server/metrics"
-	"github.com/grapnel-io/grapnel/server/render"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 	"github.com/grapnel-io/grapnel/workloadpolicy"
 )
 
@@ -327,8 +328,8 @@ func (s *Server) currentTerm() *term {
 //
 // swdd~server-fails-on-invalid-startup-state~1
 func ValidateStartupState(s state.State, lim state.Limits, level workloadpolicy.Level) error {
-	adm := admission{policy: serverPolicy(level)}
-	_, err := plan(render.NewLimited(lim.MaxWorkloadBytes), lim, adm, state.NewStore(), s, nil, nil)
+	adm := plan.Admission{Policy: serverPolicy(level)}
+	_, err := plan.Make(render.NewLimited(lim.MaxWorkloadBytes), lim, adm, state.NewStore(), s, nil, nil)
 	if err != nil {
 		return fmt.Errorf("invalid startup manifest: %w", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/grapnel-io/grapnel/fsm"
-	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/server/plan"
 )
 
 // proposal is a command encoded, decoded again with the FSM's own decoder
@@ -71,21 +71,9 @@ func (l *leader) propose(cmd fsm.Command, commit func(resp any, index uint64), f
 }
 
 // encodeChecked encodes a command and refuses one larger than the
-// update budget: Raft would store, send and apply it on every replica.
+// update budget (plan.EncodeChecked).
 func (l *leader) encodeChecked(cmd fsm.Command) ([]byte, error) {
-	return encodeChecked(l.s.limits, cmd)
-}
-
-// encodeChecked encodes cmd and refuses it over lim.MaxUpdateBytes.
-func encodeChecked(lim state.Limits, cmd fsm.Command) ([]byte, error) {
-	buf, err := fsm.Encode(cmd)
-	if err != nil {
-		return nil, err
-	}
-	if max := lim.MaxUpdateBytes; max > 0 && len(buf) > max {
-		return nil, state.LimitError("", "update", "max_update_bytes", len(buf), max)
-	}
-	return buf, nil
+	return plan.EncodeChecked(l.s.limits, cmd)
 }
 
 // errEarlierFailed answers an update the FSM refused because an update

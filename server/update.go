@@ -7,6 +7,7 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
+	"github.com/grapnel-io/grapnel/server/plan"
 	"github.com/grapnel-io/grapnel/server/secrets"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -22,7 +23,7 @@ import (
 // swdd~server-continues-on-invalid-updated-state~1
 // swdd~update-desired-state-with-invalid-version~1
 // swdd~update-desired-state-with-missing-version~1
-func (l *leader) updateState(who, owner, id string, adm admission, req *ankbase.UpdateStateRequest) {
+func (l *leader) updateState(who, owner, id string, adm plan.Admission, req *ankbase.UpdateStateRequest) {
 	p, err := l.planUpdate(req, adm, l.guard(owner, nil, req))
 	if err != nil {
 		l.countRefusal(err)
@@ -30,13 +31,13 @@ func (l *leader) updateState(who, owner, id string, adm admission, req *ankbase.
 		l.pipe.ordered(func() { l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err)) })
 		return
 	}
-	if !p.changed {
+	if !p.Changed {
 		l.orderedUnchanged(func() { l.respondUpdateSuccess(id, p) }, func(err error) {
 			l.respondText(id, fmt.Sprintf("Update failed: %v", err))
 		})
 		return
 	}
-	p.history = l.historyMeta(who, req.GetUpdateMask(), false)
+	p.History = l.historyMeta(who, req.GetUpdateMask(), false)
 	l.proposeUpdate(p, func() { l.respondUpdateSuccess(id, p) }, func(err error) {
 		l.respondText(id, fmt.Sprintf("Update failed: %v", err))
 	})
@@ -44,24 +45,24 @@ func (l *leader) updateState(who, owner, id string, adm admission, req *ankbase.
 
 // planUpdate computes the plan of a request against the speculative
 // state, and checks it against the expected revision, the admission of
-// its requester (admission.go) and the intent locks (plan_guards.go). A
+// its requester (admission.go) and the intent locks (plan.CheckLocks). A
 // refusal of the workload policy is counted.
-func (l *leader) planUpdate(req *ankbase.UpdateStateRequest, adm admission, g guard) (*updatePlan, error) {
-	if err := checkRevision(l.projected.store, g); err != nil {
+func (l *leader) planUpdate(req *ankbase.UpdateStateRequest, adm plan.Admission, g plan.Guard) (*plan.Plan, error) {
+	if err := plan.CheckRevision(l.projected.store, g); err != nil {
 		return nil, err
 	}
-	next, nextTags, err := l.nextState(req)
+	next, nextTags, err := l.nextState(req, g.Owner)
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan(l.s.renderer, l.s.limits, adm, l.projected.store, next, nextTags, l.connected)
+	p, err := plan.Make(l.s.renderer, l.s.limits, adm, l.projected.store, next, nextTags, l.connected)
 	if err != nil {
 		if check := policyCheck(err); check != "" {
 			l.s.cfg.Metrics.RefusedByWorkloadPolicy(check)
 		}
 		return nil, err
 	}
-	if err := checkLocks(l.projected.store.Locks, p, g); err != nil {
+	if err := plan.CheckLocks(l.projected.store.Locks, p, g); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -77,24 +78,24 @@ func (l *leader) countRefusal(err error) {
 
 // guard is what an update of owner is checked against now, at the
 // expected revision if one is given.
-func (l *leader) guard(owner string, expected *uint64, req *ankbase.UpdateStateRequest) guard {
-	return guard{owner: owner, keyed: l.s.keyedOwners(), nowMs: l.clock.Now().UnixMilli(), expected: expected, masks: req.GetUpdateMask()}
+func (l *leader) guard(owner string, expected *uint64, req *ankbase.UpdateStateRequest) plan.Guard {
+	return plan.Guard{Owner: owner, Keyed: l.s.keyedOwners(), NowMs: l.clock.Now().UnixMilli(), Expected: expected, Masks: req.GetUpdateMask()}
 }
 
 // nextState applies a request's update mask to the speculative state:
 // the desired state and agent tags the update asks for, with its secret
 // config items sealed (secrets.go).
-func (l *leader) nextState(req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
-	return nextStateOf(l.s.cfg.Secrets, l.projected.store, req)
+func (l *leader) nextState(req *ankbase.UpdateStateRequest, owner string) (state.State, map[string]map[string]string, error) {
+	return nextStateOf(l.s.cfg.Secrets, l.projected.store, req, owner)
 }
 
-// nextStateOf is nextState on the store st, sealing with keys.
-func nextStateOf(keys *secrets.Keyring, st *state.Store, req *ankbase.UpdateStateRequest) (state.State, map[string]map[string]string, error) {
+// nextStateOf is nextState on the store st, sealing with keys for owner.
+func nextStateOf(keys *secrets.Keyring, st *state.Store, req *ankbase.UpdateStateRequest, owner string) (state.State, map[string]map[string]string, error) {
 	next, nextTags, err := applyUpdateMask(st, req)
 	if err != nil {
 		return state.State{}, nil, err
 	}
-	if next, err = sealNext(keys, st, next); err != nil {
+	if next, err = sealNext(keys, st, next, owner); err != nil {
 		return state.State{}, nil, err
 	}
 	return next, nextTags, nil
@@ -118,15 +119,7 @@ func applyUpdateMask(st *state.Store, req *ankbase.UpdateStateRequest) (state.St
 }
 
 // connected reports whether an agent is in the speculative agent map.
-func (l *leader) connected(agent string) bool { return connectedIn(l.projected.store)(agent) }
-
-// connectedIn reports whether an agent is in the agent map of st.
-func connectedIn(st *state.Store) func(string) bool {
-	return func(agent string) bool {
-		_, ok := st.Agents[agent]
-		return ok
-	}
-}
+func (l *leader) connected(agent string) bool { return plan.ConnectedIn(l.projected.store)(agent) }
 
 // proposeUpdate proposes an accepted plan as the next desired state in
 // sequence. What the agents and event subscribers are told is computed
@@ -134,16 +127,16 @@ func connectedIn(st *state.Store) func(string) bool {
 // store, the dispatch and the state after from the store the update
 // produces there. It is sent once the entry is committed; answer then
 // acknowledges it.
-func (l *leader) proposeUpdate(p *updatePlan, answer func(), fail func(error)) {
+func (l *leader) proposeUpdate(p *plan.Plan, answer func(), fail func(error)) {
 	subscribed := l.events.HasSubscribers() || l.pendingSubs > 0
 	var before, after state.Tree
 	if subscribed {
 		before = partialTree(l.projected.store, p)
 	}
-	prop := l.project(&fsm.UpdateDesiredStateRequest{Update: p.update, Seq: l.projected.store.DesiredSeq + 1, History: p.history})
+	prop := l.project(&fsm.UpdateDesiredStateRequest{Update: p.Update, Seq: l.projected.store.DesiredSeq + 1, History: p.History})
 	var dispatch *updateDispatch
-	if prop.err != nil && p.history != nil {
-		l.refusedBeforeProposing(p.history, prop.err)
+	if prop.err != nil && p.History != nil {
+		l.refusedBeforeProposing(p.History, prop.err)
 	}
 	if prop.err == nil {
 		dispatch = planDispatch(l.s, l.projected.store, p)
@@ -166,13 +159,13 @@ func (l *leader) proposeUpdate(p *updatePlan, answer func(), fail func(error)) {
 // respondUpdateSuccess answers with the instance names added and deleted.
 //
 // swdd~server-update-state-success-response~1
-func (l *leader) respondUpdateSuccess(id string, p *updatePlan) {
+func (l *leader) respondUpdateSuccess(id string, p *plan.Plan) {
 	ok := &ankbase.UpdateStateSuccess{AddedWorkloads: []string{}, DeletedWorkloads: []string{}}
-	for _, a := range p.added {
+	for _, a := range p.Added {
 		ok.AddedWorkloads = append(ok.AddedWorkloads, a.Instance.String())
 	}
-	for _, d := range p.deleted {
-		ok.DeletedWorkloads = append(ok.DeletedWorkloads, d.instance.String())
+	for _, d := range p.Deleted {
+		ok.DeletedWorkloads = append(ok.DeletedWorkloads, d.Instance.String())
 	}
 	l.respond(id, &ankbase.Response{ResponseContent: &ankbase.Response_UpdateStateSuccess{UpdateStateSuccess: ok}})
 }
@@ -182,9 +175,9 @@ func (l *leader) respondUpdateSuccess(id string, p *updatePlan) {
 //
 // swdd~server-cancels-log-campaign-for-deleted-workloads~1
 // swdd~server-removes-subscription-for-deleted-subscriber-workload~1
-func (l *leader) afterUpdate(p *updatePlan) {
-	for _, d := range p.deleted {
-		n := d.instance
+func (l *leader) afterUpdate(p *plan.Plan) {
+	for _, d := range p.Deleted {
+		n := d.Instance
 		for _, id := range l.logs.RemoveByWorkload(n.AgentName, n.WorkloadName) {
 			l.sendLogsCancel(id)
 		}

@@ -45,7 +45,7 @@ type Limits struct {
 	// ServerHello carries them all.
 	MaxAgentBytes int
 	// MaxRenderStepsPerRequest bounds the work of rendering all the
-	// templates of one request, in render steps (server/render.Budget:
+	// templates of one request, in render steps (state/render.Budget:
 	// parsing each template, every element visited, every #each
 	// iteration, so that nested loops multiply, and every name looked
 	// up). It bounds how long one update holds the leader loop.

@@ -6,10 +6,11 @@ import "maps"
 // changing: the leader takes one of its speculative store for a dry-run,
 // which plans on another goroutine while the leader loop executes new
 // entries on s. It holds what planning and describing a plan read
-// (server/plan*.go): the desired state, the renderings, the workload
+// (server/plan): the desired state, the renderings, the workload
 // states, the delete graph, the agents, the placement, the locks, the
-// sequence numbers and the sizes; not the history, the revisions, the
-// report marks, the modes, the problems or the removals.
+// sequence numbers, the sizes and the agents' modes (the allocator a
+// dry-run runs reads them); not the history, the revisions, the report
+// marks, the problems or the removals.
 //
 // It is cheap for a large state: the desired state and the renderings
 // are copy-on-write already and are shared, and so are the per-agent
@@ -33,6 +34,7 @@ func (s *Store) ForPlanning() *Store {
 		Revision:    s.Revision,
 		DesiredSeq:  s.DesiredSeq,
 		Placement:   clonePlacement(s.Placement),
+		Modes:       maps.Clone(s.Modes),
 		Locks:       s.Locks.Clone(),
 		usage:       s.usage.clone(),
 		// What the plan may write depends on it.

@@ -12,8 +12,8 @@ import (
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
-	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // A commander may read and change the desired state; these attacks try

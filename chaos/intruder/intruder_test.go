@@ -19,8 +19,8 @@ import (
 	"github.com/grapnel-io/grapnel/chaos/pki"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/rpctest"
-	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // The Raft probe is answered by a plain hashicorp/raft transport (what

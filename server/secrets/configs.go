@@ -58,6 +58,14 @@ func MaskState(s state.State) state.State {
 // changed; the result shares what it does not seal. k may be nil (no key
 // file): then only stored tokens and masks may be written.
 func SealConfigs(k *Keyring, next, cur map[string]any) (map[string]any, error) {
+	return SealConfigsIn(k, next, cur, "")
+}
+
+// SealConfigsIn is SealConfigs with each new token made by SealIn in
+// scope: sealing the same next against the same cur in the same scope
+// gives the same tokens, so that a dry-run shows the instance names the
+// update then creates. An empty scope seals with random nonces.
+func SealConfigsIn(k *Keyring, next, cur map[string]any, scope string) (map[string]any, error) {
 	var out map[string]any
 	for _, key := range state.SortedKeys(next) {
 		if !IsSecret(key) {
@@ -72,7 +80,7 @@ func SealConfigs(k *Keyring, next, cur map[string]any) (map[string]any, error) {
 				return nil, &state.FieldError{Path: path, Reason: "the secret mask " + Mask + " was written for a secret that has no stored value"}
 			}
 			sealed = old
-		} else if sealed, err = sealValue(k, path, v, old); err != nil {
+		} else if sealed, err = sealValue(k, scope, path, v, old); err != nil {
 			return nil, err
 		}
 		if out == nil {
@@ -89,11 +97,11 @@ func SealConfigs(k *Keyring, next, cur map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
-func sealValue(k *Keyring, path string, v, old any) (any, error) {
+func sealValue(k *Keyring, scope, path string, v, old any) (any, error) {
 	switch v := v.(type) {
 	case string:
 		oldS, _ := old.(string)
-		return sealLeaf(k, path, v, oldS)
+		return sealLeaf(k, scope, path, v, oldS)
 	case []any:
 		oldL, _ := old.([]any)
 		out := make([]any, len(v))
@@ -102,7 +110,7 @@ func sealValue(k *Keyring, path string, v, old any) (any, error) {
 			if i < len(oldL) {
 				o = oldL[i]
 			}
-			s, err := sealValue(k, fmt.Sprintf("%s.%d", path, i), e, o)
+			s, err := sealValue(k, scope, fmt.Sprintf("%s.%d", path, i), e, o)
 			if err != nil {
 				return nil, err
 			}
@@ -113,7 +121,7 @@ func sealValue(k *Keyring, path string, v, old any) (any, error) {
 		oldM, _ := old.(map[string]any)
 		out := make(map[string]any, len(v))
 		for _, key := range state.SortedKeys(v) {
-			s, err := sealValue(k, path+"."+key, v[key], oldM[key])
+			s, err := sealValue(k, scope, path+"."+key, v[key], oldM[key])
 			if err != nil {
 				return nil, err
 			}
@@ -127,7 +135,7 @@ func sealValue(k *Keyring, path string, v, old any) (any, error) {
 
 // sealLeaf seals one string given the stored one. Errors name the path,
 // never the value.
-func sealLeaf(k *Keyring, path, v, old string) (string, error) {
+func sealLeaf(k *Keyring, scope, path, v, old string) (string, error) {
 	switch {
 	case v == "":
 		return "", nil // nothing to hide; a template's #if sees it as before
@@ -155,7 +163,15 @@ func sealLeaf(k *Keyring, path, v, old string) (string, error) {
 			return old, nil
 		}
 	}
-	t, err := k.Seal(v)
+	var t string
+	var err error
+	if scope == "" {
+		t, err = k.Seal(v)
+	} else {
+		// The leaf's path is in the scope: two items of the same value
+		// get different tokens.
+		t, err = k.SealIn(scope+"\x00"+path, v)
+	}
 	if err != nil {
 		return "", &state.FieldError{Path: path, Reason: err.Error()}
 	}
@@ -208,7 +224,7 @@ func Reseal(k *Keyring, configs map[string]any, keys []string) (map[string]any, 
 		if err != nil {
 			return nil, err
 		}
-		if out[key], err = sealValue(k, "desiredState.configs."+key, plain, nil); err != nil {
+		if out[key], err = sealValue(k, "", "desiredState.configs."+key, plain, nil); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -24,7 +26,10 @@ const maxKeyID = 32
 type Keyring struct {
 	active string
 	aeads  map[string]cipher.AEAD
-	ids    []string // in file order
+	// nonceKeys are, by id, the keys SealIn derives nonces with: each
+	// key's own, derived from it, so a nonce tells nothing of the key.
+	nonceKeys map[string][]byte
+	ids       []string // in file order
 }
 
 // LoadKeyring reads a key file: one key a line, `ID BASE64KEY`, where ID
@@ -52,7 +57,7 @@ func LoadKeyring(path string) (*Keyring, error) {
 
 // ParseKeyring parses the text of a key file (see LoadKeyring).
 func ParseKeyring(text []byte) (*Keyring, error) {
-	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, nonceKeys: map[string][]byte{}}
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -86,6 +91,9 @@ func ParseKeyring(text []byte) (*Keyring, error) {
 			return nil, fmt.Errorf("line %d: %v", n, err)
 		}
 		k.aeads[id] = aead
+		mac := hmac.New(sha256.New, key)
+		mac.Write([]byte("grapnel secret nonce key v1"))
+		k.nonceKeys[id] = mac.Sum(nil)
 		k.ids = append(k.ids, id)
 		if k.active == "" {
 			k.active = id

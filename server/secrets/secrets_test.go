@@ -274,3 +274,33 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// SealIn is a function of the key, the scope and the value: the same
+// three seal to the same token, which opens; another scope, value or key
+// seals to another (its nonce differs, so GCM never sees a nonce twice
+// with two texts).
+func TestSealIn(t *testing.T) {
+	k := ring(t, "k1 "+newKey(t))
+	a, err := k.SealIn("seq 2 owner alice", "hunter2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := k.SealIn("seq 2 owner alice", "hunter2"); b != a {
+		t.Fatalf("one scope and value sealed to %s and %s", a, b)
+	}
+	if p, err := k.Open(a); err != nil || p != "hunter2" {
+		t.Fatalf("Open = %q, %v", p, err)
+	}
+	nonce := func(tok string) string { return tok[len("gsec:v1:k1:"):][:16] } // 12 bytes, base64
+	for _, c := range []struct{ scope, plain string }{
+		{"seq 2 owner bob", "hunter2"}, {"seq 3 owner alice", "hunter2"}, {"seq 2 owner alice", "hunter3"},
+	} {
+		o, _ := k.SealIn(c.scope, c.plain)
+		if o == a || nonce(o) == nonce(a) {
+			t.Fatalf("%q in %q seals with the nonce of hunter2 in alice's scope", c.plain, c.scope)
+		}
+	}
+	if o, _ := ring(t, "k1 "+newKey(t)).SealIn("seq 2 owner alice", "hunter2"); o == a {
+		t.Fatal("another key sealed to the same token")
+	}
+}

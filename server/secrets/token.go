@@ -1,7 +1,9 @@
 package secrets
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -34,6 +36,26 @@ func (k *Keyring) Seal(plain string) (string, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return "", fmt.Errorf("secret nonce: %w", err)
 	}
+	sealed := aead.Seal(nonce, nonce, []byte(plain), aad(k.active))
+	return tokenPrefix + k.active + ":" + base64.RawURLEncoding.EncodeToString(sealed), nil
+}
+
+// SealIn encrypts plain under the active key with a nonce derived from
+// the scope and plain (a synthetic nonce, as AES-GCM-SIV makes one): the
+// same plain text sealed in the same scope gives the same token, and a
+// nonce repeats only with its plain text, so GCM's nonce rule holds. The
+// leader seals an update's new secret items in the scope of the update
+// (the revision it makes and who asks, server/secrets.go): a dry-run and
+// the apply after it make the same tokens, hence the same instance
+// names, while two requesters, two revisions or two items never share
+// one, so a token still tells nobody else whether two values are equal.
+func (k *Keyring) SealIn(scope, plain string) (string, error) {
+	aead := k.aeads[k.active]
+	mac := hmac.New(sha256.New, k.nonceKeys[k.active])
+	mac.Write([]byte(scope))
+	mac.Write([]byte{0})
+	mac.Write([]byte(plain))
+	nonce := mac.Sum(nil)[:aead.NonceSize()]
 	sealed := aead.Seal(nonce, nonce, []byte(plain), aad(k.active))
 	return tokenPrefix + k.active + ":" + base64.RawURLEncoding.EncodeToString(sealed), nil
 }

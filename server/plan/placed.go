@@ -1,4 +1,4 @@
-package server
+package plan
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 // workload names no agent: its rendering carries an instance without an
 // agent, and its instances are that instance on each agent of the layout
 // (state.Store.Placement), which the allocator decides after the update
-// is committed (placement_leader.go). An update that changes a placed
+// is committed (server/placement.go). An update that changes a placed
 // workload's spec replaces its instances on the agents it runs on now.
 
 // checkPlacement refuses a changed workload whose placement tags are
@@ -32,7 +32,7 @@ func checkPlacement(c *checks, d desiredDiff) bool {
 // which name no agent, into one per agent of the current layout; a placed
 // workload not laid out yet has none, and nothing to delete. Pinned and unscheduled ones pass
 // unchanged.
-func expandPlaced(st *state.Store, rd *rendering, deleted []deletion) []deletion {
+func expandPlaced(st *state.Store, rd *rendering, deleted []Deletion) []Deletion {
 	var added []state.Rendered
 	for _, a := range rd.added {
 		if a.Instance.AgentName != "" || !placement.IsPlaced(a.Workload) {
@@ -46,15 +46,15 @@ func expandPlaced(st *state.Store, rd *rendering, deleted []deletion) []deletion
 		}
 	}
 	rd.added = added
-	var out []deletion
+	var out []Deletion
 	for _, d := range deleted {
-		r, ok := st.Rendered[d.instance.WorkloadName]
-		if d.instance.AgentName != "" || !ok || r.Instance != d.instance || !placement.IsPlaced(r.Workload) {
+		r, ok := st.Rendered[d.Instance.WorkloadName]
+		if d.Instance.AgentName != "" || !ok || r.Instance != d.Instance || !placement.IsPlaced(r.Workload) {
 			out = append(out, d)
 			continue
 		}
 		for _, in := range r.InstancesIn(st.Placement) {
-			out = append(out, deletion{instance: in})
+			out = append(out, Deletion{Instance: in})
 		}
 	}
 	return out

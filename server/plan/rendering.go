@@ -1,8 +1,8 @@
-package server
+package plan
 
 import (
-	"github.com/grapnel-io/grapnel/server/render"
 	"github.com/grapnel-io/grapnel/state"
+	"github.com/grapnel-io/grapnel/state/render"
 )
 
 // rendering is what rendering the changed workloads produced: the
@@ -10,7 +10,7 @@ import (
 type rendering struct {
 	put      map[string]state.Rendered // by workload name
 	added    []state.Rendered          // in workload name order
-	replaced []deletion                // the stored instances the new renderings replace
+	replaced []Deletion                // the stored instances the new renderings replace
 	// readded holds the instances rendered again under the same name:
 	// their deletion is the agent's, never the server's.
 	readded map[state.InstanceName]bool
@@ -88,7 +88,7 @@ func renderChanged(c *checks, r *render.Renderer, lim state.Limits, st *state.St
 		rd.added = append(rd.added, nr)
 		rd.readded[inst] = true
 		if had {
-			rd.replaced = append(rd.replaced, deletion{instance: old.Instance})
+			rd.replaced = append(rd.replaced, Deletion{Instance: old.Instance})
 		}
 	}
 	return rd, false

@@ -1,14 +1,14 @@
-package server
+package plan
 
 import "github.com/grapnel-io/grapnel/state"
 
 // deletions is every instance an update deletes: the replaced ones, then
 // those of the deleted workloads (deletedWl is sorted).
-func deletions(st *state.Store, replaced []deletion, deletedWl []string) []deletion {
+func deletions(st *state.Store, replaced []Deletion, deletedWl []string) []Deletion {
 	deleted := replaced
 	for _, n := range deletedWl {
 		if old, had := st.Rendered[n]; had {
-			deleted = append(deleted, deletion{instance: old.Instance})
+			deleted = append(deleted, Deletion{Instance: old.Instance})
 		}
 	}
 	return deleted
@@ -21,17 +21,17 @@ func deletions(st *state.Store, replaced []deletion, deletedWl []string) []delet
 // same name stays the agent's to delete.
 //
 // swdd~server-handles-not-started-deleted-workloads~1
-func serverDeletes(st *state.Store, deleted []deletion, readded map[state.InstanceName]bool, connected func(string) bool) []state.InstanceName {
+func serverDeletes(st *state.Store, deleted []Deletion, readded map[state.InstanceName]bool, connected func(string) bool) []state.InstanceName {
 	var out []state.InstanceName
 	for i, d := range deleted {
-		if readded[d.instance] {
+		if readded[d.Instance] {
 			continue
 		}
-		agent := d.instance.AgentName
-		s, _ := st.States.Get(d.instance)
+		agent := d.Instance.AgentName
+		s, _ := st.States.Get(d.Instance)
 		if agent == "" || (s.IsPendingInitial() && (connected == nil || !connected(agent))) {
-			deleted[i].serverHandled = true
-			out = append(out, d.instance)
+			deleted[i].ServerHandled = true
+			out = append(out, d.Instance)
 		}
 	}
 	return out
