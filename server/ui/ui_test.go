@@ -154,7 +154,7 @@ func TestOverviewShowsReleases(t *testing.T) {
 	st.Agents["agent_A"] = &state.AgentAttributes{}
 	st.Agents["agent_B"] = &state.AgentAttributes{}
 	members := []cluster.Member{{ID: "r1", Leader: true, Version: "0.4.0-dev"}, {ID: "r2", Version: "0.3.0"}}
-	o := overview("r1", "r1", 2, 10, members, st, map[string]string{"agent_A": "0.4.0-dev", "agent_B": "ankaios"})
+	o := overview("r1", "r1", 2, 10, members, st, map[string]string{"agent_A": "0.4.0-dev", "agent_B": "ankaios"}, nil)
 	b, err := json.Marshal(o)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestOverviewShowsReleases(t *testing.T) {
 			t.Errorf("overview lacks %s:\n%s", want, b)
 		}
 	}
-	follower := overview("r2", "r1", 2, 10, members, st, nil)
+	follower := overview("r2", "r1", 2, 10, members, st, nil, nil)
 	if follower.AgentReleases || follower.Agents[0].Release != "" || follower.Replicas[1].Release != "0.3.0" {
 		t.Fatalf("follower's overview: %+v", follower)
 	}
@@ -181,7 +181,7 @@ func TestOverviewShowsReleases(t *testing.T) {
 func TestOverviewShowsStorageFailed(t *testing.T) {
 	const fault = "append log entries wal/1.wal: no space left on device"
 	members := []cluster.Member{{ID: "r1", Leader: true, Healthy: true}, {ID: "r2", StorageFailed: fault}}
-	o := overview("r1", "r1", 2, 10, members, state.NewStore(), nil)
+	o := overview("r1", "r1", 2, 10, members, state.NewStore(), nil, nil)
 	if o.Replicas[0].StorageFailed != "" || o.Replicas[1].StorageFailed != fault {
 		t.Fatalf("replicas %+v", o.Replicas)
 	}

@@ -90,9 +90,11 @@ type Detail struct {
 	Timeline     []*grapnelpb.TimelineEvent `json:"timeline"`
 }
 
-// overview builds the main view from the members, the store and the
-// agents' releases (nil when this replica does not lead).
-func overview(self, leader string, term, applied uint64, members []cluster.Member, st *state.Store, releases map[string]string) Overview {
+// overview builds the main view from the members, the store, the
+// agents' releases (nil when this replica does not lead) and their load
+// reports as the leader knows them (nil when unknown).
+func overview(self, leader string, term, applied uint64, members []cluster.Member, st *state.Store, releases map[string]string,
+	loads map[string]state.AgentStatus) Overview {
 	o := Overview{Replica: self, Leader: leader, Term: term, Applied: applied, AgentReleases: releases != nil,
 		Replicas: []Replica{}, Agents: []Agent{}, Workloads: []Workload{}}
 	for _, m := range members {
@@ -114,6 +116,11 @@ func overview(self, leader string, term, applied uint64, members []cluster.Membe
 		a.Connected = true
 		if attrs != nil {
 			a.CPUUsage, a.FreeMemory = attrs.Status.CPUUsage, attrs.Status.FreeMemory
+		}
+		// The store holds no load (it is leader memory only): the
+		// leader's answer fills it.
+		if l, ok := loads[name]; ok {
+			a.CPUUsage, a.FreeMemory = l.CPUUsage, l.FreeMemory
 		}
 	}
 	for name, w := range st.Desired.Workloads {
