@@ -157,9 +157,15 @@ func TestPlacedWorkloadFollowsAgents(t *testing.T) {
 	if u := ts.srv.Unsatisfied()[0]; u != (placement.Unsatisfied{Workload: "svc", Wanted: 3, Placed: 2, Reason: placement.ReasonNoEligibleAgent}) {
 		t.Fatalf("unsatisfied = %+v", u)
 	}
-	// The problems view shows it (docs/problems.md).
-	if p := ts.waitProblem("CapacityExceeded/svc", true); !slices.ContainsFunc(p.Objects, func(o state.ProblemObject) bool { return o.Name == "svc" }) {
+	// The problems view shows it (docs/problems.md): as a shortage of
+	// eligible agents, not of capacity (no capacity is set anywhere),
+	// naming the agents that take no new instances (D5).
+	p := ts.waitProblem("NoEligibleAgent/svc", true)
+	if !slices.ContainsFunc(p.Objects, func(o state.ProblemObject) bool { return o.Name == "svc" }) {
 		t.Fatalf("the shortfall's problem does not name the workload: %+v", p)
+	}
+	if !strings.Contains(p.Detail, "in Maintenance: c1") || !strings.Contains(p.Detail, "Disabled: b1") {
+		t.Fatalf("the shortfall's detail does not say which agents take no new instances: %q", p.Detail)
 	}
 
 	var kinds []state.TxKind

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -119,6 +120,7 @@ func (l *leader) factsSignature() string {
 		}
 		b.WriteByte('|')
 	}
+	l.replicas.signature(&b)
 	return b.String()
 }
 
@@ -223,23 +225,30 @@ func (l *leader) problemFacts(st *state.Store, now time.Time, assigned map[strin
 		switch u.Reason {
 		case placement.ReasonSpreadImpossible:
 			sf.Reason = problems.ShortSpread
-			sf.Detail = "all instances are placed, but some share a risk group: no agent with room is left in another"
+			sf.Detail = "All its instances are placed, but some share a risk group: no agent in another risk group has room."
 		case placement.ReasonNoEligibleAgent:
-			sf.Detail = "there are fewer eligible agents (connected or in their grace, Active or Maintenance) than instances"
+			sf.Reason = problems.ShortEligible
+			sf.Detail = notEligible(st)
 		default:
-			sf.Detail = "the eligible agents are at their capacity (grapnel.io/capacity)"
+			sf.Detail = "The agents that take new instances are at their capacity (grapnel.io/capacity)."
 		}
 		f.Shortfalls = append(f.Shortfalls, sf)
 	}
 	for a, m := range st.Modes {
-		if m == state.ModeMaintenance {
+		switch m {
+		case state.ModeMaintenance:
 			if f.Maintenance == nil {
 				f.Maintenance = map[string]bool{}
 			}
 			f.Maintenance[a] = true
+		case state.ModeDisabled:
+			if f.Disabled == nil {
+				f.Disabled = map[string]bool{}
+			}
+			f.Disabled[a] = true
 		}
 	}
-	var graceEnd time.Time
+	graceEnd := l.replicaFacts(&f, now)
 	grace := l.s.connectGrace()
 	awaited := map[string]time.Time{}
 	for a := range assigned {
@@ -253,13 +262,57 @@ func (l *leader) problemFacts(st *state.Store, now time.Time, assigned map[strin
 		awaited[a] = since
 		if end := since.Add(grace); now.Before(end) {
 			f.InGrace[a] = true
-			if graceEnd.IsZero() || end.Before(graceEnd) {
-				graceEnd = end
-			}
+			graceEnd = earliest(graceEnd, end)
 		}
 	}
 	l.problems.awaited = awaited
 	return f, graceEnd
+}
+
+// earliest is the earlier of two times, a zero one not counted.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// notEligible says which known agents take no new instances and why, for
+// a shortage of eligible agents: an agent in Maintenance keeps what it
+// hosts but takes nothing new, a Disabled one hosts nothing, one away
+// past its grace is not in the agent map.
+func notEligible(st *state.Store) string {
+	var maint, disabled []string
+	for _, a := range state.SortedKeys(st.Modes) {
+		switch st.Modes[a] {
+		case state.ModeMaintenance:
+			maint = append(maint, a)
+		case state.ModeDisabled:
+			disabled = append(disabled, a)
+		}
+	}
+	var parts []string
+	if len(maint) > 0 {
+		parts = append(parts, "in Maintenance: "+strings.Join(maint, ", "))
+	}
+	if len(disabled) > 0 {
+		parts = append(parts, "Disabled: "+strings.Join(disabled, ", "))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("Only %d agent(s) are connected and Active.", activeAgents(st))
+	}
+	return fmt.Sprintf("Only %d agent(s) are connected and Active; these take no new instances (%s).", activeAgents(st), strings.Join(parts, "; "))
+}
+
+// activeAgents counts the agents in the agent map in mode Active.
+func activeAgents(st *state.Store) int {
+	n := 0
+	for a := range st.Agents {
+		if st.AgentMode(a) == state.ModeActive {
+			n++
+		}
+	}
+	return n
 }
 
 // armProblemTimer keeps one timer for the earliest time the detection

@@ -12,6 +12,7 @@ import (
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
+	"github.com/grapnel-io/grapnel/server"
 	"github.com/grapnel-io/grapnel/server/testcluster"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -50,7 +51,9 @@ func problemsOf(f *fsm.FSM) state.Problems {
 // (A never-connected agent's problem across a new leader, which gives
 // the agent its connect grace again: TestProblemsNeverConnectedKeptByNewLeader.)
 func TestProblemsSurviveFailover(t *testing.T) {
-	c := testcluster.New(t, 3)
+	// The stopped leader's ReplicaDown and QuorumAtRisk are
+	// TestReplicaDownAndQuorumAtRisk's; here they would race the counts.
+	c := testcluster.NewConfigured(t, 3, func(_ string, cfg *server.Config) { cfg.ReplicaDownGrace = time.Hour })
 	old := c.WaitServing(20 * time.Second)
 	conn := dial(t, c.Addrs()...)
 	for _, req := range []*ankbase.Request{putWorkload("app", "agent_A", "db"), putWorkload("web", "agent_A", "cache")} {
@@ -118,4 +121,53 @@ func TestProblemsSurviveFailover(t *testing.T) {
 	for _, id := range c.Running() {
 		c.WaitFor("the same problems on "+id, 20*time.Second, func() bool { return reflect.DeepEqual(problemsOf(c.FSM(id)), again) })
 	}
+}
+
+// Requirement (issue 31 point 4): a voter the leader does not reach is a
+// ReplicaDown problem naming it, and with 2 of 3 voters reachable, exactly
+// a quorum, the quorum is at risk; both close once it is back.
+func TestReplicaDownAndQuorumAtRisk(t *testing.T) {
+	c := testcluster.NewConfigured(t, 3, func(_ string, cfg *server.Config) { cfg.ReplicaDownGrace = 300 * time.Millisecond })
+	leader := c.WaitServing(20 * time.Second)
+	var victim string
+	for _, id := range c.IDs() {
+		if id != leader {
+			victim = id
+			break
+		}
+	}
+	down, risk := "ReplicaDown/"+victim, "QuorumAtRisk/voters"
+	// A fresh leader has heard from everybody within the grace: nothing.
+	c.WaitFor("every voter in contact", 20*time.Second, func() bool {
+		ms, err := c.Node(leader).Members()
+		if err != nil {
+			return false
+		}
+		for _, m := range ms {
+			if !m.Healthy {
+				return false
+			}
+		}
+		return true
+	})
+	if p := problemsOf(c.FSM(leader)); p.Open[down] != nil || p.Open[risk] != nil {
+		t.Fatalf("problems with every replica up: %v", p.Open)
+	}
+	c.Stop(victim)
+	c.WaitFor("ReplicaDown and QuorumAtRisk on the leader", 30*time.Second, func() bool {
+		p := problemsOf(c.FSM(leader))
+		return p.Open[down] != nil && p.Open[risk] != nil
+	})
+	p := problemsOf(c.FSM(leader))
+	if o := p.Open[down].Objects; len(o) != 1 || o[0].Name != victim {
+		t.Fatalf("ReplicaDown objects %v; want replica %s", o, victim)
+	}
+	if o := p.Open[risk].Objects; len(o) != 1 || o[0].Name != victim {
+		t.Fatalf("QuorumAtRisk objects %v; want replica %s", o, victim)
+	}
+	c.Restart(victim)
+	c.WaitFor("both closed once the replica is back", 30*time.Second, func() bool {
+		p := problemsOf(c.FSM(leader))
+		return p.Open[down] == nil && p.Open[risk] == nil
+	})
 }

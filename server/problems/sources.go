@@ -50,7 +50,8 @@ func findMissingDependencies(st *state.Store) []Finding {
 // gone (seen once, away past its reconnect grace: the FSM holds it no
 // more) or never connected (never seen, away past the grace this leader
 // gave it). An agent in a grace keeps the agent problem it has and gets
-// none new; an agent in Maintenance gets none.
+// none new; an agent in Maintenance or Disabled gets none: neither is
+// monitored (MAMID's modes).
 func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 	var assigned map[string][]string
 	if c != nil {
@@ -59,7 +60,7 @@ func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 		assigned = Assigned(st)
 	}
 	for agent, wls := range assigned {
-		if _, ok := st.Agents[agent]; ok || f.Connected[agent] || f.Maintenance[agent] {
+		if _, ok := st.Agents[agent]; ok || f.Connected[agent] || f.Maintenance[agent] || f.Disabled[agent] {
 			continue
 		}
 		gone, never := key(AgentGone, agent), key(AgentNeverConnected, agent)
@@ -80,10 +81,10 @@ func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 		if Seen(st, agent) {
 			r.Findings = append(r.Findings, Finding{
 				Kind: AgentGone, Key: gone, Objects: objs,
-				Summary: fmt.Sprintf("agent %s is gone; %d workload(s) assigned to it are not running: %s", agent, len(wls), list),
-				Detail: fmt.Sprintf("Agent %s was connected and has not come back within its reconnect grace; its workloads (%s) "+
-					"show AgentDisconnected. Bring the agent back (its host, its network, its service), or move the workloads "+
-					"to another agent.", agent, list),
+				Summary: fmt.Sprintf("agent %s is gone; %d workload(s) assigned to it are not observed: %s", agent, len(wls), list),
+				Detail: fmt.Sprintf("Agent %s was connected and has not come back within its reconnect grace. Its workloads (%s) "+
+					"show AgentDisconnected: they may still run on its host, but nobody observes them. Bring the agent back "+
+					"(its host, its network, its service), or move the workloads to another agent.", agent, list),
 			})
 			continue
 		}
@@ -141,24 +142,33 @@ func Seen(st *state.Store, agent string) bool {
 }
 
 // shortfalls turns the allocator's shortfalls into problems: one per
-// workload and reason.
+// workload and reason. Each text is whole sentences: what was placed,
+// why not more, the allocator's own explanation, and what helps for that
+// reason.
 func shortfalls(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 	for _, s := range f.Shortfalls {
 		k := Kind(s.Reason)
-		var why string
+		var why, help string
 		switch s.Reason {
 		case ShortSpread:
-			why = "its instances cannot be spread over the risk groups it asks for"
+			why = "Its instances cannot be spread over the risk groups it asks for."
+			help = "Add agents in other risk groups (tag grapnel.io/risk-group), give the agents there room, or lower the instances the workload wants."
 		case ShortCapacity:
-			why = "the agents' capacities hold fewer instances than it wants"
+			why = "The agents that take new instances are full: their capacities hold fewer instances than it wants."
+			help = "Raise the agents' capacities (tag grapnel.io/capacity), add agents, or lower the instances the workload wants."
+		case ShortEligible:
+			why = "Fewer agents take new instances than it wants instances, and an agent hosts at most one instance of a workload."
+			help = "Connect more agents, bring agents in Maintenance or Disabled back with `grapnel agent activate NAME`, or lower the instances the workload wants."
 		default:
-			k, why = Kind(s.Reason), string(s.Reason)
+			why = fmt.Sprintf("The allocator says: %s.", s.Reason)
 		}
-		detail := fmt.Sprintf("The allocator placed %d of the %d instances workload %s wants: %s.", s.Placed, s.Wanted, s.Workload, why)
+		detail := fmt.Sprintf("The allocator placed %d of the %d instances workload %s wants. %s", s.Placed, s.Wanted, s.Workload, why)
 		if s.Detail != "" {
-			detail += " " + s.Detail
+			detail += " " + sentence(s.Detail)
 		}
-		detail += " Add agents (in other risk groups), raise their capacities, or lower the instances the workload wants."
+		if help != "" {
+			detail += " " + help
+		}
 		r.Findings = append(r.Findings, Finding{
 			Kind: k, Key: key(k, s.Workload),
 			Objects: []state.ProblemObject{{Kind: ObjWorkload, Name: s.Workload}},
@@ -166,6 +176,20 @@ func shortfalls(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 			Detail:  detail,
 		})
 	}
+}
+
+// sentence makes a text a sentence: a capital first letter and a full
+// stop.
+func sentence(t string) string {
+	t = strings.TrimSpace(t)
+	if t == "" {
+		return t
+	}
+	t = strings.ToUpper(t[:1]) + t[1:]
+	if !strings.HasSuffix(t, ".") {
+		t += "."
+	}
+	return t
 }
 
 // findingOf is an open problem found again as it is.
