@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -428,23 +430,71 @@ type modeCall struct {
 	agent     string
 	mode      state.AgentMode
 	requester string
-	done      chan error // capacity 1
+	// force drains although instances would be lost (drainLoss).
+	force bool
+	done  chan error // capacity 1
 }
 
 // setAgentMode hands a mode to the leader loop and waits for its commit.
-func (s *Server) setAgentMode(ctx context.Context, agent string, mode state.AgentMode, requester string) error {
-	call := &modeCall{agent: agent, mode: mode, requester: requester, done: make(chan error, 1)}
+func (s *Server) setAgentMode(ctx context.Context, agent string, mode state.AgentMode, requester string, force bool) error {
+	call := &modeCall{agent: agent, mode: mode, requester: requester, force: force, done: make(chan error, 1)}
 	return s.callLeaderLoop(ctx, inMsg{mode: call}, call.done)
 }
 
 // setAgentMode proposes a mode unless the agent already has it; the
 // allocator runs after it (notePlacementInput), so a Disabled agent is
-// drained and an activated one may host again.
+// drained and an activated one may host again. A Disabled that would
+// leave a placed workload with fewer instances is refused unless forced
+// (drainLoss).
 func (l *leader) setAgentMode(m *modeCall) {
 	if l.projected.store.AgentMode(m.agent) == m.mode {
 		l.pipe.ordered(func() { m.done <- nil })
 		return
 	}
+	if m.mode == state.ModeDisabled && !m.force {
+		if err := drainLoss(l.projected.store, m.agent, l.adoptable(l.projected.store)); err != nil {
+			l.pipe.ordered(func() { m.done <- err })
+			return
+		}
+	}
 	l.propose(&fsm.SetAgentModeRequest{Agent: m.agent, Mode: m.mode, History: l.historyMeta(m.requester, nil, false)},
 		func(any, uint64) { m.done <- nil }, func(err error) { m.done <- err })
+}
+
+// drainLoss is MAMID's rule for a drain: disabling an agent must not
+// leave a placed workload with fewer instances than it has now. The
+// allocator moves each instance off a Disabled agent to another eligible
+// agent with room; drainLoss runs it as if agent were Disabled and
+// refuses, naming the workloads and their counts, when one would keep
+// fewer instances (no eligible agent has room for it). nil when nothing
+// is lost. It changes nothing.
+func drainLoss(st *state.Store, agent string, adoptable map[string][]string) error {
+	if !hasPlacement(st) {
+		return nil
+	}
+	in, _ := placementInput(st)
+	found := false
+	for i := range in.Agents {
+		if in.Agents[i].Name == agent {
+			in.Agents[i].Mode, found = state.ModeDisabled, true
+		}
+	}
+	if !found {
+		return nil // not an agent the allocator knows: it hosts nothing
+	}
+	in.Adoptable = placement.Layout(adoptable)
+	next := placement.Allocate(in).Layout
+	var lost []string
+	for _, w := range state.SortedKeys(st.Placement) {
+		if have, keep := len(st.Placement[w]), len(next[w]); keep < have {
+			lost = append(lost, fmt.Sprintf("%s would keep %d of its %d instances", w, keep, have))
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: agent %s is not disabled: workload %s, as no other eligible agent (connected and Active) has room "+
+		"for them (an agent hosts at most one instance of a workload, and no more than its grapnel.io/capacity). "+
+		"Add an agent or raise a capacity and disable it again, or disable it with --force to remove those instances",
+		errs.ErrAvailability, agent, strings.Join(lost, ", workload "))
 }

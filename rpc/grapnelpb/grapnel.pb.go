@@ -2179,9 +2179,15 @@ func (*ResyncAgentResponse) Descriptor() ([]byte, []int) {
 // SetAgentModeRequest names the agent and the mode: "Active",
 // "Maintenance" or "Disabled".
 type SetAgentModeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Agent         string                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
-	Mode          string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Agent string                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Mode  string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	// force disables an agent although a placed workload would keep fewer
+	// instances than it has, no other eligible agent having room for them
+	// (MAMID's rule: a drain must not worsen availability). Without it such
+	// a Disabled is refused (AVAILABILITY) and nothing changes. A leader of
+	// an older release does not know the field and drains anyway.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2228,6 +2234,13 @@ func (x *SetAgentModeRequest) GetMode() string {
 		return x.Mode
 	}
 	return ""
+}
+
+func (x *SetAgentModeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type SetAgentModeResponse struct {
@@ -4167,10 +4180,11 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x10deletedWorkloads\x18\x03 \x03(\tR\x10deletedWorkloads\"*\n" +
 	"\x12ResyncAgentRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\"\x15\n" +
-	"\x13ResyncAgentResponse\"?\n" +
+	"\x13ResyncAgentResponse\"U\n" +
 	"\x13SetAgentModeRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x12\n" +
-	"\x04mode\x18\x02 \x01(\tR\x04mode\"\x16\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\x16\n" +
 	"\x14SetAgentModeResponse\"\x12\n" +
 	"\x10PlacementRequest\"\xb2\x01\n" +
 	"\x11PlacementResponse\x12-\n" +
