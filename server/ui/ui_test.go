@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,28 @@ func TestOverviewShowsStorageFailed(t *testing.T) {
 	page, err := assets.ReadFile("assets/app.js")
 	if err != nil || !strings.Contains(string(page), "r.storageFailed") {
 		t.Fatalf("the page draws no storage fault (%v)", err)
+	}
+}
+
+// Requirement (issue 31 points 4 and 5): the dashboard shows the open
+// problems (replicated, so a follower's page too), oldest first, with
+// their objects and descriptions.
+func TestOverviewShowsProblems(t *testing.T) {
+	st := state.NewStore()
+	st.Problems.OpenProblem(state.Problem{Kind: "ReplicaDown", Key: "ReplicaDown/r3", Summary: "Replica r3 is down: it does not answer the leader in time.",
+		Detail: "Voter r3 …", Objects: []state.ProblemObject{{Kind: "replica", Name: "r3"}}})
+	st.Problems.OpenProblem(state.Problem{Kind: "QuorumAtRisk", Key: "QuorumAtRisk/voters", Summary: "Quorum is at risk: 2 of 3 voting replicas are reachable, exactly a quorum.",
+		Objects: []state.ProblemObject{{Kind: "replica", Name: "r3"}}})
+	o := overview("r2", "r1", 2, 10, nil, st, nil, nil)
+	if len(o.Problems) != 2 || o.Problems[0].Kind != "ReplicaDown" || o.Problems[0].ID != 1 || o.Problems[1].Kind != "QuorumAtRisk" ||
+		!slices.Equal(o.Problems[0].Objects, []string{"replica r3"}) || o.Problems[0].Detail != "Voter r3 …" {
+		t.Fatalf("problems %+v", o.Problems)
+	}
+	if empty := overview("r1", "r1", 2, 10, nil, state.NewStore(), nil, nil); empty.Problems == nil {
+		t.Fatal("no problems must be an empty list, not null: the page iterates it")
+	}
+	page, err := assets.ReadFile("assets/app.js")
+	if err != nil || !strings.Contains(string(page), "ov.problems") {
+		t.Fatalf("the page draws no problems (%v)", err)
 	}
 }
