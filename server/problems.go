@@ -140,14 +140,17 @@ func (l *leader) detectProblems() {
 	now := l.clock.Now()
 	restores := l.s.fsm.Restores()
 	var (
-		opened []problems.Finding
-		closed []uint64
-		wakeAt time.Time
+		opened, updated []problems.Finding
+		closed          []uint64
+		wakeAt          time.Time
 	)
 	l.s.fsm.Read(func(st *state.Store, _ uint64) {
 		facts, graceEnd := l.problemFacts(st, now, w.cache.Assigned(st, restores))
 		res := problems.DetectCached(st, facts, &w.cache, restores)
 		opened, closed = problems.Diff(st.Problems, res.Findings)
+		if st.ProblemUpdates() {
+			updated = problems.Changed(st.Problems, res.Findings)
+		}
 		wakeAt = graceEnd
 		if res.WakeAtMs != 0 {
 			if t := time.UnixMilli(res.WakeAtMs); wakeAt.IsZero() || t.Before(wakeAt) {
@@ -156,7 +159,7 @@ func (l *leader) detectProblems() {
 		}
 	})
 	l.armProblemTimer(now, wakeAt)
-	if len(opened)+len(closed) == 0 {
+	if len(opened)+len(closed)+len(updated) == 0 {
 		return
 	}
 	if len(closed) > maxProblemChanges {
@@ -165,9 +168,15 @@ func (l *leader) detectProblems() {
 	if len(opened) > maxProblemChanges-len(closed) {
 		opened = opened[:maxProblemChanges-len(closed)]
 	}
+	if len(updated) > maxProblemChanges-len(closed)-len(opened) {
+		updated = updated[:maxProblemChanges-len(closed)-len(opened)]
+	}
 	cmd := &fsm.ProblemsChangedRequest{TimeMs: now.UnixMilli(), Closed: closed}
 	for _, f := range opened {
-		cmd.Opened = append(cmd.Opened, state.Problem{Kind: string(f.Kind), Key: f.Key, Objects: f.Objects, Summary: f.Summary, Detail: f.Detail})
+		cmd.Opened = append(cmd.Opened, problemOf(f))
+	}
+	for _, f := range updated {
+		cmd.Updated = append(cmd.Updated, problemOf(f))
 	}
 	l.propose(cmd, func(resp any, _ uint64) {
 		r, _ := resp.(*fsm.ProblemsChangedResponse)
@@ -182,6 +191,11 @@ func (l *leader) detectProblems() {
 			l.markProblemsDirty()
 		}
 	})
+}
+
+// problemOf is a finding as the entry records it.
+func problemOf(f problems.Finding) state.Problem {
+	return state.Problem{Kind: string(f.Kind), Key: f.Key, Objects: f.Objects, Summary: f.Summary, Detail: f.Detail}
 }
 
 // markProblemsDirty makes the next step detect again although neither
@@ -348,11 +362,16 @@ func (l *leader) problemsChanged(r *fsm.ProblemsChangedResponse) {
 		l.s.log.Warn("problem", "id", p.ID, "kind", p.Kind, "summary", p.Summary)
 		diff.Added = append(diff.Added, problemPath(p.ID))
 	}
+	for _, p := range r.Updated {
+		l.s.log.Info("problem updated", "id", p.ID, "kind", p.Kind, "summary", p.Summary)
+		diff.Updated = append(diff.Updated, problemPath(p.ID))
+	}
 	if !l.events.HasSubscribers() {
 		return
 	}
 	slices.Sort(diff.Added)
 	slices.Sort(diff.Removed)
+	slices.Sort(diff.Updated)
 	for _, ev := range l.events.ExplicitEvents(problemsRoot, diff, state.Tree{}) {
 		cs, err := rpc.CompleteStateFromTree(ev.State)
 		if err != nil {

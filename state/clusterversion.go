@@ -21,12 +21,17 @@ const (
 	// cluster version itself (SetClusterVersion, type 18; snapshot
 	// record 21).
 	ClusterVersionRevocation uint32 = 1
+	// ClusterVersionProblemUpdates adds the problems' updates: the
+	// ProblemsChanged entry's updated problems (field 4), which rewrite
+	// an open problem's objects and descriptions and date them, and the
+	// problem's "u" key in snapshot record 16 (Problem.UpdatedMs).
+	ClusterVersionProblemUpdates uint32 = 2
 )
 
 // MaxClusterVersion is the newest cluster version this build reads and
 // writes. A store at a higher version was written by a newer release:
 // this build refuses it rather than misread it.
-const MaxClusterVersion = ClusterVersionRevocation
+const MaxClusterVersion = ClusterVersionProblemUpdates
 
 // Feature is what one cluster version adds, for the operators' view
 // (grapnel cluster upgrade status) and the refusals of a feature that
@@ -49,7 +54,15 @@ var Features = []Feature{
 	{Version: ClusterVersionRevocation, Name: "lock owners and requesters by role and name",
 		Waiting: "locks and the history name their owner and requester by the certificate's name alone, as the previous release does: " +
 			"a commander and an operator of the same name share locks; from then on a lock taken under the bare name stays its holder's"},
+	{Version: ClusterVersionProblemUpdates, Name: "problem updates (lastUpdated)",
+		Waiting: "an open problem keeps the objects and descriptions it opened with, and its lastUpdated is the time it opened"},
 }
+
+// ProblemUpdates reports whether open problems are updated when their
+// condition changes under the same key: from ClusterVersionProblemUpdates
+// on. Before, a replica of the previous release would not apply the
+// updates and its problems would differ.
+func (s *Store) ProblemUpdates() bool { return s.ClusterVersion >= ClusterVersionProblemUpdates }
 
 // KeyedOwners reports whether lock owners and the history's requesters
 // are role/name keys (identity.Key): from ClusterVersionRevocation on.

@@ -81,7 +81,7 @@ var Entries = []EntryType{
 // ClusterVersion is the newest cluster version this release supports
 // (state.MaxClusterVersion; docs/upgrade.md): the replicated formats it
 // may be asked to write once every voter supports them.
-const ClusterVersion = 1
+const ClusterVersion = 2
 
 // SnapshotVersion is the snapshot format version this release writes;
 // SnapshotVersionsRead are those it restores.

@@ -238,10 +238,27 @@ func key(k Kind, names ...string) string {
 	return string(k) + "/" + strings.Join(names, "/")
 }
 
+// Changed lists the findings whose key is open with other objects or
+// descriptions than the finding's: the condition changed under the same
+// key (one more workload on a gone agent, fewer instances placed). From
+// state.ClusterVersionProblemUpdates on the leader records them, which
+// dates the problem's lastUpdated; before, a problem keeps what it
+// opened with.
+func Changed(open state.Problems, findings []Finding) []Finding {
+	var out []Finding
+	for _, f := range findings {
+		p, ok := open.Open[f.Key]
+		if ok && (p.Summary != f.Summary || p.Detail != f.Detail || !slices.Equal(p.Objects, f.Objects)) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Diff compares findings with the open problems: the findings whose key
 // is not open are to open, the open problems no finding names are to
-// close (by id, oldest first). A problem open under a key keeps the
-// descriptions it opened with.
+// close (by id, oldest first). What changed under an open key is
+// Changed's.
 func Diff(open state.Problems, findings []Finding) (opened []Finding, closed []uint64) {
 	found := make(map[string]bool, len(findings))
 	for _, f := range findings {

@@ -205,8 +205,11 @@ func TestOverviewShowsProblems(t *testing.T) {
 		Detail: "Voter r3 …", Objects: []state.ProblemObject{{Kind: "replica", Name: "r3"}}})
 	st.Problems.OpenProblem(state.Problem{Kind: "QuorumAtRisk", Key: "QuorumAtRisk/voters", Summary: "Quorum is at risk: 2 of 3 voting replicas are reachable, exactly a quorum.",
 		Objects: []state.ProblemObject{{Kind: "replica", Name: "r3"}}})
+	st.Problems.Open["ReplicaDown/r3"].SinceMs = 100
+	st.Problems.UpdateProblem(state.Problem{Key: "ReplicaDown/r3", Summary: "Replica r3 is down: gossip reports it dead.", Detail: "Voter r3 …",
+		Objects: []state.ProblemObject{{Kind: "replica", Name: "r3"}}}, 250)
 	o := overview("r2", "r1", 2, 10, nil, st, nil, nil)
-	if len(o.Problems) != 2 || o.Problems[0].Kind != "ReplicaDown" || o.Problems[0].ID != 1 || o.Problems[1].Kind != "QuorumAtRisk" ||
+	if len(o.Problems) != 2 || o.Problems[0].SinceMs != 100 || o.Problems[0].LastUpdatedMs != 250 || o.Problems[0].Kind != "ReplicaDown" || o.Problems[0].ID != 1 || o.Problems[1].Kind != "QuorumAtRisk" ||
 		!slices.Equal(o.Problems[0].Objects, []string{"replica r3"}) || o.Problems[0].Detail != "Voter r3 …" {
 		t.Fatalf("problems %+v", o.Problems)
 	}

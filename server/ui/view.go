@@ -35,6 +35,8 @@ type Problem struct {
 	ID      uint64 `json:"id"`
 	Kind    string `json:"kind"`
 	SinceMs int64  `json:"sinceMs"`
+	// LastUpdatedMs is when its objects and descriptions last changed.
+	LastUpdatedMs int64 `json:"lastUpdatedMs"`
 	// Objects are "kind name" pairs: "replica n3", "workload db".
 	Objects []string `json:"objects"`
 	Summary string   `json:"summary"`
@@ -112,7 +114,7 @@ func overview(self, leader string, term, applied uint64, members []cluster.Membe
 	o := Overview{Replica: self, Leader: leader, Term: term, Applied: applied, AgentReleases: releases != nil,
 		Replicas: []Replica{}, Agents: []Agent{}, Workloads: []Workload{}, Problems: []Problem{}}
 	for _, p := range st.Problems.List() {
-		row := Problem{ID: p.ID, Kind: p.Kind, SinceMs: p.SinceMs, Objects: []string{}, Summary: p.Summary, Detail: p.Detail}
+		row := Problem{ID: p.ID, Kind: p.Kind, SinceMs: p.SinceMs, LastUpdatedMs: p.LastUpdatedMs(), Objects: []string{}, Summary: p.Summary, Detail: p.Detail}
 		for _, ob := range p.Objects {
 			row.Objects = append(row.Objects, ob.Kind+" "+ob.Name)
 		}

@@ -59,7 +59,8 @@ function draw() {
   $('term').textContent = ov.term;
   $('applied').textContent = ov.applied;
   rows('problems', ov.problems, (p) => `<tr data-problem="${p.id}" title="${esc(p.detail)}"><td>${p.id}</td><td class="bad">${esc(p.kind)}</td>` +
-    `<td>${esc(new Date(p.sinceMs).toLocaleString())}</td><td>${esc(p.objects.join(', '))}</td><td>${esc(p.summary)}</td></tr>`);
+    `<td>${esc(new Date(p.sinceMs).toLocaleString())}</td><td>${esc(new Date(p.lastUpdatedMs).toLocaleString())}</td>` +
+    `<td>${esc(p.objects.join(', '))}</td><td>${esc(p.summary)}</td></tr>`);
   $('noproblems').hidden = ov.problems.length > 0;
   rows('replicas', ov.replicas, (r) => `<tr data-replica="${esc(r.id)}"><td>${esc(r.id)}${r.id === ov.replica ? ' (this)' : ''}</td>` +
     `<td class="${r.leader ? 'good' : ''}">${esc(r.role)}</td><td class="${r.healthy ? 'good' : 'bad'}">${r.healthy ? 'healthy' : 'unhealthy'} (${esc(r.gossip)})` +
