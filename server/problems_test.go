@@ -346,3 +346,33 @@ workloads:
 		}
 	}
 }
+
+// Requirement (issue 30 point 6, issue 31 point 4, M14): a desired
+// instance that sits in Failed(Lost) (restart policy NEVER) is a
+// WorkloadLost problem once it has sat there problems.StuckMs, by the
+// leader's timer, with no other change; it closes when the instance
+// runs again.
+func TestProblemsWorkloadLostAfterStuckMs(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), mustState(t, twoAgents), func(c *Config) { c.Clock, c.AgentReconnectGrace = fake, testGrace })
+	a, _ := ts.hello("agent_A", 1, nil)
+	ts.hello("agent_B", 1, nil)
+	inst := state.NewInstanceName("wl_a", "agent_A", "image: a")
+	lost := state.ExecutionState{State: state.StateFailed, SubState: state.SubLost, AdditionalInfo: "drift: removed behind the agent's back"}
+	a.send(statesMsg(state.WorkloadState{Instance: inst, State: state.RunningOk}))
+	a.send(statesMsg(state.WorkloadState{Instance: inst, State: lost}))
+	testwait.For(t, 10*time.Second, func() bool { st, ok := ts.stateOf(inst); return ok && st.Is(state.StateFailed, state.SubLost) },
+		"wl_a Failed(Lost) in the store")
+	key := "WorkloadLost/" + inst.String()
+	fake.Advance(problems.StuckMs*time.Millisecond - time.Second)
+	if p := ts.problemByKey(key); p != nil {
+		t.Fatalf("a lost instance is a problem before StuckMs: %+v", p)
+	}
+	fake.Advance(time.Second)
+	p := ts.waitProblem(key, true)
+	if !strings.Contains(p.Summary, "wl_a") || !strings.Contains(p.Detail, "removed behind the agent's back") {
+		t.Fatalf("problem %+v", p)
+	}
+	a.send(statesMsg(state.WorkloadState{Instance: inst, State: state.RunningOk}))
+	ts.waitProblem(key, false)
+}
