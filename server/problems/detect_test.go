@@ -431,7 +431,7 @@ func TestStorageFailedNamesTheReplicaAndTheFault(t *testing.T) {
 	}
 	fd := r.Findings[0]
 	if fd.Kind != StorageFailed || len(fd.Objects) != 1 || fd.Objects[0] != (state.ProblemObject{Kind: ObjReplica, Name: "n2"}) ||
-		fd.Summary != "replica n2: storage failed: "+fault || !strings.Contains(fd.Detail, fault) {
+		fd.Summary != "Replica n2: storage failed: "+fault+"." || !strings.Contains(fd.Detail, fault) {
 		t.Fatalf("finding %+v", fd)
 	}
 }
@@ -446,7 +446,7 @@ func TestAgentStorageFailedNamesTheAgentAndTheFault(t *testing.T) {
 	}
 	fd := r.Findings[0]
 	if fd.Kind != AgentStorageFailed || len(fd.Objects) != 1 || fd.Objects[0] != (state.ProblemObject{Kind: ObjAgent, Name: "agent_A"}) ||
-		fd.Summary != "agent agent_A: run folder failed: "+fault || !strings.Contains(fd.Detail, fault) {
+		fd.Summary != "Agent agent_A: run folder failed: "+fault+"." || !strings.Contains(fd.Detail, fault) {
 		t.Fatalf("finding %+v", fd)
 	}
 }
@@ -529,5 +529,51 @@ func TestStuckProblemsNameWhatTheyWaitFor(t *testing.T) {
 	}
 	if !objs["workload/api"] || !objs["workload/web"] || !objs["workload/db"] {
 		t.Fatalf("objects %v", got.Objects)
+	}
+}
+
+// Requirement (issue 30 point 6): every kind's summary and detail are
+// whole sentences: a capital first, a full stop last.
+func TestEveryKindSpeaksInSentences(t *testing.T) {
+	f := newFixture()
+	f.workload("app", "A", "db")
+	f.connected("A")
+	f.workload("x", "B")
+	f.gone("B")
+	f.workload("y", "typo")
+	crash := f.workload("crash", "A")
+	for _, ms := range []int64{1 * minute, 2 * minute, 3 * minute} {
+		f.transition(crash, ms, execFailed)
+	}
+	cache := f.workload("cache", "A")
+	f.transition(cache, 1*minute, lost)
+	old := f.workload("old", "A")
+	f.workload("dep", "A", "old")
+	f.st.DeleteGraph.Insert("dep", f.st.Desired.Workloads["dep"])
+	delete(f.st.Desired.Workloads, "old")
+	delete(f.st.Rendered, "old")
+	f.transition(old, 1*minute, state.ExecutionState{State: state.StateStopping, SubState: state.SubWaitingToStop, AdditionalInfo: "dep: running"})
+	r := Detect(f.st, Facts{NowMs: 4 * minute,
+		Shortfalls: []Shortfall{{Workload: "s1", Wanted: 3, Placed: 2, Reason: ShortCapacity}, {Workload: "s2", Wanted: 3, Placed: 2, Reason: ShortEligible},
+			{Workload: "s3", Wanted: 2, Placed: 2, Reason: ShortSpread}},
+		StorageFailed:      map[string]string{"n1": "write CurrentTerm: read-only file system"},
+		VoteHeld:           map[string]string{"n2": "started with no Raft state"},
+		AgentStorageFailed: map[string]string{"A": "no space left on device"},
+		ReplicasDown:       map[string]string{"n3": "it does not answer the leader in time"},
+		Quorum:             Quorum{Voters: 3, Reachable: 2},
+	})
+	seen := map[Kind]bool{}
+	for _, fd := range r.Findings {
+		seen[fd.Kind] = true
+		for what, text := range map[string]string{"summary": fd.Summary, "detail": fd.Detail} {
+			if text == "" || !(text[0] >= 'A' && text[0] <= 'Z') || !strings.HasSuffix(text, ".") {
+				t.Errorf("%s: the %s is not a sentence: %q", fd.Key, what, text)
+			}
+		}
+	}
+	for _, k := range Kinds {
+		if !seen[k] {
+			t.Errorf("the fixture raises no %s", k)
+		}
 	}
 }

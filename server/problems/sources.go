@@ -36,7 +36,7 @@ func findMissingDependencies(st *state.Store) []Finding {
 				Kind:    MissingDependency,
 				Key:     key(MissingDependency, name, dep),
 				Objects: []state.ProblemObject{{Kind: ObjWorkload, Name: name}, {Kind: ObjWorkload, Name: dep}},
-				Summary: fmt.Sprintf("workload %s depends on %s, which does not exist", name, dep),
+				Summary: fmt.Sprintf("Workload %s depends on %s, which does not exist.", name, dep),
 				Detail: fmt.Sprintf("Workload %s lists %s in its dependencies (condition %s), but the desired state has no workload %s, "+
 					"so %s waits and never starts. Add workload %s, or remove the dependency from %s.",
 					name, dep, w.Dependencies[dep], dep, name, dep, name),
@@ -81,7 +81,7 @@ func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 		if Seen(st, agent) {
 			r.Findings = append(r.Findings, Finding{
 				Kind: AgentGone, Key: gone, Objects: objs,
-				Summary: fmt.Sprintf("agent %s is gone; %d workload(s) assigned to it are not observed: %s", agent, len(wls), list),
+				Summary: fmt.Sprintf("Agent %s is gone; %d workload(s) assigned to it are not observed: %s.", agent, len(wls), list),
 				Detail: fmt.Sprintf("Agent %s was connected and has not come back within its reconnect grace. Its workloads (%s) "+
 					"show AgentDisconnected: they may still run on its host, but nobody observes them. Bring the agent back "+
 					"(its host, its network, its service), or move the workloads to another agent.", agent, list),
@@ -90,7 +90,7 @@ func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 		}
 		r.Findings = append(r.Findings, Finding{
 			Kind: AgentNeverConnected, Key: never, Objects: objs,
-			Summary: fmt.Sprintf("agent %s has never connected; %d workload(s) wait for it: %s", agent, len(wls), list),
+			Summary: fmt.Sprintf("Agent %s has never connected; %d workload(s) wait for it: %s.", agent, len(wls), list),
 			Detail: fmt.Sprintf("Workloads (%s) are assigned to agent %s, which has never connected to this cluster. Check the "+
 				"agent's name (a typo in the manifest's agent field names an agent that does not exist), start the agent, "+
 				"or move the workloads to an agent that runs.", list, agent),
@@ -172,7 +172,7 @@ func shortfalls(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 		r.Findings = append(r.Findings, Finding{
 			Kind: k, Key: key(k, s.Workload),
 			Objects: []state.ProblemObject{{Kind: ObjWorkload, Name: s.Workload}},
-			Summary: fmt.Sprintf("workload %s: %d of %d instances placed (%s)", s.Workload, s.Placed, s.Wanted, k),
+			Summary: fmt.Sprintf("Workload %s: %d of %d instances placed (%s).", s.Workload, s.Placed, s.Wanted, k),
 			Detail:  detail,
 		})
 	}
@@ -202,7 +202,7 @@ func findingOf(p *state.Problem) Finding {
 // problem keeps the descriptions it opened with.
 func storageFailures(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 	oneEach(r, StorageFailed, ObjReplica, f.StorageFailed, func(id, fault string) (string, string) {
-		return fmt.Sprintf("replica %s: storage failed: %s", id, fault),
+		return sentence(fmt.Sprintf("Replica %s: storage failed: %s", id, fault)),
 			fmt.Sprintf("Replica %s could not write its data directory (%s). It stores no Raft entries and casts no votes, "+
 				"so the cluster tolerates one failure fewer; it stepped down if it led. It probes its data directory and restarts "+
 				"itself once a write and an fsync work there again, then catches up. Free space, or repair and remount the file "+
@@ -230,7 +230,7 @@ func oneEach(r *Result, kind Kind, objKind string, m map[string]string, describe
 // without it, or it cannot reach the leader.
 func voteHolds(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 	oneEach(r, VoteHeld, ObjReplica, f.VoteHeld, func(id, why string) (string, string) {
-		return fmt.Sprintf("replica %s holds its vote: %s", id, why),
+		return sentence(fmt.Sprintf("Replica %s holds its vote: %s", id, why)),
 			fmt.Sprintf("Replica %s lost Raft entries it may have acknowledged (%s). Until its log has caught up from the "+
 				"leader it grants no vote that could elect a leader lacking them, and does not stand, so the cluster tolerates one "+
 				"failure fewer. It ends by itself once a leader reaches it. If no leader can be elected without its vote (a majority "+
@@ -246,7 +246,7 @@ func voteHolds(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 // says more. A problem keeps the descriptions it opened with.
 func agentStorageFailures(st *state.Store, f *Facts, _ *Cache, r *Result) {
 	oneEach(r, AgentStorageFailed, ObjAgent, f.AgentStorageFailed, func(agent, fault string) (string, string) {
-		return fmt.Sprintf("agent %s: run folder failed: %s", agent, fault),
+		return sentence(fmt.Sprintf("Agent %s: run folder failed: %s", agent, fault)),
 			fmt.Sprintf("Agent %s could not write its run folder (%s). Its running workloads keep running and it "+
 				"keeps reporting their states, but it starts, replaces and deletes none until the run folder works again: "+
 				"those wait, their states say why. It probes the run folder and resumes by itself once a write and an fsync "+

@@ -129,7 +129,7 @@ func instanceLost(in state.InstanceName, es state.ExecutionState) Finding {
 // that is its configuration, not a failure.
 func replicaProblems(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 	oneEach(r, ReplicaDown, ObjReplica, f.ReplicasDown, func(id, why string) (string, string) {
-		return fmt.Sprintf("Replica %s is down: %s.", id, why),
+		return sentence(fmt.Sprintf("Replica %s is down: %s", id, why)),
 			fmt.Sprintf("Voter %s of the Raft configuration does not answer the leader (%s), so the cluster tolerates one "+
 				"failure fewer. Bring it back (its host, its network, its service: `systemctl status grapnel-server` there); "+
 				"if it is gone for good, remove it with `grapnel cluster remove %s` and add a new replica.", id, why, id)
