@@ -117,7 +117,7 @@ func TestAgentRunsOnWhenItsRunFolderFails(t *testing.T) {
 			strings.Contains(info, "run folder "+run+" failed") && strings.HasSuffix(info, "it starts once the run folder works again")
 	}, "the second workload waiting for the run folder (now %s %q)", stateOf(cl, "agent_A", "second"), infoOf(cl, "agent_A", "second"))
 	testwait.For(t, runWithin, func() bool { return storageProblem(cl, "agent_A") != nil }, "an AgentStorageFailed problem")
-	if p := storageProblem(cl, "agent_A"); !strings.Contains(p.Summary, "agent agent_A: run folder failed: ") || !strings.Contains(p.Summary, "read-only file system") {
+	if p := storageProblem(cl, "agent_A"); !strings.Contains(p.Summary, "Agent agent_A: run folder failed: ") || !strings.Contains(p.Summary, "read-only file system") {
 		t.Fatalf("problem summary %q", p.Summary)
 	}
 	testwait.For(t, connectWithin, func() bool {

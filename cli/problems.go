@@ -48,8 +48,12 @@ func (p *Problems) List(ctx context.Context, output string) error {
 		for _, o := range pr.GetObjects() {
 			objs = append(objs, map[string]any{"kind": o.GetKind(), "name": o.GetName()})
 		}
+		// A leader of a release before lastUpdated sends none: the
+		// problem is as it opened.
+		updated := max(pr.GetLastUpdatedMs(), pr.GetSinceMs())
 		list = append(list, map[string]any{"id": pr.GetId(), "kind": pr.GetKind(), "since": p.time(pr.GetSinceMs()),
-			"sinceMs": pr.GetSinceMs(), "objects": objs, "summary": pr.GetSummary(), "detail": pr.GetDetail()})
+			"sinceMs": pr.GetSinceMs(), "lastUpdated": p.time(updated), "lastUpdatedMs": updated,
+			"objects": objs, "summary": pr.GetSummary(), "detail": pr.GetDetail()})
 	}
 	return WriteTree(p.Out, output, map[string]any{"problems": list}, problemsOrder)
 }
@@ -69,7 +73,7 @@ func problemsOrder(path []string) []string {
 	case n == 0:
 		return []string{"problems"}
 	case n >= 2 && path[n-2] == "problems":
-		return []string{"id", "kind", "since", "sinceMs", "objects", "summary", "detail"}
+		return []string{"id", "kind", "since", "sinceMs", "lastUpdated", "lastUpdatedMs", "objects", "summary", "detail"}
 	case n >= 2 && path[n-2] == "objects":
 		return []string{"kind", "name"}
 	}

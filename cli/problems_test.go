@@ -34,7 +34,7 @@ func TestProblemsOutput(t *testing.T) {
 	fake := &fakeProblems{resp: &grapnelpb.ProblemsListResponse{LastId: 4, Problems: []*grapnelpb.Problem{
 		{Id: 3, Kind: "MissingDependency", SinceMs: 1_700_000_000_000, Summary: "workload app depends on db, which does not exist",
 			Detail: "Add workload db.", Objects: []*grapnelpb.ProblemObject{{Kind: "workload", Name: "app"}, {Kind: "workload", Name: "db"}}},
-		{Id: 4, Kind: "AgentGone", SinceMs: 1_700_000_001_500, Summary: "agent agent_B is gone", Detail: "Bring it back.",
+		{Id: 4, Kind: "AgentGone", SinceMs: 1_700_000_001_500, LastUpdatedMs: 1_700_000_002_000, Summary: "agent agent_B is gone", Detail: "Bring it back.",
 			Objects: []*grapnelpb.ProblemObject{{Kind: "agent", Name: "agent_B"}}},
 	}}}
 	out := &syncbuf.Buffer{}
@@ -60,7 +60,11 @@ func TestProblemsOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	y := out.String()
-	if !strings.HasPrefix(y, "problems:\n  - id: 3\n    kind: MissingDependency\n    since: \"2023-11-14T22:13:20.000Z\"\n    sinceMs: 1700000000000\n") ||
+	// Problem 3 comes from a leader that sends no lastUpdatedMs: it is
+	// its since.
+	if !strings.HasPrefix(y, "problems:\n  - id: 3\n    kind: MissingDependency\n    since: \"2023-11-14T22:13:20.000Z\"\n    sinceMs: 1700000000000\n"+
+		"    lastUpdated: \"2023-11-14T22:13:20.000Z\"\n    lastUpdatedMs: 1700000000000\n") ||
+		!strings.Contains(y, "    lastUpdated: \"2023-11-14T22:13:22.000Z\"\n    lastUpdatedMs: 1700000002000\n") ||
 		!strings.Contains(y, "    detail: Add workload db.\n") || !strings.Contains(y, "      - kind: workload\n        name: app\n") {
 		t.Fatalf("yaml:\n%s", y)
 	}
@@ -73,12 +77,13 @@ func TestProblemsOutput(t *testing.T) {
 		Problems []struct {
 			ID      uint64 `json:"id"`
 			SinceMs int64  `json:"sinceMs"`
+			Updated int64  `json:"lastUpdatedMs"`
 			Detail  string `json:"detail"`
 			Objects []struct{ Kind, Name string }
 		} `json:"problems"`
 	}
 	if err := json.Unmarshal([]byte(out.String()), &parsed); err != nil || len(parsed.Problems) != 2 || parsed.Problems[1].ID != 4 ||
-		parsed.Problems[1].SinceMs != 1_700_000_001_500 || parsed.Problems[1].Detail != "Bring it back." || parsed.Problems[0].Objects[1].Name != "db" {
+		parsed.Problems[1].SinceMs != 1_700_000_001_500 || parsed.Problems[1].Updated != 1_700_000_002_000 || parsed.Problems[1].Detail != "Bring it back." || parsed.Problems[0].Objects[1].Name != "db" {
 		t.Fatalf("json (%v):\n%s", err, out.String())
 	}
 

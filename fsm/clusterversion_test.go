@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -76,7 +77,7 @@ func TestNewerClusterVersionHalts(t *testing.T) {
 		t.Fatalf("response %v, want a halt for a newer format", resp)
 	}
 	msg := h.Error()
-	for _, want := range []string{"raised to 2", "up to 1"} {
+	for _, want := range []string{fmt.Sprintf("raised to %d", state.MaxClusterVersion+1), fmt.Sprintf("up to %d", state.MaxClusterVersion)} {
 		if !strings.Contains(msg, want) {
 			t.Fatalf("halt %q does not name %q", msg, want)
 		}
@@ -92,7 +93,7 @@ func TestNewerClusterVersionHalts(t *testing.T) {
 	if err := WriteSnapshot(&snap, st, 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ReadSnapshot(bytes.NewReader(snap.Bytes())); !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), "cluster version 2") {
+	if _, _, err := ReadSnapshot(bytes.NewReader(snap.Bytes())); !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("cluster version %d", state.MaxClusterVersion+1)) {
 		t.Fatalf("reading a newer snapshot: %v", err)
 	}
 }

@@ -95,3 +95,67 @@ func TestProblemsChangedIsSkippable(t *testing.T) {
 		t.Fatalf("CheckType refuses ProblemsChanged: %v", err)
 	}
 }
+
+// problemsUpdateGolden rewrites an open problem (cluster version 2).
+func problemsUpdateGolden() *ProblemsChangedRequest {
+	return &ProblemsChangedRequest{TimeMs: 1_700_000_000_900, Updated: []state.Problem{
+		{Kind: "AgentGone", Key: "AgentGone/agent_B", Summary: "agent_B is gone; 2 workloads are not observed",
+			Objects: []state.ProblemObject{{Kind: "agent", Name: "agent_B"}, {Kind: "workload", Name: "a"}, {Kind: "workload", Name: "b"}}},
+	}}
+}
+
+// Requirement (issue 30 point 6, MAMID's LastUpdated): an update of an
+// open problem rewrites its objects and descriptions and dates them, the
+// same on every replica and after a snapshot; below cluster version 2,
+// where a replica of the previous release would not apply it, it changes
+// nothing; one that says what the problem says already changes nothing.
+func TestProblemsChangedUpdatesFromClusterVersion2(t *testing.T) {
+	old, now := New(), New()
+	for _, f := range []*FSM{old, now} {
+		applyResp(t, f, problemsGolden())
+	}
+	if resp := applyResp(t, old, problemsUpdateGolden()); resp != nil {
+		t.Fatalf("at cluster version 0 an update answered %#v", resp)
+	}
+	if p := read(old).Problems.Open["AgentGone/agent_B"]; p.UpdatedMs != 0 || p.Summary != "agent_B is gone" || p.LastUpdatedMs() != p.SinceMs {
+		t.Fatalf("at cluster version 0 the problem changed: %+v", p)
+	}
+	applyResp(t, now, &SetClusterVersionRequest{Version: state.ClusterVersionProblemUpdates})
+	before := read(now).Problems.Open["AgentGone/agent_B"]
+	r, ok := applyResp(t, now, problemsUpdateGolden()).(*ProblemsChangedResponse)
+	if !ok || len(r.Updated) != 1 || r.Updated[0].ID != before.ID {
+		t.Fatalf("the update answered %#v", r)
+	}
+	p := read(now).Problems.Open["AgentGone/agent_B"]
+	if p.ID != before.ID || p.SinceMs != before.SinceMs || p.UpdatedMs != 1_700_000_000_900 || p.LastUpdatedMs() != 1_700_000_000_900 ||
+		len(p.Objects) != 3 || p.Summary != "agent_B is gone; 2 workloads are not observed" {
+		t.Fatalf("updated problem %+v", p)
+	}
+	if before.Summary != "agent_B is gone" {
+		t.Fatal("the update changed the record a clone shares")
+	}
+	if resp := applyResp(t, now, problemsUpdateGolden()); resp != nil {
+		t.Fatalf("the same update again answered %#v", resp)
+	}
+	var buf bytes.Buffer
+	if err := WriteSnapshot(&buf, read(now), 100); err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := ReadSnapshot(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Problems, read(now).Problems) {
+		t.Fatalf("after a snapshot: %+v, want %+v", back.Problems, read(now).Problems)
+	}
+}
+
+// The golden entry with updated problems is part of the log format.
+func TestProblemsUpdateGoldenEntry(t *testing.T) {
+	c := problemsUpdateGolden()
+	buf := goldenEntry(t, "entry-ProblemsChanged-updated.golden", mustEncode(t, c))
+	typ, got, err := Decode(buf)
+	if err != nil || typ != ProblemsChangedType || !reflect.DeepEqual(got, c) {
+		t.Fatalf("decodes as %s %+v, %v; want %+v", typ, got, err, c)
+	}
+}

@@ -257,7 +257,7 @@ func allRecordsStore() (*state.Store, uint64) {
 		Objects: []state.ProblemObject{{Kind: "workload", Name: "db"}}, Summary: "web depends on db", Detail: "add db",
 		SinceMs: 1_700_000_000_300})
 	st.Problems.Restore(state.Problem{ID: 5, Kind: "AgentGone", Key: "AgentGone/agent_C", Summary: "agent_C is gone",
-		SinceMs: 1_700_000_000_400})
+		SinceMs: 1_700_000_000_400, UpdatedMs: 1_700_000_000_450})
 	st.Problems.LastID = 5
 
 	st.Revs.Floor = 2
@@ -272,7 +272,7 @@ func allRecordsStore() (*state.Store, uint64) {
 	st.RecordReplicaCert("s2", state.ReplicaCert{Serial: "3c4d"})
 	st.Revoked = map[string]state.RevokedCert{"5e6f": {ID: "s3", NotAfterMs: 1_800_000_000_000, Index: 31},
 		"7a8b": {ID: "s3", Index: 31}}
-	st.SetClusterVersion(state.ClusterVersionRevocation)
+	st.SetClusterVersion(state.ClusterVersionProblemUpdates)
 	return st, 42
 }
 

@@ -36,6 +36,7 @@ var sentinelReasons = []struct {
 	{errs.ErrOutcomeUnknown, codes.Unavailable, "OUTCOME_UNKNOWN"},
 	{errs.ErrQuorum, codes.FailedPrecondition, "QUORUM"},
 	{errs.ErrReleaseBehind, codes.FailedPrecondition, "RELEASE_BEHIND"},
+	{errs.ErrAvailability, codes.FailedPrecondition, "AVAILABILITY"},
 	{errs.ErrUnsupportedProtocol, codes.FailedPrecondition, "UNSUPPORTED_PROTOCOL"},
 	{errs.ErrBadFirstMessage, codes.InvalidArgument, "BAD_FIRST_MESSAGE"},
 	{errs.ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},

@@ -61,7 +61,7 @@ func TestAgentStorageFaultOpensAndClosesAProblem(t *testing.T) {
 	a.send(loadWithFault("agent_A", fault))
 	testwait.For(t, 10*time.Second, func() bool { return ts.storageProblem("agent_A") != nil }, "a problem from the load report")
 	p := ts.storageProblem("agent_A")
-	if p.Summary != "agent agent_A: run folder failed: "+fault || !strings.Contains(p.Detail, fault) ||
+	if p.Summary != "Agent agent_A: run folder failed: "+fault+"." || !strings.Contains(p.Detail, fault) ||
 		len(p.Objects) != 1 || p.Objects[0] != (state.ProblemObject{Kind: problems.ObjAgent, Name: "agent_A"}) {
 		t.Fatalf("problem %+v", p)
 	}
@@ -78,7 +78,7 @@ func TestAgentStorageFaultOpensAndClosesAProblem(t *testing.T) {
 	a.send(loadWithFault("agent_A", strings.Repeat("ü", 200)))
 	testwait.For(t, 10*time.Second, func() bool { return ts.storageProblem("agent_A") != nil }, "a problem from a bad text")
 	p = ts.storageProblem("agent_A")
-	if got := strings.TrimPrefix(p.Summary, "agent agent_A: run folder failed: "); len(got) > maxAgentStorageFault || !utf8.ValidString(got) {
+	if got := strings.TrimSuffix(strings.TrimPrefix(p.Summary, "Agent agent_A: run folder failed: "), "."); len(got) > maxAgentStorageFault || !utf8.ValidString(got) {
 		t.Fatalf("a bad fault text is kept as %q (%d bytes)", got, len(got))
 	}
 }

@@ -49,7 +49,7 @@ type clusterService struct {
 	// setMode hands an agent mode to the leader loop; placement reads the
 	// modes, the layout and the last allocation's shortfalls
 	// (placementsvc.go).
-	setMode   func(ctx context.Context, agent string, mode state.AgentMode, requester string) error
+	setMode   func(ctx context.Context, agent string, mode state.AgentMode, requester string, force bool) error
 	placement func() *grapnelpb.PlacementResponse
 	// releases reads the agents' releases from the leader's memory
 	// (releases.go).

@@ -85,6 +85,9 @@ type leader struct {
 	left map[string]map[string]state.InstanceName
 	// problems is the problems view's detection state (problems.go).
 	problems problemWatch
+	// replicas is the voters' health as the leader last read it, for
+	// the problems view (replicahealth.go).
+	replicas replicaWatch
 }
 
 // monitorLeadership is the one goroutine that reacts to leadership
@@ -182,6 +185,9 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 	defer l.revoke()
 	faults, unsubscribe := s.node.StorageFaultChanges()
 	defer unsubscribe()
+	members, unsubscribeMembers := s.node.Changes()
+	defer unsubscribeMembers()
+	l.refreshReplicas()
 	l.detectProblems()
 	for {
 		// While the pipeline is full, or drains after a failure, new work
@@ -228,6 +234,12 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 		case <-faults:
 			// The step detects the problems again (factsSignature).
 			event, start = eventStorage, loopClock.Now()
+		case <-members:
+			// The leader, the configuration, gossip or a voter's health
+			// may have changed: the step detects again if the voters'
+			// facts did (factsSignature).
+			event, start = eventMembers, loopClock.Now()
+			l.refreshReplicas()
 		case r := <-l.term.ping:
 			// A liveness question changes nothing: no step.
 			close(r)

@@ -306,7 +306,7 @@ func BenchmarkLoopHoldPlaced(b *testing.B) {
 		w.measure(b, "agent_mode", func(i int) {
 			name := w.names[i%len(w.names)]
 			for _, m := range []state.AgentMode{state.ModeDisabled, state.ModeActive} {
-				if err := w.ts.srv.setAgentMode(context.Background(), name, m, "bench"); err != nil {
+				if err := w.ts.srv.setAgentMode(context.Background(), name, m, "bench", true); err != nil {
 					b.Fatal(err)
 				}
 			}

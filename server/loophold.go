@@ -50,6 +50,7 @@ const (
 	eventProblems     = "problems_wake" // the problems view's timer
 	eventRestored     = "restored"      // a snapshot was restored
 	eventStorage      = "storage_fault" // a replica's storage fault began or ended
+	eventMembers      = "membership"    // the leader, configuration, gossip or a voter's health changed
 )
 
 // event names what an inbox message asks of the loop, as a label of a

@@ -334,18 +334,22 @@ type modeCall struct {
 	agent     string
 	mode      state.AgentMode
 	requester string
-	done      chan error // capacity 1
+	// force drains although instances would be lost (plan.DrainLoss).
+	force bool
+	done  chan error // capacity 1
 }
 
 // setAgentMode hands a mode to the leader loop and waits for its commit.
-func (s *Server) setAgentMode(ctx context.Context, agent string, mode state.AgentMode, requester string) error {
-	call := &modeCall{agent: agent, mode: mode, requester: requester, done: make(chan error, 1)}
+func (s *Server) setAgentMode(ctx context.Context, agent string, mode state.AgentMode, requester string, force bool) error {
+	call := &modeCall{agent: agent, mode: mode, requester: requester, force: force, done: make(chan error, 1)}
 	return s.callLeaderLoop(ctx, inMsg{mode: call}, call.done)
 }
 
 // setAgentMode proposes a mode unless the agent already has it; the
 // allocator runs after it (notePlacementInput), so a Disabled agent is
-// drained and an activated one may host again.
+// drained and an activated one may host again. A Disabled that would
+// leave a placed workload with fewer instances is refused unless forced
+// (plan.DrainLoss).
 func (l *leader) setAgentMode(m *modeCall) {
 	if !l.projected.store.KnowsAgent(m.agent) {
 		err := fmt.Errorf("%w: agent %q: the cluster knows no agent of that name (none is connected, has reported, has a mode or is named by a workload or a layout); check the spelling (grapnel get agents)", errs.ErrUnknownAgent, m.agent)
@@ -356,6 +360,13 @@ func (l *leader) setAgentMode(m *modeCall) {
 		l.pipe.ordered(func() { m.done <- nil })
 		return
 	}
+	if m.mode == state.ModeDisabled && !m.force {
+		if err := plan.DrainLoss(l.projected.store, m.agent, l.adoptable(l.projected.store)); err != nil {
+			l.pipe.ordered(func() { m.done <- err })
+			return
+		}
+	}
 	l.propose(&fsm.SetAgentModeRequest{Agent: m.agent, Mode: m.mode, History: l.historyMeta(m.requester, nil, false)},
 		func(any, uint64) { m.done <- nil }, func(err error) { m.done <- err })
 }
+

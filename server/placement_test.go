@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -109,7 +111,7 @@ func TestPlacedWorkloadFollowsAgents(t *testing.T) {
 	// Disabled: drained to the unused group rg3.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := ts.srv.setAgentMode(ctx, "b1", state.ModeDisabled, "test"); err != nil {
+	if err := ts.srv.setAgentMode(ctx, "b1", state.ModeDisabled, "test", false); err != nil {
 		t.Fatal(err)
 	}
 	ts.waitLayout(t, "svc", "a1", "c1")
@@ -117,7 +119,7 @@ func TestPlacedWorkloadFollowsAgents(t *testing.T) {
 	expectAdded(c1, "c1", "svc")
 
 	// Maintenance: c1 keeps its instance while it is away past the grace.
-	if err := ts.srv.setAgentMode(ctx, "c1", state.ModeMaintenance, "test"); err != nil {
+	if err := ts.srv.setAgentMode(ctx, "c1", state.ModeMaintenance, "test", false); err != nil {
 		t.Fatal(err)
 	}
 	c1.close()
@@ -158,9 +160,15 @@ func TestPlacedWorkloadFollowsAgents(t *testing.T) {
 	if u := ts.srv.Unsatisfied()[0]; u != (placement.Unsatisfied{Workload: "svc", Wanted: 3, Placed: 2, Reason: placement.ReasonNoEligibleAgent}) {
 		t.Fatalf("unsatisfied = %+v", u)
 	}
-	// The problems view shows it (docs/problems.md).
-	if p := ts.waitProblem("CapacityExceeded/svc", true); !slices.ContainsFunc(p.Objects, func(o state.ProblemObject) bool { return o.Name == "svc" }) {
+	// The problems view shows it (docs/problems.md): as a shortage of
+	// eligible agents, not of capacity (no capacity is set anywhere),
+	// naming the agents that take no new instances (D5).
+	p := ts.waitProblem("NoEligibleAgent/svc", true)
+	if !slices.ContainsFunc(p.Objects, func(o state.ProblemObject) bool { return o.Name == "svc" }) {
 		t.Fatalf("the shortfall's problem does not name the workload: %+v", p)
+	}
+	if !strings.Contains(p.Detail, "in Maintenance: c1") || !strings.Contains(p.Detail, "Disabled: b1") {
+		t.Fatalf("the shortfall's detail does not say which agents take no new instances: %q", p.Detail)
 	}
 
 	var kinds []state.TxKind
@@ -405,4 +413,56 @@ func TestAdoptableIsWhatTheLayoutTookOffAnAgentThatIsBack(t *testing.T) {
 	if _, ok := l.left["a1"]; ok {
 		t.Fatal("an instance a present agent deletes itself was remembered")
 	}
+}
+
+// Requirement (issue 30 point 6, M3): disabling an agent must not leave a
+// placed workload with fewer instances while another eligible agent has
+// room (it moves there); where none has room it is refused, naming the
+// workload, and nothing changes; --force drains anyway.
+func TestDisableRefusedWhenItWouldLowerInstances(t *testing.T) {
+	ts := startServerCfg(t, t.TempDir(), nil, nil)
+	none := map[string]string{}
+	ts.hello("a1", 1, none)
+	ts.hello("a2", 1, none)
+	cli := ts.cli()
+	m := manifest(t, placedSvc)
+	delete(m["desiredState"].(state.Tree)["workloads"].(state.Tree)["svc"].(state.Tree)["tags"].(state.Tree), placement.TagSpread)
+	if r := cli.update(m, "desiredState"); r.GetUpdateStateSuccess() == nil {
+		t.Fatalf("update refused: %v", r)
+	}
+	ts.waitLayout(t, "svc", "a1", "a2")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// No other agent: svc would keep 1 of its 2 instances.
+	err := ts.srv.setAgentMode(ctx, "a2", state.ModeDisabled, "test", false)
+	if !errors.Is(err, errs.ErrAvailability) || !strings.Contains(err.Error(), "svc would keep 1 of its 2 instances") {
+		t.Fatalf("disable a2 with no room elsewhere: %v; want ErrAvailability naming svc 1 of 2", err)
+	}
+	var mode state.AgentMode
+	ts.store(func(s *state.Store) { mode = s.AgentMode("a2") })
+	if mode != state.ModeActive || !slices.Equal(ts.layoutOf("svc"), []string{"a1", "a2"}) {
+		t.Fatalf("a refused disable changed something: a2 %v, layout %v", mode, ts.layoutOf("svc"))
+	}
+
+	// Another agent with room: the drain moves the instance there.
+	ts.hello("a3", 1, none)
+	testwait.For(t, 10*time.Second, func() bool {
+		ok := false
+		ts.store(func(s *state.Store) { _, ok = s.Agents["a3"] })
+		return ok
+	}, "a3 connected")
+	if err := ts.srv.setAgentMode(ctx, "a2", state.ModeDisabled, "test", false); err != nil {
+		t.Fatalf("disable a2 with a3 free: %v", err)
+	}
+	ts.waitLayout(t, "svc", "a1", "a3")
+
+	// Again no room (a2 is Disabled): refused, unless forced.
+	if err := ts.srv.setAgentMode(ctx, "a3", state.ModeDisabled, "test", false); !errors.Is(err, errs.ErrAvailability) {
+		t.Fatalf("disable a3: %v; want ErrAvailability", err)
+	}
+	if err := ts.srv.setAgentMode(ctx, "a3", state.ModeDisabled, "test", true); err != nil {
+		t.Fatalf("disable a3 --force: %v", err)
+	}
+	ts.waitLayout(t, "svc", "a1")
 }

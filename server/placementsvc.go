@@ -22,7 +22,7 @@ func (c *clusterService) SetAgentMode(ctx context.Context, req *grapnelpb.SetAge
 	if err := c.requireLeader(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.setMode(ctx, req.GetAgent(), mode, "grapnel agent "+req.GetMode()); err != nil {
+	if err := c.setMode(ctx, req.GetAgent(), mode, "grapnel agent "+req.GetMode(), req.GetForce()); err != nil {
 		return nil, err
 	}
 	return &grapnelpb.SetAgentModeResponse{}, nil

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -119,6 +120,7 @@ func (l *leader) factsSignature() string {
 		}
 		b.WriteByte('|')
 	}
+	l.replicas.signature(&b)
 	return b.String()
 }
 
@@ -138,14 +140,17 @@ func (l *leader) detectProblems() {
 	now := l.clock.Now()
 	restores := l.s.fsm.Restores()
 	var (
-		opened []problems.Finding
-		closed []uint64
-		wakeAt time.Time
+		opened, updated []problems.Finding
+		closed          []uint64
+		wakeAt          time.Time
 	)
 	l.s.fsm.Read(func(st *state.Store, _ uint64) {
 		facts, graceEnd := l.problemFacts(st, now, w.cache.Assigned(st, restores))
 		res := problems.DetectCached(st, facts, &w.cache, restores)
 		opened, closed = problems.Diff(st.Problems, res.Findings)
+		if st.ProblemUpdates() {
+			updated = problems.Changed(st.Problems, res.Findings)
+		}
 		wakeAt = graceEnd
 		if res.WakeAtMs != 0 {
 			if t := time.UnixMilli(res.WakeAtMs); wakeAt.IsZero() || t.Before(wakeAt) {
@@ -154,7 +159,7 @@ func (l *leader) detectProblems() {
 		}
 	})
 	l.armProblemTimer(now, wakeAt)
-	if len(opened)+len(closed) == 0 {
+	if len(opened)+len(closed)+len(updated) == 0 {
 		return
 	}
 	if len(closed) > maxProblemChanges {
@@ -163,9 +168,15 @@ func (l *leader) detectProblems() {
 	if len(opened) > maxProblemChanges-len(closed) {
 		opened = opened[:maxProblemChanges-len(closed)]
 	}
+	if len(updated) > maxProblemChanges-len(closed)-len(opened) {
+		updated = updated[:maxProblemChanges-len(closed)-len(opened)]
+	}
 	cmd := &fsm.ProblemsChangedRequest{TimeMs: now.UnixMilli(), Closed: closed}
 	for _, f := range opened {
-		cmd.Opened = append(cmd.Opened, state.Problem{Kind: string(f.Kind), Key: f.Key, Objects: f.Objects, Summary: f.Summary, Detail: f.Detail})
+		cmd.Opened = append(cmd.Opened, problemOf(f))
+	}
+	for _, f := range updated {
+		cmd.Updated = append(cmd.Updated, problemOf(f))
 	}
 	l.propose(cmd, func(resp any, _ uint64) {
 		r, _ := resp.(*fsm.ProblemsChangedResponse)
@@ -180,6 +191,11 @@ func (l *leader) detectProblems() {
 			l.markProblemsDirty()
 		}
 	})
+}
+
+// problemOf is a finding as the entry records it.
+func problemOf(f problems.Finding) state.Problem {
+	return state.Problem{Kind: string(f.Kind), Key: f.Key, Objects: f.Objects, Summary: f.Summary, Detail: f.Detail}
 }
 
 // markProblemsDirty makes the next step detect again although neither
@@ -223,23 +239,30 @@ func (l *leader) problemFacts(st *state.Store, now time.Time, assigned map[strin
 		switch u.Reason {
 		case placement.ReasonSpreadImpossible:
 			sf.Reason = problems.ShortSpread
-			sf.Detail = "all instances are placed, but some share a risk group: no agent with room is left in another"
+			sf.Detail = "All its instances are placed, but some share a risk group: no agent in another risk group has room."
 		case placement.ReasonNoEligibleAgent:
-			sf.Detail = "there are fewer eligible agents (connected or in their grace, Active or Maintenance) than instances"
+			sf.Reason = problems.ShortEligible
+			sf.Detail = notEligible(st)
 		default:
-			sf.Detail = "the eligible agents are at their capacity (grapnel.io/capacity)"
+			sf.Detail = "The agents that take new instances are at their capacity (grapnel.io/capacity)."
 		}
 		f.Shortfalls = append(f.Shortfalls, sf)
 	}
 	for a, m := range st.Modes {
-		if m == state.ModeMaintenance {
+		switch m {
+		case state.ModeMaintenance:
 			if f.Maintenance == nil {
 				f.Maintenance = map[string]bool{}
 			}
 			f.Maintenance[a] = true
+		case state.ModeDisabled:
+			if f.Disabled == nil {
+				f.Disabled = map[string]bool{}
+			}
+			f.Disabled[a] = true
 		}
 	}
-	var graceEnd time.Time
+	graceEnd := l.replicaFacts(&f, now)
 	grace := l.s.connectGrace()
 	awaited := map[string]time.Time{}
 	for a := range assigned {
@@ -253,13 +276,57 @@ func (l *leader) problemFacts(st *state.Store, now time.Time, assigned map[strin
 		awaited[a] = since
 		if end := since.Add(grace); now.Before(end) {
 			f.InGrace[a] = true
-			if graceEnd.IsZero() || end.Before(graceEnd) {
-				graceEnd = end
-			}
+			graceEnd = earliest(graceEnd, end)
 		}
 	}
 	l.problems.awaited = awaited
 	return f, graceEnd
+}
+
+// earliest is the earlier of two times, a zero one not counted.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// notEligible says which known agents take no new instances and why, for
+// a shortage of eligible agents: an agent in Maintenance keeps what it
+// hosts but takes nothing new, a Disabled one hosts nothing, one away
+// past its grace is not in the agent map.
+func notEligible(st *state.Store) string {
+	var maint, disabled []string
+	for _, a := range state.SortedKeys(st.Modes) {
+		switch st.Modes[a] {
+		case state.ModeMaintenance:
+			maint = append(maint, a)
+		case state.ModeDisabled:
+			disabled = append(disabled, a)
+		}
+	}
+	var parts []string
+	if len(maint) > 0 {
+		parts = append(parts, "in Maintenance: "+strings.Join(maint, ", "))
+	}
+	if len(disabled) > 0 {
+		parts = append(parts, "Disabled: "+strings.Join(disabled, ", "))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("Only %d agent(s) are connected and Active.", activeAgents(st))
+	}
+	return fmt.Sprintf("Only %d agent(s) are connected and Active; these take no new instances (%s).", activeAgents(st), strings.Join(parts, "; "))
+}
+
+// activeAgents counts the agents in the agent map in mode Active.
+func activeAgents(st *state.Store) int {
+	n := 0
+	for a := range st.Agents {
+		if st.AgentMode(a) == state.ModeActive {
+			n++
+		}
+	}
+	return n
 }
 
 // armProblemTimer keeps one timer for the earliest time the detection
@@ -295,11 +362,16 @@ func (l *leader) problemsChanged(r *fsm.ProblemsChangedResponse) {
 		l.s.log.Warn("problem", "id", p.ID, "kind", p.Kind, "summary", p.Summary)
 		diff.Added = append(diff.Added, problemPath(p.ID))
 	}
+	for _, p := range r.Updated {
+		l.s.log.Info("problem updated", "id", p.ID, "kind", p.Kind, "summary", p.Summary)
+		diff.Updated = append(diff.Updated, problemPath(p.ID))
+	}
 	if !l.events.HasSubscribers() {
 		return
 	}
 	slices.Sort(diff.Added)
 	slices.Sort(diff.Removed)
+	slices.Sort(diff.Updated)
 	for _, ev := range l.events.ExplicitEvents(problemsRoot, diff, state.Tree{}) {
 		cs, err := rpc.CompleteStateFromTree(ev.State)
 		if err != nil {

@@ -299,3 +299,80 @@ func listProblems(t *testing.T, ts *testServer) *grapnelpb.ProblemsListResponse 
 	}
 	return resp
 }
+
+// Requirement (issue 30 point 6, MAMID's LastUpdated): when the condition
+// of an open problem changes under its key (one more workload on a gone
+// agent), the leader rewrites its objects and descriptions and dates it:
+// same id, same since, a later lastUpdated, as `get problems` shows.
+func TestProblemsUpdatedWithLastUpdated(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), mustState(t, twoAgents), func(c *Config) { c.Clock, c.AgentReconnectGrace = fake, testGrace })
+	ts.hello("agent_A", 1, nil)
+	b, _ := ts.hello("agent_B", 1, nil)
+	testwait.For(t, 10*time.Second, func() bool {
+		ok := false
+		ts.store(func(st *state.Store) { ok = st.Agents["agent_B"] != nil && st.ProblemUpdates() })
+		return ok
+	}, "agent_B connected, at the cluster version of problem updates")
+	b.close()
+	testwait.For(t, 10*time.Second, func() bool { return fake.PendingFor(testGrace) == 1 }, "agent_B's grace")
+	fake.Advance(testGrace)
+	first := ts.waitProblem("AgentGone/agent_B", true)
+	if first.LastUpdatedMs() != first.SinceMs {
+		t.Fatalf("a new problem's lastUpdated %d, want its since %d", first.LastUpdatedMs(), first.SinceMs)
+	}
+	fake.Advance(time.Second)
+	cli := ts.cli()
+	cli.update(manifest(t, `
+apiVersion: v1
+workloads:
+  wl_b2:
+    runtime: podman
+    agent: agent_B
+    runtimeConfig: "image: b2"
+`), "desiredState.workloads.wl_b2")
+	var p *state.Problem
+	testwait.For(t, 10*time.Second, func() bool {
+		p = ts.problemByKey("AgentGone/agent_B")
+		return p != nil && slices.Contains(p.Objects, state.ProblemObject{Kind: "workload", Name: "wl_b2"})
+	}, "AgentGone/agent_B names wl_b2")
+	if p.ID != first.ID || p.SinceMs != first.SinceMs || p.UpdatedMs <= first.SinceMs || !strings.Contains(p.Summary, "2 workload(s)") {
+		t.Fatalf("updated problem %+v; first %+v", p, first)
+	}
+	resp := listProblems(t, ts)
+	for _, pr := range resp.GetProblems() {
+		if pr.GetKey() == "AgentGone/agent_B" && (pr.GetLastUpdatedMs() != p.UpdatedMs || pr.GetSinceMs() != p.SinceMs) {
+			t.Fatalf("List: %v; want lastUpdatedMs %d", pr, p.UpdatedMs)
+		}
+	}
+}
+
+// Requirement (issue 30 point 6, issue 31 point 4, M14): a desired
+// instance that sits in Failed(Lost) (restart policy NEVER) is a
+// WorkloadLost problem once it has sat there problems.StuckMs, by the
+// leader's timer, with no other change; it closes when the instance
+// runs again.
+func TestProblemsWorkloadLostAfterStuckMs(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), mustState(t, twoAgents), func(c *Config) { c.Clock, c.AgentReconnectGrace = fake, testGrace })
+	a, _ := ts.hello("agent_A", 1, nil)
+	ts.hello("agent_B", 1, nil)
+	inst := state.NewInstanceName("wl_a", "agent_A", "image: a")
+	lost := state.ExecutionState{State: state.StateFailed, SubState: state.SubLost, AdditionalInfo: "drift: removed behind the agent's back"}
+	a.send(statesMsg(state.WorkloadState{Instance: inst, State: state.RunningOk}))
+	a.send(statesMsg(state.WorkloadState{Instance: inst, State: lost}))
+	testwait.For(t, 10*time.Second, func() bool { st, ok := ts.stateOf(inst); return ok && st.Is(state.StateFailed, state.SubLost) },
+		"wl_a Failed(Lost) in the store")
+	key := "WorkloadLost/" + inst.String()
+	fake.Advance(problems.StuckMs*time.Millisecond - time.Second)
+	if p := ts.problemByKey(key); p != nil {
+		t.Fatalf("a lost instance is a problem before StuckMs: %+v", p)
+	}
+	fake.Advance(time.Second)
+	p := ts.waitProblem(key, true)
+	if !strings.Contains(p.Summary, "wl_a") || !strings.Contains(p.Detail, "removed behind the agent's back") {
+		t.Fatalf("problem %+v", p)
+	}
+	a.send(statesMsg(state.WorkloadState{Instance: inst, State: state.RunningOk}))
+	ts.waitProblem(key, false)
+}

@@ -54,7 +54,8 @@ func (p *problemsService) List(ctx context.Context, req *grapnelpb.ProblemsListR
 
 // problemToProto is a problem on the wire.
 func problemToProto(p *state.Problem) *grapnelpb.Problem {
-	out := &grapnelpb.Problem{Id: p.ID, Kind: p.Kind, Summary: p.Summary, Detail: p.Detail, SinceMs: p.SinceMs, Key: p.Key}
+	out := &grapnelpb.Problem{Id: p.ID, Kind: p.Kind, Summary: p.Summary, Detail: p.Detail, SinceMs: p.SinceMs, Key: p.Key,
+		LastUpdatedMs: p.LastUpdatedMs()}
 	for _, o := range p.Objects {
 		out.Objects = append(out.Objects, &grapnelpb.ProblemObject{Kind: o.Kind, Name: o.Name})
 	}

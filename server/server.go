@@ -53,6 +53,10 @@ type Config struct {
 	// reports it (DefaultAgentConnectGrace when zero, none when
 	// negative; docs/problems.md).
 	AgentConnectGrace time.Duration
+	// ReplicaDownGrace is how long a voter the leader does not reach may
+	// stay so before the problems view reports it (DefaultReplicaDownGrace
+	// when zero, none when negative; docs/problems.md).
+	ReplicaDownGrace time.Duration
 	// TrustStoredStatesAtStart keeps the stored workload states of
 	// Grapnel agents when a leader is elected without having followed
 	// another since it started (every replica restarted, or the only

@@ -83,7 +83,7 @@ func TestGetProblemsShowsStorageFailed(t *testing.T) {
 	})
 	p := got[0]
 	if objs := p.GetObjects(); len(objs) != 1 || objs[0].GetKind() != "replica" || objs[0].GetName() != victim ||
-		!strings.Contains(p.GetSummary(), "replica "+victim) || !strings.Contains(p.GetSummary(), "no space left on device") ||
+		!strings.Contains(p.GetSummary(), "Replica "+victim) || !strings.Contains(p.GetSummary(), "no space left on device") ||
 		!strings.Contains(p.GetDetail(), "no space left on device") || p.GetKey() != "StorageFailed/"+victim {
 		t.Fatalf("problem %v, want one naming replica %s and ENOSPC", p, victim)
 	}

@@ -22,12 +22,17 @@ const (
 	// record 21). Also from it on (issue 30, Store.RepairsOnce): the
 	// FSM records every drift repair, once.
 	ClusterVersionRevocation uint32 = 1
+	// ClusterVersionProblemUpdates adds the problems' updates: the
+	// ProblemsChanged entry's updated problems (field 4), which rewrite
+	// an open problem's objects and descriptions and date them, and the
+	// problem's "u" key in snapshot record 16 (Problem.UpdatedMs).
+	ClusterVersionProblemUpdates uint32 = 2
 )
 
 // MaxClusterVersion is the newest cluster version this build reads and
 // writes. A store at a higher version was written by a newer release:
 // this build refuses it rather than misread it.
-const MaxClusterVersion = ClusterVersionRevocation
+const MaxClusterVersion = ClusterVersionProblemUpdates
 
 // Feature is what one cluster version adds, for the operators' view
 // (grapnel cluster upgrade status) and the refusals of a feature that
@@ -52,6 +57,8 @@ var Features = []Feature{
 			"a commander and an operator of the same name share locks; from then on a lock taken under the bare name stays its holder's"},
 	{Version: ClusterVersionRevocation, Name: "every drift repair recorded once",
 		Waiting: "the history records no drift repair that removed an unknown instance, and records again a repair an agent reports anew after a replica or agent restart, as the previous release does"},
+	{Version: ClusterVersionProblemUpdates, Name: "problem updates (lastUpdated)",
+		Waiting: "an open problem keeps the objects and descriptions it opened with, and its lastUpdated is the time it opened"},
 }
 
 // RepairsOnce reports whether the FSM records every drift repair once
@@ -61,6 +68,12 @@ var Features = []Feature{
 // records them as the previous release does, so that every replica
 // holds the same history with the same transaction numbers.
 func (s *Store) RepairsOnce() bool { return s.ClusterVersion >= ClusterVersionRevocation }
+
+// ProblemUpdates reports whether open problems are updated when their
+// condition changes under the same key: from ClusterVersionProblemUpdates
+// on. Before, a replica of the previous release would not apply the
+// updates and its problems would differ.
+func (s *Store) ProblemUpdates() bool { return s.ClusterVersion >= ClusterVersionProblemUpdates }
 
 // KeyedOwners reports whether lock owners and the history's requesters
 // are role/name keys (identity.Key): from ClusterVersionRevocation on.

@@ -31,7 +31,17 @@ type Problem struct {
 	Detail  string `json:"d,omitempty"`
 	// SinceMs is when the leader found it, Unix milliseconds by its clock.
 	SinceMs int64 `json:"t"`
+	// UpdatedMs is when the leader last rewrote its objects and
+	// descriptions, the condition having changed under the same key (one
+	// more workload on a gone agent, fewer instances placed); zero while
+	// they are the ones it opened with. Written from
+	// ClusterVersionProblemUpdates on.
+	UpdatedMs int64 `json:"u,omitempty"`
 }
+
+// LastUpdatedMs is when the problem's record last changed: its update,
+// or its opening.
+func (p *Problem) LastUpdatedMs() int64 { return max(p.UpdatedMs, p.SinceMs) }
 
 // Problems is the open problems by key and the last id handed out.
 type Problems struct {
@@ -65,6 +75,21 @@ func (p *Problems) OpenProblem(pr Problem) (*Problem, bool) {
 	}
 	p.Open[pr.Key] = &pr
 	return &pr, true
+}
+
+// UpdateProblem rewrites the objects and descriptions of the problem open
+// under pr.Key, dated ms, unless they are the same already; it returns
+// the problem and whether it changed. The record is replaced, not changed
+// in place: clones share them.
+func (p *Problems) UpdateProblem(pr Problem, ms int64) (*Problem, bool) {
+	old, ok := p.Open[pr.Key]
+	if !ok || (old.Summary == pr.Summary && old.Detail == pr.Detail && slices.Equal(old.Objects, pr.Objects)) {
+		return old, false
+	}
+	next := *old
+	next.Objects, next.Summary, next.Detail, next.UpdatedMs = slices.Clone(pr.Objects), pr.Summary, pr.Detail, ms
+	p.Open[pr.Key] = &next
+	return &next, true
 }
 
 // CloseProblem drops the open problem numbered id; it returns it and

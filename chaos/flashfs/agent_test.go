@@ -290,7 +290,7 @@ workloads:
 	r.waitFor("an AgentStorageFailed problem", time.Minute, func() bool { return len(r.storageProblems()) == 1 })
 	p := r.storageProblems()[0]
 	if len(p.Objects) != 1 || p.Objects[0].Kind != "agent" || p.Objects[0].Name != "agent_A" ||
-		!strings.HasPrefix(p.Summary, "agent agent_A: run folder failed: ") || !strings.Contains(p.Summary, "no space left on device") {
+		!strings.HasPrefix(p.Summary, "Agent agent_A: run folder failed: ") || !strings.Contains(p.Summary, "no space left on device") {
 		t.Fatalf("problem %+v", p)
 	}
 	r.waitFor("STATUS naming the fault", time.Minute, func() bool {

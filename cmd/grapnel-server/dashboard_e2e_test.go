@@ -188,6 +188,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	if a := js(`(document.querySelector('tr[data-agent="agent_A"]') || {textContent: ""}).textContent`); !strings.Contains(a, "connected") {
 		t.Fatalf("agent row %q: want agent_A connected", a)
 	}
+	// The agent's load lives in the leader's memory only; the page shows
+	// it (issue 31 point 5), here and after the failover below.
+	agentLoad := func() (string, string) {
+		return js(`(document.querySelector('tr[data-agent="agent_A"] td.cpu') || {textContent: ""}).textContent`),
+			js(`(document.querySelector('tr[data-agent="agent_A"] td.mem') || {textContent: ""}).textContent`)
+	}
+	loadShown := func() bool {
+		cpu, mem := agentLoad()
+		return strings.HasSuffix(cpu, " %") && strings.HasSuffix(mem, " MiB")
+	}
+	testwait.For(t, 20*time.Second, loadShown, "agent_A's CPU and free memory on the page, not —")
 	// The filter narrows the workloads table.
 	js(`(() => { const f = document.getElementById('filter'); f.value = 'oneshot'; f.dispatchEvent(new Event('input')); return ''; })()`)
 	if n := js(`String(document.querySelectorAll('#workloads tbody tr').length)`); n != "1" {
@@ -234,6 +245,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.HasPrefix(stateOf("sleeper"), "Running") {
 		t.Fatalf("after the failover sleeper shows %q, want Running", stateOf("sleeper"))
 	}
+	testwait.For(t, 20*time.Second, loadShown, "agent_A's load on replica %s's page after the failover", text("replica"))
+	// The killed replica is down, and 2 of 3 voters are exactly a
+	// quorum: the problems panel says both (issue 31 point 4).
+	problemRow := func(kind string) string {
+		return js(fmt.Sprintf(`[...document.querySelectorAll('#problems tbody tr')].map((r) => r.textContent).filter((s) => s.includes(%q)).join('|')`, kind))
+	}
+	testwait.For(t, 30*time.Second, func() bool {
+		return strings.Contains(problemRow("ReplicaDown"), leaderName) && problemRow("QuorumAtRisk") != ""
+	}, "ReplicaDown %s and QuorumAtRisk in the problems panel (%q)", leaderName, testwait.Lazy(func() string { return js(`document.getElementById('problems').innerText`) }))
 	shot, err := chromedp.Run(browser, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)

@@ -38,9 +38,10 @@ func listenUI(addr string, caps connlimit.Limits, log *slog.Logger) (*connlimit.
 // mTLS with the replica's certificates when tc is set, the same CA
 // verifying the browser's client certificate, else plain HTTP. The
 // dashboard is told about every applied command through the FSM's
-// observer; logs come from a CliConnection to this replica's own gRPC
-// address (grpcAddr), dialled on first use with creds; the agents'
-// releases from releases (the leader's memory). It returns the function
+// observer; logs and the agents' load (the leader's memory) come from a
+// CliConnection to this replica's own gRPC address (grpcAddr), which a
+// follower proxies to the leader, dialled on first use with creds; the
+// agents' releases from releases (the leader's memory). It returns the function
 // that stops it.
 func serveUI(lis *connlimit.Listener, tc *tls.Config, untyped identity.Role, node *cluster.Node, f *fsm.FSM, releases func() map[string]string, grpcAddr string,
 	creds grpc.DialOption, log *slog.Logger) func() {
@@ -59,7 +60,7 @@ func serveUI(lis *connlimit.Listener, tc *tls.Config, untyped identity.Role, nod
 		return cc, dialErr
 	}
 	h := ui.New(ui.Config{Node: node, FSM: f, Feed: feed, Timeline: server.WorkloadTimeline,
-		Logs: ui.GRPCLogs(dial), AgentReleases: releases, Untyped: untyped, Logger: log})
+		Logs: ui.GRPCLogs(dial), AgentLoads: ui.GRPCAgentLoads(dial), AgentReleases: releases, Untyped: untyped, Logger: log})
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: httpIdleTimeout}
 	scheme := "https"
 	if tc == nil {

@@ -25,17 +25,24 @@ func newAgent(a *app) *cobra.Command {
 		mode       state.AgentMode
 	}{
 		{"maintenance NAME", "Put the agent in maintenance: nothing is moved onto or off it, and its disconnection raises no problem", state.ModeMaintenance},
-		{"disable NAME", "Disable the agent: its placed workloads move to other agents (drain)", state.ModeDisabled},
+		{"disable NAME", "Disable the agent: its placed workloads move to other agents (drain); refused if one would keep fewer instances, unless --force", state.ModeDisabled},
 		{"activate NAME", "Make the agent Active again: it may host placed workloads", state.ModeActive},
 	} {
-		ag.AddCommand(&cobra.Command{
+		var force bool
+		c := &cobra.Command{
 			Use:   v.use,
 			Short: v.short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.SetAgentMode(ctx, args[0], v.mode) })
+				return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error {
+					return c.SetAgentMode(ctx, args[0], v.mode, force)
+				})
 			},
-		})
+		}
+		if v.mode == state.ModeDisabled {
+			c.Flags().BoolVar(&force, "force", false, "disable it even if a placed workload would keep fewer instances, no other agent having room for them")
+		}
+		ag.AddCommand(c)
 	}
 	return ag
 }

@@ -391,10 +391,15 @@ func (x *HistoryNotes) GetHistory() *HistoryMeta {
 // opened ones and dates them time_ms. A replica that does not know it
 // skips it and only misses the problems view.
 type ProblemsChanged struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TimeMs        int64                  `protobuf:"varint,1,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
-	Opened        []*ProblemOpened       `protobuf:"bytes,2,rep,name=opened,proto3" json:"opened,omitempty"`
-	Closed        []uint64               `protobuf:"varint,3,rep,packed,name=closed,proto3" json:"closed,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TimeMs int64                  `protobuf:"varint,1,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	Opened []*ProblemOpened       `protobuf:"bytes,2,rep,name=opened,proto3" json:"opened,omitempty"`
+	Closed []uint64               `protobuf:"varint,3,rep,packed,name=closed,proto3" json:"closed,omitempty"`
+	// updated rewrites the objects and descriptions of problems open under
+	// their keys, dated time_ms (kind is not changed). Written and applied
+	// from cluster version 2 (state.ClusterVersionProblemUpdates) on: a
+	// replica of an earlier release does not know the field.
+	Updated       []*ProblemOpened `protobuf:"bytes,4,rep,name=updated,proto3" json:"updated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +451,13 @@ func (x *ProblemsChanged) GetOpened() []*ProblemOpened {
 func (x *ProblemsChanged) GetClosed() []uint64 {
 	if x != nil {
 		return x.Closed
+	}
+	return nil
+}
+
+func (x *ProblemsChanged) GetUpdated() []*ProblemOpened {
+	if x != nil {
+		return x.Updated
 	}
 	return nil
 }
@@ -2171,11 +2183,12 @@ const file_commands_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05count\x18\x05 \x01(\rR\x05count\"B\n" +
 	"\fHistoryNotes\x122\n" +
-	"\ahistory\x18\x01 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"v\n" +
+	"\ahistory\x18\x01 \x01(\v2\x18.grapnel.fsm.HistoryMetaR\ahistory\"\xac\x01\n" +
 	"\x0fProblemsChanged\x12\x17\n" +
 	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x122\n" +
 	"\x06opened\x18\x02 \x03(\v2\x1a.grapnel.fsm.ProblemOpenedR\x06opened\x12\x16\n" +
-	"\x06closed\x18\x03 \x03(\x04R\x06closed\"\x9d\x01\n" +
+	"\x06closed\x18\x03 \x03(\x04R\x06closed\x124\n" +
+	"\aupdated\x18\x04 \x03(\v2\x1a.grapnel.fsm.ProblemOpenedR\aupdated\"\x9d\x01\n" +
 	"\rProblemOpened\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x124\n" +
@@ -2371,37 +2384,38 @@ var file_commands_proto_depIdxs = []int32{
 	3,  // 2: grapnel.fsm.HistoryMeta.rejections:type_name -> grapnel.fsm.Rejection
 	2,  // 3: grapnel.fsm.HistoryNotes.history:type_name -> grapnel.fsm.HistoryMeta
 	6,  // 4: grapnel.fsm.ProblemsChanged.opened:type_name -> grapnel.fsm.ProblemOpened
-	7,  // 5: grapnel.fsm.ProblemOpened.objects:type_name -> grapnel.fsm.ProblemObject
-	10, // 6: grapnel.fsm.DesiredUpdate.put_workloads:type_name -> grapnel.fsm.Workload
-	17, // 7: grapnel.fsm.DesiredUpdate.put_configs:type_name -> grapnel.fsm.ConfigItem
-	14, // 8: grapnel.fsm.DesiredUpdate.put_rendered:type_name -> grapnel.fsm.Rendered
-	16, // 9: grapnel.fsm.DesiredUpdate.set_states:type_name -> grapnel.fsm.WorkloadState
-	15, // 10: grapnel.fsm.DesiredUpdate.delete_states:type_name -> grapnel.fsm.InstanceName
-	9,  // 11: grapnel.fsm.DesiredUpdate.agent_tags:type_name -> grapnel.fsm.AgentTags
-	12, // 12: grapnel.fsm.Workload.control_interface_access:type_name -> grapnel.fsm.ControlInterfaceAccess
-	11, // 13: grapnel.fsm.Workload.files:type_name -> grapnel.fsm.File
-	13, // 14: grapnel.fsm.ControlInterfaceAccess.allow_rules:type_name -> grapnel.fsm.AccessRule
-	13, // 15: grapnel.fsm.ControlInterfaceAccess.deny_rules:type_name -> grapnel.fsm.AccessRule
-	15, // 16: grapnel.fsm.Rendered.instance:type_name -> grapnel.fsm.InstanceName
-	10, // 17: grapnel.fsm.Rendered.workload:type_name -> grapnel.fsm.Workload
-	0,  // 18: grapnel.fsm.ConfigItem.kind:type_name -> grapnel.fsm.ConfigItem.Kind
-	17, // 19: grapnel.fsm.ConfigItem.items:type_name -> grapnel.fsm.ConfigItem
-	2,  // 20: grapnel.fsm.AgentGone.history:type_name -> grapnel.fsm.HistoryMeta
-	21, // 21: grapnel.fsm.WorkloadReports.reports:type_name -> grapnel.fsm.AgentReport
-	2,  // 22: grapnel.fsm.WorkloadReports.history:type_name -> grapnel.fsm.HistoryMeta
-	16, // 23: grapnel.fsm.AgentReport.states:type_name -> grapnel.fsm.WorkloadState
-	2,  // 24: grapnel.fsm.SetAgentMode.history:type_name -> grapnel.fsm.HistoryMeta
-	24, // 25: grapnel.fsm.Placement.layout:type_name -> grapnel.fsm.PlacedWorkload
-	16, // 26: grapnel.fsm.Placement.set_states:type_name -> grapnel.fsm.WorkloadState
-	15, // 27: grapnel.fsm.Placement.delete_states:type_name -> grapnel.fsm.InstanceName
-	2,  // 28: grapnel.fsm.Placement.history:type_name -> grapnel.fsm.HistoryMeta
-	28, // 29: grapnel.fsm.ReplicaRemoval.certs:type_name -> grapnel.fsm.ReplicaCert
-	28, // 30: grapnel.fsm.ReplicaCertificate.cert:type_name -> grapnel.fsm.ReplicaCert
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	6,  // 5: grapnel.fsm.ProblemsChanged.updated:type_name -> grapnel.fsm.ProblemOpened
+	7,  // 6: grapnel.fsm.ProblemOpened.objects:type_name -> grapnel.fsm.ProblemObject
+	10, // 7: grapnel.fsm.DesiredUpdate.put_workloads:type_name -> grapnel.fsm.Workload
+	17, // 8: grapnel.fsm.DesiredUpdate.put_configs:type_name -> grapnel.fsm.ConfigItem
+	14, // 9: grapnel.fsm.DesiredUpdate.put_rendered:type_name -> grapnel.fsm.Rendered
+	16, // 10: grapnel.fsm.DesiredUpdate.set_states:type_name -> grapnel.fsm.WorkloadState
+	15, // 11: grapnel.fsm.DesiredUpdate.delete_states:type_name -> grapnel.fsm.InstanceName
+	9,  // 12: grapnel.fsm.DesiredUpdate.agent_tags:type_name -> grapnel.fsm.AgentTags
+	12, // 13: grapnel.fsm.Workload.control_interface_access:type_name -> grapnel.fsm.ControlInterfaceAccess
+	11, // 14: grapnel.fsm.Workload.files:type_name -> grapnel.fsm.File
+	13, // 15: grapnel.fsm.ControlInterfaceAccess.allow_rules:type_name -> grapnel.fsm.AccessRule
+	13, // 16: grapnel.fsm.ControlInterfaceAccess.deny_rules:type_name -> grapnel.fsm.AccessRule
+	15, // 17: grapnel.fsm.Rendered.instance:type_name -> grapnel.fsm.InstanceName
+	10, // 18: grapnel.fsm.Rendered.workload:type_name -> grapnel.fsm.Workload
+	0,  // 19: grapnel.fsm.ConfigItem.kind:type_name -> grapnel.fsm.ConfigItem.Kind
+	17, // 20: grapnel.fsm.ConfigItem.items:type_name -> grapnel.fsm.ConfigItem
+	2,  // 21: grapnel.fsm.AgentGone.history:type_name -> grapnel.fsm.HistoryMeta
+	21, // 22: grapnel.fsm.WorkloadReports.reports:type_name -> grapnel.fsm.AgentReport
+	2,  // 23: grapnel.fsm.WorkloadReports.history:type_name -> grapnel.fsm.HistoryMeta
+	16, // 24: grapnel.fsm.AgentReport.states:type_name -> grapnel.fsm.WorkloadState
+	2,  // 25: grapnel.fsm.SetAgentMode.history:type_name -> grapnel.fsm.HistoryMeta
+	24, // 26: grapnel.fsm.Placement.layout:type_name -> grapnel.fsm.PlacedWorkload
+	16, // 27: grapnel.fsm.Placement.set_states:type_name -> grapnel.fsm.WorkloadState
+	15, // 28: grapnel.fsm.Placement.delete_states:type_name -> grapnel.fsm.InstanceName
+	2,  // 29: grapnel.fsm.Placement.history:type_name -> grapnel.fsm.HistoryMeta
+	28, // 30: grapnel.fsm.ReplicaRemoval.certs:type_name -> grapnel.fsm.ReplicaCert
+	28, // 31: grapnel.fsm.ReplicaCertificate.cert:type_name -> grapnel.fsm.ReplicaCert
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_commands_proto_init() }

@@ -63,6 +63,11 @@ var ErrOutcomeUnknown = errors.New("outcome unknown; retry")
 // without a quorum of voters (or a leader that would remove itself).
 var ErrQuorum = errors.New("the action would lose the quorum")
 
+// ErrAvailability refuses an agent mode that would leave a placed
+// workload with fewer instances than it has, as no other eligible agent
+// has room for them (docs/placement.md, MAMID's rule); nothing changed.
+var ErrAvailability = errors.New("the change would lower a workload's instances")
+
 // ErrBadSnapshot refuses a snapshot restore whose upload is not a
 // complete, undamaged Grapnel snapshot; nothing was changed.
 var ErrBadSnapshot = errors.New("not a valid Grapnel snapshot")

@@ -81,7 +81,7 @@ var Entries = []EntryType{
 // ClusterVersion is the newest cluster version this release supports
 // (state.MaxClusterVersion; docs/upgrade.md): the replicated formats it
 // may be asked to write once every voter supports them.
-const ClusterVersion = 1
+const ClusterVersion = 2
 
 // SnapshotVersion is the snapshot format version this release writes;
 // SnapshotVersionsRead are those it restores.
@@ -114,7 +114,7 @@ var Wire = []WireAddition{
 	{Kind: KindMetadata, Name: "grapnel-forwarded-cert", Note: "the proxied client's certificates"},
 	{Kind: KindMetadata, Name: "grapnel-owner", Note: "the owner a client declares for intent locks"},
 	{Kind: KindReasons, Name: "grapnel.io", Items: []string{"NOT_LEADER", "NO_LEADER", "SHUTTING_DOWN", "LEADER_CHANGED",
-		"UNKNOWN_REPLICA", "NO_VOTE_HOLD", "OTHER_REPLICA", "OUTCOME_UNKNOWN", "QUORUM", "RELEASE_BEHIND", "UNSUPPORTED_PROTOCOL", "BAD_FIRST_MESSAGE", "UNAUTHENTICATED",
+		"UNKNOWN_REPLICA", "NO_VOTE_HOLD", "OTHER_REPLICA", "OUTCOME_UNKNOWN", "QUORUM", "RELEASE_BEHIND", "AVAILABILITY", "UNSUPPORTED_PROTOCOL", "BAD_FIRST_MESSAGE", "UNAUTHENTICATED",
 		"PERMISSION_DENIED", "BAD_SNAPSHOT", "SNAPSHOT_TOO_LARGE", "MESSAGE_TOO_LARGE", "TOO_MANY_STREAMS", "BUSY",
 		"STATE_CHANGED", "AGENT_NOT_CONNECTED", "UNKNOWN_AGENT", "NO_SUCH_TRANSACTION", "LOCKED", "REVISION_CONFLICT", "INVALID"}},
 	{Kind: KindService, Name: "grapnel.Cluster", Items: []string{"Status", "Watch", "RemoveReplica", "AddReplica",

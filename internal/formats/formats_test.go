@@ -180,7 +180,7 @@ func TestText(t *testing.T) {
 			t.Errorf("entry type %d %s missing", e.Number, e.Name)
 		}
 	}
-	for _, want := range []string{"cluster version 1 (supports 0 to 1)\n", "  138 HistoryNotes skippable\n", "   18 SetClusterVersion\n", "    1 UpdateDesiredState retired\n", "    2 AgentConnected\n",
+	for _, want := range []string{"cluster version 2 (supports 0 to 2)\n", "  138 HistoryNotes skippable\n", "   18 SetClusterVersion\n", "    1 UpdateDesiredState retired\n", "    2 AgentConnected\n",
 		"snapshot format 2 (restores 1, 2), record types:\n", "   20 RevokedCert\n",
 		"  field grpc_api.AgentHello.grapnelRelease = 1002 (the agent's release)\n",
 		"  service grapnel.Cluster: Status Watch", " TOO_MANY_STREAMS "} {

@@ -2179,9 +2179,15 @@ func (*ResyncAgentResponse) Descriptor() ([]byte, []int) {
 // SetAgentModeRequest names the agent and the mode: "Active",
 // "Maintenance" or "Disabled".
 type SetAgentModeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Agent         string                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
-	Mode          string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Agent string                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Mode  string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	// force disables an agent although a placed workload would keep fewer
+	// instances than it has, no other eligible agent having room for them
+	// (MAMID's rule: a drain must not worsen availability). Without it such
+	// a Disabled is refused (AVAILABILITY) and nothing changes. A leader of
+	// an older release does not know the field and drains anyway.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2228,6 +2234,13 @@ func (x *SetAgentModeRequest) GetMode() string {
 		return x.Mode
 	}
 	return ""
+}
+
+func (x *SetAgentModeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type SetAgentModeResponse struct {
@@ -3525,7 +3538,12 @@ type Problem struct {
 	SinceMs int64            `protobuf:"varint,5,opt,name=sinceMs,proto3" json:"sinceMs,omitempty"`
 	Objects []*ProblemObject `protobuf:"bytes,6,rep,name=objects,proto3" json:"objects,omitempty"`
 	// key identifies the condition (kind/objects).
-	Key           string `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`
+	Key string `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`
+	// lastUpdatedMs is when its objects and descriptions last changed (the
+	// condition changed under the same key), Unix milliseconds by the
+	// leader's clock; sinceMs while they are the ones it opened with, and
+	// always before the cluster version of problem updates (2).
+	LastUpdatedMs int64 `protobuf:"varint,8,opt,name=lastUpdatedMs,proto3" json:"lastUpdatedMs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3607,6 +3625,13 @@ func (x *Problem) GetKey() string {
 		return x.Key
 	}
 	return ""
+}
+
+func (x *Problem) GetLastUpdatedMs() int64 {
+	if x != nil {
+		return x.LastUpdatedMs
+	}
+	return 0
 }
 
 // ProblemObject is one object a problem involves.
@@ -4167,10 +4192,11 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x10deletedWorkloads\x18\x03 \x03(\tR\x10deletedWorkloads\"*\n" +
 	"\x12ResyncAgentRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\"\x15\n" +
-	"\x13ResyncAgentResponse\"?\n" +
+	"\x13ResyncAgentResponse\"U\n" +
 	"\x13SetAgentModeRequest\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x12\n" +
-	"\x04mode\x18\x02 \x01(\tR\x04mode\"\x16\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"\x16\n" +
 	"\x14SetAgentModeResponse\"\x12\n" +
 	"\x10PlacementRequest\"\xb2\x01\n" +
 	"\x11PlacementResponse\x12-\n" +
@@ -4261,7 +4287,7 @@ const file_grapnel_proto_rawDesc = "" +
 	"\bproblems\x18\x01 \x03(\v2\x10.grapnel.ProblemR\bproblems\x12\x16\n" +
 	"\x06lastId\x18\x02 \x01(\x04R\x06lastId\x12\x1c\n" +
 	"\treplicaId\x18\x03 \x01(\tR\treplicaId\x12\"\n" +
-	"\fappliedIndex\x18\x04 \x01(\x04R\fappliedIndex\"\xbd\x01\n" +
+	"\fappliedIndex\x18\x04 \x01(\x04R\fappliedIndex\"\xe3\x01\n" +
 	"\aProblem\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x18\n" +
@@ -4269,7 +4295,8 @@ const file_grapnel_proto_rawDesc = "" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x18\n" +
 	"\asinceMs\x18\x05 \x01(\x03R\asinceMs\x120\n" +
 	"\aobjects\x18\x06 \x03(\v2\x16.grapnel.ProblemObjectR\aobjects\x12\x10\n" +
-	"\x03key\x18\a \x01(\tR\x03key\"7\n" +
+	"\x03key\x18\a \x01(\tR\x03key\x12$\n" +
+	"\rlastUpdatedMs\x18\b \x01(\x03R\rlastUpdatedMs\"7\n" +
 	"\rProblemObject\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"U\n" +

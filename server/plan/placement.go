@@ -1,7 +1,11 @@
 package plan
 
 import (
+	"fmt"
 	"slices"
+	"strings"
+
+	"github.com/grapnel-io/grapnel/internal/errs"
 
 	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/state"
@@ -135,4 +139,42 @@ func placementChange(st *state.Store, next placement.Layout) (u state.PlacementU
 		}
 	}
 	return u, added, deleted
+}
+
+// DrainLoss is MAMID's rule for a drain: disabling an agent must not
+// leave a placed workload with fewer instances than it has now. The
+// allocator moves each instance off a Disabled agent to another eligible
+// agent with room; DrainLoss runs it as if agent were Disabled and
+// refuses, naming the workloads and their counts, when one would keep
+// fewer instances (no eligible agent has room for it). nil when nothing
+// is lost. It changes nothing.
+func DrainLoss(st *state.Store, agent string, adoptable map[string][]string) error {
+	if !HasPlacement(st) {
+		return nil
+	}
+	in, _ := placementInput(st)
+	found := false
+	for i := range in.Agents {
+		if in.Agents[i].Name == agent {
+			in.Agents[i].Mode, found = state.ModeDisabled, true
+		}
+	}
+	if !found {
+		return nil // not an agent the allocator knows: it hosts nothing
+	}
+	in.Adoptable = placement.Layout(adoptable)
+	next := placement.Allocate(in).Layout
+	var lost []string
+	for _, w := range state.SortedKeys(st.Placement) {
+		if have, keep := len(st.Placement[w]), len(next[w]); keep < have {
+			lost = append(lost, fmt.Sprintf("%s would keep %d of its %d instances", w, keep, have))
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: agent %s is not disabled: workload %s, as no other eligible agent (connected and Active) has room "+
+		"for them (an agent hosts at most one instance of a workload, and no more than its grapnel.io/capacity). "+
+		"Add an agent or raise a capacity and disable it again, or disable it with --force to remove those instances",
+		errs.ErrAvailability, agent, strings.Join(lost, ", workload "))
 }

@@ -44,10 +44,27 @@ const (
 	// replaces and deletes none until the run folder works again
 	// (Facts.AgentStorageFailed).
 	AgentStorageFailed Kind = "AgentStorageFailed"
+	// NoEligibleAgent: fewer agents take new instances (Active and
+	// present; not in Maintenance, not Disabled) than a placed workload
+	// wants (a Shortfall).
+	NoEligibleAgent Kind = "NoEligibleAgent"
+	// ReplicaDown: a voter of the Raft configuration does not answer the
+	// leader (Facts.ReplicasDown).
+	ReplicaDown Kind = "ReplicaDown"
+	// QuorumAtRisk: the voters the leader reaches are exactly a quorum,
+	// after a failure (Facts.Quorum).
+	QuorumAtRisk Kind = "QuorumAtRisk"
+	// DeleteWaiting: a deleted workload's instance has waited StuckMs or
+	// longer in Stopping(WaitingToStop) for its dependents (stuck.go).
+	DeleteWaiting Kind = "DeleteWaiting"
+	// WorkloadLost: a desired instance has sat StuckMs or longer in
+	// Failed(Lost) (stuck.go).
+	WorkloadLost Kind = "WorkloadLost"
 )
 
 // Kinds lists every kind, for the gauge (a kind with no problem shows 0).
-var Kinds = []Kind{MissingDependency, AgentGone, AgentNeverConnected, FailingRepeatedly, SpreadImpossible, CapacityExceeded, StorageFailed, VoteHeld, AgentStorageFailed}
+var Kinds = []Kind{MissingDependency, AgentGone, AgentNeverConnected, FailingRepeatedly, SpreadImpossible, CapacityExceeded, StorageFailed, VoteHeld, AgentStorageFailed,
+	NoEligibleAgent, ReplicaDown, QuorumAtRisk, DeleteWaiting, WorkloadLost}
 
 // Object kinds of state.ProblemObject.
 const (
@@ -85,6 +102,16 @@ type Facts struct {
 	// agent problem however long they are away. Filled by the agent-mode
 	// part of placement (docs/problems.md, "Extension points").
 	Maintenance map[string]bool
+	// Disabled names the agents in Disabled mode: they are not monitored
+	// (MAMID: a Disabled host is not), so they raise no agent problem
+	// either; their placed instances moved away.
+	Disabled map[string]bool
+	// ReplicasDown names the voters the leader does not reach, past a
+	// short grace, with why in a few words (cluster.Member: health).
+	ReplicasDown map[string]string
+	// Quorum is the voters of the Raft configuration and how many of them
+	// the leader reaches (itself included); zero when unknown.
+	Quorum Quorum
 	// Shortfalls are the placed workloads the allocator could not place
 	// fully. Filled by the placement allocator.
 	Shortfalls []Shortfall
@@ -101,6 +128,11 @@ type Facts struct {
 	AgentStorageFailed map[string]string
 }
 
+// Quorum counts the voters and the reachable ones.
+type Quorum struct {
+	Voters, Reachable int
+}
+
 // ShortfallReason says why the allocator placed fewer instances than
 // wanted.
 type ShortfallReason string
@@ -109,6 +141,7 @@ type ShortfallReason string
 const (
 	ShortSpread   ShortfallReason = ShortfallReason(SpreadImpossible)
 	ShortCapacity ShortfallReason = ShortfallReason(CapacityExceeded)
+	ShortEligible ShortfallReason = ShortfallReason(NoEligibleAgent)
 )
 
 // Shortfall is one placed workload the allocator could not place as
@@ -141,7 +174,8 @@ type source func(st *state.Store, f *Facts, c *Cache, r *Result)
 
 // sources are the checks, in no particular order. A new kind of problem
 // is a function here and a constant above.
-var sources = []source{missingDependencies, agentProblems, failingRepeatedly, shortfalls, storageFailures, voteHolds, agentStorageFailures}
+var sources = []source{missingDependencies, agentProblems, failingRepeatedly, shortfalls, storageFailures, voteHolds, agentStorageFailures,
+	stuckInstances, replicaProblems}
 
 // Detect runs every check on the store and the facts. It reads st and
 // changes nothing.
@@ -204,10 +238,27 @@ func key(k Kind, names ...string) string {
 	return string(k) + "/" + strings.Join(names, "/")
 }
 
+// Changed lists the findings whose key is open with other objects or
+// descriptions than the finding's: the condition changed under the same
+// key (one more workload on a gone agent, fewer instances placed). From
+// state.ClusterVersionProblemUpdates on the leader records them, which
+// dates the problem's lastUpdated; before, a problem keeps what it
+// opened with.
+func Changed(open state.Problems, findings []Finding) []Finding {
+	var out []Finding
+	for _, f := range findings {
+		p, ok := open.Open[f.Key]
+		if ok && (p.Summary != f.Summary || p.Detail != f.Detail || !slices.Equal(p.Objects, f.Objects)) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Diff compares findings with the open problems: the findings whose key
 // is not open are to open, the open problems no finding names are to
-// close (by id, oldest first). A problem open under a key keeps the
-// descriptions it opened with.
+// close (by id, oldest first). What changed under an open key is
+// Changed's.
 func Diff(open state.Problems, findings []Finding) (opened []Finding, closed []uint64) {
 	found := make(map[string]bool, len(findings))
 	for _, f := range findings {

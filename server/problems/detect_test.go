@@ -121,6 +121,53 @@ func TestDetect(t *testing.T) {
 			f.gone("B")
 			f.open(AgentGone, "AgentGone/B")
 		}, Facts{InGrace: map[string]bool{"B": true}}, []string{"AgentGone/B"}, 0},
+		{"a disabled agent is not monitored (MAMID, D11)", func(f *fixture) {
+			f.workload("a", "B")
+			f.gone("B")
+			f.workload("c", "never")
+		}, Facts{Disabled: map[string]bool{"B": true, "never": true}}, nil, 0},
+		{"a desired instance lost for StuckMs is a problem (M14)", func(f *fixture) {
+			in := f.workload("cache", "A")
+			f.connected("A")
+			f.transition(in, 1*minute, state.RunningOk)
+			f.transition(in, 2*minute, lost)
+		}, Facts{NowMs: 2*minute + StuckMs}, []string{"WorkloadLost/" + state.NewInstanceName("cache", "A", "image: cache").String()}, 0},
+		{"a desired instance lost for less than StuckMs is none yet, and wakes the leader", func(f *fixture) {
+			in := f.workload("cache", "A")
+			f.connected("A")
+			f.transition(in, 2*minute, lost)
+		}, Facts{NowMs: 2*minute + 1000}, nil, 2*minute + StuckMs},
+		{"a lost instance of a deleted workload is none", func(f *fixture) {
+			in := f.workload("cache", "A")
+			f.connected("A")
+			f.transition(in, 1*minute, lost)
+			delete(f.st.Desired.Workloads, "cache")
+			delete(f.st.Rendered, "cache")
+		}, Facts{NowMs: 60 * minute}, nil, 0},
+		{"a delete that waits for dependents for StuckMs is a problem", func(f *fixture) {
+			db := f.workload("db", "A")
+			f.workload("api", "A", "db")
+			f.st.DeleteGraph.Insert("api", f.st.Desired.Workloads["api"])
+			f.connected("A")
+			delete(f.st.Desired.Workloads, "db")
+			delete(f.st.Rendered, "db")
+			f.transition(db, 1*minute, state.ExecutionState{State: state.StateStopping, SubState: state.SubWaitingToStop, AdditionalInfo: "api: running"})
+		}, Facts{NowMs: 1*minute + StuckMs}, []string{"DeleteWaiting/" + state.NewInstanceName("db", "A", "image: db").String(), "MissingDependency/api/db"}, 0},
+		{"a delete that waits briefly is none yet, and wakes the leader", func(f *fixture) {
+			db := f.workload("db", "A")
+			f.connected("A")
+			delete(f.st.Desired.Workloads, "db")
+			delete(f.st.Rendered, "db")
+			f.transition(db, 1*minute, state.ExecutionState{State: state.StateStopping, SubState: state.SubWaitingToStop})
+		}, Facts{NowMs: 1*minute + 5000}, nil, 1*minute + StuckMs},
+		{"a voter down is a problem, and a quorum with no margin left too", func(f *fixture) {},
+			Facts{ReplicasDown: map[string]string{"n3": "no answer for 12s"}, Quorum: Quorum{Voters: 3, Reachable: 2}},
+			[]string{"QuorumAtRisk/voters", "ReplicaDown/n3"}, 0},
+		{"a voter down of five leaves a margin: no quorum problem", func(f *fixture) {},
+			Facts{ReplicasDown: map[string]string{"n5": "gossip: dead"}, Quorum: Quorum{Voters: 5, Reachable: 4}},
+			[]string{"ReplicaDown/n5"}, 0},
+		{"a single voter or two voters all reachable are no problem", func(f *fixture) {},
+			Facts{Quorum: Quorum{Voters: 1, Reachable: 1}}, nil, 0},
 		{"an agent in maintenance raises no problem", func(f *fixture) {
 			f.workload("a", "B")
 			f.gone("B")
@@ -185,7 +232,8 @@ func TestDetect(t *testing.T) {
 				f.transition(in, ms-1, state.RunningOk)
 				f.transition(in, ms, lost)
 			}
-		}, Facts{NowMs: 3 * minute}, nil, 0},
+			// Not FailingRepeatedly; a WorkloadLost once it lasts StuckMs.
+		}, Facts{NowMs: 3 * minute}, nil, 3*minute + StuckMs},
 		{"a running instance after three failures is a problem that wakes the leader when the window ends", func(f *fixture) {
 			in := f.workload("crash", "A")
 			f.connected("A")
@@ -383,7 +431,7 @@ func TestStorageFailedNamesTheReplicaAndTheFault(t *testing.T) {
 	}
 	fd := r.Findings[0]
 	if fd.Kind != StorageFailed || len(fd.Objects) != 1 || fd.Objects[0] != (state.ProblemObject{Kind: ObjReplica, Name: "n2"}) ||
-		fd.Summary != "replica n2: storage failed: "+fault || !strings.Contains(fd.Detail, fault) {
+		fd.Summary != "Replica n2: storage failed: "+fault+"." || !strings.Contains(fd.Detail, fault) {
 		t.Fatalf("finding %+v", fd)
 	}
 }
@@ -398,7 +446,134 @@ func TestAgentStorageFailedNamesTheAgentAndTheFault(t *testing.T) {
 	}
 	fd := r.Findings[0]
 	if fd.Kind != AgentStorageFailed || len(fd.Objects) != 1 || fd.Objects[0] != (state.ProblemObject{Kind: ObjAgent, Name: "agent_A"}) ||
-		fd.Summary != "agent agent_A: run folder failed: "+fault || !strings.Contains(fd.Detail, fault) {
+		fd.Summary != "Agent agent_A: run folder failed: "+fault+"." || !strings.Contains(fd.Detail, fault) {
 		t.Fatalf("finding %+v", fd)
+	}
+}
+
+// Requirement (issue 30 point 6, D5, D12): problem texts are whole
+// sentences; a shortage of eligible agents is NoEligibleAgent, not
+// CapacityExceeded, and does not call a Maintenance agent eligible;
+// AgentGone says the workloads are not observed, not that they are not
+// running.
+func TestProblemTextsAreSentences(t *testing.T) {
+	f := newFixture()
+	f.workload("app", "B")
+	f.gone("B")
+	r := Detect(f.st, Facts{Shortfalls: []Shortfall{
+		{Workload: "mon", Wanted: 3, Placed: 2, Reason: ShortEligible, Detail: "agent a1 is in Maintenance and takes no new instances"},
+		{Workload: "web", Wanted: 3, Placed: 2, Reason: ShortCapacity, Detail: "the eligible agents are at their capacity (grapnel.io/capacity)"},
+		{Workload: "db", Wanted: 2, Placed: 2, Reason: ShortSpread, Detail: "all instances are placed, but some share a risk group: no agent with room is left in another"},
+	}})
+	for _, fd := range r.Findings {
+		for _, sent := range strings.SplitAfter(fd.Detail, ". ") {
+			sent = strings.TrimSpace(sent)
+			if sent == "" {
+				continue
+			}
+			if c := sent[0]; !(c >= 'A' && c <= 'Z' || c == '`') {
+				t.Errorf("%s: detail sentence %q does not start with a capital: %q", fd.Key, sent, fd.Detail)
+			}
+		}
+		if !strings.HasSuffix(fd.Detail, ".") {
+			t.Errorf("%s: detail does not end a sentence: %q", fd.Key, fd.Detail)
+		}
+		if strings.Contains(fd.Detail, "Active or Maintenance") {
+			t.Errorf("%s: a Maintenance agent is called eligible: %q", fd.Key, fd.Detail)
+		}
+		switch fd.Key {
+		case "NoEligibleAgent/mon":
+			if fd.Kind != NoEligibleAgent {
+				t.Errorf("a shortage of eligible agents is %s, want NoEligibleAgent", fd.Kind)
+			}
+		case "AgentGone/B":
+			if !strings.Contains(fd.Summary, "not observed") || strings.Contains(fd.Summary, "not running") {
+				t.Errorf("AgentGone summary %q: want \"not observed\", not \"not running\"", fd.Summary)
+			}
+		}
+	}
+	if got := keys(r); !slices.Equal(got, []string{"AgentGone/B", "CapacityExceeded/web", "NoEligibleAgent/mon", "SpreadImpossible/db"}) {
+		t.Fatalf("findings %v", got)
+	}
+}
+
+// Requirement (issue 31 point 4): the delete's problem names the
+// dependents it waits for; the lost instance's says it is not running.
+func TestStuckProblemsNameWhatTheyWaitFor(t *testing.T) {
+	f := newFixture()
+	db := f.workload("db", "A")
+	f.workload("api", "A", "db")
+	f.workload("web", "A", "db")
+	for _, n := range []string{"api", "web"} {
+		f.st.DeleteGraph.Insert(n, f.st.Desired.Workloads[n])
+	}
+	delete(f.st.Desired.Workloads, "db")
+	delete(f.st.Rendered, "db")
+	f.st.States.Set(db, state.ExecutionState{State: state.StateStopping, SubState: state.SubWaitingToStop, AdditionalInfo: "api: running, web: running"})
+	r := Detect(f.st, Facts{NowMs: 60 * minute})
+	var got *Finding
+	for i := range r.Findings {
+		if r.Findings[i].Kind == DeleteWaiting {
+			got = &r.Findings[i]
+		}
+	}
+	if got == nil {
+		t.Fatalf("no DeleteWaiting in %v", keys(r))
+	}
+	if !strings.Contains(got.Summary, "api, web") || !strings.Contains(got.Detail, "api: running, web: running") {
+		t.Fatalf("DeleteWaiting does not name the dependents: %q / %q", got.Summary, got.Detail)
+	}
+	objs := map[string]bool{}
+	for _, o := range got.Objects {
+		objs[o.Kind+"/"+o.Name] = true
+	}
+	if !objs["workload/api"] || !objs["workload/web"] || !objs["workload/db"] {
+		t.Fatalf("objects %v", got.Objects)
+	}
+}
+
+// Requirement (issue 30 point 6): every kind's summary and detail are
+// whole sentences: a capital first, a full stop last.
+func TestEveryKindSpeaksInSentences(t *testing.T) {
+	f := newFixture()
+	f.workload("app", "A", "db")
+	f.connected("A")
+	f.workload("x", "B")
+	f.gone("B")
+	f.workload("y", "typo")
+	crash := f.workload("crash", "A")
+	for _, ms := range []int64{1 * minute, 2 * minute, 3 * minute} {
+		f.transition(crash, ms, execFailed)
+	}
+	cache := f.workload("cache", "A")
+	f.transition(cache, 1*minute, lost)
+	old := f.workload("old", "A")
+	f.workload("dep", "A", "old")
+	f.st.DeleteGraph.Insert("dep", f.st.Desired.Workloads["dep"])
+	delete(f.st.Desired.Workloads, "old")
+	delete(f.st.Rendered, "old")
+	f.transition(old, 1*minute, state.ExecutionState{State: state.StateStopping, SubState: state.SubWaitingToStop, AdditionalInfo: "dep: running"})
+	r := Detect(f.st, Facts{NowMs: 4 * minute,
+		Shortfalls: []Shortfall{{Workload: "s1", Wanted: 3, Placed: 2, Reason: ShortCapacity}, {Workload: "s2", Wanted: 3, Placed: 2, Reason: ShortEligible},
+			{Workload: "s3", Wanted: 2, Placed: 2, Reason: ShortSpread}},
+		StorageFailed:      map[string]string{"n1": "write CurrentTerm: read-only file system"},
+		VoteHeld:           map[string]string{"n2": "started with no Raft state"},
+		AgentStorageFailed: map[string]string{"A": "no space left on device"},
+		ReplicasDown:       map[string]string{"n3": "it does not answer the leader in time"},
+		Quorum:             Quorum{Voters: 3, Reachable: 2},
+	})
+	seen := map[Kind]bool{}
+	for _, fd := range r.Findings {
+		seen[fd.Kind] = true
+		for what, text := range map[string]string{"summary": fd.Summary, "detail": fd.Detail} {
+			if text == "" || !(text[0] >= 'A' && text[0] <= 'Z') || !strings.HasSuffix(text, ".") {
+				t.Errorf("%s: the %s is not a sentence: %q", fd.Key, what, text)
+			}
+		}
+	}
+	for _, k := range Kinds {
+		if !seen[k] {
+			t.Errorf("the fixture raises no %s", k)
+		}
 	}
 }

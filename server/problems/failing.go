@@ -91,7 +91,7 @@ func failingRepeatedly(st *state.Store, f *Facts, _ *Cache, r *Result) {
 			Kind: FailingRepeatedly, Key: k,
 			Objects: []state.ProblemObject{{Kind: ObjWorkload, Name: in.WorkloadName}, {Kind: ObjAgent, Name: in.AgentName},
 				{Kind: ObjInstance, Name: in.String()}},
-			Summary: fmt.Sprintf("workload %s on agent %s failed %d times within %d minutes", in.WorkloadName, in.AgentName,
+			Summary: fmt.Sprintf("Workload %s on agent %s failed %d times within %d minutes.", in.WorkloadName, in.AgentName,
 				c.inWindow, FailWindowMs/60000),
 			Detail: fmt.Sprintf("Instance %s entered Failed(ExecFailed) or Pending(StartingFailed) %d times within %d minutes "+
 				"(now %s). See `grapnel logs %s` and `grapnel get timeline %s`; fix the workload or its configuration. "+

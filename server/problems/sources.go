@@ -36,7 +36,7 @@ func findMissingDependencies(st *state.Store) []Finding {
 				Kind:    MissingDependency,
 				Key:     key(MissingDependency, name, dep),
 				Objects: []state.ProblemObject{{Kind: ObjWorkload, Name: name}, {Kind: ObjWorkload, Name: dep}},
-				Summary: fmt.Sprintf("workload %s depends on %s, which does not exist", name, dep),
+				Summary: fmt.Sprintf("Workload %s depends on %s, which does not exist.", name, dep),
 				Detail: fmt.Sprintf("Workload %s lists %s in its dependencies (condition %s), but the desired state has no workload %s, "+
 					"so %s waits and never starts. Add workload %s, or remove the dependency from %s.",
 					name, dep, w.Dependencies[dep], dep, name, dep, name),
@@ -50,7 +50,8 @@ func findMissingDependencies(st *state.Store) []Finding {
 // gone (seen once, away past its reconnect grace: the FSM holds it no
 // more) or never connected (never seen, away past the grace this leader
 // gave it). An agent in a grace keeps the agent problem it has and gets
-// none new; an agent in Maintenance gets none.
+// none new; an agent in Maintenance or Disabled gets none: neither is
+// monitored (MAMID's modes).
 func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 	var assigned map[string][]string
 	if c != nil {
@@ -59,7 +60,7 @@ func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 		assigned = Assigned(st)
 	}
 	for agent, wls := range assigned {
-		if _, ok := st.Agents[agent]; ok || f.Connected[agent] || f.Maintenance[agent] {
+		if _, ok := st.Agents[agent]; ok || f.Connected[agent] || f.Maintenance[agent] || f.Disabled[agent] {
 			continue
 		}
 		gone, never := key(AgentGone, agent), key(AgentNeverConnected, agent)
@@ -80,16 +81,16 @@ func agentProblems(st *state.Store, f *Facts, c *Cache, r *Result) {
 		if Seen(st, agent) {
 			r.Findings = append(r.Findings, Finding{
 				Kind: AgentGone, Key: gone, Objects: objs,
-				Summary: fmt.Sprintf("agent %s is gone; %d workload(s) assigned to it are not running: %s", agent, len(wls), list),
-				Detail: fmt.Sprintf("Agent %s was connected and has not come back within its reconnect grace; its workloads (%s) "+
-					"show AgentDisconnected. Bring the agent back (its host, its network, its service), or move the workloads "+
-					"to another agent.", agent, list),
+				Summary: fmt.Sprintf("Agent %s is gone; %d workload(s) assigned to it are not observed: %s.", agent, len(wls), list),
+				Detail: fmt.Sprintf("Agent %s was connected and has not come back within its reconnect grace. Its workloads (%s) "+
+					"show AgentDisconnected: they may still run on its host, but nobody observes them. Bring the agent back "+
+					"(its host, its network, its service), or move the workloads to another agent.", agent, list),
 			})
 			continue
 		}
 		r.Findings = append(r.Findings, Finding{
 			Kind: AgentNeverConnected, Key: never, Objects: objs,
-			Summary: fmt.Sprintf("agent %s has never connected; %d workload(s) wait for it: %s", agent, len(wls), list),
+			Summary: fmt.Sprintf("Agent %s has never connected; %d workload(s) wait for it: %s.", agent, len(wls), list),
 			Detail: fmt.Sprintf("Workloads (%s) are assigned to agent %s, which has never connected to this cluster. Check the "+
 				"agent's name (a typo in the manifest's agent field names an agent that does not exist), start the agent, "+
 				"or move the workloads to an agent that runs.", list, agent),
@@ -141,31 +142,54 @@ func Seen(st *state.Store, agent string) bool {
 }
 
 // shortfalls turns the allocator's shortfalls into problems: one per
-// workload and reason.
+// workload and reason. Each text is whole sentences: what was placed,
+// why not more, the allocator's own explanation, and what helps for that
+// reason.
 func shortfalls(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 	for _, s := range f.Shortfalls {
 		k := Kind(s.Reason)
-		var why string
+		var why, help string
 		switch s.Reason {
 		case ShortSpread:
-			why = "its instances cannot be spread over the risk groups it asks for"
+			why = "Its instances cannot be spread over the risk groups it asks for."
+			help = "Add agents in other risk groups (tag grapnel.io/risk-group), give the agents there room, or lower the instances the workload wants."
 		case ShortCapacity:
-			why = "the agents' capacities hold fewer instances than it wants"
+			why = "The agents that take new instances are full: their capacities hold fewer instances than it wants."
+			help = "Raise the agents' capacities (tag grapnel.io/capacity), add agents, or lower the instances the workload wants."
+		case ShortEligible:
+			why = "Fewer agents take new instances than it wants instances, and an agent hosts at most one instance of a workload."
+			help = "Connect more agents, bring agents in Maintenance or Disabled back with `grapnel agent activate NAME`, or lower the instances the workload wants."
 		default:
-			k, why = Kind(s.Reason), string(s.Reason)
+			why = fmt.Sprintf("The allocator says: %s.", s.Reason)
 		}
-		detail := fmt.Sprintf("The allocator placed %d of the %d instances workload %s wants: %s.", s.Placed, s.Wanted, s.Workload, why)
+		detail := fmt.Sprintf("The allocator placed %d of the %d instances workload %s wants. %s", s.Placed, s.Wanted, s.Workload, why)
 		if s.Detail != "" {
-			detail += " " + s.Detail
+			detail += " " + sentence(s.Detail)
 		}
-		detail += " Add agents (in other risk groups), raise their capacities, or lower the instances the workload wants."
+		if help != "" {
+			detail += " " + help
+		}
 		r.Findings = append(r.Findings, Finding{
 			Kind: k, Key: key(k, s.Workload),
 			Objects: []state.ProblemObject{{Kind: ObjWorkload, Name: s.Workload}},
-			Summary: fmt.Sprintf("workload %s: %d of %d instances placed (%s)", s.Workload, s.Placed, s.Wanted, k),
+			Summary: fmt.Sprintf("Workload %s: %d of %d instances placed (%s).", s.Workload, s.Placed, s.Wanted, k),
 			Detail:  detail,
 		})
 	}
+}
+
+// sentence makes a text a sentence: a capital first letter and a full
+// stop.
+func sentence(t string) string {
+	t = strings.TrimSpace(t)
+	if t == "" {
+		return t
+	}
+	t = strings.ToUpper(t[:1]) + t[1:]
+	if !strings.HasSuffix(t, ".") {
+		t += "."
+	}
+	return t
 }
 
 // findingOf is an open problem found again as it is.
@@ -178,7 +202,7 @@ func findingOf(p *state.Problem) Finding {
 // problem keeps the descriptions it opened with.
 func storageFailures(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 	oneEach(r, StorageFailed, ObjReplica, f.StorageFailed, func(id, fault string) (string, string) {
-		return fmt.Sprintf("replica %s: storage failed: %s", id, fault),
+		return sentence(fmt.Sprintf("Replica %s: storage failed: %s", id, fault)),
 			fmt.Sprintf("Replica %s could not write its data directory (%s). It stores no Raft entries and casts no votes, "+
 				"so the cluster tolerates one failure fewer; it stepped down if it led. It probes its data directory and restarts "+
 				"itself once a write and an fsync work there again, then catches up. Free space, or repair and remount the file "+
@@ -206,7 +230,7 @@ func oneEach(r *Result, kind Kind, objKind string, m map[string]string, describe
 // without it, or it cannot reach the leader.
 func voteHolds(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 	oneEach(r, VoteHeld, ObjReplica, f.VoteHeld, func(id, why string) (string, string) {
-		return fmt.Sprintf("replica %s holds its vote: %s", id, why),
+		return sentence(fmt.Sprintf("Replica %s holds its vote: %s", id, why)),
 			fmt.Sprintf("Replica %s lost Raft entries it may have acknowledged (%s). Until its log has caught up from the "+
 				"leader it grants no vote that could elect a leader lacking them, and does not stand, so the cluster tolerates one "+
 				"failure fewer. It ends by itself once a leader reaches it. If no leader can be elected without its vote (a majority "+
@@ -222,7 +246,7 @@ func voteHolds(_ *state.Store, f *Facts, _ *Cache, r *Result) {
 // says more. A problem keeps the descriptions it opened with.
 func agentStorageFailures(st *state.Store, f *Facts, _ *Cache, r *Result) {
 	oneEach(r, AgentStorageFailed, ObjAgent, f.AgentStorageFailed, func(agent, fault string) (string, string) {
-		return fmt.Sprintf("agent %s: run folder failed: %s", agent, fault),
+		return sentence(fmt.Sprintf("Agent %s: run folder failed: %s", agent, fault)),
 			fmt.Sprintf("Agent %s could not write its run folder (%s). Its running workloads keep running and it "+
 				"keeps reporting their states, but it starts, replaces and deletes none until the run folder works again: "+
 				"those wait, their states say why. It probes the run folder and resumes by itself once a write and an fsync "+

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 )
@@ -12,8 +13,9 @@ import (
 // then again whenever the cluster (leader, term, membership: Node.Changes)
 // or the store (an applied command: Feed) changed, coalesced, at most
 // once per MinPushInterval. It runs on the HTTP server's goroutine for the
-// request; its only timer is that interval after a push; it ends when the
-// browser goes away or the dashboard closes.
+// request; its timers are that interval after a push and, with a load
+// source, the LoadRefreshInterval that asks the leader for the agents'
+// load again; it ends when the browser goes away or the dashboard closes.
 func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -29,7 +31,7 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	var last []byte
 	for {
-		o, err := h.current()
+		o, err := h.current(r.Context())
 		if err == nil {
 			b, _ := json.Marshal(o)
 			// A store change that altered nothing shown (a history
@@ -51,12 +53,31 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+		// The agents' load changes with no change of the store (it is
+		// the leader's memory): with a load source, the page is rebuilt
+		// every LoadRefreshInterval too, and pushed if it differs.
+		var (
+			reload <-chan time.Time
+			timer  *clock.ChanTimer
+		)
+		if h.cfg.AgentLoads != nil {
+			timer = clock.NewTimer(h.cfg.Clock, LoadRefreshInterval)
+			reload = timer.C
+		}
+		done := false
 		select {
 		case <-clusterChanges:
 		case <-storeChanges:
+		case <-reload:
 		case <-r.Context().Done():
-			return
+			done = true
 		case <-h.stop:
+			done = true
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if done {
 			return
 		}
 	}

@@ -42,6 +42,9 @@ type Config struct {
 	// (server.Server.AgentReleases): nil on a follower; a nil func shows
 	// none.
 	AgentReleases func() map[string]string
+	// AgentLoads answers the agents' load reports, which live in the
+	// leader's memory only (GRPCAgentLoads); nil shows none.
+	AgentLoads AgentLoadSource
 	// Untyped is the role of a client certificate without a grapnel://
 	// URI (identity.None refuses it).
 	Untyped identity.Role
@@ -63,6 +66,8 @@ type Handler struct {
 	mux  *http.ServeMux
 	stop chan struct{}
 	once sync.Once
+	// loads is the last answer of cfg.AgentLoads.
+	loads loadCache
 }
 
 // New returns the dashboard's handler.
@@ -136,8 +141,9 @@ func Allowed(id identity.Identity) bool {
 	return slices.Contains(authz.Holders[authz.ReadState], id.Role)
 }
 
-// current reads the overview under the FSM's read lock.
-func (h *Handler) current() (Overview, error) {
+// current reads the overview under the FSM's read lock, with the agents'
+// load as the leader knows it (asked before the lock is taken).
+func (h *Handler) current(ctx context.Context) (Overview, error) {
 	n := h.cfg.Node
 	members, err := n.Members()
 	if err != nil {
@@ -149,15 +155,16 @@ func (h *Handler) current() (Overview, error) {
 	if h.cfg.AgentReleases != nil {
 		releases = h.cfg.AgentReleases()
 	}
+	loads := h.agentLoads(ctx)
 	var o Overview
 	h.cfg.FSM.Read(func(st *state.Store, applied uint64) {
-		o = overview(n.ID(), leader, term, applied, members, st, releases)
+		o = overview(n.ID(), leader, term, applied, members, st, releases, loads)
 	})
 	return o, nil
 }
 
-func (h *Handler) serveOverview(w http.ResponseWriter, _ *http.Request) {
-	o, err := h.current()
+func (h *Handler) serveOverview(w http.ResponseWriter, r *http.Request) {
+	o, err := h.current(r.Context())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return

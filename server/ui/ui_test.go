@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,7 +155,7 @@ func TestOverviewShowsReleases(t *testing.T) {
 	st.Agents["agent_A"] = &state.AgentAttributes{}
 	st.Agents["agent_B"] = &state.AgentAttributes{}
 	members := []cluster.Member{{ID: "r1", Leader: true, Version: "0.4.0-dev"}, {ID: "r2", Version: "0.3.0"}}
-	o := overview("r1", "r1", 2, 10, members, st, map[string]string{"agent_A": "0.4.0-dev", "agent_B": "ankaios"})
+	o := overview("r1", "r1", 2, 10, members, st, map[string]string{"agent_A": "0.4.0-dev", "agent_B": "ankaios"}, nil)
 	b, err := json.Marshal(o)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestOverviewShowsReleases(t *testing.T) {
 			t.Errorf("overview lacks %s:\n%s", want, b)
 		}
 	}
-	follower := overview("r2", "r1", 2, 10, members, st, nil)
+	follower := overview("r2", "r1", 2, 10, members, st, nil, nil)
 	if follower.AgentReleases || follower.Agents[0].Release != "" || follower.Replicas[1].Release != "0.3.0" {
 		t.Fatalf("follower's overview: %+v", follower)
 	}
@@ -181,7 +182,7 @@ func TestOverviewShowsReleases(t *testing.T) {
 func TestOverviewShowsStorageFailed(t *testing.T) {
 	const fault = "append log entries wal/1.wal: no space left on device"
 	members := []cluster.Member{{ID: "r1", Leader: true, Healthy: true}, {ID: "r2", StorageFailed: fault}}
-	o := overview("r1", "r1", 2, 10, members, state.NewStore(), nil)
+	o := overview("r1", "r1", 2, 10, members, state.NewStore(), nil, nil)
 	if o.Replicas[0].StorageFailed != "" || o.Replicas[1].StorageFailed != fault {
 		t.Fatalf("replicas %+v", o.Replicas)
 	}
@@ -192,5 +193,31 @@ func TestOverviewShowsStorageFailed(t *testing.T) {
 	page, err := assets.ReadFile("assets/app.js")
 	if err != nil || !strings.Contains(string(page), "r.storageFailed") {
 		t.Fatalf("the page draws no storage fault (%v)", err)
+	}
+}
+
+// Requirement (issue 31 points 4 and 5): the dashboard shows the open
+// problems (replicated, so a follower's page too), oldest first, with
+// their objects and descriptions.
+func TestOverviewShowsProblems(t *testing.T) {
+	st := state.NewStore()
+	st.Problems.OpenProblem(state.Problem{Kind: "ReplicaDown", Key: "ReplicaDown/r3", Summary: "Replica r3 is down: it does not answer the leader in time.",
+		Detail: "Voter r3 …", Objects: []state.ProblemObject{{Kind: "replica", Name: "r3"}}})
+	st.Problems.OpenProblem(state.Problem{Kind: "QuorumAtRisk", Key: "QuorumAtRisk/voters", Summary: "Quorum is at risk: 2 of 3 voting replicas are reachable, exactly a quorum.",
+		Objects: []state.ProblemObject{{Kind: "replica", Name: "r3"}}})
+	st.Problems.Open["ReplicaDown/r3"].SinceMs = 100
+	st.Problems.UpdateProblem(state.Problem{Key: "ReplicaDown/r3", Summary: "Replica r3 is down: gossip reports it dead.", Detail: "Voter r3 …",
+		Objects: []state.ProblemObject{{Kind: "replica", Name: "r3"}}}, 250)
+	o := overview("r2", "r1", 2, 10, nil, st, nil, nil)
+	if len(o.Problems) != 2 || o.Problems[0].SinceMs != 100 || o.Problems[0].LastUpdatedMs != 250 || o.Problems[0].Kind != "ReplicaDown" || o.Problems[0].ID != 1 || o.Problems[1].Kind != "QuorumAtRisk" ||
+		!slices.Equal(o.Problems[0].Objects, []string{"replica r3"}) || o.Problems[0].Detail != "Voter r3 …" {
+		t.Fatalf("problems %+v", o.Problems)
+	}
+	if empty := overview("r1", "r1", 2, 10, nil, state.NewStore(), nil, nil); empty.Problems == nil {
+		t.Fatal("no problems must be an empty list, not null: the page iterates it")
+	}
+	page, err := assets.ReadFile("assets/app.js")
+	if err != nil || !strings.Contains(string(page), "ov.problems") {
+		t.Fatalf("the page draws no problems (%v)", err)
 	}
 }

@@ -25,6 +25,22 @@ type Overview struct {
 	Replicas      []Replica  `json:"replicas"`
 	Agents        []Agent    `json:"agents"`
 	Workloads     []Workload `json:"workloads"`
+	// Problems are the open problems of the problems view (replicated:
+	// every replica's page shows the same), oldest first.
+	Problems []Problem `json:"problems"`
+}
+
+// Problem is one open problem, as `grapnel get problems -o json` shows it.
+type Problem struct {
+	ID      uint64 `json:"id"`
+	Kind    string `json:"kind"`
+	SinceMs int64  `json:"sinceMs"`
+	// LastUpdatedMs is when its objects and descriptions last changed.
+	LastUpdatedMs int64 `json:"lastUpdatedMs"`
+	// Objects are "kind name" pairs: "replica n3", "workload db".
+	Objects []string `json:"objects"`
+	Summary string   `json:"summary"`
+	Detail  string   `json:"detail,omitempty"`
 }
 
 // Replica is one member of the cluster as this replica sees it.
@@ -90,11 +106,20 @@ type Detail struct {
 	Timeline     []*grapnelpb.TimelineEvent `json:"timeline"`
 }
 
-// overview builds the main view from the members, the store and the
-// agents' releases (nil when this replica does not lead).
-func overview(self, leader string, term, applied uint64, members []cluster.Member, st *state.Store, releases map[string]string) Overview {
+// overview builds the main view from the members, the store, the
+// agents' releases (nil when this replica does not lead) and their load
+// reports as the leader knows them (nil when unknown).
+func overview(self, leader string, term, applied uint64, members []cluster.Member, st *state.Store, releases map[string]string,
+	loads map[string]state.AgentStatus) Overview {
 	o := Overview{Replica: self, Leader: leader, Term: term, Applied: applied, AgentReleases: releases != nil,
-		Replicas: []Replica{}, Agents: []Agent{}, Workloads: []Workload{}}
+		Replicas: []Replica{}, Agents: []Agent{}, Workloads: []Workload{}, Problems: []Problem{}}
+	for _, p := range st.Problems.List() {
+		row := Problem{ID: p.ID, Kind: p.Kind, SinceMs: p.SinceMs, LastUpdatedMs: p.LastUpdatedMs(), Objects: []string{}, Summary: p.Summary, Detail: p.Detail}
+		for _, ob := range p.Objects {
+			row.Objects = append(row.Objects, ob.Kind+" "+ob.Name)
+		}
+		o.Problems = append(o.Problems, row)
+	}
 	for _, m := range members {
 		o.Replicas = append(o.Replicas, Replica{ID: m.ID, Role: m.Role, Leader: m.Leader, Healthy: m.Healthy,
 			LastContactMs: contactMs(m), GRPCAddress: m.GRPCAddress, UIAddress: m.UIAddress, Gossip: m.GossipStatus, Release: m.Version,
@@ -114,6 +139,11 @@ func overview(self, leader string, term, applied uint64, members []cluster.Membe
 		a.Connected = true
 		if attrs != nil {
 			a.CPUUsage, a.FreeMemory = attrs.Status.CPUUsage, attrs.Status.FreeMemory
+		}
+		// The store holds no load (it is leader memory only): the
+		// leader's answer fills it.
+		if l, ok := loads[name]; ok {
+			a.CPUUsage, a.FreeMemory = l.CPUUsage, l.FreeMemory
 		}
 	}
 	for name, w := range st.Desired.Workloads {

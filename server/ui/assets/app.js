@@ -58,6 +58,10 @@ function draw() {
   $('leader').textContent = ov.leader || 'none';
   $('term').textContent = ov.term;
   $('applied').textContent = ov.applied;
+  rows('problems', ov.problems, (p) => `<tr data-problem="${p.id}" title="${esc(p.detail)}"><td>${p.id}</td><td class="bad">${esc(p.kind)}</td>` +
+    `<td>${esc(new Date(p.sinceMs).toLocaleString())}</td><td>${esc(new Date(p.lastUpdatedMs).toLocaleString())}</td>` +
+    `<td>${esc(p.objects.join(', '))}</td><td>${esc(p.summary)}</td></tr>`);
+  $('noproblems').hidden = ov.problems.length > 0;
   rows('replicas', ov.replicas, (r) => `<tr data-replica="${esc(r.id)}"><td>${esc(r.id)}${r.id === ov.replica ? ' (this)' : ''}</td>` +
     `<td class="${r.leader ? 'good' : ''}">${esc(r.role)}</td><td class="${r.healthy ? 'good' : 'bad'}">${r.healthy ? 'healthy' : 'unhealthy'} (${esc(r.gossip)})` +
     `${r.storageFailed ? `<br><span class="storage-failed">storage failed: ${esc(r.storageFailed)}</span>` : ''}</td>` +
@@ -65,7 +69,7 @@ function draw() {
     `<td class="mono">${r.ui ? `<a href="${esc(uiURL(r.ui))}">${esc(r.ui)}</a>` : ''}</td><td class="mono">${esc(r.release || '—')}</td></tr>`);
   rows('agents', ov.agents, (a) => `<tr data-agent="${esc(a.name)}"><td>${esc(a.name)}</td>` +
     `<td class="${a.connected ? 'good' : 'bad'}">${a.connected ? 'connected' : 'disconnected'}</td><td>${esc(a.mode)}</td>` +
-    `<td>${a.cpu === undefined ? '—' : a.cpu + ' %'}</td><td>${a.freeMemory === undefined ? '—' : Math.round(a.freeMemory / 1048576) + ' MiB'}</td><td>${a.workloads}</td>` +
+    `<td class="cpu">${a.cpu === undefined ? '—' : a.cpu + ' %'}</td><td class="mem">${a.freeMemory === undefined ? '—' : Math.round(a.freeMemory / 1048576) + ' MiB'}</td><td>${a.workloads}</td>` +
     `<td class="mono"${ov.agentReleases ? '' : ' title="only the leader hears the agents\' hellos: see its dashboard"'}>${esc(a.release || '—')}</td></tr>`);
   const states = [...new Set(ov.workloads.map((w) => w.state))].sort();
   const sel = $('statefilter');
