@@ -96,8 +96,9 @@ func newGet(a *app) *cobra.Command {
 	get := &cobra.Command{Use: "get", Short: "Show the state, workloads, agents, configs, events, problems or the dependency graph"}
 
 	stateCmd := &cobra.Command{
-		Use:   "state [MASK...]",
-		Short: "Print the complete state, or the parts the field masks select",
+		Use:               "state [MASK...]",
+		Short:             "Print the complete state, or the parts the field masks select",
+		ValidArgsFunction: a.completeMasks,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := cli.ParseFormat(a.output)
 			if err != nil {
@@ -107,6 +108,7 @@ func newGet(a *app) *cobra.Command {
 		},
 	}
 	stateCmd.Flags().StringVarP(&a.output, "output", "o", "yaml", "output format: yaml or json")
+	completeOutput(stateCmd, "yaml", "json")
 
 	workloads := &cobra.Command{
 		Use:               "workloads [NAME...]",
@@ -115,17 +117,27 @@ func newGet(a *app) *cobra.Command {
 		ValidArgsFunction: a.completeNames(desiredWorkloads),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.filter.Names = args
+			a.warnServerLike("get workloads", "state", a.filter.State)
+			if a.watch && cmd.Flags().Changed("output") {
+				return fmt.Errorf("%w: -o goes with a listing, not with --watch", cli.ErrBadArgument)
+			}
 			return a.with(cmd.Context(), func(s *cli.Session) error {
 				if a.watch {
 					return s.WatchWorkloads(cmd.Context(), a.filter)
 				}
-				return s.GetWorkloads(cmd.Context(), a.filter)
+				return s.GetWorkloads(cmd.Context(), a.filter, a.workloadsOutput)
 			})
 		},
 	}
 	workloads.Flags().StringVarP(&a.filter.Agent, "agent", "a", "", "only workloads on this agent")
 	workloads.Flags().StringVarP(&a.filter.State, "state", "s", "", "only workloads in this execution state, e.g. running or Pending(Starting)")
 	workloads.Flags().BoolVarP(&a.watch, "watch", "w", false, "keep the table current until Ctrl-C")
+	_ = workloads.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{
+		string(state.StateAgentDisconnected), string(state.StatePending), string(state.StateRunning), string(state.StateStopping),
+		string(state.StateSucceeded), string(state.StateFailed), string(state.StateNotScheduled), string(state.StateRemoved),
+	}, cobra.ShellCompDirectiveNoFileComp))
+	workloads.Flags().StringVarP(&a.workloadsOutput, "output", "o", "table", "output format: table, json or yaml (Grapnel only)")
+	completeOutput(workloads, "table", "json", "yaml")
 	shadowServerURL(a, workloads)
 
 	agents := &cobra.Command{
@@ -138,6 +150,7 @@ func newGet(a *app) *cobra.Command {
 		},
 	}
 	agents.Flags().StringVarP(&a.agentsOutput, "output", "o", "table", "output format: table, json or yaml (Grapnel only)")
+	completeOutput(agents, "table", "json", "yaml")
 
 	configs := &cobra.Command{
 		Use:     "configs",
@@ -145,13 +158,16 @@ func newGet(a *app) *cobra.Command {
 		Short:   "List config items",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetConfigs(cmd.Context()) })
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetConfigs(cmd.Context(), a.configsOutput) })
 		},
 	}
+	configs.Flags().StringVarP(&a.configsOutput, "output", "o", "table", "output format: table, json or yaml (Grapnel only)")
+	completeOutput(configs, "table", "json", "yaml")
 
 	events := &cobra.Command{
-		Use:   "events [MASK...]",
-		Short: "Print state changes under the field masks as they happen, until Ctrl-C",
+		Use:               "events [MASK...]",
+		Short:             "Print state changes under the field masks as they happen, until Ctrl-C",
+		ValidArgsFunction: a.completeMasks,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := cli.ParseFormat(a.output)
 			if err != nil {
@@ -163,6 +179,7 @@ func newGet(a *app) *cobra.Command {
 		},
 	}
 	events.Flags().StringVarP(&a.output, "output", "o", "yaml", "output format: yaml or json")
+	completeOutput(events, "yaml", "json")
 	events.Flags().BoolVarP(&a.includeCurrent, "include-current-state", "c", false, "print the current state first")
 
 	get.AddCommand(stateCmd, workloads, agents, configs, events, newGetGraph(a), newTimeline(a), newGetLocks(a))
@@ -194,6 +211,7 @@ func planFlags(a *app, cmd *cobra.Command) {
 	f.Uint64Var(&a.expectSeq, "expect-seq", 0, "make the update only if the desired state is still at this sequence number, the seq of a dry-run's plan (Grapnel only)")
 	revisionFlag(a, cmd)
 	f.StringVarP(&a.planOutput, "output", "o", cli.PlanTable, "output format of --dry-run: table, yaml or json")
+	completeOutput(cmd, cli.PlanTable, "yaml", "json")
 }
 
 // withPlan runs f in a fresh session set up with the plan flags of cmd.
@@ -322,6 +340,7 @@ func newLogs(a *app) *cobra.Command {
 		ValidArgsFunction: a.completeNames(desiredWorkloads),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.logs.Workloads = args
+			a.warnServerLike("logs", "since", a.logs.Since)
 			return a.with(cmd.Context(), func(s *cli.Session) error { return s.Logs(cmd.Context(), a.logs) })
 		},
 	}
@@ -333,6 +352,23 @@ func newLogs(a *app) *cobra.Command {
 	f.BoolVarP(&a.logs.Names, "names", "n", false, "prefix every line with its workload name")
 	shadowServerURL(a, logs)
 	return logs
+}
+
+// completeOutput offers formats as the values of cmd's -o.
+func completeOutput(cmd *cobra.Command, formats ...string) {
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// warnServerLike warns when the value of a local -s (--state after get
+// workloads, --since after logs) looks like a server address: in ank and
+// here, the server's -s goes before the subcommand; after it, -s is the
+// command's own flag, and the command would talk to the default server.
+func (a *app) warnServerLike(cmd, flag, value string) {
+	if !cli.LooksLikeServerAddress(value) {
+		return
+	}
+	fmt.Fprintf(a.stderr, "warning: after %q, -s is --%s, and %q looks like a server address: give the server before the subcommand (grapnel -s %s %s ...) or as --server-url %s\n",
+		cmd, flag, value, value, cmd, value)
 }
 
 // Masks whose keys shell completion offers.
