@@ -9,9 +9,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/grapnel-io/grapnel/cli"
-	"github.com/grapnel-io/grapnel/state"
 )
 
 // envComplete is the variable of ank's completion protocol (clap_complete's
@@ -286,10 +283,6 @@ func (a *app) completeMasks(cmd *cobra.Command, _ []string, prefix string) ([]st
 	if i := strings.LastIndexByte(prefix, '.'); i >= 0 {
 		parent = prefix[:i]
 	}
-	directive := cobra.ShellCompDirectiveNoFileComp
-	if parent == "" || parent == "desiredState" || parent == "workloadStates" {
-		directive |= cobra.ShellCompDirectiveNoSpace
-	}
 	var known []string
 	switch parent {
 	case "":
@@ -305,6 +298,10 @@ func (a *app) completeMasks(cmd *cobra.Command, _ []string, prefix string) ([]st
 			out = append(out, m)
 		}
 	}
+	directive := cobra.ShellCompDirectiveNoFileComp
+	if len(out) > 0 && (parent == "" || parent == "desiredState" || parent == "workloadStates") {
+		directive |= cobra.ShellCompDirectiveNoSpace
+	}
 	return out, directive
 }
 
@@ -312,30 +309,14 @@ func (a *app) completeMasks(cmd *cobra.Command, _ []string, prefix string) ([]st
 // of its children; nil when the cluster does not answer or parent is no
 // map there. Completion never prints an error into the shell.
 func (a *app) liveMasks(cmd *cobra.Command, parent string) []string {
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	var out []string
-	err := a.with(ctx, func(s *cli.Session) error {
-		cs, err := s.CompleteState(ctx, []string{parent})
-		if err != nil {
-			return err
-		}
-		var n any = map[string]any(cs)
-		for _, part := range strings.Split(parent, ".") {
-			m, _ := n.(map[string]any)
-			n = m[part]
-		}
-		m, _ := n.(map[string]any)
-		for _, k := range state.SortedKeys(m) {
-			out = append(out, parent+"."+k)
-		}
-		return nil
-	})
+	keys, err := a.liveKeys(cmd, parent)
 	if err != nil {
 		cobra.CompDebugln(fmt.Sprintf("completion: %v", err), true)
 		return nil
+	}
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, parent+"."+k)
 	}
 	return out
 }

@@ -4,13 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/server/testcluster"
@@ -139,7 +146,8 @@ func TestCompleteEnvBash(t *testing.T) {
 }
 
 // With a cluster that answers, field masks complete below the static
-// parts from its state: workload names, config keys, agents.
+// parts from its state (workload names, config keys, agents), and so do
+// the names commands and flags take.
 func TestCompleteEnvBashMasksFromTheCluster(t *testing.T) {
 	cl := testcluster.New(t, 1)
 	dir := t.TempDir()
@@ -156,17 +164,45 @@ configs:
 	if code, _, stderr := cliRun(cl, "--no-wait", "apply", manifest); code != exitOK {
 		t.Fatalf("apply: %d %s", code, stderr)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, agent.Config{
+			Name: "agent_A", Servers: cl.Addrs(), Insecure: true, RunFolder: t.TempDir(),
+			Runtimes: []string{agent.RuntimeProcess}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("the agent did not stop")
+		}
+	})
+	testwait.For(t, 20*time.Second, func() bool {
+		_, out, _ := cliRun(cl, "get", "agents")
+		return strings.Contains(out, "agent_A")
+	}, "agent_A to connect")
 	got := bashCompletions(t, []string{envServerURL + "=" + strings.Join(cl.Addrs(), ",")},
 		"grapnel get state desiredState.workloads.",
 		"grapnel get state desiredState.workloads.wo",
 		"grapnel get events desiredState.configs.",
 		"grapnel logs w",
+		"grapnel get workloads -a ",
+		"grapnel agent resync ",
+		"grapnel agent resync agent_A ",
+		"grapnel get state agents.",
 	)
 	for line, want := range map[string][]string{
 		"grapnel get state desiredState.workloads.":   {"desiredState.workloads.web", "desiredState.workloads.worker"},
 		"grapnel get state desiredState.workloads.wo": {"desiredState.workloads.worker"},
 		"grapnel get events desiredState.configs.":    {"desiredState.configs.site"},
-		"grapnel logs w": {"web", "worker"},
+		"grapnel logs w":                {"web", "worker"},
+		"grapnel get workloads -a ":     {"agent_A"},
+		"grapnel agent resync ":         {"agent_A"},
+		"grapnel agent resync agent_A ": {},
+		"grapnel get state agents.":     {"agents.agent_A"},
 	} {
 		if !reflect.DeepEqual(got[line], want) {
 			t.Errorf("%q: completions %q, want %q", line, got[line], want)
@@ -185,6 +221,9 @@ func TestCompleteBashRequestOptions(t *testing.T) {
 		{"grapnel apply ", "files\n"},
 		{"grapnel get workloads --state=Run", "\nRunning\n"},
 		{"grapnel -s 127.0.0.1:", "files\n"},
+		// set state: masks, and file names where no mask fits.
+		{"grapnel set state desiredState.c", "nospace\ndesiredState.configs\n"},
+		{"grapnel set state desiredState.configs ma", "files\n"},
 	} {
 		var out bytes.Buffer
 		a := newApp(func(k string) string { return map[string]string{envInsecure: "true", envServerURL: "127.0.0.1:1"}[k] }, strings.NewReader(""), &out, &bytes.Buffer{})
@@ -322,5 +361,45 @@ func TestGetWorkloadsOutputFlag(t *testing.T) {
 	inv = invoke(t, nil, "-k", "get", "configs", "-o", "yaml")
 	if inv.dialed == nil || inv.app.configsOutput != "yaml" {
 		t.Fatalf("configs -o yaml: dialed %v, stderr %q", inv.dialed != nil, inv.stderr)
+	}
+}
+
+// Every -o completes the formats its usage names.
+func TestEveryOutputFlagCompletes(t *testing.T) {
+	root := newRoot(newApp(func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}))
+	seen := 0
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if c.Flags().Lookup("output") == nil {
+			return
+		}
+		seen++
+		fn, ok := c.GetFlagCompletionFunc("output")
+		if !ok {
+			t.Errorf("%s: -o does not complete", c.CommandPath())
+			return
+		}
+		got, _ := fn(c, nil, "")
+		if len(got) < 2 {
+			t.Errorf("%s: -o completes %q", c.CommandPath(), got)
+		}
+		for _, g := range got {
+			if g == "" || strings.ContainsAny(g, " ():") || !strings.Contains(c.Flags().Lookup("output").Usage, g) {
+				t.Errorf("%s: -o completes %q, not a format of %q", c.CommandPath(), g, c.Flags().Lookup("output").Usage)
+			}
+		}
+	}
+	walk(root)
+	if seen < 10 {
+		t.Errorf("only %d commands with -o", seen)
+	}
+	if got := outputFormats("output format of --dry-run: table, yaml or json"); !reflect.DeepEqual(got, []string{"table", "yaml", "json"}) {
+		t.Errorf("plan -o: %q", got)
+	}
+	if got := outputFormats("output format: table (a diff), json or yaml"); !reflect.DeepEqual(got, []string{"table", "json", "yaml"}) {
+		t.Errorf("history show -o: %q", got)
 	}
 }

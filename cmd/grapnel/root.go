@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -53,6 +54,7 @@ func newRoot(a *app) *cobra.Command {
 	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a), newHistory(a),
 		newLock(a), newUnlock(a), newCerts(a))
 	refuseUnknownSubcommands(root)
+	completeOutputs(root)
 	return root
 }
 
@@ -108,7 +110,6 @@ func newGet(a *app) *cobra.Command {
 		},
 	}
 	stateCmd.Flags().StringVarP(&a.output, "output", "o", "yaml", "output format: yaml or json")
-	completeOutput(stateCmd, "yaml", "json")
 
 	workloads := &cobra.Command{
 		Use:               "workloads [NAME...]",
@@ -130,6 +131,7 @@ func newGet(a *app) *cobra.Command {
 		},
 	}
 	workloads.Flags().StringVarP(&a.filter.Agent, "agent", "a", "", "only workloads on this agent")
+	_ = workloads.RegisterFlagCompletionFunc("agent", a.completeFlagName(connectedAgents))
 	workloads.Flags().StringVarP(&a.filter.State, "state", "s", "", "only workloads in this execution state, e.g. running or Pending(Starting)")
 	workloads.Flags().BoolVarP(&a.watch, "watch", "w", false, "keep the table current until Ctrl-C")
 	_ = workloads.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{
@@ -137,7 +139,6 @@ func newGet(a *app) *cobra.Command {
 		string(state.StateSucceeded), string(state.StateFailed), string(state.StateNotScheduled), string(state.StateRemoved),
 	}, cobra.ShellCompDirectiveNoFileComp))
 	workloads.Flags().StringVarP(&a.workloadsOutput, "output", "o", "table", "output format: table, json or yaml (Grapnel only)")
-	completeOutput(workloads, "table", "json", "yaml")
 	shadowServerURL(a, workloads)
 
 	agents := &cobra.Command{
@@ -150,7 +151,6 @@ func newGet(a *app) *cobra.Command {
 		},
 	}
 	agents.Flags().StringVarP(&a.agentsOutput, "output", "o", "table", "output format: table, json or yaml (Grapnel only)")
-	completeOutput(agents, "table", "json", "yaml")
 
 	configs := &cobra.Command{
 		Use:     "configs",
@@ -162,7 +162,6 @@ func newGet(a *app) *cobra.Command {
 		},
 	}
 	configs.Flags().StringVarP(&a.configsOutput, "output", "o", "table", "output format: table, json or yaml (Grapnel only)")
-	completeOutput(configs, "table", "json", "yaml")
 
 	events := &cobra.Command{
 		Use:               "events [MASK...]",
@@ -179,7 +178,6 @@ func newGet(a *app) *cobra.Command {
 		},
 	}
 	events.Flags().StringVarP(&a.output, "output", "o", "yaml", "output format: yaml or json")
-	completeOutput(events, "yaml", "json")
 	events.Flags().BoolVarP(&a.includeCurrent, "include-current-state", "c", false, "print the current state first")
 
 	get.AddCommand(stateCmd, workloads, agents, configs, events, newGetGraph(a), newTimeline(a), newGetLocks(a))
@@ -193,6 +191,12 @@ func newSet(a *app) *cobra.Command {
 		Use:   "state MASK... FILE|-",
 		Short: "Update the state at the field masks from a CompleteState-shaped YAML file (or stdin)",
 		Args:  cobra.MinimumNArgs(2),
+		// Masks, and file names where no mask fits: the last argument is
+		// the file.
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+			masks, d := a.completeMasks(cmd, args, prefix)
+			return masks, d &^ cobra.ShellCompDirectiveNoFileComp
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			masks, file := args[:len(args)-1], args[len(args)-1]
 			return a.withPlan(cmd, func(s *cli.Session) error { return s.SetState(cmd.Context(), masks, file) })
@@ -211,7 +215,6 @@ func planFlags(a *app, cmd *cobra.Command) {
 	f.Uint64Var(&a.expectSeq, "expect-seq", 0, "make the update only if the desired state is still at this sequence number, the seq of a dry-run's plan (Grapnel only)")
 	revisionFlag(a, cmd)
 	f.StringVarP(&a.planOutput, "output", "o", cli.PlanTable, "output format of --dry-run: table, yaml or json")
-	completeOutput(cmd, cli.PlanTable, "yaml", "json")
 }
 
 // withPlan runs f in a fresh session set up with the plan flags of cmd.
@@ -304,6 +307,7 @@ func newRun(a *app) *cobra.Command {
 	f.StringVar(&a.runSpec.RuntimeConfig, "config", "", "runtime config (a YAML string)")
 	f.StringVar(&a.runSpec.Agent, "agent", "", "agent to run on")
 	f.StringArrayVar(&a.runTags, "tags", nil, "tag key=value (repeatable)")
+	_ = wl.RegisterFlagCompletionFunc("agent", a.completeFlagName(connectedAgents))
 	for _, name := range []string{"runtime", "config", "agent"} {
 		_ = wl.MarkFlagRequired(name)
 	}
@@ -327,6 +331,7 @@ func newApply(a *app) *cobra.Command {
 		},
 	}
 	apply.Flags().StringVar(&a.applyAgent, "agent", "", "agent for every workload, overriding the manifests")
+	_ = apply.RegisterFlagCompletionFunc("agent", a.completeFlagName(connectedAgents))
 	apply.Flags().BoolVarP(&a.applyDelete, "delete", "d", false, "delete what the manifests name instead")
 	planFlags(a, apply)
 	return apply
@@ -354,9 +359,48 @@ func newLogs(a *app) *cobra.Command {
 	return logs
 }
 
-// completeOutput offers formats as the values of cmd's -o.
-func completeOutput(cmd *cobra.Command, formats ...string) {
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+// completeOutputs makes the -o of every command complete the formats its
+// usage lists ("output format: table, json or yaml"), so that a command
+// added later completes its own without being told.
+func completeOutputs(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		completeOutputs(c)
+	}
+	f := cmd.Flags().Lookup("output")
+	if f == nil {
+		return
+	}
+	if _, ok := cmd.GetFlagCompletionFunc("output"); ok {
+		return
+	}
+	if formats := outputFormats(f.Usage); len(formats) > 0 {
+		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	}
+}
+
+// outputFormats reads the formats from the usage of an -o flag: the words
+// after the colon, separated by commas and "or", without remarks in
+// parentheses.
+func outputFormats(usage string) []string {
+	_, list, ok := strings.Cut(usage, ":")
+	if !ok {
+		return nil
+	}
+	for {
+		i := strings.IndexByte(list, '(')
+		j := strings.IndexByte(list, ')')
+		if i < 0 || j < i {
+			break
+		}
+		list = list[:i] + list[j+1:]
+	}
+	var out []string
+	for _, w := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if w != "or" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // warnServerLike warns when the value of a local -s (--state after get
@@ -375,41 +419,72 @@ func (a *app) warnServerLike(cmd, flag, value string) {
 const (
 	desiredWorkloads = "desiredState.workloads"
 	desiredConfigs   = "desiredState.configs"
+	connectedAgents  = "agents"
 )
 
-// completeNames offers the workload names or config keys the server has.
+// completeNames offers the workload names, config keys or agents the
+// server has (the keys under mask), but not those already given.
 // Completion must never hang or print errors into the shell, so failures
 // just offer nothing.
-func (a *app) completeNames(mask string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+func (a *app) completeNames(mask string) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
-		ctx := cmd.Context()
-		if ctx == nil {
-			ctx = context.Background()
-		}
-		var out []string
-		err := a.with(ctx, func(s *cli.Session) error {
-			cs, err := s.CompleteState(ctx, []string{mask})
-			if err != nil {
-				return err
-			}
-			parts := strings.Split(mask, ".")
-			m, _ := cs[parts[0]].(map[string]any)
-			items, _ := m[parts[1]].(map[string]any)
-			taken := map[string]bool{}
-			for _, a := range args {
-				taken[a] = true
-			}
-			for _, k := range state.SortedKeys(items) {
-				if strings.HasPrefix(k, prefix) && !taken[k] {
-					out = append(out, k)
-				}
-			}
-			return nil
-		})
+		keys, err := a.liveKeys(cmd, mask)
 		if err != nil {
 			cobra.CompDebugln(fmt.Sprintf("completion: %v", err), true)
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
+		var out []string
+		for _, k := range keys {
+			if strings.HasPrefix(k, prefix) && !slices.Contains(args, k) {
+				out = append(out, k)
+			}
+		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// completeName is completeNames for a command that takes one name: it
+// offers nothing once it is given.
+func (a *app) completeName(mask string) cobra.CompletionFunc {
+	names := a.completeNames(mask)
+	return func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return names(cmd, args, prefix)
+	}
+}
+
+// completeFlagName is completeNames for a flag's value: the command's
+// arguments are other names.
+func (a *app) completeFlagName(mask string) cobra.CompletionFunc {
+	names := a.completeNames(mask)
+	return func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		return names(cmd, nil, prefix)
+	}
+}
+
+// liveKeys asks the server for the part of the state at the mask path
+// and returns its keys, sorted; none when it is no map there.
+func (a *app) liveKeys(cmd *cobra.Command, path string) ([]string, error) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var keys []string
+	err := a.with(ctx, func(s *cli.Session) error {
+		cs, err := s.CompleteState(ctx, []string{path})
+		if err != nil {
+			return err
+		}
+		var n any = map[string]any(cs)
+		for _, part := range strings.Split(path, ".") {
+			m, _ := n.(map[string]any)
+			n = m[part]
+		}
+		m, _ := n.(map[string]any)
+		keys = state.SortedKeys(m)
+		return nil
+	})
+	return keys, err
 }
