@@ -161,7 +161,7 @@ func agentsTree(rows []AgentRow) state.Tree {
 // one.
 // swdd~cli-provides-list-of-agents~1
 func (s *Session) GetAgents(ctx context.Context, output string) error {
-	if err := checkListOutput(output); err != nil {
+	if err := CheckListOutput(output); err != nil {
 		return err
 	}
 	cs, err := s.CompleteState(ctx, nil)

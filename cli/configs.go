@@ -34,7 +34,7 @@ func configsTree(cs state.Tree) state.Tree {
 // list configsTree makes (Grapnel only).
 // swdd~cli-provides-list-of-configs~1
 func (s *Session) GetConfigs(ctx context.Context, output string) error {
-	if err := checkListOutput(output); err != nil {
+	if err := CheckListOutput(output); err != nil {
 		return err
 	}
 	cs, err := s.CompleteState(ctx, []string{maskConfigs})

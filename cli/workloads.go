@@ -241,7 +241,7 @@ func (v *workloadView) sorted() []WorkloadRow {
 // output is "table" (or "") for ank's table, or "json" or "yaml" for the
 // rows as workloadsTree lists them (Grapnel only).
 func (s *Session) GetWorkloads(ctx context.Context, f WorkloadFilter, output string) error {
-	if err := checkListOutput(output); err != nil {
+	if err := CheckListOutput(output); err != nil {
 		return err
 	}
 	cs, err := s.CompleteState(ctx, nil)
@@ -279,9 +279,9 @@ func workloadsTree(rows []WorkloadRow) state.Tree {
 	return state.Tree{"workloads": list}
 }
 
-// checkListOutput checks the -o of a listing: table (or empty), json or
+// CheckListOutput checks the -o of a listing: table (or empty), json or
 // yaml.
-func checkListOutput(output string) error {
+func CheckListOutput(output string) error {
 	switch output {
 	case "", "table", "json", "yaml":
 		return nil

@@ -355,8 +355,17 @@ func TestGetWorkloadsOutputFlag(t *testing.T) {
 		t.Fatalf("-o json: dialed %v, output %q, stderr %q", inv.dialed != nil, inv.app.workloadsOutput, inv.stderr)
 	}
 	inv = invoke(t, nil, "-k", "get", "workloads", "-w", "-o", "json")
-	if inv.dialed != nil || !strings.Contains(inv.stderr, "-o goes with a listing, not with --watch") {
+	if inv.dialed != nil || !strings.Contains(inv.stderr, "-o json goes with a listing, not with --watch") {
 		t.Fatalf("-w -o json: dialed %v, stderr %q", inv.dialed != nil, inv.stderr)
+	}
+	if inv = invoke(t, nil, "-k", "get", "workloads", "-w", "-o", "table"); inv.dialed == nil {
+		t.Fatalf("-w -o table: stderr %q", inv.stderr)
+	}
+	for _, cmd := range []string{"workloads", "agents", "configs"} {
+		inv = invoke(t, nil, "-k", "get", cmd, "-o", "xml")
+		if inv.dialed != nil || !strings.Contains(inv.stderr, `-o "xml": use table, json or yaml`) {
+			t.Errorf("get %s -o xml: dialed %v, stderr %q; want a refusal before connecting", cmd, inv.dialed != nil, inv.stderr)
+		}
 	}
 	inv = invoke(t, nil, "-k", "get", "configs", "-o", "yaml")
 	if inv.dialed == nil || inv.app.configsOutput != "yaml" {

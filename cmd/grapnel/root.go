@@ -119,8 +119,11 @@ func newGet(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.filter.Names = args
 			a.warnServerLike("get workloads", "state", a.filter.State)
-			if a.watch && cmd.Flags().Changed("output") {
-				return fmt.Errorf("%w: -o goes with a listing, not with --watch", cli.ErrBadArgument)
+			if err := cli.CheckListOutput(a.workloadsOutput); err != nil {
+				return err
+			}
+			if a.watch && (a.workloadsOutput == "json" || a.workloadsOutput == "yaml") {
+				return fmt.Errorf("%w: -o %s goes with a listing, not with --watch", cli.ErrBadArgument, a.workloadsOutput)
 			}
 			return a.with(cmd.Context(), func(s *cli.Session) error {
 				if a.watch {
@@ -147,6 +150,9 @@ func newGet(a *app) *cobra.Command {
 		Short:   "List connected agents",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cli.CheckListOutput(a.agentsOutput); err != nil {
+				return err
+			}
 			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetAgents(cmd.Context(), a.agentsOutput) })
 		},
 	}
@@ -158,6 +164,9 @@ func newGet(a *app) *cobra.Command {
 		Short:   "List config items",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cli.CheckListOutput(a.configsOutput); err != nil {
+				return err
+			}
 			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetConfigs(cmd.Context(), a.configsOutput) })
 		},
 	}
