@@ -161,10 +161,8 @@ func agentsTree(rows []AgentRow) state.Tree {
 // one.
 // swdd~cli-provides-list-of-agents~1
 func (s *Session) GetAgents(ctx context.Context, output string) error {
-	switch output {
-	case "", "table", "json", "yaml":
-	default:
-		return fmt.Errorf("%w: -o %q: use table, json or yaml", ErrBadArgument, output)
+	if err := CheckListOutput(output); err != nil {
+		return err
 	}
 	cs, err := s.CompleteState(ctx, nil)
 	if err != nil {

@@ -224,7 +224,7 @@ configs:
 		"batch           agent_offline   podman    Pending(Initial)",
 		"Running(Ok)")
 
-	step("get workloads", func() error { return s.GetWorkloads(ctx, WorkloadFilter{}) },
+	step("get workloads", func() error { return s.GetWorkloads(ctx, WorkloadFilter{}, "") },
 		"WORKLOAD NAME   AGENT           RUNTIME   EXECUTION STATE    ADDITIONAL INFO",
 		"batch           agent_offline   podman    Pending(Initial)",
 		"web             agent_A         podman    Running(Ok)")
@@ -233,7 +233,7 @@ configs:
 		"NAME      WORKLOADS   CPU USAGE   FREE MEMORY",
 		"agent_A   1")
 
-	step("get configs", func() error { return s.GetConfigs(ctx) }, "CONFIG\nsite")
+	step("get configs", func() error { return s.GetConfigs(ctx, "") }, "CONFIG\nsite")
 
 	got := step("get state", func() error { return s.GetState(ctx, []string{"desiredState.workloads.web"}, FormatYAML) },
 		"desiredState:\n  apiVersion: v1\n  workloads:\n    web:\n      agent: agent_A\n")
@@ -278,7 +278,7 @@ workloads:
 		"Removed")
 
 	step("apply -d", func() error { return s.Apply(ctx, []string{manifest}, nil, true) })
-	step("get workloads after all", func() error { return s.GetWorkloads(ctx, WorkloadFilter{}) })
+	step("get workloads after all", func() error { return s.GetWorkloads(ctx, WorkloadFilter{}, "") })
 	if got := strings.TrimSpace(out.String()); got != "WORKLOAD NAME   AGENT   RUNTIME   EXECUTION STATE   ADDITIONAL INFO" {
 		t.Fatalf("workloads left:\n%s", got)
 	}

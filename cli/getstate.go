@@ -34,7 +34,8 @@ func FormatState(cs state.Tree, f Format) (string, error) {
 // From a Grapnel server it also tells the desired state's revision, for
 // --expect-revision (docs/locks.md): in YAML as a comment on the first
 // line, "# revision: N", which YAML readers (set state among them)
-// ignore; in JSON, whose readers take the output whole, on stderr. It is
+// ignore; in JSON, whose readers take the output whole, on stderr. With
+// -q (Quiet) it is left out: only the state is printed. It is
 // read before the state, so it is never newer than what is printed: an
 // update at it is at worst refused for a change the reader saw.
 func (s *Session) GetState(ctx context.Context, masks []string, f Format) error {
@@ -47,9 +48,9 @@ func (s *Session) GetState(ctx context.Context, masks []string, f Format) error 
 	if err != nil {
 		return err
 	}
-	if hasRev {
+	if hasRev && !s.Quiet {
 		if f == FormatJSON {
-			if !s.Quiet && s.Err != nil {
+			if s.Err != nil {
 				fmt.Fprintf(s.Err, "revision: %d\n", rev)
 			}
 		} else {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +70,53 @@ func ParseServerURLs(s string) ([]string, error) {
 		return nil, errors.New("no server url given")
 	}
 	return out, nil
+}
+
+// LooksLikeServerAddress reports whether s reads as a server list for
+// -s: every entry host:port (as ParseServerURLs takes them), the host a
+// name or an IP address and the port a number from 1 to 65535 without a
+// leading zero. Neither an execution state ("running") nor an RFC 3339
+// time ("2026-01-01T10:00:00+01:00") does.
+func LooksLikeServerAddress(s string) bool {
+	addrs, err := ParseServerURLs(s)
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || port[0] == '0' {
+			return false
+		}
+		if net.ParseIP(host) == nil && !isHostName(host) {
+			return false
+		}
+	}
+	return true
+}
+
+// isHostName reports whether h is a DNS name: labels of letters, digits
+// and inner hyphens, not all digits.
+func isHostName(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	letter := false
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			switch {
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+				letter = true
+			case r >= '0' && r <= '9', r == '-':
+			default:
+				return false
+			}
+		}
+	}
+	return letter
 }
 
 // ClientOptions checks the options and turns them into connection

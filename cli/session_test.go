@@ -371,11 +371,13 @@ func TestGetCommands(t *testing.T) {
 			return s.GetState(context.Background(), []string{"desiredState.workloads.web"}, FormatYAML)
 		},
 			[]string{"desiredState.workloads.web"}, []string{"desiredState:\n  apiVersion: v1\n"}},
-		{"workloads", func(s *Session) error { return s.GetWorkloads(context.Background(), WorkloadFilter{Agent: "agent_B"}) },
+		{"workloads", func(s *Session) error {
+			return s.GetWorkloads(context.Background(), WorkloadFilter{Agent: "agent_B"}, "")
+		},
 			nil, []string{"WORKLOAD NAME", "db              agent_B   containerd   Pending(StartingFailed)"}},
 		{"agents", func(s *Session) error { return s.GetAgents(context.Background(), "") },
 			nil, []string{"agent_A   2           7%          1048576B"}},
-		{"configs", func(s *Session) error { return s.GetConfigs(context.Background()) },
+		{"configs", func(s *Session) error { return s.GetConfigs(context.Background(), "") },
 			[]string{"desiredState.configs"}, []string{"CONFIG\nalpha \nzeta  \n"}},
 	}
 	for _, tt := range tests {

@@ -254,14 +254,56 @@ func (v *workloadView) sorted() []WorkloadRow {
 
 // GetWorkloads prints the workloads table.
 // swdd~cli-provides-list-of-workloads~1
-func (s *Session) GetWorkloads(ctx context.Context, f WorkloadFilter) error {
+//
+// output is "table" (or "") for ank's table, or "json" or "yaml" for the
+// rows as workloadsTree lists them (Grapnel only).
+func (s *Session) GetWorkloads(ctx context.Context, f WorkloadFilter, output string) error {
+	if err := CheckListOutput(output); err != nil {
+		return err
+	}
 	cs, err := s.CompleteState(ctx, nil)
 	if err != nil {
 		return err
 	}
-	t := WorkloadTable(f.Filter(WorkloadRows(cs)))
+	rows := f.Filter(WorkloadRows(cs))
+	if output == "json" || output == "yaml" {
+		return WriteTree(s.Out, output, workloadsTree(rows), nil)
+	}
+	t := WorkloadTable(rows)
 	fmt.Fprintln(s.Out, t.Render(s.Width, FitWrap, colAdditionalInfo))
 	return nil
+}
+
+// workloadsTree is the rows as -o json and yaml print them, under
+// "workloads": each instance with name, agent, id and runtime, and its
+// executionState (state, subState, additionalInfo) as get state has it;
+// a workload without a state yet has no id and no executionState. These
+// names are kept: scripts read them (docs/operations.md).
+func workloadsTree(rows []WorkloadRow) state.Tree {
+	list := []any{}
+	for _, r := range rows {
+		w := map[string]any{"name": r.Instance.WorkloadName, "agent": r.Instance.AgentName, "runtime": r.Runtime}
+		if r.Instance.ID != "" {
+			w["id"] = r.Instance.ID
+		}
+		if r.State.State != "" {
+			w["executionState"] = map[string]any{
+				"state": string(r.State.State), "subState": r.State.SubState, "additionalInfo": r.State.AdditionalInfo,
+			}
+		}
+		list = append(list, w)
+	}
+	return state.Tree{"workloads": list}
+}
+
+// CheckListOutput checks the -o of a listing: table (or empty), json or
+// yaml.
+func CheckListOutput(output string) error {
+	switch output {
+	case "", "table", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("%w: -o %q: use table, json or yaml", ErrBadArgument, output)
 }
 
 // WatchWorkloads prints the workloads table and keeps it current until ctx

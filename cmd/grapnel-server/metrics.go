@@ -41,6 +41,7 @@ type metricsServing struct {
 // and returns the function that stops it.
 func serveMetrics(ms metricsServing, set *metrics.Set, node *cluster.Node, log *slog.Logger) (func(), error) {
 	set.CollectRaft(node.Stats)
+	set.CollectLeader(func() string { _, id := node.Leader(); return id })
 	set.CollectRefusals(node.RefusedHandshakes, node.RefusedEntries)
 	if ms.addr == "" {
 		return func() {}, nil

@@ -24,7 +24,7 @@ var grapnelFamilies = []string{
 	"grapnel_raft_commit_seconds_bucket", "grapnel_raft_commit_seconds_sum", "grapnel_raft_commit_seconds_count",
 	"grapnel_ingest_batch_size_bucket", "grapnel_ingest_batch_size_sum", "grapnel_ingest_batch_size_count",
 	"grapnel_raft_is_leader", "grapnel_raft_term", "grapnel_raft_commit_index", "grapnel_raft_applied_index",
-	"grapnel_raft_apply_lag", "grapnel_raft_last_contact_seconds", "grapnel_problems",
+	"grapnel_raft_apply_lag", "grapnel_raft_last_contact_seconds", "grapnel_problems", "grapnel_leader",
 }
 
 // A running replica's /metrics has Grapnel's own families under their old
@@ -115,8 +115,12 @@ func TestMetricsScrapeAndDashboard(t *testing.T) {
 	var dash struct {
 		Panels []struct {
 			Title   string `json:"title"`
+			Options struct {
+				TextMode string `json:"textMode"`
+			} `json:"options"`
 			Targets []struct {
-				Expr string `json:"expr"`
+				Expr         string `json:"expr"`
+				LegendFormat string `json:"legendFormat"`
 			} `json:"targets"`
 		} `json:"panels"`
 	}
@@ -134,6 +138,25 @@ func TestMetricsScrapeAndDashboard(t *testing.T) {
 				}
 			}
 		}
+	}
+	// Issue 31 point 7: the Leader panel names the leader (the replica
+	// label of grapnel_leader, which this scrape has for n1), not "1".
+	if !strings.Contains(body, `grapnel_leader{replica="n1"} 1`) {
+		t.Errorf("/metrics does not name n1 as the leader")
+	}
+	leaderPanel := false
+	for _, p := range dash.Panels {
+		if p.Title != "Leader" {
+			continue
+		}
+		leaderPanel = true
+		if p.Options.TextMode != "name" || len(p.Targets) != 1 || p.Targets[0].LegendFormat != "{{replica}}" ||
+			!strings.Contains(p.Targets[0].Expr, "grapnel_leader{") {
+			t.Errorf("the Leader panel does not show the leader's id: text mode %q, targets %+v", p.Options.TextMode, p.Targets)
+		}
+	}
+	if !leaderPanel {
+		t.Error("the dashboard has no Leader panel")
 	}
 	if queried < 10 {
 		t.Errorf("the dashboard queries only %d metrics", queried)

@@ -13,9 +13,10 @@ import (
 func newAgent(a *app) *cobra.Command {
 	ag := &cobra.Command{Use: "agent", Short: "Operate on an agent (Grapnel only)"}
 	ag.AddCommand(&cobra.Command{
-		Use:   "resync NAME",
-		Short: "Make the agent compare what its runtimes run with what it was told to run, and repair the drift now",
-		Args:  cobra.ExactArgs(1),
+		Use:               "resync NAME",
+		Short:             "Make the agent compare what its runtimes run with what it was told to run, and repair the drift now",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeName(connectedAgents),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.ResyncAgent(ctx, args[0]) })
 		},
@@ -30,9 +31,10 @@ func newAgent(a *app) *cobra.Command {
 	} {
 		var force bool
 		c := &cobra.Command{
-			Use:   v.use,
-			Short: v.short,
-			Args:  cobra.ExactArgs(1),
+			Use:               v.use,
+			Short:             v.short,
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: a.completeName(connectedAgents),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error {
 					return c.SetAgentMode(ctx, args[0], v.mode, force)

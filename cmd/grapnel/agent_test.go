@@ -22,6 +22,10 @@ import (
 // shim is this test binary.
 func TestMain(m *testing.M) {
 	process.RunShimIfRequested()
+	// The completion test runs this binary as grapnel from bash.
+	if os.Getenv(envTestAsCLI) == "1" {
+		main()
+	}
 	os.Exit(m.Run())
 }
 

@@ -75,22 +75,26 @@ type app struct {
 
 	output string
 	// agentsOutput is `get agents -o`: its own field, for its default differs.
-	agentsOutput   string
-	filter         cli.WorkloadFilter
-	watch          bool
-	includeCurrent bool
-	applyAgent     string
-	applyDelete    bool
-	dryRun         bool
-	expectSeq      uint64
-	expectRevision uint64
-	lockTTL        time.Duration
-	lockReason     string
-	unlockForce    bool
-	planOutput     string
-	runSpec        cli.RunSpec
-	runTags        []string
-	logs           cli.LogsOptions
+	agentsOutput string
+	// workloadsOutput and configsOutput are `get workloads -o` and `get
+	// configs -o`, table by default.
+	workloadsOutput string
+	configsOutput   string
+	filter          cli.WorkloadFilter
+	watch           bool
+	includeCurrent  bool
+	applyAgent      string
+	applyDelete     bool
+	dryRun          bool
+	expectSeq       uint64
+	expectRevision  uint64
+	lockTTL         time.Duration
+	lockReason      string
+	unlockForce     bool
+	planOutput      string
+	runSpec         cli.RunSpec
+	runTags         []string
+	logs            cli.LogsOptions
 }
 
 func newApp(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) *app {

@@ -23,7 +23,11 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	code := run(ctx, os.Args[1:], newApp(os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+	a := newApp(os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	code, done := completeEnv(ctx, os.Args[0], os.Args[1:], a)
+	if !done {
+		code = run(ctx, os.Args[1:], a)
+	}
 	stop()
 	os.Exit(code)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -53,6 +54,7 @@ func newRoot(a *app) *cobra.Command {
 	root.AddCommand(newGet(a), newSet(a), newDelete(a), newRun(a), newApply(a), newLogs(a), newCluster(a), newAgent(a), newHistory(a),
 		newLock(a), newUnlock(a), newCerts(a))
 	refuseUnknownSubcommands(root)
+	completeOutputs(root)
 	return root
 }
 
@@ -96,8 +98,9 @@ func newGet(a *app) *cobra.Command {
 	get := &cobra.Command{Use: "get", Short: "Show the state, workloads, agents, configs, events, problems or the dependency graph"}
 
 	stateCmd := &cobra.Command{
-		Use:   "state [MASK...]",
-		Short: "Print the complete state, or the parts the field masks select",
+		Use:               "state [MASK...]",
+		Short:             "Print the complete state, or the parts the field masks select",
+		ValidArgsFunction: a.completeMasks,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := cli.ParseFormat(a.output)
 			if err != nil {
@@ -115,17 +118,30 @@ func newGet(a *app) *cobra.Command {
 		ValidArgsFunction: a.completeNames(desiredWorkloads),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.filter.Names = args
+			a.warnServerLike("get workloads", "state", a.filter.State)
+			if err := cli.CheckListOutput(a.workloadsOutput); err != nil {
+				return err
+			}
+			if a.watch && (a.workloadsOutput == "json" || a.workloadsOutput == "yaml") {
+				return fmt.Errorf("%w: -o %s goes with a listing, not with --watch", cli.ErrBadArgument, a.workloadsOutput)
+			}
 			return a.with(cmd.Context(), func(s *cli.Session) error {
 				if a.watch {
 					return s.WatchWorkloads(cmd.Context(), a.filter)
 				}
-				return s.GetWorkloads(cmd.Context(), a.filter)
+				return s.GetWorkloads(cmd.Context(), a.filter, a.workloadsOutput)
 			})
 		},
 	}
 	workloads.Flags().StringVarP(&a.filter.Agent, "agent", "a", "", "only workloads on this agent")
+	_ = workloads.RegisterFlagCompletionFunc("agent", a.completeFlagName(connectedAgents))
 	workloads.Flags().StringVarP(&a.filter.State, "state", "s", "", "only workloads in this execution state, e.g. running or Pending(Starting)")
 	workloads.Flags().BoolVarP(&a.watch, "watch", "w", false, "keep the table current until Ctrl-C")
+	_ = workloads.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{
+		string(state.StateAgentDisconnected), string(state.StatePending), string(state.StateRunning), string(state.StateStopping),
+		string(state.StateSucceeded), string(state.StateFailed), string(state.StateNotScheduled), string(state.StateRemoved),
+	}, cobra.ShellCompDirectiveNoFileComp))
+	workloads.Flags().StringVarP(&a.workloadsOutput, "output", "o", "table", "output format: table, json or yaml (Grapnel only)")
 	shadowServerURL(a, workloads)
 
 	agents := &cobra.Command{
@@ -134,6 +150,9 @@ func newGet(a *app) *cobra.Command {
 		Short:   "List connected agents",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cli.CheckListOutput(a.agentsOutput); err != nil {
+				return err
+			}
 			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetAgents(cmd.Context(), a.agentsOutput) })
 		},
 	}
@@ -145,13 +164,18 @@ func newGet(a *app) *cobra.Command {
 		Short:   "List config items",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetConfigs(cmd.Context()) })
+			if err := cli.CheckListOutput(a.configsOutput); err != nil {
+				return err
+			}
+			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetConfigs(cmd.Context(), a.configsOutput) })
 		},
 	}
+	configs.Flags().StringVarP(&a.configsOutput, "output", "o", "table", "output format: table, json or yaml (Grapnel only)")
 
 	events := &cobra.Command{
-		Use:   "events [MASK...]",
-		Short: "Print state changes under the field masks as they happen, until Ctrl-C",
+		Use:               "events [MASK...]",
+		Short:             "Print state changes under the field masks as they happen, until Ctrl-C",
+		ValidArgsFunction: a.completeMasks,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := cli.ParseFormat(a.output)
 			if err != nil {
@@ -176,6 +200,12 @@ func newSet(a *app) *cobra.Command {
 		Use:   "state MASK... FILE|-",
 		Short: "Update the state at the field masks from a CompleteState-shaped YAML file (or stdin)",
 		Args:  cobra.MinimumNArgs(2),
+		// Masks, and file names where no mask fits: the last argument is
+		// the file.
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+			masks, d := a.completeMasks(cmd, args, prefix)
+			return masks, d &^ cobra.ShellCompDirectiveNoFileComp
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			masks, file := args[:len(args)-1], args[len(args)-1]
 			return a.withPlan(cmd, func(s *cli.Session) error { return s.SetState(cmd.Context(), masks, file) })
@@ -310,6 +340,7 @@ func newRun(a *app) *cobra.Command {
 	f.StringVar(&a.runSpec.RuntimeConfig, "config", "", "runtime config (a YAML string)")
 	f.StringVar(&a.runSpec.Agent, "agent", "", "agent to run on")
 	f.StringArrayVar(&a.runTags, "tags", nil, "tag key=value (repeatable)")
+	_ = wl.RegisterFlagCompletionFunc("agent", a.completeFlagName(connectedAgents))
 	for _, name := range []string{"runtime", "config", "agent"} {
 		_ = wl.MarkFlagRequired(name)
 	}
@@ -333,6 +364,7 @@ func newApply(a *app) *cobra.Command {
 		},
 	}
 	apply.Flags().StringVar(&a.applyAgent, "agent", "", "agent for every workload, overriding the manifests")
+	_ = apply.RegisterFlagCompletionFunc("agent", a.completeFlagName(connectedAgents))
 	apply.Flags().BoolVarP(&a.applyDelete, "delete", "d", false, "delete what the manifests name instead")
 	planFlags(a, apply)
 	return apply
@@ -346,6 +378,7 @@ func newLogs(a *app) *cobra.Command {
 		ValidArgsFunction: a.completeNames(desiredWorkloads),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.logs.Workloads = args
+			a.warnServerLike("logs", "since", a.logs.Since)
 			return a.with(cmd.Context(), func(s *cli.Session) error { return s.Logs(cmd.Context(), a.logs) })
 		},
 	}
@@ -359,45 +392,132 @@ func newLogs(a *app) *cobra.Command {
 	return logs
 }
 
+// completeOutputs makes the -o of every command complete the formats its
+// usage lists ("output format: table, json or yaml"), so that a command
+// added later completes its own without being told.
+func completeOutputs(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		completeOutputs(c)
+	}
+	f := cmd.Flags().Lookup("output")
+	if f == nil {
+		return
+	}
+	if _, ok := cmd.GetFlagCompletionFunc("output"); ok {
+		return
+	}
+	if formats := outputFormats(f.Usage); len(formats) > 0 {
+		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	}
+}
+
+// outputFormats reads the formats from the usage of an -o flag: the words
+// after the colon, separated by commas and "or", without remarks in
+// parentheses.
+func outputFormats(usage string) []string {
+	_, list, ok := strings.Cut(usage, ":")
+	if !ok {
+		return nil
+	}
+	for {
+		i := strings.IndexByte(list, '(')
+		j := strings.IndexByte(list, ')')
+		if i < 0 || j < i {
+			break
+		}
+		list = list[:i] + list[j+1:]
+	}
+	var out []string
+	for _, w := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if w != "or" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// warnServerLike warns when the value of a local -s (--state after get
+// workloads, --since after logs) looks like a server address: in ank and
+// here, the server's -s goes before the subcommand; after it, -s is the
+// command's own flag, and the command would talk to the default server.
+func (a *app) warnServerLike(cmd, flag, value string) {
+	if !cli.LooksLikeServerAddress(value) {
+		return
+	}
+	fmt.Fprintf(a.stderr, "warning: after %q, -s is --%s, and %q looks like a server address: give the server before the subcommand (grapnel -s %s %s ...) or as --server-url %s\n",
+		cmd, flag, value, value, cmd, value)
+}
+
 // Masks whose keys shell completion offers.
 const (
 	desiredWorkloads = "desiredState.workloads"
 	desiredConfigs   = "desiredState.configs"
+	connectedAgents  = "agents"
 )
 
-// completeNames offers the workload names or config keys the server has.
+// completeNames offers the workload names, config keys or agents the
+// server has (the keys under mask), but not those already given.
 // Completion must never hang or print errors into the shell, so failures
 // just offer nothing.
-func (a *app) completeNames(mask string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+func (a *app) completeNames(mask string) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
-		ctx := cmd.Context()
-		if ctx == nil {
-			ctx = context.Background()
-		}
-		var out []string
-		err := a.with(ctx, func(s *cli.Session) error {
-			cs, err := s.CompleteState(ctx, []string{mask})
-			if err != nil {
-				return err
-			}
-			parts := strings.Split(mask, ".")
-			m, _ := cs[parts[0]].(map[string]any)
-			items, _ := m[parts[1]].(map[string]any)
-			taken := map[string]bool{}
-			for _, a := range args {
-				taken[a] = true
-			}
-			for _, k := range state.SortedKeys(items) {
-				if strings.HasPrefix(k, prefix) && !taken[k] {
-					out = append(out, k)
-				}
-			}
-			return nil
-		})
+		keys, err := a.liveKeys(cmd, mask)
 		if err != nil {
 			cobra.CompDebugln(fmt.Sprintf("completion: %v", err), true)
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
+		var out []string
+		for _, k := range keys {
+			if strings.HasPrefix(k, prefix) && !slices.Contains(args, k) {
+				out = append(out, k)
+			}
+		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// completeName is completeNames for a command that takes one name: it
+// offers nothing once it is given.
+func (a *app) completeName(mask string) cobra.CompletionFunc {
+	names := a.completeNames(mask)
+	return func(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return names(cmd, args, prefix)
+	}
+}
+
+// completeFlagName is completeNames for a flag's value: the command's
+// arguments are other names.
+func (a *app) completeFlagName(mask string) cobra.CompletionFunc {
+	names := a.completeNames(mask)
+	return func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		return names(cmd, nil, prefix)
+	}
+}
+
+// liveKeys asks the server for the part of the state at the mask path
+// and returns its keys, sorted; none when it is no map there.
+func (a *app) liveKeys(cmd *cobra.Command, path string) ([]string, error) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var keys []string
+	err := a.with(ctx, func(s *cli.Session) error {
+		cs, err := s.CompleteState(ctx, []string{path})
+		if err != nil {
+			return err
+		}
+		var n any = map[string]any(cs)
+		for _, part := range strings.Split(path, ".") {
+			m, _ := n.(map[string]any)
+			n = m[part]
+		}
+		m, _ := n.(map[string]any)
+		keys = state.SortedKeys(m)
+		return nil
+	})
+	return keys, err
 }

@@ -66,6 +66,7 @@ type Set struct {
 	LoopSeconds *Histogram
 
 	isLeader, term, commitIndex, appliedIndex, applyLag, lastContact *Gauge
+	leader                                                           *Gauge
 	problems                                                         *Gauge
 	agentsConnected, workloads                                       *Gauge
 	replicaRelease, agentRelease                                     *Gauge
@@ -109,7 +110,9 @@ func NewSet() *Set {
 		LoopSeconds: r.NewHistogram("grapnel_leader_loop_seconds",
 			"Time one event held the leader loop, which serves one at a time: its handler and the step after it, by event (a request or message kind, commit, grace_expired, ...; docs/security.md).",
 			LoopBuckets, "event"),
-		isLeader:        r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
+		isLeader: r.NewGauge("grapnel_raft_is_leader", "1 while this replica is the Raft leader."),
+		leader: r.NewGauge("grapnel_leader",
+			"1 for the replica this replica knows as the Raft leader, by its id; no series while it knows none. Names the leader on a dashboard, which grapnel_raft_is_leader (a 1 on the leader's own scrape) cannot.", "replica"),
 		term:            r.NewGauge("grapnel_raft_term", "Current Raft term."),
 		commitIndex:     r.NewGauge("grapnel_raft_commit_index", "Highest Raft index known committed."),
 		appliedIndex:    r.NewGauge("grapnel_raft_applied_index", "Highest Raft index applied to the FSM."),
@@ -406,6 +409,17 @@ func (s *Set) CollectRaft(stats func() map[string]string) {
 		}
 		s.applyLag.Set(lag)
 		s.lastContact.Set(lastContactSeconds(st["last_contact"]))
+	})
+}
+
+// CollectLeader refreshes grapnel_leader before every scrape from
+// leaderID, the id of the leader this replica knows ("" for none).
+func (s *Set) CollectLeader(leaderID func() string) {
+	s.Registry.OnCollect(func() {
+		s.leader.Reset()
+		if id := leaderID(); id != "" {
+			s.leader.Set(1, id)
+		}
 	})
 }
 

@@ -185,3 +185,30 @@ func TestStorage(t *testing.T) {
 		t.Errorf("r2 back on working storage:\n%s", out)
 	}
 }
+
+// grapnel_leader names the leader this replica knows, by id, and has no
+// series while it knows none (issue 31 point 7: Grafana's Leader panel
+// shows the label).
+func TestCollectLeader(t *testing.T) {
+	s := NewSet()
+	leader := "s2"
+	s.CollectLeader(func() string { return leader })
+	scrape := func() string {
+		var b strings.Builder
+		if _, err := s.Registry.WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	if got := scrape(); !strings.Contains(got, "grapnel_leader{replica=\"s2\"} 1\n") {
+		t.Fatalf("leader s2:\n%s", got)
+	}
+	leader = ""
+	if got := scrape(); strings.Contains(got, "grapnel_leader{") {
+		t.Fatalf("no leader known, yet a series:\n%s", got)
+	}
+	leader = "s1"
+	if got := scrape(); !strings.Contains(got, "grapnel_leader{replica=\"s1\"} 1\n") || strings.Contains(got, "s2") {
+		t.Fatalf("leader s1 after s2:\n%s", got)
+	}
+}
