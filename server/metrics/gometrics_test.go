@@ -97,8 +97,8 @@ func TestSnakeCase(t *testing.T) {
 }
 
 // What a real three-replica cluster reports while it elects and
-// replicates passes promtool's rules, and no family is named after a
-// replica.
+// replicates passes promtool's rules, no family is named after a replica,
+// and memberlist's series name their pool.
 func TestGoMetricsOfAClusterLint(t *testing.T) {
 	r := New()
 	if err := ExportGoMetrics(r); err != nil {
@@ -122,6 +122,14 @@ func TestGoMetricsOfAClusterLint(t *testing.T) {
 	problems, names := bridged(t, r)
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	// The replicas' pool is told from the agents' by a label.
+	out := new(strings.Builder)
+	if _, err := r.WriteTo(out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `memberlist_gossip_count{pool="replicas"}`) {
+		t.Errorf("memberlist_gossip has no pool label:\n%s", out)
 	}
 	for _, n := range names {
 		for _, id := range c.IDs() {
