@@ -1,16 +1,14 @@
 package agent
 
 import (
-	"bytes"
-	"context"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"maps"
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/logbridge"
 	"github.com/grapnel-io/grapnel/rpc"
 )
 
@@ -119,7 +118,7 @@ func startGossip(cfg gossipConfig) (*gossipMember, error) {
 		cfg: cfg, meta: meta, servers: map[string]gossipmeta.Meta{}, known: map[string]string{}, badMeta: map[string]string{},
 		changed: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
-	g.logw = &levelWriter{log: cfg.Logger.With("component", "memberlist")}
+	g.logw = newLevelWriter(cfg.Logger, cfg.Clock)
 	stdlog := log.New(g.logw, "", 0)
 	tr, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: stdlog})
 	if err != nil {
@@ -391,21 +390,28 @@ func (g *gossipMember) memberUp(n *memberlist.Node) {
 	g.signal()
 }
 
-// levelWriter turns memberlist's "[LEVEL] text" log lines into slog
-// records of that level; debug only once the member is stopping.
+// levelWriter puts memberlist's "[LEVEL] memberlist: text" lines onto
+// the agent's slog handler as the replicas do (internal/logbridge: the
+// level read from the line, component=memberlist, a repeated warning or
+// error once in 30 s); at debug only once the member is stopping.
 type levelWriter struct {
 	log      *slog.Logger
+	lines    io.Writer
 	stopping atomic.Bool
 }
 
+func newLevelWriter(log *slog.Logger, c clock.Clock) *levelWriter {
+	// The agent's handler has the level (--log-level); the bridge passes
+	// every line on.
+	b := logbridge.New(log.Handler(), logbridge.Options{Level: "trace", Clock: c}).Named("memberlist")
+	return &levelWriter{log: log.With("component", "memberlist"), lines: b.StandardWriter(nil)}
+}
+
 func (w *levelWriter) Write(p []byte) (int, error) {
-	line := string(bytes.TrimSpace(p))
-	level := slog.LevelDebug
-	for prefix, l := range map[string]slog.Level{"[ERR]": slog.LevelError, "[WARN]": slog.LevelWarn, "[INFO]": slog.LevelInfo} {
-		if strings.HasPrefix(line, prefix) && !w.stopping.Load() {
-			level = l
-		}
+	if !w.stopping.Load() {
+		return w.lines.Write(p)
 	}
-	w.log.Log(context.Background(), level, line)
+	_, _, msg := logbridge.ParseLine(string(p))
+	w.log.Debug(msg)
 	return len(p), nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	metrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/hashicorp/memberlist"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
@@ -91,7 +92,7 @@ func startGossip(n *Node, logger hclog.Logger) (*gossip, error) {
 	}
 	stdlog := logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
-		BindAddrs: []string{ip.String()}, BindPort: port, Logger: stdlog,
+		BindAddrs: []string{ip.String()}, BindPort: port, Logger: stdlog, MetricLabels: poolLabels("replicas"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: field GossipAddress: %w", err)
@@ -101,6 +102,7 @@ func startGossip(n *Node, logger hclog.Logger) (*gossip, error) {
 		tr = cfg.WrapGossipTransport(nt)
 	}
 	mc := g.memberlistConfig(tr, stdlog)
+	mc.MetricLabels = poolLabels("replicas")
 	if g.keyring, err = newKeyring(append([][]byte{cfg.GossipKey}, cfg.GossipSecondaryKeys...)); err != nil {
 		_ = tr.Shutdown()
 		return nil, fmt.Errorf("%w: field GossipKey: %v", ErrConfig, err)
@@ -123,6 +125,10 @@ func startGossip(n *Node, logger hclog.Logger) (*gossip, error) {
 	go g.loop()
 	return g, nil
 }
+
+// poolLabels tell the memberlist_* series of a replica's two pools apart
+// (the replicas' and the agents'), which would otherwise add up in one.
+func poolLabels(pool string) []metrics.Label { return []metrics.Label{{Name: "pool", Value: pool}} }
 
 // memberlistConfig is DefaultLANConfig with the vehicle-LAN timing of
 // GossipTiming (see its field comments for the reasons).

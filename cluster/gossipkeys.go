@@ -95,11 +95,12 @@ func (g *gossip) startAgentPool(stdlog *log.Logger) error {
 	if err != nil || port < 0 || port > 65535 {
 		return fmt.Errorf("%w: field AgentGossipAddress: bad port %q", ErrConfig, portStr)
 	}
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: stdlog})
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: stdlog, MetricLabels: poolLabels("agents")})
 	if err != nil {
 		return fmt.Errorf("cluster: field AgentGossipAddress: %w", err)
 	}
 	mc := g.memberlistConfig(nt, stdlog)
+	mc.MetricLabels = poolLabels("agents")
 	mc.Delegate = agentPoolDelegate{g}
 	mc.Events = nil
 	if g.agentKeyring, err = newKeyring(cfg.AgentGossipKeys); err != nil {

@@ -68,8 +68,10 @@ func openLogStore(dir string, segmentSize int, logger hclog.Logger) (*logStore, 
 // logStore is the Raft log and stable store.
 type logStore = wal.WAL
 
+// raft-wal's lines are its own component (raft-wal), limited as the
+// other libraries' are (internal/logbridge).
 func openWAL(path string, segmentSize int, logger hclog.Logger) (*logStore, error) {
-	return wal.Open(path, wal.WithSegmentSize(segmentSize), wal.WithLogger(logger.Named("wal")))
+	return wal.Open(path, wal.WithSegmentSize(segmentSize), wal.WithLogger(logger.ResetNamed("raft-wal")))
 }
 
 // migrateBolt copies a raft.db (the log of earlier releases) into a new

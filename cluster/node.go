@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/connlimit"
 	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/logbridge"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 )
 
@@ -113,10 +115,14 @@ type Config struct {
 	RaftStreamLayer func(ln net.Listener, advertise net.Addr) raft.StreamLayer
 	// WrapGossipTransport, when set, wraps memberlist's TCP/UDP transport.
 	WrapGossipTransport func(memberlist.Transport) memberlist.Transport
-	// LogOutput receives Raft's, memberlist's and this package's log; nil
-	// discards it.
+	// Logger receives Raft's, raft-wal's, memberlist's and this
+	// package's log, each line with its component (internal/logbridge).
+	// When nil, LogOutput gets them in slog's text format, each with the
+	// replica's ID; when both are nil, the log is discarded.
+	Logger    *slog.Logger
 	LogOutput io.Writer
-	// LogLevel for the log ("warn" when empty).
+	// LogLevel is the least level of those lines ("warn" when empty):
+	// Raft says much at info.
 	LogLevel string
 	// SnapshotThreshold and TrailingLogs bound the disk footprint; zero
 	// takes the defaults below.
@@ -135,6 +141,18 @@ type Config struct {
 	// error it returns stands for the write's, as if the disk had failed
 	// it. Tests inject failed storage with it.
 	StorageFault func(op string) error
+}
+
+// logHandler is where the node's log goes: Logger, else LogOutput.
+func (cfg Config) logHandler() slog.Handler {
+	switch {
+	case cfg.Logger != nil:
+		return cfg.Logger.Handler()
+	case cfg.LogOutput != nil && cfg.LogOutput != io.Discard:
+		return slog.NewTextHandler(cfg.LogOutput, &slog.HandlerOptions{Level: slog.LevelDebug - 4}).
+			WithAttrs([]slog.Attr{slog.String("replica", cfg.ID)})
+	}
+	return slog.DiscardHandler
 }
 
 // Node is one replica's Raft node, with its gossip member and, while it
@@ -313,15 +331,10 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("cluster: data dir: %w", err)
 		}
 	}
-	out := cfg.LogOutput
-	if out == nil {
-		out = io.Discard
-	}
-	level := cfg.LogLevel
-	if level == "" {
-		level = "warn"
-	}
-	base := hclog.New(&hclog.LoggerOptions{Name: cfg.ID, Output: out, Level: hclog.LevelFromString(level)})
+	base := logbridge.New(cfg.logHandler(), logbridge.Options{Level: cfg.LogLevel, Clock: cfg.Clock,
+		// This package's own lines say what they mean once per event and
+		// name the peer in their own words; the libraries' are limited.
+		Unlimited: []string{"", "cluster"}})
 	logger := base.Named("raft")
 
 	rc := raft.DefaultConfig()
@@ -332,6 +345,10 @@ func NewNode(cfg Config) (*Node, error) {
 	rc.CommitTimeout = cfg.Timing.CommitTimeout
 	rc.Logger = logger
 	rc.ShutdownOnRemove = false
+	// Raft's legacy telemetry repeats its per-peer series under a name
+	// with the peer's id in it (raft.replication.heartbeat.n2); the same
+	// series come with a peer_id label (server/metrics, ExportGoMetrics).
+	rc.NoLegacyTelemetry = true
 	rc.SnapshotThreshold = DefaultSnapshotThreshold
 	rc.TrailingLogs = 10240
 	// hashicorp/raft checks the threshold every 120–240 s by default. A

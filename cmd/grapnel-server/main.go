@@ -149,7 +149,7 @@ func run(cfg config) error {
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress,
 		GossipKey: gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(gossipKeys),
 		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: agentGossipKeys, RaftTLS: certs,
-		Join: cfg.Join, LogOutput: os.Stderr, SegmentSize: cfg.RaftSegmentMiB << 20, SnapshotThreshold: uint64(cfg.RaftSnapshotThreshold), UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
+		Join: cfg.Join, Logger: log, LogLevel: libraryLogLevel(cfg.LogLevel), SegmentSize: cfg.RaftSegmentMiB << 20, SnapshotThreshold: uint64(cfg.RaftSnapshotThreshold), UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
 		CheckEntry: fsm.CheckType, DeferSoloElection: true, RaftConnLimits: caps.raft,
 	})
 	if err != nil {
@@ -362,6 +362,16 @@ func loadStartupManifest(path string, lim state.Limits, level workloadpolicy.Lev
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &s, nil
+}
+
+// libraryLogLevel is the least level of Raft's, raft-wal's and
+// memberlist's lines: warn, but debug at --log-level debug (at info Raft
+// says more than an operator reads).
+func libraryLogLevel(s string) string {
+	if parseLevel(s) == slog.LevelDebug {
+		return "debug"
+	}
+	return "warn"
 }
 
 func parseLevel(s string) slog.Level {

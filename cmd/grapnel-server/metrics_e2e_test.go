@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 )
@@ -102,6 +104,14 @@ func TestMetricsScrapeAndDashboard(t *testing.T) {
 	}
 	if !raftSeen {
 		t.Error("/metrics has no raft_* metric from hashicorp/raft's go-metrics")
+	}
+	// promtool check metrics, on what the replica serves (promlint's rules).
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatalf("promlint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("promtool check metrics: %s: %s", p.Metric, p.Text)
 	}
 	if om, ct := scrape("application/openmetrics-text; version=1.0.0"); !strings.HasPrefix(ct, "application/openmetrics-text") || !strings.HasSuffix(strings.TrimSpace(om), "# EOF") {
 		t.Errorf("OpenMetrics scrape: content type %q, ends %q", ct, om[max(0, len(om)-20):])

@@ -136,7 +136,7 @@ func TestStorageFailureAndRestartInPlace(t *testing.T) {
 	testwait.For(t, 20*time.Second, func() bool { return strings.Contains(out.String(), "storage still fails") }, "a failed probe in the log")
 	alive()
 	log := out.String()
-	if !strings.Contains(log, "[ERROR] n1.cluster: storage failed: this replica stores no more entries") || !strings.Contains(log, "file too large") {
+	if !strings.Contains(log, `level=ERROR msg="storage failed: this replica stores no more entries`) || !strings.Contains(log, "component=cluster") || !strings.Contains(log, "file too large") {
 		t.Fatalf("the log does not say why the storage failed:\n%s", log)
 	}
 	if m := metric(); !strings.Contains(m, `grapnel_storage_failed{replica="n1"} 1`) || !strings.Contains(m, "grapnel_storage_errors_total") {

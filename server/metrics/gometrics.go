@@ -1,6 +1,10 @@
 package metrics
 
 import (
+	"slices"
+	"strings"
+	"unicode"
+
 	gometrics "github.com/armon/go-metrics"
 	gmprom "github.com/armon/go-metrics/prometheus"
 )
@@ -9,7 +13,8 @@ import (
 // (raft_*, memberlist_*) part of r. Both report through
 // hashicorp/go-metrics/compat, which without the hashicorpmetrics build
 // tag forwards to armon/go-metrics' global: so that global gets a
-// Prometheus sink on r. It adds no goroutine and no timer: runtime
+// Prometheus sink on r, behind promNames, which gives the series
+// Prometheus' names. It adds no goroutine and no timer: runtime
 // metrics are off (the Go collector has them, and go-metrics would poll
 // them every second), there is no in-memory sink (its interval ticker),
 // and sampled series are kept (no expiration) rather than swept; a
@@ -24,6 +29,97 @@ func ExportGoMetrics(r *Registry) error {
 	cfg.EnableHostname = false
 	cfg.HostName = ""
 	cfg.EnableRuntimeMetrics = false
-	_, err = gometrics.NewGlobal(cfg, sink)
+	_, err = gometrics.NewGlobal(cfg, promNames{sink})
 	return err
+}
+
+// promNames renames the libraries' keys to Prometheus' conventions (what
+// promtool check metrics asks) before the Prometheus sink sees them:
+// snake_case names and label names (raft says appendEntries, lastContact,
+// rpcType), and counters ending in _total. The values are the libraries':
+// their timings are in milliseconds.
+type promNames struct{ next gometrics.MetricSink }
+
+// perPeer are the keys hashicorp/raft also reports with the peer's id
+// appended, its legacy telemetry (one family per peer): the same
+// measurement comes with the label peer_id, so the legacy key is dropped.
+// cluster sets raft's NoLegacyTelemetry, so they should not come at all.
+var perPeer = [][]string{
+	{"raft", "replication", "appendEntries", "rpc"},
+	{"raft", "replication", "appendEntries", "logs"},
+	{"raft", "replication", "heartbeat"},
+	{"raft", "replication", "installSnapshot"},
+}
+
+// promKey is key renamed, or false when the key is to be dropped.
+func promKey(key []string) ([]string, bool) {
+	for _, p := range perPeer {
+		if len(key) == len(p)+1 && slices.Equal(key[:len(p)], p) {
+			return nil, false
+		}
+	}
+	out := make([]string, len(key))
+	for i, k := range key {
+		out[i] = snakeCase(k)
+	}
+	return out, true
+}
+
+func promLabels(labels []gometrics.Label) []gometrics.Label {
+	if len(labels) == 0 {
+		return labels
+	}
+	out := make([]gometrics.Label, len(labels))
+	for i, l := range labels {
+		out[i] = gometrics.Label{Name: snakeCase(l.Name), Value: l.Value}
+	}
+	return out
+}
+
+// snakeCase writes camelCase as snake_case: appendEntries is
+// append_entries, getRPCType get_rpc_type.
+func snakeCase(s string) string {
+	r := []rune(s)
+	var b strings.Builder
+	for i, c := range r {
+		if unicode.IsUpper(c) {
+			if i > 0 && (unicode.IsLower(r[i-1]) || unicode.IsDigit(r[i-1]) ||
+				unicode.IsUpper(r[i-1]) && i+1 < len(r) && unicode.IsLower(r[i+1])) {
+				b.WriteByte('_')
+			}
+			c = unicode.ToLower(c)
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func (s promNames) SetGauge(key []string, val float32) { s.SetGaugeWithLabels(key, val, nil) }
+
+func (s promNames) SetGaugeWithLabels(key []string, val float32, labels []gometrics.Label) {
+	if k, ok := promKey(key); ok {
+		s.next.SetGaugeWithLabels(k, val, promLabels(labels))
+	}
+}
+
+// EmitKey is a one-off key/value pair, which Prometheus has no place for.
+func (s promNames) EmitKey([]string, float32) {}
+
+func (s promNames) IncrCounter(key []string, val float32) { s.IncrCounterWithLabels(key, val, nil) }
+
+func (s promNames) IncrCounterWithLabels(key []string, val float32, labels []gometrics.Label) {
+	if k, ok := promKey(key); ok {
+		if k[len(k)-1] != "total" {
+			k = append(k, "total")
+		}
+		s.next.IncrCounterWithLabels(k, val, promLabels(labels))
+	}
+}
+
+func (s promNames) AddSample(key []string, val float32) { s.AddSampleWithLabels(key, val, nil) }
+
+func (s promNames) AddSampleWithLabels(key []string, val float32, labels []gometrics.Label) {
+	if k, ok := promKey(key); ok {
+		s.next.AddSampleWithLabels(k, val, promLabels(labels))
+	}
 }
