@@ -369,4 +369,3 @@ func (l *leader) setAgentMode(m *modeCall) {
 	l.propose(&fsm.SetAgentModeRequest{Agent: m.agent, Mode: m.mode, History: l.historyMeta(m.requester, nil, false)},
 		func(any, uint64) { m.done <- nil }, func(err error) { m.done <- err })
 }
-
