@@ -533,14 +533,8 @@ func quarantineLog(dataDir string, hold *holdState, now func() time.Time, logger
 		return false, fmt.Errorf("cluster: integrity: %w", err)
 	}
 	to := filepath.Join(q, fmt.Sprintf("%s-%d", walDir, now().UnixNano()))
-	if err := os.Rename(dir, to); err != nil {
+	if err := durable.Rename(dir, to); err != nil {
 		return false, fmt.Errorf("cluster: integrity: move the raft log to the quarantine: %w", err)
-	}
-	if err := durable.SyncDir(q); err != nil {
-		return false, fmt.Errorf("cluster: integrity: %w", err)
-	}
-	if err := durable.SyncDir(dataDir); err != nil {
-		return false, fmt.Errorf("cluster: integrity: %w", err)
 	}
 	logger.Error("corrupt Raft log: its metadata (segment list, term, vote) cannot be read; the log was moved to the quarantine, "+
 		"this replica starts from its newest snapshot, catches up from the leader and holds its vote meanwhile",
