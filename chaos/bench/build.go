@@ -8,24 +8,39 @@ import (
 	"slices"
 )
 
-// BuildCommands builds the named commands of this module (grapnel-server,
-// grapnel-agent, grapnel) into dir and returns their paths by name.
-// grapnel-agent comes with grapnel-process-shim, the shim it starts its
-// process workloads through when it finds it next to itself, as installed.
-// They are built static (CGO_ENABLED=0), as `make build` builds them.
+// installLinks are the programs of the multi-call binary grapnel that an
+// install holds as links to it (cmd/grapnel/multicall.go, `make build`).
+var installLinks = []string{"grapnel-server", "grapnel-agent", "grapnel-process-shim"}
+
+// BuildCommands builds this module's one binary, grapnel, into dir as
+// `make build` installs it, with a link to it for each named program
+// (grapnel-server, grapnel-agent, grapnel) that is not grapnel itself,
+// and returns the paths by name. grapnel-agent comes with
+// grapnel-process-shim, the shim it starts its process workloads
+// through when it finds it next to itself, as installed. The binary is
+// static (CGO_ENABLED=0) and stripped, as `make build` builds it.
 func BuildCommands(dir string, cmds ...string) (map[string]string, error) {
 	if slices.Contains(cmds, "grapnel-agent") && !slices.Contains(cmds, "grapnel-process-shim") {
 		cmds = append(slices.Clip(cmds), "grapnel-process-shim")
 	}
+	bin := filepath.Join(dir, "grapnel")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "github.com/grapnel-io/grapnel/cmd/grapnel")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build grapnel: %v\n%s", err, msg)
+	}
 	out := map[string]string{}
 	for _, c := range cmds {
-		bin := filepath.Join(dir, c)
-		build := exec.Command("go", "build", "-o", bin, "github.com/grapnel-io/grapnel/cmd/"+c)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if msg, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build %s: %v\n%s", c, err, msg)
+		switch {
+		case c == "grapnel":
+		case slices.Contains(installLinks, c):
+			if err := os.Symlink("grapnel", filepath.Join(dir, c)); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("build %s: not a program of grapnel (%v)", c, append([]string{"grapnel"}, installLinks...))
 		}
-		out[c] = bin
+		out[c] = filepath.Join(dir, c)
 	}
 	return out, nil
 }
