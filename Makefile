@@ -7,7 +7,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 LINKS     := grapnel-server grapnel-agent grapnel-process-shim
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build build-arm64 check-linked sizes test check demo proto bench bench-quick bench-failover-short bench-agents bench-vehicle bench-vehicle-quick bench-micro fuzz clean tools podman-setup chaos chaos-short upgrade-test upgrade-test-short
+.PHONY: all build build-arm64 smoke-arm64 check-linked sizes test check demo proto bench bench-quick bench-failover-short bench-agents bench-vehicle bench-vehicle-quick bench-micro fuzz clean tools podman-setup chaos chaos-short upgrade-test upgrade-test-short
 
 all: build
 
@@ -38,6 +38,12 @@ build-arm64:
 	@mkdir -p bin/linux-arm64
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build $(BUILDFLAGS) -o bin/linux-arm64/grapnel ./cmd/grapnel
 	@for l in $(LINKS); do ln -sfn grapnel bin/linux-arm64/$$l; done
+
+# The arm64 install under qemu-user (root: installs qemu-user-binfmt and
+# registers it): 3 replicas, 2 agents, process workloads, a leader kill,
+# no workload restarted; fails, not skips, when qemu cannot be set up.
+smoke-arm64:
+	./scripts/arm64-smoke.sh
 
 # The install links nothing the vehicle does not run: no test harness, no
 # browser driver, no FUSE library (scripts/check-linked.sh).

@@ -20,12 +20,21 @@ var installLinks = []string{"grapnel-server", "grapnel-agent", "grapnel-process-
 // through when it finds it next to itself, as installed. The binary is
 // static (CGO_ENABLED=0) and stripped, as `make build` builds it.
 func BuildCommands(dir string, cmds ...string) (map[string]string, error) {
+	return BuildCommandsFor(dir, "", cmds...)
+}
+
+// BuildCommandsFor is BuildCommands for the architecture goarch (GOARCH,
+// Linux; "" for this machine's), as `make build-arm64` builds for arm64.
+func BuildCommandsFor(dir, goarch string, cmds ...string) (map[string]string, error) {
 	if slices.Contains(cmds, "grapnel-agent") && !slices.Contains(cmds, "grapnel-process-shim") {
 		cmds = append(slices.Clip(cmds), "grapnel-process-shim")
 	}
 	bin := filepath.Join(dir, "grapnel")
 	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "github.com/grapnel-io/grapnel/cmd/grapnel")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if goarch != "" {
+		build.Env = append(build.Env, "GOOS=linux", "GOARCH="+goarch)
+	}
 	if msg, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build grapnel: %v\n%s", err, msg)
 	}
