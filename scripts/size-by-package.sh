@@ -37,7 +37,7 @@ for arch in "${archs[@]}"; do
       # Outside this module, one row per module (its first three path
       # elements for a host with a dot, else the standard library package).
       if (pkg !~ /^github\.com\/grapnel-io\/grapnel/ && pkg ~ /^[^\/]*\./) {
-        n = split(pkg, e, "/"); pkg = e[1] "/" e[2]; if (n > 2 && e[1] !~ /^(golang\.org|google\.golang\.org|gopkg\.in)$/) pkg = pkg "/" e[3]
+        n = split(pkg, e, "/"); pkg = e[1] "/" e[2]; if (n > 2 && e[1] !~ /^(google\.golang\.org|gopkg\.in)$/) pkg = pkg "/" e[3]
         if (n > 3 && e[4] ~ /^v[0-9]+$/) pkg = pkg "/" e[4]
       }
       sum[pkg] += size; total += size

@@ -17,8 +17,8 @@ import (
 // previous release, relative to the top of the tree.
 const PreviousReleaseFile = ".ci/previous-release"
 
-// Programs are the commands a build holds, as files or as links to the
-// multi-call binary grapnel; grapnel-agent starts its process workloads
+// Programs are the commands a build holds, as files or (grapnel-server,
+// grapnel-agent) as links to the multi-call binary grapnel; grapnel-agent starts its process workloads
 // through the grapnel-process-shim next to it.
 var Programs = []string{"grapnel-server", "grapnel-agent", "grapnel-process-shim", "grapnel"}
 
@@ -101,9 +101,10 @@ const multiCallMarker = "cmd/grapnel/multicall.go"
 
 // buildTree builds the tree at src into out as `make build` installs it,
 // static, with the commit stamped when the tree has internal/buildinfo:
-// the multi-call binary grapnel and links to it by the other programs'
-// names when the tree has one (multiCallMarker), else ./cmd/..., one
-// binary per program, as releases before it were built.
+// the multi-call binary grapnel, links to it named grapnel-server and
+// grapnel-agent, and the small grapnel-process-shim when the tree has one
+// (multiCallMarker), else ./cmd/..., one binary per program, as releases
+// before it were built.
 func buildTree(ctx context.Context, src, out, commit string) (map[string]string, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
@@ -122,10 +123,11 @@ func buildTree(ctx context.Context, src, out, commit string) (map[string]string,
 	if ldflags != "" {
 		args = append(args, "-ldflags", ldflags)
 	}
+	args = append(args, "-o", out+string(filepath.Separator))
 	if multiCall {
-		args = append(args, "-o", filepath.Join(out, "grapnel"), "./cmd/grapnel")
+		args = append(args, "./cmd/grapnel", "./cmd/grapnel-process-shim")
 	} else {
-		args = append(args, "-o", out+string(filepath.Separator), "./cmd/...")
+		args = append(args, "./cmd/...")
 	}
 	if _, err := run(ctx, src, []string{"CGO_ENABLED=0"}, "go", args...); err != nil {
 		return nil, err
@@ -133,7 +135,7 @@ func buildTree(ctx context.Context, src, out, commit string) (map[string]string,
 	bins := map[string]string{}
 	for _, p := range Programs {
 		bin := filepath.Join(out, p)
-		if multiCall && p != "grapnel" {
+		if multiCall && (p == "grapnel-server" || p == "grapnel-agent") {
 			if err := os.Remove(bin); err != nil && !os.IsNotExist(err) {
 				return nil, err
 			}
