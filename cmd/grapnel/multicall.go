@@ -57,11 +57,8 @@ func program(argv0 string, args []string) (string, []string) {
 }
 
 // agentVerb reports whether word is a subcommand of the CLI's `grapnel
-// agent` (resync, maintenance, ...) or cobra's help for it.
+// agent` (resync, maintenance, ...); `grapnel help agent` lists them.
 func agentVerb(word string) bool {
-	if word == "help" {
-		return true
-	}
 	for _, c := range newAgent(&app{}).Commands() {
 		if c.Name() == word {
 			return true

@@ -25,7 +25,8 @@ func TestProgramByNameAndSubcommand(t *testing.T) {
 		// The operator's verbs on an agent.
 		{"grapnel", []string{"agent", "resync", "a"}, progCLI, []string{"agent", "resync", "a"}},
 		{"grapnel", []string{"agent", "maintenance", "a"}, progCLI, []string{"agent", "maintenance", "a"}},
-		{"grapnel", []string{"agent", "help"}, progCLI, []string{"agent", "help"}},
+		{"grapnel", []string{"help", "agent"}, progCLI, []string{"help", "agent"}},
+		{"grapnel", []string{"agent", "--help"}, progAgent, []string{"--help"}},
 		{"grapnel", []string{"-k", "agent", "resync", "a"}, progCLI, []string{"-k", "agent", "resync", "a"}},
 		{"grapnel", []string{"get", "state"}, progCLI, []string{"get", "state"}},
 		{"grapnel", nil, progCLI, nil},
