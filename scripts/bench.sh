@@ -62,8 +62,8 @@ done
 # through, found next to it.
 echo "== building grapnel (grapnel-server, grapnel-agent), grapnel-process-shim and grapnel-bench into $cache" >&2
 rm -f "$cache/grapnel-server" "$cache/grapnel-agent"
-CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$cache/grapnel" ./cmd/grapnel
-CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$cache/grapnel-process-shim" ./cmd/grapnel-process-shim
+CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags '-s -w' -o "$cache/grapnel" ./cmd/grapnel
+CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags '-s -w' -o "$cache/grapnel-process-shim" ./cmd/grapnel-process-shim
 ln -s grapnel "$cache/grapnel-server"
 ln -s grapnel "$cache/grapnel-agent"
 go build -o "$cache/grapnel-bench" ./chaos/bench/cmd/grapnel-bench

@@ -4,10 +4,11 @@
 # bin/linux-arm64/grapnel), `go version -m` must name no test-only
 # module (the browser driver, the linearizability checker, the FUSE
 # library of the chaos harness, ...), and the build must be the small one
-# (-trimpath, -s -w); and `go list -deps` of cmd/grapnel for the binary's
-# GOOS/GOARCH must hold none of this module's test harness: chaos/, the
-# test clusters and fakes (a package named *test), internal/testwait,
-# internal/durable/crashfs.
+# (-trimpath, -s -w, -tags grpcnotrace); and `go list -deps` of the
+# binary's package for its GOOS/GOARCH and tags must hold none of this
+# module's test harness: chaos/, the test clusters and fakes (a package
+# named *test), internal/testwait, internal/durable/crashfs; nor gRPC's
+# trace pages (golang.org/x/net/trace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -eq 0 ]; then
@@ -26,6 +27,9 @@ for bin in "$@"; do
     echo "$bin links test-only modules:"; sed 's/^/  /' <<<"$bad"; fail=1
   fi
   grep -qE '^\s*build\s+-trimpath=true$' <<<"$info" || { echo "$bin: not built with -trimpath"; fail=1; }
+  # gRPC's trace pages (golang.org/x/net/trace) are left out by a tag.
+  tags=$(awk '$1 == "build" && $2 ~ /^-tags=/ {sub(/^-tags=/, "", $2); print $2}' <<<"$info")
+  grep -qE '(^|,)grpcnotrace(,|$)' <<<"$tags" || { echo "$bin: not built with -tags grpcnotrace (links gRPC's trace pages)"; fail=1; }
   # -trimpath leaves -ldflags out of the build record: -s shows as a
   # missing symbol table, -w as missing DWARF sections.
   if go tool nm "$bin" >/dev/null 2>&1; then
@@ -37,7 +41,7 @@ for bin in "$@"; do
   path=$(awk '$1 == "path" {print $2}' <<<"$info")
   goos=$(awk '$1 == "build" && $2 ~ /^GOOS=/ {sub(/^GOOS=/, "", $2); print $2}' <<<"$info")
   goarch=$(awk '$1 == "build" && $2 ~ /^GOARCH=/ {sub(/^GOARCH=/, "", $2); print $2}' <<<"$info")
-  bad=$(GOOS=$goos GOARCH=$goarch CGO_ENABLED=0 go list -deps "$path" | grep -E "$test_packages" || true)
+  bad=$(GOOS=$goos GOARCH=$goarch CGO_ENABLED=0 go list -tags "$tags" -deps "$path" | grep -E "$test_packages|^golang\.org/x/net/trace\$" || true)
   if [ -n "$bad" ]; then
     echo "$bin ($path, $goos/$goarch) links test harness packages:"; sed 's/^/  /' <<<"$bad"; fail=1
   fi

@@ -15,8 +15,8 @@ archs=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for arch in "${archs[@]}"; do
-  CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags '-s -w' -o "$tmp/stripped" ./cmd/grapnel
-  CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -o "$tmp/symbols" ./cmd/grapnel
+  CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -tags grpcnotrace -ldflags '-s -w' -o "$tmp/stripped" ./cmd/grapnel
+  CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -tags grpcnotrace -o "$tmp/symbols" ./cmd/grapnel
   size=$(stat -c %s "$tmp/stripped")
   echo "linux/$arch: grapnel $size bytes ($(awk -v s="$size" 'BEGIN{printf "%.2f MB", s/1e6}')) stripped"
   go tool nm -size -sort size "$tmp/symbols" | awk -v top="$top" -v file="$size" '

@@ -59,7 +59,7 @@ func BuildCommandsFor(dir, goarch string, cmds ...string) (map[string]string, er
 // goBuild builds cmd/<cmd> into bin for goarch ("" for this machine's),
 // as `make build` does.
 func goBuild(goarch, bin, cmd string) error {
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "github.com/grapnel-io/grapnel/cmd/"+cmd)
+	build := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-ldflags", "-s -w", "-o", bin, "github.com/grapnel-io/grapnel/cmd/"+cmd)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if goarch != "" {
 		build.Env = append(build.Env, "GOOS=linux", "GOARCH="+goarch)

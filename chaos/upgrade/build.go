@@ -114,7 +114,7 @@ func buildTree(ctx context.Context, src, out, commit string) (map[string]string,
 	args := []string{"build"}
 	ldflags := ""
 	if multiCall {
-		args = append(args, "-trimpath")
+		args = append(args, "-trimpath", "-tags", "grpcnotrace")
 		ldflags = "-s -w"
 	}
 	if _, err := os.Stat(filepath.Join(src, "internal", "buildinfo")); err == nil {
