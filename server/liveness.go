@@ -10,7 +10,7 @@ import (
 // It returns nil once the loop answered and an error when ctx ends first,
 // so a loop that is stuck (a frozen leader loop) is told apart from one
 // that is merely idle. It wakes the loop only when called: the systemd
-// watchdog (cmd/grapnel-server) calls it once per petting interval.
+// watchdog (cmd/internal/servercmd) calls it once per petting interval.
 func (s *Server) Alive(ctx context.Context) error {
 	reply := make(chan struct{})
 	// At most a few tries: a term that ends while it is asked hands the

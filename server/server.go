@@ -138,7 +138,7 @@ type Config struct {
 	MaxConcurrentDryRuns int
 	// OnLeadership is told when this replica starts (true) and stops
 	// (false) leading, on the leader loop: it must not block. The systemd
-	// notifier (cmd/grapnel-server) turns it into STATUS= lines.
+	// notifier (cmd/internal/servercmd) turns it into STATUS= lines.
 	OnLeadership func(leading bool)
 }
 

@@ -8,7 +8,7 @@ import (
 // Alive reports whether the Manager still takes its locks: ops and mu are
 // what every message from the server and every report goes through, so a
 // Manager stuck holding one (a deadlock, a runtime call that hangs under
-// the lock) fails it. The systemd watchdog (cmd/grapnel-agent) asks once
+// the lock) fails it. The systemd watchdog (cmd/internal/agentcmd) asks once
 // per petting interval. While an earlier probe is still stuck, Alive
 // fails at once and starts no other, so a stuck Manager holds at most one
 // probe goroutine.

@@ -15,8 +15,11 @@ import (
 type AgentConfig struct {
 	// Bin is the grapnel-agent binary. It starts its process workloads
 	// through grapnel-process-shim when that is next to it (BuildCommands
-	// and scripts/bench.sh build both), through itself otherwise.
+	// and scripts/bench.sh install both), through itself otherwise.
 	Bin string
+	// Subcommand, when set, comes before the flags: "agent" for Bin the
+	// multi-call binary grapnel rather than its link grapnel-agent.
+	Subcommand string
 	// Dir holds the agent's run folder and log file.
 	Dir string
 	// RunFolder, when set, is the agent's run folder in place of one in
@@ -77,6 +80,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		return nil, err
 	}
 	a.args = []string{"--name", cfg.Name, "--server-url", strings.Join(cfg.Servers, ","), "--run-folder", a.RunFolder}
+	if cfg.Subcommand != "" {
+		a.args = append([]string{cfg.Subcommand}, a.args...)
+	}
 	if cfg.TLS != nil {
 		a.args = append(a.args, "--ca_pem", cfg.TLS.CA, "--crt_pem", cfg.TLS.Cert, "--key_pem", cfg.TLS.Key)
 	} else {

@@ -28,6 +28,9 @@ var ErrNotReady = errors.New("cluster not ready")
 type GrapnelConfig struct {
 	// Bin is the grapnel-server binary.
 	Bin string
+	// Subcommand, when set, comes before the flags: "server" for Bin the
+	// multi-call binary grapnel rather than its link grapnel-server.
+	Subcommand string
 	// Dir holds one data directory and one log file per replica.
 	Dir string
 	// Replicas is the cluster size; 1 starts a single replica that
@@ -112,6 +115,9 @@ func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
 			return nil, err
 		}
 		r.args = []string{"--name", r.Name, "-a", r.Addr, "--raft-address", r.RaftAddr, "--data-dir", r.DataDir}
+		if cfg.Subcommand != "" {
+			r.args = append([]string{cfg.Subcommand}, r.args...)
+		}
 		if cfg.PKI == nil {
 			r.args = append(r.args, "-k")
 		} else {

@@ -120,7 +120,7 @@ func (c *cluster) replicaLog(i int) string {
 }
 
 // restartsInPlace counts the times grapnel-server executed itself again
-// (cmd/grapnel-server restartInPlace) in the log at logPath.
+// (cmd/internal/servercmd restartInPlace) in the log at logPath.
 func restartsInPlace(logPath string) int {
 	b, err := os.ReadFile(logPath)
 	if err != nil {

@@ -17,8 +17,9 @@ import (
 // previous release, relative to the top of the tree.
 const PreviousReleaseFile = ".ci/previous-release"
 
-// Programs are the commands a build holds; grapnel-agent starts its
-// process workloads through the grapnel-process-shim next to it.
+// Programs are the commands a build holds, as files or (grapnel-server,
+// grapnel-agent) as links to the multi-call binary grapnel; grapnel-agent starts its process workloads
+// through the grapnel-process-shim next to it.
 var Programs = []string{"grapnel-server", "grapnel-agent", "grapnel-process-shim", "grapnel"}
 
 // Build is one built release.
@@ -94,24 +95,54 @@ func run(ctx context.Context, dir string, env []string, name string, args ...str
 // buildinfoPkg is where a build's commit is stamped, as the Makefile does.
 const buildinfoPkg = "github.com/grapnel-io/grapnel/internal/buildinfo"
 
-// buildTree builds ./cmd/... of the tree at src into out, static as
-// `make build` builds, with the commit stamped when the tree has
-// internal/buildinfo.
+// multiCallMarker is the file of a tree whose install is one multi-call
+// binary, grapnel, with the other programs links to it.
+const multiCallMarker = "cmd/grapnel/multicall.go"
+
+// buildTree builds the tree at src into out as `make build` installs it,
+// static, with the commit stamped when the tree has internal/buildinfo:
+// the multi-call binary grapnel, links to it named grapnel-server and
+// grapnel-agent, and the small grapnel-process-shim when the tree has one
+// (multiCallMarker), else ./cmd/..., one binary per program, as releases
+// before it were built.
 func buildTree(ctx context.Context, src, out, commit string) (map[string]string, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
+	_, err := os.Stat(filepath.Join(src, multiCallMarker))
+	multiCall := err == nil
 	args := []string{"build"}
-	if _, err := os.Stat(filepath.Join(src, "internal", "buildinfo")); err == nil {
-		args = append(args, "-ldflags", "-X "+buildinfoPkg+".Commit="+commit[:min(12, len(commit))])
+	ldflags := ""
+	if multiCall {
+		args = append(args, "-trimpath", "-tags", "grpcnotrace")
+		ldflags = "-s -w"
 	}
-	args = append(args, "-o", out+string(filepath.Separator), "./cmd/...")
+	if _, err := os.Stat(filepath.Join(src, "internal", "buildinfo")); err == nil {
+		ldflags = strings.TrimSpace(ldflags + " -X " + buildinfoPkg + ".Commit=" + commit[:min(12, len(commit))])
+	}
+	if ldflags != "" {
+		args = append(args, "-ldflags", ldflags)
+	}
+	args = append(args, "-o", out+string(filepath.Separator))
+	if multiCall {
+		args = append(args, "./cmd/grapnel", "./cmd/grapnel-process-shim")
+	} else {
+		args = append(args, "./cmd/...")
+	}
 	if _, err := run(ctx, src, []string{"CGO_ENABLED=0"}, "go", args...); err != nil {
 		return nil, err
 	}
 	bins := map[string]string{}
 	for _, p := range Programs {
 		bin := filepath.Join(out, p)
+		if multiCall && (p == "grapnel-server" || p == "grapnel-agent") {
+			if err := os.Remove(bin); err != nil && !os.IsNotExist(err) {
+				return nil, err
+			}
+			if err := os.Symlink("grapnel", bin); err != nil {
+				return nil, err
+			}
+		}
 		if _, err := os.Stat(bin); err != nil {
 			return nil, fmt.Errorf("the build of %s has no %s: %w", commit, p, err)
 		}

@@ -11,7 +11,7 @@ import (
 
 // newAgent is `grapnel agent`: operator verbs aimed at one agent.
 func newAgent(a *app) *cobra.Command {
-	ag := &cobra.Command{Use: "agent", Short: "Operate on an agent (Grapnel only)"}
+	ag := &cobra.Command{Use: "agent", Short: "Operate on an agent (Grapnel only); without one of these verbs, grapnel agent [flags] runs the agent"}
 	ag.AddCommand(&cobra.Command{
 		Use:               "resync NAME",
 		Short:             "Make the agent compare what its runtimes run with what it was told to run, and repair the drift now",

@@ -1,7 +1,11 @@
-// Command grapnel is the operator's command line for a Grapnel cluster: the
-// verbs of the Ankaios `ank` CLI (get, set, apply, delete, run, logs) over
-// the Ankaios CLI stream. This package only wires flags and environment to
-// package cli.
+// Command grapnel is Grapnel's one binary: the operator's command line
+// for a Grapnel cluster, the verbs of the Ankaios `ank` CLI (get, set,
+// apply, delete, run, logs) over the Ankaios CLI stream, and, by
+// subcommand or by the name it is started under, the replica (`grapnel
+// server`, grapnel-server), the agent (`grapnel agent`, grapnel-agent)
+// and the process runtime's shim (grapnel-process-shim), see
+// multicall.go. The CLI part only wires flags and environment to package
+// cli.
 package main
 
 import (
@@ -12,6 +16,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/grapnel-io/grapnel/agent/runtime/process"
 )
 
 // Exit codes.
@@ -22,6 +28,13 @@ const (
 )
 
 func main() {
+	// The agent starts a process workload through this binary as its
+	// shim (named grapnel-process-shim, with the shim's variable set):
+	// first, before anything else runs.
+	process.RunShimIfRequested()
+	if code, ok := runProgram(program(os.Args[0], os.Args[1:])); ok {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	a := newApp(os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	code, done := completeEnv(ctx, os.Args[0], os.Args[1:], a)

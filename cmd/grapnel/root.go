@@ -21,8 +21,12 @@ const serverURLUsage = "replica addresses host:port, comma-separated, tried in o
 // newRoot builds the command tree; the flags write into a.
 func newRoot(a *app) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "grapnel",
-		Short:         "Command line for a Grapnel cluster (the Ankaios ank verbs)",
+		Use:   "grapnel",
+		Short: "Command line for a Grapnel cluster (the Ankaios ank verbs)",
+		Long: "Command line for a Grapnel cluster (the Ankaios ank verbs).\n\n" +
+			"The same binary runs the replica as `grapnel server [flags]` (or started as grapnel-server) and the agent as\n" +
+			"`grapnel agent [flags]` (or started as grapnel-agent); `grapnel server --help` and `grapnel agent --help` list\n" +
+			"their flags. `grapnel agent resync|maintenance|disable|activate NAME` are this command line's (`grapnel help agent`).",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}

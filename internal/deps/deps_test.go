@@ -84,9 +84,11 @@ var rules = []rule{
 		notLinked: []string{"github.com/hashicorp/raft", module + "cluster", module + "server", module + "fsm"}},
 	{folder: "internal", leaves: true, why: "issue 14: leaf packages import nothing of ours but other leaves"},
 	// The product binaries link no test harness: chaos/ and what only it
-	// needs (the FUSE library of chaos/flashfs, issue 29).
-	{folder: "cmd", may: []string{""}, why: "brief §2: cmd wires everything; issue 29: but no test harness (chaos/, go-fuse)",
-		notLinked: []string{module + "chaos", "github.com/hanwen/go-fuse"}},
+	// needs (the FUSE library of chaos/flashfs, issue 29), nor what only
+	// tests use (the browser driver, the linearizability checker; issue
+	// 32, also checked on the built binary by scripts/check-linked.sh).
+	{folder: "cmd", may: []string{""}, why: "brief §2: cmd wires everything; issue 29: but no test harness (chaos/, go-fuse); issue 32: nor a test-only library",
+		notLinked: []string{module + "chaos", "github.com/hanwen/go-fuse", "github.com/chromedp", "github.com/anishathalye/porcupine"}},
 	{folder: "chaos", may: []string{""}, why: "brief §2: chaos is test-only and may import everything"},
 	// deploy/ is the shipped configuration and units; its only Go is the
 	// test that follows docs/deploy.md (issue 31).
@@ -260,6 +262,10 @@ func TestImportRulesCatchViolations(t *testing.T) {
 			{m("cmd/grapnel-server"), []string{m("cluster")}},
 			{m("cluster"), []string{"github.com/hanwen/go-fuse/v2/fs"}},
 		}, "cmd/grapnel-server links github.com/hanwen/go-fuse (cmd/grapnel-server → cluster → github.com/hanwen/go-fuse/v2/fs)"},
+		{"a product binary links the browser driver", []pkg{
+			{m("cmd/grapnel"), []string{m("cmd/internal/servercmd")}},
+			{m("cmd/internal/servercmd"), []string{"github.com/chromedp/chromedp"}},
+		}, "cmd/grapnel links github.com/chromedp (cmd/grapnel → cmd/internal/servercmd → github.com/chromedp/chromedp)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
