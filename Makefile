@@ -132,10 +132,13 @@ chaos: build
 	$(GO) build -o bin/ ./chaos/cmd/grapnel-chaos
 	./bin/grapnel-chaos run --duration $(DURATION) --min-rounds $(MIN_ROUNDS) --seed $(SEED)
 
-# Every fault kind once, in well under 10 minutes.
+# Every fault kind once, in well under 10 minutes. RAFT_LOG_STORE=bolt runs
+# the replicas on raft-boltdb/v2 (--raft-log-store bolt; without the
+# upgrade and corrupt-log faults, which are the WAL's).
+RAFT_LOG_STORE ?=
 chaos-short: build
 	$(GO) build -o bin/ ./chaos/cmd/grapnel-chaos
-	./bin/grapnel-chaos run --short --seed $(SEED)
+	./bin/grapnel-chaos run --short --seed $(SEED) $(if $(RAFT_LOG_STORE),--raft-log-store $(RAFT_LOG_STORE))
 
 # In-process micro benchmarks; BENCHTIME and COUNT tune the run
 # (benchstat-friendly output).
