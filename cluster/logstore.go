@@ -20,11 +20,11 @@ import (
 
 // The Raft log and stable store is by default a write-ahead log of
 // segment files (hashicorp/raft-wal) under DataDir/wal; raft-boltdb/v2
-// (DataDir/raft.db) stays a choice (LogStoreBolt). A commit appends its entries to
-// the open segment and syncs it once; bbolt, which held the log before
-// (raft.db), writes and syncs its pages, then its meta page: two
-// fdatasyncs per commit on the leader and again on each follower, in a
-// row, since hashicorp/raft stores the leader's entries before it
+// (DataDir/raft.db) stays a choice (LogStoreBolt). A commit appends its
+// entries to the open segment and syncs it once; bbolt, which held the
+// log before (raft.db), writes and syncs its pages, then its meta page:
+// two fdatasyncs per commit on the leader and again on each follower, in
+// a row, since hashicorp/raft stores the leader's entries before it
 // replicates them. Measured in docs/replication.md.
 const (
 	walDir = "wal"

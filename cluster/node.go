@@ -404,7 +404,7 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	walStore, err := openStore(cfg.DataDir, cfg.LogStore, segmentSize, base.Named("cluster"))
+	rawLog, err := openStore(cfg.DataDir, cfg.LogStore, segmentSize, base.Named("cluster"))
 	if err != nil {
 		return nil, err
 	}
@@ -420,11 +420,11 @@ func NewNode(cfg Config) (*Node, error) {
 			}
 		}
 	}()
-	cleanup = append(cleanup, func() { walStore.Close() })
+	cleanup = append(cleanup, func() { rawLog.Close() })
 	guard := newStorageGuard(cfg.DataDir, cfg.Now, cfg.StorageFault)
 	guard.bolt = bolt
-	integ := newIntegrity(walStore, base.Named("cluster"))
-	store, err := newGuardedStore(walStore, guard, integ, 512)
+	integ := newIntegrity(rawLog, base.Named("cluster"))
+	store, err := newGuardedStore(rawLog, guard, integ, 512)
 	if err != nil {
 		return nil, err
 	}
@@ -437,14 +437,14 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir, guard: guard}
-	currentTerm := func() uint64 { t, _ := walStore.GetUint64(stableKeys.currentTerm); return t }
+	currentTerm := func() uint64 { t, _ := rawLog.GetUint64(stableKeys.currentTerm); return t }
 	hold.currentTerm.Store(&currentTerm)
-	if w, ok := walStore.(*logStore); ok {
+	if w, ok := rawLog.(*logStore); ok {
 		if err := repairTail(cfg.DataDir, tail, w, hold, integ, base.Named("cluster"), currentTerm); err != nil {
 			return nil, err
 		}
 	}
-	if err := startupRepair(cfg.DataDir, walStore, fileSnaps, hold, integ, base.Named("cluster"), currentTerm); err != nil {
+	if err := startupRepair(cfg.DataDir, rawLog, fileSnaps, hold, integ, base.Named("cluster"), currentTerm); err != nil {
 		return nil, err
 	}
 	integ.snapIndex = func() uint64 {
