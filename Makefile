@@ -10,7 +10,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 LINKS     := grapnel-server grapnel-agent
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build build-arm64 smoke-arm64 check-linked sizes test check demo proto bench bench-quick bench-failover-short bench-agents bench-vehicle bench-vehicle-quick bench-micro fuzz clean tools podman-setup chaos chaos-short upgrade-test upgrade-test-short
+.PHONY: all build build-arm64 smoke-arm64 check-linked sizes test check demo proto bench bench-quick bench-failover-short bench-agents bench-vehicle bench-vehicle-quick bench-start bench-micro fuzz clean tools podman-setup chaos chaos-short upgrade-test upgrade-test-short
 
 all: build
 
@@ -171,10 +171,23 @@ chaos: build
 	$(GO) build -o bin/ ./chaos/cmd/grapnel-chaos
 	./bin/grapnel-chaos run --duration $(DURATION) --min-rounds $(MIN_ROUNDS) --seed $(SEED)
 
-# Every fault kind once, in well under 10 minutes.
+# Every fault kind once, in well under 10 minutes. RAFT_LOG_STORE=bolt runs
+# the replicas on raft-boltdb/v2 (--raft-log-store bolt; without the
+# upgrade and corrupt-log faults, which are the WAL's).
+RAFT_LOG_STORE ?=
 chaos-short: build
 	$(GO) build -o bin/ ./chaos/cmd/grapnel-chaos
-	./bin/grapnel-chaos run --short --seed $(SEED)
+	./bin/grapnel-chaos run --short --seed $(SEED) $(if $(RAFT_LOG_STORE),--raft-log-store $(RAFT_LOG_STORE))
+
+# A single replica and `grapnel get state` exec'd at the same moment, 20
+# fresh starts: exec -> the CLI's answer (p50, p90, p99, every figure).
+# BEFORE=path/to/grapnel measures that CLI too, alternately, in the same run.
+bench-start:
+	mkdir -p .bench
+	CGO_ENABLED=0 $(GO) build -o .bench/grapnel-server ./cmd/grapnel-server
+	CGO_ENABLED=0 $(GO) build -o .bench/grapnel ./cmd/grapnel
+	$(GO) build -o .bench/grapnel-start-bench ./chaos/bench/cmd/grapnel-start-bench
+	.bench/grapnel-start-bench -grapnel-server .bench/grapnel-server -grapnel .bench/grapnel $(if $(BEFORE),-grapnel-before $(BEFORE)) -out .bench/results/start.txt
 
 # In-process micro benchmarks; BENCHTIME and COUNT tune the run
 # (benchstat-friendly output).

@@ -1,6 +1,7 @@
 // Package cluster runs one grapnel-server replica's membership and
-// consensus: the hashicorp/raft node on raft-wal (log and stable store)
-// with file snapshots under the data directory and its TCP transport,
+// consensus: the hashicorp/raft node on raft-wal (log and stable store;
+// raft-boltdb/v2 is the other choice, Config.LogStore) with file
+// snapshots under the data directory and its TCP transport,
 // every write of which goes through a guard that stops the replica from
 // storing or voting once its storage failed, until it restarted
 // (storage.go); the memberlist gossip member that tells replicas and clients

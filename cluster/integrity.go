@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	"go.etcd.io/bbolt"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/durable"
@@ -137,12 +138,17 @@ func checkEntry(index uint64, l *raft.Log) error {
 	return nil
 }
 
-// readEntry reads one entry from the WAL and checks it. A decode error is
-// corruption; not found and a closed store are not.
-func readEntry(w *wal.WAL, index uint64, l *raft.Log) error {
+// logReader reads entries: a store, under the checks or not.
+type logReader interface {
+	GetLog(index uint64, l *raft.Log) error
+}
+
+// readEntry reads one entry from the store and checks it. A decode error
+// is corruption; not found and a closed store are not.
+func readEntry(w logReader, index uint64, l *raft.Log) error {
 	*l = raft.Log{}
 	if err := w.GetLog(index, l); err != nil {
-		if errors.Is(err, raft.ErrLogNotFound) || errors.Is(err, wal.ErrClosed) {
+		if errors.Is(err, raft.ErrLogNotFound) || isClosed(err) {
 			return err
 		}
 		return &CorruptError{What: "log entry", Index: index, Reason: err.Error()}
@@ -152,7 +158,7 @@ func readEntry(w *wal.WAL, index uint64, l *raft.Log) error {
 
 // integrity is what a node knows of the checks while it runs.
 type integrity struct {
-	w      *wal.WAL
+	w      rawStore
 	logger hclog.Logger
 	// snapIndex is the index of the newest snapshot (for what a bad
 	// entry's loss means); raft, once it runs, tells the applied index
@@ -171,7 +177,7 @@ type integrity struct {
 	found, repaired atomic.Uint64
 }
 
-func newIntegrity(w *wal.WAL, logger hclog.Logger) *integrity {
+func newIntegrity(w rawStore, logger hclog.Logger) *integrity {
 	return &integrity{w: w, logger: logger, corrupted: make(chan struct{}), snapIndex: func() uint64 { return 0 }, bad: map[uint64]bool{}}
 }
 
@@ -236,21 +242,21 @@ func (c *integrity) fail(e *CorruptError) {
 	c.once.Do(func() { close(c.corrupted) })
 }
 
-// checkedWAL is the WAL under the log cache: it adds each entry's sum on
-// the way in and checks it on the way out.
+// checkedWAL is the store under the log cache (the WAL, or raft.db): it
+// adds each entry's sum on the way in and checks it on the way out.
 type checkedWAL struct {
-	*wal.WAL
+	rawStore
 	c *integrity
 }
 
 func (w checkedWAL) storeLogs(logs []*raft.Log) error {
-	return w.WAL.StoreLogs(withSums(logs))
+	return w.rawStore.StoreLogs(withSums(logs))
 }
 
 // GetLog reads and checks an entry; a bad one reads as not found (Raft
 // then sends a snapshot where it wanted the entry) and is handled.
 func (w checkedWAL) GetLog(index uint64, l *raft.Log) error {
-	err := readEntry(w.WAL, index, l)
+	err := readEntry(w.rawStore, index, l)
 	var ce *CorruptError
 	if errors.As(err, &ce) {
 		w.c.badEntry(ce)
@@ -285,10 +291,25 @@ func (n *Node) CorruptRepaired() uint64 { return n.integrity.repaired.Load() }
 // quarantineDir holds what failed its check, for a post-mortem.
 const quarantineDir = "quarantine"
 
+// repairStore is what startupRepair reads and cuts: the WAL or raft.db,
+// before Raft opens it.
+type repairStore interface {
+	logReader
+	FirstIndex() (uint64, error)
+	LastIndex() (uint64, error)
+	DeleteRange(min, max uint64) error
+}
+
+// isClosed says err is that of a store closed under a read or write
+// (while the node shuts down), not of the storage.
+func isClosed(err error) bool {
+	return errors.Is(err, wal.ErrClosed) || errors.Is(err, bbolt.ErrDatabaseNotOpen)
+}
+
 // startupRepair checks the snapshots and the log before Raft opens them
 // (see the comment at the top) and repairs what it can locally. It
 // returns what it did, for the log.
-func startupRepair(dataDir string, w *wal.WAL, snaps *raft.FileSnapshotStore, hold *holdState,
+func startupRepair(dataDir string, w repairStore, snaps *raft.FileSnapshotStore, hold *holdState,
 	c *integrity, logger hclog.Logger, currentTerm func() uint64) error {
 	snapIndex, err := checkSnapshots(dataDir, snaps, c, logger)
 	if err != nil {
@@ -484,7 +505,7 @@ func (n *Node) Scrub() (read uint64) {
 	if err != nil {
 		return 0
 	}
-	w := checkedWAL{WAL: c.w, c: c}
+	w := checkedWAL{rawStore: c.w, c: c}
 	var l raft.Log
 	for i := first; i > 0 && i <= last; i++ {
 		if i%scrubBatch == 0 && n.stopping() {

@@ -63,15 +63,29 @@ func TestEntrySum_EveryFlipIsFound(t *testing.T) {
 	}
 }
 
+// logStores are the stores the checks of each entry hold on.
+var logStores = []string{LogStoreWAL, LogStoreBolt}
+
+// storeGlob matches the files of a store under dir.
+func storeGlob(dir, kind string) string {
+	if kind == LogStoreBolt {
+		return filepath.Join(dir, boltFile)
+	}
+	return filepath.Join(dir, walDir, "*.wal")
+}
+
 // testWAL writes entries 1..n of the given term through the checked
 // layer into a WAL under dir, with data "entry-%05d", and closes it.
-func testWAL(t *testing.T, dir string, n int, term uint64) {
+func testWAL(t *testing.T, dir string, n int, term uint64) { testStore(t, dir, LogStoreWAL, n, term) }
+
+// testStore is testWAL for the store kind names.
+func testStore(t *testing.T, dir, kind string, n int, term uint64) {
 	t.Helper()
-	w, err := openLogStore(dir, 1<<20, hclog.NewNullLogger())
+	w, err := openStore(dir, kind, 1<<20, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cw := checkedWAL{WAL: w, c: newIntegrity(w, hclog.NewNullLogger())}
+	cw := checkedWAL{rawStore: w, c: newIntegrity(w, hclog.NewNullLogger())}
 	for i := 1; i <= n; i++ {
 		l := &raft.Log{Index: uint64(i), Term: term, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("entry-%05d", i))}
 		if err := cw.storeLogs([]*raft.Log{l}); err != nil {
@@ -86,30 +100,51 @@ func testWAL(t *testing.T, dir string, n int, term uint64) {
 	}
 }
 
-// flipIn flips the lowest bit of the first byte of marker in the files
-// matching glob; it fails if the marker is in none.
+// flipIn flips the lowest bit of the first byte of marker wherever it is
+// in the files matching glob (bbolt leaves copies of a page it rewrote
+// in its free pages: the live one is among them); it fails if the marker
+// is in none.
 func flipIn(t *testing.T, glob string, marker []byte) {
 	t.Helper()
 	files, _ := filepath.Glob(glob)
+	found := false
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i := bytes.Index(b, marker); i >= 0 {
-			b[i] ^= 1
+		flipped := false
+		for off := 0; ; {
+			i := bytes.Index(b[off:], marker)
+			if i < 0 {
+				break
+			}
+			b[off+i] ^= 1
+			off += i + len(marker)
+			flipped = true
+		}
+		if flipped {
+			found = true
 			if err := os.WriteFile(f, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			return
 		}
 	}
-	t.Fatalf("%q not found in %s", marker, glob)
+	if !found {
+		t.Fatalf("%q not found in %s", marker, glob)
+	}
 }
 
 func openForRepair(t *testing.T, dir string) (*logStore, *raft.FileSnapshotStore, *holdState, *integrity) {
 	t.Helper()
-	w, err := openLogStore(dir, 1<<20, hclog.NewNullLogger())
+	w, snaps, h, c := openStoreForRepair(t, dir, LogStoreWAL)
+	return w.(*logStore), snaps, h, c
+}
+
+// openStoreForRepair is openForRepair for the store kind names.
+func openStoreForRepair(t *testing.T, dir, kind string) (rawStore, *raft.FileSnapshotStore, *holdState, *integrity) {
+	t.Helper()
+	w, err := openStore(dir, kind, 1<<20, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,16 +162,23 @@ func openForRepair(t *testing.T, dir string) (*logStore, *raft.FileSnapshotStore
 
 // A flipped bit in an entry at rest: the start cuts the log before it,
 // and the replica holds its vote for a log through its old last entry.
-// raft-wal alone reads the entry back, wrong, without an error.
+// raft-wal (and raft-boltdb) alone read the entry back, wrong, without
+// an error.
 func TestStartupRepair_CutsTheLogAtACorruptEntry(t *testing.T) {
-	dir := t.TempDir()
-	testWAL(t, dir, 200, 3)
-	flipIn(t, filepath.Join(dir, walDir, "*.wal"), []byte("entry-00120"))
+	for _, kind := range logStores {
+		t.Run(kind, func(t *testing.T) { testStartupRepairCuts(t, kind) })
+	}
+}
 
-	w, snaps, h, c := openForRepair(t, dir)
+func testStartupRepairCuts(t *testing.T, kind string) {
+	dir := t.TempDir()
+	testStore(t, dir, kind, 200, 3)
+	flipIn(t, storeGlob(dir, kind), []byte("entry-00120"))
+
+	w, snaps, h, c := openStoreForRepair(t, dir, kind)
 	var raw raft.Log
 	if err := w.GetLog(120, &raw); err != nil {
-		t.Fatalf("raft-wal refused the flipped entry itself (%v): this layer's check is not what finds it", err)
+		t.Fatalf("the %s store refused the flipped entry itself (%v): this layer's check is not what finds it", kind, err)
 	}
 	if err := startupRepair(dir, w, snaps, h, c, hclog.NewNullLogger(), func() uint64 { return 4 }); err != nil {
 		t.Fatal(err)
@@ -196,37 +238,39 @@ func TestStartupRepair_QuarantinesACorruptSnapshot(t *testing.T) {
 		{"log joins the older snapshot", 0, 1, false},
 		{"log starts after the older snapshot", 150, 0, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			testWAL(t, dir, 250, 2)
-			w, snaps, h, c := openForRepair(t, dir)
-			testSnapshot(t, snaps, 100, 2, "older-snapshot-state")
-			time.Sleep(2 * time.Millisecond) // ids carry milliseconds
-			testSnapshot(t, snaps, 200, 2, "newest-snapshot-state")
-			if tc.headCut > 0 {
-				if err := w.DeleteRange(1, tc.headCut); err != nil {
+		for _, kind := range logStores {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				dir := t.TempDir()
+				testStore(t, dir, kind, 250, 2)
+				w, snaps, h, c := openStoreForRepair(t, dir, kind)
+				testSnapshot(t, snaps, 100, 2, "older-snapshot-state")
+				time.Sleep(2 * time.Millisecond) // ids carry milliseconds
+				testSnapshot(t, snaps, 200, 2, "newest-snapshot-state")
+				if tc.headCut > 0 {
+					if err := w.DeleteRange(1, tc.headCut); err != nil {
+						t.Fatal(err)
+					}
+				}
+				flipIn(t, filepath.Join(dir, "snapshots", "*", "state.bin"), []byte("newest-snapshot"))
+				if err := startupRepair(dir, w, snaps, h, c, hclog.NewNullLogger(), func() uint64 { return 3 }); err != nil {
 					t.Fatal(err)
 				}
-			}
-			flipIn(t, filepath.Join(dir, "snapshots", "*", "state.bin"), []byte("newest-snapshot"))
-			if err := startupRepair(dir, w, snaps, h, c, hclog.NewNullLogger(), func() uint64 { return 3 }); err != nil {
-				t.Fatal(err)
-			}
-			l, err := snaps.List()
-			if err != nil || len(l) != 1 || l[0].Index != 100 {
-				t.Fatalf("snapshots after the repair: %v, %v; want the older one only", l, err)
-			}
-			q, _ := filepath.Glob(filepath.Join(dir, quarantineDir, "snapshot-*"))
-			if len(q) != 1 {
-				t.Fatalf("quarantine holds %v, want the corrupt snapshot", q)
-			}
-			if first, _ := w.FirstIndex(); first != tc.wantFirst {
-				t.Fatalf("first index %d, want %d", first, tc.wantFirst)
-			}
-			if got := h.Held() != nil; got != tc.wantHold {
-				t.Fatalf("hold %+v, want held %t", h.Held(), tc.wantHold)
-			}
-		})
+				l, err := snaps.List()
+				if err != nil || len(l) != 1 || l[0].Index != 100 {
+					t.Fatalf("snapshots after the repair: %v, %v; want the older one only", l, err)
+				}
+				q, _ := filepath.Glob(filepath.Join(dir, quarantineDir, "snapshot-*"))
+				if len(q) != 1 {
+					t.Fatalf("quarantine holds %v, want the corrupt snapshot", q)
+				}
+				if first, _ := w.FirstIndex(); first != tc.wantFirst {
+					t.Fatalf("first index %d, want %d", first, tc.wantFirst)
+				}
+				if got := h.Held() != nil; got != tc.wantHold {
+					t.Fatalf("hold %+v, want held %t", h.Held(), tc.wantHold)
+				}
+			})
+		}
 	}
 }
 
@@ -234,13 +278,19 @@ func TestStartupRepair_QuarantinesACorruptSnapshot(t *testing.T) {
 // sends a snapshot instead; one the snapshot covers is cut from the head
 // at once, any other asks for a restart.
 func TestCheckedWAL_BadEntryWhileRunning(t *testing.T) {
+	for _, kind := range logStores {
+		t.Run(kind, func(t *testing.T) { testBadEntryWhileRunning(t, kind) })
+	}
+}
+
+func testBadEntryWhileRunning(t *testing.T, kind string) {
 	dir := t.TempDir()
-	testWAL(t, dir, 100, 2)
-	flipIn(t, filepath.Join(dir, walDir, "*.wal"), []byte("entry-00030"))
-	flipIn(t, filepath.Join(dir, walDir, "*.wal"), []byte("entry-00080"))
-	w, _, _, c := openForRepair(t, dir)
+	testStore(t, dir, kind, 100, 2)
+	flipIn(t, storeGlob(dir, kind), []byte("entry-00030"))
+	flipIn(t, storeGlob(dir, kind), []byte("entry-00080"))
+	w, _, _, c := openStoreForRepair(t, dir, kind)
 	c.snapIndex = func() uint64 { return 50 }
-	cw := checkedWAL{WAL: w, c: c}
+	cw := checkedWAL{rawStore: w, c: c}
 	var l raft.Log
 	if err := cw.GetLog(30, &l); err != raft.ErrLogNotFound {
 		t.Fatalf("bad entry 30: %v, want raft.ErrLogNotFound itself", err)
@@ -324,7 +374,7 @@ func benchLog(b *testing.B, dir string) *logStore {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cw := checkedWAL{WAL: w, c: newIntegrity(w, hclog.NewNullLogger())}
+	cw := checkedWAL{rawStore: w, c: newIntegrity(w, hclog.NewNullLogger())}
 	data := bytes.Repeat([]byte("x"), 1024)
 	var batch []*raft.Log
 	for i := 1; i <= DefaultSnapshotThreshold; i++ {

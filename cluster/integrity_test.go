@@ -7,28 +7,63 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 )
 
-// flipMarker flips one bit of the first occurrence of marker in a
-// replica's WAL segments, at rest; it fails if no segment holds it.
+// flipMarker flips one bit of every occurrence of marker in a replica's
+// Raft log files (WAL segments, or raft.db, where bbolt leaves copies of
+// rewritten pages among its free ones), at rest, in place: bbolt may have
+// the file mapped. It fails if no file holds it.
 func flipMarker(t *testing.T, dataDir, marker string) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dataDir, "wal", "*.wal"))
+	files = append(files, filepath.Join(dataDir, "raft.db"))
+	found := false
 	for _, f := range files {
 		b, err := os.ReadFile(f)
+		if os.IsNotExist(err) {
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i := bytes.Index(b, []byte(marker)); i >= 0 {
-			b[i] ^= 1
-			if err := os.WriteFile(f, b, 0o600); err != nil {
+		for off := 0; ; {
+			i := bytes.Index(b[off:], []byte(marker))
+			if i < 0 {
+				break
+			}
+			found = true
+			if err := flipByte(f, int64(off+i), b[off+i]^1); err != nil {
 				t.Fatal(err)
 			}
-			return
+			off += i + len(marker)
 		}
 	}
-	t.Fatalf("%q in no WAL segment of %s", marker, dataDir)
+	if !found {
+		t.Fatalf("%q in no Raft log file of %s", marker, dataDir)
+	}
+}
+
+// flipByte writes v at off in the file at path, in place.
+func flipByte(path string, off int64, v byte) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt([]byte{v}, off); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// eachLogStore runs test on a cluster of each Raft log store: the checks
+// of entries, the storage guard and restarts do not depend on it.
+func eachLogStore(t *testing.T, test func(t *testing.T, store clustertest.Option)) {
+	for _, kind := range []string{cluster.LogStoreWAL, cluster.LogStoreBolt} {
+		t.Run(kind, func(t *testing.T) { test(t, clustertest.WithLogStore(kind)) })
+	}
 }
 
 // Issue 29 point 3, corrupted data: two of three replicas find a flipped
@@ -39,7 +74,11 @@ func flipMarker(t *testing.T, dataDir, marker string) {
 // entry is there, on every replica. Without the hold the two cut
 // replicas could elect one of themselves and drop the entries they cut.
 func TestCorruptEntries_OnAMajority_RepairedFromTheIntactReplica(t *testing.T) {
-	c := clustertest.New(t, 3)
+	eachLogStore(t, testCorruptEntries_OnAMajority_RepairedFromTheIntactReplica)
+}
+
+func testCorruptEntries_OnAMajority_RepairedFromTheIntactReplica(t *testing.T, store clustertest.Option) {
+	c := clustertest.New(t, 3, store)
 	c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 5)
 	last := applyAgents(t, c, "marked-entry", 1)
@@ -161,7 +200,11 @@ func TestCorruptLogMetadata_QuarantinedAndCaughtUp(t *testing.T) {
 // (it cannot know what it had acknowledged), catches up from the leader,
 // and votes again; the cluster keeps serving meanwhile.
 func TestFlashReplaced_HoldsItsVoteUntilCaughtUp(t *testing.T) {
-	c := clustertest.New(t, 3)
+	eachLogStore(t, testFlashReplaced_HoldsItsVoteUntilCaughtUp)
+}
+
+func testFlashReplaced_HoldsItsVoteUntilCaughtUp(t *testing.T, store clustertest.Option) {
+	c := clustertest.New(t, 3, store)
 	c.WaitLeader(waitLong)
 	last := applyAgents(t, c, "kept", 10)
 	c.WaitApplied(last)
@@ -183,7 +226,11 @@ func TestFlashReplaced_HoldsItsVoteUntilCaughtUp(t *testing.T) {
 // from the log, with no restart; the follower keeps the same state as
 // the others and the cluster keeps committing.
 func TestScrub_RepairsAnAppliedEntryInPlace(t *testing.T) {
-	c := clustertest.New(t, 3)
+	eachLogStore(t, testScrub_RepairsAnAppliedEntryInPlace)
+}
+
+func testScrub_RepairsAnAppliedEntryInPlace(t *testing.T, store clustertest.Option) {
+	c := clustertest.New(t, 3, store)
 	c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 5)
 	applyAgents(t, c, "scrubbed-entry", 1)

@@ -18,12 +18,13 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// The Raft log and stable store is a write-ahead log of segment files
-// (hashicorp/raft-wal) under DataDir/wal. A commit appends its entries to
-// the open segment and syncs it once; bbolt, which held the log before
-// (raft.db), writes and syncs its pages, then its meta page: two
-// fdatasyncs per commit on the leader and again on each follower, in a
-// row, since hashicorp/raft stores the leader's entries before it
+// The Raft log and stable store is by default a write-ahead log of
+// segment files (hashicorp/raft-wal) under DataDir/wal; raft-boltdb/v2
+// (DataDir/raft.db) stays a choice (LogStoreBolt). A commit appends its
+// entries to the open segment and syncs it once; bbolt, which held the
+// log before (raft.db), writes and syncs its pages, then its meta page:
+// two fdatasyncs per commit on the leader and again on each follower, in
+// a row, since hashicorp/raft stores the leader's entries before it
 // replicates them. Measured in docs/replication.md.
 const (
 	walDir = "wal"
@@ -44,6 +45,76 @@ const DefaultSegmentSize = 16 << 20
 // first two hold numbers.
 var stableKeys = struct{ currentTerm, lastVoteTerm, lastVoteCand []byte }{
 	[]byte("CurrentTerm"), []byte("LastVoteTerm"), []byte("LastVoteCand"),
+}
+
+// The stores a node can keep its Raft log and stable store in
+// (Config.LogStore).
+const (
+	// LogStoreWAL is raft-wal under DataDir/wal: the default.
+	LogStoreWAL = "wal"
+	// LogStoreBolt is raft-boltdb/v2 in DataDir/raft.db, the store the
+	// design names: a bbolt transaction per commit (two fdatasyncs and a
+	// write per dirty page), measured against the WAL in
+	// docs/replication.md. The checks of each entry's sum hold on it as
+	// on the WAL (integrity.go); the checks of segments and of the WAL's
+	// metadata (segcheck.go) are the WAL's own.
+	LogStoreBolt = "bolt"
+)
+
+// ErrLogStoreSwitch refuses a store that would not read the log the data
+// directory holds: a WAL is not moved back into raft.db, and opening
+// raft-boltdb beside it would start the replica with an empty log.
+var ErrLogStoreSwitch = errors.New("the data directory holds its Raft log in another store")
+
+// rawStore is the Raft log and stable store as it is on disk, under the
+// checks and the guard: raft-wal or raft-boltdb/v2.
+type rawStore interface {
+	raft.LogStore
+	raft.StableStore
+	Close() error
+}
+
+// openStore opens (or creates) the store kind names under dir.
+func openStore(dir, kind string, segmentSize int, logger hclog.Logger) (rawStore, error) {
+	if kind == LogStoreBolt {
+		return openBolt(dir)
+	}
+	return openLogStore(dir, segmentSize, logger)
+}
+
+// openBolt opens (or creates) raft.db under dir, as releases before the
+// WAL did. A WAL in dir is refused: its entries are not moved back.
+func openBolt(dir string) (*raftboltdb.BoltStore, error) {
+	if _, err := os.Stat(filepath.Join(dir, walDir)); err == nil {
+		return nil, fmt.Errorf("cluster: %w: field LogStore: %s, but %s holds this replica's Raft log in %s/ (raft-wal), "+
+			"which is not moved back into %s; raft-boltdb would start the replica with an empty log. "+
+			"Keep the WAL (%s), or move the data directory aside to start the replica anew (it catches up from the leader)",
+			ErrLogStoreSwitch, LogStoreBolt, dir, walDir, boltFile, LogStoreWAL)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("cluster: raft log: %w", err)
+	}
+	path := filepath.Join(dir, boltFile)
+	_, statErr := os.Stat(path)
+	s, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions()})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open raft log %s: %w", path, err)
+	}
+	// bbolt syncs the file it creates, not its name in the directory.
+	if errors.Is(statErr, fs.ErrNotExist) {
+		if err := durable.SyncDir(dir); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("cluster: raft log: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// boltOptions are raft.db's, as earlier releases opened it: without a
+// synced freelist a commit writes fewer pages (bbolt rebuilds it on
+// open, as etcd's backend does); the map freelist keeps allocation cheap
+// as the log is cut.
+func boltOptions() *bbolt.Options {
+	return &bbolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}
 }
 
 // openLogStore opens (or creates) the WAL under dir, first moving the
@@ -109,7 +180,7 @@ func migrateBolt(dir string, segmentSize int, logger hclog.Logger) error {
 // copyBolt copies every entry and stable key of the bolt store at path
 // into a new WAL in dir.
 func copyBolt(path, dir string, segmentSize int, logger hclog.Logger) error {
-	src, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true}})
+	src, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions()})
 	if err != nil {
 		return err
 	}
@@ -151,7 +222,7 @@ func removeSynced(path string) error {
 }
 
 var (
-	_ raft.LogStore          = (*logStore)(nil)
-	_ raft.StableStore       = (*logStore)(nil)
+	_ rawStore               = (*logStore)(nil)
 	_ raft.MonotonicLogStore = (*logStore)(nil)
+	_ rawStore               = (*raftboltdb.BoltStore)(nil)
 )

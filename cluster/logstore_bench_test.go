@@ -34,15 +34,23 @@ func writeBytes() int64 {
 }
 
 // BenchmarkLogAppend stores batches of 1 KiB entries, as a commit of the
-// leader or a follower does, in the WAL and in the bbolt store of earlier
-// releases (with the options and the preallocation they used), and
-// reports the bytes each
-// append caused to be written to storage: the flash cost of a commit on
-// one replica.
+// leader or a follower does, in the WAL, in raft.db as --raft-log-store
+// bolt opens it ("bolt-store"), and in the bbolt store of earlier releases
+// (with the options and the preallocation they used), and reports the
+// bytes each append caused to be written to storage: the flash cost of a
+// commit on one replica.
 func BenchmarkLogAppend(b *testing.B) {
 	stores := map[string]func(b *testing.B, dir string) raft.LogStore{
 		"wal": func(b *testing.B, dir string) raft.LogStore {
 			s, err := openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return s
+		},
+		"bolt-store": func(b *testing.B, dir string) raft.LogStore {
+			s, err := openStore(dir, LogStoreBolt, DefaultSegmentSize, hclog.NewNullLogger())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -79,7 +87,7 @@ func BenchmarkLogAppend(b *testing.B) {
 			return s
 		},
 	}
-	for _, name := range []string{"bolt", "wal"} {
+	for _, name := range []string{"bolt", "bolt-store", "wal"} {
 		for _, batch := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/batch=%d", name, batch), func(b *testing.B) {
 				s := stores[name](b, b.TempDir())

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -269,4 +270,107 @@ func TestLogStoreReadsBackAfterTailTruncation(t *testing.T) {
 	}
 	defer s.Close()
 	checkLog(t, s, 1, 430)
+}
+
+// With LogStoreBolt the log is raft.db, kept across a reopen, and no WAL
+// is made beside it.
+func TestBoltStoreKeepsEverythingAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openStore(dir, LogStoreBolt, DefaultSegmentSize, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeEntries(t, s, 1, 300)
+	if err := s.SetUint64(stableKeys.currentTerm, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openStore(dir, LogStoreBolt, DefaultSegmentSize, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkLog(t, s, 1, 300)
+	if v, err := s.GetUint64(stableKeys.currentTerm); err != nil || v != 7 {
+		t.Fatalf("CurrentTerm %d, %v", v, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, walDir)); !os.IsNotExist(err) {
+		t.Fatalf("a WAL was made beside raft.db: %v", err)
+	}
+}
+
+// A data directory that holds a WAL is refused with LogStoreBolt: its
+// entries are not moved back, and raft-boltdb would start empty. The WAL
+// is left as it was and no raft.db is made.
+func TestBoltStoreRefusesAWAL(t *testing.T) {
+	dir := t.TempDir()
+	w, err := openStore(dir, LogStoreWAL, 64<<10, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeEntries(t, w, 1, 20)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openStore(dir, LogStoreBolt, 64<<10, hclog.NewNullLogger())
+	if !errors.Is(err, ErrLogStoreSwitch) || !strings.Contains(err.Error(), "LogStore") || !strings.Contains(err.Error(), walDir) {
+		t.Fatalf("err = %v, want ErrLogStoreSwitch naming the field and %s/", err, walDir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, boltFile)); !os.IsNotExist(err) {
+		t.Fatalf("raft.db made beside the WAL: %v", err)
+	}
+	w, err = openStore(dir, LogStoreWAL, 64<<10, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	checkLog(t, w, 1, 20)
+}
+
+// A raft.db a node kept with LogStoreBolt moves into the WAL when the
+// node starts with LogStoreWAL, each entry's sum with it: the entries
+// read back checked.
+func TestBoltStoreMigratesToTheWALWithItsSums(t *testing.T) {
+	dir := t.TempDir()
+	b, err := openStore(dir, LogStoreBolt, 64<<10, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := checkedWAL{rawStore: b, c: newIntegrity(b, hclog.NewNullLogger())}
+	for i := uint64(1); i <= 120; i++ {
+		if err := cb.storeLogs([]*raft.Log{entry(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.SetUint64(stableKeys.currentTerm, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openStore(dir, LogStoreWAL, 64<<10, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := os.Stat(filepath.Join(dir, boltFile)); !os.IsNotExist(err) {
+		t.Fatalf("raft.db still there after the migration: %v", err)
+	}
+	for i := uint64(1); i <= 120; i++ {
+		var l raft.Log
+		if err := w.GetLog(i, &l); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if !bytes.HasPrefix(l.Extensions, sumTag) {
+			t.Fatalf("entry %d lost its sum in the migration: %q", i, l.Extensions)
+		}
+		if err := checkEntry(i, &l); err != nil || !bytes.Equal(l.Data, entry(i).Data) {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+	if v, err := w.GetUint64(stableKeys.currentTerm); err != nil || v != 5 {
+		t.Fatalf("CurrentTerm %d, %v", v, err)
+	}
 }

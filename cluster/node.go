@@ -29,7 +29,7 @@ import (
 type Config struct {
 	// ID is this replica's Raft server id and gossip node name.
 	ID string
-	// DataDir holds the Raft log (wal/) and the snapshots.
+	// DataDir holds the Raft log (wal/, or raft.db) and the snapshots.
 	DataDir string
 	// RaftAddress is the address the Raft transport binds and advertises.
 	RaftAddress string
@@ -128,8 +128,13 @@ type Config struct {
 	// takes the defaults below.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// LogStore is the Raft log and stable store: LogStoreWAL (empty is
+	// the same) or LogStoreBolt (logstore.go). A data directory holding
+	// a WAL is refused with LogStoreBolt (ErrLogStoreSwitch); one holding
+	// a raft.db is migrated into the WAL with LogStoreWAL.
+	LogStore string
 	// SegmentSize is the size of one segment file of the Raft log
-	// (DefaultSegmentSize when zero).
+	// (DefaultSegmentSize when zero; the WAL only).
 	SegmentSize int
 	// CheckEntry, when set, checks every command entry a leader sends
 	// before Raft stores it; an entry it refuses fails the AppendEntries
@@ -244,6 +249,8 @@ func (cfg *Config) validate() error {
 		return bad("BootstrapExpect", "must not be negative")
 	case cfg.SegmentSize < 0:
 		return bad("SegmentSize", "must not be negative")
+	case cfg.LogStore != "" && cfg.LogStore != LogStoreWAL && cfg.LogStore != LogStoreBolt:
+		return bad("LogStore", fmt.Sprintf("%q: must be %s or %s", cfg.LogStore, LogStoreWAL, LogStoreBolt))
 	case cfg.BootstrapExpect > 1 && cfg.GossipAddress == "":
 		return bad("BootstrapExpect", "more than 1 needs GossipAddress to find the other replicas")
 	case cfg.BootstrapSelf && cfg.BootstrapExpect > 1:
@@ -380,20 +387,24 @@ func NewNode(cfg Config) (*Node, error) {
 	if err := hold.load(); err != nil {
 		return nil, err
 	}
-	if _, err := quarantineLog(cfg.DataDir, hold, cfg.Now, base.Named("cluster")); err != nil {
-		return nil, err
+	bolt := cfg.LogStore == LogStoreBolt
+	var tail *tailLoss
+	if !bolt {
+		if _, err := quarantineLog(cfg.DataDir, hold, cfg.Now, base.Named("cluster")); err != nil {
+			return nil, err
+		}
+		// Before raft-wal opens the log: segment headers it would refuse,
+		// and what it will drop of the open segment's tail although it was
+		// synced (segcheck.go).
+		if _, err := repairHeaders(filepath.Join(cfg.DataDir, walDir), base.Named("cluster")); err != nil {
+			return nil, err
+		}
+		var err error
+		if tail, err = checkTail(filepath.Join(cfg.DataDir, walDir)); err != nil {
+			return nil, err
+		}
 	}
-	// Before raft-wal opens the log: segment headers it would refuse, and
-	// what it will drop of the open segment's tail although it was synced
-	// (segcheck.go).
-	if _, err := repairHeaders(filepath.Join(cfg.DataDir, walDir), base.Named("cluster")); err != nil {
-		return nil, err
-	}
-	tail, err := checkTail(filepath.Join(cfg.DataDir, walDir))
-	if err != nil {
-		return nil, err
-	}
-	walStore, err := openLogStore(cfg.DataDir, segmentSize, base.Named("cluster"))
+	rawLog, err := openStore(cfg.DataDir, cfg.LogStore, segmentSize, base.Named("cluster"))
 	if err != nil {
 		return nil, err
 	}
@@ -409,10 +420,11 @@ func NewNode(cfg Config) (*Node, error) {
 			}
 		}
 	}()
-	cleanup = append(cleanup, func() { walStore.Close() })
+	cleanup = append(cleanup, func() { rawLog.Close() })
 	guard := newStorageGuard(cfg.DataDir, cfg.Now, cfg.StorageFault)
-	integ := newIntegrity(walStore, base.Named("cluster"))
-	store, err := newGuardedStore(walStore, guard, integ, 512)
+	guard.bolt = bolt
+	integ := newIntegrity(rawLog, base.Named("cluster"))
+	store, err := newGuardedStore(rawLog, guard, integ, 512)
 	if err != nil {
 		return nil, err
 	}
@@ -425,12 +437,14 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir, guard: guard}
-	currentTerm := func() uint64 { t, _ := walStore.GetUint64(stableKeys.currentTerm); return t }
+	currentTerm := func() uint64 { t, _ := rawLog.GetUint64(stableKeys.currentTerm); return t }
 	hold.currentTerm.Store(&currentTerm)
-	if err := repairTail(cfg.DataDir, tail, walStore, hold, integ, base.Named("cluster"), currentTerm); err != nil {
-		return nil, err
+	if w, ok := rawLog.(*logStore); ok {
+		if err := repairTail(cfg.DataDir, tail, w, hold, integ, base.Named("cluster"), currentTerm); err != nil {
+			return nil, err
+		}
 	}
-	if err := startupRepair(cfg.DataDir, walStore, fileSnaps, hold, integ, base.Named("cluster"), currentTerm); err != nil {
+	if err := startupRepair(cfg.DataDir, rawLog, fileSnaps, hold, integ, base.Named("cluster"), currentTerm); err != nil {
 		return nil, err
 	}
 	integ.snapIndex = func() uint64 {

@@ -12,7 +12,11 @@ import (
 
 // Stopping every replica and starting them again keeps the state.
 func TestWholeClusterRestart_KeepsState(t *testing.T) {
-	c := clustertest.New(t, 3)
+	eachLogStore(t, testWholeClusterRestart_KeepsState)
+}
+
+func testWholeClusterRestart_KeepsState(t *testing.T, store clustertest.Option) {
+	c := clustertest.New(t, 3, store)
 	c.WaitLeader(waitLong)
 	last := applyAgents(t, c, "a", 10)
 	c.WaitApplied(last)

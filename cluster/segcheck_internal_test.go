@@ -21,7 +21,7 @@ func tailWAL(t *testing.T, dir string, n, batch int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cw := checkedWAL{WAL: w, c: newIntegrity(w, hclog.NewNullLogger())}
+	cw := checkedWAL{rawStore: w, c: newIntegrity(w, hclog.NewNullLogger())}
 	entry := func(i int) *raft.Log {
 		return &raft.Log{Index: uint64(i), Term: 3, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("entry-%05d", i))}
 	}

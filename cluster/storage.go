@@ -15,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/durable"
@@ -159,6 +158,8 @@ type storageGuard struct {
 	// writes refused after the fault; terms the current terms kept in
 	// memory only.
 	errors, refused, terms atomic.Uint64
+	// bolt: the log is raft.db (LogStoreBolt), not the WAL's files.
+	bolt bool
 }
 
 func newStorageGuard(dir string, now func() time.Time, inject func(string) error) *storageGuard {
@@ -257,7 +258,7 @@ func (g *storageGuard) writeTerm(op string, fn func() error) error {
 // isFault says whether a write's error is the storage's: a store closed
 // under a write while the node shuts down is not.
 func (g *storageGuard) isFault(err error) bool {
-	return !(g.closing.Load() && errors.Is(err, wal.ErrClosed))
+	return !(g.closing.Load() && isClosed(err))
 }
 
 // fail records err as the fault unless one is recorded, and returns the
@@ -305,6 +306,9 @@ func (g *storageGuard) probe(reserve int64) error {
 		if err := durable.Probe(g.dir, reserve); err != nil {
 			return err
 		}
+		if g.bolt {
+			return syncFile(filepath.Join(g.dir, boltFile))
+		}
 		return syncFiles(filepath.Join(g.dir, walDir))
 	})
 	if err != nil {
@@ -321,15 +325,15 @@ func (g *storageGuard) probe(reserve int64) error {
 // pass through: a failed read is not a failed write, and the data it
 // would return is not built on.
 type guardedStore struct {
-	w   *logStore     // the WAL: the stable store
-	log raft.LogStore // the cache over the WAL: the log
+	w   rawStore      // the WAL or raft.db: the stable store
+	log raft.LogStore // the cache over it: the log
 	g   *storageGuard
 }
 
 // newGuardedStore puts the guard and a cache of the last cached entries
 // in front of w.
-func newGuardedStore(w *logStore, g *storageGuard, c *integrity, cached int) (*guardedStore, error) {
-	lc, err := raft.NewLogCache(cached, walWrites{checkedWAL: checkedWAL{WAL: w, c: c}, g: g})
+func newGuardedStore(w rawStore, g *storageGuard, c *integrity, cached int) (*guardedStore, error) {
+	lc, err := raft.NewLogCache(cached, walWrites{checkedWAL: checkedWAL{rawStore: w, c: c}, g: g})
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +355,7 @@ func (w walWrites) StoreLogs(logs []*raft.Log) error {
 }
 
 func (w walWrites) DeleteRange(min, max uint64) error {
-	return w.g.record(opDelete, func() error { return w.WAL.DeleteRange(min, max) })
+	return w.g.record(opDelete, func() error { return w.rawStore.DeleteRange(min, max) })
 }
 
 // What the log writes are called in faults and in Config.StorageFault.
@@ -368,8 +372,11 @@ func (s *guardedStore) GetUint64(key []byte) (uint64, error)   { return s.w.GetU
 
 // IsMonotonic keeps raft-wal's promise visible through the wrapper:
 // hashicorp/raft then resets the log instead of deleting a range after
-// a snapshot restore.
-func (s *guardedStore) IsMonotonic() bool { return s.w.IsMonotonic() }
+// a snapshot restore. raft-boltdb makes none.
+func (s *guardedStore) IsMonotonic() bool {
+	m, ok := s.w.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
 
 func (s *guardedStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
@@ -528,16 +535,23 @@ func syncFiles(dir string) error {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
-		f, err := os.Open(path)
-		if err != nil {
-			return &durable.Error{Op: "probe", Path: path, Step: "open", Err: err}
+		if err := syncFile(filepath.Join(dir, e.Name())); err != nil {
+			return err
 		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return &durable.Error{Op: "probe", Path: path, Step: "fsync", Err: err}
-		}
+	}
+	return nil
+}
+
+// syncFile opens the file at path and fsyncs it.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return &durable.Error{Op: "probe", Path: path, Step: "open", Err: err}
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return &durable.Error{Op: "probe", Path: path, Step: "fsync", Err: err}
 	}
 	return nil
 }

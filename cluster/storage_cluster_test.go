@@ -81,8 +81,12 @@ func waitHealed(t testing.TB, node *cluster.Node) {
 // grapnel-server's re-execution does) it catches up and is a healthy
 // voter, and nothing committed meanwhile is missing.
 func TestStorageFailedFollowerKeepsOutAndComesBack(t *testing.T) {
+	eachLogStore(t, testStorageFailedFollowerKeepsOutAndComesBack)
+}
+
+func testStorageFailedFollowerKeepsOutAndComesBack(t *testing.T, store clustertest.Option) {
 	var faults storageFaults
-	c := clustertest.New(t, 3, faults.option())
+	c := clustertest.New(t, 3, faults.option(), store)
 	leader := c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 10)
 	var failed string
@@ -152,8 +156,12 @@ func TestStorageFailedFollowerKeepsOutAndComesBack(t *testing.T) {
 // answered with an unknown outcome and is on no other replica. The old
 // leader comes back as a follower once its storage works.
 func TestStorageFailedLeaderStepsDown(t *testing.T) {
+	eachLogStore(t, testStorageFailedLeaderStepsDown)
+}
+
+func testStorageFailedLeaderStepsDown(t *testing.T, store clustertest.Option) {
 	var faults storageFaults
-	c := clustertest.New(t, 3, faults.option())
+	c := clustertest.New(t, 3, faults.option(), store)
 	old := c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 10)
 	oldID, oldTerm := old.ID(), old.Raft().CurrentTerm()
@@ -200,8 +208,12 @@ func TestStorageFailedLeaderStepsDown(t *testing.T) {
 // has nothing to store (here a snapshot it cannot write) hands
 // leadership on by itself.
 func TestStorageFailedIdleLeaderHandsOn(t *testing.T) {
+	eachLogStore(t, testStorageFailedIdleLeaderHandsOn)
+}
+
+func testStorageFailedIdleLeaderHandsOn(t *testing.T, store clustertest.Option) {
 	var faults storageFaults
-	c := clustertest.New(t, 3, faults.option())
+	c := clustertest.New(t, 3, faults.option(), store)
 	old := c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 5)
 	faults.set(old.ID(), syscall.EROFS, "create snapshot")
@@ -232,8 +244,12 @@ func TestStorageFailedIdleLeaderHandsOn(t *testing.T) {
 // storage stays failed. Its term stays put instead. Once restarted on
 // working storage it leads again with every acknowledged write.
 func TestStorageFailedReplicaStandsForNoElection(t *testing.T) {
+	eachLogStore(t, testStorageFailedReplicaStandsForNoElection)
+}
+
+func testStorageFailedReplicaStandsForNoElection(t *testing.T, store clustertest.Option) {
 	var faults storageFaults
-	c := clustertest.New(t, 1, faults.option())
+	c := clustertest.New(t, 1, faults.option(), store)
 	node := c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 5)
 	faults.set(node.ID(), syscall.ENOSPC, "")

@@ -266,3 +266,37 @@ func TestFoldRaftErrorStorageFailed(t *testing.T) {
 		t.Fatalf("folded %v", err)
 	}
 }
+
+// The probe of failed storage fsyncs the log's own files: the WAL's
+// segments, or raft.db with LogStoreBolt (a data directory without the
+// file the store keeps fails the probe, naming it). And a bolt store says
+// it is not monotonic, so that Raft deletes a range after a snapshot
+// restore instead of resetting the log.
+func TestProbeSyncsTheBoltFileAndBoltIsNotMonotonic(t *testing.T) {
+	dir := t.TempDir()
+	g := newStorageGuard(dir, func() time.Time { return testNow }, nil)
+	g.bolt = true
+	if err := g.probe(0); err == nil || !strings.Contains(err.Error(), boltFile) {
+		t.Fatalf("probe of bolt storage without raft.db: %v, want an error naming %s", err, boltFile)
+	}
+	b, err := openStore(dir, LogStoreBolt, 1<<20, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := g.probe(0); err != nil {
+		t.Fatalf("probe of working bolt storage: %v", err)
+	}
+	s, err := newGuardedStore(b, g, newIntegrity(b, hclog.NewNullLogger()), 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.IsMonotonic() {
+		t.Fatal("the bolt store says it is monotonic")
+	}
+	w, _ := guardedWAL(t, t.TempDir(), nil)
+	defer w.Close()
+	if !w.IsMonotonic() {
+		t.Fatal("the WAL store says it is not monotonic")
+	}
+}

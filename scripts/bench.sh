@@ -4,7 +4,10 @@
 # loopback with 1, 16 and 64 clients, then 20 leader kills, each measured
 # twice in the same run: plain (--insecure) and secured (mTLS on gRPC and
 # Raft, gossip encrypted), with a side-by-side table of the cost
-# (-- -security plain|tls measures one). The report goes to stdout and to
+# (-- -security plain|tls measures one). The throughput of the first mode
+# is also measured with the replicas' Raft log in raft-boltdb/v2
+# (--raft-log-store bolt), side by side with the WAL (-- -log-store wal|bolt
+# measures one store). The report goes to stdout and to
 # .bench/results/latest.txt.
 #
 #   scripts/bench.sh                  full run (a few minutes)

@@ -22,8 +22,8 @@ import (
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// testServer is a real one-voter replica on loopback: Raft on
-// raft-boltdb in a temp dir, the server, and gRPC.
+// testServer is a real one-voter replica on loopback: Raft on its WAL
+// (raft-wal) in a temp dir, the server, and gRPC.
 type testServer struct {
 	t    testing.TB
 	addr string

@@ -126,6 +126,37 @@ func SecurityTable(rows []SecurityRow) string {
 	return b.String()
 }
 
+// LogStoreRow is one client count measured with the replicas' Raft log
+// in the WAL (the default) and in raft-boltdb/v2 (--raft-log-store bolt).
+type LogStoreRow struct {
+	Clients   int
+	WAL, Bolt *Summary
+}
+
+// LogStoreTable prints the WAL and raft-boltdb side by side: ops/s, p50,
+// p99 and the bytes written per update of each, and the bolt throughput
+// and bytes written as shares of the WAL's.
+func LogStoreTable(rows []LogStoreRow) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients	WAL ops/s	p50	p99	disk/op	bolt ops/s	p50	p99	disk/op	bolt/WAL ops	bolt/WAL disk	")
+	for _, r := range rows {
+		w, o := side(r.WAL), side(r.Bolt)
+		ops, disk := "-", "-"
+		if r.WAL != nil && r.Bolt != nil {
+			if r.WAL.OpsPerSec > 0 {
+				ops = fmt.Sprintf("%.2f", r.Bolt.OpsPerSec/r.WAL.OpsPerSec)
+			}
+			if r.WAL.DiskPerOp > 0 && r.Bolt.DiskPerOp > 0 {
+				disk = fmt.Sprintf("%.1f", r.Bolt.DiskPerOp/r.WAL.DiskPerOp)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Clients, w[0], w[1], w[2], w[3], o[0], o[1], o[2], o[3], ops, disk)
+	}
+	tw.Flush()
+	return b.String()
+}
+
 // FailoverSecurityTable prints the failover percentiles of a plain and a
 // secured run side by side.
 func FailoverSecurityTable(plain, secured FailoverResult) string {

@@ -69,3 +69,27 @@ func TestFailoverTable(t *testing.T) {
 		t.Fatal("FailoverTable sorted its input in place")
 	}
 }
+
+func TestLogStoreTable(t *testing.T) {
+	w := &Summary{Clients: 1, OpsPerSec: 400, P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, DiskPerOp: 10 * 1024}
+	o := &Summary{Clients: 1, OpsPerSec: 300, P50: 3 * time.Millisecond, P99: 8 * time.Millisecond, DiskPerOp: 400 * 1024}
+	out := LogStoreTable([]LogStoreRow{{Clients: 1, WAL: w, Bolt: o}, {Clients: 16, WAL: w}})
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want header and two rows, got:\n%s", out)
+	}
+	for i, want := range [][]string{
+		{"clients", "WAL ops/s", "bolt ops/s", "bolt/WAL ops", "bolt/WAL disk"},
+		{"1", "400", "2.00ms", "10.0 KiB", "300", "8.00ms", "400.0 KiB", "0.75", "40.0"},
+		{"16", "400", "-"},
+	} {
+		for _, s := range want {
+			if !strings.Contains(lines[i], s) {
+				t.Fatalf("line %d %q lacks %q; table:\n%s", i, lines[i], s, out)
+			}
+		}
+	}
+	if f := strings.Fields(lines[2]); f[len(f)-1] != "-" || f[len(f)-2] != "-" {
+		t.Fatalf("a row without bolt must have no ratios: %q", lines[2])
+	}
+}

@@ -90,6 +90,7 @@ type cluster struct {
 	// finalized is set once the campaign raised the cluster version.
 	finalized bool
 	extra     []string // Raft timing flags of the current phase
+	logStore  string   // --raft-log-store, "" for the server's default
 	reps      []*replica
 	agents    []*agent
 	// stable maps the stable workloads to their agents (runner.want),
@@ -227,6 +228,9 @@ func (c *cluster) replicaArgs(i int) ([]string, error) {
 		// Snapshots within a short campaign (a corrupt-snapshot fault
 		// needs one), and a scrub that finds data rotting at rest.
 		"--raft-snapshot-threshold", "1024", "--scrub-interval", "30s")
+	if c.logStore != "" {
+		args = append(args, "--raft-log-store", c.logStore)
+	}
 	args = append(args, boundFlags()...)
 	for j, o := range c.reps {
 		if j != i {

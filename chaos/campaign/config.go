@@ -82,6 +82,12 @@ type Config struct {
 	FlashModel   flashfs.Model
 	RequireFlash bool
 	NoFlash      string
+	// RaftLogStore is the replicas' --raft-log-store: "" (the server's
+	// default, the WAL), "wal" or "bolt". With bolt the upgrade and
+	// corrupt-log kinds are left out: the previous release would move
+	// raft.db into a WAL that this build on bolt then refuses, and
+	// corrupt-log flips a bit in a WAL segment.
+	RaftLogStore string
 	// Prefix names the namespaces (netns.Config.Prefix).
 	Prefix string
 	// Logf reports progress.
@@ -109,8 +115,23 @@ func (c Config) kinds() []Kind {
 	if !c.Flash {
 		kinds = Without(kinds, FlashKinds...)
 	}
+	if c.RaftLogStore == LogStoreBolt {
+		kinds = Without(kinds, boltSkipped...)
+	}
 	return kinds
 }
+
+// LogStoreBolt is RaftLogStore's value for raft-boltdb/v2.
+const LogStoreBolt = "bolt"
+
+// boltSkipped are the kinds a campaign on raft-boltdb leaves out, and why.
+var (
+	boltSkipped = []Kind{Upgrade, CorruptLog}
+	boltWhy     = map[Kind]string{
+		Upgrade:    "--raft-log-store bolt: the previous release moves raft.db into a WAL, which this build on bolt refuses",
+		CorruptLog: "--raft-log-store bolt: the fault flips a bit in a WAL segment (the entry check on raft.db is tested in cluster/)",
+	}
+)
 
 // skipped lists the kinds the plan leaves out, with why, for the report.
 func (c Config) skipped() []string {
@@ -118,7 +139,12 @@ func (c Config) skipped() []string {
 		return nil
 	}
 	var out []string
-	if c.Previous == nil {
+	if c.RaftLogStore == LogStoreBolt {
+		for _, k := range boltSkipped {
+			out = append(out, string(k)+": "+boltWhy[k])
+		}
+	}
+	if c.Previous == nil && c.RaftLogStore != LogStoreBolt {
 		why := c.UpgradeSkipped
 		if why == "" {
 			why = "no previous release was given"
@@ -189,6 +215,15 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: Grace %v: must be positive", ErrConfig, c.Grace)
 	case c.Previous != nil && (c.Previous.Server == "" || c.Previous.Commit == ""):
 		return c, fmt.Errorf("%w: Previous: need the previous release's commit and grapnel-server", ErrConfig)
+	case c.RaftLogStore != "" && c.RaftLogStore != "wal" && c.RaftLogStore != LogStoreBolt:
+		return c, fmt.Errorf("%w: RaftLogStore %q: wal or bolt", ErrConfig, c.RaftLogStore)
+	}
+	if c.RaftLogStore == LogStoreBolt {
+		for i, s := range c.Steps {
+			if slices.Contains(boltSkipped, s.Kind) {
+				return c, fmt.Errorf("%w: Steps[%d]: %s cannot run with %s", ErrConfig, i, s.Kind, boltWhy[s.Kind])
+			}
+		}
 	}
 	if c.Previous == nil {
 		for i, s := range c.Steps {

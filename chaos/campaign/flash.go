@@ -160,6 +160,9 @@ func mkdirDurable(dir string) error { return durable.MkdirAll(dir, 0o755) }
 type dataDir struct {
 	mount *flashfs.Mount
 	rel   string
+	// bolt: the replica keeps its Raft log in raft.db (--raft-log-store
+	// bolt), not in wal/.
+	bolt bool
 }
 
 // path is the data dir as the replica sees it, on the mount point.
@@ -178,7 +181,7 @@ func (c *cluster) dataDirOf(i int) (dataDir, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return dataDir{}, fmt.Errorf("%s's data dir %s is not on its mount %s", c.replicaName(i), dir, m.Mountpoint())
 	}
-	return dataDir{mount: m, rel: rel}, nil
+	return dataDir{mount: m, rel: rel, bolt: c.logStore == LogStoreBolt}, nil
 }
 
 // whileStopped stops replica i (SIGKILL, as a crash; a unit that is

@@ -79,6 +79,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer c.close()
 	c.selfBin = cfg.Self
+	c.logStore = cfg.RaftLogStore
 	c.logf = cfg.Logf
 	r := &runner{cfg: cfg, c: c, res: &Result{Dir: cfg.Dir}}
 	if i := PreviousAtStart(steps, len(c.reps)); i >= 0 {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/grapnel-io/grapnel/chaos/netns"
 )
 
 func TestPlanSameSeedSameSchedule(t *testing.T) {
@@ -284,5 +286,43 @@ func TestStorageFaultParameters(t *testing.T) {
 		if leader[k] < 3 || follower[k] < 3 {
 			t.Fatalf("%s: %d on the leader, %d on a follower in 20 rounds", k, leader[k], follower[k])
 		}
+	}
+}
+
+// A campaign on raft-boltdb passes --raft-log-store bolt to every replica,
+// leaves out the upgrade and corrupt-log kinds (WAL only) and says why in
+// the report; a scripted one of them is refused, as is an unknown store.
+func TestRaftLogStoreBolt(t *testing.T) {
+	bolt := Config{Flash: true, RaftLogStore: LogStoreBolt}
+	got := bolt.kinds()
+	if slices.Contains(got, Upgrade) || slices.Contains(got, CorruptLog) || len(got) != len(Kinds)-2 {
+		t.Fatalf("bolt plans %v, want every kind but upgrade and corrupt-log", got)
+	}
+	sk := bolt.skipped()
+	if len(sk) != 2 || !strings.HasPrefix(sk[0], "upgrade: --raft-log-store bolt") || !strings.HasPrefix(sk[1], "corrupt-log: --raft-log-store bolt") {
+		t.Fatalf("skipped %v", sk)
+	}
+	bins := map[string]string{"grapnel-server": "s", "grapnel-agent": "a"}
+	scripted := Config{Dir: "d", Bins: bins, Self: "x", RaftLogStore: LogStoreBolt, Steps: []Step{{Kind: LeaderKill}, {Kind: CorruptLog}}}
+	if _, err := scripted.withDefaults(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Steps[1]: corrupt-log") {
+		t.Fatalf("a scripted corrupt-log on bolt: %v", err)
+	}
+	scripted.RaftLogStore = "boltdb"
+	scripted.Steps = nil
+	scripted.Short = true
+	if _, err := scripted.withDefaults(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "RaftLogStore") {
+		t.Fatalf("an unknown store: %v", err)
+	}
+	c := &cluster{reps: []*replica{{name: "r1", dataDir: "/d/r1", host: &netns.Host{Name: "h1"}}}, logStore: LogStoreBolt}
+	args, err := c.replicaArgs(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.Index(args, "--raft-log-store"); i < 0 || args[i+1] != LogStoreBolt {
+		t.Fatalf("replica args %v lack --raft-log-store bolt", args)
+	}
+	c.logStore = ""
+	if args, _ := c.replicaArgs(0); slices.Contains(args, "--raft-log-store") {
+		t.Fatalf("the default store passed a flag: %v", args)
 	}
 }

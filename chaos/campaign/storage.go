@@ -46,6 +46,9 @@ func injectStorage(k Kind, d dataDir) (what string, heal func(), err error) {
 		return "EROFS on every change of " + m.Name(), m.Heal, nil
 	case FsyncError:
 		globs := []string{path.Join(d.rel, "wal", "*.wal"), path.Join(d.rel, "wal", "wal-meta.db")}
+		if d.bolt {
+			globs = []string{path.Join(d.rel, "raft.db")}
+		}
 		for _, g := range globs {
 			if err := m.AddEIO(flashfs.EIORule{Glob: g, Fsync: true}); err != nil {
 				m.Heal()

@@ -156,7 +156,7 @@ func (c *Cluster) start(id string) error {
 		ID: r.ID, DataDir: r.DataDir, RaftAddress: r.RaftAddress, GRPCAddress: r.GRPCAddress,
 		GossipAddress: r.GossipAddress, Version: "test", FSM: f, Timing: c.opts.timing,
 		BootstrapExpect: r.Expect, Join: r.Join, CheckEntry: fsm.CheckType,
-		LogOutput: c.opts.logOutput, LogLevel: c.opts.logLevel,
+		LogOutput: c.opts.logOutput, LogLevel: c.opts.logLevel, LogStore: c.opts.logStore,
 		RaftStreamLayer: func(ln net.Listener, _ net.Addr) raft.StreamLayer {
 			return c.net.StreamLayer(r.ID, ln)
 		},

@@ -21,6 +21,7 @@ type options struct {
 	onStart      func(*Replica)
 	onStop       func(*Replica)
 	raftTLS      func(id string) *tlsreload.Store
+	logStore     string
 }
 
 // FastTiming is the test timing: the production Raft timers (elections
@@ -97,3 +98,8 @@ var TestGossipKey = []byte("grapnel-clustertest-gossip-key32")
 func WithRaftTLS(certs func(id string) *tlsreload.Store) Option {
 	return func(o *options) { o.raftTLS = certs }
 }
+
+// WithLogStore makes every replica keep its Raft log in the store kind
+// names (cluster.LogStoreWAL, the default, or cluster.LogStoreBolt);
+// WithConfig may still change it.
+func WithLogStore(kind string) Option { return func(o *options) { o.logStore = kind } }

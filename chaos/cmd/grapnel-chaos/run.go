@@ -35,6 +35,7 @@ func runCmd(args []string) int {
 	clients := fs.Int("clients", campaign.DefaultClients, "concurrent clients")
 	kills := fs.Int("comparison-kills", 0, "leader kills under Raft's default timing (default 3 short, 20 long)")
 	prefix := fs.String("prefix", "gch", "name prefix of the namespaces")
+	logStore := fs.String("raft-log-store", "", "the replicas' --raft-log-store: wal or bolt (default: the server's, the WAL); bolt leaves out the upgrade and corrupt-log faults")
 	plain := fs.Bool("insecure", false, "run every channel without TLS and gossip without a key, and leave out the intruder fault (by default the campaign makes its own CA and certificates)")
 	prevBin := fs.String("previous-release-bin", "", "grapnel-server of the previous release ("+upgrade.PreviousReleaseFile+") for the upgrade fault, built before; default: built from git into bin/"+upgrade.CacheDirName("<commit>")+"/ and kept for the next runs")
 	top := fs.String("top", "", "top of the git tree, for the previous release (default: git rev-parse --show-toplevel)")
@@ -80,7 +81,7 @@ func runCmd(args []string) int {
 			"grapnel-server": filepath.Join(*binDir, "grapnel-server"),
 			"grapnel-agent":  filepath.Join(*binDir, "grapnel-agent"),
 		},
-		Clients: *clients, ComparisonKills: *kills, Prefix: *prefix, Insecure: *plain,
+		Clients: *clients, ComparisonKills: *kills, Prefix: *prefix, Insecure: *plain, RaftLogStore: *logStore,
 		Flash: *flash, FlashModel: model, RequireFlash: os.Getenv("GRAPNEL_REQUIRE_FUSE") == "1",
 		Logf: func(format string, a ...any) {
 			fmt.Printf("%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, a...))
@@ -95,7 +96,10 @@ func runCmd(args []string) int {
 			return 2
 		}
 	}
-	if wantsUpgrade(cfg.Steps) {
+	if *logStore == campaign.LogStoreBolt {
+		cfg.UpgradeSkipped = "--raft-log-store bolt"
+	}
+	if wantsUpgrade(cfg.Steps) && *logStore != campaign.LogStoreBolt {
 		prev, err := previousRelease(context.Background(), *top, *prevBin, cfg.Logf)
 		switch {
 		case err != nil && os.Getenv("GRAPNEL_REQUIRE_UPGRADE") == "1":

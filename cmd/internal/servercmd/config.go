@@ -113,6 +113,9 @@ type config struct {
 	// ScrubInterval is how often the replica checks its whole Raft log
 	// and newest snapshot at rest; negative: never.
 	ScrubInterval time.Duration `yaml:"scrub_interval"`
+	// RaftLogStore is the Raft log and stable store: wal (the default)
+	// or bolt (raft-boltdb/v2 in raft.db).
+	RaftLogStore string `yaml:"raft_log_store"`
 	// RaftSegmentMiB is the size of one segment file of the Raft log.
 	RaftSegmentMiB int `yaml:"raft_segment_mib"`
 	// RaftSnapshotThreshold is how many entries since the last snapshot
@@ -202,6 +205,7 @@ func defaults() config {
 		RaftCommitTimeout:        t.CommitTimeout,
 		ScrubInterval:            t.ScrubInterval,
 		RaftSegmentMiB:           cluster.DefaultSegmentSize >> 20,
+		RaftLogStore:             cluster.LogStoreWAL,
 		RaftSnapshotThreshold:    cluster.DefaultSnapshotThreshold,
 		GCPercent:                defaultGCPercent,
 		GCIdlePercent:            defaultGCIdlePercent,
@@ -277,6 +281,7 @@ func options() []layered.Option[config] {
 		layered.Opt("upgrade-finalize-after", "", "UPGRADE_FINALIZE_AFTER", "finalize a rolling upgrade by itself once every voter has supported the new cluster version this long; 0 (the default) waits for `grapnel cluster upgrade finalize`, which the OTA manager runs once it has confirmed the update (docs/upgrade.md)", func(c *config) any { return &c.UpgradeFinalizeAfter }),
 		layered.Opt("scrub-interval", "", "SCRUB_INTERVAL", "how often the replica reads back and checks its whole Raft log and newest snapshot, so that data corrupted at rest is found and repaired from the peers (negative: never)", func(c *config) any { return &c.ScrubInterval }),
 		layered.Opt("raft-snapshot-threshold", "", "RAFT_SNAPSHOT_THRESHOLD", "entries since the last snapshot that make the replica take one (checked every 5 to 10 s); the log keeps 10,240 entries behind it", func(c *config) any { return &c.RaftSnapshotThreshold }),
+		layered.Opt("raft-log-store", "", "RAFT_LOG_STORE", "where the replica keeps its Raft log: wal (segment files under DATA_DIR/wal, one fdatasync per commit) or bolt (raft-boltdb/v2 in DATA_DIR/raft.db, two per commit); a raft.db is moved into the WAL on a start with wal, a WAL is never moved back (docs/replication.md)", func(c *config) any { return &c.RaftLogStore }),
 		layered.Opt("raft-segment-mib", "", "RAFT_SEGMENT_MIB", "MiB of one Raft log segment file, allocated when it is opened and deleted once a snapshot covers it", func(c *config) any { return &c.RaftSegmentMiB }),
 		layered.Opt("gc-percent", "", "GC_PERCENT", "Go GC target while the replica allocates fast (2 MiB/s or more) and at the start: the heap may grow this many percent over live data between collections (the GOGC variable wins)", func(c *config) any { return &c.GCPercent }),
 		layered.Opt("gc-idle-percent", "", "GC_IDLE_PERCENT", "Go GC target while the replica allocates little (under 1 MiB/s), which keeps an idle replica's heap small (at least --gc-percent: that target always; the GOGC variable wins)", func(c *config) any { return &c.GCIdlePercent }),
@@ -437,6 +442,9 @@ func (c config) validate() error {
 	}
 	if c.RaftSnapshotThreshold < 16 || c.RaftSnapshotThreshold > 1<<20 {
 		return fmt.Errorf("--raft-snapshot-threshold %d: must be 16 to 1048576", c.RaftSnapshotThreshold)
+	}
+	if c.RaftLogStore != cluster.LogStoreWAL && c.RaftLogStore != cluster.LogStoreBolt {
+		return fmt.Errorf("--raft-log-store %q: must be %s or %s", c.RaftLogStore, cluster.LogStoreWAL, cluster.LogStoreBolt)
 	}
 	if c.RaftSegmentMiB < 1 || c.RaftSegmentMiB > 1024 {
 		return fmt.Errorf("--raft-segment-mib %d: must be 1 to 1024", c.RaftSegmentMiB)

@@ -146,6 +146,10 @@ func TestClusterOptions(t *testing.T) {
 			return c.RaftSegmentMiB == 4 && c.GCPercent == 100 && c.GCIdlePercent == 80
 		}, ""},
 		{"segment size out of range", []string{"-k", "--raft-segment-mib", "0"}, nil, nil, "--raft-segment-mib 0"},
+		{"log store defaults to the WAL", []string{"-k"}, nil, func(c config) bool { return c.RaftLogStore == "wal" }, ""},
+		{"log store bolt", []string{"-k", "--raft-log-store", "bolt"}, nil, func(c config) bool { return c.RaftLogStore == "bolt" }, ""},
+		{"log store from env", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_RAFT_LOG_STORE": "bolt"}, func(c config) bool { return c.RaftLogStore == "bolt" }, ""},
+		{"log store unknown", []string{"-k", "--raft-log-store", "boltdb"}, nil, nil, `--raft-log-store "boltdb": must be wal or bolt`},
 		{"group commit delay", []string{"-k", "--group-commit-delay", "0"}, nil, func(c config) bool { return c.GroupCommitDelay == 0 }, ""},
 		{"group commit delay too long", []string{"-k", "--group-commit-delay", "1s"}, nil, nil, "--group-commit-delay 1s"},
 		{"gc percent too low", []string{"-k", "--gc-percent", "5"}, nil, nil, "--gc-percent 5"},

@@ -157,13 +157,16 @@ func run(cfg config) error {
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress,
 		GossipKey: gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(gossipKeys),
 		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: agentGossipKeys, RaftTLS: certs,
-		Join: cfg.Join, Logger: log, LogLevel: libraryLogLevel(cfg.LogLevel), SegmentSize: cfg.RaftSegmentMiB << 20, SnapshotThreshold: uint64(cfg.RaftSnapshotThreshold), UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
+		Join: cfg.Join, Logger: log, LogLevel: libraryLogLevel(cfg.LogLevel), LogStore: cfg.RaftLogStore, SegmentSize: cfg.RaftSegmentMiB << 20, SnapshotThreshold: uint64(cfg.RaftSnapshotThreshold), UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
 		CheckEntry: fsm.CheckType, DeferSoloElection: true, RaftConnLimits: caps.raft,
 	})
 	if err != nil {
 		lis.Close()
 		if uiLis != nil {
 			uiLis.Close()
+		}
+		if errors.Is(err, cluster.ErrLogStoreSwitch) {
+			return fmt.Errorf("--raft-log-store %s: %w", cfg.RaftLogStore, err)
 		}
 		return err
 	}

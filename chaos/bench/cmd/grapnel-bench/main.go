@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,9 @@ type options struct {
 	pki *pki.Set
 	// security is plain, tls or both (one run, side by side).
 	security string
+	// logStore is wal, bolt or both: the throughput of the first security
+	// mode measured on each Raft log store, side by side.
+	logStore string
 }
 
 type stringList []string
@@ -81,6 +85,7 @@ func parse(args []string) (options, error) {
 	// broadcast, which etcd's put clients have no counterpart of.
 	fs.BoolVar(&o.commanders, "commanders", true, "writers open CommandConnection (commanders: own answers only); -commanders=false opens the deprecated CliConnection, which also receives every workload-state broadcast")
 	fs.StringVar(&o.security, "security", "both", "plain (--insecure), tls (mTLS on gRPC and Raft, gossip encrypted) or both, measured in one run side by side")
+	fs.StringVar(&o.logStore, "log-store", "both", "the replicas' Raft log store (--raft-log-store): wal, bolt, or both (the throughput of the first -security mode measured on each, side by side; the rest on the WAL)")
 	fs.Var(&extra, "server-flag", "extra grapnel-server flag, e.g. -server-flag=--raft-heartbeat-timeout=500ms (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -105,6 +110,8 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("%w: -kills %d: must not be negative", errUsage, o.kills)
 	case o.security != "plain" && o.security != "tls" && o.security != "both":
 		return o, fmt.Errorf("%w: -security %q: plain, tls or both", errUsage, o.security)
+	case o.logStore != "wal" && o.logStore != "bolt" && o.logStore != "both":
+		return o, fmt.Errorf("%w: -log-store %q: wal, bolt or both", errUsage, o.logStore)
 	case o.kills > 0 && o.replicas < 3:
 		return o, fmt.Errorf("%w: -kills needs -replicas of at least 3", errUsage)
 	}
@@ -144,8 +151,10 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	}
 	perMode := map[bool][]bench.ThroughputRow{}
 	fails := map[bool]bench.FailoverResult{}
-	for _, secured := range modes {
-		mo := o
+	var boltRows []bench.ThroughputRow
+	boltMode := false // the security mode boltRows were measured in
+	for i, secured := range modes {
+		mo := o.onStore(o.logStore)
 		if secured {
 			mo.pki = certs
 			mo.skipEtcd = true // etcd is measured once, beside the first mode
@@ -156,6 +165,14 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 				return err
 			}
 			perMode[secured] = rows
+			if i == 0 && o.logStore == "both" {
+				bo := o.onStore("bolt")
+				bo.pki, bo.skipEtcd = mo.pki, true
+				if boltRows, err = throughput(ctx, bo, filepath.Join(dir, mode(secured)+"-bolt")); err != nil {
+					return err
+				}
+				boltMode = secured
+			}
 			what := fmt.Sprintf("one workload per client, %d-byte runtimeConfig", o.payload)
 			if o.configOnly {
 				what = fmt.Sprintf("one config item per client, %d bytes", o.payload)
@@ -195,6 +212,15 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 			report.WriteString(bench.FailoverSecurityTable(fails[false], fails[true]))
 		}
 	}
+	if boltRows != nil {
+		fmt.Fprintf(&report, "\nRaft log store, same run, %s: the WAL (the default) vs raft-boltdb/v2 (--raft-log-store bolt); disk/op is what the %d replicas wrote per update\n\n",
+			label(boltMode), o.replicas)
+		rows := make([]bench.LogStoreRow, len(o.clients))
+		for i, n := range o.clients {
+			rows[i] = bench.LogStoreRow{Clients: n, WAL: perMode[boltMode][i].Grapnel, Bolt: boltRows[i].Grapnel}
+		}
+		report.WriteString(bench.LogStoreTable(rows))
+	}
 	fmt.Fprint(stdout, report.String())
 	if o.out != "" {
 		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
@@ -203,6 +229,16 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		return os.WriteFile(o.out, []byte(report.String()), 0o644)
 	}
 	return nil
+}
+
+// onStore is o with the replicas on the Raft log store kind names ("both":
+// the WAL, the default).
+func (o options) onStore(kind string) options {
+	if kind == "both" {
+		kind = "wal"
+	}
+	o.serverFlags = append(slices.Clone(o.serverFlags), "--raft-log-store="+kind)
+	return o
 }
 
 // header says what was measured on what, so a figure is never read
@@ -217,6 +253,7 @@ func header(o options) string {
 	}
 	fmt.Fprintf(&b, "grapnel-server flags: %s\n", flags)
 	fmt.Fprintf(&b, "security: %s\n", o.security)
+	fmt.Fprintf(&b, "raft log store: %s\n", o.logStore)
 	if !o.skipEtcd && !o.skipThroughput {
 		fmt.Fprintf(&b, "etcd: %s (defaults)\n", version(o.etcdBin))
 	}
