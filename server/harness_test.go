@@ -23,7 +23,7 @@ import (
 )
 
 // testServer is a real one-voter replica on loopback: Raft on
-// raft-boltdb in a temp dir, the server, and gRPC.
+// raft-wal in a temp dir, the server, and gRPC.
 type testServer struct {
 	t    testing.TB
 	addr string

@@ -1,5 +1,5 @@
 // Package clustertest starts several real replicas (cluster.Node with a
-// real fsm.FSM, raft-boltdb in temporary directories, Raft over loopback
+// real fsm.FSM, raft-wal in temporary directories, Raft over loopback
 // TCP and memberlist over loopback TCP/UDP) in one process, behind a
 // faultnet.Network, with small timers so tests are fast. It can
 // partition, isolate and heal replicas, stop them crash-like, restart them
