@@ -383,7 +383,7 @@ func TestDialReplicaWithoutLeader(t *testing.T) {
 // During an election window the wait stays short; after it, it grows.
 func TestBackoffDelays(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
-	b := backoff{clock: clk}
+	b := leaderBackoff{clock: clk}
 	next := backoffMin
 	for i := range 12 {
 		if i == 6 {
