@@ -2,8 +2,7 @@
 // exponential growth from a base to a cap (Exp), spread by jitter so that
 // clients failing together do not come back in step (Equal, Full), and
 // the wait itself on an injected clock (Sleep). Each caller keeps its own
-// bounds and counts its own attempts; Backoff counts them for the callers
-// that keep no count of their own.
+// bounds and counts its own attempts.
 //
 // It is a leaf: it imports only internal/clock.
 package backoff
@@ -53,37 +52,6 @@ func Full(d time.Duration, r Rand) time.Duration {
 	}
 	return time.Duration(r.draw() * float64(d))
 }
-
-// Jitter spreads a computed wait: Equal or Full with a source of numbers.
-type Jitter func(d time.Duration, r Rand) time.Duration
-
-// Backoff counts the failures in a row and gives the wait after each:
-// Exp(Base, Max, failures before it), spread by Jitter (Equal when nil).
-// The zero count starts at Base; Reset starts over after a success.
-type Backoff struct {
-	Base, Max time.Duration
-	Jitter    Jitter
-	Rand      Rand // nil is math/rand/v2
-
-	n int
-}
-
-// Next counts a failure and returns the wait before the next attempt.
-func (b *Backoff) Next() time.Duration {
-	d := Exp(b.Base, b.Max, b.n)
-	b.n++
-	j := b.Jitter
-	if j == nil {
-		j = Equal
-	}
-	return j(d, b.Rand)
-}
-
-// Failures is the number of failures since the start or the last Reset.
-func (b *Backoff) Failures() int { return b.n }
-
-// Reset starts over: the next wait is Base again.
-func (b *Backoff) Reset() { b.n = 0 }
 
 // Sleep waits d on clk; false when done is closed first (a context's
 // Done, a node's shutdown channel). A nil clk is the system clock.

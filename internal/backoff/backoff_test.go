@@ -54,31 +54,6 @@ func TestJitterBounds(t *testing.T) {
 	}
 }
 
-func TestBackoffCountsAndResets(t *testing.T) {
-	b := Backoff{Base: time.Second, Max: 4 * time.Second, Rand: fixed(0.999999)}
-	var got []time.Duration
-	for range 4 {
-		got = append(got, b.Next().Round(time.Second))
-	}
-	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("waits %v, want %v", got, want)
-		}
-	}
-	if b.Failures() != 4 {
-		t.Fatalf("failures %d, want 4", b.Failures())
-	}
-	b.Reset()
-	if d := b.Next(); d.Round(time.Second) != time.Second || b.Failures() != 1 {
-		t.Fatalf("after Reset: %v, %d failures", d, b.Failures())
-	}
-	full := Backoff{Base: time.Second, Max: time.Second, Jitter: Full, Rand: fixed(0)}
-	if d := full.Next(); d != 0 {
-		t.Fatalf("full jitter at 0: %v", d)
-	}
-}
-
 func TestSleepWaitsOnTheClock(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
 	res := make(chan bool, 1)
