@@ -1,5 +1,7 @@
 // Package testwait is how tests wait for something to happen: For polls a
-// condition until it holds and fails the test once a bound has passed.
+// condition until it holds and fails the test once a bound has passed;
+// Holds polls a condition for a while and fails the test as soon as it
+// stops holding (a "nothing happens" check: no second leader, no restart).
 // Bounds are generous (the machine is shared and tests run with -race):
 // they catch hangs, not slowness. Tests wait on events this way, never
 // with a bare sleep.
@@ -31,6 +33,26 @@ func For(t testing.TB, bound time.Duration, cond func() bool, format string, arg
 	for !cond() {
 		if wall.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", bound, fmt.Sprintf(format, args...))
+		}
+		clock.Sleep(wall, poll)
+	}
+}
+
+// Holds polls cond for d and fails t as soon as it is false, with "<what>
+// stopped holding after <elapsed>", what formatted from format and args.
+// It is the one wait in tests whose length is the point: it asserts that
+// something stays true, or that something does not happen, for d.
+func Holds(t testing.TB, d time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	wall := clock.Real()
+	start := wall.Now()
+	for {
+		if !cond() {
+			t.Fatalf("%s stopped holding after %v", fmt.Sprintf(format, args...), clock.Since(wall, start).Round(time.Millisecond))
+			return
+		}
+		if clock.Since(wall, start) >= d {
+			return
 		}
 		clock.Sleep(wall, poll)
 	}
