@@ -38,6 +38,22 @@ func For(t testing.TB, bound time.Duration, cond func() bool, format string, arg
 	}
 }
 
+// Until polls cond until it holds, or until bound passes, and says
+// which. It fails no test: it is For for goroutines other than the
+// test's (a fake server's), which may not stop it; the test then checks
+// what came of the wait.
+func Until(bound time.Duration, cond func() bool) bool {
+	wall := clock.Real()
+	deadline := wall.Now().Add(bound)
+	for !cond() {
+		if wall.Now().After(deadline) {
+			return false
+		}
+		clock.Sleep(wall, poll)
+	}
+	return true
+}
+
 // Holds polls cond for d and fails t as soon as it is false, with "<what>
 // stopped holding after <elapsed>", what formatted from format and args.
 // It is the one wait in tests whose length is the point: it asserts that

@@ -61,3 +61,17 @@ func TestHoldsFailsWhenTheConditionStops(t *testing.T) {
 		t.Fatalf("looked %d times in %v; want it to stop at the third", n.Load(), time.Since(start))
 	}
 }
+
+func TestUntilSaysWhetherTheConditionHeld(t *testing.T) {
+	var n atomic.Int32
+	if !Until(10*time.Second, func() bool { return n.Add(1) >= 3 }) || n.Load() != 3 {
+		t.Fatalf("Until returned early or late: %d looks", n.Load())
+	}
+	start := time.Now()
+	if Until(20*time.Millisecond, func() bool { return false }) {
+		t.Fatal("Until reported a condition that never held")
+	}
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Fatalf("gave up after %v, before the bound", el)
+	}
+}
