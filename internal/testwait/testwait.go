@@ -1,10 +1,11 @@
 // Package testwait is how tests wait for something to happen: For polls a
 // condition until it holds and fails the test once a bound has passed;
 // Holds polls a condition for a while and fails the test as soon as it
-// stops holding (a "nothing happens" check: no second leader, no restart).
-// Bounds are generous (the machine is shared and tests run with -race):
-// they catch hangs, not slowness. Tests wait on events this way, never
-// with a bare sleep.
+// stops holding (a "nothing happens" check: no second leader, no restart);
+// Until is For for a goroutine that may not fail the test (a fake
+// server's). Bounds are generous (the machine is shared and tests run
+// with -race): they catch hangs, not slowness. Tests wait on events this
+// way, never with a bare sleep (scripts/check-clock.sh).
 //
 // It is a leaf package, so that every package's tests, and test-support
 // packages such as cluster/clustertest, may import it. Non-test code must
