@@ -8,7 +8,7 @@
 #
 # Tests wait on events (internal/testwait), never with a sleep: outside
 # chaos/ and internal/testwait, a _test.go file calls neither time.Sleep
-# nor clock.Sleep, save where the sleep is itself the thing under test,
+# nor clock.Sleep (nor waits on a bare <-time.After), save where the sleep is itself the thing under test,
 # each such place listed below with its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ sleeps=$(git ls-files --cached --others --exclude-standard '*_test.go' | grep -v
   xargs awk '{
     line = $0
     sub(/\/\/.*/, "", line)
-    if (line ~ /(^|[^A-Za-z0-9_.])(time|clock)\.Sleep\(/)
+    if (line ~ /(^|[^A-Za-z0-9_.])(time|clock)\.Sleep\(/ || line ~ /^[ \t]*<-[ \t]*(time|clock)\.After\(/)
       printf "%s:%d:%s\n", FILENAME, FNR, $0
   }')
 unexplained=""
