@@ -144,9 +144,9 @@ func apply(t *testing.T, cl *testcluster.Cluster, manifest string) {
 	for name := range st.Workloads {
 		mask = append(mask, "desiredState.workloads."+name)
 	}
-	deadline := time.Now().Add(runWithin)
-	for {
-		err := func() error {
+	var last error
+	testwait.For(t, runWithin, func() bool {
+		last = func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			c, err := client.Dial(ctx, client.Options{Addrs: cl.Addrs(), Insecure: true, ResponseTimeout: 5 * time.Second})
@@ -161,14 +161,8 @@ func apply(t *testing.T, cl *testcluster.Cluster, manifest string) {
 				}}})
 			return err
 		}()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("apply: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return last == nil
+	}, "the state applied (last error: %v)", testwait.Lazy(func() string { return fmt.Sprint(last) }))
 }
 
 // agentStatus asks the leader for an agent's load report; nil when it has
@@ -230,18 +224,9 @@ func workDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		deadline := time.Now().Add(stopWithin)
-		for {
-			err := os.RemoveAll(dir)
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("remove %s: %v", dir, err)
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var err error
+		testwait.For(t, stopWithin, func() bool { err = os.RemoveAll(dir); return err == nil },
+			"%s removed (%v)", dir, testwait.Lazy(func() string { return fmt.Sprint(err) }))
 	})
 	return dir
 }

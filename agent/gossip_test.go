@@ -84,10 +84,11 @@ func TestGossipMemberFollowsTheReplicas(t *testing.T) {
 	if n := g.ml.NumMembers(); n != 4 {
 		t.Fatalf("the agent's memberlist has %d members, want the 3 replicas and itself", n)
 	}
-	time.Sleep(5 * clustertest.FastTiming().Autopilot.ReconcileInterval)
-	if ms := membersOf(t, leader, c); strings.Contains(ms, "agent") {
-		t.Fatalf("the leader lists the agent as a replica: %s", ms)
-	}
+	var ms string
+	testwait.Holds(t, 5*clustertest.FastTiming().Autopilot.ReconcileInterval, func() bool {
+		ms = membersOf(t, leader, c)
+		return !strings.Contains(ms, "agent")
+	}, "the agent left out of the leader's replicas (%s)", testwait.Lazy(func() string { return ms }))
 	voters, nonvoters := c.Configuration(leader)
 	if len(voters) != 3 || len(nonvoters) != 0 {
 		t.Fatalf("configuration voters %v nonvoters %v: the agent must not enter Raft", voters, nonvoters)
@@ -137,10 +138,9 @@ func TestGossipMemberJoinsReplicasStartedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Stop()
-	time.Sleep(2 * fastGossip.Rejoin) // some failed joins first
-	if v := rec.get(); len(v.Addrs) != 0 {
-		t.Fatalf("view %+v while no replica runs", v)
-	}
+	// Some failed joins first.
+	testwait.Holds(t, 2*fastGossip.Rejoin, func() bool { return len(rec.get().Addrs) == 0 },
+		"an empty view while no replica runs (%+v)", testwait.Lazy(func() string { return fmt.Sprintf("%+v", rec.get()) }))
 	c.Restart(id)
 	rec.wait(t, "the restarted replica as leader", 20*time.Second, func(v gossipView) bool {
 		return v.LeaderID == id && slices.Equal(v.Addrs, []string{c.Replica(id).GRPCAddress})

@@ -128,18 +128,17 @@ func (c *ciClient) recv() *controlapi.FromAnkaios {
 	c.t.Helper()
 	deadline := time.Now().Add(runWithin)
 	_ = c.in.SetReadDeadline(deadline)
-	for {
-		m := &controlapi.FromAnkaios{}
+	var m *controlapi.FromAnkaios
+	testwait.For(c.t, runWithin, func() bool {
+		m = &controlapi.FromAnkaios{}
 		err := protodelim.UnmarshalFrom(c.r, m)
-		if err == nil {
-			return m
-		}
 		// EOF: no writer on `input` for a moment; keep reading.
-		if !errors.Is(err, io.EOF) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, io.EOF) {
 			c.t.Fatalf("read input: %v", err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return err == nil
+	}, "a message on the input")
+	return m
 }
 
 // follow asks for the logs of target under id.

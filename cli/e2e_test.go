@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,25 +71,27 @@ func startServer(t *testing.T) string {
 // e2eSession dials the server, retrying while it elects itself leader.
 func e2eSession(t *testing.T, addr string) (*Session, *syncbuf.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := client.Dial(context.Background(), client.Options{Addrs: []string{addr}, Insecure: true, ResponseTimeout: 3 * time.Second})
-		if err == nil {
-			s, _, _ := session(c)
-			out := &syncbuf.Buffer{}
-			s.Out = out
-			s.Timeout = 3 * time.Second
-			if _, err = s.CompleteState(context.Background(), nil); err == nil {
-				t.Cleanup(func() { c.Close() })
-				return s, out
-			}
+	var (
+		s   *Session
+		out *syncbuf.Buffer
+		err error
+	)
+	testwait.For(t, 15*time.Second, func() bool {
+		var c *client.Conn
+		c, err = client.Dial(context.Background(), client.Options{Addrs: []string{addr}, Insecure: true, ResponseTimeout: 3 * time.Second})
+		if err != nil {
+			return false
+		}
+		s, out = liveSession(c)
+		s.Timeout = 3 * time.Second
+		if _, err = s.CompleteState(context.Background(), nil); err != nil {
 			c.Close()
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server at %s not ready: %v", addr, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		t.Cleanup(func() { c.Close() })
+		return true
+	}, "the server at %s ready (%v)", addr, testwait.Lazy(func() string { return fmt.Sprint(err) }))
+	return s, out
 }
 
 // scriptedAgent is a minimal agent on the AgentConnection stream.

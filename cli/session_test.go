@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -99,6 +100,15 @@ func (f *fakeConn) last(kind string) *ankbase.Request {
 func session(c Conn) (*Session, *bytes.Buffer, *bytes.Buffer) {
 	var out, errOut bytes.Buffer
 	return &Session{Conn: c, Out: &out, Err: &errOut, Timeout: time.Second, Tick: time.Millisecond}, &out, &errOut
+}
+
+// liveSession is session with an output the test may read while the
+// session writes it.
+func liveSession(c Conn) (*Session, *syncbuf.Buffer) {
+	s, _, _ := session(c)
+	out := &syncbuf.Buffer{}
+	s.Out = out
+	return s, out
 }
 
 func stateResponse(t *testing.T, y string) *ankbase.Response {
@@ -188,20 +198,30 @@ agents: {agent_A: {}}
 func TestApplyOnATerminalRedrawsWithSpinner(t *testing.T) {
 	const added = "web.new.agent_A"
 	f := newFakeConn()
+	s, out := liveSession(f)
+	spun := func(o string) bool {
+		for _, frame := range spinnerFrames[1:] {
+			if strings.Contains(o, frame+" ") {
+				return true
+			}
+		}
+		return false
+	}
 	f.answer = func(req *ankbase.Request) *ankbase.Response {
 		switch {
 		case req.GetCompleteStateRequest() != nil:
 			return stateResponse(t, "agents: {agent_A: {}}")
 		case req.GetUpdateStateRequest() != nil:
 			go func() {
-				time.Sleep(20 * time.Millisecond)
+				// Settle once the spinner turned; the test fails below
+				// if it never does.
+				testwait.Until(10*time.Second, func() bool { return spun(out.String()) })
 				f.states <- broadcast(t, state.WorkloadState{Instance: inst(added), State: es(state.StateRunning, state.SubOk)})
 			}()
 			return &ankbase.Response{ResponseContent: &ankbase.Response_UpdateStateSuccess{UpdateStateSuccess: &ankbase.UpdateStateSuccess{AddedWorkloads: []string{added}}}}
 		}
 		return nil
 	}
-	s, out, _ := session(f)
 	s.Terminal = true
 	if err := s.RunWorkload(context.Background(), RunSpec{Name: "web", Runtime: "podman", RuntimeConfig: "x", Agent: "agent_A"}); err != nil {
 		t.Fatal(err)
@@ -210,11 +230,7 @@ func TestApplyOnATerminalRedrawsWithSpinner(t *testing.T) {
 	if !strings.Contains(o, "\x1b[K") || !strings.Contains(o, "  EXECUTION STATE") {
 		t.Fatalf("no live table:\n%q", o)
 	}
-	spun := false
-	for _, frame := range spinnerFrames[1:] {
-		spun = spun || strings.Contains(o, frame+" ")
-	}
-	if !spun {
+	if !spun(o) {
 		t.Fatalf("spinner never turned:\n%q", o)
 	}
 	// The last frame shows the instance settled: no spinner in front.
@@ -404,6 +420,7 @@ func TestGetEventsUntilInterrupted(t *testing.T) {
 	// swdd~cli-receives-events~1
 	f := newFakeConn()
 	ctx, interrupt := context.WithCancel(context.Background())
+	s, out := liveSession(f)
 	f.onSubscribe = func(req *ankbase.Request, ch chan<- *ankbase.Response) {
 		ch <- stateResponse(t, "workloadStates: {}")
 		for i := 0; i < 2; i++ {
@@ -411,13 +428,14 @@ func TestGetEventsUntilInterrupted(t *testing.T) {
 				CompleteState: &ankbase.CompleteState{}, AlteredFields: &ankbase.AlteredFields{AddedFields: []string{fmt.Sprintf("agents.a%d", i)}},
 			}}}
 		}
-		time.Sleep(20 * time.Millisecond)
+		// Interrupt once the three events are out; the test fails below
+		// if they never are.
+		testwait.Until(10*time.Second, func() bool { return strings.Count(out.String(), "---\n") >= 3 })
 		interrupt()
 	}
 	f.answer = func(req *ankbase.Request) *ankbase.Response {
 		return &ankbase.Response{ResponseContent: &ankbase.Response_EventsCancelAccepted{EventsCancelAccepted: &ankbase.EventsCancelAccepted{}}}
 	}
-	s, out, _ := session(f)
 	s.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 	if err := s.GetEvents(ctx, []string{"agents"}, FormatYAML, true); err != nil {
 		t.Fatal(err)
@@ -571,6 +589,7 @@ func TestLogsFollowCancelsOnInterrupt(t *testing.T) {
 	web := inst("web.1111.agent_A")
 	f := newFakeConn()
 	ctx, interrupt := context.WithCancel(context.Background())
+	s, out := liveSession(f)
 	f.answer = func(req *ankbase.Request) *ankbase.Response {
 		if req.GetLogsCancelRequest() != nil {
 			return &ankbase.Response{ResponseContent: &ankbase.Response_LogsCancelAccepted{LogsCancelAccepted: &ankbase.LogsCancelAccepted{}}}
@@ -580,10 +599,9 @@ func TestLogsFollowCancelsOnInterrupt(t *testing.T) {
 	f.onSubscribe = func(req *ankbase.Request, ch chan<- *ankbase.Response) {
 		ch <- accepted(web)
 		ch <- logEntries(web, "tick")
-		time.Sleep(20 * time.Millisecond)
+		testwait.Until(10*time.Second, func() bool { return strings.Contains(out.String(), "tick\n") })
 		interrupt()
 	}
-	s, out, _ := session(f)
 	if err := s.Logs(ctx, LogsOptions{Workloads: []string{"web"}, Follow: true, Tail: 5}); err != nil {
 		t.Fatal(err)
 	}
@@ -604,6 +622,7 @@ func TestWatchWorkloads(t *testing.T) {
 	// swdd~cli-get-workloads-with-watch~1
 	f := newFakeConn()
 	ctx, interrupt := context.WithCancel(context.Background())
+	s, out := liveSession(f)
 	reads := 0
 	f.answer = func(req *ankbase.Request) *ankbase.Response {
 		reads++
@@ -611,7 +630,8 @@ func TestWatchWorkloads(t *testing.T) {
 			go func() {
 				f.states <- broadcast(t, state.WorkloadState{Instance: inst("web.1111.agent_A"), State: es(state.StateFailed, state.SubLost)})
 				f.states <- broadcast(t, state.WorkloadState{Instance: inst("new.5.agent_A"), State: state.PendingInitial})
-				time.Sleep(20 * time.Millisecond)
+				// Interrupt once the third table is out.
+				testwait.Until(10*time.Second, func() bool { return strings.Count(out.String(), "\n\n") >= 3 })
 				interrupt()
 			}()
 			return stateResponse(t, clusterYAML)
@@ -623,7 +643,6 @@ workloadStates:
       "5": {state: Pending, subState: Initial}
 `)
 	}
-	s, out, _ := session(f)
 	if err := s.WatchWorkloads(ctx, WorkloadFilter{Agent: "agent_A"}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
 // A replica that is the only voter elects itself at once, on a fresh data
@@ -28,14 +29,7 @@ func TestSingleVoterElectsAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !n.IsLeader() {
-			if time.Now().After(deadline) {
-				n.Shutdown()
-				t.Fatalf("%s: no leader within 10 s although the replica is the only voter", run)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		testwait.For(t, 10*time.Second, n.IsLeader, "%s: the only voter to lead", run)
 		if got := n.Stats()["heartbeat_timeout"]; got != "" && got != timing.HeartbeatTimeout.String() {
 			t.Errorf("%s: heartbeat timeout %s after the early election", run, got)
 		}

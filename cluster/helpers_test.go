@@ -9,6 +9,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -79,16 +80,11 @@ func waitSameContent(t testing.TB, c *clustertest.Cluster, want []byte) {
 	})
 }
 
-// holdsFor fails if cond stops holding at any poll within d.
+// holdsFor fails if cond stops holding at any poll within d: testwait.Holds
+// with the description first, as the cluster tests read.
 func holdsFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if !cond() {
-			t.Fatalf("%s stopped holding", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Holds(t, d, cond, "%s", what)
 }
 
 const waitLong = 15 * time.Second

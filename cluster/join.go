@@ -2,10 +2,9 @@ package cluster
 
 import (
 	"errors"
-	"math/rand/v2"
 	"time"
 
-	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/backoff"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 )
 
@@ -28,7 +27,7 @@ func (n *Node) joinLoop() {
 			n.logger.Info("joined gossip pool", "contacted", k)
 			break
 		}
-		d := joinBackoff(attempt, g.JoinBackoffMin, g.JoinBackoffMax, rand.Float64)
+		d := joinBackoff(attempt, g.JoinBackoffMin, g.JoinBackoffMax, nil)
 		n.logger.Warn("join failed; retrying", "addresses", addrs, "attempt", attempt+1, "retry_in", d, "error", err)
 		if !n.sleep(d) {
 			return
@@ -85,25 +84,13 @@ func (n *Node) reconnectTargets() []string {
 }
 
 // joinBackoff is the delay after the attempt-th failure: min doubled per
-// attempt, capped at max, with "equal jitter" (uniform in [d/2, d]) so
-// replicas started together do not retry in lockstep.
-func joinBackoff(attempt int, minD, maxD time.Duration, rnd func() float64) time.Duration {
-	d := minD
-	for i := 0; i < attempt && d < maxD; i++ {
-		d *= 2
-	}
-	d = min(d, maxD)
-	return d/2 + time.Duration(rnd()*float64(d/2))
+// attempt, capped at max, with equal jitter so replicas started together
+// do not retry in lockstep.
+func joinBackoff(attempt int, minD, maxD time.Duration, rnd backoff.Rand) time.Duration {
+	return backoff.Equal(backoff.Exp(minD, maxD, attempt), rnd)
 }
 
 // sleep waits d; false when the node shuts down first.
 func (n *Node) sleep(d time.Duration) bool {
-	t := clock.NewTimer(n.cfg.Clock, d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-n.shutdownCh:
-		return false
-	}
+	return backoff.Sleep(n.cfg.Clock, d, n.shutdownCh)
 }

@@ -16,6 +16,6 @@
 //     its client certificate;
 //   - request-id prefixes that route responses back to their connection.
 //
-// The package depends only on state, the leaf internal/errs and the
-// generated code.
+// The package depends only on state, the generated code and the leaves
+// internal/errs, internal/tlsreload and internal/connlimit.
 package rpc

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
 )
@@ -171,6 +172,35 @@ func askNames(t *testing.T, addr string, cfg *tls.Config) (string, error) {
 	return msg.GetResponse().GetRequestId(), nil
 }
 
+// handshake dials addr with cfg and reads once, so that a refusal by the
+// server is seen as well as one by the client: in TLS 1.3 the server
+// checks the client's certificate after the client's handshake returned,
+// and sends its alert on the connection. A gRPC call sees that alert, or
+// a broken pipe when it wrote first, so the refusal tests look here for
+// the reason.
+func handshake(t *testing.T, addr string, cfg *tls.Config) error {
+	t.Helper()
+	cfg = cfg.Clone()
+	cfg.NextProtos = []string{"h2"}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(clock.Real().Now().Add(10 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	return err
+}
+
+// wantAlert fails t unless err is the server's TLS alert named alert.
+func wantAlert(t *testing.T, err error, alert string) {
+	t.Helper()
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil || op.Err.Error() != alert {
+		t.Fatalf("handshake error %v, want the server's alert %q", err, alert)
+	}
+}
+
 func TestMutualTLS(t *testing.T) {
 	pki := newTestPKI(t)
 	addr := startTLSServer(t, pki.issue(t, "server", ServerName))
@@ -196,9 +226,8 @@ func TestMutualTLS(t *testing.T) {
 		full.Certificates = nil
 		if names, err := askNames(t, addr, full); err == nil {
 			t.Fatalf("accepted a client without certificate (names %q)", names)
-		} else {
-			t.Logf("refused: %v", err)
 		}
+		wantAlert(t, handshake(t, addr, full), "tls: certificate required")
 	})
 	t.Run("client certificate from another CA is refused", func(t *testing.T) {
 		other := newTestPKI(t)
@@ -213,9 +242,8 @@ func TestMutualTLS(t *testing.T) {
 		cfg.RootCAs = ours.RootCAs // trusts the server, but its own cert is foreign
 		if _, err := askNames(t, addr, cfg); err == nil {
 			t.Fatal("accepted a certificate of another CA")
-		} else {
-			t.Logf("refused: %v", err)
 		}
+		wantAlert(t, handshake(t, addr, cfg), "tls: unknown certificate authority")
 	})
 	t.Run("server name is verified", func(t *testing.T) {
 		cfg, err := ClientTLSConfig(pki.issue(t, "picky", "agent_A"), "other-server")
@@ -224,8 +252,13 @@ func TestMutualTLS(t *testing.T) {
 		}
 		if _, err := askNames(t, addr, cfg); err == nil {
 			t.Fatal("accepted a server certificate without the expected name")
-		} else {
-			t.Logf("refused: %v", err)
+		}
+		// The client refuses the server: its own check fails, on the name.
+		err = handshake(t, addr, cfg)
+		var verr *tls.CertificateVerificationError
+		var herr x509.HostnameError
+		if !errors.As(err, &verr) || !errors.As(err, &herr) || herr.Host != "other-server" {
+			t.Fatalf("handshake error %v, want the certificate refused for the name other-server", err)
 		}
 	})
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkUpdateStateClients measures UpdateState throughput and latency
-// on the one-replica harness (real Raft on raft-boltdb, gRPC on
+// on the one-replica harness (real Raft on raft-wal, gRPC on
 // loopback) with 1, 16 and 64 CLI clients, each sending its next update
 // as soon as the previous one is answered. Every update changes one
 // workload of its client: mask, validation, rendering, diff, commit, and

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/controlapi"
 	"github.com/grapnel-io/grapnel/state"
@@ -173,19 +174,18 @@ func (w *workload) recv() *controlapi.FromAnkaios {
 	in := w.input()
 	deadline := time.Now().Add(wait)
 	_ = in.SetReadDeadline(deadline)
-	for {
-		m := &controlapi.FromAnkaios{}
+	var m *controlapi.FromAnkaios
+	testwait.For(w.t, wait, func() bool {
+		m = &controlapi.FromAnkaios{}
 		err := protodelim.UnmarshalFrom(w.reader, m)
-		if err == nil {
-			return m
-		}
 		// EOF: the agent's writer went away (a new session, an agent
 		// restart); a workload keeps reading until the next one comes.
-		if !errors.Is(err, io.EOF) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, io.EOF) {
 			w.t.Fatalf("read input: %v", err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return err == nil
+	}, "a message on the input")
+	return m
 }
 
 // closeInput closes the workload's reading end.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/grpcapi"
@@ -182,21 +183,19 @@ func (f *fixture) next() *grpcapi.ToServer {
 // for its flush.
 func (f *fixture) nextFlushing() *grpcapi.ToServer {
 	f.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
+	var m *grpcapi.ToServer
+	testwait.For(f.t, wait, func() bool {
 		select {
-		case m := <-f.sent:
-			return m
+		case m = <-f.sent:
+			return true
 		default:
 		}
 		if f.clk.Pending() > 0 {
 			f.clk.Advance(flushAfter)
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatal("nothing sent")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return false
+	}, "a message sent")
+	return m
 }
 
 func (f *fixture) none() {
@@ -270,10 +269,11 @@ func readerOf(lines ...string) io.ReadCloser {
 	return io.NopCloser(strings.NewReader(strings.Join(lines, "")))
 }
 
-// nextFlushingOrClosed moves the clock until the campaign closes s.
-func (f *fixture) nextFlushingOrClosed(s *stream) bool {
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
+// nextFlushingOrClosed moves the clock until the campaign closes s, and
+// fails the test if it does not.
+func (f *fixture) nextFlushingOrClosed(s *stream) {
+	f.t.Helper()
+	testwait.For(f.t, wait, func() bool {
 		select {
 		case <-s.closed:
 			return true
@@ -282,7 +282,6 @@ func (f *fixture) nextFlushingOrClosed(s *stream) bool {
 		if f.clk.Pending() > 0 {
 			f.clk.Advance(flushAfter)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	return false
+		return false
+	}, "the campaign to close the reader")
 }

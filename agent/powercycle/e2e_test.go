@@ -209,17 +209,13 @@ func TestPowerCycle(t *testing.T) {
 	}
 
 	first := powerOn(t, logPath, server, agent)
-	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
-	for {
-		if err := bench.ApplyWorkloads(actx, []string{addrs[0]}, ws); err == nil {
-			break
-		} else if actx.Err() != nil {
-			acancel()
-			t.Fatalf("applying the workloads: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	acancel()
+
+	testwait.For(t, 30*time.Second, func() bool {
+		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+		defer acancel()
+		err = bench.ApplyWorkloads(actx, []string{addrs[0]}, ws)
+		return err == nil
+	}, "the workloads applied (%v)", testwait.Lazy(func() string { return fmt.Sprint(err) }))
 	if n := waitBack(1); n != len(names) {
 		t.Fatalf("%d of %d workloads running before the power cut", n, len(names))
 	}

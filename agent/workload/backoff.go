@@ -1,8 +1,9 @@
 package workload
 
 import (
-	"math/rand/v2"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/backoff"
 )
 
 // Create retry backoff as in Ankaios: 500 ms × 2^n, capped at 300 s, with
@@ -15,18 +16,7 @@ const (
 )
 
 // backoffCap is the longest wait before retry n (n counts from 0).
-func backoffCap(n int) time.Duration {
-	d := backoffBase
-	for i := 0; i < n && d < backoffMax; i++ {
-		d *= 2
-	}
-	return min(d, backoffMax)
-}
+func backoffCap(n int) time.Duration { return backoff.Exp(backoffBase, backoffMax, n) }
 
-// fullJitter picks a wait uniformly in [0, limit].
-func fullJitter(limit time.Duration) time.Duration {
-	if limit <= 0 {
-		return 0
-	}
-	return time.Duration(rand.Int64N(int64(limit) + 1))
-}
+// fullJitter picks a wait uniformly in [0, limit).
+func fullJitter(limit time.Duration) time.Duration { return backoff.Full(limit, nil) }

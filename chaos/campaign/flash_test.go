@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/netns"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
 // requireFUSE skips a test that mounts when this machine cannot (not
@@ -229,20 +230,15 @@ func TestPowerOffEndsEveryProcessOfTheHosts(t *testing.T) {
 		t.Fatalf("a power off of this process's own namespace: %d processes, %v", n, err)
 	}
 	var ino uint64
-	deadline := time.Now().Add(5 * time.Second)
-	for ino = own; ino == own && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	testwait.For(t, 5*time.Second, func() bool {
 		if ino, err = nsInode(ns); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if ino == own {
-		t.Fatal("unshare made no network namespace within 5 s")
-	}
+		return ino != own
+	}, "unshare to make a network namespace")
 	var in []int
-	for len(in) < 3 && time.Now().Before(deadline) {
-		in = pidsIn(map[uint64]bool{ino: true})
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, func() bool { in = pidsIn(map[uint64]bool{ino: true}); return len(in) >= 3 },
+		"3 processes in the host's namespace, the shell and two sleeps (%v)", testwait.Lazy(func() string { return fmt.Sprint(in) }))
 	if len(in) != 3 {
 		t.Fatalf("%d processes in the host's namespace, want 3 (the shell and two sleeps): %v", len(in), in)
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/controlapi"
@@ -161,17 +162,12 @@ workloads:
 	// Output appears after Running: read until the wanted line is there.
 	waitLog := func(args []string, line string) string {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out := e.cli(append([]string{"logs"}, args...)...)
-			if strings.Contains(out, line) {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("grapnel logs %v never showed %q; last: %q", args, line, out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		var out string
+		testwait.For(t, 30*time.Second, func() bool {
+			out = e.cli(append([]string{"logs"}, args...)...)
+			return strings.Contains(out, line)
+		}, "grapnel logs %v to show %q (last: %q)", args, line, testwait.Lazy(func() string { return out }))
+		return out
 	}
 	waitLog([]string{"talker"}, "second")
 	if out := waitLog([]string{"--tail", "1", "talker"}, "tick"); strings.Count(strings.TrimSpace(out), "\n") != 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/chaos/flashfs"
 	"github.com/grapnel-io/grapnel/internal/sdnotify/sdnotifytest"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -114,13 +115,7 @@ func (r *agentRig) storageProblems() []problem {
 // waitFor polls cond until it holds.
 func (r *agentRig) waitFor(what string, within time.Duration, cond func() bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.For(r.t, within, cond, "%s", what)
 }
 
 // pids are the host ids ("pid N") of the running workloads, by name.

@@ -2,9 +2,9 @@ package client
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/backoff"
 	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
@@ -21,15 +21,15 @@ const (
 	backoffMax     = 2 * time.Second
 )
 
-// backoff is a jittered exponential backoff. The zero value starts at
+// leaderBackoff is a jittered exponential backoff. The zero value starts at
 // backoffMin.
-type backoff struct {
-	next  time.Duration
+type leaderBackoff struct {
+	n     int // delays given so far
 	start time.Time
 	clock clock.Clock // nil is the system clock; tests use a fake
 }
 
-func (b *backoff) clk() clock.Clock {
+func (b *leaderBackoff) clk() clock.Clock {
 	if b.clock == nil {
 		return clock.Real()
 	}
@@ -39,29 +39,24 @@ func (b *backoff) clk() clock.Clock {
 // delay returns the next wait: a random duration in [d/2, d] where d
 // doubles from backoffMin up to the current cap, so that many clients that
 // lost the same leader do not come back in step.
-func (b *backoff) delay() time.Duration {
+func (b *leaderBackoff) delay() time.Duration {
 	now := b.clk().Now()
-	if b.next == 0 {
-		b.next = backoffMin
+	if b.n == 0 {
 		b.start = now
 	}
 	limit := backoffMax
 	if now.Sub(b.start) < electionWindow {
 		limit = electionCap
 	}
-	d := min(b.next, limit)
-	b.next = min(2*b.next, backoffMax)
-	return d/2 + rand.N(d/2+1)
+	d := backoff.Exp(backoffMin, limit, b.n)
+	b.n++
+	return backoff.Equal(d, nil)
 }
 
 // wait sleeps for the next delay, or until ctx ends.
-func (b *backoff) wait(ctx context.Context) error {
-	t := clock.NewTimer(b.clk(), b.delay())
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+func (b *leaderBackoff) wait(ctx context.Context) error {
+	if !backoff.Sleep(b.clk(), b.delay(), ctx.Done()) {
 		return ctx.Err()
 	}
+	return nil
 }

@@ -3,9 +3,12 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
 // A leader that froze (power lost, its TCP connections silent) is left
@@ -70,20 +73,11 @@ func TestLookoutSkipsTheLeaderUnderAnotherAddress(t *testing.T) {
 	}
 	defer c.Close()
 	// The stream's heartbeat watch and the lookout's one watch.
-	deadline := time.Now().Add(10 * time.Second)
-	for rep.watchCalls.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the lookout never watched the alias (%d watches)", rep.watchCalls.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, func() bool { return rep.watchCalls.Load() >= 2 },
+		"the lookout to watch the alias (%v watches)", testwait.Lazy(func() string { return fmt.Sprint(rep.watchCalls.Load()) }))
 	// Looping, the lookout would open one every 100 ms; hold 1.5 s.
 	at := rep.watchCalls.Load()
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if n := rep.watchCalls.Load(); n != at {
-			t.Fatalf("%d more watches at the leader", n-at)
-		}
-	}
+	testwait.Holds(t, 1500*time.Millisecond, func() bool { return rep.watchCalls.Load() == at }, "no more watches at the leader")
 	if c.Err() != nil {
 		t.Fatalf("the stream ended: %v", c.Err())
 	}

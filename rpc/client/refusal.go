@@ -3,13 +3,13 @@ package client
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grapnel-io/grapnel/internal/backoff"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -73,11 +73,7 @@ func (b *refusalBackoff) refused(err error) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n++
-	d := refusalMax
-	if b.n <= 6 { // 1 s · 2⁵ > 30 s
-		d = min(refusalMin<<(b.n-1), refusalMax)
-	}
-	wait := d/2 + rand.N(d/2+1)
+	wait := backoff.Equal(backoff.Exp(refusalMin, refusalMax, b.n-1), nil)
 	b.until = b.clock.Now().Add(wait)
 	b.last = err
 	return wait

@@ -244,7 +244,7 @@ func leaderOf(from string, st *grapnelpb.StatusResponse) (id, addr string) {
 // leader ends the wait at once (see leaderWatch).
 func (r *Resolver) find(ctx context.Context) (string, error) {
 	var (
-		bo   = backoff{clock: r.opts.timers()}
+		bo   = leaderBackoff{clock: r.opts.timers()}
 		last pollRound
 	)
 	w := r.newLeaderWatch(ctx)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -284,12 +285,8 @@ func TestHeartbeatRunsOnTheTimersClock(t *testing.T) {
 		}
 	}
 	// Many heartbeat intervals of real time: the fake clock has not moved.
-	for range 10 {
-		if ended() {
-			t.Fatalf("the stream ended before the clock passed the timeout: %v", c.Err())
-		}
-		<-time.After(50 * time.Millisecond)
-	}
+	testwait.Holds(t, 500*time.Millisecond, func() bool { return !ended() },
+		"the stream open before the clock passed the timeout (%v)", testwait.Lazy(func() string { return fmt.Sprint(c.Err()) }))
 	fake.Advance(timeout)
 	testwait.For(t, 10*time.Second, ended, "the stream to end once the clock passed the heartbeat timeout")
 	if err := c.Err(); !errors.Is(err, ErrConnectionLost) || !errors.Is(err, ErrHeartbeatLost) {
@@ -383,7 +380,7 @@ func TestDialReplicaWithoutLeader(t *testing.T) {
 // During an election window the wait stays short; after it, it grows.
 func TestBackoffDelays(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1000, 0))
-	b := backoff{clock: clk}
+	b := leaderBackoff{clock: clk}
 	next := backoffMin
 	for i := range 12 {
 		if i == 6 {

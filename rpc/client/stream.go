@@ -60,7 +60,7 @@ func (r *Resolver) Open(ctx context.Context, kind wire.Kind) (*Stream, error) {
 		d, n, last := r.refusals.pending()
 		return nil, fmt.Errorf("%w: %d refusals in a row, the last: %v; next attempt in %v", ErrRejected, n, last, d.Round(time.Millisecond))
 	}
-	bo := backoff{clock: r.opts.timers()}
+	bo := leaderBackoff{clock: r.opts.timers()}
 	hops := 0
 	for {
 		addr, err := r.Leader(ctx)

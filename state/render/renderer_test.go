@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -134,13 +135,8 @@ func TestSyntaxErrorsLeakNoGoroutines(t *testing.T) {
 			}
 		}
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before+5 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if after := runtime.NumGoroutine(); after > before+5 {
-		t.Errorf("goroutines grew from %d to %d", before, after)
-	}
+	testwait.For(t, 2*time.Second, func() bool { return runtime.NumGoroutine() <= before+5 },
+		"the goroutines back to at most %d (there are %v)", before+5, testwait.Lazy(func() string { return fmt.Sprint(runtime.NumGoroutine()) }))
 }
 
 // swdd~server-state-triggers-configuration-rendering-of-workloads~1:

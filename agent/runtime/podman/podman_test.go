@@ -473,21 +473,15 @@ func TestStartAgainKeepsTheContainer(t *testing.T) {
 	if err != nil || got != id {
 		t.Fatalf("StartAgain = %q, %v; want %q", got, err, id)
 	}
-	deadline := time.Now().Add(waitFor)
-	for {
+	var out string
+	testwait.For(t, waitFor, func() bool {
 		logs, err := r.Logs(ctx, id, runtime.LogOptions{Tail: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := readAll(t, logs)
-		if out == "first\nagain\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("output %q, want the first run's and the second's", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		out = readAll(t, logs)
+		return out == "first\nagain\n"
+	}, "the first run's output and the second's (have %q)", testwait.Lazy(func() string { return out }))
 	waitState(t, r, id, state.SucceededOk)
 	if cid, err := r.ContainerID(ctx, s.Instance); err != nil || cid != string(id) {
 		t.Fatalf("ContainerID = %q, %v; want %q", cid, err, id)

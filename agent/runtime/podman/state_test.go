@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -146,13 +147,10 @@ func TestPSCache(t *testing.T) {
 				}
 			})
 		}
-		// Give the callers time to pile up on the call under way. The
-		// count holds without it too: a late caller finds the answer of
-		// that call, which started after `before`.
-		for f.calls.Load() == 0 {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(20 * time.Millisecond)
+		// The callers pile up on the call under way, or come after it
+		// and find its answer, which started after `before`: one call
+		// either way.
+		testwait.For(t, 10*time.Second, func() bool { return f.calls.Load() > 0 }, "the podman ps call")
 		close(f.release)
 		wg.Wait()
 		if n := f.calls.Load(); n != 1 {
@@ -182,9 +180,7 @@ func TestPSCache(t *testing.T) {
 			_, _ = c.get(ctx, time.Now())
 		}()
 		defer func() { close(f.release); <-held }()
-		for f.calls.Load() == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.For(t, 10*time.Second, func() bool { return f.calls.Load() > 0 }, "the podman ps call")
 		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		if _, err := c.get(cctx, time.Now().Add(-time.Minute)); !errors.Is(err, context.DeadlineExceeded) {

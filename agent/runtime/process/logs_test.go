@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
+	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -73,6 +75,7 @@ func TestLogsSelect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			h := h.with(t) // fail this subtest, not its parent
 			if got := h.logs(id, tt.o); got != tt.want {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
@@ -158,13 +161,16 @@ func TestLogsFollowStops(t *testing.T) {
 args: ['-c', 'echo one; echo two; while true; do sleep 0.05; echo tick; done']`))
 	h.waitLog(id, "two\n")
 
-	readAll := func(rc io.ReadCloser) chan string {
+	// readAll follows rc into a buffer the test can look at while it
+	// reads, and sends the whole of it when the reader ends.
+	readAll := func(rc io.ReadCloser) (*syncbuf.Buffer, chan string) {
+		var buf syncbuf.Buffer
 		done := make(chan string, 1)
 		go func() {
-			b, _ := io.ReadAll(rc)
-			done <- string(b)
+			_, _ = io.Copy(&buf, rc)
+			done <- buf.String()
 		}()
-		return done
+		return &buf, done
 	}
 	wait := func(what string, done chan string) string {
 		t.Helper()
@@ -182,8 +188,8 @@ args: ['-c', 'echo one; echo two; while true; do sleep 0.05; echo tick; done']`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := readAll(rc)
-		time.Sleep(150 * time.Millisecond) // let some ticks through
+		buf, done := readAll(rc)
+		testwait.For(t, 10*time.Second, func() bool { return strings.Contains(buf.String(), "tick\n") }, "a tick followed")
 		rc.Close()
 		if got := wait("Close", done); !strings.HasPrefix(got, "one\ntwo\n") {
 			t.Fatalf("followed %q", got)
@@ -196,8 +202,8 @@ args: ['-c', 'echo one; echo two; while true; do sleep 0.05; echo tick; done']`)
 			t.Fatal(err)
 		}
 		defer rc.Close()
-		done := readAll(rc)
-		time.Sleep(300 * time.Millisecond)
+		buf, done := readAll(rc)
+		testwait.For(t, 10*time.Second, func() bool { return strings.Contains(buf.String(), "tick\n") }, "a tick followed")
 		cancel()
 		got := wait("cancel", done)
 		if strings.Contains(got, "one") || !strings.Contains(got, "tick\n") {
@@ -210,7 +216,8 @@ args: ['-c', 'echo one; echo two; while true; do sleep 0.05; echo tick; done']`)
 			t.Fatal(err)
 		}
 		defer rc.Close()
-		if got := wait("until", readAll(rc)); !strings.HasPrefix(got, "one\ntwo\n") {
+		_, done := readAll(rc)
+		if got := wait("until", done); !strings.HasPrefix(got, "one\ntwo\n") {
 			t.Fatalf("followed %q", got)
 		}
 	})
@@ -220,7 +227,7 @@ args: ['-c', 'echo one; echo two; while true; do sleep 0.05; echo tick; done']`)
 			t.Fatal(err)
 		}
 		defer rc.Close()
-		done := readAll(rc)
+		_, done := readAll(rc)
 		if err := h.rt.Delete(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}

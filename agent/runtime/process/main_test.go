@@ -90,6 +90,15 @@ type harness struct {
 	rt        *Runtime
 }
 
+// with is the harness for a subtest: its failures, and the cleanups of
+// what it creates, are t's. A parallel subtest that failed through its
+// parent's t would be reported without its name.
+func (h *harness) with(t *testing.T) *harness {
+	c := *h
+	c.t = t
+	return &c
+}
+
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	if cfg.RunFolder == "" {

@@ -23,6 +23,7 @@ func TestWipedRecordOfARunningWorkload(t *testing.T) {
 	ctx := context.Background()
 	for _, end := range []string{"delete", "exit"} {
 		t.Run(end, func(t *testing.T) {
+			h := h.with(t) // fail this subtest, not its parent
 			id := h.create(h.spec("wiped-"+end, "command: sleep\nargs: ['60']"))
 			pid, err := h.rt.PID(id)
 			if err != nil {

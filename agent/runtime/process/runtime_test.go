@@ -98,6 +98,7 @@ func TestExitStates(t *testing.T) {
 	h := newHarness(t, Config{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			h := h.with(t) // fail this subtest, not its parent
 			t.Parallel()
 			id := h.create(h.spec(strings.ReplaceAll(tt.name, " ", "_"), "command: sh\nargs: ['-c', '"+tt.script+"']"))
 			h.waitState(id, tt.want)
@@ -135,6 +136,7 @@ func TestEnvironmentReachesWorkload(t *testing.T) {
 	h := newHarness(t, Config{})
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			h := h.with(t) // fail this subtest, not its parent
 			s := h.spec("env"+strconv.Itoa(i), config)
 			s.FilesDir, s.ControlInterface = tt.files, tt.ci
 			id := h.create(s)
@@ -172,6 +174,7 @@ func TestCreateFailures(t *testing.T) {
 	h := newHarness(t, Config{})
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			h := h.with(t) // fail this subtest, not its parent
 			s := h.spec("fail"+strconv.Itoa(i), tt.config)
 			_, err := h.rt.Create(context.Background(), s)
 			if !errors.Is(err, tt.wantErr) || !strings.Contains(err.Error(), tt.wantText) {
@@ -245,6 +248,7 @@ func TestShimForwardsSignals(t *testing.T) {
 	h := newHarness(t, Config{})
 	for _, tt := range tests {
 		t.Run(tt.sig.String(), func(t *testing.T) {
+			h := h.with(t) // fail this subtest, not its parent
 			// sh -c runs in the background, where SIGINT is ignored
 			// unless trapped; the trap turns it into exit code 130.
 			id := h.create(h.spec("signalled"+strconv.Itoa(int(tt.sig)), `command: sh

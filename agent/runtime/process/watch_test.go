@@ -134,6 +134,7 @@ func TestWatchFiresWhenTheStateChanges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			h := h.with(t) // fail this subtest, not its parent
 			t.Parallel()
 			g := newGate(t)
 			id := h.create(h.spec(strings.ReplaceAll(tt.name, " ", "_"), g.script(tt.then)))
@@ -267,21 +268,19 @@ func (r *reports) report(ws []state.WorkloadState) {
 // wait returns when inst was reported in s.
 func (r *reports) wait(t *testing.T, inst state.InstanceName, s state.ExecutionState) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for time.Now().Before(deadline) {
+	var at time.Time
+	testwait.For(t, bound, func() bool {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		for i, w := range r.all {
 			if w.Instance == inst && w.State == s {
-				at := r.at[i]
-				r.mu.Unlock()
-				return at
+				at = r.at[i]
+				return true
 			}
 		}
-		r.mu.Unlock()
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("%s was not reported %v", inst.WorkloadName, s)
-	return time.Time{}
+		return false
+	}, "%s reported %v", inst.WorkloadName, s)
+	return at
 }
 
 // The agent's control loops report a workload's exit without asking for

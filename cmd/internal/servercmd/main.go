@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
@@ -27,6 +28,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/connlimit"
 	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/sdnotify"
 	"github.com/grapnel-io/grapnel/internal/tlsreload"
 	"github.com/grapnel-io/grapnel/rpc"
@@ -66,18 +68,85 @@ func Main(args []string) int {
 	return 0
 }
 
+// run starts the replica, serves until a signal, a serving error or a
+// storage event ends it, and shuts it down. It goes in phases, each a
+// method of replica that fills in what the next needs: configure (what
+// the settings imply, the certificates), listen (the gRPC and dashboard
+// sockets, whose addresses the replica advertises), openCluster (the FSM
+// and the Raft node on the data directory), startServices (the server,
+// metrics, dashboard and gRPC services) and serve.
 func run(cfg config) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
 	if cfg.EnableDebug {
 		enableHeapProfile()
 	}
 	defer setGC(cfg.GCPercent, cfg.GCIdlePercent, cfg.IdleProcs, os.LookupEnv, log)()
-	level, err := cfg.workloadPolicy()
-	if err != nil {
+	r := &replica{cfg: cfg, log: log}
+	defer r.close()
+	for _, phase := range []func() error{r.configure, r.listen, r.openCluster, r.startServices} {
+		if err := phase(); err != nil {
+			return err
+		}
+	}
+	return r.serve()
+}
+
+// replica is what run's phases build, in their order.
+type replica struct {
+	cfg config
+	log *slog.Logger
+
+	// configure
+	level      workloadpolicy.Level
+	startup    *state.State
+	caps       connCaps
+	untyped    identity.Role
+	opts       []grpc.ServerOption
+	proxyCreds credentials.TransportCredentials
+	// certs is this replica's certificate, key and CA, re-read when the
+	// files change or on SIGHUP, for every channel: the gRPC server, the
+	// follower proxy's client and the Raft port. Nil with --insecure.
+	certs                       *tlsreload.Store
+	uiTLS                       *tls.Config
+	gossipKeys, agentGossipKeys gossipmeta.Keys
+	keyring                     *secrets.Keyring
+
+	// listen
+	lis, uiLis *connlimit.Listener
+	uiAddress  string
+
+	// openCluster
+	f    *fsm.FSM
+	node *cluster.Node
+
+	// startServices
+	metricSet *metrics.Set
+	notify    *sdnotify.Notifier
+	srv       *server.Server
+	g         *grpc.Server
+
+	closers []func() // run at the end, last first
+}
+
+// deferClose has fn run when run returns, before the closers added
+// earlier.
+func (r *replica) deferClose(fn func()) { r.closers = append(r.closers, fn) }
+
+func (r *replica) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+}
+
+// configure derives from the settings what the replica runs with and
+// loads the certificates, the gossip keys and the secret keyring.
+func (r *replica) configure() error {
+	cfg, log := r.cfg, r.log
+	var err error
+	if r.level, err = cfg.workloadPolicy(); err != nil {
 		return err
 	}
-	startup, err := loadStartupManifest(cfg.StartupManifest, cfg.limits(), level, log)
-	if err != nil {
+	if r.startup, err = loadStartupManifest(cfg.StartupManifest, cfg.limits(), r.level, log); err != nil {
 		return err
 	}
 	// The caps on the connections each listener holds, the gRPC port's
@@ -86,121 +155,128 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	caps, err := cfg.connCaps(nofile)
-	if err != nil {
+	if r.caps, err = cfg.connCaps(nofile); err != nil {
 		return err
 	}
-	logCaps(log, caps)
+	logCaps(log, r.caps)
+	if r.untyped, err = cfg.untypedRole(); err != nil {
+		return err
+	}
 	// Message size, stream, handshake and keepalive limits, the same ones
 	// the clients use (rpc/limits.go), and the interceptors that give the
 	// handlers' errors their gRPC status (rpc/interceptor.go).
-	opts := append(rpc.ServerOptions(), grpc.ConnectionTimeout(cfg.GRPCHandshakeTimeout))
-	opts = append(opts, rpc.StatusInterceptors()...)
+	r.opts = append(rpc.ServerOptions(), grpc.ConnectionTimeout(cfg.GRPCHandshakeTimeout))
+	r.opts = append(r.opts, rpc.StatusInterceptors()...)
 	// The proxy dials the leader as a client, with this replica's own
 	// certificate, so the leader can trust the names it forwards.
-	proxyCreds := insecure.NewCredentials()
-	// certs is this replica's certificate, key and CA, re-read when the
-	// files change or on SIGHUP, for every channel: the gRPC server, the
-	// follower proxy's client and the Raft port.
-	var certs *tlsreload.Store
-	var uiTLS *tls.Config
+	r.proxyCreds = insecure.NewCredentials()
 	if cfg.Insecure {
 		// swdd~server-establishes-insecure-communication-based-on-provided-insecure-cli-argument~1
 		log.Warn("serving WITHOUT TLS (--insecure): no identity is checked and every caller may do everything, cluster administration included; anyone who reaches the port controls the cluster")
 		log.Warn("the Raft port " + cfg.RaftAddress + " is PLAIN TCP (--insecure): anyone who reaches it can write the replicated state; gossip alone admits replicas")
 	} else {
 		// swdd~server-provides-file-paths-to-communication-middleware~1
-		if certs, err = rpc.NewTLSStore(cfg.tlsFiles()); err != nil {
+		if r.certs, err = rpc.NewTLSStore(cfg.tlsFiles()); err != nil {
 			return err
 		}
-		certs.OnError(func(err error) {
+		r.certs.OnError(func(err error) {
 			log.Error("certificate reload failed; keeping the previous certificates", "error", err)
 		})
-		opts = append(opts, grpc.Creds(credentials.NewTLS(rpc.ServerTLSConfigFrom(certs))))
-		proxyCreds = credentials.NewTLS(rpc.ClientTLSConfigFrom(certs, rpc.ServerName))
-		watch, err := tlsreload.Watch(certs)
+		r.opts = append(r.opts, grpc.Creds(credentials.NewTLS(rpc.ServerTLSConfigFrom(r.certs))))
+		r.proxyCreds = credentials.NewTLS(rpc.ClientTLSConfigFrom(r.certs, rpc.ServerName))
+		watch, err := tlsreload.Watch(r.certs)
 		if err != nil {
 			return err
 		}
-		defer watch.Stop()
-		uiTLS = rpc.ServerTLSConfigFrom(certs)
+		r.deferClose(watch.Stop)
+		r.uiTLS = rpc.ServerTLSConfigFrom(r.certs)
 	}
-	gossipKeys, agentGossipKeys, err := cfg.readGossipKeys()
-	if err != nil {
+	if r.gossipKeys, r.agentGossipKeys, err = cfg.readGossipKeys(); err != nil {
 		return err
 	}
-	var keyring *secrets.Keyring
 	if cfg.SecretKeyFile != "" {
-		if keyring, err = secrets.LoadKeyring(cfg.SecretKeyFile); err != nil {
+		if r.keyring, err = secrets.LoadKeyring(cfg.SecretKeyFile); err != nil {
 			return err
 		}
-		log.Info("secret keyring loaded", "keys", keyring.IDs(), "active", keyring.Active())
+		log.Info("secret keyring loaded", "keys", r.keyring.IDs(), "active", r.keyring.Active())
 	}
-	raw, err := net.Listen("tcp", cfg.Address)
+	return nil
+}
+
+// listen binds the gRPC port and the dashboard's, if any.
+func (r *replica) listen() error {
+	raw, err := net.Listen("tcp", r.cfg.Address)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Address, err)
+		return fmt.Errorf("listen on %s: %w", r.cfg.Address, err)
 	}
-	lis := rpc.ServerListener(raw, connlimit.Config{Name: "grpc", Limits: caps.grpc, Logger: log})
-	uiLis, err := listenUI(cfg.UIAddress, caps.ui, log)
-	if err != nil {
-		lis.Close()
+	r.lis = rpc.ServerListener(raw, connlimit.Config{Name: "grpc", Limits: r.caps.grpc, Logger: r.log})
+	if r.uiLis, err = listenUI(r.cfg.UIAddress, r.caps.ui, r.log); err != nil {
+		r.lis.Close()
 		return err
 	}
-	uiAddress := ""
-	if uiLis != nil {
-		uiAddress = uiLis.Addr().String()
+	if r.uiLis != nil {
+		r.uiAddress = r.uiLis.Addr().String()
 	}
-	f := fsm.New()
+	return nil
+}
+
+// openCluster opens the FSM and the Raft node on the data directory: the
+// log store, the snapshots, the Raft port and gossip.
+func (r *replica) openCluster() error {
+	cfg := r.cfg
+	r.f = fsm.New()
 	node, err := cluster.NewNode(cluster.Config{
-		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: f,
-		GRPCAddress: lis.Addr().String(), UIAddress: uiAddress, Version: version, Timing: cfg.timing(),
+		ID: cfg.Name, DataDir: cfg.DataDir, RaftAddress: cfg.RaftAddress, FSM: r.f,
+		GRPCAddress: r.lis.Addr().String(), UIAddress: r.uiAddress, Version: version, Timing: cfg.timing(),
 		BootstrapExpect: cfg.BootstrapExpect, GossipAddress: cfg.GossipAddress,
-		GossipKey: gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(gossipKeys),
-		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: agentGossipKeys, RaftTLS: certs,
-		Join: cfg.Join, Logger: log, LogLevel: libraryLogLevel(cfg.LogLevel), LogStore: cfg.RaftLogStore, SegmentSize: cfg.RaftSegmentMiB << 20, SnapshotThreshold: uint64(cfg.RaftSnapshotThreshold), UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
-		CheckEntry: fsm.CheckType, DeferSoloElection: true, RaftConnLimits: caps.raft,
+		GossipKey: r.gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(r.gossipKeys),
+		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: r.agentGossipKeys, RaftTLS: r.certs,
+		Join: cfg.Join, Logger: r.log, LogLevel: libraryLogLevel(cfg.LogLevel), LogStore: cfg.RaftLogStore, SegmentSize: cfg.RaftSegmentMiB << 20, SnapshotThreshold: uint64(cfg.RaftSnapshotThreshold), UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
+		CheckEntry: fsm.CheckType, DeferSoloElection: true, RaftConnLimits: r.caps.raft,
 	})
 	if err != nil {
-		lis.Close()
-		if uiLis != nil {
-			uiLis.Close()
+		r.lis.Close()
+		if r.uiLis != nil {
+			r.uiLis.Close()
 		}
 		if errors.Is(err, cluster.ErrLogStoreSwitch) {
 			return fmt.Errorf("--raft-log-store %s: %w", cfg.RaftLogStore, err)
 		}
 		return err
 	}
-	metricSet := metrics.NewSet()
-	metricSet.CollectBuild(version, buildinfo.CommitID())
-	metricSet.CollectListeners(lis, node.RaftListener(), uiLis)
+	r.node = node
+	return nil
+}
+
+// noneIsNegative is a duration setting as server.Config reads it: the
+// settings' zero means none, the server's zero means its default.
+func noneIsNegative(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// startServices starts the server on the node, lets a lone replica elect
+// itself, and starts the metrics, the dashboard and the gRPC services.
+func (r *replica) startServices() error {
+	cfg, log, node := r.cfg, r.log, r.node
+	r.metricSet = metrics.NewSet()
+	r.metricSet.CollectBuild(version, buildinfo.CommitID())
+	r.metricSet.CollectListeners(r.lis, node.RaftListener(), r.uiLis)
 	// systemd (Type=notify): the replica reports leader/follower as it
 	// changes, READY=1 once it serves, WATCHDOG=1 while its main loop
 	// answers (docs/operations.md, "systemd").
-	notify := sdnotify.New(log)
-	notify.Status(replicaStatus(false, nil))
-	pool := proxy.NewPool(grpc.WithTransportCredentials(proxyCreds), proxy.DialFrom(cfg.RaftAddress))
-	defer pool.Close()
-	grace := cfg.AgentReconnectGrace
-	if grace == 0 {
-		grace = -1 // zero means none; the server reads zero as its default
-	}
-	connectGrace := cfg.AgentConnectGrace
-	if connectGrace == 0 {
-		connectGrace = -1 // zero means none; the server reads zero as its default
-	}
-	commitDelay := cfg.GroupCommitDelay
-	if commitDelay == 0 {
-		commitDelay = -1 // zero means none; the server reads zero as its default
-	}
+	r.notify = sdnotify.New(log)
+	r.notify.Status(replicaStatus(false, nil))
+	pool := proxy.NewPool(grpc.WithTransportCredentials(r.proxyCreds), proxy.DialFrom(cfg.RaftAddress))
+	r.deferClose(func() { pool.Close() })
 	lim := cfg.limits()
-	untyped, err := cfg.untypedRole()
-	if err != nil {
-		return err
-	}
 	srv, err := server.New(server.Config{
-		Node: node, FSM: f, Logger: log, StartupState: startup, Metrics: metricSet,
-		AgentReconnectGrace: grace, AgentConnectGrace: connectGrace, HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
-		GroupCommitDelay: commitDelay, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
+		Node: node, FSM: r.f, Logger: log, StartupState: r.startup, Metrics: r.metricSet,
+		AgentReconnectGrace: noneIsNegative(cfg.AgentReconnectGrace), AgentConnectGrace: noneIsNegative(cfg.AgentConnectGrace),
+		HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
+		GroupCommitDelay: noneIsNegative(cfg.GroupCommitDelay), Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
 		MaxLogCampaignsPerRequester: cfg.MaxLogCampaignsPerRequester,
 		MaxWorkloadStates:           cfg.MaxWorkloadStates,
 
@@ -209,61 +285,69 @@ func run(cfg config) error {
 		MaxLocks:                          cfg.MaxLocks,
 		HistoryLimits: state.HistoryLimits{MaxEntries: uint32(cfg.HistoryMaxEntries), MaxAgeMs: uint64(cfg.HistoryMaxAge.Milliseconds()),
 			MaxBytes: uint64(cfg.HistoryMaxBytes)},
-		Secrets: keyring, UntypedCertRole: untyped, Certs: certs, WorkloadPolicy: level, HelloTimeout: cfg.HelloTimeout,
+		Secrets: r.keyring, UntypedCertRole: r.untyped, Certs: r.certs, WorkloadPolicy: r.level, HelloTimeout: cfg.HelloTimeout,
 		StreamLimits:         server.StreamLimits{PerAgent: cfg.MaxStreamsPerAgent, PerClient: cfg.MaxStreamsPerClient, Total: cfg.MaxStreams},
 		MaxConcurrentDryRuns: cfg.MaxConcurrentDryRuns,
 		OnLeadership: func(leading bool) {
-			notify.Status(replicaStatus(leading, node.StorageFault()))
+			r.notify.Status(replicaStatus(leading, node.StorageFault()))
 		},
 	})
 	if err != nil {
 		node.Shutdown()
-		lis.Close()
+		r.lis.Close()
 		return err
 	}
+	r.srv = srv
 	srv.Start()
 	// Only now, with the server watching leadership, may a lone replica
 	// elect itself.
 	node.ElectAloneNow()
-	ms := metricsServing{addr: cfg.MetricsAddress, debug: cfg.EnableDebug, caps: caps.metrics, untyped: untyped}
+	ms := metricsServing{addr: cfg.MetricsAddress, debug: cfg.EnableDebug, caps: r.caps.metrics, untyped: r.untyped}
 	if cfg.MetricsTLS {
 		// The replica's own certificates, reloaded as the gRPC port's;
 		// the roles were checked with the config.
-		ms.tls = rpc.ServerTLSConfigFrom(certs)
+		ms.tls = rpc.ServerTLSConfigFrom(r.certs)
 		ms.roles, _ = cfg.metricsRoles()
 	}
-	stopMetrics, err := serveMetrics(ms, metricSet, node, log)
+	stopMetrics, err := serveMetrics(ms, r.metricSet, node, log)
 	if err != nil {
 		srv.Shutdown()
 		node.Shutdown()
-		lis.Close()
+		r.lis.Close()
 		return err
 	}
-	defer stopMetrics()
-	stopUI := serveUI(uiLis, uiTLS, untyped, node, f, srv.AgentReleases, lis.Addr().String(), grpc.WithTransportCredentials(proxyCreds), log)
-	defer stopUI()
+	r.deferClose(stopMetrics)
+	stopUI := serveUI(r.uiLis, r.uiTLS, r.untyped, node, r.f, srv.AgentReleases, r.lis.Addr().String(), grpc.WithTransportCredentials(r.proxyCreds), log)
+	r.deferClose(stopUI)
 	// Every call is checked against the authorization table (rpc/authz),
 	// inside the status interceptors so that a refusal gets its code.
-	g := grpc.NewServer(append(opts, srv.Interceptors()...)...)
-	srv.Register(g)
-	srv.RegisterCluster(g)
-	srv.RegisterPlan(g)
-	srv.RegisterLocks(g)
+	r.g = grpc.NewServer(append(r.opts, srv.Interceptors()...)...)
+	srv.Register(r.g)
+	srv.RegisterCluster(r.g)
+	srv.RegisterPlan(r.g)
+	srv.RegisterLocks(r.g)
+	return nil
+}
 
+// serve serves until a signal, a serving error or a storage event, then
+// shuts the replica down; errRestartInPlace asks main to start it again.
+func (r *replica) serve() error {
+	cfg, log, node, notify := r.cfg, r.log, r.node, r.notify
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	hupDone := reloadOnHangup(ctx, cfg, certs, node, log)
+	hupDone := reloadOnHangup(ctx, cfg, r.certs, node, log)
 	defer func() { stop(); <-hupDone }()
 	errCh := make(chan error, 1)
-	go func() { errCh <- g.Serve(lis) }()
+	go func() { errCh <- r.g.Serve(r.lis) }()
 	// Serving: the listener is bound and its accept loop runs, the Raft
 	// node is open and the leadership monitor watches it, so the replica
 	// either leads, follows, or knows it waits for its peers (a lone
 	// member of a cluster still forming answers with "no leader").
 	notify.Ready()
-	stopWatchdog := notify.Watchdog(srv.Alive)
-	log.Info("grapnel-server started", "id", cfg.Name, "address", lis.Addr().String(), "raft", cfg.RaftAddress,
+	stopWatchdog := notify.Watchdog(r.srv.Alive)
+	log.Info("grapnel-server started", "id", cfg.Name, "address", r.lis.Addr().String(), "raft", cfg.RaftAddress,
 		"gossip", cfg.GossipAddress, "data", cfg.DataDir)
+	var err error
 	restart := false
 	failed, healed, corrupted := node.StorageFailed(), node.StorageHealed(), node.Corrupted()
 wait:
@@ -301,8 +385,8 @@ wait:
 		notify.Stopping()
 		stepDown(node, cfg.LeaveOnTerminate, log)
 	}
-	srv.Shutdown()
-	g.Stop()
+	r.srv.Shutdown()
+	r.g.Stop()
 	if serr := node.Shutdown(); err == nil {
 		err = serr
 	}
