@@ -232,7 +232,14 @@ func flipLogEntry(d dataDir, rng *rand.Rand) (string, error) {
 	}
 	slices.Sort(segs)
 	seg := segs[len(segs)-1]
-	b, err := os.ReadFile(seg)
+	rel, err := filepath.Rel(d.mount.Mountpoint(), seg)
+	if err != nil {
+		return "", err
+	}
+	// The frames are read from the durable copy, which Flip changes: a
+	// batch the replica wrote but had not synced when it was killed
+	// still reads as written over it (nothing at rest to decay).
+	b, err := os.ReadFile(filepath.Join(d.mount.Backing(), rel))
 	if err != nil {
 		return "", err
 	}
@@ -264,10 +271,6 @@ func flipLogEntry(d dataDir, rng *rand.Rand) (string, error) {
 	default:
 		k = before - 1 - rng.IntN(min(32, before))
 		bit, where = inData(k), "data of entry frame %d of %d"
-	}
-	rel, err := filepath.Rel(d.mount.Mountpoint(), seg)
-	if err != nil {
-		return "", err
 	}
 	if err := d.mount.Flip(rel, []int64{bit}); err != nil {
 		return "", err
