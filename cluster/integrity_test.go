@@ -78,11 +78,30 @@ func TestCorruptEntries_OnAMajority_RepairedFromTheIntactReplica(t *testing.T) {
 }
 
 func testCorruptEntries_OnAMajority_RepairedFromTheIntactReplica(t *testing.T, store clustertest.Option) {
-	c := clustertest.New(t, 3, store)
+	majorityLosesAnEntry(t, clustertest.New(t, 3, store), 20, "corrupt")
+}
+
+// The same with the flipped bit in the last entry of each log, which
+// raft-wal drops at open as a torn write (its last commit's CRC fails):
+// the two replicas find that the entry they drop was synced (segcheck.go)
+// and hold their votes, so only the intact replica can be elected.
+func TestCorruptTail_OnAMajority_RepairedFromTheIntactReplica(t *testing.T) {
+	majorityLosesAnEntry(t, clustertest.New(t, 3), 0, "lost synced entries")
+}
+
+// majorityLosesAnEntry writes 5 entries, a marked one and after more,
+// stops the whole cluster and flips a bit of the marked entry in n2's
+// and n3's logs. The two come up first: they are a majority, and without
+// their vote holds (whose reason names why) they would elect one of
+// themselves and drop the entry. Only the intact n1 may lead once it is
+// back, and n2 and n3 catch up from it and vote again, every entry there.
+func majorityLosesAnEntry(t *testing.T, c *clustertest.Cluster, after int, why string) {
 	c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 5)
 	last := applyAgents(t, c, "marked-entry", 1)
-	last = max(last, applyAgents(t, c, "after", 20))
+	if after > 0 {
+		last = max(last, applyAgents(t, c, "after", after))
+	}
 	c.WaitApplied(last)
 	want := c.Content("n1")
 	for _, id := range c.IDs() {
@@ -91,56 +110,10 @@ func testCorruptEntries_OnAMajority_RepairedFromTheIntactReplica(t *testing.T, s
 	for _, id := range []string{"n2", "n3"} {
 		flipMarker(t, c.Replica(id).DataDir, "marked-entry-0")
 	}
-	// The two cut replicas come up first: they are a majority, and
-	// without the hold they would elect one of themselves.
 	c.RestartAll("n2", "n3")
 	for _, id := range []string{"n2", "n3"} {
-		if h := c.Node(id).VoteHold(); !strings.Contains(h, "corrupt") {
-			t.Fatalf("%s vote hold = %q, want one for a log cut at a corrupt entry", id, h)
-		}
-	}
-	timing := c.Node("n2").Timing()
-	holdsFor(t, 4*timing.ElectionTimeout, "no leader among the cut replicas", func() bool {
-		return !c.Node("n2").IsLeader() && !c.Node("n3").IsLeader()
-	})
-	c.Restart("n1")
-	if h := c.Node("n1").VoteHold(); h != "" {
-		t.Fatalf("intact n1 holds its vote: %q", h)
-	}
-	leader := c.WaitLeader(waitLong)
-	if leader.ID() != "n1" {
-		t.Fatalf("leader %s; only n1 kept every entry", leader.ID())
-	}
-	waitSameContent(t, c, want)
-	c.WaitFor("n2 and n3 caught up and voting again", waitLong, func() bool {
-		return c.Node("n2").VoteHold() == "" && c.Node("n3").VoteHold() == ""
-	})
-	requireAgents(t, c, "n3", append(append(names("after", 20), names("before", 5)...), "marked-entry-0")...)
-	idx := c.MustApply(agentCmd(t, "after-repair"))
-	c.WaitApplied(idx)
-}
-
-// The same with the flipped bit in the last entry of each log, which
-// raft-wal drops at open as a torn write (its last commit's CRC fails):
-// the two replicas find that the entry they drop was synced (segcheck.go)
-// and hold their votes, so only the intact replica can be elected.
-func TestCorruptTail_OnAMajority_RepairedFromTheIntactReplica(t *testing.T) {
-	c := clustertest.New(t, 3)
-	c.WaitLeader(waitLong)
-	applyAgents(t, c, "before", 5)
-	last := applyAgents(t, c, "last-entry", 1)
-	c.WaitApplied(last)
-	want := c.Content("n1")
-	for _, id := range c.IDs() {
-		c.Stop(id)
-	}
-	for _, id := range []string{"n2", "n3"} {
-		flipMarker(t, c.Replica(id).DataDir, "last-entry-0")
-	}
-	c.RestartAll("n2", "n3")
-	for _, id := range []string{"n2", "n3"} {
-		if h := c.Node(id).VoteHold(); !strings.Contains(h, "lost synced entries") {
-			t.Fatalf("%s vote hold = %q, want one for the synced entries raft-wal dropped", id, h)
+		if h := c.Node(id).VoteHold(); !strings.Contains(h, why) {
+			t.Fatalf("%s vote hold = %q, want one naming %q", id, h, why)
 		}
 	}
 	timing := c.Node("n2").Timing()
@@ -148,15 +121,19 @@ func TestCorruptTail_OnAMajority_RepairedFromTheIntactReplica(t *testing.T) {
 		return !c.Node("n2").IsLeader() && !c.Node("n3").IsLeader()
 	})
 	c.Restart("n1")
-	leader := c.WaitLeader(waitLong)
-	if leader.ID() != "n1" {
+	if h := c.Node("n1").VoteHold(); h != "" {
+		t.Fatalf("intact n1 holds its vote: %q", h)
+	}
+	if leader := c.WaitLeader(waitLong); leader.ID() != "n1" {
 		t.Fatalf("leader %s; only n1 kept every entry", leader.ID())
 	}
 	waitSameContent(t, c, want)
 	c.WaitFor("n2 and n3 caught up and voting again", waitLong, func() bool {
 		return c.Node("n2").VoteHold() == "" && c.Node("n3").VoteHold() == ""
 	})
-	requireAgents(t, c, "n2", append(names("before", 5), "last-entry-0")...)
+	requireAgents(t, c, "n3", append(append(names("after", after), names("before", 5)...), "marked-entry-0")...)
+	idx := c.MustApply(agentCmd(t, "after-repair"))
+	c.WaitApplied(idx)
 }
 
 // A flipped bit in the log's metadata (bbolt) that bbolt would fault on:
