@@ -74,9 +74,6 @@ func storeGlob(dir, kind string) string {
 	return filepath.Join(dir, walDir, "*.wal")
 }
 
-// testWAL writes entries 1..n of the given term through the checked
-// layer into a WAL under dir, with data "entry-%05d", and closes it.
-func testWAL(t *testing.T, dir string, n int, term uint64) { testStore(t, dir, LogStoreWAL, n, term) }
 
 // testStore is testWAL for the store kind names.
 func testStore(t *testing.T, dir, kind string, n int, term uint64) {
