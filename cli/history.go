@@ -20,6 +20,37 @@ type History struct {
 	Quiet  bool
 	// Location is the time zone times are printed in (local when nil).
 	Location *time.Location
+	// SinceTime and UntilTime bound List to the transactions the leader
+	// timed within them, both included; zero is no bound. A transaction
+	// without a time (written before the history had times) is outside
+	// any bound.
+	SinceTime, UntilTime time.Time
+}
+
+// ParseTimeBound reads the value of a time flag (--since-time,
+// --until-time): an RFC 3339 time, or a duration such as 10m or 1h30m
+// that long before now.
+func ParseTimeBound(flag, v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%w: --%s %q: an RFC 3339 time (2026-11-28T07:09:21Z) or a duration before now (10m, 1h30m) is required", ErrBadArgument, flag, v)
+	}
+	return now.Add(-d), nil
+}
+
+// inTime reports whether a transaction's time is within the bounds.
+func (h *History) inTime(ms int64) bool {
+	if h.SinceTime.IsZero() && h.UntilTime.IsZero() {
+		return true
+	}
+	if ms == 0 {
+		return false
+	}
+	t := time.UnixMilli(ms)
+	return !t.Before(h.SinceTime.Truncate(time.Millisecond)) && (h.UntilTime.IsZero() || !t.After(h.UntilTime))
 }
 
 // historyColumns are the columns of `history`.
@@ -35,6 +66,10 @@ func (h *History) List(ctx context.Context, since uint64, workload, output strin
 	if err := checkOutput(output); err != nil {
 		return err
 	}
+	if !h.SinceTime.IsZero() && !h.UntilTime.IsZero() && h.UntilTime.Before(h.SinceTime) {
+		return fmt.Errorf("%w: --until-time %s is before --since-time %s", ErrBadArgument,
+			h.UntilTime.Format(time.RFC3339), h.SinceTime.Format(time.RFC3339))
+	}
 	var txs []*grapnelpb.Transaction
 	for range maxHistoryPages {
 		resp, err := h.Client.List(ctx, &grapnelpb.HistoryListRequest{Since: since, Workload: workload})
@@ -42,7 +77,11 @@ func (h *History) List(ctx context.Context, since uint64, workload, output strin
 			return err
 		}
 		page := resp.GetTransactions()
-		txs = append(txs, page...)
+		for _, tx := range page {
+			if h.inTime(tx.GetTimeMs()) {
+				txs = append(txs, tx)
+			}
+		}
 		if len(page) == 0 || page[len(page)-1].GetSeq() >= resp.GetLastSeq() {
 			break
 		}

@@ -102,3 +102,52 @@ func TestSummaryReasonWithoutChanges(t *testing.T) {
 		t.Fatalf("Placement summary %q", got)
 	}
 }
+
+// Requirement (issue 30 point 7): history --since-time/--until-time
+// keep the transactions the leader timed within the bounds, both
+// included; a bound is an RFC 3339 time or a duration before now; a
+// bad value or an empty window is refused with the flag named.
+func TestHistoryTimeWindow(t *testing.T) {
+	base := int64(1_700_000_000_000)
+	fake := &fakeHistory{txs: []*grapnelpb.Transaction{
+		{Seq: 1, Kind: "Update", Reason: "untimed"},
+		{Seq: 2, TimeMs: base, Kind: "Rejected", Reason: "first"},
+		{Seq: 3, TimeMs: base + 60_000, Kind: "Rejected", Reason: "second"},
+		{Seq: 4, TimeMs: base + 120_000, Kind: "Rejected", Reason: "third"},
+	}}
+	now := time.UnixMilli(base + 180_000)
+	from, err := ParseTimeBound("since-time", "2m", now)
+	if err != nil || !from.Equal(time.UnixMilli(base+60_000)) {
+		t.Fatalf("2m before now: %v %v", from, err)
+	}
+	until, err := ParseTimeBound("until-time", time.UnixMilli(base+60_000).UTC().Format(time.RFC3339), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncbuf.Buffer{}
+	h := &History{Client: fake, Out: out, Location: time.UTC, SinceTime: from, UntilTime: until}
+	if err := h.List(context.Background(), 0, "", "table"); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "second") || strings.Contains(got, "first") ||
+		strings.Contains(got, "third") || strings.Contains(got, "untimed") {
+		t.Fatalf("window [1m, 1m] after base:\n%s", got)
+	}
+	out.Reset()
+	h.UntilTime = time.Time{}
+	if err := h.List(context.Background(), 0, "", "table"); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "second") || !strings.Contains(got, "third") || strings.Contains(got, "first") {
+		t.Fatalf("since 2m ago:\n%s", got)
+	}
+	for _, v := range []string{"yesterday", "-5m", "2026-13-01T00:00:00Z"} {
+		if _, err := ParseTimeBound("since-time", v, now); err == nil || !strings.Contains(err.Error(), "--since-time") {
+			t.Fatalf("%q: want a bad-argument error naming the flag, got %v", v, err)
+		}
+	}
+	h.SinceTime, h.UntilTime = time.UnixMilli(base+60_000), time.UnixMilli(base)
+	if err := h.List(context.Background(), 0, "", "table"); err == nil || !strings.Contains(err.Error(), "--until-time") {
+		t.Fatalf("an empty window: %v", err)
+	}
+}
