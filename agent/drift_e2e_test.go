@@ -78,7 +78,7 @@ func resyncAgent(ctx context.Context, cl *testcluster.Cluster, name string) erro
 	}
 	defer closeFn()
 	var out bytes.Buffer
-	return (&cli.Cluster{Client: cc, Out: &out, Err: &out}).ResyncAgent(ctx, name)
+	return (&cli.Cluster{Client: cc, Out: &out, Err: &out}).ResyncAgent(ctx, name, nil, 0)
 }
 
 // A process workload killed with `kill -9` behind the agent's back is
