@@ -16,7 +16,8 @@ import (
 // the CLI's paging is exercised too.
 type fakeHistory struct {
 	grapnelpb.HistoryClient
-	txs []*grapnelpb.Transaction
+	txs    []*grapnelpb.Transaction
+	events map[string][]*grapnelpb.TimelineEvent
 }
 
 func (f *fakeHistory) List(_ context.Context, in *grapnelpb.HistoryListRequest, _ ...grpc.CallOption) (*grapnelpb.HistoryListResponse, error) {
@@ -28,6 +29,10 @@ func (f *fakeHistory) List(_ context.Context, in *grapnelpb.HistoryListRequest, 
 		}
 	}
 	return resp, nil
+}
+
+func (f *fakeHistory) Timeline(_ context.Context, in *grapnelpb.TimelineRequest, _ ...grpc.CallOption) (*grapnelpb.TimelineResponse, error) {
+	return &grapnelpb.TimelineResponse{Events: f.events[in.GetWorkload()]}, nil
 }
 
 func (f *fakeHistory) Get(_ context.Context, in *grapnelpb.HistoryGetRequest, _ ...grpc.CallOption) (*grapnelpb.Transaction, error) {
@@ -149,5 +154,58 @@ func TestHistoryTimeWindow(t *testing.T) {
 	h.SinceTime, h.UntilTime = time.UnixMilli(base+60_000), time.UnixMilli(base)
 	if err := h.List(context.Background(), 0, "", "table"); err == nil || !strings.Contains(err.Error(), "--until-time") {
 		t.Fatalf("an empty window: %v", err)
+	}
+}
+
+// Requirement (issue 30 point 7): history show TXN lists the steps the
+// transaction had executed, derived from the states recorded after it:
+// each instance started or stopped, how long after the transaction it
+// ended, and its error; a step not ended yet says so; states before the
+// transaction's entry or of other instances do not count.
+func TestHistoryShowSteps(t *testing.T) {
+	const ms = 1_700_000_000_000
+	web1, web2, db := "web.aaa.a1", "web.bbb.a1", "db.ccc.a2"
+	fake := &fakeHistory{
+		txs: []*grapnelpb.Transaction{{Seq: 1, Index: 10, TimeMs: ms, Kind: "Update", Workloads: []*grapnelpb.TxWorkload{
+			{Name: "db", Op: "Added", Instance: db},
+			{Name: "web", Op: "Updated", OldInstance: web1, Instance: web2, Changes: []*grapnelpb.TxFieldChange{{Field: "runtimeConfig"}}},
+			{Name: "old", Op: "Deleted", OldInstance: "old.ddd.a2"},
+		}}},
+		events: map[string][]*grapnelpb.TimelineEvent{
+			"db": {
+				{Index: 9, TimeMs: ms - 5, Kind: "State", Instance: db, State: "Running(Ok)"},
+				{Index: 11, TimeMs: ms + 100, Kind: "State", Instance: db, State: "Pending(Starting)"},
+				{Index: 12, TimeMs: ms + 900, Kind: "State", Instance: db, State: "Failed(ExecFailed): 'exit code 3'"},
+			},
+			"web": {
+				{Index: 10, Seq: 1, TimeMs: ms, Kind: "Update", Instance: web2},
+				{Index: 11, TimeMs: ms + 200, Kind: "State", Instance: web1, State: "Stopping(WaitingToStop)"},
+				{Index: 13, TimeMs: ms + 1500, Kind: "State", Instance: web1, State: "Removed"},
+				{Index: 14, TimeMs: ms + 2500, Kind: "State", Instance: web2, State: "Running(Ok)"},
+			},
+		},
+	}
+	out := &syncbuf.Buffer{}
+	h := &History{Client: fake, Out: out, Location: time.UTC}
+	if err := h.Show(context.Background(), "1", "table"); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"start   db         a2      ccc           Failed(ExecFailed): 'exit code 3'   900ms   Failed(ExecFailed): 'exit code 3'",
+		"stop    web        a1      aaa           Removed                             1.5s",
+		"start   web        a1      bbb           Running(Ok)                         2.5s",
+		"stop    old        a2      ddd           (no state reported)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("steps lack %q:\n%s", want, got)
+		}
+	}
+	out.Reset()
+	if err := h.Show(context.Background(), "1", "json"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"durationMs": 2500`) || !strings.Contains(out.String(), `"step": "stop"`) {
+		t.Fatalf("show -o json steps:\n%s", out.String())
 	}
 }
