@@ -124,15 +124,10 @@ var seamsAgents = []string{"a1", "a2", "a3"}
 
 // seamSpec is the model of one desired workload.
 type seamSpec struct {
-	agent  string
-	secret bool // it renders the secret into its environment
-	gen    int  // bumped by a spec change
-}
-
-// seamRun is the instance the test saw run and its process.
-type seamRun struct {
-	instance string
-	pid      int
+	agent  string // "" for a placed workload
+	placed int    // its grapnel.io/instances; 0 for a pinned one
+	secret bool   // it renders the secret into its environment
+	gen    int    // bumped by a spec change
 }
 
 type seamsWorld struct {
@@ -152,7 +147,7 @@ type seamsWorld struct {
 	secretsUsed []string // every value the test ever set
 	model       map[string]seamSpec
 	locked      map[string]bool // workloads alice holds
-	runs        map[string]seamRun
+	runs        map[string]int  // instance → the pid the test saw run it
 	modes       map[string]string
 	// accepted counts the test's updates through the Plan service that
 	// were made; pending holds the Raft term of each refusal no update
@@ -200,15 +195,13 @@ func newSeams(t *testing.T, seed uint64) *seamsWorld {
 		t: t, rng: mrand.New(mrand.NewPCG(seed, seed^0x5ea45)),
 		serverLogs: map[string]*syncbuf.Buffer{}, raftLog: &syncbuf.Buffer{}, events: &syncbuf.Buffer{},
 		agents: map[string]*running{}, model: map[string]seamSpec{}, locked: map[string]bool{},
-		runs: map[string]seamRun{}, modes: map[string]string{},
+		runs: map[string]int{}, modes: map[string]string{},
 	}
 	w.cl = newConfiguredCluster(t, keys, w.serverLogs, w.raftLog)
 	w.dir = workDir(t)
 	t.Cleanup(func() {
-		for _, n := range seamsWorkloads {
-			if pid := pidOf(t, w.pidFile(n)); pid > 0 {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
+		for _, pid := range w.pids() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
 	for _, a := range seamsAgents {
@@ -217,7 +210,7 @@ func newSeams(t *testing.T, seed uint64) *seamsWorld {
 	w.alice, w.bob = w.dial("alice"), w.dial("bob")
 	go w.collectEvents()
 	w.newSecret()
-	w.apply(w.alice, w.manifest(nil, true), []string{"desiredState.configs.secret_db"}, nil, "")
+	w.apply(w.alice, w.manifest(nil, true), []string{"desiredState.configs.secret_db"}, nil, nil)
 	return w
 }
 
@@ -264,7 +257,68 @@ func (w *seamsWorld) newSecret() {
 	w.secretsUsed = append(w.secretsUsed, w.secret)
 }
 
-func (w *seamsWorld) pidFile(name string) string { return filepath.Join(w.dir, name+".pid") }
+// seamsPidFile is the file, in its working directory (its instance's
+// directory in the agent's run folder), where each workload writes its
+// pid.
+const seamsPidFile = "seams.pid"
+
+// pids finds every instance's pid file under the agents' run folders:
+// instance → pid.
+func (w *seamsWorld) pids() map[string]int {
+	out := map[string]int{}
+	_ = filepath.WalkDir(filepath.Join(w.dir, "run"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != seamsPidFile {
+			return nil
+		}
+		for _, seg := range strings.Split(p, string(filepath.Separator)) {
+			if in, err := state.ParseInstanceName(seg); err == nil && in.ID != "" {
+				if pid := pidOf(w.t, p); pid > 0 {
+					out[seg] = pid
+				}
+				break
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+// current is every instance the leader's store wants run now. It is
+// not complete (false) while a placed workload has fewer agents than it
+// asks for and Active agents could give it: the placement that follows
+// an update is an entry of its own.
+func (w *seamsWorld) current() (map[string]bool, bool) {
+	out := map[string]bool{}
+	active := 0
+	for _, a := range seamsAgents {
+		if m := w.modes[a]; m == "" || m == "Active" {
+			active++
+		}
+	}
+	complete := true
+	ok := read(w.cl, func(st *state.Store) {
+		for name, spec := range w.model {
+			r, found := st.Rendered[name]
+			if !found {
+				complete = false
+				continue
+			}
+			if spec.placed == 0 {
+				out[r.Instance.String()] = true
+				continue
+			}
+			if n := len(st.Placement[name]); n < min(spec.placed, active) || n > spec.placed {
+				complete = false
+			}
+			for _, a := range st.Placement[name] {
+				in := r.Instance
+				in.WorkloadName, in.AgentName = name, a
+				out[in.String()] = true
+			}
+		}
+	})
+	return out, ok && complete
+}
 
 // manifest is the desired state of the named workloads (all in the
 // model when names is nil), with the secret item when withSecret.
@@ -287,11 +341,14 @@ func (w *seamsWorld) manifest(names []string, withSecret bool) *state.State {
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(&b, "  %s:\n    runtime: process\n    agent: %s\n", n, s.agent)
+		fmt.Fprintf(&b, "  %s:\n    runtime: process\n    agent: %q\n", n, s.agent)
+		if s.placed > 0 {
+			fmt.Fprintf(&b, "    tags:\n      grapnel.io/instances: \"%d\"\n      grapnel.io/spread: none\n", s.placed)
+		}
 		if s.secret {
 			b.WriteString("    configs: {db: secret_db}\n")
 		}
-		fmt.Fprintf(&b, "    runtimeConfig: |\n      command: /bin/sh\n      args: [\"-c\", \"echo $$ > %s; exec sleep 600\"]\n      env:\n        GEN: \"%d\"\n", w.pidFile(n), s.gen)
+		fmt.Fprintf(&b, "    runtimeConfig: |\n      command: /bin/sh\n      args: [\"-c\", \"echo $$ > %s; exec sleep 600\"]\n      env:\n        GEN: \"%d\"\n", seamsPidFile, s.gen)
 		if s.secret {
 			b.WriteString("        DB_PASSWORD: \"{{db.password}}\"\n")
 		}
@@ -360,12 +417,19 @@ func (w *seamsWorld) opApply() {
 	next := before
 	if !had {
 		next = seamSpec{agent: seamsAgents[w.rng.IntN(len(seamsAgents))], secret: w.rng.IntN(2) == 0}
+		if w.rng.IntN(2) == 0 {
+			next.agent, next.placed = "", 1+w.rng.IntN(2)
+		}
 	} else {
 		switch w.rng.IntN(3) {
 		case 0:
 			next.gen++
 		case 1:
-			next.agent = seamsAgents[w.rng.IntN(len(seamsAgents))]
+			if next.placed > 0 {
+				next.placed = 3 - next.placed
+			} else {
+				next.agent = seamsAgents[w.rng.IntN(len(seamsAgents))]
+			}
 		default:
 			next.secret = !next.secret
 		}
@@ -385,7 +449,7 @@ func (w *seamsWorld) opApply() {
 		w.refuse(by, st, mask, nil, errs.ErrLocked, "bob's update of "+name+", locked by alice")
 		return
 	}
-	w.apply(by, st, mask, nil, "")
+	w.apply(by, st, mask, nil, nil)
 }
 
 func (w *seamsWorld) opDelete() {
@@ -401,9 +465,9 @@ func (w *seamsWorld) opDelete() {
 		w.refuse(w.bob, empty, mask, nil, errs.ErrLocked, "bob's delete of "+name+", locked by alice")
 		return
 	}
+	before, _ := w.current()
 	delete(w.model, name)
-	w.apply(w.alice, empty, mask, nil, "")
-	delete(w.runs, name)
+	w.apply(w.alice, empty, mask, nil, before)
 }
 
 func (w *seamsWorld) opLock() {
@@ -502,7 +566,7 @@ func (w *seamsWorld) opSecret() {
 		w.secret = old
 		return
 	}
-	w.apply(w.alice, st, mask, nil, "")
+	w.apply(w.alice, st, mask, nil, nil)
 }
 
 func (w *seamsWorld) opMode() {
@@ -510,9 +574,16 @@ func (w *seamsWorld) opMode() {
 	mode := []string{"Active", "Maintenance", "Disabled"}[w.rng.IntN(3)]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := retryLeader(ctx, func() (*grapnelpb.SetAgentModeResponse, error) {
+	_, err := retryLeader(ctx, func() (*grapnelpb.SetAgentModeResponse, error) {
 		return w.alice.Cluster().SetAgentMode(ctx, &grapnelpb.SetAgentModeRequest{Agent: agent, Mode: mode})
-	}); err != nil {
+	})
+	if mode == "Disabled" && errors.Is(rpc.FromStatus(err), errs.ErrAvailability) {
+		// MAMID's rule: a drain that would leave a placed workload
+		// fewer instances is refused; nothing changed.
+		w.t.Logf("seams: disabling %s refused: %v", agent, err)
+		return
+	}
+	if err != nil {
 		w.t.Fatalf("agent %s %s: %v", agent, mode, err)
 	}
 	w.modes[agent] = mode
@@ -538,11 +609,14 @@ func (w *seamsWorld) opLeaderKill() {
 // apply makes an update through the Plan service: a dry-run first, then
 // the apply at the plan's revision (or at expectedRevision); the
 // instances the plan adds and deletes must be those the apply does.
-func (w *seamsWorld) apply(by *client.Conn, st *state.State, mask []string, expectedRevision *uint64, _ string) {
+func (w *seamsWorld) apply(by *client.Conn, st *state.State, mask []string, expectedRevision *uint64, before map[string]bool) {
 	w.t.Helper()
 	up := &ankbase.UpdateStateRequest{NewState: rpc.CompleteStateToProto(&state.CompleteState{DesiredState: *st}), UpdateMask: mask}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if before == nil {
+		before, _ = w.current()
+	}
 	for attempt := 0; ; attempt++ {
 		plan, err := retryLeader(ctx, func() (*grapnelpb.PlanResponse, error) {
 			return by.Plan().DryRun(ctx, &grapnelpb.PlanRequest{Update: up})
@@ -569,22 +643,39 @@ func (w *seamsWorld) apply(by *client.Conn, st *state.State, mask []string, expe
 		}
 		w.accepted++
 		w.carried(w.term())
+		// What the plan says each agent will do, against what the
+		// agents were then told: the instances wanted after the update
+		// (and the placement it causes) settled, against those before.
 		var planAdded, planDeleted []string
-		for _, pw := range plan.GetWorkloads() {
-			if pw.GetInstance() != "" && pw.GetInstance() != pw.GetOldInstance() {
-				planAdded = append(planAdded, pw.GetInstance())
-			}
-			if pw.GetOldInstance() != "" && pw.GetOldInstance() != pw.GetInstance() {
-				planDeleted = append(planDeleted, pw.GetOldInstance())
+		for _, ap := range plan.GetAgents() {
+			for _, st := range ap.GetSteps() {
+				switch st.GetAction() {
+				case "add":
+					planAdded = append(planAdded, st.GetInstance())
+				case "delete":
+					planDeleted = append(planDeleted, st.GetInstance())
+				}
 			}
 		}
-		gotAdded, gotDeleted := slices.Clone(resp.GetAddedWorkloads()), slices.Clone(resp.GetDeletedWorkloads())
+		w.settle()
+		after, _ := w.current()
+		var gotAdded, gotDeleted []string
+		for inst := range after {
+			if !before[inst] {
+				gotAdded = append(gotAdded, inst)
+			}
+		}
+		for inst := range before {
+			if !after[inst] {
+				gotDeleted = append(gotDeleted, inst)
+			}
+		}
 		for _, s := range [][]string{planAdded, planDeleted, gotAdded, gotDeleted} {
 			slices.Sort(s)
 		}
 		if !slices.Equal(planAdded, gotAdded) || !slices.Equal(planDeleted, gotDeleted) {
-			w.t.Fatalf("the plan is not the apply for %v: the plan adds %v and deletes %v, the apply added %v and deleted %v",
-				mask, planAdded, planDeleted, gotAdded, gotDeleted)
+			w.t.Fatalf("the plan is not the apply for %v: the plan adds %v and deletes %v, the apply added %v and deleted %v (answered %v, %v)\nplan: %s",
+				mask, planAdded, planDeleted, gotAdded, gotDeleted, resp.GetAddedWorkloads(), resp.GetDeletedWorkloads(), prototext.Format(plan))
 		}
 		return
 	}
@@ -633,20 +724,26 @@ func retryLeader[R any](ctx context.Context, f func() (R, error)) (R, error) {
 func (w *seamsWorld) settle() {
 	w.t.Helper()
 	testwait.For(w.t, 2*runWithin, func() bool {
+		want, ok := w.current()
+		if !ok {
+			return false
+		}
 		all := true
-		if !read(w.cl, func(st *state.Store) {
-			for name := range w.model {
-				r, found := st.Rendered[name]
-				s, has := st.States.Get(r.Instance)
-				if !found || !has || s.Short() != "Running(Ok)" {
+		read(w.cl, func(st *state.Store) {
+			for inst := range want {
+				in, _ := state.ParseInstanceName(inst)
+				s, has := st.States.Get(in)
+				if !has || s.Short() != "Running(Ok)" {
 					all = false
 				}
 			}
-		}) || !all {
+		})
+		if !all {
 			return false
 		}
-		for name := range w.model {
-			if !alive(pidOf(w.t, w.pidFile(name))) {
+		pids := w.pids()
+		for inst := range want {
+			if !alive(pids[inst]) {
 				return false
 			}
 		}
@@ -663,28 +760,25 @@ func (w *seamsWorld) check(when string) {
 	w.checkSecrets(when)
 }
 
-// checkRestarts: a workload whose instance name stayed the same runs
-// the same process.
+// checkRestarts: an instance that stayed wanted runs the same process.
+// The instance name hashes the rendered config, so one whose config
+// changed is another instance; one moved off an agent and back is a new
+// one too (it was not wanted in between).
 func (w *seamsWorld) checkRestarts(when string) {
 	w.t.Helper()
-	now := map[string]string{}
-	read(w.cl, func(st *state.Store) {
-		for name := range w.model {
-			now[name] = st.Rendered[name].Instance.String()
-		}
-	})
-	for name, inst := range now {
-		pid := pidOf(w.t, w.pidFile(name))
-		prev, seen := w.runs[name]
-		if seen && prev.instance == inst && prev.pid != pid {
-			w.t.Fatalf("%s: %s was restarted (pid %d, now %d) although its rendered config did not change (instance %s)", when, name, prev.pid, pid, inst)
-		}
-		if seen && prev.instance != inst && prev.pid == pid {
-			// The new instance has not written its pid yet: settle waits
-			// for a live pid only; take it on the next step.
+	want, _ := w.current()
+	pids := w.pids()
+	for inst, pid := range w.runs {
+		if !want[inst] {
+			delete(w.runs, inst)
 			continue
 		}
-		w.runs[name] = seamRun{instance: inst, pid: pid}
+		if pids[inst] != pid {
+			w.t.Fatalf("%s: instance %s was restarted (pid %d, now %d) although its rendered config did not change", when, inst, pid, pids[inst])
+		}
+	}
+	for inst := range want {
+		w.runs[inst] = pids[inst]
 	}
 }
 
