@@ -40,7 +40,7 @@ import (
 // plan's revision, deletes, intent locks taken and released, updates at
 // a stale revision, a secret changed, agent modes, an agent's clean
 // restart (Goodbye), leader kills — on 3 replicas and 3 agents running
-// process workloads. After every step it checks:
+// process workloads, pinned and placed. After every step it checks:
 //
 //   - the history holds every accepted update and every refusal;
 //   - no instance was restarted unless its rendered config changed (the
@@ -48,8 +48,9 @@ import (
 //   - no secret value in any read, event, log or replica data file;
 //   - every lock holds until unlocked: the other owner is refused, and
 //     the lock is listed;
-//   - the plan equals the apply: the instances the dry-run adds and
-//     deletes are those the apply then adds and deletes.
+//   - the plan equals the apply: the instances the dry-run's agent steps
+//     add and delete are those the agents are then told to run and stop
+//     (the update and the placement entry after it).
 //
 // The seed is printed; GRAPNEL_SEAMS_SEED replays one, GRAPNEL_SEAMS_STEPS
 // sets the length (`make chaos` runs it long).
