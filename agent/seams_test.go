@@ -40,7 +40,7 @@ import (
 // sequence of operations across the features — plan then apply at the
 // plan's revision, deletes, intent locks taken and released, updates at
 // a stale revision, a secret changed, agent modes, an agent's clean
-// restart (Goodbye), leader kills — on 3 replicas and 3 agents running
+// restart (Goodbye), leader kills, a follower killed and restarted — on 3 replicas and 3 agents running
 // process workloads, pinned and placed. After every step it checks:
 //
 //   - the history holds every accepted update and every refusal;
@@ -382,6 +382,7 @@ var seamOps = []seamOp{
 	{"agent mode", 2, (*seamsWorld).opMode},
 	{"agent clean restart (Goodbye)", 1, (*seamsWorld).opGoodbye},
 	{"leader kill", 1, (*seamsWorld).opLeaderKill},
+	{"follower kill and restart", 1, (*seamsWorld).opFollowerKill},
 }
 
 func (w *seamsWorld) pick() seamOp {
@@ -606,6 +607,21 @@ func (w *seamsWorld) opLeaderKill() {
 	w.cl.Stop(old)
 	w.cl.WaitServing(20*time.Second, old)
 	w.cl.Restart(old)
+}
+
+// opFollowerKill stops a replica that does not lead and starts it
+// again: it catches up from the leader.
+func (w *seamsWorld) opFollowerKill() {
+	leader := w.cl.WaitServing(20 * time.Second)
+	var others []string
+	for _, id := range w.cl.IDs() {
+		if id != leader {
+			others = append(others, id)
+		}
+	}
+	id := others[w.rng.IntN(len(others))]
+	w.cl.Stop(id)
+	w.cl.Restart(id)
 }
 
 // apply makes an update through the Plan service: a dry-run first, then
