@@ -78,7 +78,27 @@ func resyncAgent(ctx context.Context, cl *testcluster.Cluster, name string) erro
 	}
 	defer closeFn()
 	var out bytes.Buffer
-	return (&cli.Cluster{Client: cc, Out: &out, Err: &out}).ResyncAgent(ctx, name)
+	return (&cli.Cluster{Client: cc, Out: &out, Err: &out}).ResyncAgent(ctx, name, nil, 0)
+}
+
+// resyncAndReport runs `grapnel agent resync NAME` as the CLI does by
+// default: it waits up to wait for the repairs the history records and
+// returns what it printed.
+func resyncAndReport(ctx context.Context, cl *testcluster.Cluster, name string, wait time.Duration) (string, error) {
+	o := client.Options{Addrs: cl.Addrs(), Insecure: true}
+	cc, _, closeFn, err := client.DialCluster(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	defer closeFn()
+	hc, _, closeHist, err := client.DialHistory(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	defer closeHist()
+	var out bytes.Buffer
+	err = (&cli.Cluster{Client: cc, Out: &out, Err: &out}).ResyncAgent(ctx, name, hc, wait)
+	return out.String(), err
 }
 
 // A process workload killed with `kill -9` behind the agent's back is
@@ -205,8 +225,14 @@ func TestResyncOnRequest(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(strayPID, syscall.SIGKILL) })
 
-	if err := resyncAgent(ctx, cl, "agent_A"); err != nil {
+	// `grapnel agent resync` waits and prints what the round repaired,
+	// from the history (issue 30 point 7).
+	said, err := resyncAndReport(ctx, cl, "agent_A", 10*time.Second)
+	if err != nil {
 		t.Fatalf("resync: %v", err)
+	}
+	if !strings.Contains(said, "agent agent_A recorded 1 repair(s)") || !strings.Contains(said, "stray") {
+		t.Fatalf("resync printed:\n%s", said)
 	}
 	testwait.For(t, runWithin, func() bool {
 		_, err := os.Stat(strayRun)

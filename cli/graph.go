@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/grapnel-io/grapnel/graph"
+	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -42,6 +43,11 @@ type GraphOptions struct {
 	// Graphviz draws the SVG with Graphviz's dot program instead of
 	// grapnel's own layout.
 	Graphviz bool
+	// Txn, when set, draws the desired state right after that history
+	// transaction, its changed workloads marked (GraphAtTxn); History
+	// reads the history for it.
+	Txn     uint64
+	History grapnelpb.HistoryClient
 }
 
 // graphvizDot finds Graphviz's dot program; a variable so that tests can
@@ -105,7 +111,15 @@ func (s *Session) GetGraph(ctx context.Context, o GraphOptions) error {
 	if err != nil {
 		return err
 	}
-	g := graph.Build(GraphInput(cs))
+	in := GraphInput(cs)
+	var changed []string
+	if o.Txn > 0 {
+		if in, changed, err = s.rewind(ctx, in, o); err != nil {
+			return err
+		}
+	}
+	g := graph.Build(in)
+	MarkChanged(g, changed)
 	if len(o.Workloads) > 0 {
 		if g, err = g.Focus(o.Workloads); err != nil {
 			return err
@@ -126,4 +140,35 @@ func (s *Session) GetGraph(ctx context.Context, o GraphOptions) error {
 	}
 	_, err = s.Out.Write(out.Bytes())
 	return err
+}
+
+// rewind reads the whole history and rewinds in to transaction o.Txn.
+func (s *Session) rewind(ctx context.Context, in graph.Input, o GraphOptions) (graph.Input, []string, error) {
+	if o.History == nil {
+		return graph.Input{}, nil, errors.New("--txn needs Grapnel's History service, which this server does not offer")
+	}
+	var txs []*grapnelpb.Transaction
+	var since uint64
+	for range maxHistoryPages {
+		resp, err := o.History.List(ctx, &grapnelpb.HistoryListRequest{Since: since})
+		if err != nil {
+			return graph.Input{}, nil, err
+		}
+		page := resp.GetTransactions()
+		txs = append(txs, page...)
+		if len(page) == 0 || page[len(page)-1].GetSeq() >= resp.GetLastSeq() {
+			break
+		}
+		since = page[len(page)-1].GetSeq()
+	}
+	out, changed, notes, err := GraphAtTxn(in, txs, o.Txn)
+	if err != nil {
+		return graph.Input{}, nil, err
+	}
+	if !s.Quiet && s.Err != nil {
+		for _, n := range notes {
+			fmt.Fprintln(s.Err, "note:", n)
+		}
+	}
+	return out, changed, nil
 }

@@ -20,6 +20,37 @@ type History struct {
 	Quiet  bool
 	// Location is the time zone times are printed in (local when nil).
 	Location *time.Location
+	// SinceTime and UntilTime bound List to the transactions the leader
+	// timed within them, both included; zero is no bound. A transaction
+	// without a time (written before the history had times) is outside
+	// any bound.
+	SinceTime, UntilTime time.Time
+}
+
+// ParseTimeBound reads the value of a time flag (--since-time,
+// --until-time): an RFC 3339 time, or a duration such as 10m or 1h30m
+// that long before now.
+func ParseTimeBound(flag, v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%w: --%s %q: an RFC 3339 time (2026-11-28T07:09:21Z) or a duration before now (10m, 1h30m) is required", ErrBadArgument, flag, v)
+	}
+	return now.Add(-d), nil
+}
+
+// inTime reports whether a transaction's time is within the bounds.
+func (h *History) inTime(ms int64) bool {
+	if h.SinceTime.IsZero() && h.UntilTime.IsZero() {
+		return true
+	}
+	if ms == 0 {
+		return false
+	}
+	t := time.UnixMilli(ms)
+	return !t.Before(h.SinceTime.Truncate(time.Millisecond)) && (h.UntilTime.IsZero() || !t.After(h.UntilTime))
 }
 
 // historyColumns are the columns of `history`.
@@ -35,6 +66,10 @@ func (h *History) List(ctx context.Context, since uint64, workload, output strin
 	if err := checkOutput(output); err != nil {
 		return err
 	}
+	if !h.SinceTime.IsZero() && !h.UntilTime.IsZero() && h.UntilTime.Before(h.SinceTime) {
+		return fmt.Errorf("%w: --until-time %s is before --since-time %s", ErrBadArgument,
+			h.UntilTime.Format(time.RFC3339), h.SinceTime.Format(time.RFC3339))
+	}
 	var txs []*grapnelpb.Transaction
 	for range maxHistoryPages {
 		resp, err := h.Client.List(ctx, &grapnelpb.HistoryListRequest{Since: since, Workload: workload})
@@ -42,7 +77,11 @@ func (h *History) List(ctx context.Context, since uint64, workload, output strin
 			return err
 		}
 		page := resp.GetTransactions()
-		txs = append(txs, page...)
+		for _, tx := range page {
+			if h.inTime(tx.GetTimeMs()) {
+				txs = append(txs, tx)
+			}
+		}
 		if len(page) == 0 || page[len(page)-1].GetSeq() >= resp.GetLastSeq() {
 			break
 		}
@@ -77,11 +116,72 @@ func (h *History) Show(ctx context.Context, seq string, output string) error {
 	if err != nil {
 		return err
 	}
-	if output != "table" && output != "" {
-		return h.encode(txTree(tx), output)
+	steps, err := h.steps(ctx, tx)
+	if err != nil {
+		return err
 	}
-	_, err = io.WriteString(h.Out, h.diff(tx))
+	if output != "table" && output != "" {
+		m := txTree(tx)
+		if len(steps) > 0 {
+			m["steps"] = stepsTree(steps)
+		}
+		return h.encode(m, output)
+	}
+	_, err = io.WriteString(h.Out, h.diff(tx)+stepsText(steps))
 	return err
+}
+
+// steps reads the timelines of the workloads tx names and derives its
+// executed steps (StepsOf).
+func (h *History) steps(ctx context.Context, tx *grapnelpb.Transaction) ([]Step, error) {
+	timelines := map[string][]*grapnelpb.TimelineEvent{}
+	for _, w := range tx.GetWorkloads() {
+		if _, done := timelines[w.GetName()]; done || (w.GetInstance() == "" && w.GetOldInstance() == "") {
+			continue
+		}
+		resp, err := h.Client.Timeline(ctx, &grapnelpb.TimelineRequest{Workload: w.GetName()})
+		if err != nil {
+			return nil, err
+		}
+		timelines[w.GetName()] = resp.GetEvents()
+	}
+	return StepsOf(tx, timelines), nil
+}
+
+// stepsText is the steps as a table under `history show`.
+func stepsText(steps []Step) string {
+	if len(steps) == 0 {
+		return ""
+	}
+	t := Table{Headers: []string{"STEP", "WORKLOAD", "AGENT", "INSTANCE ID", "RESULT", "AFTER", "ERROR"}}
+	for _, s := range steps {
+		result, after := s.Result, ""
+		switch {
+		case result == "":
+			result = "(no state reported)"
+		case !s.Done:
+			result = "not done: " + result
+		}
+		if s.Result != "" {
+			after = (time.Duration(s.DurationMs) * time.Millisecond).String()
+		}
+		t.Rows = append(t.Rows, []string{s.Action, s.Workload, s.Agent, instanceID(s.Instance), result, after, s.Error})
+	}
+	return "\nexecuted steps (from the workload states recorded after it):\n" + t.Render(0, FitNone, -1) + "\n"
+}
+
+func stepsTree(steps []Step) []any {
+	out := make([]any, 0, len(steps))
+	for _, s := range steps {
+		m := map[string]any{"step": s.Action, "workload": s.Workload, "agent": s.Agent, "instance": s.Instance, "done": s.Done}
+		putIf(m, "result", s.Result)
+		putIf(m, "error", s.Error)
+		if s.Result != "" {
+			m["durationMs"] = s.DurationMs
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // Timeline prints a workload's desired-state changes and execution-state
@@ -150,7 +250,7 @@ func historyOrder(path []string) []string {
 	parent := ""
 	switch n := len(path); {
 	case n == 0:
-		return []string{"workload", "txn", "index", "timeMs", "kind", "requester", "updateMask", "reason", "count", "apiVersion", "workloads", "configs", "events", "transactions"}
+		return []string{"workload", "txn", "index", "timeMs", "kind", "requester", "updateMask", "reason", "count", "apiVersion", "workloads", "configs", "steps", "events", "transactions"}
 	case n >= 2:
 		parent = path[n-2]
 	}
@@ -163,6 +263,8 @@ func historyOrder(path []string) []string {
 		return []string{"field", "old", "new"}
 	case "configs":
 		return []string{"key", "op"}
+	case "steps":
+		return []string{"step", "workload", "agent", "instance", "done", "result", "durationMs", "error"}
 	case "events":
 		return []string{"time", "index", "txn", "kind", "op", "agent", "instance", "state", "requester", "fields", "reason"}
 	}

@@ -68,6 +68,10 @@ func writeDOTNode(b *bufio.Writer, indent string, n *Node) {
 	if n.InCycle {
 		stroke, pen = cycleColour, "2"
 	}
+	if n.Changed {
+		style += ",bold"
+		pen = "3"
+	}
 	fmt.Fprintf(b, "%s%s [label=%s, style=%s, fillcolor=%s, color=%s, penwidth=%s, tooltip=%s];\n",
 		indent, quote(n.Name), quoteLines(n.Name, StateText(n)), quote(style), quote(s.Fill), quote(stroke), pen, quote(tooltip(n)))
 }

@@ -70,6 +70,9 @@ type Node struct {
 	Instances []Instance `json:"instances,omitempty"`
 	// InCycle marks a workload whose dependencies lead back to it.
 	InCycle bool `json:"inCycle,omitempty"`
+	// Changed marks a workload the transaction a graph is drawn at
+	// changed (get graph --txn N).
+	Changed bool `json:"changed,omitempty"`
 }
 
 // Instance is one instance of a workload and its execution state.

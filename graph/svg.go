@@ -82,6 +82,9 @@ func WriteSVG(w io.Writer, g *Graph) error {
 		if n.InCycle {
 			stroke, pen = cycleColour, "2.5"
 		}
+		if n.Changed {
+			pen = "3.5"
+		}
 		dash := ""
 		if s.Dashed {
 			dash = " stroke-dasharray=\"5 3\""

@@ -125,3 +125,41 @@ workloads:
 		t.Fatalf("no warning names the eviction: %q", resp.GetWarnings())
 	}
 }
+
+// Issue 30 point 9, found by agent.TestSeams: lowering a placed
+// workload's instance count (only its grapnel.io/ tags change) replaces
+// none of its instances. It restarted the instance that stays (a delete
+// and an add of the same name on its agent) and listed the one removed
+// twice. Now the update only stores the new tags; the allocator then
+// removes the instance it no longer wants, and the dry-run says so.
+func TestPlacementTagsChangeReplacesNoInstance(t *testing.T) {
+	st := placedStore(t, twoLoggers, map[string]map[string]string{"a1": nil, "a2": nil})
+	if got := st.Placement["logger"]; len(got) != 2 {
+		t.Fatalf("layout %v, want logger on two agents", st.Placement)
+	}
+	next, _, err := state.ParseManifest([]byte(strings.Replace(twoLoggers, `grapnel.io/instances: "2"`, `grapnel.io/instances: "1"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Make(render.New(), state.Limits{}, plan.Admission{}, st, next, nil, plan.ConnectedIn(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Added) != 0 || len(p.Deleted) != 0 || !p.Changed {
+		t.Fatalf("added %v, deleted %v, changed %v: want only the new tags stored", p.Added, p.Deleted, p.Changed)
+	}
+	if r := p.Update.PutRendered["logger"]; r.Workload.Tags["grapnel.io/instances"] != "1" || r.Instance != st.Rendered["logger"].Instance {
+		t.Fatalf("stored rendering %+v", r)
+	}
+	after := st.ForPlanning()
+	after.ApplyDesired(&p.Update, 2)
+	pl := plan.Place(after, nil)
+	if got := pl.Update.Layout["logger"]; len(got) != 1 {
+		t.Fatalf("the allocator's layout after it %v, want one agent", pl.Update.Layout)
+	}
+	resp := planLeader(st, state.DefaultLimits()).dryRun(replaceAll(t, strings.Replace(twoLoggers, `grapnel.io/instances: "2"`, `grapnel.io/instances: "1"`, 1)), "", plan.Admission{})
+	steps := stepsText(resp)
+	if len(steps) != 1 || !strings.Contains(steps[0], "delete logger") {
+		t.Fatalf("dry-run steps %v, want one delete (the instance the allocator removes)", steps)
+	}
+}

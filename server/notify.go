@@ -44,6 +44,7 @@ func (l *leader) emitUpdateEvents(p *plan.Plan, before, after state.Tree) {
 		return ps
 	}
 	diff.Added, diff.Updated, diff.Removed = prefix(diff.Added), prefix(diff.Updated), prefix(diff.Removed)
+	diff.Updated = append(diff.Updated, maskedChanges(p, before, after)...)
 	for _, a := range p.Added {
 		diff.Added = append(diff.Added, statePath(a.Instance))
 	}
@@ -58,6 +59,31 @@ func (l *leader) emitUpdateEvents(p *plan.Plan, before, after state.Tree) {
 	if !diff.Empty() {
 		l.emit(diff, after)
 	}
+}
+
+// maskedChanges lists the secret config items an update changed in
+// place. Both trees show such an item as the mask, so comparing them
+// finds no change; the plan knows the sealed value changed (issue 30,
+// D8). The event then carries the mask, never the value.
+func maskedChanges(p *plan.Plan, before, after state.Tree) []string {
+	var out []string
+	for _, k := range p.ChangedConfigs {
+		if !secrets.IsSecret(k) {
+			continue
+		}
+		_, was := configsOf(before)[k]
+		_, is := configsOf(after)[k]
+		if was && is {
+			out = append(out, "desiredState.configs."+k)
+		}
+	}
+	return out
+}
+
+func configsOf(t state.Tree) state.Tree {
+	d, _ := t["desiredState"].(state.Tree)
+	c, _ := d["configs"].(state.Tree)
+	return c
 }
 
 // partialTree builds the Tree of just what an update touches, as st holds

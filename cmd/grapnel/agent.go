@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/grapnel-io/grapnel/cli"
+	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -14,11 +15,25 @@ func newAgent(a *app) *cobra.Command {
 	ag := &cobra.Command{Use: "agent", Short: "Operate on an agent (Grapnel only); without one of these verbs, grapnel agent [flags] runs the agent"}
 	ag.AddCommand(&cobra.Command{
 		Use:               "resync NAME",
-		Short:             "Make the agent compare what its runtimes run with what it was told to run, and repair the drift now",
+		Short:             "Make the agent compare what its runtimes run with what it was told to run, and repair the drift now; prints the repairs the history records within --response-timeout",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeName(connectedAgents),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error { return c.ResyncAgent(ctx, args[0]) })
+			return a.withCluster(cmd.Context(), func(ctx context.Context, c *cli.Cluster) error {
+				if a.global.NoWait {
+					return c.ResyncAgent(ctx, args[0], nil, 0)
+				}
+				o, err := a.clientOptions()
+				if err != nil {
+					return err
+				}
+				hc, _, closeFn, err := client.DialHistory(ctx, o)
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				return c.ResyncAgent(ctx, args[0], hc, a.global.ResponseTimeout)
+			})
 		},
 	})
 	for _, v := range []struct {

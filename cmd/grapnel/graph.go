@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/grapnel-io/grapnel/cli"
+	"github.com/grapnel-io/grapnel/rpc/client"
 )
 
 // newGetGraph is `get graph`: the dependency graph as DOT, SVG or JSON.
@@ -27,10 +28,23 @@ func newGetGraph(a *app) *cobra.Command {
 				return err
 			}
 			o.Format, o.Workloads = f, args
+			if o.Txn > 0 {
+				co, err := a.clientOptions()
+				if err != nil {
+					return err
+				}
+				hc, _, closeFn, err := client.DialHistory(cmd.Context(), co)
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				o.History = hc
+			}
 			return a.with(cmd.Context(), func(s *cli.Session) error { return s.GetGraph(cmd.Context(), o) })
 		},
 	}
 	cmd.Flags().StringVarP(&format, "output", "o", string(cli.GraphDOT), "output format: dot, svg or json")
+	cmd.Flags().Uint64Var(&o.Txn, "txn", 0, "draw the desired state right after this history transaction (TXN), the workloads it changed marked (bold in DOT, \"changed\" in JSON)")
 	cmd.Flags().BoolVar(&o.Graphviz, "graphviz", false, "draw the SVG with Graphviz's dot program (must be on PATH)")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,21 +32,38 @@ func (a *app) withHistory(ctx context.Context, f func(context.Context, *cli.Hist
 // get state name.
 func newHistory(a *app) *cobra.Command {
 	var (
-		output, workload string
-		since            uint64
+		output, workload     string
+		sinceTime, untilTime string
+		since                uint64
 	)
 	h := &cobra.Command{
 		Use:   "history",
 		Short: "List the transactions: accepted updates, server decisions and rejected requests (Grapnel only)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var from, until time.Time
+			now := time.Now()
+			var err error
+			if sinceTime != "" {
+				if from, err = cli.ParseTimeBound("since-time", sinceTime, now); err != nil {
+					return err
+				}
+			}
+			if untilTime != "" {
+				if until, err = cli.ParseTimeBound("until-time", untilTime, now); err != nil {
+					return err
+				}
+			}
 			return a.withHistory(cmd.Context(), func(ctx context.Context, h *cli.History) error {
+				h.SinceTime, h.UntilTime = from, until
 				return h.List(ctx, since, workload, output)
 			})
 		},
 	}
 	h.Flags().Uint64Var(&since, "since", 0, "only transactions after this transaction number (TXN)")
 	h.Flags().StringVar(&workload, "workload", "", "only transactions that changed this workload")
+	h.Flags().StringVar(&sinceTime, "since-time", "", "only transactions at or after this time: RFC 3339 (2026-11-28T07:09:21Z) or a duration before now (10m)")
+	h.Flags().StringVar(&untilTime, "until-time", "", "only transactions at or before this time: RFC 3339 or a duration before now")
 	h.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	show := &cobra.Command{
 		Use:   "show TXN",

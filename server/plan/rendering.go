@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"github.com/grapnel-io/grapnel/placement"
 	"github.com/grapnel-io/grapnel/state"
 	"github.com/grapnel-io/grapnel/state/render"
 )
@@ -83,6 +84,15 @@ func renderChanged(c *checks, r *render.Renderer, lim state.Limits, st *state.St
 		if had && old.Instance == inst && old.Workload.Equal(rw) {
 			continue
 		}
+		if had && old.Instance == inst && onlyPlacementChanged(old.Workload, rw) {
+			// A placed workload whose instance count or spread changed
+			// (issue 30, found by agent.TestSeams): the allocator lays
+			// it out anew once the update is committed, adding or
+			// removing instances on agents; the instances that stay are
+			// not replaced.
+			rd.put[n] = state.Rendered{Instance: inst, Workload: rw}
+			continue
+		}
 		nr := state.Rendered{Instance: inst, Workload: rw}
 		rd.put[n] = nr
 		rd.added = append(rd.added, nr)
@@ -92,4 +102,20 @@ func renderChanged(c *checks, r *render.Renderer, lim state.Limits, st *state.St
 		}
 	}
 	return rd, false
+}
+
+// onlyPlacementChanged reports whether two renderings of a placed
+// workload differ only in the placement tags (grapnel.io/instances,
+// grapnel.io/spread), which say where instances run, not what runs.
+func onlyPlacementChanged(old, nw *state.Workload) bool {
+	if !placement.IsPlaced(old) || !placement.IsPlaced(nw) {
+		return false
+	}
+	strip := func(w *state.Workload) *state.Workload {
+		c := w.Clone()
+		delete(c.Tags, placement.TagInstances)
+		delete(c.Tags, placement.TagSpread)
+		return c
+	}
+	return strip(old).Equal(strip(nw))
 }
