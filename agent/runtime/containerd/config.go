@@ -2,6 +2,7 @@ package containerd
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,7 +22,16 @@ type runConfig struct {
 	// HostNetwork is --network=host; a workload otherwise gets a network
 	// namespace of its own with only the loopback interface.
 	HostNetwork bool
+	// capAdd and capDrop collect --cap-add and --cap-drop until the
+	// options are read; dropAll is --cap-drop ALL.
+	capAdd, capDrop []string
+	dropAll         bool
 }
+
+// defaultCaps are the capabilities containerd gives a container by
+// default (those of Docker and nerdctl): what --cap-drop ALL drops.
+var defaultCaps = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
+	"CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"}
 
 // configError names the runtimeConfig field that was rejected and why.
 type configError struct {
@@ -213,7 +223,28 @@ func translate(c *runConfig, list []string) error {
 			return err
 		}
 	}
+	c.capabilities()
 	return nil
+}
+
+// capabilities appends the --cap-add and --cap-drop options with
+// Docker's meaning, whatever their order: the drops first (ALL being every
+// default capability), then the adds. ctr applies its drops after its
+// adds and knows no ALL, so a capability both dropped and added is only
+// added.
+func (c *runConfig) capabilities() {
+	drops := c.capDrop
+	if c.dropAll {
+		drops = defaultCaps
+	}
+	for _, cp := range c.capAdd {
+		c.RunOptions = append(c.RunOptions, "--cap-add", cp)
+	}
+	for _, cp := range drops {
+		if !slices.Contains(c.capAdd, cp) {
+			c.RunOptions = append(c.RunOptions, "--cap-drop", cp)
+		}
+	}
 }
 
 func findOption(name string) *commandOption {
@@ -292,10 +323,20 @@ func (c *runConfig) option(at, name, value string) error {
 		c.RunOptions = append(c.RunOptions, "--mount", m)
 	case "cap-add", "cap-drop":
 		cp := strings.ToUpper(value)
-		if !strings.HasPrefix(cp, "CAP_") && cp != "ALL" {
+		switch {
+		case cp == "ALL" && name == "cap-drop":
+			c.dropAll = true
+			return nil
+		case cp == "ALL":
+			return badConfig(at, "--cap-add ALL: name the capabilities (or use --privileged)")
+		case !strings.HasPrefix(cp, "CAP_"):
 			cp = "CAP_" + cp
 		}
-		c.RunOptions = append(c.RunOptions, "--"+name, cp)
+		if name == "cap-add" {
+			c.capAdd = append(c.capAdd, cp)
+		} else {
+			c.capDrop = append(c.capDrop, cp)
+		}
 	case "label":
 		k, _, _ := strings.Cut(value, "=")
 		if k == labelName || k == labelAgent || strings.HasPrefix(k, "grapnel.") {

@@ -11,19 +11,40 @@ import (
 
 func TestParseConfigTranslates(t *testing.T) {
 	c, err := parseConfig(`image: alpine:3.20
-commandOptions: ["-e", "A=1", "--env=B=2", "-w", "/srv", "--net", "host", "-v", "/h:/c:ro", "--mount", "type=bind,src=/a,dst=/b,readonly", "--cap-add", "net_admin", "--cap-drop=ALL", "-l", "team=x", "-m", "64m", "--cpus", "0.5", "--privileged", "--read-only=false"]
+commandOptions: ["-e", "A=1", "--env=B=2", "-w", "/srv", "--net", "host", "-v", "/h:/c:ro", "--mount", "type=bind,src=/a,dst=/b,readonly", "--cap-add", "net_admin", "--cap-drop=kill", "-l", "team=x", "-m", "64m", "--cpus", "0.5", "--privileged", "--read-only=false"]
 commandArgs: [sleep, 5]`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"--env", "A=1", "--env", "B=2", "--cwd", "/srv", "--net-host",
 		"--mount", "type=bind,src=/h,dst=/c,options=rbind:ro", "--mount", "type=bind,src=/a,dst=/b,options=rbind:ro",
-		"--cap-add", "CAP_NET_ADMIN", "--cap-drop", "ALL", "--label", "team=x", "--memory-limit", "67108864", "--cpus", "0.5", "--privileged"}
+		"--label", "team=x", "--memory-limit", "67108864", "--cpus", "0.5", "--privileged", "--cap-add", "CAP_NET_ADMIN", "--cap-drop", "CAP_KILL"}
 	if !slices.Equal(c.RunOptions, want) {
 		t.Errorf("RunOptions\n got %q\nwant %q", c.RunOptions, want)
 	}
 	if c.Image != "docker.io/library/alpine:3.20" || !slices.Equal(c.CommandArgs, []string{"sleep", "5"}) || !c.HostNetwork {
 		t.Errorf("parsed %+v", c)
+	}
+}
+
+// --cap-drop ALL drops every default capability but those added back,
+// in whatever order the options come.
+func TestCapDropAll(t *testing.T) {
+	c, err := parseConfig("image: i\ncommandOptions: [--cap-add, net_bind_service, --cap-drop, ALL]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var drops []string
+	for i, o := range c.RunOptions {
+		if o == "--cap-drop" {
+			drops = append(drops, c.RunOptions[i+1])
+		}
+	}
+	if len(drops) != len(defaultCaps)-1 || slices.Contains(drops, "CAP_NET_BIND_SERVICE") || c.RunOptions[1] != "CAP_NET_BIND_SERVICE" {
+		t.Fatalf("RunOptions %q: want every default capability dropped but NET_BIND_SERVICE, added", c.RunOptions)
+	}
+	if err := (&Runtime{}).Check("image: i\ncommandOptions: [--cap-add, ALL]"); err == nil {
+		t.Fatal("--cap-add ALL admitted")
 	}
 }
 

@@ -30,8 +30,8 @@ const testImage = containerdtest.Image
 const waitFor = 30 * time.Second
 
 var (
-	daemon     *containerdtest.Daemon
-	daemonWhy  string // why there is no daemon
+	daemon    *containerdtest.Daemon
+	daemonWhy string // why there is no daemon
 )
 
 func TestMain(m *testing.M) {
@@ -439,4 +439,16 @@ func TestDrift(t *testing.T) {
 		_, err := r.State(context.Background(), b)
 		return errors.Is(err, runtime.ErrNotFound)
 	}, "a container removed behind the agent's back to be ErrNotFound")
+}
+
+// --cap-drop ALL with one capability added back leaves the container
+// that one only (CAP_NET_BIND_SERVICE is bit 10).
+func TestCapDropAllRuns(t *testing.T) {
+	r := ctdRuntime(t)
+	t.Parallel()
+	cfg := "image: " + testImage + "\ncommandOptions: [--cap-drop=ALL, --cap-add, NET_BIND_SERVICE]\n" +
+		"commandArgs: [sh, -c, 'grep ^CapEff /proc/self/status']\n"
+	id := create(t, r, spec(t, testAgent(t), "caps", cfg))
+	waitState(t, r, id, state.SucceededOk)
+	waitLogs(t, r, id, "CapEff:\t0000000000000400\n")
 }
