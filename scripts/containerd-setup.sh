@@ -34,8 +34,7 @@ fi
 
 start=$(date +%s)
 missing=()
-command -v containerd >/dev/null 2>&1 || missing+=(containerd)
-command -v ctr >/dev/null 2>&1 || missing+=(containerd)
+{ command -v containerd && command -v ctr; } >/dev/null 2>&1 || missing+=(containerd)
 command -v runc >/dev/null 2>&1 || missing+=(runc)
 dpkg-query -W -f='${Status}' containernetworking-plugins 2>/dev/null | grep -q 'ok installed' || missing+=(containernetworking-plugins)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)

@@ -2,9 +2,12 @@ package containerd
 
 import (
 	"errors"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 )
@@ -113,5 +116,20 @@ func TestExitState(t *testing.T) {
 	}
 	if m := exitWarning.FindStringSubmatch(`time="2026-11-28T19:25:56Z" level=warning msg="task abc exit with non-zero exit code 3"`); m == nil || m[1] != "3" {
 		t.Errorf("exitWarning did not read ctr's warning: %v", m)
+	}
+}
+
+// An agent on a host without containerd's socket must not wait for ctr's
+// dial timeout to learn that containerd is not there.
+func TestAvailableWithoutSocketAtOnce(t *testing.T) {
+	if _, err := exec.LookPath("ctr"); err != nil {
+		t.Skip("ctr not installed: nothing would wait")
+	}
+	start := time.Now()
+	if Available(Config{Address: filepath.Join(t.TempDir(), "none.sock")}) {
+		t.Fatal("Available without a socket")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Available took %v without a socket", took)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -53,6 +54,10 @@ const logFile = "containerd.log"
 // stateMaxAge is how old a shared `ctr tasks ls` answer may be for State,
 // as Ankaios polls every 500 ms.
 const stateMaxAge = 500 * time.Millisecond
+
+// availableTimeout bounds Available's question to a containerd that
+// has a socket but does not answer.
+const availableTimeout = 5 * time.Second
 
 // stopPoll is how often Delete looks whether a signalled task stopped.
 const stopPoll = 100 * time.Millisecond
@@ -142,7 +147,12 @@ func Available(cfg Config) bool {
 	if err != nil {
 		return false
 	}
-	_, err = r.exec(context.Background(), callTimeout, "version")
+	// Without a socket ctr would wait its whole dial timeout (10 s) to
+	// say so: an agent on a host without containerd must start at once.
+	if fi, err := os.Stat(r.address); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return false
+	}
+	_, err = r.exec(context.Background(), availableTimeout, "version")
 	return err == nil
 }
 
