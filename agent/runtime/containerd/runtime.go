@@ -396,6 +396,9 @@ func (r *Runtime) reap(ctx context.Context, id string) error {
 	}
 	r.snap = nil
 	_, err = r.exec(ctx, callTimeout, "containers", "label", id, labelExit+"="+strconv.Itoa(code))
+	if notFound(err) {
+		return fmt.Errorf("container %s: %w", id, runtime.ErrNotFound) // deleted meanwhile
+	}
 	return err
 }
 
