@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/agent/runtime/containerd"
 	"github.com/grapnel-io/grapnel/agent/runtime/podman"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/agent/workload"
@@ -29,6 +30,7 @@ import (
 // The process runtime's shim is this test binary.
 func TestMain(m *testing.M) {
 	process.RunShimIfRequested()
+	containerd.RunLoggerIfRequested()
 	code := m.Run()
 	stopCtd()
 	os.Exit(code)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/grapnel-io/grapnel/agent"
+	"github.com/grapnel-io/grapnel/agent/runtime/containerd"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
 	"github.com/grapnel-io/grapnel/internal/residency"
@@ -28,6 +29,9 @@ func main() {
 	// Without grapnel-process-shim next to this binary, a workload process
 	// is started through this binary as its shim.
 	process.RunShimIfRequested()
+	// containerd's shim runs this binary as the logger of every
+	// containerd workload.
+	containerd.RunLoggerIfRequested()
 	os.Exit(run(os.Args[1:]))
 }
 

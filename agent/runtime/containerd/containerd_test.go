@@ -35,6 +35,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	RunLoggerIfRequested()
 	if daemonWhy = containerdtest.Missing(); daemonWhy == "" {
 		d, err := containerdtest.Start()
 		if err != nil {
@@ -333,38 +334,75 @@ func TestLogs(t *testing.T) {
 	r := ctdRuntime(t)
 	t.Parallel()
 	ctx := context.Background()
-	s := spec(t, testAgent(t), "talker", shConfig("for i in 1 2 3; do echo out$i; echo err$i >&2; done; read -t 2 x; echo last"))
+	s := spec(t, testAgent(t), "talker", shConfig("for i in 1 2 3; do echo out$i; sleep 0.05; echo err$i >&2; sleep 0.05; done; printf partial"))
 	id := create(t, r, s)
-	// Follow ends when the task does, with every line.
+	// Follow ends when the task does, with every line in the order
+	// written, stdout and stderr interleaved; a last line without a
+	// newline gets one.
 	rc, err := r.Logs(ctx, id, runtime.LogOptions{Follow: true, Tail: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// containerd copies stdout and stderr on their own: each stream keeps
-	// its order, the two do not keep theirs.
-	got := readAll(t, rc)
-	var out, errs []string
-	for _, l := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
-		if strings.HasPrefix(l, "err") {
-			errs = append(errs, l)
-		} else {
-			out = append(out, l)
-		}
-	}
-	if strings.Join(out, " ") != "out1 out2 out3 last" || strings.Join(errs, " ") != "err1 err2 err3" {
-		t.Fatalf("followed output %q, want out1-3, last and err1-3", got)
+	const all = "out1\nerr1\nout2\nerr2\nout3\nerr3\npartial\n"
+	if got := readAll(t, rc); got != all {
+		t.Fatalf("followed output %q, want %q", got, all)
 	}
 	rc, err = r.Logs(ctx, id, runtime.LogOptions{Tail: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
-	if tail := readAll(t, rc); tail != strings.Join(lines[5:], "\n")+"\n" {
-		t.Fatalf("Tail 2 = %q, want the last two of %q", tail, got)
+	if got := readAll(t, rc); got != "err3\npartial\n" {
+		t.Fatalf("Tail 2 = %q", got)
 	}
-	if _, err := r.Logs(ctx, id, runtime.LogOptions{Tail: -1, Since: time.Unix(1, 0)}); !errors.Is(err, ErrNoTimestamps) {
-		t.Fatalf("Logs with Since = %v, want ErrNoTimestamps", err)
+
+	// Since and Until select by the time each line was logged.
+	s2 := spec(t, testAgent(t), "clock", shConfig("echo early; sleep 1; echo late"))
+	id2 := create(t, r, s2)
+	waitState(t, r, id2, state.SucceededOk)
+	times := logTimes(t, id2)
+	if len(times) != 2 || !times[1].After(times[0].Add(500*time.Millisecond)) {
+		t.Fatalf("log times %v, want two a second apart", times)
 	}
+	mid := times[0].Add(times[1].Sub(times[0]) / 2)
+	for _, c := range []struct {
+		o    runtime.LogOptions
+		want string
+	}{
+		{runtime.LogOptions{Tail: -1, Since: mid}, "late\n"},
+		{runtime.LogOptions{Tail: -1, Until: mid}, "early\n"},
+		{runtime.LogOptions{Tail: -1, Since: times[1].Add(time.Second)}, ""},
+	} {
+		rc, err := r.Logs(ctx, id2, c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, rc); got != c.want {
+			t.Errorf("Logs(%+v) = %q, want %q", c.o, got, c.want)
+		}
+	}
+}
+
+// logTimes reads the times the logger gave the lines of a container.
+func logTimes(t *testing.T, id runtime.ID) []time.Time {
+	t.Helper()
+	r := ctdRuntime(t)
+	info, err := r.info(context.Background(), string(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(info.Labels[labelLog])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []time.Time
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		at, _, ok := parseLogLine([]byte(line))
+		if !ok {
+			t.Fatalf("log line %q not in the logger's format", line)
+		}
+		out = append(out, at)
+	}
+	return out
 }
 
 func TestUnknownID(t *testing.T) {

@@ -32,10 +32,14 @@
 // container removed behind its back is runtime.ErrNotFound: the agent's
 // drift repair acts on both.
 //
-// The output goes, stdout and stderr merged by containerd's shim, to
-// <run dir>/containerd.log (named by the grapnel.log label); each stream
-// keeps its order, the two do not keep theirs. The log has no time per
-// line, so Logs refuses Since and Until (ErrNoTimestamps).
+// The output is logged by the agent's own binary, which containerd's
+// shim runs as the container's logger (a `binary://` log URI,
+// RunLoggerIfRequested): every line of stdout and stderr, in the order
+// they come, with its time, into <run dir>/containerd.log (named by the
+// grapnel.log label), in the process runtime's format. So Logs honours
+// Tail, Since, Until and Follow as the process runtime does. The logger
+// holds a lock on the log until both streams ended, which tells a
+// following reader that the log is complete.
 //
 // State shares one look at containerd (`ctr containers ls` and `ctr tasks
 // ls`), at most 500 ms old, among the pollers of all instances.

@@ -66,6 +66,10 @@ const stopPoll = 100 * time.Millisecond
 type Config struct {
 	// Binary is the ctr executable; "" means "ctr" from PATH.
 	Binary string
+	// LoggerBinary is the program containerd's shim runs as every
+	// container's logger; it must call RunLoggerIfRequested first. ""
+	// means this executable (grapnel-agent, or a test binary).
+	LoggerBinary string
 	// Address is containerd's socket; "" means DefaultAddress.
 	Address string
 	// Namespace is the containerd namespace of the agent's containers;
@@ -86,6 +90,7 @@ type Config struct {
 // again by their labels.
 type Runtime struct {
 	binary, address, namespace string
+	logger                     string
 	grace                      time.Duration
 	log                        *slog.Logger
 	clock                      clock.Clock
@@ -127,6 +132,11 @@ func New(cfg Config) (*Runtime, error) {
 	r := &Runtime{binary: path, address: cfg.Address, namespace: cfg.Namespace, grace: cfg.StopGrace, log: cfg.Logger, clock: cfg.Clock}
 	if r.address == "" {
 		r.address = DefaultAddress
+	}
+	if r.logger = cfg.LoggerBinary; r.logger == "" {
+		if r.logger, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("containerd runtime: the logger binary: %w", err)
+		}
 	}
 	if r.namespace == "" {
 		r.namespace = DefaultNamespace
@@ -181,7 +191,7 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 		return "", err
 	}
 	logPath := filepath.Join(s.RunDir, logFile)
-	args, err := runArgs(cfg, s, id, logPath)
+	args, err := runArgs(cfg, s, id, r.logger, logPath)
 	if err != nil {
 		return "", err
 	}
@@ -205,14 +215,14 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 
 // runArgs is the `ctr run` command line of one instance:
 //
-//	run --detach --log-uri file://<log> --seccomp <commandOptions>
+//	run --detach --log-uri binary://<logger>?...=<log> --seccomp <commandOptions>
 //	<mounts> --label name=<instance> --label agent=<agent> <image> <id> <commandArgs>
 //
 // The labels come last so that a workload cannot change them; the
 // default seccomp profile is on, as nerdctl's is.
-func runArgs(c runConfig, s runtime.Spec, id, logPath string) ([]string, error) {
+func runArgs(c runConfig, s runtime.Spec, id, logger, logPath string) ([]string, error) {
 	inst := s.Instance.String()
-	args := []string{"run", "--detach", "--log-uri", "file://" + logPath, "--seccomp"}
+	args := []string{"run", "--detach", "--log-uri", logURI(logger, logPath), "--seccomp"}
 	args = append(args, c.RunOptions...)
 	for i, m := range s.Mounts {
 		arg, err := bindMount(m.HostPath, m.MountPoint, true)
@@ -298,7 +308,7 @@ func (r *Runtime) StartAgain(ctx context.Context, id runtime.ID, s runtime.Spec)
 	if _, err := r.exec(ctx, callTimeout, "containers", "label", string(id), labelExit+"=", labelLog+"="+logPath); err != nil {
 		return fail(err)
 	}
-	if _, err := r.exec(ctx, runTimeout, "tasks", "start", "--detach", "--log-uri", "file://"+logPath, string(id)); err != nil {
+	if _, err := r.exec(ctx, runTimeout, "tasks", "start", "--detach", "--log-uri", logURI(r.logger, logPath), string(id)); err != nil {
 		return fail(err)
 	}
 	return id, nil
