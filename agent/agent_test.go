@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/agent/runtime/containerd"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
@@ -23,9 +24,10 @@ import (
 )
 
 // The tests start workloads through the process runtime, whose shim is
-// this test binary.
+// this test binary, and the containerd runtime, whose logger it is.
 func TestMain(m *testing.M) {
 	process.RunShimIfRequested()
+	containerd.RunLoggerIfRequested()
 	os.Exit(m.Run())
 }
 

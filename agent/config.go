@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grapnel-io/grapnel/agent/runtime/containerd"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/agent/workload"
 	"github.com/grapnel-io/grapnel/internal/clock"
@@ -31,16 +32,17 @@ const (
 	RuntimeProcess    = "process"
 	RuntimePodman     = "podman"
 	RuntimePodmanKube = "podman-kube"
+	RuntimeContainerd = "containerd"
 )
 
 // KnownRuntimes are the runtimes an agent can offer, in the order error
 // messages list them.
-var KnownRuntimes = []string{RuntimeProcess, RuntimePodman, RuntimePodmanKube}
+var KnownRuntimes = []string{RuntimeProcess, RuntimePodman, RuntimePodmanKube, RuntimeContainerd}
 
-// DefaultRuntimes are used when Config.Runtimes is empty; podman and
-// podman-kube are then optional and skipped with a warning when podman is
-// not installed.
-var DefaultRuntimes = []string{RuntimeProcess, RuntimePodman, RuntimePodmanKube}
+// DefaultRuntimes are used when Config.Runtimes is empty; podman,
+// podman-kube and containerd are then optional and skipped with a warning
+// when podman, or containerd, is not available.
+var DefaultRuntimes = []string{RuntimeProcess, RuntimePodman, RuntimePodmanKube, RuntimeContainerd}
 
 // IsKnownRuntime says whether name is one of KnownRuntimes.
 func IsKnownRuntime(name string) bool { return slices.Contains(KnownRuntimes, name) }
@@ -97,6 +99,10 @@ type Config struct {
 	WorkloadUsers []string
 	// PodmanBinary is the podman executable; "" is podman from PATH.
 	PodmanBinary string
+	// Containerd configures the containerd runtime: its socket and
+	// namespace ("" for containerd's and nerdctl's defaults). Binary,
+	// StopGrace, Logger and Clock are the agent's own.
+	Containerd containerd.Config
 	// GossipJoin are replica gossip addresses; when given, the agent
 	// joins their memberlist pool as a member of role agent.
 	GossipJoin []string

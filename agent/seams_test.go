@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 
+	"github.com/grapnel-io/grapnel/internal/backoff"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
@@ -237,7 +239,8 @@ func (w *seamsWorld) collectEvents() {
 	for ctx.Err() == nil {
 		c, err := client.Dial(ctx, client.Options{Addrs: w.cl.Addrs(), Insecure: true, ResponseTimeout: 5 * time.Second})
 		if err != nil {
-			<-time.After(100 * time.Millisecond)
+			// No replica answers (a leader kill): retry, not a test wait.
+			backoff.Sleep(clock.Real(), 100*time.Millisecond, ctx.Done())
 			continue
 		}
 		ch, stop, err := c.Subscribe(ctx, &ankbase.Request{RequestContent: &ankbase.Request_CompleteStateRequest{
@@ -681,8 +684,7 @@ func (w *seamsWorld) apply(by *client.Conn, st *state.State, mask []string, expe
 		// the plan says, bounded, then compare.
 		var gotAdded, gotDeleted []string
 		var after map[string]bool
-		deadline := time.Now().Add(2 * runWithin)
-		for {
+		testwait.Until(2*runWithin, func() bool {
 			after, _ = w.current()
 			gotAdded, gotDeleted = nil, nil
 			for inst := range after {
@@ -697,11 +699,8 @@ func (w *seamsWorld) apply(by *client.Conn, st *state.State, mask []string, expe
 			}
 			slices.Sort(gotAdded)
 			slices.Sort(gotDeleted)
-			if (slices.Equal(planAdded, gotAdded) && slices.Equal(planDeleted, gotDeleted)) || time.Now().After(deadline) {
-				break
-			}
-			<-time.After(20 * time.Millisecond)
-		}
+			return slices.Equal(planAdded, gotAdded) && slices.Equal(planDeleted, gotDeleted)
+		})
 		w.settle()
 		if !slices.Equal(planAdded, gotAdded) || !slices.Equal(planDeleted, gotDeleted) {
 			var layout map[string][]string

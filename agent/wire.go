@@ -10,6 +10,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/controlif"
 	"github.com/grapnel-io/grapnel/agent/logs"
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/agent/runtime/containerd"
 	"github.com/grapnel-io/grapnel/agent/runtime/podman"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/agent/storage"
@@ -185,6 +186,17 @@ func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
 		case RuntimeProcess:
 			r, err = process.New(process.Config{RunFolder: cfg.RunFolder, Logger: cfg.Logger, Clock: cfg.Clock,
 				UIDs: cfg.WorkloadUIDs, Policy: cfg.policy().Level, Users: cfg.WorkloadUsers})
+		case RuntimeContainerd:
+			cc := cfg.Containerd
+			cc.Logger, cc.Clock = cfg.Logger, cfg.Clock
+			if !containerd.Available(cc) {
+				if explicit {
+					return nil, fmt.Errorf("%w: runtimes: containerd is listed but containerd is not available (are containerd and ctr installed, and does 'ctr --address %s version' work?)", ErrConfig, addressOr(cc.Address))
+				}
+				cfg.Logger.Warn("containerd is not available; its workloads will fail to start", "runtime", name)
+				continue
+			}
+			r, err = containerd.New(cc)
 		case RuntimePodman, RuntimePodmanKube:
 			if !podChecked {
 				podChecked = true
@@ -212,6 +224,14 @@ func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
 		out[name] = r
 	}
 	return out, nil
+}
+
+// addressOr is containerd's socket as the runtime will use it.
+func addressOr(a string) string {
+	if a == "" {
+		return containerd.DefaultAddress
+	}
+	return a
 }
 
 // follower applies the gossip view: every replica address goes to the

@@ -15,6 +15,8 @@ agent/runtime/process/runtime.go|os.OpenFile|shim.log, the shim'"'"'s own stdout
 agent/runtime/process/shim/shim.go|os.OpenFile|output.log, the workload'"'"'s output: append-only, like a journal whose tail a power cut may take
 server/restorespool.go|os.CreateTemp|the restore spool: read back within the same call and removed; what a crash leaves is removed at start
 cluster/ops.go|os.CreateTemp|the restore spool of a size-less restore: read back within the same call and removed
+agent/runtime/containerd/logger.go|os.OpenFile|a containerd workload'"'"'s output log, written by the logger containerd starts: append-only, like a journal whose tail a power cut may take
+agent/runtime/containerd/containerdtest/daemon.go|os.OpenFile|test support: the log of a containerd the tests start in a temporary directory
 cluster/segcheck.go|os.OpenFile|raft-wal'"'"'s own segment files, written in place where raft-wal would write them (a rebuilt header, zeros past its end) and synced with f.Sync before anything else happens
 rpc/rpctest/ca.go|os.WriteFile|test support: certificates for tests in a temporary directory
 '

@@ -3,8 +3,9 @@
 // baseline, restricted) applied to Grapnel's runtimes. It reads a
 // workload's runtime and rendered runtimeConfig — the `user:` of a
 // process workload, the podman options (generalOptions, commandOptions)
-// as podman's own flag parser reads them, podman-kube's playOptions and
-// the security fields of its Kubernetes manifest — and lists every
+// as podman's own flag parser reads them (containerd's commandOptions
+// alike: the runtime accepts only options podman's run has), podman-kube's
+// playOptions and the security fields of its Kubernetes manifest — and lists every
 // setting that grants more than a default container or process has, or
 // restricts it, with the least level that admits it.
 //

@@ -14,10 +14,35 @@ import (
 // `run`, commandOptions after it, then the image and commandArgs (the
 // container's own command, which the policy leaves alone).
 func inspectPodman(text string) (*Profile, error) {
-	var general, command []string
-	var image string
-	var imageField string
-	err := topFields(text, func(field, key string, v *yaml.Node) (err error) {
+	general, command, image, imageField, err := readRunConfig(text)
+	if err != nil {
+		return nil, err
+	}
+	f := &finder{}
+	judgeGeneral(f, root+".generalOptions", general)
+	judgeRun(f, command)
+	judgeImage(f, imageField, image)
+	requireRestrictedRun(f)
+	return f.profile(), nil
+}
+
+// judgeRun judges `run` options as podman's flag parser reads them.
+func judgeRun(f *finder, command []string) {
+	occs, st := readFlags(runOptions, root+".commandOptions", command)
+	for _, o := range occs {
+		if o.opt.judge != nil {
+			o.opt.judge(o, f)
+		}
+	}
+	if st != nil {
+		stopped(f, root+".commandOptions", command, st)
+	}
+}
+
+// readRunConfig reads the keys podman and containerd runtimeConfigs
+// share.
+func readRunConfig(text string) (general, command []string, image, imageField string, err error) {
+	err = topFields(text, func(field, key string, v *yaml.Node) (err error) {
 		switch key {
 		case "generalOptions":
 			general, err = stringList(field, v)
@@ -29,23 +54,7 @@ func inspectPodman(text string) (*Profile, error) {
 		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	f := &finder{}
-	judgeGeneral(f, root+".generalOptions", general)
-	occs, st := readFlags(runOptions, root+".commandOptions", command)
-	for _, o := range occs {
-		if o.opt.judge != nil {
-			o.opt.judge(o, f)
-		}
-	}
-	if st != nil {
-		stopped(f, root+".commandOptions", command, st)
-	}
-	judgeImage(f, imageField, image)
-	requireRestrictedRun(f)
-	return f.profile(), nil
+	return general, command, image, imageField, err
 }
 
 // stopped records the items from where pflag stopped reading options:

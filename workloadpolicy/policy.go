@@ -12,6 +12,7 @@ const (
 	RuntimeProcess    = "process"
 	RuntimePodman     = "podman"
 	RuntimePodmanKube = "podman-kube"
+	RuntimeContainerd = "containerd"
 )
 
 // Inspect reads the security-relevant settings of a workload's rendered
@@ -25,6 +26,8 @@ func Inspect(runtime, runtimeConfig string) (*Profile, error) {
 		return inspectPodman(runtimeConfig)
 	case RuntimePodmanKube:
 		return inspectKube(runtimeConfig)
+	case RuntimeContainerd:
+		return inspectContainerd(runtimeConfig)
 	}
 	return &Profile{}, nil
 }

@@ -155,6 +155,15 @@ func TestCheckLevels(t *testing.T) {
 		{"downOptions unknown", "podman-kube", "downOptions: [--bar]\n" + kube(restrictedPod), ok, want{"runtimeConfig.downOptions[0]", "--bar"}, want{"runtimeConfig.downOptions[0]", ""}},
 		{"kube generalOptions", "podman-kube", "generalOptions: [--hooks-dir, /tmp]\n" + kube(restrictedPod), ok, want{"runtimeConfig.generalOptions[0]", "hooks"}, want{"runtimeConfig.generalOptions[0]", ""}},
 
+		// containerd: its commandOptions read with podman's table
+		{"plain containerd", "containerd", podman(`"--env", "A=1", "--read-only"`), ok, ok, want{"runtimeConfig.commandOptions", "--cap-drop=ALL"}},
+		{"containerd never restricted", "containerd", podman(`"--cap-drop=ALL"`), ok, ok, want{"runtimeConfig.commandOptions", "cannot set (ctr run has no --user)"}},
+		{"containerd --privileged", "containerd", podman(`"--privileged"`), ok, want{"runtimeConfig.commandOptions[0]", "every capability"}, want{"runtimeConfig.commandOptions[0]", "every capability"}},
+		{"containerd host network", "containerd", podman(`"--net", "host"`), ok, want{"runtimeConfig.commandOptions[0]", "network"}, want{"runtimeConfig.commandOptions[0]", ""}},
+		{"containerd host root", "containerd", podman(`"-v", "/:/host"`), ok, want{"runtimeConfig.commandOptions[0]", `host path "/"`}, want{"runtimeConfig.commandOptions[0]", "host path"}},
+		{"containerd cap-add", "containerd", podman(`"--cap-add", "SYS_ADMIN"`), ok, want{"runtimeConfig.commandOptions[0]", "SYS_ADMIN"}, want{"runtimeConfig.commandOptions[0]", ""}},
+		{"containerd generalOptions", "containerd", podmanGeneral(`"--namespace", "k8s.io"`), ok, want{"runtimeConfig.generalOptions[0]", "no generalOptions"}, want{"runtimeConfig.generalOptions[0]", ""}},
+
 		// other runtimes: nothing to read
 		{"unknown runtime", "wasm", "anything: [", ok, ok, ok},
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/agent/runtime/containerd"
 	"github.com/grapnel-io/grapnel/agent/runtime/podman"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/agent/workload"
@@ -29,7 +30,10 @@ import (
 // The process runtime's shim is this test binary.
 func TestMain(m *testing.M) {
 	process.RunShimIfRequested()
-	os.Exit(m.Run())
+	containerd.RunLoggerIfRequested()
+	code := m.Run()
+	stopCtd()
+	os.Exit(code)
 }
 
 // waitWithin bounds every wait: generous for -race on a loaded machine
@@ -343,6 +347,7 @@ func TestStartRules(t *testing.T) {
 		func(t *testing.T, runFolder string) *rig { r := processRig(t, runFolder); return &r },
 		func(t *testing.T, _ string) *rig { return podmanRig(t) },
 		func(t *testing.T, _ string) *rig { return kubeRig(t) },
+		func(t *testing.T, _ string) *rig { return containerdRig(t) },
 	}
 	scenarios := []struct {
 		name         string
@@ -354,12 +359,12 @@ func TestStartRules(t *testing.T) {
 	}
 	for i, mk := range rigs {
 		for _, sc := range scenarios {
-			t.Run([]string{"process", "podman", "podman-kube"}[i]+"/"+sc.name, func(t *testing.T) {
+			t.Run([]string{"process", "podman", "podman-kube", "containerd"}[i]+"/"+sc.name, func(t *testing.T) {
 				t.Parallel()
 				runFolder := t.TempDir()
 				r := mk(t, runFolder)
 				if r == nil {
-					t.Skip("podman not set up: run scripts/podman-setup.sh")
+					t.Skip("podman or containerd not set up: run scripts/podman-setup.sh or scripts/containerd-setup.sh")
 				}
 				testStartRules(t, *r, runFolder, sc.reboot, sc.wipe)
 			})

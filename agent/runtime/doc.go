@@ -1,6 +1,7 @@
 // Package runtime is the seam between the agent's workload control loops
 // and the programs that run workloads: the process runtime
-// (agent/runtime/process), podman and podman-kube (agent/runtime/podman).
+// (agent/runtime/process), podman and podman-kube (agent/runtime/podman)
+// and containerd (agent/runtime/containerd).
 //
 // A Runtime is stateless from the agent's point of view: everything it
 // needs to find an instance again after an agent restart is on the host

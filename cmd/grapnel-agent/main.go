@@ -7,6 +7,7 @@ package main
 import (
 	"os"
 
+	"github.com/grapnel-io/grapnel/agent/runtime/containerd"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/cmd/internal/agentcmd"
 )
@@ -15,5 +16,8 @@ func main() {
 	// Without grapnel-process-shim next to this binary, a workload process
 	// is started through this binary as its shim.
 	process.RunShimIfRequested()
+	// containerd's shim runs this binary as the logger of every
+	// containerd workload.
+	containerd.RunLoggerIfRequested()
 	os.Exit(agentcmd.Main(os.Args[1:]))
 }

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/grapnel-io/grapnel/agent/runtime/containerd"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 )
 
@@ -32,6 +33,9 @@ func main() {
 	// shim (named grapnel-process-shim, with the shim's variable set):
 	// first, before anything else runs.
 	process.RunShimIfRequested()
+	// containerd's shim runs the agent's executable, this one behind the
+	// grapnel-agent link, as the logger of every containerd workload.
+	containerd.RunLoggerIfRequested()
 	if code, ok := runProgram(program(os.Args[0], os.Args[1:])); ok {
 		os.Exit(code)
 	}

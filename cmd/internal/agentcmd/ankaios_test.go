@@ -75,9 +75,10 @@ key_pem = '`+key+`'
 			want: func(c config) bool { return c.Name == "agent_B" }},
 		{name: "Grapnel's default file when present", grapnel: grapnelYAML, ankaios: insecureConf,
 			want: func(c config) bool { return c.Name == "from-yaml" && !c.Insecure }},
-		{name: "runtimes Grapnel lacks: a warning", grapnel: absent, ankaios: mixed,
-			want:    func(c config) bool { return slices.Equal(c.Runtimes, layered.List{"podman", "process", "podman-kube"}) },
-			warning: "grapnel-agent: warning: Ankaios agent config " + mixed + ": key 'runtimes': Grapnel has no containerd runtime; left out\n"},
+		{name: "every Ankaios runtime, containerd too", grapnel: absent, ankaios: mixed,
+			want: func(c config) bool {
+				return slices.Equal(c.Runtimes, layered.List{"containerd", "podman", "process", "podman-kube"})
+			}},
 		{name: "ANKAGENT_ over the Ankaios file", grapnel: absent, ankaios: full, env: map[string]string{"ANKAGENT_INSECURE": "true", "ANKAGENT_CA_PEM": ca2},
 			want: func(c config) bool { return c.Insecure && c.CAPem == ca2 && c.Name == "agent_A" }},
 		{name: "ANKAGENT_ over Grapnel's file", grapnel: grapnelYAML, ankaios: absent, env: map[string]string{"ANKAGENT_INSECURE": "true"},
@@ -132,8 +133,8 @@ func TestAnkaiosAgentConfigRefusals(t *testing.T) {
 			"key 'tags': expected a table of strings, got the integer 8 for 'cores'"},
 		{"unknown runtime", []string{"-x", bad("rt.conf", "version = 'v1'\nname = 'a'\nruntimes = ['docker']\n")}, nil,
 			`key 'runtimes': unknown runtime "docker"`},
-		{"no runtime Grapnel has", []string{"-x", bad("rt2.conf", "version = 'v1'\nname = 'a'\nruntimes = ['containerd']\n")}, nil,
-			"key 'runtimes': no runtime Grapnel has (process, podman, podman-kube) is listed"},
+		{"no runtime", []string{"-x", bad("rt2.conf", "version = 'v1'\nname = 'a'\nruntimes = []\n")}, nil,
+			"key 'runtimes': no runtime Grapnel has (process, podman, podman-kube, containerd) is listed"},
 		{"no version", []string{"-x", bad("nover.conf", "name = 'a'\n")}, nil, "key 'version': missing"},
 		{"malformed ANKAGENT_INSECURE", []string{"-n", "a"}, map[string]string{"ANKAGENT_INSECURE": "maybe"}, "ANKAGENT_INSECURE"},
 	}

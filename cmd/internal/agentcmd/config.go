@@ -14,6 +14,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent"
 	"github.com/grapnel-io/grapnel/agent/controlif"
 	"github.com/grapnel-io/grapnel/agent/logs"
+	"github.com/grapnel-io/grapnel/agent/runtime/containerd"
 	"github.com/grapnel-io/grapnel/agent/runtime/process"
 	"github.com/grapnel-io/grapnel/internal/ankconf"
 	"github.com/grapnel-io/grapnel/internal/formats"
@@ -47,6 +48,10 @@ type config struct {
 	GossipAddress string            `yaml:"gossip_address"`
 	GossipKeyFile string            `yaml:"gossip_key_file"`
 	LogLevel      string            `yaml:"log_level"`
+	// ContainerdAddress and ContainerdNamespace are where the containerd
+	// runtime finds containerd and keeps the agent's containers.
+	ContainerdAddress   string `yaml:"containerd_address"`
+	ContainerdNamespace string `yaml:"containerd_namespace"`
 	// ResyncInterval is the period of drift repair; 0 turns the periodic
 	// rounds off (`grapnel agent resync` still asks for one).
 	ResyncInterval time.Duration `yaml:"resync_interval"`
@@ -97,7 +102,9 @@ func options() []layered.Option[config] {
 		layered.Opt("server-url", "s", "SERVER_URL", "replica gRPC addresses ADDR[,ADDR...]; any one is enough to find the leader", func(c *config) any { return &c.ServerURL }),
 		layered.Opt("run-folder", "r", "RUN_FOLDER", "workload files, control interfaces, process records and the incarnation counter", func(c *config) any { return &c.RunFolder }),
 		layered.Opt("tag", "t", "TAGS", "agent tag key=value (repeatable; env: comma-separated)", func(c *config) any { return &c.Tags }),
-		layered.Opt("runtimes", "", "RUNTIMES", "runtimes to offer, comma-separated: process, podman, podman-kube (default all three, the podman ones only when podman is available)", func(c *config) any { return &c.Runtimes }),
+		layered.Opt("runtimes", "", "RUNTIMES", "runtimes to offer, comma-separated: process, podman, podman-kube, containerd (default all four, podman's only when podman is available, containerd only when containerd answers)", func(c *config) any { return &c.Runtimes }),
+		layered.Opt("containerd-address", "", "CONTAINERD_ADDRESS", "containerd's socket for the containerd runtime (default "+containerd.DefaultAddress+")", func(c *config) any { return &c.ContainerdAddress }),
+		layered.Opt("containerd-namespace", "", "CONTAINERD_NAMESPACE", "the containerd namespace of the agent's containerd workloads (default "+containerd.DefaultNamespace+", nerdctl's)", func(c *config) any { return &c.ContainerdNamespace }),
 		// The Ankaios agent reads these four from ANKAGENT_* variables too.
 		layered.Opt("insecure", "k", "INSECURE", "connect without TLS (development only)", func(c *config) any { return &c.Insecure }).Upstream("ANKAGENT_INSECURE"),
 		layered.Opt("ca_pem", "", "CA_PEM", "CA certificate (PEM)", func(c *config) any { return &c.CAPem }).Upstream("ANKAGENT_CA_PEM"),
@@ -160,8 +167,9 @@ func loadConfigTo(args []string, lookup func(string) (string, bool), stdout, std
 }
 
 // Ankaios runtimes Grapnel has no counterpart for; an Ankaios agent
-// config that names them gets a warning.
-var ankaiosOnlyRuntimes = map[string]bool{"containerd": true}
+// config that names them gets a warning. There are none since Grapnel
+// has containerd.
+var ankaiosOnlyRuntimes = map[string]bool{}
 
 // applyAnkaiosConfig applies an Ankaios agent config file (TOML) to c:
 // every key it has maps to the Grapnel setting of the same name.
@@ -345,6 +353,7 @@ func (c config) agentConfig(log *slog.Logger) (agent.Config, error) {
 	return agent.Config{
 		Name: c.Name, Servers: c.ServerURL, Insecure: c.Insecure, TLS: c.tlsFiles(), Tags: c.Tags,
 		RunFolder: c.RunFolder, Runtimes: c.Runtimes,
+		Containerd: containerd.Config{Address: c.ContainerdAddress, Namespace: c.ContainerdNamespace},
 		GossipJoin: c.GossipJoin, GossipAddress: c.GossipAddress, GossipKey: key.Primary(),
 		ResyncInterval: c.ResyncInterval,
 		WorkloadUIDs:   uids, WorkloadPolicy: level, WorkloadUsers: c.WorkloadUsers,
