@@ -74,7 +74,6 @@ func storeGlob(dir, kind string) string {
 	return filepath.Join(dir, walDir, "*.wal")
 }
 
-
 // testStore is testWAL for the store kind names.
 func testStore(t *testing.T, dir, kind string, n int, term uint64) {
 	t.Helper()
