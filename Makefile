@@ -168,11 +168,11 @@ upgrade-test-short:
 	$(GO) run ./chaos/cmd/grapnel-upgrade -short
 
 # SEAMS_STEPS is the length of the generative test of the seams
-# (agent.TestSeams, issue 30) the chaos target runs first; make test runs
-# 30 steps.
+# (agent.TestSeams, issue 30) the chaos target runs first, from a drawn
+# seed; make test runs 30 steps of one fixed sequence.
 SEAMS_STEPS ?= 400
 chaos: build
-	GRAPNEL_SEAMS_STEPS=$(SEAMS_STEPS) $(GO) test -race -count=1 -timeout 60m -run '^TestSeams$$' -v ./agent/
+	GRAPNEL_SEAMS_SEED=random GRAPNEL_SEAMS_STEPS=$(SEAMS_STEPS) $(GO) test -race -count=1 -timeout 60m -run '^TestSeams$$' -v ./agent/
 	$(GO) build -o bin/ ./chaos/cmd/grapnel-chaos
 	./bin/grapnel-chaos run --duration $(DURATION) --min-rounds $(MIN_ROUNDS) --seed $(SEED)
 

@@ -57,6 +57,9 @@ import (
 //
 // The seed is printed; GRAPNEL_SEAMS_SEED replays one, GRAPNEL_SEAMS_STEPS
 // sets the length (`make chaos` runs it long).
+// seamsSeed is the sequence make test runs.
+const seamsSeed = 1
+
 func TestSeams(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 3 replicas and 3 agents")
@@ -69,14 +72,17 @@ func TestSeams(t *testing.T) {
 		}
 		steps = n
 	}
-	var seed uint64
-	if v := os.Getenv("GRAPNEL_SEAMS_SEED"); v != "" {
+	// make test runs one fixed sequence, so that CI fails only on a
+	// change; make chaos draws one (GRAPNEL_SEAMS_SEED=random), and a
+	// failing seed replays.
+	seed := uint64(seamsSeed)
+	if v := os.Getenv("GRAPNEL_SEAMS_SEED"); v != "" && v != "random" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			t.Fatalf("GRAPNEL_SEAMS_SEED=%q: a number is required", v)
+			t.Fatalf("GRAPNEL_SEAMS_SEED=%q: a number or \"random\" is required", v)
 		}
 		seed = n
-	} else {
+	} else if v == "random" {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		for _, c := range b {
@@ -293,6 +299,13 @@ func (w *seamsWorld) pids() map[string]int {
 // asks for and Active agents could give it: the placement that follows
 // an update is an entry of its own.
 func (w *seamsWorld) current() (map[string]bool, bool) {
+	out, read, complete := w.currentParts()
+	return out, read && complete
+}
+
+// currentParts is current's answer in parts: the instances, whether the
+// leader's store could be read, and whether it holds all the model wants.
+func (w *seamsWorld) currentParts() (map[string]bool, bool, bool) {
 	out := map[string]bool{}
 	active := 0
 	for _, a := range seamsAgents {
@@ -322,7 +335,7 @@ func (w *seamsWorld) current() (map[string]bool, bool) {
 			}
 		}
 	})
-	return out, ok && complete
+	return out, ok, complete
 }
 
 // manifest is the desired state of the named workloads (all in the
@@ -471,7 +484,7 @@ func (w *seamsWorld) opDelete() {
 		w.refuse(w.bob, empty, mask, nil, errs.ErrLocked, "bob's delete of "+name+", locked by alice")
 		return
 	}
-	before, _ := w.current()
+	before := w.before()
 	delete(w.model, name)
 	w.apply(w.alice, empty, mask, nil, before)
 }
@@ -636,7 +649,7 @@ func (w *seamsWorld) apply(by *client.Conn, st *state.State, mask []string, expe
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if before == nil {
-		before, _ = w.current()
+		before = w.before()
 	}
 	for attempt := 0; ; attempt++ {
 		plan, err := retryLeader(ctx, func() (*grapnelpb.PlanResponse, error) {
@@ -753,6 +766,20 @@ func retryLeader[R any](ctx context.Context, f func() (R, error)) (R, error) {
 
 // settle waits until every desired workload runs its current instance
 // and its process has written its pid.
+// before is the instances wanted before an update, read once a leader's
+// store answers: a read between leaders answers nothing, and an update
+// compared with nothing seems to add every instance there is.
+func (w *seamsWorld) before() map[string]bool {
+	w.t.Helper()
+	var out map[string]bool
+	testwait.For(w.t, 2*runWithin, func() bool {
+		var ok bool
+		out, ok, _ = w.currentParts()
+		return ok
+	}, "a leader's store to read the instances before the update from")
+	return out
+}
+
 func (w *seamsWorld) settle() {
 	w.t.Helper()
 	testwait.For(w.t, 2*runWithin, func() bool {
