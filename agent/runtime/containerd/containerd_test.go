@@ -16,6 +16,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/agent/runtime/containerd/containerdtest"
+	"github.com/grapnel-io/grapnel/agent/runtime/linelog"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/state"
 )
@@ -396,7 +397,7 @@ func logTimes(t *testing.T, id runtime.ID) []time.Time {
 	}
 	var out []time.Time
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		at, _, ok := parseLogLine([]byte(line))
+		at, _, ok := linelog.ParseLine([]byte(line))
 		if !ok {
 			t.Fatalf("log line %q not in the logger's format", line)
 		}
