@@ -208,9 +208,15 @@ func TestProblemUpdatesWaitForTheClusterVersion(t *testing.T) {
 	}
 	const key = "MissingDependency/app/db"
 	put(withCondition(ankbase.AddCondition_ADD_COND_RUNNING))
-	leaderStore := func() state.Problems { return problemsOf(c.FSM(c.LeaderID())) }
+	// The leader's store, once there is a leader (between two, none).
+	leaderFSM := func() *fsm.FSM {
+		var id string
+		c.WaitFor("a leader", 20*time.Second, func() bool { id = c.LeaderID(); return id != "" })
+		return c.FSM(id)
+	}
+	leaderStore := func() state.Problems { return problemsOf(leaderFSM()) }
 	c.WaitFor("the problem open", 20*time.Second, func() bool { return leaderStore().Open[key] != nil })
-	if v := c.FSM(c.LeaderID()).ClusterVersion(); v != state.ClusterVersionRevocation {
+	if v := leaderFSM().ClusterVersion(); v != state.ClusterVersionRevocation {
 		t.Fatalf("cluster version %d with n3 supporting 1", v)
 	}
 	first := *leaderStore().Open[key]
