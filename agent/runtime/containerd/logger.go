@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -64,6 +66,12 @@ func runLogger(path string, clk clock.Clock) error {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		return err
 	}
+	// The shim sends SIGTERM once the task is deleted, and kills the
+	// logger 12 s later. Dying at the SIGTERM would lose what is still in
+	// the pipes, a last line without a newline above all (it is read only
+	// at their end): keep draining instead.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
 	stdout, stderr, ready := os.NewFile(3, "stdout"), os.NewFile(4, "stderr"), os.NewFile(5, "ready")
 	if stdout == nil || stderr == nil || ready == nil {
 		return errors.New("fds 3, 4 and 5 are not open: not started by containerd's shim")
@@ -104,8 +112,31 @@ func runLogger(path string, clk clock.Clock) error {
 			}
 		}
 	}
-	errs := make(chan error, 2)
-	go func() { errs <- copyLines(stdout, 'O') }()
-	go func() { errs <- copyLines(stderr, 'E') }()
-	return errors.Join(<-errs, <-errs)
+	done := make(chan error, 1)
+	go func() {
+		errs := make(chan error, 2)
+		go func() { errs <- copyLines(stdout, 'O') }()
+		go func() { errs <- copyLines(stderr, 'E') }()
+		done <- errors.Join(<-errs, <-errs)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-term:
+	}
+	// The shim closed its ends of the pipes before signalling; end before
+	// its kill should something else still hold them.
+	expired := make(chan struct{})
+	t := clk.AfterFunc(termGrace, func() { close(expired) })
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-expired:
+		return fmt.Errorf("output streams still open %v after SIGTERM", termGrace)
+	}
 }
+
+// termGrace is how long the logger goes on draining after the shim's
+// SIGTERM: less than the 12 s after which the shim kills it.
+const termGrace = 10 * time.Second
