@@ -100,6 +100,7 @@ check: tools
 	@./scripts/check-clock.sh
 	@./scripts/check-durable.sh
 	@./scripts/check-raft-apply.sh
+	@./scripts/check-tracked.sh
 	@$(MAKE) -s check-linked
 
 proto: tools

@@ -57,6 +57,10 @@ workloads:
     restartPolicy: NEVER
     runtimeConfig: |
       command: /bin/true
+  broken:
+    runtime: no-such-runtime
+    agent: agent_A
+    runtimeConfig: ""
 `
 
 // dashboardLate is applied while the page is open: it must appear
@@ -172,6 +176,12 @@ func TestDashboardInBrowser(t *testing.T) {
 		return strings.HasPrefix(stateOf("sleeper"), "Running") && strings.HasPrefix(stateOf("waiter"), "Running") &&
 			strings.HasPrefix(stateOf("oneshot"), "Succeeded")
 	}, "sleeper and waiter Running, oneshot Succeeded on the page (live, without a reload)")
+	// A workload that cannot start is drawn as a failure, not as one
+	// that waits (issue 31 point 5).
+	testwait.For(t, 20*time.Second, func() bool {
+		return stateOf("broken") == "Pending(StartingFailed)" &&
+			js(`String(document.querySelector('tr[data-workload="broken"] td.state').classList.contains('bad'))`) == "true"
+	}, "broken shown Pending(StartingFailed) and marked bad (shows %q)", testwait.Lazy(func() string { return stateOf("broken") }))
 	// A change while the page is open reaches it over its events stream.
 	late := filepath.Join(dir, "late.yaml")
 	if err := os.WriteFile(late, []byte(dashboardLate), 0o644); err != nil {
@@ -266,8 +276,10 @@ func TestDashboardInBrowser(t *testing.T) {
 // screenshotPath is .bench/dashboard.png at the module root, or the
 // test's temp dir when that cannot be made.
 func screenshotPath(t *testing.T) string {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err == nil {
+	// The repository's .bench/ (ignored by git): the test runs in
+	// cmd/internal/servercmd.
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if _, serr := os.Stat(filepath.Join(root, "go.mod")); err == nil && serr == nil {
 		dir := filepath.Join(root, ".bench")
 		if os.MkdirAll(dir, 0o755) == nil {
 			return filepath.Join(dir, "dashboard.png")

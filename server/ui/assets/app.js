@@ -10,7 +10,10 @@ let logs = null;
 
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? '').replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
-const cls = (state) => ({Running: 'good', Succeeded: 'good', Failed: 'bad', AgentDisconnected: 'bad', NotScheduled: 'warn', Pending: 'warn', Stopping: 'warn'}[state] || '');
+// A failed sub-state (Pending(StartingFailed), Stopping(DeleteFailed)) is
+// a failure, whatever its state: it waits for a fix, not for time.
+const cls = (state, sub) => /Failed$/.test(sub || '') ? 'bad' :
+  ({Running: 'good', Succeeded: 'good', Failed: 'bad', AgentDisconnected: 'bad', NotScheduled: 'warn', Pending: 'warn', Stopping: 'warn'}[state] || '');
 
 function setConn(text, ok) { const c = $('conn'); c.textContent = text; c.className = ok ? 'good' : 'bad'; }
 
@@ -91,7 +94,7 @@ function drawWorkloads() {
     (!f || [w.name, w.agent, w.state, w.subState].some((x) => String(x).toLowerCase().includes(f))));
   rows('workloads', list, (w) => `<tr class="row" data-workload="${esc(w.name)}"><td>${esc(w.name)}</td><td>${esc(w.agent)}</td>` +
     `<td class="mono" title="${esc(w.instance)}">${esc(w.instance.slice(0, 12))}</td><td>${esc(w.runtime)}</td>` +
-    `<td class="state ${cls(w.state)}">${esc(w.state)}${w.subState && w.subState !== w.state ? '(' + esc(w.subState) + ')' : ''}</td><td>${esc(w.info)}</td></tr>`);
+    `<td class="state ${cls(w.state, w.subState)}">${esc(w.state)}${w.subState && w.subState !== w.state ? '(' + esc(w.subState) + ')' : ''}</td><td>${esc(w.info)}</td></tr>`);
 }
 
 function selected() { const m = location.hash.match(/^#\/w\/(.+)$/); return m ? decodeURIComponent(m[1]) : ''; }
@@ -108,7 +111,7 @@ async function showDetail() {
   if (selected() !== name) return;
   $('detail').hidden = false;
   $('dname').textContent = d.name;
-  $('dinst').innerHTML = d.instances.map((i) => `<div>${esc(i.agent)} <span class="mono">${esc(i.instance)}</span> <b class="${cls(i.state)}">${esc(i.state)}(${esc(i.subState)})</b></div>`).join('') +
+  $('dinst').innerHTML = d.instances.map((i) => `<div>${esc(i.agent)} <span class="mono">${esc(i.instance)}</span> <b class="${cls(i.state, i.subState)}">${esc(i.state)}(${esc(i.subState)})</b></div>`).join('') +
     (d.dependencies ? '<div>depends on: ' + Object.entries(d.dependencies).map(([k, v]) => esc(k) + ' ' + esc(v)).join(', ') + '</div>' : '');
   $('dconfig').textContent = d.renderedConfig;
   rows('dtimeline', d.timeline, (e) => `<tr><td>${e.index}</td><td>${e.timeMs ? new Date(e.timeMs).toLocaleString() : ''}</td><td>${esc(e.kind)}</td>` +
