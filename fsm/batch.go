@@ -93,8 +93,11 @@ func (f *FSM) applyBatchLocked(cmds []Command, index uint64) BatchResponse {
 	out := make(BatchResponse, len(cmds))
 	// No reader sees the store until the batch is applied, so its
 	// desired-state updates copy the desired state once, not each.
-	f.store.BeginBatch()
-	defer f.store.EndBatch()
+	// Inside ApplyBatch the run is already open and stays open.
+	if !f.store.InBatch() {
+		f.store.BeginBatch()
+		defer f.store.EndBatch()
+	}
 	for i, c := range cmds {
 		out[i] = f.executeLocked(c, index)
 	}

@@ -189,3 +189,82 @@ func BenchmarkApplyBatch(b *testing.B) {
 		}
 	})
 }
+
+// Raft hands the entries it committed together to ApplyBatch (the FSM is
+// a raft.BatchingFSM): each applies at its own index and is answered as
+// Apply answers it alone, with a Batch entry among them, and the store
+// ends as after Apply one by one. An entry that halts the FSM answers the
+// rest with the halt and applies none of them.
+func TestFSM_ApplyBatchEqualsApply(t *testing.T) {
+	up := webUpdate()
+	up.Seq = 1
+	up2 := webUpdate()
+	up2.Seq = 2
+	up2.Update.PutWorkloads["web"].RuntimeConfig = "image: nginx:2"
+	stale := webUpdate()
+	stale.Seq = 9 // out of sequence: refused
+	inner, err := EncodeBatch([][]byte{mustEncode(t, &AgentConnectedRequest{Name: "agent_B"}), mustEncode(t, up2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	datas := [][]byte{
+		mustEncode(t, &AgentConnectedRequest{Name: "agent_A"}),
+		mustEncode(t, up),
+		inner,
+		mustEncode(t, stale),
+		mustEncode(t, &AgentGoneRequest{Name: "agent_A"}),
+	}
+	logs := make([]*raft.Log, 0, len(datas)+1)
+	for i, d := range datas {
+		logs = append(logs, &raft.Log{Index: uint64(10 + i), Type: raft.LogCommand, Data: d})
+	}
+	// Raft hands configuration entries to a BatchingFSM too.
+	logs = append(logs, &raft.Log{Index: 15, Type: raft.LogConfiguration, Data: []byte{1, 2}})
+
+	batched, one := New(), New()
+	got := batched.ApplyBatch(logs)
+	want := make([]any, len(logs))
+	for i, l := range logs {
+		want[i] = one.Apply(l)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d answers for %d entries", len(got), len(logs))
+	}
+	for i := range want {
+		if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
+			t.Errorf("entry %d answered %v by ApplyBatch, %v by Apply", logs[i].Index, got[i], want[i])
+		}
+	}
+	if err, ok := got[3].(error); !ok || !errors.Is(err, ErrOutOfSequence) {
+		t.Fatalf("the stale update answered %v", got[3])
+	}
+	if !reflect.DeepEqual(read(batched), read(one)) {
+		t.Fatalf("ApplyBatch store\n%+v\nApply one by one\n%+v", read(batched), read(one))
+	}
+	if s := read(batched); s.Revision != 12 || s.Desired.Workloads["web"].RuntimeConfig != "image: nginx:2" {
+		t.Fatalf("store at revision %d with web %+v, want revision 12 and the second update", s.Revision, s.Desired.Workloads["web"])
+	}
+	if batched.AppliedIndex() != 14 {
+		t.Fatalf("applied %d, want 14", batched.AppliedIndex())
+	}
+
+	// A halt in the middle.
+	f := New()
+	f.ApplyBatch(logs[:2])
+	before := read(f)
+	resps := f.ApplyBatch([]*raft.Log{
+		{Index: 20, Type: raft.LogCommand, Data: []byte{byte(BatchType), 10, byte(AgentGoneType)}},
+		{Index: 21, Type: raft.LogCommand, Data: mustEncode(t, &AgentGoneRequest{Name: "agent_A"})},
+	})
+	for i, r := range resps {
+		if h, ok := r.(*HaltError); !ok || h.Index != 20 {
+			t.Fatalf("answer %d: %v, want the halt at 20", i, r)
+		}
+	}
+	if !reflect.DeepEqual(read(f), before) || f.AppliedIndex() != 11 {
+		t.Fatalf("a halted batch changed the store (applied %d)", f.AppliedIndex())
+	}
+}
+
+// The FSM is a raft.BatchingFSM, so Raft applies committed runs at once.
+var _ raft.BatchingFSM = (*FSM)(nil)

@@ -119,12 +119,35 @@ func (f *FSM) Restores() uint64 {
 // not decode, a cluster version newer than this build reads) halts the
 // FSM instead of crashing the replica: see HaltError. From then on every
 // entry is answered with the HaltError and nothing is applied.
-func (f *FSM) Apply(l *raft.Log) (resp any) {
+func (f *FSM) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applyLocked(l)
+}
+
+// ApplyBatch implements raft.BatchingFSM: Raft hands over the entries it
+// committed together (up to MaxAppendEntries), and they apply under one
+// hold of the lock, as one Batch entry's commands do, so that their
+// desired-state updates copy the desired state once. Each entry applies
+// at its own index and is answered as Apply would answer it; a reader
+// sees all of them or none.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]any, len(logs))
+	f.store.BeginBatch()
+	defer f.store.EndBatch()
+	for i, l := range logs {
+		out[i] = f.applyLocked(l)
+	}
+	return out
+}
+
+// applyLocked applies one entry; see Apply.
+func (f *FSM) applyLocked(l *raft.Log) (resp any) {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.halted != nil {
 		return f.halted
 	}

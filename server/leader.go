@@ -263,7 +263,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 		events: events.NewHandler(),
 		logs:   logcampaign.NewStore(),
 		clock:  clk,
-		pipe: newPipeline(s.node.ApplyAsync, s.cfg.ApplyTimeout, s.cfg.GroupCommitDelay, clock.Real(),
+		pipe: newPipeline(s.node.ApplyAsync, s.cfg.ApplyTimeout, s.cfg.GroupCommitDelay, s.cfg.GroupCommitMaxBatch, clock.Real(),
 			func(n int) { s.cfg.Metrics.ObserveBatch(fsm.BatchType.String(), n) }, stopCh),
 		projected:    &projected{},
 		greeted:      map[string]greeting{},

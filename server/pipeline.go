@@ -16,12 +16,16 @@ import (
 // many are out, the leader loop stops reading its inbox.
 const maxInFlight = 256
 
-// maxBatch is the most proposals handed to Raft in one go, and
-// maxBatchBytes the most bytes of them in one entry: a proposal larger
-// than that goes alone.
+// DefaultGroupCommitMaxBatch is the most proposals handed to Raft in one
+// go, as one Batch entry, and maxBatchBytes the most bytes of them in one
+// entry: a proposal larger than that goes alone. A most of 1 hands each
+// proposal to Raft as its own entry, and only Raft batches: its apply
+// channel (BatchApplyCh) groups the entries that wait into one log write
+// and one AppendEntries, and the FSM applies what commits together at
+// once (fsm.FSM.ApplyBatch). docs/replication.md compares the two.
 const (
-	maxBatch      = 64
-	maxBatchBytes = 1 << 20
+	DefaultGroupCommitMaxBatch = 64
+	maxBatchBytes              = 1 << 20
 )
 
 // DefaultGroupCommitDelay is how long a proposal that arrives while an
@@ -99,6 +103,8 @@ type pipeline struct {
 	// delay is the group-commit delay; 0 or less hands every entry over
 	// at once.
 	delay time.Duration
+	// maxBatch is the most entries in one Batch entry (1: none).
+	maxBatch int
 	// onBatch, if set, learns the size of every batch handed to Raft.
 	onBatch func(n int)
 
@@ -117,12 +123,15 @@ type pipeline struct {
 	wg        sync.WaitGroup
 }
 
-func newPipeline(apply func([]byte, time.Duration) raft.ApplyFuture, timeout, delay time.Duration, clk clock.Clock, onBatch func(int), stop <-chan struct{}) *pipeline {
+func newPipeline(apply func([]byte, time.Duration) raft.ApplyFuture, timeout, delay time.Duration, maxBatch int, clk clock.Clock, onBatch func(int), stop <-chan struct{}) *pipeline {
+	if maxBatch < 1 {
+		maxBatch = DefaultGroupCommitMaxBatch
+	}
 	// A single inbox message queues at most a few entries after the
 	// full check, hence the slack.
 	capacity := 2 * maxInFlight
 	p := &pipeline{
-		apply: apply, timeout: timeout, delay: delay, clock: clk, onBatch: onBatch, stop: stop,
+		apply: apply, timeout: timeout, delay: delay, maxBatch: maxBatch, clock: clk, onBatch: onBatch, stop: stop,
 		proposeCh: make(chan *entry, capacity),
 		done:      make(chan []*entry, capacity),
 		batchDone: make(chan struct{}, capacity),
@@ -140,7 +149,7 @@ func (p *pipeline) proposer() {
 	armed := false   // a wake is due
 	for {
 		if len(pending) > 0 && p.mayGo(pending, outstanding) {
-			n := batchLen(pending)
+			n := batchLen(pending, p.maxBatch)
 			batch := make([]*entry, n)
 			copy(batch, pending)
 			p.hand(batch)
@@ -178,7 +187,7 @@ func (p *pipeline) proposer() {
 }
 
 // batchLen is how many of the pending entries go in the next batch.
-func batchLen(pending []*entry) int {
+func batchLen(pending []*entry, maxBatch int) int {
 	n, size := 0, 0
 	for _, e := range pending {
 		if n == maxBatch || n > 0 && size+len(e.buf) > maxBatchBytes {
@@ -216,7 +225,7 @@ func (p *pipeline) hand(batch []*entry) {
 
 // mayGo reports whether the pending entries go to Raft now.
 func (p *pipeline) mayGo(pending []*entry, outstanding int) bool {
-	return outstanding == 0 || len(pending) >= maxBatch || p.delay <= 0 ||
+	return outstanding == 0 || len(pending) >= p.maxBatch || p.delay <= 0 ||
 		!p.clock.Now().Before(pending[0].start.Add(p.delay))
 }
 

@@ -102,7 +102,7 @@ func (r *fakeRaft) future(t *testing.T, i int) *fakeFuture {
 func TestPipelineSettlesInOrder(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 16)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, 0, clock.Real(), nil, stop)
+	p := newPipeline(r.apply, time.Second, 0, 0, clock.Real(), nil, stop)
 	var got []string
 	record := func(name string) func(any, uint64) {
 		return func(resp any, _ uint64) { got = append(got, name+"="+resp.(string)) }
@@ -153,7 +153,7 @@ func TestPipelineSettlesInOrder(t *testing.T) {
 func TestPipelineAbandon(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 16)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, 0, clock.Real(), nil, stop)
+	p := newPipeline(r.apply, time.Second, 0, 0, clock.Real(), nil, stop)
 	var failed []error
 	for i := 0; i < 3; i++ {
 		p.enqueue(fsm.AgentGoneType, []byte{byte(i)}, func(any, uint64) { t.Error("committed after the end of the term") },
@@ -189,7 +189,7 @@ var errLeadershipTest = errors.New("leadership lost")
 func TestPipelineBound(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 2*maxInFlight)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, 0, clock.Real(), nil, stop)
+	p := newPipeline(r.apply, time.Second, 0, 0, clock.Real(), nil, stop)
 	defer func() {
 		r.future(t, maxInFlight-1)
 		close(stop)
@@ -245,12 +245,12 @@ func settleOne(t *testing.T, p *pipeline) {
 // once; those made while a batch is out wait for it to settle or for the
 // delay, then go together; a full batch goes without waiting.
 func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
-	r := &fakeRaft{added: make(chan struct{}, 4*maxBatch)}
+	r := &fakeRaft{added: make(chan struct{}, 4*DefaultGroupCommitMaxBatch)}
 	stop := make(chan struct{})
 	clk := clock.NewFake(time.Unix(1000, 0))
 	var sizesMu sync.Mutex
 	var sizes []int
-	p := newPipeline(r.apply, time.Second, 10*time.Millisecond, clk, func(n int) {
+	p := newPipeline(r.apply, time.Second, 10*time.Millisecond, 0, clk, func(n int) {
 		sizesMu.Lock()
 		sizes = append(sizes, n)
 		sizesMu.Unlock()
@@ -288,16 +288,16 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 	clk.Advance(10 * time.Millisecond)
 	r.future(t, 3)
 	// A full batch goes at once, with batches still out.
-	for i := 0; i < maxBatch; i++ {
+	for i := 0; i < DefaultGroupCommitMaxBatch; i++ {
 		p.enqueue(fsm.AgentGoneType, []byte{byte(fsm.AgentGoneType)}, nil, nil)
 	}
-	r.future(t, 3+maxBatch)
+	r.future(t, 3+DefaultGroupCommitMaxBatch)
 	testwait.For(t, 5*time.Second, func() bool {
 		sizesMu.Lock()
 		defer sizesMu.Unlock()
 		return len(sizes) == 4
 	}, "the batch sizes")
-	if want := []int{1, 2, 1, maxBatch}; !reflect.DeepEqual(sizes, want) {
+	if want := []int{1, 2, 1, DefaultGroupCommitMaxBatch}; !reflect.DeepEqual(sizes, want) {
 		t.Fatalf("batch sizes %v, want %v", sizes, want)
 	}
 }
@@ -306,7 +306,7 @@ func TestPipelineGroupsProposalsWhileABatchIsOut(t *testing.T) {
 func TestPipelineWithoutDelay(t *testing.T) {
 	r := &fakeRaft{added: make(chan struct{}, 16)}
 	stop := make(chan struct{})
-	p := newPipeline(r.apply, time.Second, -1, clock.NewFake(time.Unix(1000, 0)), nil, stop)
+	p := newPipeline(r.apply, time.Second, -1, 0, clock.NewFake(time.Unix(1000, 0)), nil, stop)
 	defer func() {
 		close(stop)
 		p.stopAndWait()
@@ -316,4 +316,28 @@ func TestPipelineWithoutDelay(t *testing.T) {
 		p.enqueue(fsm.AgentGoneType, nil, nil, nil)
 	}
 	r.future(t, 4)
+}
+
+// With a most of 1 per batch, every proposal goes to Raft as its own
+// entry at once, even while others are out: Raft alone batches.
+func TestPipelineMaxBatchOneLeavesBatchingToRaft(t *testing.T) {
+	r := &fakeRaft{added: make(chan struct{}, 16)}
+	stop := make(chan struct{})
+	// A delay the fake clock never reaches: only the most per batch
+	// lets the proposals after the first go while it is out.
+	p := newPipeline(r.apply, time.Second, 10*time.Millisecond, 1, clock.NewFake(time.Unix(1000, 0)), nil, stop)
+	defer func() {
+		close(stop)
+		p.stopAndWait()
+		r.resolveAll()
+	}()
+	for i := 0; i < 5; i++ {
+		p.enqueue(fsm.AgentGoneType, []byte{byte(fsm.AgentGoneType), byte(i)}, nil, nil)
+	}
+	r.future(t, 4)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.batches != 0 {
+		t.Fatalf("%d batch entries, want none", r.batches)
+	}
 }

@@ -44,6 +44,9 @@ type Config struct {
 	// batch is being committed may wait for more to join it
 	// (DefaultGroupCommitDelay when zero, none when negative).
 	GroupCommitDelay time.Duration
+	// GroupCommitMaxBatch is the most proposals in one Batch entry
+	// (DefaultGroupCommitMaxBatch when zero; 1 leaves batching to Raft).
+	GroupCommitMaxBatch int
 	// AgentReconnectGrace is how long a new leader waits for the agents
 	// the FSM lists to reconnect before they count as gone
 	// (DefaultAgentReconnectGrace when zero, none when negative).

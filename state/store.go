@@ -91,6 +91,9 @@ func (s *Store) BeginBatch() { s.inBatch, s.owned = true, false }
 // hold the maps.
 func (s *Store) EndBatch() { s.inBatch, s.owned = false, false }
 
+// InBatch reports whether a run of updates begun by BeginBatch is open.
+func (s *Store) InBatch() bool { return s.inBatch }
+
 // NewStore returns an empty store: apiVersion v1, no workloads.
 func NewStore() *Store {
 	return &Store{

@@ -104,6 +104,7 @@ type config struct {
 	AgentConnectGrace   time.Duration `yaml:"agent_connect_grace"`
 	RPCHoldTimeout      time.Duration `yaml:"rpc_hold_timeout"`
 	GroupCommitDelay    time.Duration `yaml:"group_commit_delay"`
+	GroupCommitMaxBatch int           `yaml:"group_commit_max_batch"`
 
 	RaftHeartbeatTimeout   time.Duration `yaml:"raft_heartbeat_timeout"`
 	RaftElectionTimeout    time.Duration `yaml:"raft_election_timeout"`
@@ -199,6 +200,7 @@ func defaults() config {
 		AgentConnectGrace:        server.DefaultAgentConnectGrace,
 		RPCHoldTimeout:           5 * time.Second,
 		GroupCommitDelay:         server.DefaultGroupCommitDelay,
+		GroupCommitMaxBatch:      server.DefaultGroupCommitMaxBatch,
 		RaftHeartbeatTimeout:     t.HeartbeatTimeout,
 		RaftElectionTimeout:      t.ElectionTimeout,
 		RaftLeaderLeaseTimeout:   t.LeaderLeaseTimeout,
@@ -273,6 +275,7 @@ func options() []layered.Option[config] {
 		layered.Opt("agent-connect-grace", "", "AGENT_CONNECT_GRACE", "time an agent with workloads assigned may take to connect for the first time before the problems view reports it", func(c *config) any { return &c.AgentConnectGrace }),
 		layered.Opt("rpc-hold-timeout", "", "RPC_HOLD_TIMEOUT", "how long a request waits for a leader before it fails with 'no leader'", func(c *config) any { return &c.RPCHoldTimeout }),
 		layered.Opt("group-commit-delay", "", "GROUP_COMMIT_DELAY", "how long an update that arrives while another batch commits may wait for more to join it (0: none)", func(c *config) any { return &c.GroupCommitDelay }),
+		layered.Opt("group-commit-max-batch", "", "GROUP_COMMIT_MAX_BATCH", "the most updates the leader puts in one Raft entry (1: each its own entry, batched by Raft alone)", func(c *config) any { return &c.GroupCommitMaxBatch }),
 		layered.Opt("raft-heartbeat-timeout", "", "RAFT_HEARTBEAT_TIMEOUT", "follower: time without leader contact before an election", func(c *config) any { return &c.RaftHeartbeatTimeout }),
 		layered.Opt("raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }),
 		layered.Opt("raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }),
@@ -460,6 +463,9 @@ func (c config) validate() error {
 	}
 	if c.GroupCommitDelay < 0 || c.GroupCommitDelay > 100*time.Millisecond {
 		return fmt.Errorf("--group-commit-delay %v: must be 0 to 100ms", c.GroupCommitDelay)
+	}
+	if c.GroupCommitMaxBatch < 1 || c.GroupCommitMaxBatch > 1024 {
+		return fmt.Errorf("--group-commit-max-batch %d: must be 1 to 1024", c.GroupCommitMaxBatch)
 	}
 	if err := c.validateLimits(); err != nil {
 		return err

@@ -152,6 +152,8 @@ func TestClusterOptions(t *testing.T) {
 		{"log store unknown", []string{"-k", "--raft-log-store", "boltdb"}, nil, nil, `--raft-log-store "boltdb": must be wal or bolt`},
 		{"group commit delay", []string{"-k", "--group-commit-delay", "0"}, nil, func(c config) bool { return c.GroupCommitDelay == 0 }, ""},
 		{"group commit delay too long", []string{"-k", "--group-commit-delay", "1s"}, nil, nil, "--group-commit-delay 1s"},
+		{"group commit max batch", []string{"-k", "--group-commit-max-batch", "1"}, nil, func(c config) bool { return c.GroupCommitMaxBatch == 1 }, ""},
+		{"group commit max batch zero", []string{"-k", "--group-commit-max-batch", "0"}, nil, nil, "--group-commit-max-batch 0"},
 		{"gc percent too low", []string{"-k", "--gc-percent", "5"}, nil, nil, "--gc-percent 5"},
 		{"untyped certificates are agents by default", []string{"-k"}, nil, func(c config) bool {
 			r, err := c.untypedRole()

@@ -276,7 +276,7 @@ func (r *replica) startServices() error {
 		Node: node, FSM: r.f, Logger: log, StartupState: r.startup, Metrics: r.metricSet,
 		AgentReconnectGrace: noneIsNegative(cfg.AgentReconnectGrace), AgentConnectGrace: noneIsNegative(cfg.AgentConnectGrace),
 		HoldTimeout: cfg.RPCHoldTimeout, Proxy: pool,
-		GroupCommitDelay: noneIsNegative(cfg.GroupCommitDelay), Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
+		GroupCommitDelay: noneIsNegative(cfg.GroupCommitDelay), GroupCommitMaxBatch: cfg.GroupCommitMaxBatch, Limits: &lim, MaxRestoreBytes: int64(cfg.MaxRestoreBytes),
 		MaxLogCampaignsPerRequester: cfg.MaxLogCampaignsPerRequester,
 		MaxWorkloadStates:           cfg.MaxWorkloadStates,
 
