@@ -604,9 +604,23 @@ func (n *Node) await(f raft.Future) error {
 	}
 }
 
-// Apply proposes a command and waits until it is committed and applied.
+// Apply proposes a command and waits until it is committed and applied;
+// its answer reads as Outcome's.
 func (n *Node) Apply(cmd []byte, timeout time.Duration) (any, uint64, error) {
-	resp, index, err := n.propose(cmd, timeout)
+	return fold(n.propose(cmd, timeout))
+}
+
+// Outcome waits for a proposal made through ApplyAsync and says what it
+// came to: the FSM's response and the entry's index; Raft's error folded
+// into the leadership errors (FoldRaftError); or the FSM's refusal of the
+// committed entry, as the FSM gave it. Apply and the server's write
+// pipeline both read their proposals through it.
+func Outcome(f raft.ApplyFuture) (any, uint64, error) {
+	return fold(settled(f, f.Error()))
+}
+
+// fold turns propose's answer into Outcome's.
+func fold(resp any, index uint64, err error) (any, uint64, error) {
 	var fe fsmError
 	if errors.As(err, &fe) {
 		return nil, index, fe.err
@@ -642,7 +656,13 @@ func (e fsmError) Unwrap() error { return e.err }
 // refusal as an fsmError.
 func (n *Node) propose(cmd []byte, timeout time.Duration) (any, uint64, error) {
 	f := n.proposeAsync(cmd, timeout)
-	if err := n.await(f); err != nil {
+	return settled(f, n.await(f))
+}
+
+// settled reads a proposal whose wait ended with err (Raft's, as Raft
+// gave it).
+func settled(f raft.ApplyFuture, err error) (any, uint64, error) {
+	if err != nil {
 		return nil, 0, err
 	}
 	resp := f.Response()

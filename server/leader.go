@@ -210,7 +210,7 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 		select {
 		case m := <-inbox:
 			event, start = m.event(), loopClock.Now()
-			l.handle(m)
+			m.handle(l)
 		case batch := <-l.pipe.done:
 			event, start = eventCommit, loopClock.Now()
 			l.holdBroadcasts = true

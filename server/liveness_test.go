@@ -44,7 +44,7 @@ func TestAliveFailsWhileTheLeaderLoopIsFrozen(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		term := ts.srv.currentTerm()
 		freeze := &resyncCall{agent: "nobody", done: make(chan error)}
-		term.inbox <- inMsg{resync: freeze}
+		term.inbox <- freeze
 		err := alive(300 * time.Millisecond)
 		if err != nil {
 			<-freeze.done // thaw

@@ -10,34 +10,30 @@ import (
 	"github.com/grapnel-io/grapnel/rpc/wire"
 )
 
-// handle dispatches one inbox message. It runs on the leader loop only.
-// Answers go out in the order the requests came: an answer that needs no
-// proposal still waits for the proposals before it (pipeline.ordered).
+// The leader loop runs each inbox message's handle. Answers go out in
+// the order the requests came: an answer that needs no proposal still
+// waits for the proposals before it (pipeline.ordered).
 //
 // swdd~server-uses-async-channels~1
-func (l *leader) handle(m inMsg) {
-	c := m.conn
-	switch {
-	case m.resync != nil:
-		m.resync.done <- l.resyncAgent(m.resync.agent)
-	case m.mode != nil:
-		l.setAgentMode(m.mode)
-	case m.agentHello != nil:
-		l.agentHello(c, m.agentHello)
-	case m.cliHello:
-		// A commander needs nothing until it asks.
-	case m.gone:
-		if c.kind == wire.KindAgent {
-			l.agentGone(c)
-		} else {
-			l.cliGone(c.name)
-		}
-	case m.msg != nil:
-		l.handleToServer(c, m.msg)
-	case m.plan != nil:
-		l.planCall(m.plan)
+
+func (m helloMsg) handle(l *leader) {
+	if m.agent != nil {
+		l.agentHello(m.c, m.agent)
+	}
+	// A CLI or commander needs nothing until it asks.
+}
+
+func (m goneMsg) handle(l *leader) {
+	if m.c.kind == wire.KindAgent {
+		l.agentGone(m.c)
+	} else {
+		l.cliGone(m.c.name)
 	}
 }
+
+func (c *resyncCall) handle(l *leader) { c.done <- l.resyncAgent(c.agent) }
+func (c *modeCall) handle(l *leader)   { l.setAgentMode(c) }
+func (c *planCall) handle(l *leader)   { l.planCall(c) }
 
 // cliGone ends what a CLI connection left behind.
 //
@@ -50,19 +46,36 @@ func (l *leader) cliGone(conn string) {
 	}
 }
 
-func (l *leader) handleToServer(c *conn, m *grpcapi.ToServer) {
+// handle dispatches one stream message, a request by its content.
+func (sm streamMsg) handle(l *leader) {
+	c, m := sm.c, sm.m
 	if !l.permitted(c, m) {
 		return
 	}
 	switch x := m.ToServerEnum.(type) {
 	case *grpcapi.ToServer_Request:
+		req := x.Request
 		if c.kind == wire.KindAgent {
-			if err := l.checkForwarded(c, x.Request); err != nil {
-				l.refuseForwarded(c, x.Request, err)
+			if err := l.checkForwarded(c, req); err != nil {
+				l.refuseForwarded(c, req, err)
 				return
 			}
 		}
-		l.handleRequest(c, x.Request)
+		id := req.GetRequestId()
+		switch r := req.RequestContent.(type) {
+		case *ankbase.Request_UpdateStateRequest:
+			l.updateState(requester(c), c.owner, id, l.s.connAdmission(c, id), r.UpdateStateRequest)
+		case *ankbase.Request_CompleteStateRequest:
+			l.completeState(id, r.CompleteStateRequest)
+		case *ankbase.Request_LogsRequest:
+			l.logsRequest(id, r.LogsRequest)
+		case *ankbase.Request_LogsCancelRequest:
+			l.logsCancel(id)
+		case *ankbase.Request_EventsCancelRequest:
+			l.eventsCancel(id)
+		default:
+			l.pipe.ordered(func() { l.respondError(id, fmt.Errorf("unsupported request")) })
+		}
 	case *grpcapi.ToServer_UpdateWorkloadState:
 		if c.kind == wire.KindAgent {
 			l.workloadStates(c, x.UpdateWorkloadState)
@@ -116,24 +129,6 @@ func (l *leader) permitted(c *conn, m *grpcapi.ToServer) bool {
 		}
 	}
 	return true
-}
-
-func (l *leader) handleRequest(c *conn, req *ankbase.Request) {
-	id := req.GetRequestId()
-	switch x := req.RequestContent.(type) {
-	case *ankbase.Request_UpdateStateRequest:
-		l.updateState(requester(c), c.owner, id, l.s.connAdmission(c, id), x.UpdateStateRequest)
-	case *ankbase.Request_CompleteStateRequest:
-		l.completeState(id, x.CompleteStateRequest)
-	case *ankbase.Request_LogsRequest:
-		l.logsRequest(id, x.LogsRequest)
-	case *ankbase.Request_LogsCancelRequest:
-		l.logsCancel(id)
-	case *ankbase.Request_EventsCancelRequest:
-		l.eventsCancel(id)
-	default:
-		l.pipe.ordered(func() { l.respondError(id, fmt.Errorf("unsupported request")) })
-	}
 }
 
 // respond routes a response to the connection named by the request id's

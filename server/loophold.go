@@ -53,28 +53,25 @@ const (
 	eventMembers      = "membership"    // the leader, configuration, gossip or a voter's health changed
 )
 
-// event names what an inbox message asks of the loop, as a label of a
-// bounded set.
-func (m inMsg) event() string {
-	switch {
-	case m.resync != nil:
-		return "resync"
-	case m.mode != nil:
-		return "agent_mode"
-	case m.agentHello != nil:
+// The event of each inbox message: what it asks of the loop, as a label
+// of a bounded set.
+
+func (*resyncCall) event() string { return "resync" }
+func (*modeCall) event() string   { return "agent_mode" }
+func (m streamMsg) event() string { return toServerEvent(m.m) }
+
+func (m helloMsg) event() string {
+	if m.agent != nil {
 		return "agent_hello"
-	case m.cliHello:
-		return "cli_hello"
-	case m.gone && m.conn != nil && m.conn.kind == wire.KindAgent:
-		return "agent_gone"
-	case m.gone:
-		return "cli_gone"
-	case m.plan != nil:
-		return m.plan.event()
-	case m.msg != nil:
-		return toServerEvent(m.msg)
 	}
-	return "other"
+	return "cli_hello"
+}
+
+func (m goneMsg) event() string {
+	if m.c.kind == wire.KindAgent {
+		return "agent_gone"
+	}
+	return "cli_gone"
 }
 
 // event names a call of the Plan or Locks service.

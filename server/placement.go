@@ -342,7 +342,7 @@ type modeCall struct {
 // setAgentMode hands a mode to the leader loop and waits for its commit.
 func (s *Server) setAgentMode(ctx context.Context, agent string, mode state.AgentMode, requester string, force bool) error {
 	call := &modeCall{agent: agent, mode: mode, requester: requester, force: force, done: make(chan error, 1)}
-	return s.callLeaderLoop(ctx, inMsg{mode: call}, call.done)
+	return s.callLeaderLoop(ctx, call, call.done)
 }
 
 // setAgentMode proposes a mode unless the agent already has it; the

@@ -116,7 +116,7 @@ func (p *planService) onLeaderAdmitted(ctx context.Context, c *planCall, admit f
 		}
 	}
 	c.reply = make(chan planAnswer, 1)
-	if !d.t.post(inMsg{plan: c}) {
+	if !d.t.post(c) {
 		giveUp()
 		return planAnswer{}, fmt.Errorf("%w: %s leads no more; call again", errs.ErrLeaderChanged, s.node.ID())
 	}

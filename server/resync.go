@@ -20,7 +20,7 @@ type resyncCall struct {
 // for it to be queued on the agent's stream.
 func (s *Server) resyncAgent(ctx context.Context, agent string) error {
 	call := &resyncCall{agent: agent, done: make(chan error, 1)}
-	return s.callLeaderLoop(ctx, inMsg{resync: call}, call.done)
+	return s.callLeaderLoop(ctx, call, call.done)
 }
 
 // callLeaderLoop hands msg to this replica's leader loop and waits until

@@ -143,10 +143,10 @@ func (s *Server) admitStream(st toServerStream) (func(), error) {
 // gRPC end the stream and with it the Recv still waiting in the
 // goroutine.
 func (s *Server) recvHello(st toServerStream, kind wire.Kind) (*grpcapi.ToServer, error) {
-	got := make(chan helloMsg, 1)
+	got := make(chan firstMsg, 1)
 	go func() {
 		m, err := st.Recv()
-		got <- helloMsg{m, err}
+		got <- firstMsg{m, err}
 	}()
 	wait := clock.NewTimer(s.clock(), s.helloTimeout())
 	defer wait.Stop()
@@ -160,8 +160,8 @@ func (s *Server) recvHello(st toServerStream, kind wire.Kind) (*grpcapi.ToServer
 	}
 }
 
-// helloMsg is the first message of a stream, or the error receiving it.
-type helloMsg struct {
+// firstMsg is the first message of a stream, or the error receiving it.
+type firstMsg struct {
 	m   *grpcapi.ToServer
 	err error
 }

@@ -21,18 +21,32 @@ import (
 	"github.com/grapnel-io/grapnel/state"
 )
 
-// inMsg is what a stream handler hands to the leader loop.
-type inMsg struct {
-	conn *conn
-	// Exactly one of the following is set.
-	agentHello *grpcapi.AgentHello
-	cliHello   bool
-	msg        *grpcapi.ToServer
-	gone       bool
-	plan       *planCall   // a call of the Plan service; conn is nil
-	resync     *resyncCall // conn is nil
-	mode       *modeCall   // an agent mode to set; conn is nil
+// inMsg is what a stream handler or a service call hands to the leader
+// loop, which runs handle: a stream's hello (helloMsg), one message of it
+// (streamMsg), its end (goneMsg), or an operator's call (*planCall,
+// *resyncCall, *modeCall).
+type inMsg interface {
+	// handle does what the message asks; it runs on the leader loop only.
+	handle(l *leader)
+	// event names it as a label of a bounded set (loophold.go).
+	event() string
 }
+
+// helloMsg opens a stream: an agent's hello, or nil for a CLI or
+// commander, which needs nothing until it asks.
+type helloMsg struct {
+	c     *conn
+	agent *grpcapi.AgentHello
+}
+
+// streamMsg is one message a stream received.
+type streamMsg struct {
+	c *conn
+	m *grpcapi.ToServer
+}
+
+// goneMsg says a stream ended.
+type goneMsg struct{ c *conn }
 
 type agentService struct {
 	grpcapi.UnimplementedAgentConnectionServer
@@ -120,7 +134,7 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 		defer close(sendDone)
 		s.sendLoop(st, c)
 	}()
-	if !t.post(inMsg{conn: c, agentHello: hello, cliHello: kind != wire.KindAgent}) {
+	if !t.post(helloMsg{c: c, agent: hello}) {
 		c.close()
 	}
 	// The receive loop runs apart so that closing the connection (term
@@ -151,7 +165,7 @@ func (s *Server) serveStream(st toServerStream, kind wire.Kind) error {
 	}
 	drain.Stop()
 	if s.conns.remove(c) {
-		t.post(inMsg{conn: c, gone: true})
+		t.post(goneMsg{c: c})
 	}
 	if err := c.why(); err != nil {
 		return err
@@ -323,7 +337,7 @@ func (s *Server) recvLoop(st toServerStream, t *term, c *conn) (sentAll bool) {
 			}
 			req.RequestId = rpc.PrefixRequestID(c.name, req.GetRequestId())
 		}
-		if !t.post(inMsg{conn: c, msg: m}) {
+		if !t.post(streamMsg{c: c, m: m}) {
 			return false
 		}
 		if m.GetGoodbye() != nil && c.kind != wire.KindAgent {
