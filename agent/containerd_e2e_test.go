@@ -78,7 +78,7 @@ func TestContainerdWorkloadAdoptedAcrossAgentRestart(t *testing.T) {
 	run := filepath.Join(workDir(t), "run")
 	withCtd := func(c *Config) {
 		c.Runtimes = []string{RuntimeContainerd}
-		c.Containerd = containerd.Config{Address: d.Address}
+		c.Containerd = containerd.Config{Address: d.Address, DataRoot: d.NerdctlRoot, CNINetconfPath: d.NetConf}
 	}
 	first := startAgent(t, cl, name, run, withCtd)
 	testwait.For(t, connectWithin, func() bool { return connected(cl, name) }, "%s connected", name)
@@ -114,7 +114,7 @@ func TestContainerdAgentPolicyRefuses(t *testing.T) {
 	cl := testcluster.New(t, 1)
 	startAgent(t, cl, name, filepath.Join(workDir(t), "run"), func(c *Config) {
 		c.Runtimes = []string{RuntimeContainerd}
-		c.Containerd = containerd.Config{Address: d.Address}
+		c.Containerd = containerd.Config{Address: d.Address, DataRoot: d.NerdctlRoot, CNINetconfPath: d.NetConf}
 		c.WorkloadPolicy = workloadpolicy.Restricted
 	})
 	testwait.For(t, connectWithin, func() bool { return connected(cl, name) }, "%s connected", name)
@@ -140,7 +140,7 @@ func TestContainerdDriftRepaired(t *testing.T) {
 	cl := testcluster.New(t, 1)
 	startAgent(t, cl, name, filepath.Join(workDir(t), "run"), func(c *Config) {
 		c.Runtimes = []string{RuntimeContainerd}
-		c.Containerd = containerd.Config{Address: d.Address}
+		c.Containerd = containerd.Config{Address: d.Address, DataRoot: d.NerdctlRoot, CNINetconfPath: d.NetConf}
 	})
 	testwait.For(t, connectWithin, func() bool { return connected(cl, name) }, "%s connected", name)
 	apply(t, cl, containerdSleeper("keeper", name, state.RestartAlways, ""))

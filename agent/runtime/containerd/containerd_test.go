@@ -63,11 +63,16 @@ func ctdRuntime(t *testing.T) *Runtime {
 		}
 		t.Skip("containerd not set up: " + daemonWhy)
 	}
-	r, err := New(Config{Address: daemon.Address, StopGrace: time.Second})
+	r, err := New(testConfig(daemon, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// testConfig is the runtime's configuration on a test daemon.
+func testConfig(d *containerdtest.Daemon, grace time.Duration) Config {
+	return Config{Address: d.Address, DataRoot: d.NerdctlRoot, CNINetconfPath: d.NetConf, StopGrace: grace}
 }
 
 // testAgent is an agent name of its own per test, so that List sees only
@@ -212,7 +217,7 @@ func TestExitStates(t *testing.T) {
 			t.Parallel()
 			id := create(t, r, spec(t, agent, tt.name, shConfig(tt.script)))
 			waitState(t, r, id, tt.want)
-			restarted, err := New(Config{Address: daemon.Address})
+			restarted, err := New(testConfig(daemon, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,7 +278,7 @@ func TestAgentRestartListsContainer(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Delete(context.Background(), runtime.ID("garbage-"+agent)) })
 
-	restarted, err := New(Config{Address: daemon.Address, StopGrace: time.Second})
+	restarted, err := New(testConfig(daemon, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
