@@ -49,7 +49,7 @@ func TestRunArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"run", "--detach", "--log-driver", "binary:///bin/agent?grapnel-containerd-log=%2Frun%2Fg%2Fw%2Fcontainerd.log", "--pull", "never",
+	want := []string{"run", "--detach", "--name=", "--log-driver", "binary:///bin/agent?grapnel-containerd-log=%2Frun%2Fg%2Fw%2Fcontainerd.log", "--pull", "never",
 		"-e", "A=1", "--mount", "type=bind,source=/h/f,target=/etc/f,readonly", "--mount", "type=bind,source=/run/g/ci,target=" + runtime.ContainerControlInterface,
 		"--label", "name=" + s.Instance.String(), "--label", "agent=a1", "--label", "grapnel.log=/run/g/w/containerd.log", "i:1", "sh", "-c", "x"}
 	if !slices.Equal(got, want) {

@@ -236,16 +236,20 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 // runArgs is the `nerdctl run` command line of one instance (after the
 // workload's generalOptions), as Ankaios builds it:
 //
-//	run --detach --log-driver binary://<logger>?...=<log> --pull never <commandOptions>
+//	run --detach --name= --log-driver binary://<logger>?...=<log> --pull never <commandOptions>
 //	<mounts> --label name=<instance> --label agent=<agent> --label grapnel.log=<log> <image> <commandArgs>
 //
-// nerdctl chooses the container's id and prints it. The labels
+// nerdctl chooses the container's id and prints it; the container has no
+// nerdctl name. The labels
 // come last so that a workload cannot change them (nerdctl keeps the last
 // of a key); nerdctl reads no option after the image, so every command
 // argument, even one that looks like an option, reaches the container.
 func runArgs(c runConfig, s runtime.Spec, logger, logPath string) ([]string, error) {
 	inst := s.Instance.String()
-	args := []string{"run", "--detach", "--log-driver", logURI(logger, logPath), "--pull", "never"}
+	// --name= gives the container no nerdctl name: the one nerdctl
+	// makes up (the image and 5 hex digits of the id) collides among
+	// many containers of one image, and fails the run.
+	args := []string{"run", "--detach", "--name=", "--log-driver", logURI(logger, logPath), "--pull", "never"}
 	args = append(args, c.CommandOptions...)
 	for i, m := range s.Mounts {
 		arg, err := bindMount(m.HostPath, m.MountPoint, true)
