@@ -78,7 +78,7 @@ func TestContainerdWorkloadAdoptedAcrossAgentRestart(t *testing.T) {
 	run := filepath.Join(workDir(t), "run")
 	withCtd := func(c *Config) {
 		c.Runtimes = []string{RuntimeContainerd}
-		c.Containerd = containerd.Config{Address: d.Address}
+		c.Containerd = containerd.Config{Address: d.Address, DataRoot: d.NerdctlRoot, CNINetconfPath: d.NetConf}
 	}
 	first := startAgent(t, cl, name, run, withCtd)
 	testwait.For(t, connectWithin, func() bool { return connected(cl, name) }, "%s connected", name)
@@ -106,7 +106,7 @@ func TestContainerdWorkloadAdoptedAcrossAgentRestart(t *testing.T) {
 // The agent's own --workload-policy judges containerd workloads before
 // containerd sees them: at restricted (the servers' baseline admits it) a
 // containerd workload is Pending(StartingFailed) naming the field and the
-// level, since ctr cannot run it as another user than root; no container
+// level, since the policy does not judge nerdctl's --user yet; no container
 // is made.
 func TestContainerdAgentPolicyRefuses(t *testing.T) {
 	d := startContainerd(t)
@@ -114,7 +114,7 @@ func TestContainerdAgentPolicyRefuses(t *testing.T) {
 	cl := testcluster.New(t, 1)
 	startAgent(t, cl, name, filepath.Join(workDir(t), "run"), func(c *Config) {
 		c.Runtimes = []string{RuntimeContainerd}
-		c.Containerd = containerd.Config{Address: d.Address}
+		c.Containerd = containerd.Config{Address: d.Address, DataRoot: d.NerdctlRoot, CNINetconfPath: d.NetConf}
 		c.WorkloadPolicy = workloadpolicy.Restricted
 	})
 	testwait.For(t, connectWithin, func() bool { return connected(cl, name) }, "%s connected", name)
@@ -123,7 +123,7 @@ func TestContainerdAgentPolicyRefuses(t *testing.T) {
 		s := execStateOf(cl, name, "plain")
 		return s.Is(state.StatePending, state.SubStartingFailed) &&
 			strings.Contains(s.AdditionalInfo, "runtimeConfig.commandOptions") && strings.Contains(s.AdditionalInfo, "restricted") &&
-			strings.Contains(s.AdditionalInfo, "no --user")
+			strings.Contains(s.AdditionalInfo, "--user yet")
 	}, "the workload refused by the agent's policy (state %v)", testwait.Lazy(func() string { return fmt.Sprint(execStateOf(cl, name, "plain")) }))
 	if _, inst := stateFull(cl, name, "plain"); ctdContainerOf(d, inst) != "" {
 		t.Fatal("the refused workload has a container")
@@ -140,7 +140,7 @@ func TestContainerdDriftRepaired(t *testing.T) {
 	cl := testcluster.New(t, 1)
 	startAgent(t, cl, name, filepath.Join(workDir(t), "run"), func(c *Config) {
 		c.Runtimes = []string{RuntimeContainerd}
-		c.Containerd = containerd.Config{Address: d.Address}
+		c.Containerd = containerd.Config{Address: d.Address, DataRoot: d.NerdctlRoot, CNINetconfPath: d.NetConf}
 	})
 	testwait.For(t, connectWithin, func() bool { return connected(cl, name) }, "%s connected", name)
 	apply(t, cl, containerdSleeper("keeper", name, state.RestartAlways, ""))

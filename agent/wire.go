@@ -191,7 +191,7 @@ func openRuntimes(cfg Config) (map[string]runtime.Runtime, error) {
 			cc.Logger, cc.Clock = cfg.Logger, cfg.Clock
 			if !containerd.Available(cc) {
 				if explicit {
-					return nil, fmt.Errorf("%w: runtimes: containerd is listed but containerd is not available (are containerd and ctr installed, and does 'ctr --address %s version' work?)", ErrConfig, addressOr(cc.Address))
+					return nil, fmt.Errorf("%w: runtimes: containerd is listed but containerd is not available (are containerd, ctr and nerdctl installed (scripts/containerd-setup.sh), and does 'ctr --address %s version' work?)", ErrConfig, addressOr(cc.Address))
 				}
 				cfg.Logger.Warn("containerd is not available; its workloads will fail to start", "runtime", name)
 				continue

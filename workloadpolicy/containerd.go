@@ -1,10 +1,12 @@
 package workloadpolicy
 
 // inspectContainerd reads a containerd runtimeConfig. The containerd
-// runtime (agent/runtime/containerd) accepts only nerdctl `run` options
-// that podman's `run` has with the same meaning, in the forms both read
-// alike, so commandOptions are judged with podman's table; what it does
-// not accept it refuses itself. It takes no generalOptions at all.
+// runtime (agent/runtime/containerd) passes nerdctl `run` options
+// through, and nerdctl's are Docker's, as podman's are: commandOptions
+// are judged with podman's table, which refuses what it does not know.
+// generalOptions (nerdctl's global options: snapshotter, registries,
+// cgroup manager) change how containerd runs every container: they need
+// privileged.
 func inspectContainerd(text string) (*Profile, error) {
 	general, command, image, imageField, err := readRunConfig(text)
 	if err != nil {
@@ -12,7 +14,7 @@ func inspectContainerd(text string) (*Profile, error) {
 	}
 	f := &finder{}
 	if len(general) > 0 {
-		f.grant(root+".generalOptions[0]", quote(general[0]), Privileged, "%s: the containerd runtime takes no generalOptions", quote(general[0]))
+		f.grant(root+".generalOptions[0]", quote(general[0]), Privileged, "%s: nerdctl's global options change how containerd runs the container", quote(general[0]))
 	}
 	judgeRun(f, command)
 	judgeImage(f, imageField, image)
@@ -21,9 +23,8 @@ func inspectContainerd(text string) (*Profile, error) {
 }
 
 // requireRestrictedContainerd: restricted needs what it needs of podman,
-// but ctr sets no-new-privileges on every container already, and cannot
-// run one as another user than the image's: a containerd workload never
-// meets restricted.
+// and a user other than root, which the policy does not judge for nerdctl
+// yet: a containerd workload never meets restricted.
 func requireRestrictedContainerd(f *finder) {
 	dropAll := false
 	for _, s := range f.settings {
@@ -35,5 +36,5 @@ func requireRestrictedContainerd(f *finder) {
 	if !dropAll {
 		f.require(field, "--cap-drop=ALL", "restricted needs --cap-drop=ALL (the container may add back NET_BIND_SERVICE only)")
 	}
-	f.require(field, "--user", "restricted needs a user other than root, which the containerd runtime cannot set (ctr run has no --user)")
+	f.require(field, "--user", "restricted needs a user other than root, which the policy does not judge for nerdctl's --user yet")
 }

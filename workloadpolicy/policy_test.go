@@ -157,12 +157,12 @@ func TestCheckLevels(t *testing.T) {
 
 		// containerd: its commandOptions read with podman's table
 		{"plain containerd", "containerd", podman(`"--env", "A=1", "--read-only"`), ok, ok, want{"runtimeConfig.commandOptions", "--cap-drop=ALL"}},
-		{"containerd never restricted", "containerd", podman(`"--cap-drop=ALL"`), ok, ok, want{"runtimeConfig.commandOptions", "cannot set (ctr run has no --user)"}},
+		{"containerd never restricted", "containerd", podman(`"--cap-drop=ALL"`), ok, ok, want{"runtimeConfig.commandOptions", "does not judge for nerdctl's --user yet"}},
 		{"containerd --privileged", "containerd", podman(`"--privileged"`), ok, want{"runtimeConfig.commandOptions[0]", "every capability"}, want{"runtimeConfig.commandOptions[0]", "every capability"}},
 		{"containerd host network", "containerd", podman(`"--net", "host"`), ok, want{"runtimeConfig.commandOptions[0]", "network"}, want{"runtimeConfig.commandOptions[0]", ""}},
 		{"containerd host root", "containerd", podman(`"-v", "/:/host"`), ok, want{"runtimeConfig.commandOptions[0]", `host path "/"`}, want{"runtimeConfig.commandOptions[0]", "host path"}},
 		{"containerd cap-add", "containerd", podman(`"--cap-add", "SYS_ADMIN"`), ok, want{"runtimeConfig.commandOptions[0]", "SYS_ADMIN"}, want{"runtimeConfig.commandOptions[0]", ""}},
-		{"containerd generalOptions", "containerd", podmanGeneral(`"--namespace", "k8s.io"`), ok, want{"runtimeConfig.generalOptions[0]", "no generalOptions"}, want{"runtimeConfig.generalOptions[0]", ""}},
+		{"containerd generalOptions", "containerd", podmanGeneral(`"--namespace", "k8s.io"`), ok, want{"runtimeConfig.generalOptions[0]", "nerdctl's global options"}, want{"runtimeConfig.generalOptions[0]", ""}},
 
 		// other runtimes: nothing to read
 		{"unknown runtime", "wasm", "anything: [", ok, ok, ok},

@@ -57,7 +57,7 @@ func containerdRig(t *testing.T) *rig {
 	return &rig{
 		name: containerd.Name,
 		runtime: func(t *testing.T, boot string) runtime.Runtime {
-			rt, err := containerd.New(containerd.Config{Address: d.Address, StopGrace: time.Second, Logger: quiet(t)})
+			rt, err := containerd.New(containerd.Config{Address: d.Address, DataRoot: d.NerdctlRoot, CNINetconfPath: d.NetConf, StopGrace: time.Second, Logger: quiet(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package containerd
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -13,25 +12,14 @@ import (
 )
 
 // runConfig is a parsed containerd runtimeConfig with the Ankaios field
-// names, its commandOptions already translated into `ctr run` options.
+// names: nerdctl's generalOptions and `run` commandOptions, checked for
+// what would break the agent's guarantees and otherwise passed through.
 type runConfig struct {
-	Image       string
-	CommandArgs []string
-	// RunOptions are the `ctr run` options commandOptions stand for.
-	RunOptions []string
-	// HostNetwork is --network=host; a workload otherwise gets a network
-	// namespace of its own with only the loopback interface.
-	HostNetwork bool
-	// capAdd and capDrop collect --cap-add and --cap-drop until the
-	// options are read; dropAll is --cap-drop ALL.
-	capAdd, capDrop []string
-	dropAll         bool
+	Image          string
+	CommandArgs    []string
+	GeneralOptions []string
+	CommandOptions []string
 }
-
-// defaultCaps are the capabilities containerd gives a container by
-// default (those of Docker and nerdctl): what --cap-drop ALL drops.
-var defaultCaps = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
-	"CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"}
 
 // configError names the runtimeConfig field that was rejected and why.
 type configError struct {
@@ -51,17 +39,16 @@ func badConfig(field, format string, args ...any) error {
 const root = "runtimeConfig"
 
 // parseConfig decodes a rendered runtimeConfig, refusing unknown or
-// repeated keys and every commandOption the runtime cannot honour, so
-// that nothing a workload asks for is silently dropped.
+// repeated keys and every option that would break the agent's
+// guarantees, so that nothing a workload asks for is silently dropped.
 func parseConfig(text string) (runConfig, error) {
 	var c runConfig
-	var general, command []string
 	err := yamlnode.Fields(text, root, "generalOptions, image, commandOptions and commandArgs", badConfig, func(field, key string, v *yaml.Node) (err error) {
 		switch key {
 		case "generalOptions":
-			general, err = stringList(field, v)
+			c.GeneralOptions, err = stringList(field, v)
 		case "commandOptions":
-			command, err = stringList(field, v)
+			c.CommandOptions, err = stringList(field, v)
 		case "commandArgs":
 			c.CommandArgs, err = stringList(field, v)
 		case "image":
@@ -77,10 +64,10 @@ func parseConfig(text string) (runConfig, error) {
 	if c.Image == "" {
 		return runConfig{}, badConfig(root+".image", "required")
 	}
-	if len(general) > 0 {
-		return runConfig{}, badConfig(root+".generalOptions[0]", "%q: the containerd runtime takes no generalOptions (the agent chooses containerd's socket and namespace)", general[0])
+	if err := checkFlags(root+".generalOptions", c.GeneralOptions, generalFlags, "a nerdctl global option the containerd runtime passes"); err != nil {
+		return runConfig{}, err
 	}
-	if err := translate(&c, command); err != nil {
+	if err := checkFlags(root+".commandOptions", c.CommandOptions, runFlags, "a nerdctl run option"); err != nil {
 		return runConfig{}, err
 	}
 	return c, nil
@@ -139,288 +126,179 @@ func normalizeImage(ref string) string {
 	return ref
 }
 
-// commandOption is one nerdctl `run` option the runtime honours.
-type commandOption struct {
-	long  string
-	short byte
+// flagSpec is one nerdctl option as its flag parser (pflag) reads it.
+type flagSpec struct {
 	value bool // takes a value
+	// refuse, when set, is why the runtime refuses the option.
+	refuse string
+	// check judges the value of an option the runtime passes.
+	check func(at, option, value string) error
 }
 
-// commandOptions are the nerdctl (Docker) `run` options the runtime
-// translates into `ctr run` options. They are a subset of podman's run
-// options with the same meaning, so the workload policy judges them with
-// its podman table. Anything else is refused with the reason.
-var commandOptions = []commandOption{
-	{long: "env", short: 'e', value: true},
-	{long: "workdir", short: 'w', value: true},
-	{long: "network", value: true},
-	{long: "net", value: true},
-	{long: "volume", short: 'v', value: true},
-	{long: "mount", value: true},
-	{long: "cap-add", value: true},
-	{long: "cap-drop", value: true},
-	{long: "label", short: 'l', value: true},
-	{long: "memory", short: 'm', value: true},
-	{long: "cpus", value: true},
-	{long: "privileged"},
-	{long: "read-only"},
+// flagTable is a nerdctl command's options by long name, and its short
+// names.
+type flagTable struct {
+	long  map[string]flagSpec
+	short map[byte]string
 }
 
-// managed are options the agent sets itself.
-var managed = map[string]string{
-	"name": "the agent names the container", "detach": "the agent runs every container detached",
-	"d": "the agent runs every container detached", "rm": "the agent removes the container when the workload is deleted",
+func newTable(bools, values string, short map[byte]string, special map[string]flagSpec) flagTable {
+	t := flagTable{long: map[string]flagSpec{}, short: short}
+	for _, n := range strings.Fields(bools) {
+		t.long[n] = flagSpec{}
+	}
+	for _, n := range strings.Fields(values) {
+		t.long[n] = flagSpec{value: true}
+	}
+	for n, f := range special {
+		t.long[n] = f
+	}
+	return t
 }
 
-// translate reads commandOptions as nerdctl's flag parser does for the
-// forms it accepts (--long=value, --long value, -s value, --bool) and
-// appends the `ctr run` options they stand for. Combined short flags are
-// refused, so that the policy and the runtime read one list one way.
-func translate(c *runConfig, list []string) error {
-	field := root + ".commandOptions"
+// generalFlags are nerdctl 1.7's global options. The agent sets the ones
+// that choose where containers live: every later call (start, stop, rm,
+// the reads of ctr) must find them where `run` put them.
+var generalFlags = newTable("debug debug-full experimental insecure-registry",
+	"cgroup-manager host-gateway-ip hosts-dir snapshotter storage-driver",
+	map[byte]string{'H': "H", 'a': "a", 'n': "n", 'h': "help", 'v': "version"},
+	map[string]flagSpec{
+		"address":         {value: true, refuse: "the agent chooses containerd's socket (its --containerd-address)"},
+		"host":            {value: true, refuse: "the agent chooses containerd's socket (its --containerd-address)"},
+		"a":               {value: true, refuse: "the agent chooses containerd's socket (its --containerd-address)"},
+		"H":               {value: true, refuse: "the agent chooses containerd's socket (its --containerd-address)"},
+		"namespace":       {value: true, refuse: "the agent chooses the containerd namespace (its --containerd-namespace), where it finds its containers again"},
+		"n":               {value: true, refuse: "the agent chooses the containerd namespace (its --containerd-namespace), where it finds its containers again"},
+		"data-root":       {value: true, refuse: "the agent chooses nerdctl's data root: its later calls (start, stop, rm) must use the one `run` used"},
+		"cni-path":        {value: true, refuse: "the agent chooses nerdctl's CNI plugin directory: the network hooks of a container must find the plugins `run` used"},
+		"cni-netconfpath": {value: true, refuse: "the agent chooses nerdctl's CNI configuration directory: the network hooks of a container must find the networks `run` used"},
+		"help":            {refuse: "nerdctl would print its help instead of running the container"},
+		"version":         {refuse: "nerdctl would print its version instead of running the container"},
+	})
+
+// runFlags are nerdctl 1.7's `run` options (from `nerdctl run --help`).
+// They are passed through as Ankaios passes them, but for those that
+// would break what the agent guarantees.
+var runFlags = newTable("init oom-kill-disable privileged read-only rootfs sig-proxy tty",
+	"add-host attach blkio-weight cap-add cap-drop cgroup-conf cgroup-parent cgroupns cidfile cosign-certificate-identity "+
+		"cosign-certificate-identity-regexp cosign-certificate-oidc-issuer cosign-certificate-oidc-issuer-regexp cosign-key "+
+		"cpu-period cpu-quota cpu-shares cpus cpuset-cpus cpuset-mems detach-keys device dns dns-opt dns-option dns-search "+
+		"entrypoint env env-file gpus group-add hostname init-binary ip ip6 ipc ipfs-address isolation kernel-memory "+
+		"mac-address memory memory-reservation memory-swap memory-swappiness mount net network oom-score-adj pid pidfile "+
+		"pids-limit platform publish pull rdt-class runtime security-opt shm-size stop-signal stop-timeout sysctl tmpfs "+
+		"ulimit umask user uts verify volume volumes-from workdir",
+	map[byte]string{'d': "detach", 'i': "interactive", 't': "tty", 'e': "env", 'l': "label", 'v': "volume", 'h': "hostname",
+		'm': "memory", 'u': "user", 'w': "workdir", 'a': "attach", 'p': "publish"},
+	map[string]flagSpec{
+		"detach":      {refuse: "the agent runs every container detached"},
+		"rm":          {refuse: "the agent removes the container when the workload is deleted, and reads its exit code after it ended"},
+		"name":        {value: true, refuse: "nerdctl keeps a name until the container is removed through nerdctl, so a container removed behind the agent's back would block the instance's replacement; the agent finds containers by their labels"},
+		"restart":     {value: true, refuse: "the agent restarts workloads by their restartPolicy; nerdctl's restart would start them behind its back"},
+		"log-driver":  {value: true, refuse: "the agent's own logger keeps the output, which the agent's logs read"},
+		"log-opt":     {value: true, refuse: "the agent's own logger keeps the output, which the agent's logs read"},
+		"label-file":  {value: true, refuse: "it could set the labels the agent owns (name, agent, grapnel.*); give --label instead"},
+		"interactive": {refuse: "a detached container has no standard input"},
+		"help":        {refuse: "nerdctl would print its help instead of running the container"},
+		"label":       {value: true, check: checkLabel},
+	})
+
+// checkLabel refuses the labels the agent owns: it finds its containers
+// by name and agent, and keeps its own memory in grapnel.* (nerdctl/*
+// are nerdctl's).
+func checkLabel(at, option, value string) error {
+	k, _, _ := strings.Cut(value, "=")
+	if k == labelName || k == labelAgent || strings.HasPrefix(k, "grapnel.") || strings.HasPrefix(k, "nerdctl/") {
+		return badConfig(at, "%s %q: the agent sets label %s itself", option, value, k)
+	}
+	return nil
+}
+
+// checkFlags reads list as nerdctl's flag parser does (--long=value,
+// --long value, -s value, -svalue, combined short booleans) and refuses
+// an option that is unknown or would break the agent's guarantees, an
+// option without its value, and anything that is not an option, which
+// would end nerdctl's options there (it would read it as the subcommand
+// or the image).
+func checkFlags(field string, list []string, table flagTable, what string) error {
 	for i := 0; i < len(list); i++ {
 		item := list[i]
 		at := fmt.Sprintf("%s[%d]", field, i)
-		var name, value string
-		hasValue := false
-		switch {
-		case strings.HasPrefix(item, "--") && len(item) > 2:
-			name, value, hasValue = strings.Cut(item[2:], "=")
-		case strings.HasPrefix(item, "-") && len(item) == 2:
-			name = item[1:]
-		default:
-			return badConfig(at, "%q is not an option: the containerd runtime reads the image from `image` and the command from `commandArgs`", item)
-		}
-		if why, ok := managed[name]; ok {
-			return badConfig(at, "%q: %s", item, why)
-		}
-		opt := findOption(name)
-		if opt == nil {
-			return badConfig(at, "%q is not an option the containerd runtime supports (it supports %s)", item, supportedList())
-		}
-		if !opt.value {
-			if hasValue {
-				b, err := strconv.ParseBool(value)
-				if err != nil {
-					return badConfig(at, "%q: expected true or false", item)
-				}
-				if !b {
-					continue
-				}
-			}
-			c.RunOptions = append(c.RunOptions, "--"+opt.long)
-			continue
-		}
-		if !hasValue {
+		next := func(option string) (string, string, error) {
 			if i+1 >= len(list) {
-				return badConfig(at, "%q needs a value", item)
+				return "", at, badConfig(at, "%q needs a value", option)
 			}
 			i++
-			value = list[i]
-			at = fmt.Sprintf("%s[%d]", field, i) // the value is at fault
+			return list[i], fmt.Sprintf("%s[%d]", field, i), nil // the value is at fault
 		}
-		if err := c.option(at, opt.long, value); err != nil {
-			return err
-		}
-	}
-	c.capabilities()
-	return nil
-}
-
-// capabilities appends the --cap-add and --cap-drop options with
-// Docker's meaning, whatever their order: the drops first (ALL being every
-// default capability), then the adds. ctr applies its drops after its
-// adds and knows no ALL, so a capability both dropped and added is only
-// added.
-func (c *runConfig) capabilities() {
-	drops := c.capDrop
-	if c.dropAll {
-		drops = defaultCaps
-	}
-	for _, cp := range c.capAdd {
-		c.RunOptions = append(c.RunOptions, "--cap-add", cp)
-	}
-	for _, cp := range drops {
-		if !slices.Contains(c.capAdd, cp) {
-			c.RunOptions = append(c.RunOptions, "--cap-drop", cp)
-		}
-	}
-}
-
-func findOption(name string) *commandOption {
-	for i := range commandOptions {
-		o := &commandOptions[i]
-		if o.long == name || (len(name) == 1 && o.short == name[0]) {
-			return o
-		}
-	}
-	return nil
-}
-
-func supportedList() string {
-	var names []string
-	for _, o := range commandOptions {
-		n := "--" + o.long
-		if o.short != 0 {
-			n += "/-" + string(o.short)
-		}
-		names = append(names, n)
-	}
-	return strings.Join(names, ", ")
-}
-
-// option appends the `ctr run` form of one valued option.
-func (c *runConfig) option(at, name, value string) error {
-	switch name {
-	case "env":
-		if !strings.Contains(value, "=") {
-			return badConfig(at, "--env %q: expected NAME=VALUE (ctr does not copy the agent's own variables)", value)
-		}
-		c.RunOptions = append(c.RunOptions, "--env", value)
-	case "workdir":
-		if !strings.HasPrefix(value, "/") {
-			return badConfig(at, "--workdir %q: expected an absolute path", value)
-		}
-		c.RunOptions = append(c.RunOptions, "--cwd", value)
-	case "network", "net":
-		switch value {
-		case "host":
-			c.HostNetwork = true
-			c.RunOptions = append(c.RunOptions, "--net-host")
-		case "none":
+		switch {
+		case item == "--" || !strings.HasPrefix(item, "-") || item == "-":
+			return badConfig(at, "%q is not an option: nerdctl would stop reading options there (the containerd runtime reads the image from `image` and the command from `commandArgs`)", item)
+		case strings.HasPrefix(item, "--"):
+			name, value, hasValue := strings.Cut(item[2:], "=")
+			spec, ok := table.long[name]
+			if !ok {
+				return badConfig(at, "%q is not %s", item, what)
+			}
+			if spec.refuse != "" {
+				return badConfig(at, "%q: %s", item, spec.refuse)
+			}
+			if !spec.value {
+				if hasValue {
+					if _, err := strconv.ParseBool(value); err != nil {
+						return badConfig(at, "%q: expected true or false", item)
+					}
+				}
+				continue
+			}
+			vat := at
+			if !hasValue {
+				var err error
+				if value, vat, err = next(item); err != nil {
+					return err
+				}
+			}
+			if spec.check != nil {
+				if err := spec.check(vat, "--"+name, value); err != nil {
+					return err
+				}
+			}
 		default:
-			return badConfig(at, "--%s %q: the containerd runtime supports host and none", name, value)
-		}
-	case "volume":
-		parts := strings.Split(value, ":")
-		if len(parts) < 2 || len(parts) > 3 || !strings.HasPrefix(parts[0], "/") || !strings.HasPrefix(parts[1], "/") {
-			return badConfig(at, "--volume %q: expected /HOST:/CONTAINER[:ro|rw] (named volumes are not supported)", value)
-		}
-		ro := false
-		if len(parts) == 3 {
-			switch parts[2] {
-			case "ro":
-				ro = true
-			case "rw":
-			default:
-				return badConfig(at, "--volume %q: options other than ro and rw are not supported", value)
+			// Short options: booleans may be combined; the first one
+			// that takes a value takes the rest of the item, or the
+			// next item.
+			for j := 1; j < len(item); j++ {
+				name, ok := table.short[item[j]]
+				spec := table.long[name]
+				if !ok {
+					return badConfig(at, "%q: -%c is not %s", item, item[j], what)
+				}
+				if spec.refuse != "" {
+					return badConfig(at, "%q: %s", item, spec.refuse)
+				}
+				if !spec.value {
+					if j+1 < len(item) && item[j+1] == '=' {
+						if _, err := strconv.ParseBool(item[j+2:]); err != nil {
+							return badConfig(at, "%q: expected true or false", item)
+						}
+						break // -t=false: the rest is the value
+					}
+					continue
+				}
+				value, vat := strings.TrimPrefix(item[j+1:], "="), at
+				if j+1 == len(item) {
+					var err error
+					if value, vat, err = next(item); err != nil {
+						return err
+					}
+				}
+				if spec.check != nil {
+					if err := spec.check(vat, "-"+string(item[j]), value); err != nil {
+						return err
+					}
+				}
+				break
 			}
 		}
-		m, err := bindMount(parts[0], parts[1], ro)
-		if err != nil {
-			return badConfig(at, "--volume %q: %v", value, err)
-		}
-		c.RunOptions = append(c.RunOptions, "--mount", m)
-	case "mount":
-		src, dst, ro, err := parseMount(value)
-		if err != nil {
-			return badConfig(at, "--mount %q: %v", value, err)
-		}
-		m, err := bindMount(src, dst, ro)
-		if err != nil {
-			return badConfig(at, "--mount %q: %v", value, err)
-		}
-		c.RunOptions = append(c.RunOptions, "--mount", m)
-	case "cap-add", "cap-drop":
-		cp := strings.ToUpper(value)
-		switch {
-		case cp == "ALL" && name == "cap-drop":
-			c.dropAll = true
-			return nil
-		case cp == "ALL":
-			return badConfig(at, "--cap-add ALL: name the capabilities (or use --privileged)")
-		case !strings.HasPrefix(cp, "CAP_"):
-			cp = "CAP_" + cp
-		}
-		if name == "cap-add" {
-			c.capAdd = append(c.capAdd, cp)
-		} else {
-			c.capDrop = append(c.capDrop, cp)
-		}
-	case "label":
-		k, _, _ := strings.Cut(value, "=")
-		if k == labelName || k == labelAgent || strings.HasPrefix(k, "grapnel.") {
-			return badConfig(at, "--label %q: the agent sets label %s itself", value, k)
-		}
-		c.RunOptions = append(c.RunOptions, "--label", value)
-	case "memory":
-		n, err := parseBytes(value)
-		if err != nil {
-			return badConfig(at, "--memory %q: %v", value, err)
-		}
-		c.RunOptions = append(c.RunOptions, "--memory-limit", strconv.FormatInt(n, 10))
-	case "cpus":
-		f, err := strconv.ParseFloat(value, 64)
-		if err != nil || f <= 0 {
-			return badConfig(at, "--cpus %q: expected a positive number", value)
-		}
-		c.RunOptions = append(c.RunOptions, "--cpus", value)
 	}
 	return nil
-}
-
-// parseMount reads a Docker --mount of type bind.
-func parseMount(v string) (src, dst string, ro bool, err error) {
-	typ := "volume"
-	for _, kv := range strings.Split(v, ",") {
-		k, val, _ := strings.Cut(kv, "=")
-		switch k {
-		case "type":
-			typ = val
-		case "source", "src":
-			src = val
-		case "destination", "dst", "target":
-			dst = val
-		case "readonly", "ro":
-			ro = val == "" || val == "true" || val == "1"
-		default:
-			return "", "", false, fmt.Errorf("key %q is not supported", k)
-		}
-	}
-	if typ != "bind" {
-		return "", "", false, fmt.Errorf("only type=bind is supported")
-	}
-	if !strings.HasPrefix(src, "/") || !strings.HasPrefix(dst, "/") {
-		return "", "", false, fmt.Errorf("expected an absolute source and target")
-	}
-	return src, dst, ro, nil
-}
-
-// parseBytes reads a Docker memory size: a number with an optional
-// b, k, m or g suffix.
-func parseBytes(v string) (int64, error) {
-	s := strings.ToLower(strings.TrimSpace(v))
-	mult := int64(1)
-	if s != "" {
-		switch s[len(s)-1] {
-		case 'b':
-			s = s[:len(s)-1]
-		case 'k':
-			mult, s = 1<<10, s[:len(s)-1]
-		case 'm':
-			mult, s = 1<<20, s[:len(s)-1]
-		case 'g':
-			mult, s = 1<<30, s[:len(s)-1]
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("expected a positive size such as 64m")
-	}
-	return n * mult, nil
-}
-
-// bindMount is one `ctr run --mount` value. ctr splits it at commas and
-// colons (options), so paths holding either are refused.
-func bindMount(host, target string, readonly bool) (string, error) {
-	for _, p := range []string{host, target} {
-		if strings.ContainsAny(p, ",:") {
-			return "", fmt.Errorf("path %q contains a comma or a colon, which ctr's --mount cannot express", p)
-		}
-	}
-	opts := "rbind:rw"
-	if readonly {
-		opts = "rbind:ro"
-	}
-	return "type=bind,src=" + host + ",dst=" + target + ",options=" + opts, nil
 }

@@ -1,6 +1,7 @@
 package containerd
 
 import (
+	"encoding/json"
 	"errors"
 	"os/exec"
 	"path/filepath"
@@ -10,44 +11,53 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/agent/runtime"
+	"github.com/grapnel-io/grapnel/state"
 )
 
-func TestParseConfigTranslates(t *testing.T) {
-	c, err := parseConfig(`image: alpine:3.20
-commandOptions: ["-e", "A=1", "--env=B=2", "-w", "/srv", "--net", "host", "-v", "/h:/c:ro", "--mount", "type=bind,src=/a,dst=/b,readonly", "--cap-add", "net_admin", "--cap-drop=kill", "-l", "team=x", "-m", "64m", "--cpus", "0.5", "--privileged", "--read-only=false"]
-commandArgs: [sleep, 5]`)
+// commandOptions and generalOptions reach nerdctl as written, in the
+// forms its flag parser reads.
+func TestParseConfigPassesOptions(t *testing.T) {
+	general := []string{"--snapshotter", "native", "--debug", "--cgroup-manager=cgroupfs"}
+	command := []string{"-e", "A=1", "--env=B=2", "-w", "/srv", "--net", "host", "-v", "/h:/c:ro", "--mount", "type=bind,src=/a,dst=/b,readonly",
+		"--cap-add", "net_admin", "--cap-drop=kill", "-l", "team=x", "-m", "64m", "--cpus", "0.5", "--privileged", "--read-only=false",
+		"-t=false", "-u", "1000", "-p8080:80", "--user=1:1", "-e", "--rm-is-a-value"}
+	c, err := parseConfig("image: alpine:3.20\ngeneralOptions: " + yamlList(general) + "\ncommandOptions: " + yamlList(command) + "\ncommandArgs: [sleep, --rm, 5]")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--env", "A=1", "--env", "B=2", "--cwd", "/srv", "--net-host",
-		"--mount", "type=bind,src=/h,dst=/c,options=rbind:ro", "--mount", "type=bind,src=/a,dst=/b,options=rbind:ro",
-		"--label", "team=x", "--memory-limit", "67108864", "--cpus", "0.5", "--privileged", "--cap-add", "CAP_NET_ADMIN", "--cap-drop", "CAP_KILL"}
-	if !slices.Equal(c.RunOptions, want) {
-		t.Errorf("RunOptions\n got %q\nwant %q", c.RunOptions, want)
+	if !slices.Equal(c.GeneralOptions, general) || !slices.Equal(c.CommandOptions, command) {
+		t.Errorf("options\n got %q %q\nwant %q %q", c.GeneralOptions, c.CommandOptions, general, command)
 	}
-	if c.Image != "docker.io/library/alpine:3.20" || !slices.Equal(c.CommandArgs, []string{"sleep", "5"}) || !c.HostNetwork {
+	if c.Image != "docker.io/library/alpine:3.20" || !slices.Equal(c.CommandArgs, []string{"sleep", "--rm", "5"}) {
 		t.Errorf("parsed %+v", c)
 	}
 }
 
-// --cap-drop ALL drops every default capability but those added back,
-// in whatever order the options come.
-func TestCapDropAll(t *testing.T) {
-	c, err := parseConfig("image: i\ncommandOptions: [--cap-add, net_bind_service, --cap-drop, ALL]")
+func yamlList(l []string) string {
+	b, _ := json.Marshal(l)
+	return string(b)
+}
+
+// The `nerdctl run` line: the agent's options first, the workload's
+// after them, the labels the agent owns last before the image, the
+// command after it.
+func TestRunArgs(t *testing.T) {
+	s := runtime.Spec{Instance: state.NewInstanceName("w", "a1", "cfg"), RunDir: "/run/g/w",
+		Mounts: []runtime.Mount{{HostPath: "/h/f", MountPoint: "/etc/f"}}, ControlInterface: "/run/g/ci"}
+	c := runConfig{Image: "i:1", CommandOptions: []string{"-e", "A=1"}, CommandArgs: []string{"sh", "-c", "x"}}
+	got, err := runArgs(c, s, "/bin/agent", "/run/g/w/containerd.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var drops []string
-	for i, o := range c.RunOptions {
-		if o == "--cap-drop" {
-			drops = append(drops, c.RunOptions[i+1])
-		}
+	want := []string{"run", "--detach", "--name=", "--log-driver", "binary:///bin/agent?grapnel-containerd-log=%2Frun%2Fg%2Fw%2Fcontainerd.log", "--pull", "never",
+		"-e", "A=1", "--mount", "type=bind,source=/h/f,target=/etc/f,readonly", "--mount", "type=bind,source=/run/g/ci,target=" + runtime.ContainerControlInterface,
+		"--label", "name=" + s.Instance.String(), "--label", "agent=a1", "--label", "grapnel.log=/run/g/w/containerd.log", "i:1", "sh", "-c", "x"}
+	if !slices.Equal(got, want) {
+		t.Errorf("runArgs\n got %q\nwant %q", got, want)
 	}
-	if len(drops) != len(defaultCaps)-1 || slices.Contains(drops, "CAP_NET_BIND_SERVICE") || c.RunOptions[1] != "CAP_NET_BIND_SERVICE" {
-		t.Fatalf("RunOptions %q: want every default capability dropped but NET_BIND_SERVICE, added", c.RunOptions)
-	}
-	if err := (&Runtime{}).Check("image: i\ncommandOptions: [--cap-add, ALL]"); err == nil {
-		t.Fatal("--cap-add ALL admitted")
+	s.Mounts[0].HostPath = "/h/a,b"
+	if _, err := runArgs(c, s, "/bin/agent", "/l"); err == nil || !strings.Contains(err.Error(), "files[0]") {
+		t.Errorf("a mount path with a comma: %v", err)
 	}
 }
 
@@ -72,20 +82,33 @@ func TestParseConfigRefuses(t *testing.T) {
 	tests := []struct{ config, field, reason string }{
 		{"commandArgs: [x]", "runtimeConfig.image", "required"},
 		{"image: i\nfoo: 1", "runtimeConfig.foo", "unknown field"},
-		{"image: i\ngeneralOptions: [--namespace, x]", "runtimeConfig.generalOptions[0]", "takes no generalOptions"},
-		{"image: i\ncommandOptions: [--pid, host]", "runtimeConfig.commandOptions[0]", "not an option the containerd runtime supports"},
-		{"image: i\ncommandOptions: [-u, '1000']", "runtimeConfig.commandOptions[0]", "not an option the containerd runtime supports"},
-		{"image: i\ncommandOptions: [--name, x]", "runtimeConfig.commandOptions[0]", "the agent names the container"},
-		{"image: i\ncommandOptions: [-e, A=1, -it]", "runtimeConfig.commandOptions[2]", "is not an option"},
+		{"image: i\ngeneralOptions: [--namespace, x]", "runtimeConfig.generalOptions[0]", "the agent chooses the containerd namespace"},
+		{"image: i\ngeneralOptions: [-n=x]", "runtimeConfig.generalOptions[0]", "the agent chooses the containerd namespace"},
+		{"image: i\ngeneralOptions: [--debug, -a, /s]", "runtimeConfig.generalOptions[1]", "containerd's socket"},
+		{"image: i\ngeneralOptions: [--data-root=/x]", "runtimeConfig.generalOptions[0]", "nerdctl's data root"},
+		{"image: i\ngeneralOptions: [--cni-netconfpath, /x]", "runtimeConfig.generalOptions[0]", "CNI configuration directory"},
+		{"image: i\ngeneralOptions: [run]", "runtimeConfig.generalOptions[0]", "is not an option"},
+		{"image: i\ngeneralOptions: [--no-such]", "runtimeConfig.generalOptions[0]", "not a nerdctl global option"},
+		{"image: i\ngeneralOptions: [--snapshotter]", "runtimeConfig.generalOptions[0]", "needs a value"},
+		{"image: i\ncommandOptions: [--no-such-option]", "runtimeConfig.commandOptions[0]", "not a nerdctl run option"},
+		{"image: i\ncommandOptions: [--name, x]", "runtimeConfig.commandOptions[0]", "nerdctl keeps a name"},
+		{"image: i\ncommandOptions: [--rm]", "runtimeConfig.commandOptions[0]", "removes the container"},
+		{"image: i\ncommandOptions: [-e, A=1, -dit]", "runtimeConfig.commandOptions[2]", "detached"},
+		{"image: i\ncommandOptions: [--detach=false]", "runtimeConfig.commandOptions[0]", "detached"},
+		{"image: i\ncommandOptions: [--restart=always]", "runtimeConfig.commandOptions[0]", "restartPolicy"},
+		{"image: i\ncommandOptions: [--log-driver, json-file]", "runtimeConfig.commandOptions[0]", "the agent's own logger"},
+		{"image: i\ncommandOptions: [--log-opt=max-size=1m]", "runtimeConfig.commandOptions[0]", "the agent's own logger"},
+		{"image: i\ncommandOptions: [--label-file, /f]", "runtimeConfig.commandOptions[0]", "labels the agent owns"},
+		{"image: i\ncommandOptions: [-i]", "runtimeConfig.commandOptions[0]", "standard input"},
 		{"image: i\ncommandOptions: [--env]", "runtimeConfig.commandOptions[0]", "needs a value"},
-		{"image: i\ncommandOptions: [--env, NAME]", "runtimeConfig.commandOptions[1]", "expected NAME=VALUE"},
-		{"image: i\ncommandOptions: [--net, bridge]", "runtimeConfig.commandOptions[1]", "supports host and none"},
-		{"image: i\ncommandOptions: [-v, 'vol:/data']", "runtimeConfig.commandOptions[1]", "named volumes are not supported"},
-		{"image: i\ncommandOptions: [--mount, 'type=volume,dst=/x']", "runtimeConfig.commandOptions[1]", "only type=bind"},
 		{"image: i\ncommandOptions: [-l, name=x]", "runtimeConfig.commandOptions[1]", "the agent sets label name"},
-		{"image: i\ncommandOptions: [-m, lots]", "runtimeConfig.commandOptions[1]", "expected a positive size"},
+		{"image: i\ncommandOptions: [-lagent=x]", "runtimeConfig.commandOptions[0]", "the agent sets label agent"},
+		{"image: i\ncommandOptions: [--label=grapnel.exit=0]", "runtimeConfig.commandOptions[0]", "the agent sets label grapnel.exit"},
+		{"image: i\ncommandOptions: [--label, nerdctl/log-uri=x]", "runtimeConfig.commandOptions[1]", "the agent sets label nerdctl/log-uri"},
 		{"image: i\ncommandOptions: [--privileged=maybe]", "runtimeConfig.commandOptions[0]", "expected true or false"},
-		{"image: i\ncommandOptions: [image-name]", "runtimeConfig.commandOptions[0]", "is not an option"},
+		{"image: i\ncommandOptions: [--privileged, alpine]", "runtimeConfig.commandOptions[1]", "is not an option"},
+		{"image: i\ncommandOptions: [-e, A=1, --]", "runtimeConfig.commandOptions[2]", "is not an option"},
+		{"image: i\ncommandOptions: [-x]", "runtimeConfig.commandOptions[0]", "-x is not a nerdctl run option"},
 		{"image: -x", "runtimeConfig.image", "must not start with '-'"},
 		{"image: i\ncommandArgs: x", "runtimeConfig.commandArgs", "expected a list of strings"},
 	}

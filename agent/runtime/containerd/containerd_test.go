@@ -63,11 +63,16 @@ func ctdRuntime(t *testing.T) *Runtime {
 		}
 		t.Skip("containerd not set up: " + daemonWhy)
 	}
-	r, err := New(Config{Address: daemon.Address, StopGrace: time.Second})
+	r, err := New(testConfig(daemon, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// testConfig is the runtime's configuration on a test daemon.
+func testConfig(d *containerdtest.Daemon, grace time.Duration) Config {
+	return Config{Address: d.Address, DataRoot: d.NerdctlRoot, CNINetconfPath: d.NetConf, StopGrace: grace}
 }
 
 // testAgent is an agent name of its own per test, so that List sees only
@@ -212,7 +217,7 @@ func TestExitStates(t *testing.T) {
 			t.Parallel()
 			id := create(t, r, spec(t, agent, tt.name, shConfig(tt.script)))
 			waitState(t, r, id, tt.want)
-			restarted, err := New(Config{Address: daemon.Address})
+			restarted, err := New(testConfig(daemon, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,7 +278,7 @@ func TestAgentRestartListsContainer(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Delete(context.Background(), runtime.ID("garbage-"+agent)) })
 
-	restarted, err := New(Config{Address: daemon.Address, StopGrace: time.Second})
+	restarted, err := New(testConfig(daemon, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,4 +495,63 @@ func TestCapDropAllRuns(t *testing.T) {
 	id := create(t, r, spec(t, testAgent(t), "caps", cfg))
 	waitState(t, r, id, state.SucceededOk)
 	waitLogs(t, r, id, "CapEff:\t0000000000000400\n")
+}
+
+// The network a container gets: nerdctl's default network (here the test
+// daemon's own bridge, containerdtest) gives it an address on the
+// bridge's subnet in a network namespace of its own; --net host shares
+// the host's; --net none has only the loopback interface.
+func TestNetworks(t *testing.T) {
+	r := ctdRuntime(t)
+	t.Parallel()
+	hostNS, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const script = "readlink /proc/self/ns/net; ip -4 -o addr | awk '$2 != \"lo\" {print $2, $4}'"
+	agent := testAgent(t)
+	for _, c := range []struct {
+		name, opts string
+		check      func(ns string, addrs []string) string
+	}{
+		{"default", "[]", func(ns string, addrs []string) string {
+			if ns == hostNS || len(addrs) != 1 || !strings.HasPrefix(addrs[0], "eth0 10.213.") {
+				return "want a namespace of its own with eth0 on the test bridge's subnet 10.213.x.0/24"
+			}
+			return ""
+		}},
+		{"host", "[--net, host]", func(ns string, addrs []string) string {
+			if ns != hostNS {
+				return "want the host's network namespace " + hostNS
+			}
+			return ""
+		}},
+		{"none", "[--network=none]", func(ns string, addrs []string) string {
+			if ns == hostNS || len(addrs) != 0 {
+				return "want a namespace of its own with the loopback interface only"
+			}
+			return ""
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b, _ := json.Marshal(script)
+			cfg := "image: " + testImage + "\ncommandOptions: " + c.opts + "\ncommandArgs: [sh, -c, " + string(b) + "]\n"
+			id := create(t, r, spec(t, agent, c.name, cfg))
+			waitState(t, r, id, state.SucceededOk)
+			var out string
+			testwait.For(t, waitFor, func() bool {
+				rc, err := r.Logs(context.Background(), id, runtime.LogOptions{Tail: -1, Follow: true})
+				if err != nil {
+					return false
+				}
+				out = readAll(t, rc)
+				return out != ""
+			}, "output of %s", id)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if why := c.check(lines[0], lines[1:]); why != "" {
+				t.Fatalf("--net %s: namespace %s, addresses %q: %s", c.name, lines[0], lines[1:], why)
+			}
+		})
+	}
 }

@@ -20,7 +20,7 @@ func TestPowerCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Stop)
-	r, err := New(Config{Address: d.Address, StopGrace: 1})
+	r, err := New(testConfig(d, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestPowerCycle(t *testing.T) {
 	if err := d.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	booted, err := New(Config{Address: d.Address, StopGrace: 1})
+	booted, err := New(testConfig(d, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package containerd
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +44,9 @@ const (
 	// the runtime reaps it: containerd forgets an exit once its task is
 	// deleted, and a stopped task does not survive a reboot.
 	labelExit = "grapnel.exit"
+	// nerdctlLogURILabel is where nerdctl keeps the log URI that
+	// `nerdctl start` gives a container's new task.
+	nerdctlLogURILabel = "nerdctl/log-uri"
 )
 
 // logFile is the name of the output log in the instance's run directory.
@@ -59,13 +60,20 @@ const stateMaxAge = 500 * time.Millisecond
 // has a socket but does not answer.
 const availableTimeout = 5 * time.Second
 
-// stopPoll is how often Delete looks whether a signalled task stopped.
-const stopPoll = 100 * time.Millisecond
-
 // Config configures the containerd runtime.
 type Config struct {
-	// Binary is the ctr executable; "" means "ctr" from PATH.
+	// Binary is the nerdctl executable; "" means "nerdctl" from PATH.
 	Binary string
+	// Ctr is containerd's ctr executable, for what nerdctl cannot do
+	// (see doc.go); "" means "ctr" from PATH.
+	Ctr string
+	// DataRoot is nerdctl's data root (its names, container state and
+	// network hooks' data); "" means nerdctl's default,
+	// /var/lib/nerdctl.
+	DataRoot string
+	// CNINetconfPath is nerdctl's CNI configuration directory; "" means
+	// nerdctl's default, /etc/cni/net.d.
+	CNINetconfPath string
 	// LoggerBinary is the program containerd's shim runs as every
 	// container's logger; it must call RunLoggerIfRequested first. ""
 	// means this executable (grapnel-agent, or a test binary).
@@ -78,22 +86,24 @@ type Config struct {
 	// StopGrace is the time between SIGTERM and SIGKILL in Delete; 0
 	// means DefaultStopGrace.
 	StopGrace time.Duration
-	// Logger receives debug lines for every ctr call; nil discards.
+	// Logger receives debug lines for every nerdctl and ctr call; nil
+	// discards.
 	Logger *slog.Logger
 	// Clock times the calls and dates the shared answers; nil is the
 	// system clock.
 	Clock clock.Clock
 }
 
-// Runtime runs workloads as containerd containers through ctr. It keeps
-// no state of its own beyond short-lived answers: containers are found
-// again by their labels.
+// Runtime runs workloads as containerd containers through nerdctl. It
+// keeps no state of its own beyond short-lived answers: containers are
+// found again by their labels.
 type Runtime struct {
-	binary, address, namespace string
-	logger                     string
-	grace                      time.Duration
-	log                        *slog.Logger
-	clock                      clock.Clock
+	binary, ctr, address, namespace string
+	dataRoot, netconf               string
+	logger                          string
+	grace                           time.Duration
+	log                             *slog.Logger
+	clock                           clock.Clock
 
 	mu   sync.Mutex // guards snap and reaping
 	snap *snapshot
@@ -118,18 +128,19 @@ func (r *Runtime) clk() clock.Clock {
 	return r.clock
 }
 
-// New returns the containerd runtime; it fails when ctr is missing.
-// Whether containerd answers is Available's question.
+// New returns the containerd runtime; it fails when nerdctl or ctr is
+// missing. Whether containerd answers is Available's question.
 func New(cfg Config) (*Runtime, error) {
-	bin := cfg.Binary
-	if bin == "" {
-		bin = "ctr"
+	nerdctl, err := lookPath(cfg.Binary, "nerdctl")
+	if err != nil {
+		return nil, fmt.Errorf("containerd runtime: %w (scripts/containerd-setup.sh builds it)", err)
 	}
-	path, err := exec.LookPath(bin)
+	ctr, err := lookPath(cfg.Ctr, "ctr")
 	if err != nil {
 		return nil, fmt.Errorf("containerd runtime: %w", err)
 	}
-	r := &Runtime{binary: path, address: cfg.Address, namespace: cfg.Namespace, grace: cfg.StopGrace, log: cfg.Logger, clock: cfg.Clock}
+	r := &Runtime{binary: nerdctl, ctr: ctr, address: cfg.Address, namespace: cfg.Namespace, dataRoot: cfg.DataRoot, netconf: cfg.CNINetconfPath,
+		grace: cfg.StopGrace, log: cfg.Logger, clock: cfg.Clock}
 	if r.address == "" {
 		r.address = DefaultAddress
 	}
@@ -150,7 +161,14 @@ func New(cfg Config) (*Runtime, error) {
 	return r, nil
 }
 
-// Available reports whether ctr is installed and containerd answers on
+func lookPath(bin, def string) (string, error) {
+	if bin == "" {
+		bin = def
+	}
+	return exec.LookPath(bin)
+}
+
+// Available reports whether nerdctl and ctr are installed and containerd answers on
 // the configured socket, i.e. whether workloads could run.
 func Available(cfg Config) bool {
 	r, err := New(cfg)
@@ -186,12 +204,8 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 	if err != nil {
 		return "", err
 	}
-	id, err := newID()
-	if err != nil {
-		return "", err
-	}
 	logPath := filepath.Join(s.RunDir, logFile)
-	args, err := runArgs(cfg, s, id, r.logger, logPath)
+	args, err := runArgs(cfg, s, r.logger, logPath)
 	if err != nil {
 		return "", err
 	}
@@ -202,10 +216,16 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 		return "", err
 	}
 	defer r.invalidate()
-	if _, err := r.exec(ctx, runTimeout, args...); err != nil {
-		// ctr run may leave the container behind (the command is not in
-		// the image); a later List must not adopt it.
-		if rmErr := r.remove(context.WithoutCancel(ctx), id); rmErr != nil {
+	res, err := r.nerdctlWith(ctx, runTimeout, cfg.GeneralOptions, args...)
+	id := strings.TrimSpace(res.stdout)
+	if err == nil && !validID(id) {
+		err = fmt.Errorf("nerdctl run printed %q, not a container id", id)
+	}
+	if err != nil {
+		// nerdctl run leaves the container behind when its task cannot
+		// start (the command is not in the image); a later List must
+		// not adopt it.
+		if rmErr := r.removeInstance(context.WithoutCancel(ctx), s.Instance); rmErr != nil {
 			r.log.Warn("containerd: cannot remove a failed container", "instance", s.Instance.String(), "err", rmErr)
 		}
 		return "", err
@@ -213,17 +233,24 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 	return runtime.ID(id), nil
 }
 
-// runArgs is the `ctr run` command line of one instance:
+// runArgs is the `nerdctl run` command line of one instance (after the
+// workload's generalOptions), as Ankaios builds it:
 //
-//	run --detach --log-uri binary://<logger>?...=<log> --seccomp <commandOptions>
-//	<mounts> --label name=<instance> --label agent=<agent> <image> <id> <commandArgs>
+//	run --detach --name= --log-driver binary://<logger>?...=<log> --pull never <commandOptions>
+//	<mounts> --label name=<instance> --label agent=<agent> --label grapnel.log=<log> <image> <commandArgs>
 //
-// The labels come last so that a workload cannot change them; the
-// default seccomp profile is on, as nerdctl's is.
-func runArgs(c runConfig, s runtime.Spec, id, logger, logPath string) ([]string, error) {
+// nerdctl chooses the container's id and prints it; the container has no
+// nerdctl name. The labels
+// come last so that a workload cannot change them (nerdctl keeps the last
+// of a key); nerdctl reads no option after the image, so every command
+// argument, even one that looks like an option, reaches the container.
+func runArgs(c runConfig, s runtime.Spec, logger, logPath string) ([]string, error) {
 	inst := s.Instance.String()
-	args := []string{"run", "--detach", "--log-uri", logURI(logger, logPath), "--seccomp"}
-	args = append(args, c.RunOptions...)
+	// --name= gives the container no nerdctl name: the one nerdctl
+	// makes up (the image and 5 hex digits of the id) collides among
+	// many containers of one image, and fails the run.
+	args := []string{"run", "--detach", "--name=", "--log-driver", logURI(logger, logPath), "--pull", "never"}
+	args = append(args, c.CommandOptions...)
 	for i, m := range s.Mounts {
 		arg, err := bindMount(m.HostPath, m.MountPoint, true)
 		if err != nil {
@@ -243,39 +270,39 @@ func runArgs(c runConfig, s runtime.Spec, id, logger, logPath string) ([]string,
 		"--label", labelName+"="+inst,
 		"--label", labelAgent+"="+s.Instance.AgentName,
 		"--label", labelLog+"="+logPath,
-		c.Image, id)
-	// ctr reads no option after the image and the id: every command
-	// argument, even one that looks like an option, reaches the container.
+		c.Image)
 	return append(args, c.CommandArgs...), nil
 }
 
-// newID is a container id as nerdctl makes them: 64 random hex digits.
-func newID() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("containerd: container id: %w", err)
+// bindMount is one `nerdctl run --mount` value. nerdctl reads it as CSV,
+// so paths holding a comma, a quote or a newline are refused.
+func bindMount(host, target string, readonly bool) (string, error) {
+	for _, p := range []string{host, target} {
+		if strings.ContainsAny(p, ",\"\n") {
+			return "", fmt.Errorf("path %q contains a comma, a quote or a newline, which nerdctl's --mount cannot express", p)
+		}
 	}
-	return hex.EncodeToString(b[:]), nil
+	m := "type=bind,source=" + host + ",target=" + target
+	if readonly {
+		m += ",readonly"
+	}
+	return m, nil
 }
 
 // ensureImage pulls the image unless containerd has it, as nerdctl run
-// does.
+// does, but saying so when it cannot.
 func (r *Runtime) ensureImage(ctx context.Context, image string) error {
-	res, err := r.exec(ctx, callTimeout, "images", "ls", "-q", "name=="+image)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(res.stdout) != "" {
+	if _, err := r.nerdctl(ctx, callTimeout, "image", "inspect", image); err == nil {
 		return nil
 	}
-	if _, err := r.exec(ctx, runTimeout, "images", "pull", image); err != nil {
+	if _, err := r.nerdctl(ctx, runTimeout, "pull", "--quiet", image); err != nil {
 		return fmt.Errorf("containerd has no image %s and cannot pull it: %w", image, err)
 	}
 	return nil
 }
 
 // StartAgain starts the ended container of the instance again with a new
-// task (`ctr tasks start`), as Ankaios does at the agent's start for a
+// task (`nerdctl start`), as Ankaios does at the agent's start for a
 // container that exited successfully: the container keeps its writable
 // layer. A container that is not the instance's is refused; one that
 // cannot be started is removed, so that Create can replace it.
@@ -300,15 +327,16 @@ func (r *Runtime) StartAgain(ctx context.Context, id runtime.ID, s runtime.Spec)
 		}
 		return "", err
 	}
-	// A stopped task nobody reaped holds the container's place.
-	if _, err := r.exec(ctx, callTimeout, "tasks", "delete", string(id)); err != nil && !notFound(err) {
-		return fail(err)
-	}
+	// nerdctl cannot change a container's labels: ctr forgets the last
+	// exit and points the log, and nerdctl's log URI, at this run
+	// folder and this agent binary (either may have moved since the
+	// container was made). nerdctl start deletes a stopped task left.
 	logPath := filepath.Join(s.RunDir, logFile)
-	if _, err := r.exec(ctx, callTimeout, "containers", "label", string(id), labelExit+"=", labelLog+"="+logPath); err != nil {
+	if _, err := r.exec(ctx, callTimeout, "containers", "label", string(id), labelExit+"=", labelLog+"="+logPath,
+		nerdctlLogURILabel+"="+logURI(r.logger, logPath)); err != nil {
 		return fail(err)
 	}
-	if _, err := r.exec(ctx, runTimeout, "tasks", "start", "--detach", "--log-uri", logURI(r.logger, logPath), string(id)); err != nil {
+	if _, err := r.nerdctl(ctx, runTimeout, "start", string(id)); err != nil {
 		return fail(err)
 	}
 	return id, nil
@@ -488,47 +516,18 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 	return r.remove(ctx, string(id))
 }
 
-// remove stops and removes one container.
+// remove stops one container (`nerdctl stop`: SIGTERM, SIGKILL after
+// the grace period) and removes it with `nerdctl rm`, which also frees
+// what nerdctl holds for it (its network, its state directory).
 func (r *Runtime) remove(ctx context.Context, id string) error {
-	if _, err := r.exec(ctx, callTimeout, "tasks", "kill", id); err == nil {
-		if !r.waitStopped(ctx, id, r.grace) {
-			if _, err := r.exec(ctx, callTimeout, "tasks", "kill", "--signal", "SIGKILL", "--all", id); err != nil && !notFound(err) {
-				return err
-			}
-			r.waitStopped(ctx, id, callTimeout)
-		}
-	} else if !notFound(err) {
+	grace := int((r.grace + time.Second - 1) / time.Second)
+	if _, err := r.nerdctl(ctx, r.grace+callTimeout, "stop", "--time", strconv.Itoa(grace), id); err != nil && !notFound(err) {
 		return err
 	}
-	if _, err := r.exec(ctx, callTimeout, "tasks", "delete", "--force", id); err != nil && !notFound(err) {
-		return err
-	}
-	if _, err := r.exec(ctx, callTimeout, "containers", "delete", id); err != nil && !notFound(err) {
+	if _, err := r.nerdctl(ctx, callTimeout, "rm", "--force", id); err != nil && !notFound(err) {
 		return err
 	}
 	return nil
-}
-
-// waitStopped waits up to d for the task to stop; it reports whether it
-// did (or is gone).
-func (r *Runtime) waitStopped(ctx context.Context, id string, d time.Duration) bool {
-	deadline := r.clk().Now().Add(d)
-	for {
-		res, err := r.exec(ctx, callTimeout, "tasks", "ls")
-		if err == nil {
-			if st := parseTasks(res.stdout)[id]; st == "" || st == "STOPPED" {
-				return true
-			}
-		}
-		if !r.clk().Now().Before(deadline) || ctx.Err() != nil {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-clock.After(r.clk(), stopPoll):
-		}
-	}
 }
 
 // List returns the containers labelled with the agent's name; one whose

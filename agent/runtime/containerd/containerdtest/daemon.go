@@ -2,12 +2,20 @@
 // containerd runtime: a private socket, root and state directory under a
 // temporary directory, so that the host's containerd (if any) and its
 // containers are never touched, with the offline test image that
-// scripts/containerd-setup.sh builds imported into it.
+// scripts/containerd-setup.sh builds imported into it. nerdctl's data
+// root and CNI configuration directory are there too, with a default
+// network of the daemon's own (a bridge of its own on a free subnet), so
+// that the host's nerdctl0 is left alone; the bridge, its iptables rules
+// and the IP leases of CNI's host-local plugin (under
+// /var/lib/cni/networks/bridge) are on the host while containers run,
+// and removed by Stop.
 package containerdtest
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -42,13 +50,17 @@ type Daemon struct {
 	Address string // its socket
 	Root    string
 	State   string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	// NerdctlRoot and NetConf are nerdctl's --data-root and
+	// --cni-netconfpath for this daemon.
+	NerdctlRoot string
+	NetConf     string
+	cmd         *exec.Cmd
+	exited      chan struct{}
 }
 
 // Missing says why containerd cannot be started here ("" when it can).
 func Missing() string {
-	for _, bin := range []string{"containerd", "ctr", "runc"} {
+	for _, bin := range []string{"containerd", "ctr", "runc", "nerdctl"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return bin + " is not installed: run scripts/containerd-setup.sh"
 		}
@@ -76,7 +88,8 @@ func Start() (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{Dir: dir, Address: filepath.Join(dir, "c.sock"), Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state")}
+	d := &Daemon{Dir: dir, Address: filepath.Join(dir, "c.sock"), Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"),
+		NerdctlRoot: filepath.Join(dir, "nerdctl"), NetConf: filepath.Join(dir, "net.d")}
 	if err := d.start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -85,7 +98,79 @@ func Start() (*Daemon, error) {
 		d.Stop()
 		return nil, fmt.Errorf("importing the test image: %w: %s", err, out)
 	}
+	if err := d.defaultNetwork(); err != nil {
+		d.Stop()
+		return nil, err
+	}
 	return d, nil
+}
+
+// defaultNetwork creates the daemon's default network, named "bridge" as
+// nerdctl's (its network hooks look the default up by that name), with a
+// bridge and subnet of its own: nerdctl's (nerdctl0, 10.4.0.0/24) would
+// clash with a host that has one. nerdctl names the bridge of a network
+// called "bridge" nerdctl0 and has no option to change it: the
+// configuration it wrote is edited. nerdctl refuses a subnet that
+// overlaps a host route: try others.
+func (d *Daemon) defaultNetwork() error {
+	var last error
+	for i := 0; i < 16; i++ {
+		b := make([]byte, 1)
+		_, _ = rand.Read(b)
+		subnet := fmt.Sprintf("10.213.%d.0/24", b[0])
+		out, err := d.Nerdctl("network", "create", "--subnet", subnet, "--label", "nerdctl/default-network=true", "bridge")
+		if err == nil {
+			name := make([]byte, 4)
+			_, _ = rand.Read(name)
+			path := filepath.Join(d.NetConf, "nerdctl-bridge.conflist")
+			conf, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			edited := bytes.Replace(conf, []byte(`"bridge": "nerdctl0"`), []byte(fmt.Sprintf(`"bridge": "gctd%x"`, name)), 1)
+			if bytes.Equal(edited, conf) {
+				return fmt.Errorf("%s does not name the bridge nerdctl0: %s", path, conf)
+			}
+			return os.WriteFile(path, edited, 0o644)
+		}
+		last = fmt.Errorf("creating the default network: %w: %s", err, out)
+		if !strings.Contains(out, "overlaps") {
+			break
+		}
+	}
+	return last
+}
+
+// Nerdctl runs nerdctl against the daemon, with its data root and CNI
+// configuration, and returns its combined output.
+func (d *Daemon) Nerdctl(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "nerdctl", append([]string{"--address", d.Address, "--data-root", d.NerdctlRoot, "--cni-netconfpath", d.NetConf}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// removeNetwork removes the default network's bridge, which is on the
+// host (the IP leases went with the containers).
+func (d *Daemon) removeNetwork() {
+	b, err := os.ReadFile(filepath.Join(d.NetConf, "nerdctl-bridge.conflist"))
+	if err == nil {
+		var conf struct {
+			Plugins []struct {
+				Bridge string `json:"bridge"`
+			} `json:"plugins"`
+		}
+		if json.Unmarshal(b, &conf) == nil {
+			for _, p := range conf.Plugins {
+				if p.Bridge != "" {
+					_ = exec.Command("ip", "link", "delete", p.Bridge).Run()
+				}
+			}
+		}
+	}
 }
 
 // start runs containerd with its built-in defaults (no config file) and
@@ -170,6 +255,7 @@ func (d *Daemon) Stop() {
 		}
 	}
 	_ = d.PowerCut()
+	d.removeNetwork()
 	unmountUnder(d.Root)
 	_ = os.RemoveAll(d.Dir)
 }
