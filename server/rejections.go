@@ -8,6 +8,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
+	"github.com/grapnel-io/grapnel/internal/errs"
 )
 
 // Refused requests go into the history without a Raft entry each
@@ -35,6 +36,10 @@ const (
 	maxPendingRejections = 16
 	// maxRejectionReason bounds the reason kept of one rejection.
 	maxRejectionReason = 512
+	// maxWaitingRefusals bounds the answers that wait for the flush:
+	// a flood beyond it is answered busy at once (and counted), so
+	// that its waiting answers cost bounded memory.
+	maxWaitingRefusals = 1024
 )
 
 // refusalAnswer answers one refused request: answer with the refusal
@@ -80,7 +85,15 @@ func (l *leader) refuse(requester string, mask []string, reason string, answer f
 	// may split a character, and one bad rejection must not fail the
 	// update it rides along with.
 	reason = strings.ToValidUTF8(reason, "�")
-	l.rejects.answers = append(l.rejects.answers, refusalAnswer{answer: answer, retry: retry})
+	if n := len(l.rejects.answers) + len(l.rejects.carriedAnswers); n >= maxWaitingRefusals {
+		// Counted in the history, but not told: a client that saw a
+		// refusal must find it there.
+		if retry != nil {
+			retry(fmt.Errorf("%w: %d refused requests wait for the history to record them; ask again later", errs.ErrBusy, n))
+		}
+	} else {
+		l.rejects.answers = append(l.rejects.answers, refusalAnswer{answer: answer, retry: retry})
+	}
 	l.collect(fsm.Rejection{TimeMs: l.clock.Now().UnixMilli(), Requester: requester, UpdateMask: mask, Reason: reason}, 1)
 }
 

@@ -162,6 +162,38 @@ func TestRefusalFloodCostsOneEntryPerWindow(t *testing.T) {
 	lone("after a quiet spell")
 }
 
+// The answers waiting for a flush are bounded: beyond
+// maxWaitingRefusals a refusal is answered busy at once, not told as a
+// refusal (it is counted in the history all the same).
+func TestRefusalsWaitingAreBounded(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), nil, func(c *Config) { c.Clock = fake })
+	cli := ts.cli()
+	cli.update(manifest(t, badAPIVersion), "desiredState") // written at once; the window starts
+	ids := make([]string, maxWaitingRefusals+3)
+	for i := range ids {
+		ids[i] = cli.updateAsync(manifest(t, badAPIVersion), "desiredState")
+	}
+	for _, id := range ids[maxWaitingRefusals:] {
+		if r := cli.answer(id, 5*time.Second); !strings.Contains(r.GetError().GetMessage(), "busy") {
+			t.Fatalf("a refusal beyond the bound: %v", r)
+		}
+	}
+	if r := cli.answer(ids[0], 0); r != nil {
+		t.Fatalf("a refusal within the bound was answered before the flush: %v", r)
+	}
+	fake.Advance(firstFlushWindow)
+	for _, id := range ids[:maxWaitingRefusals] {
+		if r := cli.answer(id, 5*time.Second); !strings.Contains(r.GetError().GetMessage(), "v9") {
+			t.Fatalf("the answer to %s: %v", id, r)
+		}
+	}
+	txs := txsOf(ts)
+	if tx := txs[len(txs)-1]; tx.Kind != state.TxRejected || int(tx.Count) != len(ids) {
+		t.Fatalf("the flushed record: %+v", tx)
+	}
+}
+
 // More distinct rejections than the leader keeps between two entries are
 // counted in one record, so a flood costs bounded memory and bytes.
 func TestRejectionsBeyondTheBoundAreCounted(t *testing.T) {
