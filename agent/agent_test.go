@@ -93,6 +93,15 @@ func (r *running) stop(t *testing.T) {
 	}
 }
 
+// kill ends Run as killing the agent's process (SIGKILL) ends it, as far
+// as the server can tell: the stream is cut without Goodbye. The
+// workloads keep running, as they do then.
+func (r *running) kill(t *testing.T) {
+	t.Helper()
+	r.instance.conn.abrupt.Store(true)
+	r.stop(t)
+}
+
 // read runs fn on the serving leader's store; false while none leads.
 func read(cl *testcluster.Cluster, fn func(st *state.Store)) bool {
 	id := cl.LeaderID()

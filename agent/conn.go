@@ -80,6 +80,9 @@ type conn struct {
 	// the hello and the load reports, and to systemd in STATUS. Nil: no
 	// fault is ever told.
 	storage *storage.Guard
+	// abrupt makes the end of ctx cut the stream without Goodbye, as the
+	// server sees an agent killed (SIGKILL): the in-process tests' kill.
+	abrupt atomic.Bool
 }
 
 // clk is the agent's clock, or the system clock.
@@ -203,9 +206,14 @@ func (c *conn) session(ctx context.Context) error {
 	case err = <-recvErr:
 		c.setCurrent(nil)
 	case <-ctx.Done():
+		c.setCurrent(nil)
+		if c.abrupt.Load() {
+			st.Close()
+			err = <-recvErr
+			break
+		}
 		// Stopping on purpose: say Goodbye, end this side, and give the
 		// server a moment to end the stream before cutting it.
-		c.setCurrent(nil)
 		s.goodbye()
 		wait := clock.NewTimer(c.clk(), goodbyeWait)
 		select {

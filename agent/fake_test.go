@@ -516,6 +516,28 @@ func TestConnSaysGoodbye(t *testing.T) {
 	}
 }
 
+// A killed agent (the tests' stand-in for SIGKILL, running.kill) cuts
+// its stream without Goodbye: the server sees a crash, not a clean stop.
+func TestKilledConnSaysNoGoodbye(t *testing.T) {
+	set := newFakeReplicas(t, 1)
+	set.setLeader("r1")
+	fc := newFakeConn(t, set)
+	fc.start(t)
+	fs := set.rep("r1").accepted(t)
+	fc.conn.abrupt.Store(true)
+	fc.stop()
+	select {
+	case <-fs.done:
+	case <-time.After(stopWithin):
+		t.Fatal("the stream did not end")
+	}
+	for len(fs.in) > 0 {
+		if m := <-fs.in; m.GetGoodbye() != nil {
+			t.Fatal("a killed agent said Goodbye")
+		}
+	}
+}
+
 // A refusal of the protocol version ends the agent, as it ends the Ankaios
 // agent, instead of reconnecting.
 func TestConnEndsOnProtocolRefusal(t *testing.T) {

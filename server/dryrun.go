@@ -236,19 +236,21 @@ func fitPlan(resp *grapnelpb.PlanResponse, limit int) error {
 // earlier proposal fail.
 func (l *leader) applyIfUnchanged(c *planCall) {
 	answer := func(a planAnswer) { c.reply <- a }
+	// A refusal is answered once the history holds it (rejections.go);
+	// retry answers one the leader could not record, as a write in
+	// flight is answered.
+	retry := func(err error) { answer(planAnswer{err: fmt.Errorf("update failed: %w", err)}) }
 	seq := l.projected.store.DesiredSeq
 	mask := c.update.GetUpdateMask()
 	if c.expectRevision == nil && seq != c.expectSeq {
 		err := fmt.Errorf("%w: the plan was made at revision %d, the desired state is at revision %d now; run the dry-run again", errs.ErrStateChanged, c.expectSeq, seq)
-		l.recordRejection(c.requester, mask, err.Error())
-		l.pipe.ordered(func() { answer(planAnswer{err: err}) })
+		l.refuse(c.requester, mask, err.Error(), func() { answer(planAnswer{err: err}) }, retry)
 		return
 	}
 	p, err := l.planUpdate(c.update, c.adm, l.guard(c.owner, c.expectRevision, c.update))
 	if err != nil {
 		l.countRefusal(err)
-		l.recordRejection(c.requester, mask, err.Error())
-		l.pipe.ordered(func() { answer(planAnswer{err: fmt.Errorf("update rejected: %w", err)}) })
+		l.refuse(c.requester, mask, err.Error(), func() { answer(planAnswer{err: fmt.Errorf("update rejected: %w", err)}) }, retry)
 		return
 	}
 	if !p.Changed {

@@ -195,6 +195,33 @@ func (c *testConn) request(req *ankbase.Request) *ankbase.Response {
 	return m.GetResponse()
 }
 
+// updateAsync sends an update and returns its request id without
+// waiting for the answer (answer waits for it).
+func (c *testConn) updateAsync(newState state.Tree, masks ...string) string {
+	c.t.Helper()
+	cs, err := rpc.CompleteStateFromTree(newState)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nextID++
+	id := fmt.Sprintf("req-%d", c.nextID)
+	c.mu.Unlock()
+	c.send(&grpcapi.ToServer{ToServerEnum: &grpcapi.ToServer_Request{Request: &ankbase.Request{RequestId: id,
+		RequestContent: &ankbase.Request_UpdateStateRequest{UpdateStateRequest: &ankbase.UpdateStateRequest{NewState: cs, UpdateMask: masks}}}}})
+	return id
+}
+
+// answer waits up to bound for the response to the request id; nil if
+// none came.
+func (c *testConn) answer(id string, bound time.Duration) *ankbase.Response {
+	m, ok := c.tryExpect(bound, func(m *grpcapi.FromServer) bool { return m.GetResponse().GetRequestId() == id })
+	if !ok {
+		return nil
+	}
+	return m.GetResponse()
+}
+
 func (c *testConn) update(newState state.Tree, masks ...string) *ankbase.Response {
 	c.t.Helper()
 	cs, err := rpc.CompleteStateFromTree(newState)

@@ -305,8 +305,8 @@ func (l *leader) revoke() {
 	s.term = nil
 	s.leaderMu.Unlock()
 	l.pipe.abandon(errs.ErrNotLeader)
+	l.abandonRejections(errs.ErrNotLeader)
 	l.stopGrace()
-	l.rejects.stopTimer()
 	l.stopProblemTimer()
 	l.pipe.stopAndWait()
 	s.conns.closeAll()

@@ -42,10 +42,13 @@ func (l *leader) project(cmd fsm.Command) *proposal {
 // submit queues a projected command for Raft. commit runs on the leader
 // loop once the entry is committed, with the FSM's response and the
 // entry's index, fail if it is not; both in proposal order. A command
-// project refused is not proposed: fail learns why, in turn.
+// project refused is not proposed: fail learns why, in turn. The
+// refusals the command's history part took along are answered with it
+// (rejections.go); those of a command not proposed wait for the next.
 func (l *leader) submit(prop *proposal, commit func(resp any, index uint64), fail func(err error)) {
 	t := prop.typ
 	if prop.err != nil {
+		l.putBackCarried()
 		l.s.log.Error("command refused before proposing", "type", t.String(), "error", prop.err)
 		if fail != nil {
 			err := prop.err
@@ -53,6 +56,7 @@ func (l *leader) submit(prop *proposal, commit func(resp any, index uint64), fai
 		}
 		return
 	}
+	commit, fail = l.carriedBy(commit, fail)
 	l.pipe.enqueue(t, prop.buf, commit, func(err error) {
 		if l.projected.failed && errors.Is(err, fsm.ErrOutOfSequence) {
 			err = errEarlierFailed

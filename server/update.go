@@ -27,8 +27,9 @@ func (l *leader) updateState(who, owner, id string, adm plan.Admission, req *ank
 	p, err := l.planUpdate(req, adm, l.guard(owner, nil, req))
 	if err != nil {
 		l.countRefusal(err)
-		l.recordRejection(who, req.GetUpdateMask(), err.Error())
-		l.pipe.ordered(func() { l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err)) })
+		// Answered once the history holds the refusal (rejections.go).
+		l.refuse(who, req.GetUpdateMask(), err.Error(), func() { l.respondText(id, fmt.Sprintf("Update rejected: '%v'", err)) },
+			func(err error) { l.respondText(id, fmt.Sprintf("Update failed: %v", err)) })
 		return
 	}
 	if !p.Changed {
@@ -136,7 +137,10 @@ func (l *leader) proposeUpdate(p *plan.Plan, answer func(), fail func(error)) {
 	prop := l.project(&fsm.UpdateDesiredStateRequest{Update: p.Update, Seq: l.projected.store.DesiredSeq + 1, History: p.History})
 	var dispatch *updateDispatch
 	if prop.err != nil && p.History != nil {
-		l.refusedBeforeProposing(p.History, prop.err)
+		// A refusal too: fail tells it once the history holds it.
+		l.s.log.Error("command refused before proposing", "type", prop.typ.String(), "error", prop.err)
+		l.refusedBeforeProposing(p.History, prop.err, fail)
+		return
 	}
 	if prop.err == nil {
 		dispatch = planDispatch(l.s, l.projected.store, p)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 	"github.com/grapnel-io/grapnel/rpc"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
@@ -27,6 +29,19 @@ workloads:
 `
 
 func isUpdateWorkload(m *grpcapi.FromServer) bool { return m.GetUpdateWorkload() != nil }
+
+// stateBytes is snapshotBytes without the history, which records a
+// refused update.
+func stateBytes(t *testing.T, ts *testServer) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	ts.fsm.Read(func(s *state.Store, _ uint64) {
+		if err := fsm.WriteSnapshot(&buf, s.CloneWithoutHistory(), 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return buf.Bytes()
+}
 
 func snapshotBytes(t *testing.T, ts *testServer) []byte {
 	t.Helper()
@@ -151,7 +166,8 @@ func TestConfigOnlyUpdateStoresState(t *testing.T) {
 // swdd~server-state-rejects-state-with-cyclic-dependencies~1
 // swdd~server-state-triggers-validation-of-workload-fields~1
 func TestRejectedUpdatesChangeNothing(t *testing.T) {
-	ts := startServer(t, mustState(t, nginx))
+	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	ts := startServerCfg(t, t.TempDir(), mustState(t, nginx), func(c *Config) { c.Clock = fake })
 	cli := ts.cli()
 	cases := []struct {
 		name  string
@@ -170,23 +186,30 @@ func TestRejectedUpdatesChangeNothing(t *testing.T) {
 		{"empty filter mask", "apiVersion: v1\nworkloads:\n  w:\n    runtime: p\n    agent: a\n    runtimeConfig: x\n    controlInterfaceAccess:\n      allowRules:\n        - type: StateRule\n          operation: Read\n          filterMasks: ['']", nil, []string{"filter mask"}},
 		{"wildcard in update mask", "apiVersion: v1", []string{"desiredState.workloads.*"}, []string{"*"}},
 	}
-	before := snapshotBytes(t, ts)
-	for _, c := range cases {
+	// Sent together, they wait together for the flush window after the
+	// first (a refusal is answered once the history holds it).
+	before := stateBytes(t, ts)
+	ids := make([]string, len(cases))
+	for i, c := range cases {
+		ids[i] = cli.updateAsync(manifest(t, c.y), c.masks...)
+	}
+	cli.get() // the loop took them all
+	fake.Advance(firstFlushWindow)
+	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := cli.update(manifest(t, c.y), c.masks...)
-			msg := r.GetError().GetMessage()
+			msg := cli.answer(ids[i], 5*time.Second).GetError().GetMessage()
 			if msg == "" {
-				t.Fatalf("not rejected: %v", r)
+				t.Fatalf("not rejected")
 			}
 			for _, w := range c.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error %q does not mention %q", msg, w)
 				}
 			}
-			if after := snapshotBytes(t, ts); !bytes.Equal(before, after) {
-				t.Fatal("a rejected update changed the state")
-			}
 		})
+	}
+	if after := stateBytes(t, ts); !bytes.Equal(before, after) {
+		t.Fatal("a rejected update changed the state")
 	}
 	// Still serving.
 	if r := cli.update(manifest(t, nginx), "desiredState.workloads.nginx"); r.GetUpdateStateSuccess() == nil {
