@@ -17,6 +17,7 @@ server/restorespool.go|os.CreateTemp|the restore spool: read back within the sam
 cluster/ops.go|os.CreateTemp|the restore spool of a size-less restore: read back within the same call and removed
 agent/runtime/containerd/logger.go|os.OpenFile|a containerd workload'"'"'s output log, written by the logger containerd starts: append-only, like a journal whose tail a power cut may take
 agent/runtime/containerd/containerdtest/daemon.go|os.OpenFile|test support: the log of a containerd the tests start in a temporary directory
+agent/runtime/containerd/containerdtest/daemon.go|os.WriteFile|test support: the CNI configuration of the private test network, in the temporary directory of the test daemon
 cluster/segcheck.go|os.OpenFile|raft-wal'"'"'s own segment files, written in place where raft-wal would write them (a rebuilt header, zeros past its end) and synced with f.Sync before anything else happens
 rpc/rpctest/ca.go|os.WriteFile|test support: certificates for tests in a temporary directory
 '
