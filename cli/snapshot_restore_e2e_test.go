@@ -37,7 +37,9 @@ func buildServer(t *testing.T) string {
 		t.Skip("end-to-end test")
 	}
 	bins, err := bench.BuildCommands(t.TempDir(), "grapnel-server")
-	if err != nil {
+	if err != nil && os.Getenv(bench.BinDirEnv) != "" {
+		t.Fatal(err) // not a build failure: the directory make test passes lacks it
+	} else if err != nil {
 		t.Skipf("grapnel-server does not build: %v", err)
 	}
 	return bins["grapnel-server"]
