@@ -63,9 +63,11 @@ sizes:
 	@./scripts/size-by-package.sh
 
 # Unit, integration and end-to-end tests with the race detector. Fuzz
-# targets run over their seed corpus as ordinary tests.
-test:
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+# targets run over their seed corpus as ordinary tests. The tests that
+# run the programs take them from bin/, built once here, instead of each
+# test package linking its own (chaos/bench.BuildCommands).
+test: build
+	GRAPNEL_TEST_BIN_DIR=$(CURDIR)/bin $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Longer fuzzing of the parsers: FUZZTIME per target.
 FUZZTIME ?= 30s

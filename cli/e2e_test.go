@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
@@ -39,18 +40,21 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// startServer builds and starts grapnel-server; it skips the test when the
+// startServer starts grapnel-server (built once per test process,
+// bench.BuildCommands); it skips the test when the
 // server does not build (it is written alongside this package).
 func startServer(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	bin := filepath.Join(t.TempDir(), "grapnel-server")
-	build := exec.Command("go", "build", "-o", bin, "github.com/grapnel-io/grapnel/cmd/grapnel-server")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Skipf("grapnel-server does not build: %v\n%s", err, out)
+	bins, err := bench.BuildCommands(t.TempDir(), "grapnel-server")
+	if err != nil && os.Getenv(bench.BinDirEnv) != "" {
+		t.Fatal(err) // not a build failure: the directory make test passes lacks it
+	} else if err != nil {
+		t.Skipf("grapnel-server does not build: %v", err)
 	}
+	bin := bins["grapnel-server"]
 	addr := freeAddr(t)
 	var logs bytes.Buffer
 	srv := exec.Command(bin, "-k", "--data-dir", t.TempDir(), "-a", addr, "--raft-address", freeAddr(t), "--log-level", "warn")

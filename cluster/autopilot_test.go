@@ -13,7 +13,7 @@ import (
 // promoted to voter only after it stayed healthy for the stabilization
 // time.
 func TestJoin_NonVoterThenPromoted(t *testing.T) {
-	c := clustertest.New(t, 3)
+	c := clustertest.New(t, 3, clustertest.InMemory())
 	leader := c.WaitLeader(waitLong)
 	last := applyAgents(t, c, "pre", 5)
 	stab := leader.Timing().Autopilot.ServerStabilizationTime
@@ -58,7 +58,7 @@ func TestJoin_NonVoterThenPromoted(t *testing.T) {
 // when that would leave fewer voters than the minimum quorum (the
 // bootstrap-expect of 3 here).
 func TestDeadMember_RemovedAfterTimeout_NeverBelowMinQuorum(t *testing.T) {
-	c := clustertest.New(t, 3)
+	c := clustertest.New(t, 3, clustertest.InMemory())
 	leader := c.WaitLeader(waitLong)
 	dead := leader.Timing().Autopilot.DeadServerTimeout
 

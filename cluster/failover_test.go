@@ -15,7 +15,7 @@ import (
 // committed before the loss is still there, on the survivors and on the
 // old leader when it comes back.
 func TestLeaderLoss_NewLeaderHigherTerm_NoCommittedEntryLost(t *testing.T) {
-	c := clustertest.New(t, 3)
+	c := clustertest.New(t, 3, clustertest.InMemory())
 	old := c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 20)
 	oldID, oldTerm := old.ID(), old.Raft().CurrentTerm()
@@ -44,7 +44,7 @@ func TestLeaderLoss_NewLeaderHigherTerm_NoCommittedEntryLost(t *testing.T) {
 // majority elects a new leader and commits, and after healing the entry
 // the old leader proposed is nowhere.
 func TestPartitionedLeaderCannotCommit(t *testing.T) {
-	c := clustertest.New(t, 3)
+	c := clustertest.New(t, 3, clustertest.InMemory())
 	old := c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 3)
 	oldID := old.ID()

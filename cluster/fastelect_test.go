@@ -57,7 +57,7 @@ func slowElections(slow *atomic.Bool) clustertest.Option {
 // within the bound otherwise. The state is kept, and the leader commits.
 func TestWholeClusterRestart_ElectsEarly(t *testing.T) {
 	var slow atomic.Bool
-	c := clustertest.New(t, 3, slowElections(&slow))
+	c := clustertest.New(t, 3, slowElections(&slow), clustertest.InMemory())
 	c.WaitLeader(waitLong)
 	last := applyAgents(t, c, "a", 5)
 	c.WaitApplied(last)
@@ -80,7 +80,7 @@ func TestWholeClusterRestart_ElectsEarly(t *testing.T) {
 // early: the leader and its term stay.
 func TestRestartedFollower_DoesNotDisruptTheLeader(t *testing.T) {
 	var slow atomic.Bool
-	c := clustertest.New(t, 3, slowElections(&slow))
+	c := clustertest.New(t, 3, slowElections(&slow), clustertest.InMemory())
 	leader := c.WaitLeader(waitLong)
 	c.WaitApplied(applyAgents(t, c, "a", 3))
 	term := leader.Stats()["term"]

@@ -18,7 +18,7 @@ import (
 func TestOnlyTheLeaderSpacesItsHeartbeats(t *testing.T) {
 	timing := clustertest.FastTiming()
 	timing.HeartbeatInterval = 50 * time.Millisecond
-	c := clustertest.New(t, 3, clustertest.WithTiming(timing))
+	c := clustertest.New(t, 3, clustertest.WithTiming(timing), clustertest.InMemory())
 	const leaderTimeout = 500 * time.Millisecond // 10 × HeartbeatInterval
 
 	paced := func(n *cluster.Node, want time.Duration) func() bool {
@@ -74,7 +74,7 @@ func TestOnlyTheLeaderSpacesItsHeartbeats(t *testing.T) {
 // A single voter has no one to heartbeat, so it runs no pacer: an idle
 // single replica does not wake for nothing.
 func TestSingleVoterDoesNotPace(t *testing.T) {
-	c := clustertest.New(t, 1)
+	c := clustertest.New(t, 1, clustertest.InMemory())
 	n := c.WaitLeader(waitLong)
 	holdsFor(t, 300*time.Millisecond, "no pacer on a single voter", func() bool { return !n.PacingHeartbeats() })
 }

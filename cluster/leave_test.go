@@ -21,7 +21,7 @@ func TestLeave_LeaderAndFollower(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := clustertest.New(t, 3)
+			c := clustertest.New(t, 3, clustertest.InMemory())
 			leader := c.WaitLeader(waitLong)
 			applyAgents(t, c, "pre", 3)
 			leaving := leader

@@ -17,7 +17,7 @@ import (
 // leader, health; LeaderInfo on any replica gives the leader's gRPC
 // address learned from gossip.
 func TestMembers_MergeGossipRaftAndHealth(t *testing.T) {
-	c := clustertest.New(t, 3)
+	c := clustertest.New(t, 3, clustertest.InMemory())
 	c.WaitFor("every member healthy with gossip data on the leader", waitLong, func() bool {
 		leader := c.WaitLeader(waitLong)
 		ms, err := leader.Members()

@@ -146,6 +146,11 @@ type Config struct {
 	// error it returns stands for the write's, as if the disk had failed
 	// it. Tests inject failed storage with it.
 	StorageFault func(op string) error
+	// MemoryStore, when set, keeps the Raft log, the stable store and the
+	// snapshots in memory instead of under DataDir, which still holds the
+	// vote hold and the storage probes (tests that do not test storage;
+	// see MemoryStore).
+	MemoryStore *MemoryStore
 }
 
 // logHandler is where the node's log goes: Logger, else LogOutput.
@@ -249,6 +254,8 @@ func (cfg *Config) validate() error {
 		return bad("BootstrapExpect", "must not be negative")
 	case cfg.SegmentSize < 0:
 		return bad("SegmentSize", "must not be negative")
+	case cfg.MemoryStore != nil && cfg.LogStore != "":
+		return bad("LogStore", fmt.Sprintf("%q contradicts MemoryStore", cfg.LogStore))
 	case cfg.LogStore != "" && cfg.LogStore != LogStoreWAL && cfg.LogStore != LogStoreBolt:
 		return bad("LogStore", fmt.Sprintf("%q: must be %s or %s", cfg.LogStore, LogStoreWAL, LogStoreBolt))
 	case cfg.BootstrapExpect > 1 && cfg.GossipAddress == "":
@@ -388,8 +395,9 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	bolt := cfg.LogStore == LogStoreBolt
+	mem := cfg.MemoryStore
 	var tail *tailLoss
-	if !bolt {
+	if !bolt && mem == nil {
 		if _, err := quarantineLog(cfg.DataDir, hold, cfg.Now, base.Named("cluster")); err != nil {
 			return nil, err
 		}
@@ -404,8 +412,11 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	rawLog, err := openStore(cfg.DataDir, cfg.LogStore, segmentSize, base.Named("cluster"))
-	if err != nil {
+	var rawLog rawStore
+	var err error
+	if mem != nil {
+		rawLog = memLog{mem.log}
+	} else if rawLog, err = openStore(cfg.DataDir, cfg.LogStore, segmentSize, base.Named("cluster")); err != nil {
 		return nil, err
 	}
 	// One cleanup for every failure below, undone in reverse: the stores,
@@ -429,14 +440,22 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	logs := store
-	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, logger)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
+	// listSnaps is the snapshot store without the wrapper that makes
+	// them private and durable.
+	var snaps, listSnaps raft.SnapshotStore
+	var fileSnaps *raft.FileSnapshotStore
+	if mem != nil {
+		snaps, listSnaps = mem.snaps, mem.snaps
+	} else {
+		if fileSnaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, logger); err != nil {
+			return nil, fmt.Errorf("cluster: snapshot store: %w", err)
+		}
+		if err := secureDataDir(cfg.DataDir, base.Named("cluster")); err != nil {
+			return nil, fmt.Errorf("cluster: data dir: %w", err)
+		}
+		snaps = privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir, guard: guard}
+		listSnaps = fileSnaps
 	}
-	if err := secureDataDir(cfg.DataDir, base.Named("cluster")); err != nil {
-		return nil, fmt.Errorf("cluster: data dir: %w", err)
-	}
-	snaps := privateSnapshots{SnapshotStore: fileSnaps, dir: cfg.DataDir, syncDir: durable.SyncDir, guard: guard}
 	currentTerm := func() uint64 { t, _ := rawLog.GetUint64(stableKeys.currentTerm); return t }
 	hold.currentTerm.Store(&currentTerm)
 	if w, ok := rawLog.(*logStore); ok {
@@ -444,11 +463,13 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	if err := startupRepair(cfg.DataDir, rawLog, fileSnaps, hold, integ, base.Named("cluster"), currentTerm); err != nil {
-		return nil, err
+	if fileSnaps != nil {
+		if err := startupRepair(cfg.DataDir, rawLog, fileSnaps, hold, integ, base.Named("cluster"), currentTerm); err != nil {
+			return nil, err
+		}
 	}
 	integ.snapIndex = func() uint64 {
-		if l, err := fileSnaps.List(); err == nil && len(l) > 0 {
+		if l, err := listSnaps.List(); err == nil && len(l) > 0 {
 			return l[0].Index
 		}
 		return 0

@@ -7,7 +7,8 @@ import (
 )
 
 // Changes returns a channel signalled whenever the leader, the Raft
-// configuration or gossip membership may have changed, and a cancel func.
+// configuration, gossip membership or (on the leader that raised it) the
+// cluster version may have changed, and a cancel func.
 // Signals are coalesced: read the current view after each one.
 func (n *Node) Changes() (<-chan struct{}, func()) { return n.feed.Subscribe() }
 

@@ -19,7 +19,7 @@ import (
 // removal has committed, and the cluster settles with every replica a
 // healthy voter.
 func TestReplace_RemovalMeetsLeadershipChange(t *testing.T) {
-	c := clustertest.New(t, 5)
+	c := clustertest.New(t, 5, clustertest.InMemory())
 	leader := c.WaitLeader(waitLong)
 	old := c.Followers()[0].ID()
 	applyAgents(t, c, "before", 3)
@@ -86,7 +86,7 @@ func TestReplace_RemovalMeetsLeadershipChange(t *testing.T) {
 // and is told so; the same id started again (a new run) is re-added at
 // once, without waiting for gossip to see the old run die.
 func TestReplace_RemovedRunStaysOutNewRunJoins(t *testing.T) {
-	c := clustertest.New(t, 3)
+	c := clustertest.New(t, 3, clustertest.InMemory())
 	c.WaitLeader(waitLong)
 	var removed string
 	if err := onLeader(c, func(l *cluster.Node) error {
@@ -132,7 +132,7 @@ func TestReplace_RemovedRunStaysOutNewRunJoins(t *testing.T) {
 // replica, the new leader keeps the removed run out too (and says so,
 // naming itself), while a new run of it joins.
 func TestReplace_RemovedRunStaysOutUnderTheNextLeader(t *testing.T) {
-	c := clustertest.New(t, 3)
+	c := clustertest.New(t, 3, clustertest.InMemory())
 	first := c.WaitLeader(waitLong)
 	removed := c.Followers()[0].ID()
 	if _, err := first.RemoveReplica(removed, 5*time.Second); err != nil {
@@ -181,7 +181,7 @@ func TestReplace_RemovedRunStaysOutUnderTheNextLeader(t *testing.T) {
 // running, is added again at once and its record is gone on every
 // replica.
 func TestReplace_OperatorAddTakesTheRemovalBack(t *testing.T) {
-	c := clustertest.New(t, 3)
+	c := clustertest.New(t, 3, clustertest.InMemory())
 	leader := c.WaitLeader(waitLong)
 	removed := c.Followers()[0].ID()
 	if _, err := leader.RemoveReplica(removed, 5*time.Second); err != nil {

@@ -169,6 +169,12 @@ func (n *Node) commitClusterVersion(v uint32) error {
 		return err
 	}
 	_, _, err = n.propose(entry, n.changeTimeout())
+	if err == nil {
+		// Applied here by now: the leader's watchers (the server's
+		// problem detection writes what the new version allows) look
+		// again, as nothing else of theirs need change meanwhile.
+		n.feed.Notify()
+	}
 	if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
 		return fmt.Errorf("%w: leadership was lost while raising the cluster version to %d; ask again", errs.ErrOutcomeUnknown, v)
 	}

@@ -166,3 +166,50 @@ func TestUpgradeFinalizesAfterTheTimeSet(t *testing.T) {
 	c.Restart("n3")
 	waitVersion(t, c, state.MaxClusterVersion)
 }
+
+// Requirement (issue 30 point 6, the server's side of the gating rule):
+// the leader that raises the cluster version signals Changes once the
+// entry is applied there, so that its watchers (the server's problem
+// detection, which writes what the new version allows) look again at
+// once, not at their next unrelated event: TestProblemUpdatesWaitForTheClusterVersion
+// in server/ waited 30 s for that in 3 of 40 runs.
+func TestRaisingTheClusterVersionSignalsChanges(t *testing.T) {
+	var old atomic.Bool
+	old.Store(true)
+	c := clustertest.New(t, 1, clustertest.WithConfig(func(cfg *cluster.Config) {
+		if old.Load() {
+			baseline := state.ClusterVersionBaseline
+			cfg.SupportedClusterVersion = &baseline
+		}
+	}))
+	c.WaitLeader(waitLong)
+	waitVersion(t, c, state.ClusterVersionBaseline)
+	old.Store(false)
+	c.Stop("n1")
+	c.Restart("n1")
+	leader := c.WaitLeader(waitLong)
+	changes, cancel := leader.Changes()
+	defer cancel()
+	// The restart's own signals (leadership, gossip, health) first: the
+	// one under test is the one after a quiet spell.
+	quiet := time.Second
+	c.WaitFor("no change for "+quiet.String(), waitLong, func() bool {
+		select {
+		case <-changes:
+			return false
+		case <-time.After(quiet):
+			return true
+		}
+	})
+	if _, to, err := leader.FinalizeUpgrade(); err != nil || to != state.MaxClusterVersion {
+		t.Fatalf("finalize: to %d, %v", to, err)
+	}
+	select {
+	case <-changes:
+		if v := c.FSM("n1").ClusterVersion(); v != state.MaxClusterVersion {
+			t.Fatalf("signalled at cluster version %d, before the raise was applied", v)
+		}
+	case <-time.After(waitLong):
+		t.Fatalf("no Changes signal within %v of raising the cluster version", waitLong)
+	}
+}

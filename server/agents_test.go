@@ -127,7 +127,7 @@ func TestWorkloadStatesStoredAndForwarded(t *testing.T) {
 // swdd~server-distribute-workload-state-on-disconnect~1
 // swdd~server-removes-disconnected-agents-from-state~2
 func TestAgentGoneMarksDisconnected(t *testing.T) {
-	ts := startServer(t, mustState(t, twoAgents))
+	ts := startServerCfg(t, t.TempDir(), mustState(t, twoAgents), shortReconnectGrace)
 	a := ts.agent("agent_A", nil)
 	b := ts.agent("agent_B", nil)
 	instA := state.NewInstanceName("wl_a", "agent_A", "image: a")

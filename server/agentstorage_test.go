@@ -40,7 +40,7 @@ func loadWithFault(agent, fault string) *grpcapi.ToServer {
 // problem. The fault lives in the leader's memory: only the problem's own
 // entry is written.
 func TestAgentStorageFaultOpensAndClosesAProblem(t *testing.T) {
-	ts := startServer(t, nil)
+	ts := startServerCfg(t, t.TempDir(), nil, shortReconnectGrace)
 	const fault = "replace workload-uids.json: no space left on device"
 
 	// Said in the hello: an agent that restarted on a failed run folder.

@@ -51,7 +51,7 @@ func TestEventsOnUpdate(t *testing.T) {
 // swdd~server-sends-event-for-updated-workload-states~1
 // swdd~server-sends-event-for-removed-workload-states~1
 func TestEventsOnAgentLifecycle(t *testing.T) {
-	ts := startServer(t, mustState(t, twoAgents))
+	ts := startServerCfg(t, t.TempDir(), mustState(t, twoAgents), shortReconnectGrace)
 	cli := ts.cli()
 	id := subscribe(cli, "agents", "workloadStates.agent_A")
 	a := ts.agent("agent_A", nil)

@@ -47,6 +47,11 @@ func startServer(t testing.TB, startup *state.State) *testServer {
 	return startServerIn(t, t.TempDir(), startup)
 }
 
+// shortReconnectGrace is startServerCfg's change for the tests of what
+// happens once a departed agent's grace ends, not of the grace's length:
+// they need not wait the default 3 s.
+func shortReconnectGrace(cfg *Config) { cfg.AgentReconnectGrace = 300 * time.Millisecond }
+
 func startServerIn(t testing.TB, dir string, startup *state.State) *testServer {
 	t.Helper()
 	return startServerCfg(t, dir, startup, nil)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/rpc/grapnelpb"
@@ -105,7 +106,7 @@ func TestHistorySurvivesFailoverAndClusterRestart(t *testing.T) {
 // Without a quorum there is no leader, but the history is still there to
 // read: the CLI's History connection falls back to a surviving replica.
 func TestHistoryReadableWithoutLeader(t *testing.T) {
-	c := testcluster.New(t, 3)
+	c := testcluster.New(t, 3, clustertest.InMemory())
 	leader := c.WaitServing(20 * time.Second)
 	conn := dial(t, c.Addrs()...)
 	if _, err := conn.Request(context.Background(), addWorkload("before-outage")); err != nil {

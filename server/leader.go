@@ -235,9 +235,9 @@ func (s *Server) leaderLoop(stopCh chan struct{}, restored <-chan struct{}) {
 			// The step detects the problems again (factsSignature).
 			event, start = eventStorage, loopClock.Now()
 		case <-members:
-			// The leader, the configuration, gossip or a voter's health
-			// may have changed: the step detects again if the voters'
-			// facts did (factsSignature).
+			// The leader, the configuration, gossip, a voter's health or
+			// the cluster version may have changed: the step detects
+			// again if the voters' facts or the applied index did.
 			event, start = eventMembers, loopClock.Now()
 			l.refreshReplicas()
 		case r := <-l.term.ping:

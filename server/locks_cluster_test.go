@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 	"github.com/grapnel-io/grapnel/internal/testwait"
@@ -47,7 +48,7 @@ func dialPlain(t *testing.T, addr string) *grpc.ClientConn {
 // through once its clock passes the expiry (no loss, no extension).
 func TestLocksSurviveFailover(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-	c := testcluster.NewWithClock(t, 3, fake)
+	c := testcluster.NewWithClock(t, 3, fake, clustertest.InMemory())
 	leader := c.WaitServing(20 * time.Second)
 	// The lock is taken through a follower, which forwards the call with
 	// the owner the client declared.

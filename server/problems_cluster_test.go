@@ -57,7 +57,7 @@ func problemsOf(f *fsm.FSM) state.Problems {
 func TestProblemsSurviveFailover(t *testing.T) {
 	// The stopped leader's ReplicaDown and QuorumAtRisk are
 	// TestReplicaDownAndQuorumAtRisk's; here they would race the counts.
-	c := testcluster.NewConfigured(t, 3, func(_ string, cfg *server.Config) { cfg.ReplicaDownGrace = time.Hour })
+	c := testcluster.NewConfigured(t, 3, func(_ string, cfg *server.Config) { cfg.ReplicaDownGrace = time.Hour }, clustertest.InMemory())
 	old := c.WaitServing(20 * time.Second)
 	conn := dial(t, c.Addrs()...)
 	for _, req := range []*ankbase.Request{putWorkload("app", "agent_A", "db"), putWorkload("web", "agent_A", "cache")} {
@@ -131,7 +131,7 @@ func TestProblemsSurviveFailover(t *testing.T) {
 // ReplicaDown problem naming it, and with 2 of 3 voters reachable, exactly
 // a quorum, the quorum is at risk; both close once it is back.
 func TestReplicaDownAndQuorumAtRisk(t *testing.T) {
-	c := testcluster.NewConfigured(t, 3, func(_ string, cfg *server.Config) { cfg.ReplicaDownGrace = 300 * time.Millisecond })
+	c := testcluster.NewConfigured(t, 3, func(_ string, cfg *server.Config) { cfg.ReplicaDownGrace = 300 * time.Millisecond }, clustertest.InMemory())
 	leader := c.WaitServing(20 * time.Second)
 	var victim string
 	for _, id := range c.IDs() {
@@ -186,7 +186,7 @@ func TestProblemUpdatesWaitForTheClusterVersion(t *testing.T) {
 	var old atomic.Value
 	old.Store("n3")
 	c := testcluster.NewConfigured(t, 3, func(_ string, cfg *server.Config) { cfg.ReplicaDownGrace = time.Hour },
-		clustertest.WithConfig(func(cfg *cluster.Config) {
+		clustertest.InMemory(), clustertest.WithConfig(func(cfg *cluster.Config) {
 			if cfg.ID == old.Load().(string) {
 				v := state.ClusterVersionRevocation
 				cfg.SupportedClusterVersion = &v

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/identity"
@@ -140,7 +141,7 @@ func (r *replica) start() {
 	f := fsm.New()
 	cfg := cluster.Config{
 		ID: r.id, DataDir: r.dir, RaftAddress: r.raft, GRPCAddress: r.addr, GossipAddress: r.gossip,
-		BootstrapExpect: len(r.rs.reps), FSM: f,
+		BootstrapExpect: len(r.rs.reps), FSM: f, Timing: clustertest.FastTiming(),
 	}
 	if len(r.rs.reps) > 1 {
 		cfg.Join = []string{r.rs.reps[0].gossip}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grapnel-io/grapnel/cluster/clustertest"
 	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc/ankbase"
 	"github.com/grapnel-io/grapnel/rpc/client"
@@ -57,7 +58,7 @@ func term(t *testing.T, c *testcluster.Cluster, id string) uint64 {
 // Losing the leader gives a new leader in a higher term, and every update
 // the old one acknowledged is there.
 func TestLeaderLossKeepsAcknowledgedUpdates(t *testing.T) {
-	c := testcluster.New(t, 3)
+	c := testcluster.New(t, 3, clustertest.InMemory())
 	old := c.WaitServing(20 * time.Second)
 	oldTerm := term(t, c, old)
 	conn := dial(t, c.Addrs()...)
@@ -90,7 +91,7 @@ func TestLeaderLossKeepsAcknowledgedUpdates(t *testing.T) {
 // majority elects a new leader that does, and after healing the old one
 // holds the majority's state, not its own unacknowledged update.
 func TestPartitionedLeaderCannotAcknowledge(t *testing.T) {
-	c := testcluster.New(t, 3)
+	c := testcluster.New(t, 3, clustertest.InMemory())
 	old := c.WaitServing(20 * time.Second)
 	toOld := dial(t, c.Addr(old))
 	if _, err := toOld.Request(context.Background(), addWorkload("before")); err != nil {

@@ -2,36 +2,23 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 )
 
-// These tests run real grapnel-server processes, built once per test run.
-
-var serverBin struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
+// These tests run real grapnel-server processes, built once per test
+// process (BuildCommands).
 
 func TestMain(m *testing.M) {
 	// TestPowerDomain runs this test binary as a power domain's init.
 	RunPowerInitIfRequested()
-	code := m.Run()
-	if serverBin.dir != "" {
-		os.RemoveAll(serverBin.dir)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
-// grapnelServer builds grapnel-server (once) and returns its path, or
+// grapnelServer returns the path of grapnel-server (BuildCommands), or
 // the binary GRAPNEL_BENCH_SERVER names; the test is skipped under -short.
 func grapnelServer(t *testing.T) string {
 	t.Helper()
@@ -41,21 +28,11 @@ func grapnelServer(t *testing.T) string {
 	if bin := os.Getenv("GRAPNEL_BENCH_SERVER"); bin != "" {
 		return bin
 	}
-	serverBin.once.Do(func() {
-		serverBin.dir, serverBin.err = os.MkdirTemp("", "grapnel-bench-test-")
-		if serverBin.err != nil {
-			return
-		}
-		serverBin.path = filepath.Join(serverBin.dir, "grapnel-server")
-		out, err := exec.Command("go", "build", "-o", serverBin.path, "github.com/grapnel-io/grapnel/cmd/grapnel-server").CombinedOutput()
-		if err != nil {
-			serverBin.err = fmt.Errorf("go build grapnel-server: %w\n%s", err, out)
-		}
-	})
-	if serverBin.err != nil {
-		t.Fatal(serverBin.err)
+	bins, err := BuildCommands(t.TempDir(), "grapnel-server")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return serverBin.path
+	return bins["grapnel-server"]
 }
 
 func startCluster(t *testing.T, replicas int) (*Grapnel, int) {

@@ -42,6 +42,8 @@ type Replica struct {
 	Node   *cluster.Node
 	FSM    *fsm.FSM
 
+	// mem is the replica's store under InMemory, kept across restarts.
+	mem       *cluster.MemoryStore
 	drainStop chan struct{}
 	drainDone chan struct{}
 }
@@ -115,6 +117,9 @@ func (c *Cluster) newSlot(id string) (*Replica, error) {
 		ID: id, DataDir: filepath.Join(c.root, id), RaftAddress: raftAddr,
 		GossipAddress: gossipAddr, GRPCAddress: grpcAddr,
 	}
+	if c.opts.inMemory {
+		r.mem = cluster.NewMemoryStore()
+	}
 	c.mu.Lock()
 	c.replicas[id] = r
 	c.order = append(c.order, id)
@@ -156,7 +161,7 @@ func (c *Cluster) start(id string) error {
 		ID: r.ID, DataDir: r.DataDir, RaftAddress: r.RaftAddress, GRPCAddress: r.GRPCAddress,
 		GossipAddress: r.GossipAddress, Version: "test", FSM: f, Timing: c.opts.timing,
 		BootstrapExpect: r.Expect, Join: r.Join, CheckEntry: fsm.CheckType,
-		LogOutput: c.opts.logOutput, LogLevel: c.opts.logLevel, LogStore: c.opts.logStore,
+		LogOutput: c.opts.logOutput, LogLevel: c.opts.logLevel, LogStore: c.opts.logStore, MemoryStore: r.mem,
 		RaftStreamLayer: func(ln net.Listener, _ net.Addr) raft.StreamLayer {
 			return c.net.StreamLayer(r.ID, ln)
 		},
@@ -359,6 +364,9 @@ func (c *Cluster) Wipe(id string) {
 	running := r != nil && r.Node != nil
 	if r != nil && !running {
 		r.Join, r.Expect = join, 0
+		if r.mem != nil {
+			r.mem = cluster.NewMemoryStore()
+		}
 	}
 	c.mu.Unlock()
 	if r == nil || running {

@@ -22,6 +22,7 @@ type options struct {
 	onStop       func(*Replica)
 	raftTLS      func(id string) *tlsreload.Store
 	logStore     string
+	inMemory     bool
 }
 
 // FastTiming is the test timing: the production Raft timers (elections
@@ -103,3 +104,12 @@ func WithRaftTLS(certs func(id string) *tlsreload.Store) Option {
 // names (cluster.LogStoreWAL, the default, or cluster.LogStoreBolt);
 // WithConfig may still change it.
 func WithLogStore(kind string) Option { return func(o *options) { o.logStore = kind } }
+
+// InMemory keeps every replica's Raft log, stable store and snapshots in
+// memory (cluster.MemoryStore: no fsync), for tests of leadership,
+// membership and reconciliation that do not test storage. A stopped
+// replica restarts with what it stored, as after a clean shutdown; Wipe
+// empties it. Tests of storage, durability, repair or power cuts keep
+// the real stores (the default). The data directories still exist: they
+// hold the vote hold and the storage probes.
+func InMemory() Option { return func(o *options) { o.inMemory = true } }
