@@ -1,0 +1,216 @@
+package cluster
+
+import (
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Fast failover when the leader's process is gone (issue 32 point 5;
+// docs/replication.md, "Timing").
+//
+// A follower checks every one to two heartbeat timeouts whether it heard
+// the leader within one (hashicorp/raft runFollower), so noticing a dead
+// leader takes 200 to 600 ms by default, most of a failover. Shorter
+// timeouts would depose leaders that are merely slow. But when the
+// leader's process dies (SIGKILL, a panic, the OOM killer) and its host
+// lives, the host's kernel says so at once: every connection the leader
+// held ends, and its Raft port refuses a new one (ECONNREFUSED). A leader
+// that is frozen (SIGSTOP) or cut off gives neither: a stopped process's
+// listener still accepts into its backlog, a cut link times out. So a
+// refused dial to the leader, right after its connection to this replica
+// ended, is proof that the leader's process is gone, which no timing is.
+//
+// Then one follower, the successor, stands for election at once: it
+// sends itself the TimeoutNow a leader sends when it hands leadership
+// over. Raft makes the receiver a candidate that skips pre-vote and asks
+// for votes with LeadershipTransfer set, which the other followers grant
+// although they still know the old leader, if its log is as current as
+// theirs (Raft's election safety is untouched: the vote checks the log as
+// always). The successor is the voter with the lowest id other than the
+// dead leader: the configuration is replicated, so every follower that
+// notices names the same one from what it holds, without a word between
+// them, and exactly one stands; two would split the votes. Gossip's view
+// of who is alive could name a better one but differs from member to
+// member for seconds. A successor that is down too, or behind (refused
+// by the others), or cannot stand (its storage failed, it holds its
+// vote), leaves it to the normal timeouts, which run on unchanged.
+//
+// Config.DisableFastFailover turns it off, to compare.
+
+// leaderProbeTimeout bounds the dial that asks whether the leader's Raft
+// port still takes connections. A refusal comes back within a round trip;
+// a stopped process's port accepts into its backlog and then says
+// nothing, and so does a cut link, and neither must count.
+const leaderProbeTimeout = 50 * time.Millisecond
+
+// fastFailover notices that the leader's process is gone and lets the
+// successor stand for election. It runs in one goroutine of the node
+// (run), woken by the stream layer when an accepted connection ends.
+type fastFailover struct {
+	off  bool
+	kick chan struct{}
+	// probes counts the dials to the leader's Raft port after its
+	// connection ended; refused those it refused (the leader's process
+	// was gone); campaigns the elections this replica started as the
+	// successor.
+	probes, refused, campaigns atomic.Uint64
+}
+
+func newFastFailover(off bool) *fastFailover {
+	return &fastFailover{off: off, kick: make(chan struct{}, 1)}
+}
+
+// FastFailoverStats counts what the fast failover did on this replica.
+type FastFailoverStats struct {
+	// Probes: dials to the leader's Raft port after a connection from it
+	// ended. Refused: those the port refused, its process being gone.
+	Probes, Refused uint64
+	// Campaigns: elections this replica started at once as the dead
+	// leader's successor.
+	Campaigns uint64
+}
+
+// FastFailover says what the fast failover did on this replica so far.
+func (n *Node) FastFailover() FastFailoverStats {
+	f := n.fast
+	return FastFailoverStats{Probes: f.probes.Load(), Refused: f.refused.Load(), Campaigns: f.campaigns.Load()}
+}
+
+// connEnded is told by the stream layer that a connection this replica
+// accepted ended from the far side, from replica peer when known (the
+// TLS certificate names it; "" without TLS). Only the leader's matter.
+func (n *Node) connEnded(peer string) {
+	if n.fast.off || n.raft.State() != raft.Follower {
+		return
+	}
+	if _, id := n.raft.LeaderWithID(); id == "" || (peer != "" && string(id) != peer) {
+		return
+	}
+	select {
+	case n.fast.kick <- struct{}{}:
+	default:
+	}
+}
+
+// fastFailoverLoop checks the leader whenever a connection from it ended,
+// until shutdown.
+func (n *Node) fastFailoverLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.fast.kick:
+			n.checkLeaderGone()
+		case <-n.shutdownCh:
+			return
+		}
+	}
+}
+
+// checkLeaderGone probes the leader this follower knows and, when its
+// process is gone and this replica is its successor, stands for election.
+func (n *Node) checkLeaderGone() {
+	if n.raft.State() != raft.Follower {
+		return
+	}
+	addr, leader := n.raft.LeaderWithID()
+	if leader == "" || string(leader) == n.cfg.ID {
+		return
+	}
+	term := n.raft.CurrentTerm()
+	if !n.leaderRefuses(addr) {
+		return
+	}
+	cfg, err := n.configuration()
+	if err != nil {
+		return
+	}
+	succ := successor(cfg, leader)
+	n.logger.Info("the leader's Raft port refuses connections: its process is gone", "leader", leader, "term", term, "successor", succ)
+	if succ != raft.ServerID(n.cfg.ID) {
+		return // the successor stands; this replica grants its vote
+	}
+	// Stand only while nothing changed: still a follower of the dead
+	// leader's term without a new leader.
+	if n.storage.Fault() != nil || n.hold.active() || n.raft.State() != raft.Follower || n.raft.CurrentTerm() != term {
+		return
+	}
+	if _, id := n.raft.LeaderWithID(); id != "" && id != leader {
+		return
+	}
+	self := n.transport.LocalAddr()
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(n.cfg.ID), Addr: []byte(self),
+	}}
+	if err := n.transport.TimeoutNow(raft.ServerID(n.cfg.ID), self, req, &raft.TimeoutNowResponse{}); err != nil {
+		n.logger.Warn("could not stand for election after the leader's process died; the normal timeout will", "error", err)
+		return
+	}
+	n.fast.campaigns.Add(1)
+	n.logger.Info("standing for election at once: the leader's process is gone and this replica is its successor", "leader", leader, "term", term)
+}
+
+// leaderRefuses dials the leader's Raft port once and says whether it
+// refused the connection. It dials below the connection tracking, with
+// the TLS handshake when there is TLS, so a live leader sees a replica
+// connect and leave, nothing it logs or counts.
+func (n *Node) leaderRefuses(addr raft.ServerAddress) bool {
+	n.fast.probes.Add(1)
+	c, err := n.layer.StreamLayer.Dial(addr, leaderProbeTimeout)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		n.logger.Debug("the leader's Raft port did not refuse a connection", "address", addr, "error", err)
+		return false
+	}
+	n.fast.refused.Add(1)
+	return true
+}
+
+// successor is the voter that stands for election when leader's process
+// is gone: the lowest id among the other voters (see the top of this
+// file for why), or "" when there is none.
+func successor(cfg raft.Configuration, leader raft.ServerID) raft.ServerID {
+	var ids []raft.ServerID
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter && s.ID != leader {
+			ids = append(ids, s.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	return slices.Min(ids)
+}
+
+// peerClosed says whether a read error means the far side closed the
+// connection (an end of stream or a reset), not this side.
+func peerClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// peerReplica is the replica id the certificate of an accepted TLS
+// connection names, "" when unknown (no TLS, no handshake yet).
+func peerReplica(c net.Conn) string {
+	t, ok := c.(*acceptedTLS)
+	if !ok {
+		return ""
+	}
+	chains := t.ConnectionState().VerifiedChains
+	if len(chains) == 0 {
+		return ""
+	}
+	id, err := replicaID(chains)
+	if err != nil {
+		return ""
+	}
+	return id
+}

@@ -1,0 +1,185 @@
+package cluster_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/rpc/rpctest"
+)
+
+// failoverTimeout is the followers' heartbeat and election timeout in
+// the fast-failover tests: long enough that an election after it cannot
+// be mistaken for the fast path's on two busy cores under -race.
+const failoverTimeout = 2 * time.Second
+
+// failoverTiming is FastTiming with failoverTimeout.
+func failoverTiming() clustertest.Option {
+	t := clustertest.FastTiming()
+	t.HeartbeatTimeout, t.ElectionTimeout = failoverTimeout, failoverTimeout
+	return clustertest.WithTiming(t)
+}
+
+// withFastFailover sets Config.DisableFastFailover to !on.
+func withFastFailover(on bool) clustertest.Option {
+	return clustertest.WithConfig(func(cfg *cluster.Config) { cfg.DisableFastFailover = !on })
+}
+
+// survivorsOf are the running replicas other than gone, sorted.
+func survivorsOf(c *clustertest.Cluster, gone ...string) []string {
+	var out []string
+	for _, id := range c.Running() {
+		if !slices.Contains(gone, id) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitNewLeader waits, on the changes the replicas ids signal, until one
+// of them leads, and returns it and when this was first seen.
+func waitNewLeader(t *testing.T, c *clustertest.Cluster, ids []string, timeout time.Duration) (string, time.Time) {
+	t.Helper()
+	changes := make(chan struct{}, 1)
+	for _, id := range ids {
+		ch, cancel := c.Node(id).Changes()
+		t.Cleanup(cancel)
+		go func() {
+			for range ch {
+				select {
+				case changes <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	deadline := time.After(timeout)
+	for {
+		for _, id := range ids {
+			if c.Node(id).IsLeader() {
+				return id, time.Now()
+			}
+		}
+		select {
+		case <-changes:
+		case <-deadline:
+			t.Fatalf("no leader among %v within %v", ids, timeout)
+		}
+	}
+}
+
+// fastStats sums the fast-failover counters of the replicas ids.
+func fastStats(c *clustertest.Cluster, ids []string) cluster.FastFailoverStats {
+	var s cluster.FastFailoverStats
+	for _, id := range ids {
+		f := c.Node(id).FastFailover()
+		s.Probes += f.Probes
+		s.Refused += f.Refused
+		s.Campaigns += f.Campaigns
+	}
+	return s
+}
+
+// Requirement (issue 32 point 5): when the leader's process is gone (its
+// listener and connections closed, as the kernel does on SIGKILL), its
+// successor, the lowest other voter, leads well within the heartbeat
+// timeout, having stood once; with the switch off the followers wait for
+// the timeout. With and without TLS, whose stream layer names the peer.
+func TestLeaderStopped_SuccessorLeadsAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		on   bool
+		tls  bool
+	}{{"on", true, false}, {"on TLS", true, true}, {"off", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []clustertest.Option{failoverTiming(), withFastFailover(tc.on)}
+			if tc.tls {
+				opts = append(opts, clustertest.WithRaftTLS(replicaCerts(t, rpctest.NewCA(t))))
+			}
+			c := clustertest.New(t, 3, opts...)
+			old := c.WaitLeader(waitLong).ID()
+			c.WaitApplied(applyAgents(t, c, "before", 3))
+			survivors := survivorsOf(c, old)
+
+			start := time.Now()
+			c.Stop(old)
+			leader, at := waitNewLeader(t, c, survivors, waitLong)
+			took := at.Sub(start)
+			s := fastStats(c, survivors)
+			t.Logf("new leader %s %v after the stop; %+v", leader, took, s)
+			if !tc.on {
+				if took < failoverTimeout-200*time.Millisecond || s.Probes != 0 || s.Campaigns != 0 {
+					t.Fatalf("with the fast failover off: a leader after %v (timeout %v), %+v", took, failoverTimeout, s)
+				}
+				return
+			}
+			if took > failoverTimeout/2 {
+				t.Fatalf("a new leader %v after the leader stopped; the fast failover should need far less than the %v timeout", took, failoverTimeout)
+			}
+			if leader != survivors[0] || s.Campaigns != 1 {
+				t.Fatalf("leader %s, campaigns %d: want the successor %s to have stood once", leader, s.Campaigns, survivors[0])
+			}
+			last := applyAgents(t, c, "after", 2)
+			c.WaitApplied(last)
+			for _, id := range survivors {
+				requireAgents(t, c, id, append(names("before", 3), names("after", 2)...)...)
+			}
+		})
+	}
+}
+
+// A leader cut off from the others is alive: its connections end but its
+// port does not refuse, so nobody stands before the normal timeout.
+func TestLeaderIsolated_NoFastFailover(t *testing.T) {
+	c := clustertest.New(t, 3, failoverTiming())
+	old := c.WaitLeader(waitLong).ID()
+	c.WaitApplied(applyAgents(t, c, "before", 3))
+	survivors := survivorsOf(c, old)
+
+	start := time.Now()
+	c.Isolate(old)
+	leader, at := waitNewLeader(t, c, survivors, waitLong)
+	took := at.Sub(start)
+	s := fastStats(c, survivors)
+	t.Logf("new leader %s %v after the isolation; %+v", leader, took, s)
+	if s.Probes == 0 {
+		t.Fatal("no follower probed the leader although its connections ended: the test does not exercise the fast failover")
+	}
+	if s.Refused != 0 || s.Campaigns != 0 {
+		t.Fatalf("the fast failover took a cut-off leader for dead: %+v", s)
+	}
+	if took < failoverTimeout-200*time.Millisecond {
+		t.Fatalf("a new leader %v after the isolation, before the %v timeout", took, failoverTimeout)
+	}
+}
+
+// When the successor is down as well, nobody stands at once, and the
+// others elect a leader after the normal timeout (liveness kept).
+func TestLeaderAndSuccessorStopped_NormalElection(t *testing.T) {
+	c := clustertest.New(t, 5, failoverTiming())
+	old := c.WaitLeader(waitLong).ID()
+	c.WaitApplied(applyAgents(t, c, "before", 3))
+	succ := survivorsOf(c, old)[0]
+	survivors := survivorsOf(c, old, succ)
+
+	c.Stop(succ)
+	start := time.Now()
+	c.Stop(old)
+	leader, at := waitNewLeader(t, c, survivors, waitLong)
+	took := at.Sub(start)
+	s := fastStats(c, survivors)
+	t.Logf("new leader %s %v after the stop; %+v", leader, took, s)
+	if s.Refused == 0 {
+		t.Fatal("no follower found the leader's port refusing: the test does not exercise the fast failover")
+	}
+	if s.Campaigns != 0 {
+		t.Fatalf("a replica other than the successor %s stood at once: %+v", succ, s)
+	}
+	c.WaitApplied(applyAgents(t, c, "after", 2))
+	for _, id := range survivors {
+		requireAgents(t, c, id, append(names("before", 3), names("after", 2)...)...)
+	}
+}
