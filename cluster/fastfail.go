@@ -80,7 +80,8 @@ type FastFailoverStats struct {
 // FastFailover says what the fast failover did on this replica so far.
 func (n *Node) FastFailover() FastFailoverStats {
 	f := n.fast
-	return FastFailoverStats{Probes: f.probes.Load(), Refused: f.refused.Load(), Campaigns: f.campaigns.Load()}
+	refused := f.refused.Load() // first: a probe is counted before its refusal
+	return FastFailoverStats{Probes: f.probes.Load(), Refused: refused, Campaigns: f.campaigns.Load()}
 }
 
 // connEnded is told by the stream layer that a connection this replica
@@ -156,23 +157,44 @@ func (n *Node) checkLeaderGone() {
 	n.logger.Info("standing for election at once: the leader's process is gone and this replica is its successor", "leader", leader, "term", term)
 }
 
-// leaderRefuses dials the leader's Raft port once and says whether it
-// refused the connection. It dials below the connection tracking, with
-// the TLS handshake when there is TLS, so a live leader sees a replica
-// connect and leave, nothing it logs or counts.
+// leaderRefuses dials the leader's Raft port and says whether it refused
+// the connection. A dial that was accepted and then reset (or ended)
+// before the handshake completed met a process whose listener closed
+// meanwhile, as a dying process's does: it asks again, at most twice.
 func (n *Node) leaderRefuses(addr raft.ServerAddress) bool {
 	n.fast.probes.Add(1)
+	var err error
+	for range 3 {
+		err = n.dialLeader(addr)
+		switch {
+		case err == nil:
+			return false
+		case errors.Is(err, syscall.ECONNREFUSED):
+			n.fast.refused.Add(1)
+			return true
+		case !peerClosed(err):
+			n.logger.Debug("the leader's Raft port did not refuse a connection", "address", addr, "error", err)
+			return false // it timed out or the link is cut: maybe slow, maybe cut off
+		}
+	}
+	n.logger.Debug("the leader's Raft port kept resetting connections", "address", addr, "error", err)
+	return false
+}
+
+// dialLeader connects to the leader's Raft port and closes the
+// connection again, below the connection tracking. With TLS it completes
+// the handshake without checking the peer or counting a failure
+// (tlsLayer.probe): a live leader sees a replica come and go, nothing it
+// logs or counts.
+func (n *Node) dialLeader(addr raft.ServerAddress) error {
+	if n.tls != nil {
+		return n.tls.probe(addr, leaderProbeTimeout)
+	}
 	c, err := n.layer.StreamLayer.Dial(addr, leaderProbeTimeout)
-	if err == nil {
-		c.Close()
-		return false
+	if err != nil {
+		return err
 	}
-	if !errors.Is(err, syscall.ECONNREFUSED) {
-		n.logger.Debug("the leader's Raft port did not refuse a connection", "address", addr, "error", err)
-		return false
-	}
-	n.fast.refused.Add(1)
-	return true
+	return c.Close()
 }
 
 // successor is the voter that stands for election when leader's process
