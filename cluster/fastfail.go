@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 // Fast failover when the leader's process is gone (issue 32 point 5;
@@ -29,16 +31,20 @@ import (
 //
 // Then one follower, the successor, stands for election at once: it
 // sends itself the TimeoutNow a leader sends when it hands leadership
-// over. Raft makes the receiver a candidate that skips pre-vote and asks
+// over (through the way into Raft the transport's RPCs take, not the
+// network). Raft makes the receiver a candidate that skips pre-vote and asks
 // for votes with LeadershipTransfer set, which the other followers grant
 // although they still know the old leader, if its log is as current as
 // theirs (Raft's election safety is untouched: the vote checks the log as
-// always). The successor is the voter with the lowest id other than the
-// dead leader: the configuration is replicated, so every follower that
-// notices names the same one from what it holds, without a word between
-// them, and exactly one stands; two would split the votes. Gossip's view
-// of who is alive could name a better one but differs from member to
-// member for seconds. A successor that is down too, or behind (refused
+// always). The successor is the next voter after the dead leader in id
+// order, wrapping around: the configuration is replicated, so every
+// follower that notices names the same one from what it holds, without a
+// word between them, and exactly one stands; two would split the votes.
+// The next one rather than the lowest, so that leaders that keep dying
+// hand leadership round the voters instead of back and forth between two
+// (each then restarting before its first snapshot, its log ever longer).
+// Gossip's view of who is alive could name a better one but differs from
+// member to member for seconds. A successor that is down too, or behind (refused
 // by the others), or cannot stand (its storage failed, it holds its
 // vote), leaves it to the normal timeouts, which run on unchanged.
 //
@@ -145,16 +151,43 @@ func (n *Node) checkLeaderGone() {
 	if _, id := n.raft.LeaderWithID(); id != "" && id != leader {
 		return
 	}
-	self := n.transport.LocalAddr()
-	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
-		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(n.cfg.ID), Addr: []byte(self),
-	}}
-	if err := n.transport.TimeoutNow(raft.ServerID(n.cfg.ID), self, req, &raft.TimeoutNowResponse{}); err != nil {
+	if err := n.timeoutNowSelf(); err != nil {
 		n.logger.Warn("could not stand for election after the leader's process died; the normal timeout will", "error", err)
 		return
 	}
 	n.fast.campaigns.Add(1)
 	n.logger.Info("standing for election at once: the leader's process is gone and this replica is its successor", "leader", leader, "term", term)
+}
+
+// timeoutNowSelf hands Raft the TimeoutNow a leader sends to the
+// follower it hands leadership to, as if it came from the network, and
+// waits for Raft to take it: no connection to itself, no handshake, no
+// pooled connection kept for the next time.
+func (n *Node) timeoutNowSelf() error {
+	self := n.transport.LocalAddr()
+	resp := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(n.cfg.ID), Addr: []byte(self),
+	}}, RespChan: resp}
+	// Raft takes an RPC within one turn of its loop; a loop stuck for a
+	// heartbeat timeout has bigger problems, and the timeouts take over.
+	timer := clock.NewTimer(n.cfg.Clock, n.timing.HeartbeatTimeout)
+	defer timer.Stop()
+	select {
+	case n.entries.own <- rpc:
+	case <-timer.C:
+		return errors.New("raft did not take the TimeoutNow request within a heartbeat timeout")
+	case <-n.shutdownCh:
+		return raft.ErrRaftShutdown
+	}
+	select {
+	case r := <-resp:
+		return r.Error
+	case <-timer.C:
+		return errors.New("raft did not answer the TimeoutNow request within a heartbeat timeout")
+	case <-n.shutdownCh:
+		return raft.ErrRaftShutdown
+	}
 }
 
 // leaderRefuses dials the leader's Raft port and says whether it refused
@@ -198,8 +231,8 @@ func (n *Node) dialLeader(addr raft.ServerAddress) error {
 }
 
 // successor is the voter that stands for election when leader's process
-// is gone: the lowest id among the other voters (see the top of this
-// file for why), or "" when there is none.
+// is gone: the next voter after leader in id order, wrapping around (see
+// the top of this file for why), or "" when there is none.
 func successor(cfg raft.Configuration, leader raft.ServerID) raft.ServerID {
 	var ids []raft.ServerID
 	for _, s := range cfg.Servers {
@@ -210,7 +243,13 @@ func successor(cfg raft.Configuration, leader raft.ServerID) raft.ServerID {
 	if len(ids) == 0 {
 		return ""
 	}
-	return slices.Min(ids)
+	slices.Sort(ids)
+	for _, id := range ids {
+		if id > leader {
+			return id
+		}
+	}
+	return ids[0]
 }
 
 // peerClosed says whether a read error means the far side closed the

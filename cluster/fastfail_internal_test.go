@@ -10,14 +10,15 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// The successor is the lowest voter other than the dead leader, whatever
-// the order of the configuration; non-voters never stand.
+// The successor is the next voter after the dead leader in id order,
+// wrapping around, whatever the order of the configuration; non-voters
+// never stand.
 func TestSuccessor(t *testing.T) {
 	cfg := raft.Configuration{Servers: []raft.Server{
 		{ID: "c", Suffrage: raft.Voter}, {ID: "a", Suffrage: raft.Nonvoter},
 		{ID: "d", Suffrage: raft.Voter}, {ID: "b", Suffrage: raft.Voter},
 	}}
-	for leader, want := range map[raft.ServerID]raft.ServerID{"b": "c", "c": "b", "d": "b"} {
+	for leader, want := range map[raft.ServerID]raft.ServerID{"b": "c", "c": "d", "d": "b", "a": "b"} {
 		if got := successor(cfg, leader); got != want {
 			t.Errorf("leader %s: successor %q, want %q", leader, got, want)
 		}
