@@ -151,6 +151,12 @@ func (n *Node) checkLeaderGone() {
 	if _, id := n.raft.LeaderWithID(); id != "" && id != leader {
 		return
 	}
+	// A follower's pooled connections are those of its last election,
+	// to peers that may have restarted since: a vote request on one of
+	// them is lost (the kill bench saw it hang until the election timed
+	// out), and this election, unlike a normal one, has no pre-vote
+	// round to absorb that. Fresh ones cost a handshake each.
+	n.transport.CloseStreams()
 	if err := n.timeoutNowSelf(); err != nil {
 		n.logger.Warn("could not stand for election after the leader's process died; the normal timeout will", "error", err)
 		return
