@@ -155,7 +155,10 @@ func (n *Node) checkLeaderGone() {
 	// to peers that may have restarted since: a vote request on one of
 	// them is lost (the kill bench saw it hang until the election timed
 	// out), and this election, unlike a normal one, has no pre-vote
-	// round to absorb that. Fresh ones cost a handshake each.
+	// round to absorb that. Fresh ones cost a handshake each. CloseStreams
+	// also ends the connections peers opened to this replica once each
+	// has served its next RPC; those are the other followers' from their
+	// last elections, which the same reasoning retires.
 	n.transport.CloseStreams()
 	if err := n.timeoutNowSelf(); err != nil {
 		n.logger.Warn("could not stand for election after the leader's process died; the normal timeout will", "error", err)
