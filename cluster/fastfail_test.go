@@ -1,12 +1,15 @@
 package cluster_test
 
 import (
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/cluster/clustertest"
+	"github.com/grapnel-io/grapnel/fsm"
 	"github.com/grapnel-io/grapnel/rpc/rpctest"
 )
 
@@ -192,5 +195,57 @@ func TestLeaderAndSuccessorStopped_NormalElection(t *testing.T) {
 	c.WaitApplied(applyAgents(t, c, "after", 2))
 	for _, id := range survivors {
 		requireAgents(t, c, id, append(names("before", 3), names("after", 2)...)...)
+	}
+}
+
+// When the successor is behind (here: it refused the last entries), it
+// stands at once but the other voter, whose log is ahead, refuses it, as
+// Raft's vote does; that voter is elected after the normal timeout and
+// nothing committed is lost.
+func TestSuccessorBehind_OtherVoterElectedAfterTimeout(t *testing.T) {
+	var behind atomic.Value // the replica id refusing entries, or ""
+	behind.Store("")
+	c := clustertest.New(t, 3, failoverTiming(), clustertest.WithConfig(func(cfg *cluster.Config) {
+		id := cfg.ID
+		cfg.CheckEntry = func(data []byte) error {
+			if behind.Load() == id {
+				return errors.New("test: this replica is held behind")
+			}
+			return fsm.CheckType(data)
+		}
+	}))
+	old := c.WaitLeader(waitLong).ID()
+	c.WaitApplied(applyAgents(t, c, "before", 3))
+	survivors := survivorsOf(c, old)
+	succ := nextAfter(survivors, old)
+	other := survivors[0]
+	if other == succ {
+		other = survivors[1]
+	}
+	behind.Store(succ)
+	applyAgents(t, c, "missed", 3) // committed by the leader and other
+	c.WaitFor("the successor to trail", waitLong, func() bool {
+		return c.Node(succ).Raft().LastIndex() < c.Node(other).Raft().LastIndex()
+	})
+
+	start := time.Now()
+	c.Stop(old)
+	leader, at := waitNewLeader(t, c, survivors, waitLong)
+	took := at.Sub(start)
+	s := fastStats(c, survivors)
+	t.Logf("new leader %s %v after the stop; %+v", leader, took, s)
+	if s.Campaigns != 1 {
+		t.Fatalf("the successor %s stood %d times at once, want 1", succ, s.Campaigns)
+	}
+	if leader != other {
+		t.Fatalf("%s leads, want %s: the successor's log lacks committed entries", leader, other)
+	}
+	if took < failoverTimeout-200*time.Millisecond {
+		t.Fatalf("a new leader %v after the stop, before the %v timeout", took, failoverTimeout)
+	}
+	behind.Store("")
+	c.WaitApplied(applyAgents(t, c, "after", 2))
+	for _, id := range survivors {
+		requireAgents(t, c, id, append(append(names("before", 3), names("missed", 3)...), names("after", 2)...)...)
 	}
 }
