@@ -10,6 +10,7 @@
 // one cluster of N exactly once, join retries with backoff); the leader's
 // reconciler (autopilot) that adds new replicas as non-voters, promotes
 // them once healthy and removes replicas that left or stayed dead, never
-// below the minimum quorum; graceful leave; operator actions; and the
-// timing defaults chosen for a vehicle LAN.
+// below the minimum quorum; graceful leave; operator actions; the timing
+// defaults chosen for a vehicle LAN; and the election at once of a
+// successor when the leader's process is gone (fastfail.go).
 package cluster

@@ -26,8 +26,11 @@ import (
 // entry by entry down to a snapshot install. An error leaves the leader's
 // next index where it is, and Raft's backoff paces its retries.
 type entryCheck struct {
-	in    <-chan raft.RPC
-	out   chan raft.RPC
+	in  <-chan raft.RPC
+	out chan raft.RPC
+	// own carries this replica's RPCs to itself (fastfail.go): they take
+	// the transport's way in without the network.
+	own   chan raft.RPC
 	check func(data []byte) error // nil: no check of the entries
 	// storage, once failed, refuses entries.
 	storage *storageGuard
@@ -53,32 +56,34 @@ type entryCheck struct {
 const refusalLogEvery = 10 * time.Second
 
 func newEntryCheck(in <-chan raft.RPC, check func([]byte) error, storage *storageGuard, log hclog.Logger, now func() time.Time, stop <-chan struct{}) *entryCheck {
-	return &entryCheck{in: in, out: make(chan raft.RPC), check: check, storage: storage, log: log, now: now, stop: stop}
+	return &entryCheck{in: in, out: make(chan raft.RPC), own: make(chan raft.RPC), check: check, storage: storage, log: log, now: now, stop: stop}
 }
 
 func (c *entryCheck) run() {
 	for {
+		var rpc raft.RPC
 		select {
-		case rpc := <-c.in:
-			if c.holds(rpc) {
-				continue
-			}
-			if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && len(req.Entries) > 0 {
-				if err := c.storage.refusal("store entries from the leader"); err != nil {
-					rpc.Respond(nil, err)
-					continue
-				}
-			}
-			if err := c.inspect(rpc.Command); err != nil {
-				c.refuse(err)
+		case rpc = <-c.in:
+		case rpc = <-c.own:
+		case <-c.stop:
+			return
+		}
+		if c.holds(rpc) {
+			continue
+		}
+		if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && len(req.Entries) > 0 {
+			if err := c.storage.refusal("store entries from the leader"); err != nil {
 				rpc.Respond(nil, err)
 				continue
 			}
-			select {
-			case c.out <- rpc:
-			case <-c.stop:
-				return
-			}
+		}
+		if err := c.inspect(rpc.Command); err != nil {
+			c.refuse(err)
+			rpc.Respond(nil, err)
+			continue
+		}
+		select {
+		case c.out <- rpc:
 		case <-c.stop:
 			return
 		}

@@ -65,6 +65,10 @@ type Config struct {
 	// election was quicker than the watcher's start, see the leadership
 	// twice: in IsLeader and again on LeaderCh.
 	DeferSoloElection bool
+	// DisableFastFailover turns off the election at once when the
+	// leader's process is gone (fastfail.go); the normal timeouts then
+	// decide alone. For comparison: it is on by default.
+	DisableFastFailover bool
 	// BootstrapExpect is the number of replicas that form a new cluster.
 	// 0 with no Join: a single replica that bootstraps itself. 0 with Join:
 	// never bootstrap, wait to be added by a leader. 1: bootstrap itself.
@@ -232,9 +236,11 @@ type Node struct {
 	// the vote hold of a replica that lost entries (votehold.go).
 	integrity *integrity
 	hold      *holdState
-	shutdown  sync.Once
-	shutErr   error
-	wg        sync.WaitGroup
+	// fast elects the dead leader's successor at once (fastfail.go).
+	fast     *fastFailover
+	shutdown sync.Once
+	shutErr  error
+	wg       sync.WaitGroup
 }
 
 func (cfg *Config) validate() error {
@@ -526,7 +532,7 @@ func NewNode(cfg Config) (*Node, error) {
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: changefeed.New(),
 		reconcileCh: make(chan struct{}, 1), ledger: cfg.FSM.(RemovalLedger), incarnation: rand.Uint64() | 1,
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
-		integrity: integ, hold: hold,
+		integrity: integ, hold: hold, fast: newFastFailover(cfg.DisableFastFailover),
 	}
 	lastIndex := r.LastIndex
 	hold.lastIndex.Store(&lastIndex)
@@ -556,6 +562,12 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n.wg.Add(1)
 	go n.scrubLoop()
+	if !cfg.DisableFastFailover {
+		ended := n.connEnded
+		layer.ended.Store(&ended)
+		n.wg.Add(1)
+		go n.fastFailoverLoop()
+	}
 	n.observer = raft.NewObserver(n.obsCh, false, nil)
 	r.RegisterObserver(n.observer)
 	n.wg.Add(1)

@@ -217,6 +217,26 @@ func (l *tlsLayer) dialReplica(address raft.ServerAddress, want string, timeout 
 	return tc, nil
 }
 
+// probe connects to address and completes the TLS handshake, then
+// closes the connection. It only asks whether the port takes
+// connections (fastfail.go), so it checks no replica id and neither logs
+// nor counts a failure as refused: a dying replica's port resetting the
+// handshake is what it looks for, not an intruder.
+func (l *tlsLayer) probe(address raft.ServerAddress, timeout time.Duration) error {
+	c, err := l.StreamLayer.Dial(address, timeout)
+	if err != nil {
+		return err
+	}
+	tc := tls.Client(c, l.store.ClientConfig(identity.ServerSAN, tls.VersionTLS13, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return err
+	}
+	return tc.Close()
+}
+
 // Accept hands out the next connection as TLS; its handshake runs on
 // its first read, in the transport's goroutine for that connection, so
 // a slow or silent peer never holds up the accept loop.

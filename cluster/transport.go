@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -109,6 +110,10 @@ type closingLayer struct {
 	conns    map[*acceptedConn]struct{}
 	dialed   map[*dialedConn]struct{}
 	handlers sync.WaitGroup
+	// ended, when set, is told that an accepted connection ended from
+	// the far side, and the replica id of that side when known
+	// (fastfail.go).
+	ended atomic.Pointer[func(peer string)]
 }
 
 func newClosingLayer(l raft.StreamLayer) *closingLayer {
@@ -184,11 +189,23 @@ func closeRaw(c net.Conn) {
 // goroutine serving it, that is until those goroutines are done with it.
 func (l *closingLayer) wait() { l.handlers.Wait() }
 
-// acceptedConn forgets itself in its layer when closed.
+// acceptedConn forgets itself in its layer when closed, and tells the
+// layer's ended when the far side ends it.
 type acceptedConn struct {
 	net.Conn
 	layer *closingLayer
 	once  sync.Once
+	gone  atomic.Bool
+}
+
+func (c *acceptedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && peerClosed(err) && c.gone.CompareAndSwap(false, true) {
+		if f := c.layer.ended.Load(); f != nil {
+			(*f)(peerReplica(c.Conn))
+		}
+	}
+	return n, err
 }
 
 func (c *acceptedConn) Close() error {

@@ -111,6 +111,10 @@ type config struct {
 	RaftLeaderLeaseTimeout time.Duration `yaml:"raft_leader_lease_timeout"`
 	RaftCommitTimeout      time.Duration `yaml:"raft_commit_timeout"`
 	RaftHeartbeatInterval  time.Duration `yaml:"raft_heartbeat_interval"`
+	// RaftFastFailover lets the dead leader's successor stand for
+	// election at once when the leader's Raft port refuses connections
+	// (cluster.Config.DisableFastFailover).
+	RaftFastFailover bool `yaml:"raft_fast_failover"`
 	// ScrubInterval is how often the replica checks its whole Raft log
 	// and newest snapshot at rest; negative: never.
 	ScrubInterval time.Duration `yaml:"scrub_interval"`
@@ -205,6 +209,7 @@ func defaults() config {
 		RaftElectionTimeout:      t.ElectionTimeout,
 		RaftLeaderLeaseTimeout:   t.LeaderLeaseTimeout,
 		RaftCommitTimeout:        t.CommitTimeout,
+		RaftFastFailover:         true,
 		ScrubInterval:            t.ScrubInterval,
 		RaftSegmentMiB:           cluster.DefaultSegmentSize >> 20,
 		RaftLogStore:             cluster.LogStoreWAL,
@@ -280,6 +285,7 @@ func options() []layered.Option[config] {
 		layered.Opt("raft-election-timeout", "", "RAFT_ELECTION_TIMEOUT", "candidate: time before a new election round", func(c *config) any { return &c.RaftElectionTimeout }),
 		layered.Opt("raft-leader-lease-timeout", "", "RAFT_LEADER_LEASE_TIMEOUT", "leader: time without quorum contact before it steps down", func(c *config) any { return &c.RaftLeaderLeaseTimeout }),
 		layered.Opt("raft-commit-timeout", "", "RAFT_COMMIT_TIMEOUT", "leader: longest wait before an idle AppendEntries tells followers the commit index", func(c *config) any { return &c.RaftCommitTimeout }),
+		layered.Opt("raft-fast-failover", "", "RAFT_FAST_FAILOVER", "when a follower's connection from the leader ends and the leader's Raft port refuses a new one (its process is gone), the next voter after it in id order stands for election at once instead of after the heartbeat timeout; false: the timeouts alone (docs/replication.md)", func(c *config) any { return &c.RaftFastFailover }),
 		layered.Opt("raft-heartbeat-interval", "", "RAFT_HEARTBEAT_INTERVAL", "leader: time between its heartbeats to the followers, all sent at once; Raft's own follow one to two intervals after the last if they are late (0: five twelfths of the shorter of the heartbeat and lease timeouts, 83 ms by default)", func(c *config) any { return &c.RaftHeartbeatInterval }),
 		layered.Opt("upgrade-finalize-after", "", "UPGRADE_FINALIZE_AFTER", "finalize a rolling upgrade by itself once every voter has supported the new cluster version this long; 0 (the default) waits for `grapnel cluster upgrade finalize`, which the OTA manager runs once it has confirmed the update (docs/upgrade.md)", func(c *config) any { return &c.UpgradeFinalizeAfter }),
 		layered.Opt("scrub-interval", "", "SCRUB_INTERVAL", "how often the replica reads back and checks its whole Raft log and newest snapshot, so that data corrupted at rest is found and repaired from the peers (negative: never)", func(c *config) any { return &c.ScrubInterval }),

@@ -232,7 +232,7 @@ func (r *replica) openCluster() error {
 		GossipKey: r.gossipKeys.Primary(), GossipSecondaryKeys: secondaryKeys(r.gossipKeys),
 		AgentGossipAddress: cfg.AgentGossipAddress, AgentGossipKeys: r.agentGossipKeys, RaftTLS: r.certs,
 		Join: cfg.Join, Logger: r.log, LogLevel: libraryLogLevel(cfg.LogLevel), LogStore: cfg.RaftLogStore, SegmentSize: cfg.RaftSegmentMiB << 20, SnapshotThreshold: uint64(cfg.RaftSnapshotThreshold), UpgradeFinalizeAfter: cfg.UpgradeFinalizeAfter,
-		CheckEntry: fsm.CheckType, DeferSoloElection: true, RaftConnLimits: r.caps.raft,
+		CheckEntry: fsm.CheckType, DeferSoloElection: true, RaftConnLimits: r.caps.raft, DisableFastFailover: !cfg.RaftFastFailover,
 	})
 	if err != nil {
 		r.lis.Close()

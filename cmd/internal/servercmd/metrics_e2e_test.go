@@ -92,7 +92,8 @@ func TestMetricsScrapeAndDashboard(t *testing.T) {
 		names[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
 	}
 	want := append([]string{"grapnel_agents_connected", "grapnel_workloads", "go_goroutines", "go_memstats_heap_inuse_bytes",
-		"process_resident_memory_bytes", "process_cpu_seconds_total"}, grapnelFamilies...)
+		"process_resident_memory_bytes", "process_cpu_seconds_total",
+		"grapnel_raft_fast_failover_total", "grapnel_raft_leader_probes_total"}, grapnelFamilies...)
 	for _, n := range want {
 		if !names[n] {
 			t.Errorf("/metrics lacks %s", n)
