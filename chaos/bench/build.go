@@ -53,6 +53,9 @@ func BuildCommandsFor(dir, goarch string, cmds ...string) (map[string]string, er
 	if slices.Contains(cmds, "grapnel-agent") && !slices.Contains(cmds, "grapnel-process-shim") {
 		cmds = append(slices.Clip(cmds), "grapnel-process-shim")
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	if err := placeBuilt(goarch, "grapnel", filepath.Join(dir, "grapnel")); err != nil {
 		return nil, err
 	}
