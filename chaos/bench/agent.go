@@ -44,6 +44,9 @@ type Agent struct {
 	Name      string
 	RunFolder string
 	LogPath   string
+	// Podman says the agent runs podman workloads (the podman or
+	// podman-kube runtime), which RemoveWorkloads then removes too.
+	Podman bool
 	bin       string
 	args      []string
 	// base is how many of args are the agent's own (name, servers, run
@@ -91,6 +94,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if len(cfg.Runtimes) > 0 {
 		a.args = append(a.args, "--runtimes", strings.Join(cfg.Runtimes, ","))
 	}
+	a.Podman = slices.Contains(cfg.Runtimes, "podman") || slices.Contains(cfg.Runtimes, "podman-kube")
 	a.base = len(a.args)
 	a.args = append(a.args, cfg.Extra...)
 	return a, nil

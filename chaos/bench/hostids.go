@@ -94,6 +94,11 @@ func RemoveWorkloads(agents []*Agent) {
 				_ = rt.Delete(context.Background(), f.ID)
 			}
 		}
+		if !a.Podman {
+			// Containers are found by the agent's name alone, and another
+			// test's agent may have the same name and run podman now.
+			continue
+		}
 		out, _ := exec.Command("podman", "ps", "-aq", "--filter", "label=agent="+a.Name).Output()
 		for _, id := range strings.Fields(string(out)) {
 			_ = exec.Command("podman", "rm", "-f", "-t", "0", id).Run()
