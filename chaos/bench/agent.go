@@ -47,8 +47,8 @@ type Agent struct {
 	// Podman says the agent runs podman workloads (the podman or
 	// podman-kube runtime), which RemoveWorkloads then removes too.
 	Podman bool
-	bin       string
-	args      []string
+	bin    string
+	args   []string
 	// base is how many of args are the agent's own (name, servers, run
 	// folder, security, runtimes); the rest are AgentConfig.Extra.
 	base int
