@@ -109,6 +109,11 @@ func testStorageFailedFollowerKeepsOutAndComesBack(t *testing.T, store clusterte
 	}
 	f := node.StorageFault()
 	if f.Op != "append log entries" || f.Path != "wal/segment.wal" || f.Cause() != "no space left on device" {
+		// Seen once in CI: the first write that failed was a vote, so
+		// some replica stood for election after the cluster had formed.
+		for _, id := range c.Running() {
+			t.Logf("%s: term %d, state %v, fast failover %+v", id, c.Node(id).Raft().CurrentTerm(), c.Node(id).Raft().State(), c.Node(id).FastFailover())
+		}
 		t.Fatalf("fault %+v, want the append of the segment with ENOSPC", f)
 	}
 	for _, id := range c.Running() {
