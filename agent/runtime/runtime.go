@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -17,6 +18,23 @@ var ErrNotFound = errors.New("workload instance not found")
 // the field and the reason, and becomes the additionalInfo of
 // Pending(StartingFailed).
 var ErrBadConfig = errors.New("invalid runtimeConfig")
+
+// ConfigError names the runtimeConfig field a runtime refused and why;
+// it wraps ErrBadConfig. Every runtime's parser returns it.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Reason }
+
+// Unwrap lets errors.Is(err, ErrBadConfig) hold.
+func (e *ConfigError) Unwrap() error { return ErrBadConfig }
+
+// BadConfig is the ConfigError of field, its reason formatted.
+func BadConfig(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
 
 // ID is what a runtime calls one instance: for the process runtime the
 // instance's record directory key, for podman the container id. It is

@@ -21,21 +21,6 @@ type runConfig struct {
 	CommandOptions []string
 }
 
-// configError names the runtimeConfig field that was rejected and why.
-type configError struct {
-	Field  string
-	Reason string
-}
-
-func (e *configError) Error() string { return e.Field + ": " + e.Reason }
-
-// Unwrap lets errors.Is(err, runtime.ErrBadConfig) hold.
-func (e *configError) Unwrap() error { return runtime.ErrBadConfig }
-
-func badConfig(field, format string, args ...any) error {
-	return &configError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
 const root = "runtimeConfig"
 
 // parseConfig decodes a rendered runtimeConfig, refusing unknown or
@@ -43,7 +28,7 @@ const root = "runtimeConfig"
 // guarantees, so that nothing a workload asks for is silently dropped.
 func parseConfig(text string) (runConfig, error) {
 	var c runConfig
-	err := yamlnode.Fields(text, root, "generalOptions, image, commandOptions and commandArgs", badConfig, func(field, key string, v *yaml.Node) (err error) {
+	err := yamlnode.Fields(text, root, "generalOptions, image, commandOptions and commandArgs", runtime.BadConfig, func(field, key string, v *yaml.Node) (err error) {
 		switch key {
 		case "generalOptions":
 			c.GeneralOptions, err = stringList(field, v)
@@ -54,7 +39,7 @@ func parseConfig(text string) (runConfig, error) {
 		case "image":
 			c.Image, err = imageName(field, v)
 		default:
-			err = badConfig(field, "unknown field (expected generalOptions, image, commandOptions or commandArgs)")
+			err = runtime.BadConfig(field, "unknown field (expected generalOptions, image, commandOptions or commandArgs)")
 		}
 		return err
 	})
@@ -62,7 +47,7 @@ func parseConfig(text string) (runConfig, error) {
 		return runConfig{}, err
 	}
 	if c.Image == "" {
-		return runConfig{}, badConfig(root+".image", "required")
+		return runConfig{}, runtime.BadConfig(root+".image", "required")
 	}
 	if err := checkFlags(root+".generalOptions", c.GeneralOptions, generalFlags, "a nerdctl global option the containerd runtime passes"); err != nil {
 		return runConfig{}, err
@@ -79,28 +64,28 @@ func stringList(field string, n *yaml.Node) ([]string, error) {
 	out, notList, bad := yamlnode.Strings(n)
 	switch {
 	case notList:
-		return nil, badConfig(field, "expected a list of strings")
+		return nil, runtime.BadConfig(field, "expected a list of strings")
 	case bad >= 0:
-		return nil, badConfig(fmt.Sprintf("%s[%d]", field, bad), "expected a string")
+		return nil, runtime.BadConfig(fmt.Sprintf("%s[%d]", field, bad), "expected a string")
 	}
 	return out, nil
 }
 
 func imageName(field string, n *yaml.Node) (string, error) {
 	if yamlnode.IsNull(n) {
-		return "", badConfig(field, "required")
+		return "", runtime.BadConfig(field, "required")
 	}
 	if n.Kind != yaml.ScalarNode {
-		return "", badConfig(field, "expected a string")
+		return "", runtime.BadConfig(field, "expected a string")
 	}
 	img := strings.TrimSpace(n.Value)
 	switch {
 	case img == "":
-		return "", badConfig(field, "required")
+		return "", runtime.BadConfig(field, "required")
 	case strings.HasPrefix(img, "-"):
-		return "", badConfig(field, "must not start with '-'")
+		return "", runtime.BadConfig(field, "must not start with '-'")
 	case strings.ContainsAny(img, " \t\n"):
-		return "", badConfig(field, "must not contain whitespace")
+		return "", runtime.BadConfig(field, "must not contain whitespace")
 	}
 	return normalizeImage(img), nil
 }
@@ -208,7 +193,7 @@ var runFlags = newTable("init oom-kill-disable privileged read-only rootfs sig-p
 func checkLabel(at, option, value string) error {
 	k, _, _ := strings.Cut(value, "=")
 	if k == labelName || k == labelAgent || strings.HasPrefix(k, "grapnel.") || strings.HasPrefix(k, "nerdctl/") {
-		return badConfig(at, "%s %q: the agent sets label %s itself", option, value, k)
+		return runtime.BadConfig(at, "%s %q: the agent sets label %s itself", option, value, k)
 	}
 	return nil
 }
@@ -225,27 +210,27 @@ func checkFlags(field string, list []string, table flagTable, what string) error
 		at := fmt.Sprintf("%s[%d]", field, i)
 		next := func(option string) (string, string, error) {
 			if i+1 >= len(list) {
-				return "", at, badConfig(at, "%q needs a value", option)
+				return "", at, runtime.BadConfig(at, "%q needs a value", option)
 			}
 			i++
 			return list[i], fmt.Sprintf("%s[%d]", field, i), nil // the value is at fault
 		}
 		switch {
 		case item == "--" || !strings.HasPrefix(item, "-") || item == "-":
-			return badConfig(at, "%q is not an option: nerdctl would stop reading options there (the containerd runtime reads the image from `image` and the command from `commandArgs`)", item)
+			return runtime.BadConfig(at, "%q is not an option: nerdctl would stop reading options there (the containerd runtime reads the image from `image` and the command from `commandArgs`)", item)
 		case strings.HasPrefix(item, "--"):
 			name, value, hasValue := strings.Cut(item[2:], "=")
 			spec, ok := table.long[name]
 			if !ok {
-				return badConfig(at, "%q is not %s", item, what)
+				return runtime.BadConfig(at, "%q is not %s", item, what)
 			}
 			if spec.refuse != "" {
-				return badConfig(at, "%q: %s", item, spec.refuse)
+				return runtime.BadConfig(at, "%q: %s", item, spec.refuse)
 			}
 			if !spec.value {
 				if hasValue {
 					if _, err := strconv.ParseBool(value); err != nil {
-						return badConfig(at, "%q: expected true or false", item)
+						return runtime.BadConfig(at, "%q: expected true or false", item)
 					}
 				}
 				continue
@@ -270,15 +255,15 @@ func checkFlags(field string, list []string, table flagTable, what string) error
 				name, ok := table.short[item[j]]
 				spec := table.long[name]
 				if !ok {
-					return badConfig(at, "%q: -%c is not %s", item, item[j], what)
+					return runtime.BadConfig(at, "%q: -%c is not %s", item, item[j], what)
 				}
 				if spec.refuse != "" {
-					return badConfig(at, "%q: %s", item, spec.refuse)
+					return runtime.BadConfig(at, "%q: %s", item, spec.refuse)
 				}
 				if !spec.value {
 					if j+1 < len(item) && item[j+1] == '=' {
 						if _, err := strconv.ParseBool(item[j+2:]); err != nil {
-							return badConfig(at, "%q: expected true or false", item)
+							return runtime.BadConfig(at, "%q: expected true or false", item)
 						}
 						break // -t=false: the rest is the value
 					}

@@ -57,7 +57,7 @@ func runArgs(c runConfig, s runtime.Spec) ([]string, error) {
 func bindMount(host, target string, readonly bool) (string, error) {
 	for _, p := range []string{host, target} {
 		if strings.Contains(p, ",") {
-			return "", badConfig(p, "contains a comma, which podman's --mount option cannot express")
+			return "", runtime.BadConfig(p, "contains a comma, which podman's --mount option cannot express")
 		}
 	}
 	arg := "--mount=type=bind,source=" + host + ",destination=" + target

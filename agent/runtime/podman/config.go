@@ -21,21 +21,6 @@ type runConfig struct {
 	CommandArgs    []string
 }
 
-// configError names the runtimeConfig field that was rejected and why.
-type configError struct {
-	Field  string
-	Reason string
-}
-
-func (e *configError) Error() string { return e.Field + ": " + e.Reason }
-
-// Unwrap lets errors.Is(err, runtime.ErrBadConfig) hold.
-func (e *configError) Unwrap() error { return runtime.ErrBadConfig }
-
-func badConfig(field, format string, args ...any) error {
-	return &configError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
 const root = "runtimeConfig"
 
 // parseConfig decodes a rendered runtimeConfig. It walks the YAML node
@@ -55,7 +40,7 @@ func parseConfig(text string) (runConfig, error) {
 		case "image":
 			c.Image, err = imageName(field, v)
 		default:
-			err = badConfig(field, "unknown field (expected generalOptions, image, commandOptions or commandArgs)")
+			err = runtime.BadConfig(field, "unknown field (expected generalOptions, image, commandOptions or commandArgs)")
 		}
 		return err
 	})
@@ -63,7 +48,7 @@ func parseConfig(text string) (runConfig, error) {
 		return runConfig{}, err
 	}
 	if c.Image == "" {
-		return runConfig{}, badConfig(root+".image", "required")
+		return runConfig{}, runtime.BadConfig(root+".image", "required")
 	}
 	return c, nil
 }
@@ -72,7 +57,7 @@ func parseConfig(text string) (runConfig, error) {
 // calls fn for each key with the key's field path (yamlnode.Fields);
 // keys names them in the error for another kind of node.
 func eachField(text, keys string, fn func(field, key string, v *yaml.Node) error) error {
-	return yamlnode.Fields(text, root, keys, badConfig, fn)
+	return yamlnode.Fields(text, root, keys, runtime.BadConfig, fn)
 }
 
 // resolve and isNull read nodes as every runtimeConfig reader does.
@@ -87,29 +72,29 @@ func stringList(field string, n *yaml.Node) ([]string, error) {
 	out, notList, bad := yamlnode.Strings(n)
 	switch {
 	case notList:
-		return nil, badConfig(field, "expected a list of strings")
+		return nil, runtime.BadConfig(field, "expected a list of strings")
 	case bad >= 0:
-		return nil, badConfig(fmt.Sprintf("%s[%d]", field, bad), "expected a string")
+		return nil, runtime.BadConfig(fmt.Sprintf("%s[%d]", field, bad), "expected a string")
 	}
 	return out, nil
 }
 
 func imageName(field string, n *yaml.Node) (string, error) {
 	if isNull(n) {
-		return "", badConfig(field, "required")
+		return "", runtime.BadConfig(field, "required")
 	}
 	if n.Kind != yaml.ScalarNode {
-		return "", badConfig(field, "expected a string")
+		return "", runtime.BadConfig(field, "expected a string")
 	}
 	img := strings.TrimSpace(n.Value)
 	switch {
 	case img == "":
-		return "", badConfig(field, "required")
+		return "", runtime.BadConfig(field, "required")
 	case strings.HasPrefix(img, "-"):
 		// podman would read it as an option of `run`.
-		return "", badConfig(field, "must not start with '-'")
+		return "", runtime.BadConfig(field, "must not start with '-'")
 	case strings.ContainsAny(img, " \t\n"):
-		return "", badConfig(field, "must not contain whitespace")
+		return "", runtime.BadConfig(field, "must not contain whitespace")
 	}
 	return img, nil
 }

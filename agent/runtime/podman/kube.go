@@ -99,7 +99,7 @@ func (k *KubeRuntime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, e
 		return "", err
 	}
 	if len(s.Mounts) > 0 {
-		return "", badConfig("files", "not supported by the podman-kube runtime; use a ConfigMap in the manifest")
+		return "", runtime.BadConfig("files", "not supported by the podman-kube runtime; use a ConfigMap in the manifest")
 	}
 	manifest := cfg.Manifest
 	if s.ControlInterface != "" {
@@ -457,7 +457,7 @@ func storedConfig(cfg kubeConfig) (kubeStored, error) {
 		}
 		out, err := yaml.Marshal(downObject(d))
 		if err != nil {
-			return kubeStored{}, badConfig(root+".manifest", "document %d: %v", i+1, err)
+			return kubeStored{}, runtime.BadConfig(root+".manifest", "document %d: %v", i+1, err)
 		}
 		b.Write(out)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/grapnel-io/grapnel/agent/runtime"
 	"github.com/grapnel-io/grapnel/internal/yamlnode"
 )
 
@@ -51,9 +52,9 @@ func parseKubeConfig(text string) (kubeConfig, error) {
 		case "manifest":
 			c.Manifest, err = manifestText(field, v)
 		case "options":
-			err = badConfig(field, "unknown field: Ankaios puts playOptions and downOptions at the top level of runtimeConfig")
+			err = runtime.BadConfig(field, "unknown field: Ankaios puts playOptions and downOptions at the top level of runtimeConfig")
 		default:
-			err = badConfig(field, "unknown field (expected %s)", kubeFields)
+			err = runtime.BadConfig(field, "unknown field (expected %s)", kubeFields)
 		}
 		return err
 	})
@@ -61,7 +62,7 @@ func parseKubeConfig(text string) (kubeConfig, error) {
 		return kubeConfig{}, err
 	}
 	if c.Manifest == "" {
-		return kubeConfig{}, badConfig(root+".manifest", "required")
+		return kubeConfig{}, runtime.BadConfig(root+".manifest", "required")
 	}
 	return c, nil
 }
@@ -70,13 +71,13 @@ func parseKubeConfig(text string) (kubeConfig, error) {
 // string `kind`: what `podman kube play` reads.
 func manifestText(field string, n *yaml.Node) (string, error) {
 	if isNull(n) {
-		return "", badConfig(field, "required")
+		return "", runtime.BadConfig(field, "required")
 	}
 	if n.Kind != yaml.ScalarNode {
-		return "", badConfig(field, "expected a string holding Kubernetes YAML (write it as a block scalar: `manifest: |`)")
+		return "", runtime.BadConfig(field, "expected a string holding Kubernetes YAML (write it as a block scalar: `manifest: |`)")
 	}
 	if strings.TrimSpace(n.Value) == "" {
-		return "", badConfig(field, "required")
+		return "", runtime.BadConfig(field, "required")
 	}
 	if _, err := manifestDocs(field, n.Value); err != nil {
 		return "", err
@@ -95,7 +96,7 @@ func manifestDocs(field, text string) ([]*yaml.Node, error) {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return nil, badConfig(field, "document %d is not valid YAML: %v", i+1, err)
+			return nil, runtime.BadConfig(field, "document %d is not valid YAML: %v", i+1, err)
 		}
 		m := resolve(&d)
 		if m.Kind == yaml.DocumentNode && len(m.Content) > 0 {
@@ -105,16 +106,16 @@ func manifestDocs(field, text string) ([]*yaml.Node, error) {
 			continue
 		}
 		if m.Kind != yaml.MappingNode {
-			return nil, badConfig(field, "document %d: expected a Kubernetes object (a mapping)", i+1)
+			return nil, runtime.BadConfig(field, "document %d: expected a Kubernetes object (a mapping)", i+1)
 		}
 		kind := mapValue(m, "kind")
 		if kind == nil || kind.Kind != yaml.ScalarNode || kind.Value == "" {
-			return nil, badConfig(field, "document %d: kind is required", i+1)
+			return nil, runtime.BadConfig(field, "document %d: kind is required", i+1)
 		}
 		docs = append(docs, m)
 	}
 	if len(docs) == 0 {
-		return nil, badConfig(field, "holds no Kubernetes object")
+		return nil, runtime.BadConfig(field, "holds no Kubernetes object")
 	}
 	return docs, nil
 }
@@ -128,11 +129,11 @@ func parseKubeTarget(field string, n *yaml.Node) (kubeTarget, error) {
 		return kubeTarget{}, nil
 	}
 	if n.Kind != yaml.ScalarNode {
-		return kubeTarget{}, badConfig(field, "expected a string <pod>/<container>")
+		return kubeTarget{}, runtime.BadConfig(field, "expected a string <pod>/<container>")
 	}
 	pod, ctr, ok := strings.Cut(n.Value, "/")
 	if !ok || pod == "" || ctr == "" || strings.Contains(ctr, "/") {
-		return kubeTarget{}, badConfig(field, "expected <pod>/<container>, got %q", n.Value)
+		return kubeTarget{}, runtime.BadConfig(field, "expected <pod>/<container>, got %q", n.Value)
 	}
 	return kubeTarget{Pod: pod, Container: ctr}, nil
 }

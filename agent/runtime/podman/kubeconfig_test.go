@@ -68,7 +68,7 @@ func TestKubeCheck(t *testing.T) {
 			if err == nil {
 				t.Fatal("Check accepted it")
 			}
-			var ce *configError
+			var ce *runtime.ConfigError
 			if !errors.As(err, &ce) || ce.Field != tt.field || !strings.Contains(ce.Reason, tt.reason) {
 				t.Fatalf("Check = %v, want field %s with %q", err, tt.field, tt.reason)
 			}
@@ -168,7 +168,7 @@ func TestWithControlInterface(t *testing.T) {
 			}
 			out, err := withControlInterface(c, "/run/grapnel/a_io/w/control_interface")
 			if tt.field != "" {
-				var ce *configError
+				var ce *runtime.ConfigError
 				if !errors.As(err, &ce) || ce.Field != tt.field || !strings.Contains(ce.Reason, tt.reason) {
 					t.Fatalf("err = %v, want field %s with %q", err, tt.field, tt.reason)
 				}
@@ -203,7 +203,7 @@ func FuzzParseKubeConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string) {
 		c, err := parseKubeConfig(text)
 		if err != nil {
-			var ce *configError
+			var ce *runtime.ConfigError
 			if !errors.As(err, &ce) || ce.Field == "" || !errors.Is(err, runtime.ErrBadConfig) {
 				t.Fatalf("error %v does not name a field", err)
 			}

@@ -21,7 +21,7 @@ const controlVolume = "control-interface-volume"
 func withControlInterface(cfg kubeConfig, dir string) (string, error) {
 	const field = root + ".controlInterfaceTarget"
 	if cfg.Target.Pod == "" {
-		return "", badConfig(field, "required when the workload has control interface access (<pod>/<container>)")
+		return "", runtime.BadConfig(field, "required when the workload has control interface access (<pod>/<container>)")
 	}
 	docs, err := manifestDocs(root+".manifest", cfg.Manifest)
 	if err != nil {
@@ -44,7 +44,7 @@ func withControlInterface(cfg kubeConfig, dir string) (string, error) {
 		break
 	}
 	if spec == nil || spec.Kind != yaml.MappingNode {
-		return "", badConfig(field, "no Pod (or Deployment with the pod name <name>-pod) %q with a spec in the manifest", cfg.Target.Pod)
+		return "", runtime.BadConfig(field, "no Pod (or Deployment with the pod name <name>-pod) %q with a spec in the manifest", cfg.Target.Pod)
 	}
 	var ctr *yaml.Node
 	if cs := mapValue(spec, "containers"); cs != nil && cs.Kind == yaml.SequenceNode {
@@ -56,7 +56,7 @@ func withControlInterface(cfg kubeConfig, dir string) (string, error) {
 		}
 	}
 	if ctr == nil || ctr.Kind != yaml.MappingNode {
-		return "", badConfig(field, "pod %q has no container %q", cfg.Target.Pod, cfg.Target.Container)
+		return "", runtime.BadConfig(field, "pod %q has no container %q", cfg.Target.Pod, cfg.Target.Container)
 	}
 	appendTo(ctr, "volumeMounts", mapping("name", controlVolume, "mountPath", runtime.ContainerControlInterface))
 	hostPath := mapping("path", dir, "type", "Directory")
@@ -71,7 +71,7 @@ func withControlInterface(cfg kubeConfig, dir string) (string, error) {
 		}
 		out, err := yaml.Marshal(d)
 		if err != nil {
-			return "", badConfig(root+".manifest", "document %d: %v", i+1, err)
+			return "", runtime.BadConfig(root+".manifest", "document %d: %v", i+1, err)
 		}
 		b.Write(out)
 	}
