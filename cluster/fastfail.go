@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -48,6 +50,23 @@ import (
 // by the others), or cannot stand (its storage failed, it holds its
 // vote), leaves it to the normal timeouts, which run on unchanged.
 //
+// A leader that is stopped (SIGSTOP) or hung gives no such signal at
+// once, but it cannot answer either. So the successor also looks at the
+// leader whenever it has heard nothing from it for a heartbeat timeout,
+// the time after which Raft's own follower would begin to doubt it: it
+// dials the leader's Raft port and asks the process to answer (the TLS
+// handshake, or one probe byte in the insecure mode). A port that takes
+// the connection while the process behind it says nothing within the
+// probe's bound means the host and the link are up and the process is
+// not running: the successor stands as above. This saves Raft's slow
+// path: the follower's check at a random one to two timeouts, then the
+// other followers refusing their vote until their own timers fire, then
+// a second election timeout. A leader that answers is merely not heard
+// (a cut link one way, a slow network) and is left to the timeouts, and
+// so is one whose host or link does not answer at all: a replica cut off
+// from the leader alone must not depose it. Only the successor looks, so
+// a healthy cluster whose heartbeats stall costs one probe per timeout.
+//
 // Config.DisableFastFailover turns it off, to compare.
 
 // leaderProbeTimeout bounds the dial that asks whether the leader's Raft
@@ -56,17 +75,37 @@ import (
 // nothing, and so does a cut link, and neither must count.
 const leaderProbeTimeout = 50 * time.Millisecond
 
+// probeByte is what the insecure probe sends: no Raft RPC type (those
+// are 0 to 4), so a replica answers it with the same byte and closes
+// (acceptedConn), and one that does not know it closes on it, as
+// hashicorp/raft does on any unknown type. Either way its process ran.
+const probeByte = 0xf7
+
+// errNoAnswer means the leader's Raft port took the connection and the
+// process behind it did not answer within the probe's bound.
+var errNoAnswer = errors.New("the leader's Raft port took the connection but its process did not answer")
+
+// probeResult is what a probe of the leader's Raft port found.
+type probeResult int
+
+const (
+	leaderAnswers probeResult = iota // its process answered
+	leaderGone                       // the port refused: the process is gone
+	leaderFrozen                     // the port took the connection, the process never answered
+	leaderUnknown                    // no connection: a cut link, a host that is down, a timeout
+)
+
 // fastFailover notices that the leader's process is gone and lets the
 // successor stand for election. It runs in one goroutine of the node
 // (run), woken by the stream layer when an accepted connection ends.
 type fastFailover struct {
 	off  bool
 	kick chan struct{}
-	// probes counts the dials to the leader's Raft port after its
-	// connection ended; refused those it refused (the leader's process
-	// was gone); campaigns the elections this replica started as the
-	// successor.
-	probes, refused, campaigns atomic.Uint64
+	// probes counts the dials to the leader's Raft port; refused those
+	// it refused (the leader's process was gone); frozen those it took
+	// while the process never answered; campaigns the elections this
+	// replica started as the successor.
+	probes, refused, frozen, campaigns atomic.Uint64
 }
 
 func newFastFailover(off bool) *fastFailover {
@@ -75,9 +114,11 @@ func newFastFailover(off bool) *fastFailover {
 
 // FastFailoverStats counts what the fast failover did on this replica.
 type FastFailoverStats struct {
-	// Probes: dials to the leader's Raft port after a connection from it
-	// ended. Refused: those the port refused, its process being gone.
-	Probes, Refused uint64
+	// Probes: dials to the leader's Raft port, after a connection from
+	// it ended or a heartbeat timeout without a word from it. Refused:
+	// those the port refused, its process being gone. Frozen: those the
+	// port took while the process did not answer (stopped or hung).
+	Probes, Refused, Frozen uint64
 	// Campaigns: elections this replica started at once as the dead
 	// leader's successor.
 	Campaigns uint64
@@ -86,8 +127,9 @@ type FastFailoverStats struct {
 // FastFailover says what the fast failover did on this replica so far.
 func (n *Node) FastFailover() FastFailoverStats {
 	f := n.fast
-	refused := f.refused.Load() // first: a probe is counted before its refusal
-	return FastFailoverStats{Probes: f.probes.Load(), Refused: refused, Campaigns: f.campaigns.Load()}
+	// The outcomes first: a probe is counted before them.
+	refused, frozen := f.refused.Load(), f.frozen.Load()
+	return FastFailoverStats{Probes: f.probes.Load(), Refused: refused, Frozen: frozen, Campaigns: f.campaigns.Load()}
 }
 
 // connEnded is told by the stream layer that a connection this replica
@@ -106,23 +148,49 @@ func (n *Node) connEnded(peer string) {
 	}
 }
 
-// fastFailoverLoop checks the leader whenever a connection from it ended,
-// until shutdown.
+// fastFailoverLoop checks the leader whenever a connection from it ended
+// or it was silent for a heartbeat timeout, until shutdown.
 func (n *Node) fastFailoverLoop() {
 	defer n.wg.Done()
+	silence := clock.NewTimer(n.cfg.Clock, n.timing.HeartbeatTimeout)
+	defer silence.Stop()
 	for {
 		select {
 		case <-n.fast.kick:
-			n.checkLeaderGone()
+			n.checkLeader(false)
+		case <-silence.C:
+			silence.Reset(n.checkSilentLeader())
 		case <-n.shutdownCh:
 			return
 		}
 	}
 }
 
-// checkLeaderGone probes the leader this follower knows and, when its
-// process is gone and this replica is its successor, stands for election.
-func (n *Node) checkLeaderGone() {
+// checkSilentLeader checks the leader when this follower has not heard
+// from it for a heartbeat timeout, and says when to look again: one
+// timeout after the last contact. On an idle cluster that is a wake-up
+// every two to three heartbeats.
+func (n *Node) checkSilentLeader() time.Duration {
+	timeout := n.timing.HeartbeatTimeout
+	if n.raft.State() != raft.Follower {
+		return timeout
+	}
+	last := n.raft.LastContact()
+	if _, leader := n.raft.LeaderWithID(); leader == "" || string(leader) == n.cfg.ID || last.IsZero() {
+		return timeout
+	}
+	if quiet := clock.Since(n.cfg.Clock, last); quiet < timeout {
+		return timeout - quiet
+	}
+	n.checkLeader(true)
+	return timeout
+}
+
+// checkLeader probes the leader this follower knows and, when its
+// process is gone (or, with silent, stopped) and this replica is its
+// successor, stands for election. silent says the leader said nothing
+// for a heartbeat timeout; otherwise a connection from it ended.
+func (n *Node) checkLeader(silent bool) {
 	if n.raft.State() != raft.Follower {
 		return
 	}
@@ -131,19 +199,31 @@ func (n *Node) checkLeaderGone() {
 		return
 	}
 	term := n.raft.CurrentTerm()
-	if !n.leaderRefuses(addr) {
-		return
-	}
 	cfg, err := n.configuration()
 	if err != nil {
 		return
 	}
 	succ := successor(cfg, leader)
-	n.logger.Info("the leader's Raft port refuses connections: its process is gone", "leader", leader, "term", term, "successor", succ)
-	if succ != raft.ServerID(n.cfg.ID) {
+	self := succ == raft.ServerID(n.cfg.ID)
+	if silent && !self {
+		return // the successor looks; the others would only add probes
+	}
+	switch n.probeLeader(addr) {
+	case leaderGone:
+		n.logger.Info("the leader's Raft port refuses connections: its process is gone", "leader", leader, "term", term, "successor", succ)
+	case leaderFrozen:
+		if !silent {
+			return // it may yet speak: the heartbeat timeout decides
+		}
+		n.logger.Info("the leader said nothing for a heartbeat timeout and its process does not answer: it is stopped or hung",
+			"leader", leader, "term", term, "successor", succ)
+	default:
+		return
+	}
+	if !self {
 		return // the successor stands; this replica grants its vote
 	}
-	// Stand only while nothing changed: still a follower of the dead
+	// Stand only while nothing changed: still a follower of the
 	// leader's term without a new leader.
 	if n.storage.Fault() != nil || n.hold.active() || n.raft.State() != raft.Follower || n.raft.CurrentTerm() != term {
 		return
@@ -165,7 +245,7 @@ func (n *Node) checkLeaderGone() {
 		return
 	}
 	n.fast.campaigns.Add(1)
-	n.logger.Info("standing for election at once: the leader's process is gone and this replica is its successor", "leader", leader, "term", term)
+	n.logger.Info("standing for election at once: the leader's process is not running and this replica is its successor", "leader", leader, "term", term)
 }
 
 // timeoutNowSelf hands Raft the TimeoutNow a leader sends to the
@@ -199,35 +279,40 @@ func (n *Node) timeoutNowSelf() error {
 	}
 }
 
-// leaderRefuses dials the leader's Raft port and says whether it refused
-// the connection. A dial that was accepted and then reset (or ended)
-// before the handshake completed met a process whose listener closed
-// meanwhile, as a dying process's does: it asks again, at most twice.
-func (n *Node) leaderRefuses(addr raft.ServerAddress) bool {
+// probeLeader dials the leader's Raft port and asks its process to
+// answer. A dial that was accepted and then reset (or ended) before the
+// process answered met a process whose listener closed meanwhile, as a
+// dying process's does: it asks again, at most twice.
+func (n *Node) probeLeader(addr raft.ServerAddress) probeResult {
 	n.fast.probes.Add(1)
 	var err error
 	for range 3 {
 		err = n.dialLeader(addr)
 		switch {
 		case err == nil:
-			return false
+			return leaderAnswers
 		case errors.Is(err, syscall.ECONNREFUSED):
 			n.fast.refused.Add(1)
-			return true
+			return leaderGone
+		case errors.Is(err, errNoAnswer):
+			n.fast.frozen.Add(1)
+			return leaderFrozen
 		case !peerClosed(err):
-			n.logger.Debug("the leader's Raft port did not refuse a connection", "address", addr, "error", err)
-			return false // it timed out or the link is cut: maybe slow, maybe cut off
+			n.logger.Debug("the leader's Raft port could not be reached", "address", addr, "error", err)
+			return leaderUnknown // it timed out or the link is cut: maybe slow, maybe cut off
 		}
 	}
 	n.logger.Debug("the leader's Raft port kept resetting connections", "address", addr, "error", err)
-	return false
+	return leaderUnknown
 }
 
-// dialLeader connects to the leader's Raft port and closes the
-// connection again, below the connection tracking. With TLS it completes
-// the handshake without checking the peer or counting a failure
-// (tlsLayer.probe): a live leader sees a replica come and go, nothing it
-// logs or counts.
+// dialLeader connects to the leader's Raft port, asks its process to
+// answer and closes the connection again, below the connection
+// tracking: errNoAnswer when the port took the connection and the
+// process said nothing within leaderProbeTimeout. With TLS the answer
+// is the handshake, completed without checking the peer or counting a
+// failure (tlsLayer.probe): a live leader sees a replica come and go,
+// nothing it logs or counts. Without, it is the probe byte.
 func (n *Node) dialLeader(addr raft.ServerAddress) error {
 	if n.tls != nil {
 		return n.tls.probe(addr, leaderProbeTimeout)
@@ -236,7 +321,28 @@ func (n *Node) dialLeader(addr raft.ServerAddress) error {
 	if err != nil {
 		return err
 	}
-	return c.Close()
+	defer c.Close()
+	if err := c.SetDeadline(n.cfg.Clock.Now().Add(leaderProbeTimeout)); err != nil {
+		return err
+	}
+	if _, err := c.Write([]byte{probeByte}); err != nil {
+		return noAnswer(err)
+	}
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil && !errors.Is(err, io.EOF) {
+		return noAnswer(err)
+	}
+	return nil
+}
+
+// noAnswer wraps a timeout of a probe whose connection was taken in
+// errNoAnswer, and returns other errors as they are.
+func noAnswer(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", errNoAnswer, err)
+	}
+	return err
 }
 
 // successor is the voter that stands for election when leader's process

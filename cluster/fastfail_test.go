@@ -92,6 +92,7 @@ func fastStats(c *clustertest.Cluster, ids []string) cluster.FastFailoverStats {
 		f := c.Node(id).FastFailover()
 		s.Probes += f.Probes
 		s.Refused += f.Refused
+		s.Frozen += f.Frozen
 		s.Campaigns += f.Campaigns
 	}
 	return s
@@ -139,6 +140,58 @@ func TestLeaderStopped_SuccessorLeadsAtOnce(t *testing.T) {
 			last := applyAgents(t, c, "after", 2)
 			c.WaitApplied(last)
 			for _, id := range survivors {
+				requireAgents(t, c, id, append(names("before", 3), names("after", 2)...)...)
+			}
+		})
+	}
+}
+
+// Requirement (issue 32 point 5): a leader whose process is stopped
+// (SIGSTOP) keeps its connections and its port takes new ones, but it
+// says nothing. Its successor, after a heartbeat timeout without a word
+// from it, finds the port taking a connection the process never answers
+// and stands at once; with the switch off Raft's timeouts decide, each
+// follower refusing its vote until its own timer fired. With and
+// without TLS (the handshake, or the probe byte, is the question asked).
+func TestLeaderFrozen_SuccessorStandsAfterOneTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		on   bool
+		tls  bool
+	}{{"on", true, false}, {"on TLS", true, true}, {"off", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []clustertest.Option{failoverTiming(), withFastFailover(tc.on)}
+			if tc.tls {
+				opts = append(opts, clustertest.WithRaftTLS(replicaCerts(t, rpctest.NewCA(t))))
+			}
+			c := clustertest.New(t, 3, opts...)
+			old := c.WaitLeader(waitLong).ID()
+			c.WaitApplied(applyAgents(t, c, "before", 3))
+			survivors := survivorsOf(c, old)
+
+			start := time.Now()
+			c.Freeze(old)
+			t.Cleanup(func() { c.Thaw(old) })
+			leader, at := waitNewLeader(t, c, survivors, waitLong)
+			took := at.Sub(start)
+			s := fastStats(c, survivors)
+			t.Logf("new leader %s %v after the freeze; %+v", leader, took, s)
+			if !tc.on {
+				if s.Probes != 0 || s.Campaigns != 0 {
+					t.Fatalf("with the fast failover off: %+v", s)
+				}
+				return
+			}
+			if succ := nextAfter(survivors, old); leader != succ || s.Frozen == 0 || s.Campaigns != 1 {
+				t.Fatalf("leader %s, %+v: want the successor %s to have found the leader frozen and stood once", leader, s, succ)
+			}
+			if took > 2*failoverTimeout {
+				t.Fatalf("a new leader %v after the freeze; the successor stands one heartbeat timeout (%v) after the last word", took, failoverTimeout)
+			}
+			c.Thaw(old)
+			last := applyAgents(t, c, "after", 2)
+			c.WaitApplied(last)
+			for _, id := range c.Running() {
 				requireAgents(t, c, id, append(names("before", 3), names("after", 2)...)...)
 			}
 		})

@@ -80,7 +80,9 @@ func (n *Node) AgentGossipAddress() string {
 	if n.gossip == nil || n.gossip.agents == nil {
 		return ""
 	}
-	return n.gossip.agents.LocalNode().Address()
+	// The address kept at start: memberlist rewrites its local node
+	// under its own lock whenever the metadata changes.
+	return n.gossip.agentAddress
 }
 
 // startAgentPool runs the agents' memberlist: the same metadata as in the

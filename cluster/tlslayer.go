@@ -219,9 +219,10 @@ func (l *tlsLayer) dialReplica(address raft.ServerAddress, want string, timeout 
 
 // probe connects to address and completes the TLS handshake, then
 // closes the connection. It only asks whether the port takes
-// connections (fastfail.go), so it checks no replica id and neither logs
-// nor counts a failure as refused: a dying replica's port resetting the
-// handshake is what it looks for, not an intruder.
+// connections and the process behind it answers (fastfail.go; a
+// handshake that times out is errNoAnswer), so it checks no replica id
+// and neither logs nor counts a failure as refused: a dying replica's
+// port resetting the handshake is what it looks for, not an intruder.
 func (l *tlsLayer) probe(address raft.ServerAddress, timeout time.Duration) error {
 	c, err := l.StreamLayer.Dial(address, timeout)
 	if err != nil {
@@ -232,7 +233,7 @@ func (l *tlsLayer) probe(address raft.ServerAddress, timeout time.Duration) erro
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
-		return err
+		return noAnswer(err)
 	}
 	return tc.Close()
 }

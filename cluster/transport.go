@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -189,17 +190,29 @@ func closeRaw(c net.Conn) {
 // goroutine serving it, that is until those goroutines are done with it.
 func (l *closingLayer) wait() { l.handlers.Wait() }
 
-// acceptedConn forgets itself in its layer when closed, and tells the
-// layer's ended when the far side ends it.
+// acceptedConn forgets itself in its layer when closed, tells the
+// layer's ended when the far side ends it, and answers the fast
+// failover's insecure probe.
 type acceptedConn struct {
 	net.Conn
 	layer *closingLayer
 	once  sync.Once
 	gone  atomic.Bool
+	read  bool // owned by the one goroutine that reads (the transport's)
 }
 
 func (c *acceptedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
+	if !c.read {
+		c.read = true
+		if n == 1 && b[0] == probeByte {
+			// A follower asks whether this process runs (fastfail.go):
+			// it does; the connection ends as an idle one would.
+			_, _ = c.Conn.Write(b[:1])
+			c.gone.Store(true)
+			return 0, io.EOF
+		}
+	}
 	if err != nil && peerClosed(err) && c.gone.CompareAndSwap(false, true) {
 		if f := c.layer.ended.Load(); f != nil {
 			(*f)(peerReplica(c.Conn))

@@ -39,8 +39,11 @@ func TestPlanPredictsApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	rounds := 2000
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		rounds = 300
+	case raceEnabled:
+		rounds = 200 // the rest without the detector: make chaos
 	}
 	for seed := uint64(1); seed <= uint64(rounds); seed++ {
 		r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))

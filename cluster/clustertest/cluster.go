@@ -305,6 +305,13 @@ func (c *Cluster) Partition(groups ...[]string) { c.net.Partition(groups...) }
 // Isolate cuts one replica off from all others.
 func (c *Cluster) Isolate(id string) { c.net.Isolate(id) }
 
+// Freeze makes id's Raft connections stand still, as a stopped
+// process's do (SIGSTOP); Thaw lets them go on.
+func (c *Cluster) Freeze(id string) { c.net.Freeze(id) }
+
+// Thaw undoes Freeze.
+func (c *Cluster) Thaw(id string) { c.net.Thaw(id) }
+
 // Heal restores every link.
 func (c *Cluster) Heal() { c.net.Heal() }
 

@@ -24,13 +24,16 @@ type Network struct {
 	// cuts are single links cut with Cut.
 	cuts  map[[2]string]bool
 	conns map[*conn]struct{}
+	// frozen replicas' Raft connections wait until the channel closes
+	// (Freeze).
+	frozen map[string]chan struct{}
 }
 
 // New returns a network with every link up.
 func New() *Network {
 	return &Network{
 		owner: map[string]string{}, group: map[string]int{}, isolated: map[string]bool{},
-		cuts: map[[2]string]bool{}, conns: map[*conn]struct{}{},
+		cuts: map[[2]string]bool{}, conns: map[*conn]struct{}{}, frozen: map[string]chan struct{}{},
 	}
 }
 
@@ -125,7 +128,7 @@ func (n *Network) dial(from, peer, addr string, dial func() (net.Conn, error)) (
 	if err != nil {
 		return nil, err
 	}
-	tc := &conn{Conn: c, nw: n, from: from, to: peer}
+	tc := &conn{Conn: newStalling(c, n, from), nw: n, from: from, to: peer}
 	n.mu.Lock()
 	n.conns[tc] = struct{}{}
 	ok := n.connectedLocked(from, peer)

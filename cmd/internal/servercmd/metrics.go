@@ -129,19 +129,21 @@ func requireRoles(h http.Handler, roles []identity.Role, untyped identity.Role) 
 }
 
 // collectFastFailover exposes what the fast failover did (cluster
-// fastfail.go): the elections this replica started at once as a dead
-// leader's successor, and its probes of the leader's Raft port after the
-// leader's connection ended, by outcome.
+// fastfail.go): the elections this replica started at once as the
+// successor of a leader whose process is gone or stopped, and its probes
+// of the leader's Raft port, by outcome.
 func collectFastFailover(set *metrics.Set, node *cluster.Node) {
 	if set == nil {
 		return
 	}
 	set.Registry.NewCounterFunc("grapnel_raft_fast_failover_total",
-		"Elections this replica started at once as the successor of a leader whose Raft port refused connections (its process gone; docs/replication.md).", nil,
+		"Elections this replica started at once as the successor of a leader whose process is gone (its Raft port refused) or stopped (silent for a heartbeat timeout, its port taking a connection it never answered; docs/replication.md).", nil,
 		func() float64 { return float64(node.FastFailover().Campaigns) })
-	const help = "Dials to the leader's Raft port after the leader's connection to this replica ended, by outcome: refused (the leader's process is gone) or other (it answered, timed out, or the link is cut)."
+	const help = "Dials to the leader's Raft port after the leader's connection to this replica ended or it was silent for a heartbeat timeout, by outcome: refused (the leader's process is gone), frozen (the port took the connection, the process never answered) or other (it answered, timed out, or the link is cut)."
 	set.Registry.NewCounterFunc("grapnel_raft_leader_probes_total", help, map[string]string{"outcome": "refused"},
 		func() float64 { return float64(node.FastFailover().Refused) })
+	set.Registry.NewCounterFunc("grapnel_raft_leader_probes_total", help, map[string]string{"outcome": "frozen"},
+		func() float64 { return float64(node.FastFailover().Frozen) })
 	set.Registry.NewCounterFunc("grapnel_raft_leader_probes_total", help, map[string]string{"outcome": "other"},
-		func() float64 { f := node.FastFailover(); return float64(f.Probes - f.Refused) })
+		func() float64 { f := node.FastFailover(); return float64(f.Probes - f.Refused - f.Frozen) })
 }
