@@ -111,8 +111,8 @@ proto: tools
 	./scripts/genproto.sh
 
 # Cluster benchmarks: 3 replicas vs 3 etcd members (1/16/64 clients), then
-# 20 leader kills, plain and with TLS on every channel side by side; the
-# report goes to .bench/results/latest.txt.
+# 50 leader kills and 50 leader freezes (SIGSTOP), plain and with TLS on
+# every channel side by side; the report goes to .bench/results/latest.txt.
 bench:
 	./scripts/bench.sh
 
@@ -120,8 +120,8 @@ bench:
 bench-quick:
 	./scripts/bench.sh --quick
 
-# Three leader kills, no etcd; a short failover run (make test also runs
-# TestFailoverShort).
+# Three leader kills and three freezes, no etcd; a short failover run
+# (make test also runs TestFailoverShort and TestFailoverFreezes).
 bench-failover-short:
 	./scripts/bench.sh --failover-short
 

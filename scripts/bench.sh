@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # make bench: builds grapnel-server, etcd and the etcd put client, then runs
 # chaos/bench/cmd/grapnel-bench: 3 Grapnel replicas vs 3 etcd members on
-# loopback with 1, 16 and 64 clients, then 20 leader kills, each measured
-# twice in the same run: plain (--insecure) and secured (mTLS on gRPC and
-# Raft, gossip encrypted), with a side-by-side table of the cost
-# (-- -security plain|tls measures one). The throughput of the first mode
+# loopback with 1, 16 and 64 clients, then 50 leader kills (SIGKILL) and, on
+# a fresh cluster, 50 leader freezes (SIGSTOP), the failover writer keeping
+# a lookout as an agent does (-- -lookout=false: a CLI-like writer). All of
+# it is measured twice in the same run: plain (--insecure) and secured
+# (mTLS on gRPC and Raft, gossip encrypted), with a side-by-side table of
+# the cost (-- -security plain|tls measures one). The throughput of the first mode
 # is also measured with the replicas' Raft log in raft-boltdb/v2
 # (--raft-log-store bolt), side by side with the WAL (-- -log-store wal|bolt
 # measures one store). The report goes to stdout and to
 # .bench/results/latest.txt.
 #
-#   scripts/bench.sh                  full run (a few minutes)
-#   scripts/bench.sh --quick          every part, short bounds (about a minute)
-#   scripts/bench.sh --failover-short 3 leader kills only, no etcd (for CI)
+#   scripts/bench.sh                  full run (about 8 minutes: 3 of
+#                                     throughput, about 2.5 per security
+#                                     mode for the 50 kills and 50 freezes)
+#   scripts/bench.sh --quick          every part, short bounds, 3 kills and 3
+#                                     freezes (about a minute)
+#   scripts/bench.sh --failover-short 3 leader kills and 3 freezes only, no
+#                                     etcd (for CI)
 #   scripts/bench.sh --agents         3 replicas + 2 agents: 20 leader kills
 #                                     (agent reconnect, workloads restarted),
 #                                     apply→Running, idle agent RSS; report in
@@ -28,10 +34,11 @@
 #                                     (-- -parts poweron: the power cycles only)
 #   scripts/bench.sh [mode] -- ARGS   extra grapnel-bench flags, e.g.
 #                                     -- -server-flag=--raft-heartbeat-timeout=1s
-#                                     -- -commanders=false -kills 0 (writers on
-#                                        the deprecated CliConnection, which
-#                                        get every state broadcast)
-#                                     -- -config-updates -kills 0
+#                                     -- -commanders=false -kills 0 -freezes 0
+#                                        (writers on the deprecated
+#                                        CliConnection, which get every state
+#                                        broadcast)
+#                                     -- -config-updates -kills 0 -freezes 0
 #
 # Binaries are cached in .bench/ (BENCH_CACHE overrides); etcd comes from the
 # Go module proxy through the separate module chaos/etcdpeer, so it never
@@ -101,8 +108,8 @@ case "$mode" in
       -out "$root/.bench/results/latest.txt" ${args[@]+"${args[@]}"} ;;
   quick)
     exec "$cache/grapnel-bench" -grapnel-server "$cache/grapnel-server" "${etcd_args[@]}" \
-      -duration 2s -warmup 300ms -kills 3 -out "$cache/quick.txt" ${args[@]+"${args[@]}"} ;;
+      -duration 2s -warmup 300ms -kills 3 -freezes 3 -out "$cache/quick.txt" ${args[@]+"${args[@]}"} ;;
   failover-short)
-    exec "$cache/grapnel-bench" -grapnel-server "$cache/grapnel-server" -skip-throughput -kills 3 \
+    exec "$cache/grapnel-bench" -grapnel-server "$cache/grapnel-server" -skip-throughput -kills 3 -freezes 3 \
       -out "$cache/failover-short.txt" ${args[@]+"${args[@]}"} ;;
 esac

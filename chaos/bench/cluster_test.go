@@ -115,7 +115,7 @@ func TestLoadUpdatesEveryClientsWorkload(t *testing.T) {
 func TestFailoverShort(t *testing.T) {
 	g, _ := startCluster(t, 3)
 	res, err := MeasureFailover(context.Background(), g, FailoverConfig{
-		Kills: 3, Payload: 256, Timeout: 5 * time.Second, Bound: 30 * time.Second, Settle: 200 * time.Millisecond, Logf: t.Logf,
+		Faults: 3, Payload: 256, Timeout: 5 * time.Second, Bound: 30 * time.Second, Settle: 200 * time.Millisecond, Logf: t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)

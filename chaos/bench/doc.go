@@ -1,8 +1,8 @@
 // Package bench measures Grapnel as a cluster of real grapnel-server
 // processes: UpdateState throughput and latency with a number of concurrent
 // CLI clients, compared in the same run with three etcd members doing puts
-// of the same payload size, and the time from SIGKILL of the leader to the
-// next acknowledged update.
+// of the same payload size, and the time from SIGKILL or SIGSTOP (a frozen,
+// hung leader) of the leader to the next acknowledged update.
 //
 // It starts and stops processes (Process, Grapnel, Etcd), drives
 // closed-loop load (RunLoad, Writer), turns raw latencies into figures

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -66,11 +67,15 @@ type Replica struct {
 	extra  []string
 	proc   *Process
 	status *grpc.ClientConn
+	// frozen is set from Freeze until Thaw (or the process ends): the
+	// waits do not ask a frozen replica, whose Status would only hang.
+	frozen atomic.Bool
 }
 
 // Grapnel is a cluster of grapnel-server processes on loopback, insecure.
-// Status, Term and the waits may run concurrently with each other; Start,
-// Kill and Close must not run concurrently with anything.
+// Status, Term, Frozen and the waits may run concurrently with each other;
+// Start, Kill, Freeze, Thaw and Close must not run concurrently with
+// anything.
 type Grapnel struct {
 	bin      string
 	Replicas []*Replica
@@ -238,6 +243,7 @@ func (g *Grapnel) Stop(i int, grace time.Duration) error {
 	}
 	err := p.StopWithin(grace)
 	g.Replicas[i].proc = nil
+	g.Replicas[i].frozen.Store(false)
 	return err
 }
 
@@ -271,15 +277,59 @@ func (g *Grapnel) Kill(i int) {
 		p.Kill()
 		g.Replicas[i].proc = nil
 	}
+	g.Replicas[i].frozen.Store(false)
 }
 
-// Close stops every replica (SIGTERM, then SIGKILL) and drops the status
-// connections. It is safe to call more than once.
+// Freeze stops replica i's process group with SIGSTOP: the gray failure of
+// a hung host. The process lives, its connections stay open and its
+// listeners still take connections into their backlog, but nothing
+// answers, so neither its peers nor its clients hear of it from the
+// kernel, as they do of a killed one. It stays frozen until Thaw; Kill,
+// Stop and Close end a frozen replica as they end a running one. Whoever
+// freezes a replica must thaw it on every way out, or the run leaves a
+// stopped process behind.
+func (g *Grapnel) Freeze(i int) error {
+	r := g.Replicas[i]
+	if r.proc == nil || !r.proc.Alive() {
+		return fmt.Errorf("%s: %w before the freeze", r.Name, ErrExited)
+	}
+	// Marked first, so that no wait running meanwhile asks it.
+	r.frozen.Store(true)
+	if err := r.proc.Freeze(); err != nil {
+		r.frozen.Store(false)
+		return fmt.Errorf("%s: SIGSTOP: %w", r.Name, err)
+	}
+	return nil
+}
+
+// Thaw lets frozen replica i run again (SIGCONT).
+func (g *Grapnel) Thaw(i int) error {
+	r := g.Replicas[i]
+	if r.proc == nil || !r.proc.Alive() {
+		r.frozen.Store(false)
+		return fmt.Errorf("%s: %w while frozen", r.Name, ErrExited)
+	}
+	if err := r.proc.Thaw(); err != nil {
+		return fmt.Errorf("%s: SIGCONT: %w", r.Name, err)
+	}
+	r.frozen.Store(false)
+	return nil
+}
+
+// Frozen says whether replica i is frozen (Freeze, not yet Thaw).
+func (g *Grapnel) Frozen(i int) bool {
+	return g.Replicas[i].frozen.Load()
+}
+
+// Close stops every replica (SIGTERM, then SIGKILL; a frozen one is
+// thawed to act on the SIGTERM) and drops the status connections. It is
+// safe to call more than once.
 func (g *Grapnel) Close() {
 	for _, r := range g.Replicas {
 		if r.proc != nil {
 			r.proc.Stop(5 * time.Second)
 		}
+		r.frozen.Store(false)
 		if r.status != nil {
 			r.status.Close()
 			r.status = nil
@@ -340,14 +390,17 @@ func (g *Grapnel) poll(ctx context.Context, what string, cond func() (done bool,
 }
 
 // WaitLeader waits until a running replica says it leads and a majority of
-// the cluster's replicas report that same leader; it returns its index.
+// the cluster's replicas report that same leader; it returns its index. A
+// frozen replica is not asked: it would hold every round up for the
+// Status timeout (and leave too little of ctx for the others). So the
+// leader found is never a frozen one, which still thinks it leads.
 func (g *Grapnel) WaitLeader(ctx context.Context) (int, error) {
 	leader := -1
 	err := g.poll(ctx, "a leader", func() (bool, string) {
 		votes := map[string]int{}
 		var self string
 		for i, r := range g.Replicas {
-			if !g.Running(i) {
+			if !g.Running(i) || g.Frozen(i) {
 				continue
 			}
 			st, err := g.Status(ctx, i)
@@ -379,8 +432,11 @@ func (g *Grapnel) WaitLeader(ctx context.Context) (int, error) {
 // began, i.e. a restarted replica has caught up. It returns the leader.
 func (g *Grapnel) WaitHealthy(ctx context.Context) (int, error) {
 	for i, r := range g.Replicas {
-		if !g.Running(i) {
+		switch {
+		case !g.Running(i):
 			return -1, fmt.Errorf("%w: %s does not run", ErrNotReady, r.Name)
+		case g.Frozen(i):
+			return -1, fmt.Errorf("%w: %s is frozen", ErrNotReady, r.Name)
 		}
 	}
 	leader := -1
@@ -441,12 +497,13 @@ func (g *Grapnel) LeaderFirst(leader int) []string {
 	return out
 }
 
-// Term is the highest Raft term any running replica reports; a change
-// between two calls means the cluster held an election in between.
+// Term is the highest Raft term any running replica that is not frozen
+// reports; a change between two calls means the cluster held an election
+// in between.
 func (g *Grapnel) Term(ctx context.Context) uint64 {
 	var term uint64
 	for i := range g.Replicas {
-		if !g.Running(i) {
+		if !g.Running(i) || g.Frozen(i) {
 			continue
 		}
 		if st, err := g.Status(ctx, i); err == nil {

@@ -84,6 +84,21 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// Freeze stops the process group with SIGSTOP: the processes live and
+// their sockets stay open, but nothing runs until Thaw.
+func (p *Process) Freeze() error { return signalGroup(p.cmd.Process, syscall.SIGSTOP) }
+
+// Thaw lets a frozen process group run again (SIGCONT).
+func (p *Process) Thaw() error { return signalGroup(p.cmd.Process, syscall.SIGCONT) }
+
+// terminate sends SIGTERM to the process group and SIGCONT after it: a
+// frozen process acts on the SIGTERM only once it runs again, and would
+// otherwise wait out the grace and be killed.
+func (p *Process) terminate() {
+	_ = signalGroup(p.cmd.Process, syscall.SIGTERM)
+	_ = signalGroup(p.cmd.Process, syscall.SIGCONT)
+}
+
 // StopWithin asks the process to end (SIGTERM) and kills it if it has not
 // ended within grace. It returns nil when the process ended on its own
 // with status 0 (a graceful stop), otherwise what happened: another exit
@@ -92,7 +107,7 @@ func (p *Process) StopWithin(grace time.Duration) error {
 	if !p.Alive() {
 		return p.ExitErr()
 	}
-	_ = signalGroup(p.cmd.Process, syscall.SIGTERM)
+	p.terminate()
 	select {
 	case <-p.done:
 		if p.err != nil {
@@ -105,13 +120,13 @@ func (p *Process) StopWithin(grace time.Duration) error {
 	}
 }
 
-// Stop asks the process to end (SIGTERM) and kills it if it has not ended
-// within grace.
+// Stop asks the process to end (SIGTERM, frozen or not) and kills it if
+// it has not ended within grace.
 func (p *Process) Stop(grace time.Duration) {
 	if !p.Alive() {
 		return
 	}
-	_ = signalGroup(p.cmd.Process, syscall.SIGTERM)
+	p.terminate()
 	select {
 	case <-p.done:
 	case <-time.After(grace):

@@ -77,28 +77,52 @@ func FormatDuration(d time.Duration) string {
 	}
 }
 
+// failoverRow is one row of the failover tables.
+type failoverRow struct {
+	name string
+	d    []time.Duration
+}
+
+// failoverRows are a result's rows: the outage, the election and the
+// rejoin, named after the fault.
+func failoverRows(r FailoverResult) []failoverRow {
+	heal := "restart"
+	if r.Fault == Freeze {
+		heal = "thaw"
+	}
+	return []failoverRow{
+		{r.Fault.String() + " -> next acknowledged update", r.Outage},
+		{r.Fault.String() + " -> new leader (Status poll)", r.Election},
+		{heal + " -> healthy and caught up", r.Rejoin},
+	}
+}
+
 // FailoverTable prints p50, p99 and max of the outages, the elections and
-// the rejoin times of a failover measurement.
-func FailoverTable(r FailoverResult) string {
+// the rejoin times of failover measurements (kills, freezes), one block of
+// rows per result, and what each writer saw.
+func FailoverTable(rs ...FailoverResult) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tn\tp50\tp99\tmax")
-	for _, row := range []struct {
-		name string
-		d    []time.Duration
-	}{
-		{"kill -> next acknowledged update", r.Outage},
-		{"kill -> new leader (Status poll)", r.Election},
-		{"restart -> healthy and caught up", r.Rejoin},
-	} {
-		d := slices.Clone(row.d)
-		slices.Sort(d)
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", row.name, len(d),
-			FormatDuration(Percentile(d, 50)), FormatDuration(Percentile(d, 99)), FormatDuration(Percentile(d, 100)))
+	for _, r := range rs {
+		for _, row := range failoverRows(r) {
+			d := sortedCopy(row.d)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", row.name, len(d),
+				FormatDuration(Percentile(d, 50)), FormatDuration(Percentile(d, 99)), FormatDuration(Percentile(d, 100)))
+		}
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "writer: %d updates acknowledged, %d failed during the run\n", r.Acks, r.Errors)
+	for _, r := range rs {
+		fmt.Fprintf(&b, "writer across the %ss: %d updates acknowledged, %d failed\n", r.Fault, r.Acks, r.Errors)
+	}
 	return b.String()
+}
+
+// sortedCopy is a sorted copy of d.
+func sortedCopy(d []time.Duration) []time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d
 }
 
 // SecurityRow is one client count measured with the cluster plain
@@ -157,26 +181,24 @@ func LogStoreTable(rows []LogStoreRow) string {
 	return b.String()
 }
 
-// FailoverSecurityTable prints the failover percentiles of a plain and a
-// secured run side by side.
-func FailoverSecurityTable(plain, secured FailoverResult) string {
+// FailoverSecurityTable prints the failover percentiles of plain and
+// secured runs side by side, the rows of each fault measured in both.
+func FailoverSecurityTable(plain, secured []FailoverResult) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tplain p50\tp99\tmax\tTLS p50\tp99\tmax")
-	for _, row := range []struct {
-		name string
-		p, t []time.Duration
-	}{
-		{"kill -> next acknowledged update", plain.Outage, secured.Outage},
-		{"kill -> new leader (Status poll)", plain.Election, secured.Election},
-		{"restart -> healthy and caught up", plain.Rejoin, secured.Rejoin},
-	} {
-		p, t := slices.Clone(row.p), slices.Clone(row.t)
-		slices.Sort(p)
-		slices.Sort(t)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.name,
-			FormatDuration(Percentile(p, 50)), FormatDuration(Percentile(p, 99)), FormatDuration(Percentile(p, 100)),
-			FormatDuration(Percentile(t, 50)), FormatDuration(Percentile(t, 99)), FormatDuration(Percentile(t, 100)))
+	for _, p := range plain {
+		i := slices.IndexFunc(secured, func(s FailoverResult) bool { return s.Fault == p.Fault })
+		if i < 0 {
+			continue
+		}
+		prows, trows := failoverRows(p), failoverRows(secured[i])
+		for j, row := range prows {
+			pd, td := sortedCopy(row.d), sortedCopy(trows[j].d)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.name,
+				FormatDuration(Percentile(pd, 50)), FormatDuration(Percentile(pd, 99)), FormatDuration(Percentile(pd, 100)),
+				FormatDuration(Percentile(td, 50)), FormatDuration(Percentile(td, 99)), FormatDuration(Percentile(td, 100)))
+		}
 	}
 	tw.Flush()
 	return b.String()

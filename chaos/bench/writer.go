@@ -31,7 +31,9 @@ const MinPayload = 48
 // runtimeConfig it rewrites on every update. A broken stream is redialled
 // through the Resolver on the next call, which goes straight to the new
 // leader once one is known, so a Writer rides through a failover as the
-// CLI would. Not safe for concurrent use.
+// CLI would; with Lookout, as an agent would (a stream the lookout ended
+// with ErrLeaderMoved is redialled at the leader the lookout named). Not
+// safe for concurrent use.
 type Writer struct {
 	// ConfigOnly makes Update write a config item of the payload size
 	// instead of the workload's runtimeConfig: a replicated write with no
@@ -40,6 +42,11 @@ type Writer struct {
 	// Commander makes the writer a commander (CommandConnection): it
 	// gets its own answers only, not every workload-state broadcast.
 	Commander bool
+	// Lookout makes the writer keep a lookout at another replica
+	// (client.Options.Lookout), as an agent does: a leader that freezes
+	// is left as soon as the lookout names the next one, not when its
+	// heartbeat stops. For a writer that stands for a long-lived client.
+	Lookout bool
 
 	opts     client.Options
 	workload string
@@ -115,7 +122,7 @@ func (w *Writer) ensure(ctx context.Context) error {
 	}
 	w.drop()
 	if w.res == nil {
-		w.opts.Commander = w.Commander
+		w.opts.Commander, w.opts.Lookout = w.Commander, w.Lookout
 		r, err := client.NewResolver(w.opts)
 		if err != nil {
 			return err

@@ -1,8 +1,9 @@
 // Command grapnel-bench measures a Grapnel cluster of real grapnel-server
 // processes against an etcd cluster on the same machine and prints the
 // tables of chaos/bench: UpdateState throughput and latency next to etcd
-// puts for each client count, and the failover time after SIGKILL of the
-// leader. scripts/bench.sh builds the binaries and runs it.
+// puts for each client count, and the failover time after SIGKILL and
+// after SIGSTOP of the leader. scripts/bench.sh builds the binaries and
+// runs it.
 package main
 
 import (
@@ -31,7 +32,8 @@ type options struct {
 	payload                       int
 	timeout                       time.Duration
 	replicas                      int
-	kills                         int
+	kills, freezes                int
+	lookout                       bool
 	settle                        time.Duration
 	bound                         time.Duration
 	skipThroughput, skipEtcd      bool
@@ -71,8 +73,13 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.payload, "payload", 256, "runtimeConfig size (Grapnel) and value size (etcd) in bytes")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "bound of one request")
 	fs.IntVar(&o.replicas, "replicas", 3, "Grapnel replicas (etcd always runs 3 members)")
-	fs.IntVar(&o.kills, "kills", 20, "leader kills of the failover measurement (0 skips it)")
-	fs.DurationVar(&o.settle, "settle", time.Second, "steady writes to the healthy cluster before each kill")
+	fs.IntVar(&o.kills, "kills", 50, "leader kills (SIGKILL, then a restart) of the failover measurement (0 skips them)")
+	fs.IntVar(&o.freezes, "freezes", 50, "leader freezes (SIGSTOP, SIGCONT once a new leader acknowledged an update) of the failover measurement, on a fresh cluster after the kills (0 skips them)")
+	// A failover writer stands for a long-lived client, such as an agent
+	// or a vehicle's app, which keeps a lookout; -lookout=false measures
+	// the CLI, which learns of a frozen leader from its heartbeat alone.
+	fs.BoolVar(&o.lookout, "lookout", true, "the failover writer keeps a lookout at another replica, as an agent does (long-lived client); -lookout=false: a CLI-like client (heartbeat only)")
+	fs.DurationVar(&o.settle, "settle", time.Second, "steady writes to the healthy cluster before each kill or freeze")
 	fs.DurationVar(&o.bound, "bound", 60*time.Second, "longest wait for a cluster to become ready or recover")
 	fs.BoolVar(&o.skipThroughput, "skip-throughput", false, "measure only the failover")
 	fs.BoolVar(&o.skipEtcd, "skip-etcd", false, "measure Grapnel only")
@@ -108,12 +115,14 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("%w: -payload %d: need at least %d bytes", errUsage, o.payload, bench.MinPayload)
 	case o.kills < 0:
 		return o, fmt.Errorf("%w: -kills %d: must not be negative", errUsage, o.kills)
+	case o.freezes < 0:
+		return o, fmt.Errorf("%w: -freezes %d: must not be negative", errUsage, o.freezes)
 	case o.security != "plain" && o.security != "tls" && o.security != "both":
 		return o, fmt.Errorf("%w: -security %q: plain, tls or both", errUsage, o.security)
 	case o.logStore != "wal" && o.logStore != "bolt" && o.logStore != "both":
 		return o, fmt.Errorf("%w: -log-store %q: wal, bolt or both", errUsage, o.logStore)
-	case o.kills > 0 && o.replicas < 3:
-		return o, fmt.Errorf("%w: -kills needs -replicas of at least 3", errUsage)
+	case (o.kills > 0 || o.freezes > 0) && o.replicas < 3:
+		return o, fmt.Errorf("%w: -kills and -freezes need -replicas of at least 3", errUsage)
 	}
 	return o, nil
 }
@@ -150,7 +159,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		return "plain (--insecure: no TLS anywhere)"
 	}
 	perMode := map[bool][]bench.ThroughputRow{}
-	fails := map[bool]bench.FailoverResult{}
+	fails := map[bool][]bench.FailoverResult{}
 	var boltRows []bench.ThroughputRow
 	boltMode := false // the security mode boltRows were measured in
 	for i, secured := range modes {
@@ -186,14 +195,15 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 				label(secured), what, o.payload, o.replicas)
 			report.WriteString(bench.ThroughputTable(rows))
 		}
-		if o.kills > 0 {
+		if o.kills > 0 || o.freezes > 0 {
 			res, err := failover(ctx, mo, filepath.Join(dir, mode(secured)))
 			if err != nil {
 				return err
 			}
 			fails[secured] = res
-			fmt.Fprintf(&report, "\nFailover, %s: SIGKILL of the leader of %d replicas, %d times, one client updating continuously\n\n", label(secured), o.replicas, o.kills)
-			report.WriteString(bench.FailoverTable(res))
+			fmt.Fprintf(&report, "\nFailover, %s: %s; one client updating continuously, %s\n\n",
+				label(secured), faults(o), writerKind(o.lookout))
+			report.WriteString(bench.FailoverTable(res...))
 		}
 	}
 	if len(modes) == 2 {
@@ -205,7 +215,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 			}
 			report.WriteString(bench.SecurityTable(rows))
 		}
-		if o.kills > 0 {
+		if o.kills > 0 || o.freezes > 0 {
 			if !o.skipThroughput {
 				report.WriteString("\n")
 			}
@@ -259,7 +269,34 @@ func header(o options) string {
 	}
 	fmt.Fprintf(&b, "bounds: %v or %d operations measured after %v warm-up per point; request timeout %v\n",
 		o.load.Duration, o.load.Count, o.load.Warmup, o.timeout)
+	if o.kills > 0 || o.freezes > 0 {
+		fmt.Fprintf(&b, "failover writer: %s (-lookout=%v)\n", writerKind(o.lookout), o.lookout)
+	}
 	return b.String()
+}
+
+// writerKind says which client the failover writer stands for.
+func writerKind(lookout bool) string {
+	if lookout {
+		return "a long-lived client with a lookout at another replica, as an agent keeps"
+	}
+	return "a CLI-like client without a lookout, which learns of a frozen leader from its heartbeat"
+}
+
+// faults says what the failover measurement does to the leader.
+func faults(o options) string {
+	var parts []string
+	if o.kills > 0 {
+		parts = append(parts, fmt.Sprintf("SIGKILL of the leader of %d replicas, %d times (restarted from its data directory)", o.replicas, o.kills))
+	}
+	if o.freezes > 0 {
+		fresh := ""
+		if o.kills > 0 {
+			fresh = " on a fresh cluster"
+		}
+		parts = append(parts, fmt.Sprintf("SIGSTOP of the leader of %d replicas%s, %d times (SIGCONT once a new leader acknowledged an update)", o.replicas, fresh, o.freezes))
+	}
+	return strings.Join(parts, "; then ")
 }
 
 func version(bin string) string {
@@ -365,14 +402,40 @@ func throughput(ctx context.Context, o options, dir string) ([]bench.ThroughputR
 	return rows, nil
 }
 
-func failover(ctx context.Context, o options, dir string) (bench.FailoverResult, error) {
-	g, _, err := startGrapnel(ctx, o, filepath.Join(dir, "grapnel-failover"))
+// failover measures the kills and then the freezes, each on a cluster of
+// its own, so that the freeze figures do not depend on how many kills (and
+// restarts, each replaying a longer log) came before them.
+func failover(ctx context.Context, o options, dir string) ([]bench.FailoverResult, error) {
+	var out []bench.FailoverResult
+	for _, f := range []struct {
+		fault bench.Fault
+		n     int
+		dir   string
+	}{
+		{bench.Kill, o.kills, "grapnel-failover"},
+		{bench.Freeze, o.freezes, "grapnel-freeze"},
+	} {
+		if f.n == 0 {
+			continue
+		}
+		res, err := measureFailover(ctx, o, filepath.Join(dir, f.dir), f.fault, f.n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func measureFailover(ctx context.Context, o options, dir string, fault bench.Fault, n int) (bench.FailoverResult, error) {
+	g, _, err := startGrapnel(ctx, o, dir)
 	if err != nil {
 		return bench.FailoverResult{}, err
 	}
 	defer g.Close()
 	return bench.MeasureFailover(ctx, g, bench.FailoverConfig{
-		Kills: o.kills, Payload: o.payload, Timeout: o.timeout, Bound: o.bound, Settle: o.settle, Logf: bench.Logf,
+		Fault: fault, Faults: n, Lookout: o.lookout,
+		Payload: o.payload, Timeout: o.timeout, Bound: o.bound, Settle: o.settle, Logf: bench.Logf,
 	})
 }
 

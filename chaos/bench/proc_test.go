@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grapnel-io/grapnel/internal/testwait"
+)
+
+// TestStopEndsAFrozenProcess: a frozen process gets SIGCONT with its
+// SIGTERM, so it ends by the SIGTERM, not by the SIGKILL after the grace.
+func TestStopEndsAFrozenProcess(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process groups and /proc are Linux's")
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	p, err := StartProcess("sleeper", sleep, []string{"600"}, filepath.Join(t.TempDir(), "sleeper.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	if err := p.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, p.Pid(), 'T')
+	err = p.StopWithin(5 * time.Second)
+	if err == nil || !strings.Contains(err.Error(), "stopped with SIGTERM, ended with signal: terminated") {
+		t.Fatalf("StopWithin of a frozen process: %v, want it ended by the SIGTERM", err)
+	}
+}
+
+// TestFreezeAndThaw: Freeze stops the process (state T), Thaw lets it run.
+func TestFreezeAndThaw(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process groups and /proc are Linux's")
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	p, err := StartProcess("sleeper", sleep, []string{"600"}, filepath.Join(t.TempDir(), "sleeper.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	if err := p.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, p.Pid(), 'T')
+	if err := p.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, p.Pid(), 'S')
+}
+
+// waitState waits until process pid is in state want (/proc/PID/stat).
+func waitState(t *testing.T, pid int, want byte) {
+	t.Helper()
+	var got byte
+	testwait.For(t, 10*time.Second, func() bool {
+		st, err := procState(pid)
+		got = st
+		return err == nil && st == want
+	}, "pid %d in state %c (last seen %q)", pid, want, testwait.Lazy(func() string { return string(got) }))
+}
+
+// procState is the state letter of process pid from /proc/PID/stat, the
+// field after the command name (which may itself hold spaces and
+// parentheses, hence the last one).
+func procState(pid int) (byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return 0, fmt.Errorf("/proc/%d/stat: no state in %q", pid, s)
+	}
+	return s[i+2], nil
+}
