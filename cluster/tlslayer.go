@@ -298,7 +298,15 @@ func (c *acceptedTLS) handshake() error {
 		ctx, cancel := context.WithTimeout(context.Background(), raftHandshakeTimeout)
 		defer cancel()
 		if c.err = c.Conn.HandshakeContext(ctx); c.err != nil {
-			c.layer.refuse("accepted", c.RemoteAddr().String(), c.err)
+			if peerClosed(c.err) {
+				// The peer hung up before it said who it is: nothing
+				// was refused. A follower's probe of a stopped leader
+				// (fastfail.go) is read only when the leader runs again,
+				// long after the follower closed it.
+				c.layer.logger.Debug("a peer hung up during the Raft TLS handshake", "peer", c.RemoteAddr().String(), "error", c.err)
+			} else {
+				c.layer.refuse("accepted", c.RemoteAddr().String(), c.err)
+			}
 			c.Conn.Close()
 		}
 	})

@@ -50,8 +50,13 @@ func Run(ctx context.Context, cfg Config, rec *history.Recorder) error {
 	return nil
 }
 
+// options are those of a long-lived client, as a vehicle application
+// or an agent is: with a lookout at a second replica
+// (client.Options.Lookout), which names a new leader the moment it is
+// elected. Without one, a client whose leader froze learns of it only
+// when its heartbeat times out (1 s).
 func (c Config) options() client.Options {
-	o := client.Options{Addrs: c.Addrs, ResponseTimeout: c.timeout(), Commander: true}
+	o := client.Options{Addrs: c.Addrs, ResponseTimeout: c.timeout(), Commander: true, Lookout: true}
 	if c.TLS != nil {
 		o.TLS = *c.TLS
 	} else {
