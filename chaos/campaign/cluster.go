@@ -372,17 +372,24 @@ func (c *cluster) status(ctx context.Context, i int) (*grapnelpb.StatusResponse,
 
 // statuses asks every replica at once; nil entries did not answer.
 func (c *cluster) statuses(ctx context.Context) []*grapnelpb.StatusResponse {
+	out, _ := c.statusesAt(ctx)
+	return out
+}
+
+// statusesAt is statuses with the time each answer arrived.
+func (c *cluster) statusesAt(ctx context.Context) ([]*grapnelpb.StatusResponse, []time.Time) {
 	out := make([]*grapnelpb.StatusResponse, len(c.reps))
+	at := make([]time.Time, len(c.reps))
 	var wg sync.WaitGroup
 	for i := range c.reps {
 		wg.Go(func() {
 			if st, err := c.status(ctx, i); err == nil {
-				out[i] = st
+				out[i], at[i] = st, time.Now()
 			}
 		})
 	}
 	wg.Wait()
-	return out
+	return out, at
 }
 
 // leaderOf picks, among answers, the replica that says it leads in the

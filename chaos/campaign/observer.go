@@ -16,6 +16,13 @@ const (
 	StatesEvery = 500 * time.Millisecond
 )
 
+// sampleWait bounds one round of Status calls: a frozen replica's Status
+// hangs until statusTimeout, and a round that waited for it would stamp
+// the new leader's answer that much later (the campaign's frozen-leader
+// figures read 530 ms where the writers saw the new leader at 200 ms).
+// A replica that did not answer within it is left out of that sample.
+const sampleWait = 2 * StatusEvery
+
 // observer records, from the root namespace over the bridge, what every
 // replica says about leader and term, the timeline samples, and the
 // workload states.
@@ -49,21 +56,24 @@ func (o *observer) loop(ctx context.Context, every time.Duration, f func(context
 	}
 }
 
-// status asks every replica at once and records one sample.
+// status asks every replica at once and records one sample, stamped
+// with the time the answer naming the leader arrived (each observation
+// with its own).
 func (o *observer) status(ctx context.Context) {
-	sts := o.c.statuses(ctx)
-	at := time.Now()
-	s := report.Sample{At: at}
+	sctx, cancel := context.WithTimeout(ctx, sampleWait)
+	defer cancel()
+	sts, ats := o.c.statusesAt(sctx)
+	s := report.Sample{At: time.Now()}
 	var obs []check.LeaderObs
-	for _, st := range sts {
+	for i, st := range sts {
 		if st == nil {
 			continue
 		}
-		obs = append(obs, check.LeaderObs{At: at, Replica: st.GetReplicaId(), Term: st.GetTerm(), Leader: st.GetLeaderId()})
+		obs = append(obs, check.LeaderObs{At: ats[i], Replica: st.GetReplicaId(), Term: st.GetTerm(), Leader: st.GetLeaderId()})
 		s.Term = max(s.Term, st.GetTerm())
 	}
 	if l := leaderOf(sts); l >= 0 {
-		s.Leader, s.Term, s.Attached = sts[l].GetReplicaId(), sts[l].GetTerm(), sts[l].GetAttachedAgents()
+		s.At, s.Leader, s.Term, s.Attached = ats[l], sts[l].GetReplicaId(), sts[l].GetTerm(), sts[l].GetAttachedAgents()
 	}
 	o.mu.Lock()
 	o.obs = append(o.obs, obs...)
