@@ -52,20 +52,21 @@ import (
 //
 // A leader that is stopped (SIGSTOP) or hung gives no such signal at
 // once, but it cannot answer either. So the successor also looks at the
-// leader whenever it has heard nothing from it for a little less than a
-// heartbeat timeout (silentAfter), the time after which Raft's own
-// follower would begin to doubt it: it dials the leader's Raft port and asks the process to answer (the TLS
-// handshake, or one probe byte in the insecure mode). A port that takes
-// the connection while the process behind it says nothing within the
-// probe's bound means the host and the link are up and the process is
-// not running: the successor stands as above. This saves Raft's slow
-// path: the follower's check at a random one to two timeouts, then the
-// other followers refusing their vote until their own timers fire, then
-// a second election timeout. A leader that answers is merely not heard
-// (a cut link one way, a slow network) and is left to the timeouts, and
-// so is one whose host or link does not answer at all: a replica cut off
-// from the leader alone must not depose it. Only the successor looks, so
-// a healthy cluster whose heartbeats stall costs one probe per timeout.
+// leader whenever it has heard nothing from it for two heartbeats
+// (silentAfter), a little less than the heartbeat timeout after which
+// Raft's own follower begins to doubt it: it dials the leader's Raft port
+// and asks the process to answer (the TLS handshake, or one probe byte
+// in the insecure mode). A port that takes the connection while the
+// process behind it says nothing within the probe's bound means the host
+// and the link are up and the process is not running: the successor
+// stands as above. This saves Raft's slow path: the follower's check at
+// a random one to two timeouts, then the other followers refusing their
+// vote until their own timers fire, then a second election timeout. A
+// leader that answers is merely not heard (a cut link one way, a slow
+// network) and is left to the timeouts, and so is one whose host or link
+// does not answer at all: a replica cut off from the leader alone must
+// not depose it. Only the successor probes, at most once a heartbeat
+// timeout.
 //
 // Config.DisableFastFailover turns it off, to compare.
 
@@ -101,15 +102,36 @@ const (
 type fastFailover struct {
 	off  bool
 	kick chan struct{}
+	// changed is poked when the leader or the configuration changed,
+	// so that the replica that became the successor starts watching.
+	changed chan struct{}
+	// watching says whether this replica watches the leader as its
+	// successor; watch holds the silence timer (set once by the loop).
+	watching atomic.Bool
+	watch    atomic.Pointer[clock.ChanTimer]
 	// probes counts the dials to the leader's Raft port; refused those
 	// it refused (the leader's process was gone); frozen those it took
 	// while the process never answered; campaigns the elections this
 	// replica started as the successor.
 	probes, refused, frozen, campaigns atomic.Uint64
+	// lastSilentProbe is when the successor last probed a silent leader
+	// (owned by fastFailoverLoop).
+	lastSilentProbe time.Time
 }
 
 func newFastFailover(off bool) *fastFailover {
-	return &fastFailover{off: off, kick: make(chan struct{}, 1)}
+	return &fastFailover{off: off, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
+}
+
+func (f *fastFailover) silence() *clock.ChanTimer { return f.watch.Load() }
+
+// leaderChanged tells the fast failover that the leader or the
+// configuration changed.
+func (f *fastFailover) leaderChanged() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
 }
 
 // FastFailoverStats counts what the fast failover did on this replica.
@@ -149,17 +171,20 @@ func (n *Node) connEnded(peer string) {
 }
 
 // fastFailoverLoop checks the leader whenever a connection from it ended
-// or it was silent for a heartbeat timeout, until shutdown.
+// or, on its successor, it was silent for silentAfter, until shutdown.
 func (n *Node) fastFailoverLoop() {
 	defer n.wg.Done()
-	silence := clock.NewTimer(n.cfg.Clock, n.timing.silentAfter())
-	defer silence.Stop()
+	f := n.fast
+	f.watch.Store(clock.NewTimer(n.cfg.Clock, 0))
+	defer f.silence().Stop()
 	for {
 		select {
-		case <-n.fast.kick:
+		case <-f.kick:
 			n.checkLeader(false)
-		case <-silence.C:
-			silence.Reset(n.checkSilentLeader())
+		case <-f.silence().C:
+			n.watchLeader()
+		case <-f.changed:
+			n.watchLeader()
 		case <-n.shutdownCh:
 			return
 		}
@@ -167,82 +192,111 @@ func (n *Node) fastFailoverLoop() {
 }
 
 // silentAfter is how long the successor lets the leader be silent
-// before it probes it: 130 ms by default, so that the probe's answer (at
-// most leaderProbeTimeout) is in before Raft's own follower timer can
-// fire, a heartbeat timeout after the last contact at the earliest. A
+// before it probes it: one and a half heartbeat intervals (125 ms by
+// default), so that the probe's answer (at most leaderProbeTimeout
+// later) is in before Raft's own follower timer can fire, a heartbeat
+// timeout after the last contact at the earliest, then at random. A
 // successor whose own timer fired first is a candidate that asks for
 // pre-votes, which the other followers refuse while they still know the
-// leader: the slow path (in the kill bench, one freeze in eight took
-// it, 370 to 500 ms instead of 260). A heartbeat more than 47 ms late
-// costs a probe of a leader that answers, nothing more.
+// leader: the slow path (370 to 500 ms in the freeze bench, where
+// probing after 200 ms of silence took it once in eight). A heartbeat
+// more than 42 ms late costs a probe of a leader that answers, nothing
+// more.
 func (t Timing) silentAfter() time.Duration {
-	return max(t.HeartbeatTimeout/2, t.HeartbeatInterval*3/2, t.HeartbeatTimeout-leaderProbeTimeout-t.HeartbeatTimeout/10)
+	return max(t.HeartbeatTimeout/2, t.HeartbeatInterval*3/2)
 }
 
-// checkSilentLeader checks the leader when this follower has not heard
-// from it for silentAfter, and says when to look again: that long after
-// the last contact. On an idle cluster that is a wake-up every one to
-// two heartbeats.
-func (n *Node) checkSilentLeader() time.Duration {
-	after := n.timing.silentAfter()
-	if n.raft.State() != raft.Follower {
-		return after
+// heard is told by the stream layer that bytes arrived on a connection
+// a peer opened to this replica: on a follower, mostly the leader's
+// heartbeats and entries. While the successor watches the leader, each
+// pushes its silence timer back, so that the timer fires only after
+// silentAfter without a word, and an idle follower pays no wake-up for
+// the watch (a timer that looked 130 ms after each last contact cost
+// each follower 0.35 % of a core at idle; one on the heartbeat slots
+// 0.2 %).
+func (n *Node) heard() {
+	if n.fast.watching.Load() {
+		n.fast.silence().Reset(n.timing.silentAfter())
 	}
+}
+
+// watchLeader decides, when the silence timer fired or the leader or
+// the configuration changed, whether this replica watches the leader
+// (it is a follower and the leader's successor), probes a leader silent
+// for silentAfter (at most once a heartbeat timeout), and arms the
+// timer for the next look.
+func (n *Node) watchLeader() {
+	f := n.fast
+	_, leader := n.raft.LeaderWithID()
 	last := n.raft.LastContact()
-	if _, leader := n.raft.LeaderWithID(); leader == "" || string(leader) == n.cfg.ID || last.IsZero() {
-		return after
+	watch := n.raft.State() == raft.Follower && leader != "" && string(leader) != n.cfg.ID && !last.IsZero()
+	if watch {
+		cfg, err := n.configuration()
+		watch = err == nil && successor(cfg, leader) == raft.ServerID(n.cfg.ID)
 	}
-	if quiet := clock.Since(n.cfg.Clock, last); quiet < after {
-		return after - quiet
+	f.watching.Store(watch)
+	if !watch {
+		f.silence().Stop()
+		return
 	}
-	n.checkLeader(true)
-	return n.timing.HeartbeatTimeout
+	now := n.cfg.Clock.Now()
+	after := n.timing.silentAfter()
+	quiet := now.Sub(last)
+	if quiet < after {
+		f.silence().Reset(after - quiet)
+		return
+	}
+	if now.Sub(f.lastSilentProbe) >= n.timing.HeartbeatTimeout && n.checkLeader(true) {
+		f.lastSilentProbe = now
+	}
+	f.silence().Reset(n.timing.HeartbeatTimeout)
 }
 
 // checkLeader probes the leader this follower knows and, when its
 // process is gone (or, with silent, stopped) and this replica is its
 // successor, stands for election. silent says the leader said nothing
-// for a heartbeat timeout; otherwise a connection from it ended.
-func (n *Node) checkLeader(silent bool) {
+// for silentAfter; otherwise a connection from it ended. It says
+// whether it probed.
+func (n *Node) checkLeader(silent bool) bool {
 	if n.raft.State() != raft.Follower {
-		return
+		return false
 	}
 	addr, leader := n.raft.LeaderWithID()
 	if leader == "" || string(leader) == n.cfg.ID {
-		return
+		return false
 	}
 	term := n.raft.CurrentTerm()
 	cfg, err := n.configuration()
 	if err != nil {
-		return
+		return false
 	}
 	succ := successor(cfg, leader)
 	self := succ == raft.ServerID(n.cfg.ID)
 	if silent && !self {
-		return // the successor looks; the others would only add probes
+		return false // the successor looks; the others would only add probes
 	}
 	switch n.probeLeader(addr) {
 	case leaderGone:
 		n.logger.Info("the leader's Raft port refuses connections: its process is gone", "leader", leader, "term", term, "successor", succ)
 	case leaderFrozen:
 		if !silent {
-			return // it may yet speak: the heartbeat timeout decides
+			return true // it may yet speak: the heartbeat timeout decides
 		}
-		n.logger.Info("the leader said nothing for a heartbeat timeout and its process does not answer: it is stopped or hung",
+		n.logger.Info("the leader said nothing for two heartbeats and its process does not answer: it is stopped or hung",
 			"leader", leader, "term", term, "successor", succ)
 	default:
-		return
+		return true
 	}
 	if !self {
-		return // the successor stands; this replica grants its vote
+		return true // the successor stands; this replica grants its vote
 	}
 	// Stand only while nothing changed: still a follower of the
 	// leader's term without a new leader.
 	if n.storage.Fault() != nil || n.hold.active() || n.raft.State() != raft.Follower || n.raft.CurrentTerm() != term {
-		return
+		return true
 	}
 	if _, id := n.raft.LeaderWithID(); id != "" && id != leader {
-		return
+		return true
 	}
 	// A follower's pooled connections are those of its last election,
 	// to peers that may have restarted since: a vote request on one of
@@ -255,10 +309,11 @@ func (n *Node) checkLeader(silent bool) {
 	n.transport.CloseStreams()
 	if err := n.timeoutNowSelf(); err != nil {
 		n.logger.Warn("could not stand for election after the leader's process died; the normal timeout will", "error", err)
-		return
+		return true
 	}
 	n.fast.campaigns.Add(1)
 	n.logger.Warn("standing for election at once: the leader's process is not running and this replica is its successor", "leader", leader, "term", term)
+	return true
 }
 
 // timeoutNowSelf hands Raft the TimeoutNow a leader sends to the

@@ -563,8 +563,9 @@ func NewNode(cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.scrubLoop()
 	if !cfg.DisableFastFailover {
-		ended := n.connEnded
+		ended, heard := n.connEnded, n.heard
 		layer.ended.Store(&ended)
+		layer.heard.Store(&heard)
 		n.wg.Add(1)
 		go n.fastFailoverLoop()
 	}

@@ -79,6 +79,7 @@ func (n *Node) observeRaft() {
 		case o := <-n.obsCh:
 			switch d := o.Data.(type) {
 			case raft.LeaderObservation, raft.RaftState:
+				n.fast.leaderChanged()
 				n.noteLeader()
 				syncLeadership()
 				n.feed.Notify()
@@ -86,6 +87,7 @@ func (n *Node) observeRaft() {
 					n.gossip.announce()
 				}
 			case raft.PeerObservation:
+				n.fast.leaderChanged()
 				n.feed.Notify()
 				n.triggerReconcile()
 				syncLeadership()

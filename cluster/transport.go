@@ -115,6 +115,9 @@ type closingLayer struct {
 	// the far side, and the replica id of that side when known
 	// (fastfail.go).
 	ended atomic.Pointer[func(peer string)]
+	// heard, when set, is told that bytes arrived on an accepted
+	// connection (fastfail.go).
+	heard atomic.Pointer[func()]
 }
 
 func newClosingLayer(l raft.StreamLayer) *closingLayer {
@@ -211,6 +214,11 @@ func (c *acceptedConn) Read(b []byte) (int, error) {
 			_, _ = c.Conn.Write(b[:1])
 			c.gone.Store(true)
 			return 0, io.EOF
+		}
+	}
+	if n > 0 {
+		if f := c.layer.heard.Load(); f != nil {
+			(*f)()
 		}
 	}
 	if err != nil && peerClosed(err) && c.gone.CompareAndSwap(false, true) {
