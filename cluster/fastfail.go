@@ -237,13 +237,12 @@ func (n *Node) heard() {
 // watchLeader decides, when the silence timer fired or the leader or
 // the configuration changed, whether this replica watches the leader
 // (it is a follower and the leader's successor), probes a leader silent
-// for silentAfter (at most once a heartbeat timeout), and arms the
-// timer for the next look.
+// for silentAfter (once per silence), and arms the timer for the next
+// look.
 func (n *Node) watchLeader() {
 	f := n.fast
 	_, leader := n.raft.LeaderWithID()
-	last := n.raft.LastContact()
-	watch := n.raft.State() == raft.Follower && leader != "" && string(leader) != n.cfg.ID && !last.IsZero()
+	watch := n.raft.State() == raft.Follower && leader != "" && string(leader) != n.cfg.ID
 	if watch {
 		cfg, err := n.configuration()
 		watch = err == nil && successor(cfg, leader) == raft.ServerID(n.cfg.ID)
@@ -255,12 +254,22 @@ func (n *Node) watchLeader() {
 	}
 	now := n.cfg.Clock.Now()
 	after := n.timing.silentAfter()
+	// Raft names the leader of its first AppendEntries (and tells the
+	// observer) before it records the contact: a zero last contact is
+	// one that is happening now.
+	last := n.raft.LastContact()
+	if last.IsZero() {
+		last = now
+	}
 	quiet := now.Sub(last)
 	if quiet < after {
 		f.silence().Reset(after - quiet)
 		return
 	}
-	if now.Sub(f.lastSilentProbe) >= n.timing.HeartbeatTimeout && n.checkLeader(true) {
+	// One probe per silence: a leader that answered is asked again once
+	// it was heard since, or a heartbeat timeout later.
+	again := last.After(f.lastSilentProbe) || now.Sub(f.lastSilentProbe) >= n.timing.HeartbeatTimeout
+	if again && n.checkLeader(true) {
 		f.lastSilentProbe = now
 	}
 	f.silence().Reset(n.timing.HeartbeatTimeout)
