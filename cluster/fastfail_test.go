@@ -30,6 +30,28 @@ func withFastFailover(on bool) clustertest.Option {
 	return clustertest.WithConfig(func(cfg *cluster.Config) { cfg.DisableFastFailover = !on })
 }
 
+// failoverCases are the fast failover on without and with TLS, and off.
+var failoverCases = []struct {
+	name string
+	on   bool
+	tls  bool
+}{{"on", true, false}, {"on TLS", true, true}, {"off", false, false}}
+
+// failoverCluster starts three replicas with failoverTiming, the fast
+// failover on or off, Raft over TLS or not, and three agents applied;
+// it returns the cluster, its leader and the other replicas.
+func failoverCluster(t *testing.T, on, tls bool) (c *clustertest.Cluster, leader string, others []string) {
+	t.Helper()
+	opts := []clustertest.Option{failoverTiming(), withFastFailover(on)}
+	if tls {
+		opts = append(opts, clustertest.WithRaftTLS(replicaCerts(t, rpctest.NewCA(t))))
+	}
+	c = clustertest.New(t, 3, opts...)
+	leader = c.WaitLeader(waitLong).ID()
+	c.WaitApplied(applyAgents(t, c, "before", 3))
+	return c, leader, survivorsOf(c, leader)
+}
+
 // survivorsOf are the running replicas other than gone, sorted.
 func survivorsOf(c *clustertest.Cluster, gone ...string) []string {
 	var out []string
@@ -104,20 +126,9 @@ func fastStats(c *clustertest.Cluster, ids []string) cluster.FastFailoverStats {
 // timeout, having stood once; with the switch off the followers wait for
 // the timeout. With and without TLS, whose stream layer names the peer.
 func TestLeaderStopped_SuccessorLeadsAtOnce(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		on   bool
-		tls  bool
-	}{{"on", true, false}, {"on TLS", true, true}, {"off", false, false}} {
+	for _, tc := range failoverCases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []clustertest.Option{failoverTiming(), withFastFailover(tc.on)}
-			if tc.tls {
-				opts = append(opts, clustertest.WithRaftTLS(replicaCerts(t, rpctest.NewCA(t))))
-			}
-			c := clustertest.New(t, 3, opts...)
-			old := c.WaitLeader(waitLong).ID()
-			c.WaitApplied(applyAgents(t, c, "before", 3))
-			survivors := survivorsOf(c, old)
+			c, old, survivors := failoverCluster(t, tc.on, tc.tls)
 
 			start := time.Now()
 			c.Stop(old)
@@ -154,20 +165,9 @@ func TestLeaderStopped_SuccessorLeadsAtOnce(t *testing.T) {
 // follower refusing its vote until its own timer fired. With and
 // without TLS (the handshake, or the probe byte, is the question asked).
 func TestLeaderFrozen_SuccessorStandsAfterOneTimeout(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		on   bool
-		tls  bool
-	}{{"on", true, false}, {"on TLS", true, true}, {"off", false, false}} {
+	for _, tc := range failoverCases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []clustertest.Option{failoverTiming(), withFastFailover(tc.on)}
-			if tc.tls {
-				opts = append(opts, clustertest.WithRaftTLS(replicaCerts(t, rpctest.NewCA(t))))
-			}
-			c := clustertest.New(t, 3, opts...)
-			old := c.WaitLeader(waitLong).ID()
-			c.WaitApplied(applyAgents(t, c, "before", 3))
-			survivors := survivorsOf(c, old)
+			c, old, survivors := failoverCluster(t, tc.on, tc.tls)
 
 			start := time.Now()
 			c.Freeze(old)

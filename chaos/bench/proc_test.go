@@ -16,23 +16,8 @@ import (
 // TestStopEndsAFrozenProcess: a frozen process gets SIGCONT with its
 // SIGTERM, so it ends by the SIGTERM, not by the SIGKILL after the grace.
 func TestStopEndsAFrozenProcess(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("process groups and /proc are Linux's")
-	}
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep binary")
-	}
-	p, err := StartProcess("sleeper", sleep, []string{"600"}, filepath.Join(t.TempDir(), "sleeper.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Kill)
-	if err := p.Freeze(); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, p.Pid(), 'T')
-	err = p.StopWithin(5 * time.Second)
+	p := frozenSleeper(t)
+	err := p.StopWithin(5 * time.Second)
 	if err == nil || !strings.Contains(err.Error(), "stopped with SIGTERM, ended with signal: terminated") {
 		t.Fatalf("StopWithin of a frozen process: %v, want it ended by the SIGTERM", err)
 	}
@@ -40,6 +25,17 @@ func TestStopEndsAFrozenProcess(t *testing.T) {
 
 // TestFreezeAndThaw: Freeze stops the process (state T), Thaw lets it run.
 func TestFreezeAndThaw(t *testing.T) {
+	p := frozenSleeper(t)
+	if err := p.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, p.Pid(), 'S')
+}
+
+// frozenSleeper starts a sleep(1) process and freezes it (state T),
+// killed when the test ends.
+func frozenSleeper(t *testing.T) *Process {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("process groups and /proc are Linux's")
 	}
@@ -56,10 +52,7 @@ func TestFreezeAndThaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, p.Pid(), 'T')
-	if err := p.Thaw(); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, p.Pid(), 'S')
+	return p
 }
 
 // waitState waits until process pid is in state want (/proc/PID/stat).
