@@ -52,8 +52,8 @@ import (
 //
 // A leader that is stopped (SIGSTOP) or hung gives no such signal at
 // once, but it cannot answer either. So the successor also looks at the
-// leader whenever it has heard nothing from it for two heartbeats
-// (silentAfter), a little less than the heartbeat timeout after which
+// leader whenever it has heard nothing from it for a heartbeat interval
+// and a half (silentAfter), less than the heartbeat timeout after which
 // Raft's own follower begins to doubt it: it dials the leader's Raft port
 // and asks the process to answer (the TLS handshake, or one probe byte
 // in the insecure mode). A port that takes the connection while the
@@ -65,8 +65,7 @@ import (
 // leader that answers is merely not heard (a cut link one way, a slow
 // network) and is left to the timeouts, and so is one whose host or link
 // does not answer at all: a replica cut off from the leader alone must
-// not depose it. Only the successor probes, at most once a heartbeat
-// timeout.
+// not depose it. Only the successor probes, once per silence.
 //
 // Config.DisableFastFailover turns it off, to compare.
 
