@@ -105,9 +105,9 @@ type fastFailover struct {
 	// so that the replica that became the successor starts watching.
 	changed chan struct{}
 	// watching says whether this replica watches the leader as its
-	// successor; watch holds the silence timer (set once by the loop).
+	// successor; silence fires after silentAfter without a word from it.
 	watching atomic.Bool
-	watch    atomic.Pointer[clock.ChanTimer]
+	silence  *clock.ChanTimer
 	pushed   atomic.Int64 // when heard last pushed the timer back (Unix ns)
 	// probes counts the dials to the leader's Raft port; refused those
 	// it refused (the leader's process was gone); frozen those it took
@@ -119,11 +119,11 @@ type fastFailover struct {
 	lastSilentProbe time.Time
 }
 
-func newFastFailover(off bool) *fastFailover {
-	return &fastFailover{off: off, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
+// newFastFailover's silence timer fires at once: the loop's first look
+// decides whether to watch.
+func newFastFailover(off bool, clk clock.Clock) *fastFailover {
+	return &fastFailover{off: off, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1), silence: clock.NewTimer(clk, 0)}
 }
-
-func (f *fastFailover) silence() *clock.ChanTimer { return f.watch.Load() }
 
 // leaderChanged tells the fast failover that the leader or the
 // configuration changed.
@@ -175,13 +175,12 @@ func (n *Node) connEnded(peer string) {
 func (n *Node) fastFailoverLoop() {
 	defer n.wg.Done()
 	f := n.fast
-	f.watch.Store(clock.NewTimer(n.cfg.Clock, 0))
-	defer f.silence().Stop()
+	defer f.silence.Stop()
 	for {
 		select {
 		case <-f.kick:
 			n.checkLeader(false)
-		case <-f.silence().C:
+		case <-f.silence.C:
 			n.watchLeader()
 		case <-f.changed:
 			n.watchLeader()
@@ -208,7 +207,7 @@ func (t Timing) silentAfter() time.Duration {
 
 // heard is told by the stream layer that bytes arrived on a connection
 // a peer opened to this replica: on a follower, mostly the leader's
-// heartbeats and entries. While the successor watches the leader, each
+// heartbeats and entries. While this follower watches the leader, each
 // pushes its silence timer back, so that the timer fires only after
 // silentAfter without a word, and an idle follower pays no wake-up for
 // the watch (a timer that looked 130 ms after each last contact cost
@@ -230,25 +229,25 @@ func (n *Node) heard() {
 		return
 	}
 	f.pushed.Store(now)
-	f.silence().Reset(after)
+	f.silence.Reset(after)
 }
 
 // watchLeader decides, when the silence timer fired or the leader or
 // the configuration changed, whether this replica watches the leader
-// (it is a follower and the leader's successor), probes a leader silent
-// for silentAfter (once per silence), and arms the timer for the next
-// look.
+// (it is a follower), probes a leader silent for silentAfter when it is
+// the leader's successor (once per silence), and arms the timer for the
+// next look.
 func (n *Node) watchLeader() {
 	f := n.fast
 	_, leader := n.raft.LeaderWithID()
+	// Every follower watches, and checkLeader lets only the successor
+	// probe: a follower learns a new configuration from the log, with
+	// no event to say it became the successor, and the watch costs no
+	// wake-up while the leader speaks.
 	watch := n.raft.State() == raft.Follower && leader != "" && string(leader) != n.cfg.ID
-	if watch {
-		cfg, err := n.configuration()
-		watch = err == nil && successor(cfg, leader) == raft.ServerID(n.cfg.ID)
-	}
 	f.watching.Store(watch)
 	if !watch {
-		f.silence().Stop()
+		f.silence.Stop()
 		return
 	}
 	now := n.cfg.Clock.Now()
@@ -262,7 +261,7 @@ func (n *Node) watchLeader() {
 	}
 	quiet := now.Sub(last)
 	if quiet < after {
-		f.silence().Reset(after - quiet)
+		f.silence.Reset(after - quiet)
 		return
 	}
 	// One probe per silence: a leader that answered is asked again once
@@ -271,7 +270,7 @@ func (n *Node) watchLeader() {
 	if again && n.checkLeader(true) {
 		f.lastSilentProbe = now
 	}
-	f.silence().Reset(n.timing.HeartbeatTimeout)
+	f.silence.Reset(n.timing.HeartbeatTimeout)
 }
 
 // checkLeader probes the leader this follower knows and, when its

@@ -55,7 +55,7 @@ func TestProbeLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{cfg: Config{Clock: clock.Real()}, fast: newFastFailover(false), logger: hclog.NewNullLogger(),
+	n := &Node{cfg: Config{Clock: clock.Real()}, fast: newFastFailover(false, clock.Real()), logger: hclog.NewNullLogger(),
 		layer: newClosingLayer(&tcpStreamLayer{ln: ln, advertise: ln.Addr()})}
 	var ended atomic.Int32
 	f := func(string) { ended.Add(1) }

@@ -52,6 +52,20 @@ func failoverCluster(t *testing.T, on, tls bool) (c *clustertest.Cluster, leader
 	return c, leader, survivorsOf(c, leader)
 }
 
+// failover injects fault, waits until one of survivors leads, logs and
+// returns the new leader, the time it took and the survivors' fast
+// failover counts.
+func failover(t *testing.T, c *clustertest.Cluster, survivors []string, what string, fault func()) (string, time.Duration, cluster.FastFailoverStats) {
+	t.Helper()
+	start := time.Now()
+	fault()
+	leader, at := waitNewLeader(t, c, survivors, waitLong)
+	took := at.Sub(start)
+	s := fastStats(c, survivors)
+	t.Logf("new leader %s %v after the %s; %+v", leader, took, what, s)
+	return leader, took, s
+}
+
 // survivorsOf are the running replicas other than gone, sorted.
 func survivorsOf(c *clustertest.Cluster, gone ...string) []string {
 	var out []string
@@ -130,12 +144,7 @@ func TestLeaderStopped_SuccessorLeadsAtOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, old, survivors := failoverCluster(t, tc.on, tc.tls)
 
-			start := time.Now()
-			c.Stop(old)
-			leader, at := waitNewLeader(t, c, survivors, waitLong)
-			took := at.Sub(start)
-			s := fastStats(c, survivors)
-			t.Logf("new leader %s %v after the stop; %+v", leader, took, s)
+			leader, took, s := failover(t, c, survivors, "stop", func() { c.Stop(old) })
 			if !tc.on {
 				if took < failoverTimeout-200*time.Millisecond || s.Probes != 0 || s.Campaigns != 0 {
 					t.Fatalf("with the fast failover off: a leader after %v (timeout %v), %+v", took, failoverTimeout, s)
@@ -169,13 +178,10 @@ func TestLeaderFrozen_SuccessorStandsAfterOneTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, old, survivors := failoverCluster(t, tc.on, tc.tls)
 
-			start := time.Now()
-			c.Freeze(old)
-			t.Cleanup(func() { c.Thaw(old) })
-			leader, at := waitNewLeader(t, c, survivors, waitLong)
-			took := at.Sub(start)
-			s := fastStats(c, survivors)
-			t.Logf("new leader %s %v after the freeze; %+v", leader, took, s)
+			leader, took, s := failover(t, c, survivors, "freeze", func() {
+				c.Freeze(old)
+				t.Cleanup(func() { c.Thaw(old) })
+			})
 			if !tc.on {
 				if s.Probes != 0 || s.Campaigns != 0 {
 					t.Fatalf("with the fast failover off: %+v", s)
@@ -206,12 +212,7 @@ func TestLeaderIsolated_NoFastFailover(t *testing.T) {
 	c.WaitApplied(applyAgents(t, c, "before", 3))
 	survivors := survivorsOf(c, old)
 
-	start := time.Now()
-	c.Isolate(old)
-	leader, at := waitNewLeader(t, c, survivors, waitLong)
-	took := at.Sub(start)
-	s := fastStats(c, survivors)
-	t.Logf("new leader %s %v after the isolation; %+v", leader, took, s)
+	_, took, s := failover(t, c, survivors, "isolation", func() { c.Isolate(old) })
 	if s.Probes == 0 {
 		t.Fatal("no follower probed the leader although its connections ended: the test does not exercise the fast failover")
 	}
@@ -233,12 +234,7 @@ func TestLeaderAndSuccessorStopped_NormalElection(t *testing.T) {
 	survivors := survivorsOf(c, old, succ)
 
 	c.Stop(succ)
-	start := time.Now()
-	c.Stop(old)
-	leader, at := waitNewLeader(t, c, survivors, waitLong)
-	took := at.Sub(start)
-	s := fastStats(c, survivors)
-	t.Logf("new leader %s %v after the stop; %+v", leader, took, s)
+	_, _, s := failover(t, c, survivors, "stop", func() { c.Stop(old) })
 	if s.Refused == 0 {
 		t.Fatal("no follower found the leader's port refusing: the test does not exercise the fast failover")
 	}
@@ -281,12 +277,7 @@ func TestSuccessorBehind_OtherVoterElectedAfterTimeout(t *testing.T) {
 		return c.Node(succ).Raft().LastIndex() < c.Node(other).Raft().LastIndex()
 	})
 
-	start := time.Now()
-	c.Stop(old)
-	leader, at := waitNewLeader(t, c, survivors, waitLong)
-	took := at.Sub(start)
-	s := fastStats(c, survivors)
-	t.Logf("new leader %s %v after the stop; %+v", leader, took, s)
+	leader, took, s := failover(t, c, survivors, "stop", func() { c.Stop(old) })
 	if s.Campaigns != 1 {
 		t.Fatalf("the successor %s stood %d times at once, want 1", succ, s.Campaigns)
 	}

@@ -532,7 +532,7 @@ func NewNode(cfg Config) (*Node, error) {
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: changefeed.New(),
 		reconcileCh: make(chan struct{}, 1), ledger: cfg.FSM.(RemovalLedger), incarnation: rand.Uint64() | 1,
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
-		integrity: integ, hold: hold, fast: newFastFailover(cfg.DisableFastFailover),
+		integrity: integ, hold: hold, fast: newFastFailover(cfg.DisableFastFailover, cfg.Clock),
 	}
 	lastIndex := r.LastIndex
 	hold.lastIndex.Store(&lastIndex)
