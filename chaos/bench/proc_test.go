@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,34 @@ func procState(pid int) (byte, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: no state in %q", pid, s)
 	}
 	return s[i+2], nil
+}
+
+// TestChildren: the processes this test starts are listed as its
+// children, and one that ended is not.
+func TestChildren(t *testing.T) {
+	var started []int
+	for range 2 {
+		c := exec.Command("sleep", "60")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		started = append(started, c.Process.Pid)
+	}
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Children(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range started {
+		if !slices.Contains(got, pid) {
+			t.Errorf("children %v lack %d", got, pid)
+		}
+	}
+	if slices.Contains(got, ended.Process.Pid) {
+		t.Errorf("children %v hold %d, which ended", got, ended.Process.Pid)
+	}
 }

@@ -141,6 +141,35 @@ func MeasureIdle(ctx context.Context, pids map[string]int, window time.Duration)
 	return out, nil
 }
 
+// Children lists the processes whose parent is pid (/proc/*/stat).
+func Children(pid int) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // ended meanwhile
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		// After the command name: state, then the parent's pid.
+		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 func sortedNames(m map[string]int) []string {
 	out := make([]string, 0, len(m))
 	for n := range m {

@@ -2,5 +2,9 @@
 
 package residency
 
+import "errors"
+
 // DropExecutablePages does nothing outside Linux.
-func DropExecutablePages() (int, error) { return 0, nil }
+func DropExecutablePages() (Dropped, error) {
+	return Dropped{PageByPage: errors.New("not Linux")}, nil
+}

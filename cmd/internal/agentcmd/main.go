@@ -80,8 +80,8 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	trim := time.AfterFunc(trimAfter, func() {
-		if n, err := residency.DropExecutablePages(); err == nil {
-			log.Debug("code pages dropped from the resident set", "bytes", n)
+		if d, err := residency.DropExecutablePages(); err == nil {
+			log.Debug("code pages dropped from the resident set", "bytes", d.Bytes, "faultAround", d.FaultAround())
 		}
 	})
 	defer trim.Stop()

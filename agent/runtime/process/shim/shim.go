@@ -4,9 +4,9 @@
 // as the command grapnel-process-shim, or inside grapnel-agent when no
 // such command is installed next to it.
 //
-// The package uses the standard library only, so that the shim binary
-// stays small and starts quickly: a vehicle's power-on starts a shim for
-// every process workload at once.
+// The package uses the standard library and small internal packages
+// only, so that the shim binary stays small and starts quickly: a
+// vehicle's power-on starts a shim for every process workload at once.
 package shim
 
 import (
@@ -28,6 +28,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/durable"
+	"github.com/grapnel-io/grapnel/internal/residency"
 )
 
 // Env is the environment variable that turns a process into a shim; its
@@ -46,6 +47,10 @@ const (
 	// drainTimeout bounds how long the shim keeps reading output after
 	// the workload exited, for a background child still holding a pipe.
 	drainTimeout = 2 * time.Second
+	// trimAfter is how long after the workload started the shim drops
+	// its start-up code from its resident set (internal/residency): the
+	// shim then holds the workload for hours on a few pages.
+	trimAfter = 2 * time.Second
 )
 
 // MaxLine is the longest line the shim logs: it splits longer output
@@ -118,6 +123,8 @@ func Run(dir string) int {
 			child.SignalGroup(s.(syscall.Signal), sp.BootID)
 		}
 	}()
+	trim := shimClock.AfterFunc(trimAfter, func() { _, _ = residency.DropExecutablePages() })
+	defer trim.Stop()
 	var pumps sync.WaitGroup
 	for _, p := range pipes {
 		pumps.Add(1)

@@ -194,6 +194,17 @@ func idle(ctx context.Context, o options, dir string, b *strings.Builder) error 
 	}
 	for _, a := range agents {
 		pids["agent "+a.Name] = a.Pid()
+		// The agent's children are its workloads' shims.
+		shims, err := bench.Children(a.Pid())
+		if err != nil {
+			return err
+		}
+		if len(shims) != o.perAgent {
+			return fmt.Errorf("agent %s has %d shims, want %d", a.Name, len(shims), o.perAgent)
+		}
+		for i, pid := range shims {
+			pids[fmt.Sprintf("shim %s/%d", a.Name, i)] = pid
+		}
 	}
 	fp, err := bench.MeasureIdle(ctx, pids, o.window)
 	if err != nil {
@@ -203,9 +214,36 @@ func idle(ctx context.Context, o options, dir string, b *strings.Builder) error 
 		o.replicas, o.agents, o.perAgent, o.window, o.settle)
 	fmt.Fprintf(b, "%-16s %14s %10s %9s\n", "process", "written/hour", "CPU/core", "RSS")
 	for _, f := range fp {
-		fmt.Fprintf(b, "%-16s %10.2f MiB %9.2f%% %5.1f MiB\n", f.Name, f.BytesPerHr/(1<<20), f.CPUPercent, float64(f.RSS)/(1<<20))
+		if !strings.HasPrefix(f.Name, "shim ") {
+			fmt.Fprintf(b, "%-16s %10.2f MiB %9.2f%% %5.1f MiB\n", f.Name, f.BytesPerHr/(1<<20), f.CPUPercent, float64(f.RSS)/(1<<20))
+		}
 	}
+	reportKinds(b, fp)
 	return nil
+}
+
+// reportKinds prints the spread of RSS and CPU over the processes of each
+// kind (the first word of their name): replica, agent, shim.
+func reportKinds(b *strings.Builder, fp []bench.Footprint) {
+	fmt.Fprintf(b, "%-8s %4s %28s %28s\n", "kind", "n", "RSS MiB min/median/max", "CPU/core % min/median/max")
+	for _, kind := range []string{"replica", "agent", "shim"} {
+		var rss, cpu []float64
+		for _, f := range fp {
+			if strings.HasPrefix(f.Name, kind+" ") {
+				rss = append(rss, float64(f.RSS)/(1<<20))
+				cpu = append(cpu, f.CPUPercent)
+			}
+		}
+		if len(rss) == 0 {
+			continue
+		}
+		slices.Sort(rss)
+		slices.Sort(cpu)
+		mid := func(v []float64) float64 { return v[(len(v)-1)/2] }
+		fmt.Fprintf(b, "%-8s %4d %28s %28s\n", kind, len(rss),
+			fmt.Sprintf("%.1f / %.1f / %.1f", rss[0], mid(rss), rss[len(rss)-1]),
+			fmt.Sprintf("%.2f / %.2f / %.2f", cpu[0], mid(cpu), cpu[len(cpu)-1]))
+	}
 }
 
 // singleStarts measures a single replica from exec to its first answer,
