@@ -222,11 +222,22 @@ func idle(ctx context.Context, o options, dir string, b *strings.Builder) error 
 	return nil
 }
 
+// idleTargets are issue 32's idle targets per kind of process: resident
+// set and CPU of one core.
+var idleTargets = []struct {
+	kind   string
+	rssMiB float64
+	cpu    float64
+}{{"replica", 15, 1}, {"agent", 10, 0.5}, {"shim", 2.5, 0.5}}
+
 // reportKinds prints the spread of RSS and CPU over the processes of each
-// kind (the first word of their name): replica, agent, shim.
+// kind (the first word of their name): replica, agent, shim; and whether
+// the largest meets its target.
 func reportKinds(b *strings.Builder, fp []bench.Footprint) {
 	fmt.Fprintf(b, "%-8s %4s %28s %28s\n", "kind", "n", "RSS MiB min/median/max", "CPU/core % min/median/max")
-	for _, kind := range []string{"replica", "agent", "shim"} {
+	var targets strings.Builder
+	for _, t := range idleTargets {
+		kind := t.kind
 		var rss, cpu []float64
 		for _, f := range fp {
 			if strings.HasPrefix(f.Name, kind+" ") {
@@ -243,7 +254,17 @@ func reportKinds(b *strings.Builder, fp []bench.Footprint) {
 		fmt.Fprintf(b, "%-8s %4d %28s %28s\n", kind, len(rss),
 			fmt.Sprintf("%.1f / %.1f / %.1f", rss[0], mid(rss), rss[len(rss)-1]),
 			fmt.Sprintf("%.2f / %.2f / %.2f", cpu[0], mid(cpu), cpu[len(cpu)-1]))
+		fmt.Fprintf(&targets, "target: every %s under %.1f MiB RSS (max %.1f): %s; under %.1f %% of a core (max %.2f %%): %s\n",
+			kind, t.rssMiB, rss[len(rss)-1], met(rss[len(rss)-1] < t.rssMiB), t.cpu, cpu[len(cpu)-1], met(cpu[len(cpu)-1] < t.cpu))
 	}
+	b.WriteString(targets.String())
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
 }
 
 // singleStarts measures a single replica from exec to its first answer,
