@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/chaos/pki"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -38,6 +39,7 @@ type options struct {
 	keep                bool
 	parts               string
 	replicaNice         int
+	security            string
 }
 
 func parse(args []string) (options, error) {
@@ -54,6 +56,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.cycles, "cycles", 10, "starts of the whole cluster on existing data, and power cycles")
 	fs.DurationVar(&o.bound, "bound", 60*time.Second, "longest wait for any one step")
 	fs.DurationVar(&o.poll, "poll", 20*time.Millisecond, "how often the power-on part reads the workload states")
+	fs.StringVar(&o.security, "security", "insecure", "the idle part's cluster: insecure, or tls (mTLS on gRPC and Raft, gossip encrypted, as a vehicle runs it)")
 	fs.IntVar(&o.replicaNice, "replica-nice", 0, "nice value of the replicas in the power-on part (e.g. -10, as Nice= in their unit would set it)")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a temp dir, removed unless the run fails or -keep)")
@@ -72,6 +75,8 @@ func parse(args []string) (options, error) {
 		return o, errors.New("-window must be at least 1s")
 	case o.poll <= 0:
 		return o, errors.New("-poll must be positive")
+	case o.security != "insecure" && o.security != "tls":
+		return o, fmt.Errorf("-security: %q is neither insecure nor tls", o.security)
 	}
 	for _, p := range strings.Split(o.parts, ",") {
 		if !slices.Contains(partNames, p) {
@@ -134,7 +139,18 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 // idle runs the cluster with its agents and workloads, waits until every
 // workload runs and the settle time passed, and measures the window.
 func idle(ctx context.Context, o options, dir string, b *strings.Builder) error {
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: o.replicas})
+	var certs *pki.Set
+	if o.security == "tls" {
+		var agentNames []string
+		for i := range o.agents {
+			agentNames = append(agentNames, fmt.Sprintf("agent_%d", i+1))
+		}
+		var err error
+		if certs, err = pki.Make(filepath.Join(dir, "pki"), nil, agentNames, 24*time.Hour); err != nil {
+			return err
+		}
+	}
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: o.replicas, PKI: certs})
 	if err != nil {
 		return err
 	}
@@ -150,7 +166,12 @@ func idle(ctx context.Context, o options, dir string, b *strings.Builder) error 
 	var names []string
 	for i := range o.agents {
 		name := fmt.Sprintf("agent_%d", i+1)
-		a, err := bench.StartAgent(bench.AgentConfig{Bin: o.agentBin, Dir: dir, Name: name, Servers: g.Addrs(), Runtimes: []string{"process"}})
+		ac := bench.AgentConfig{Bin: o.agentBin, Dir: dir, Name: name, Servers: g.Addrs(), Runtimes: []string{"process"}}
+		if certs != nil {
+			tls := certs.Agents[name]
+			ac.TLS = &tls
+		}
+		a, err := bench.StartAgent(ac)
 		if err != nil {
 			return err
 		}
@@ -171,13 +192,15 @@ func idle(ctx context.Context, o options, dir string, b *strings.Builder) error 
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, o.bound)
-	err = bench.ApplyWorkloads(actx, g.Addrs(), manifest)
+	co := g.ClientOptions()
+	co.Addrs = g.Addrs()
+	err = bench.ApplyWorkloadsWith(actx, co, manifest)
 	cancel()
 	if err != nil {
 		return err
 	}
 	sctx, cancel = context.WithTimeout(ctx, o.bound)
-	_, err = bench.WaitStates(sctx, g.Addrs(), "every workload running", bench.AllRunning(manifest))
+	_, err = bench.WaitStatesWith(sctx, co, "every workload running", bench.AllRunning(manifest))
 	cancel()
 	if err != nil {
 		return err
@@ -210,8 +233,8 @@ func idle(ctx context.Context, o options, dir string, b *strings.Builder) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(b, "\n== idle: %d replicas, %d agents x %d process workloads, %v window after %v settle\n",
-		o.replicas, o.agents, o.perAgent, o.window, o.settle)
+	fmt.Fprintf(b, "\n== idle: %d replicas, %d agents x %d process workloads, %s, %v window after %v settle\n",
+		o.replicas, o.agents, o.perAgent, o.security, o.window, o.settle)
 	fmt.Fprintf(b, "%-16s %14s %10s %9s\n", "process", "written/hour", "CPU/core", "RSS")
 	for _, f := range fp {
 		if !strings.HasPrefix(f.Name, "shim ") {
