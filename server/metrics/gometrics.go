@@ -3,10 +3,12 @@ package metrics
 import (
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 
 	gometrics "github.com/armon/go-metrics"
 	gmprom "github.com/armon/go-metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ExportGoMetrics makes hashicorp/raft's and memberlist's own metrics
@@ -17,20 +19,75 @@ import (
 // Prometheus' names. It adds no goroutine and no timer: runtime
 // metrics are off (the Go collector has them, and go-metrics would poll
 // them every second), there is no in-memory sink (its interval ticker),
-// and sampled series are kept (no expiration) rather than swept; a
-// summary's age window turns over lazily, when it is observed or
-// scraped. The global is per process: call it once, from main.
+// and sampled series are kept (no expiration) rather than swept. Samples
+// (timings) become histograms (see histograms). The global is per
+// process: call it once, from main.
 func ExportGoMetrics(r *Registry) error {
 	sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: r.reg, Name: "grapnel_gometrics_sink"})
 	if err != nil {
+		return err
+	}
+	samples := &histograms{byKey: map[string]prometheus.Histogram{}}
+	if err := r.reg.Register(samples); err != nil {
 		return err
 	}
 	cfg := gometrics.DefaultConfig("")
 	cfg.EnableHostname = false
 	cfg.HostName = ""
 	cfg.EnableRuntimeMetrics = false
-	_, err = gometrics.NewGlobal(cfg, promNames{sink})
+	_, err = gometrics.NewGlobal(cfg, promNames{next: sink, samples: samples})
 	return err
+}
+
+// sampleBuckets are the bounds of the histograms of the libraries'
+// samples: their timings, in milliseconds, from a decode (microseconds)
+// to an election (hundreds of milliseconds) and a slow disk (seconds).
+var sampleBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000}
+
+// histograms keeps the libraries' samples (AddSample, MeasureSince) as
+// histograms, one per name and label set. The go-metrics sink would keep
+// each as a summary with three quantiles over a 10 s window of five age
+// buckets: about 65 KiB of quantile streams per series, and a replica
+// reports about seventy, so 4.7 MiB of a leader's heap went to them
+// (issue 32); a histogram of these buckets holds about 300 bytes, and
+// the quantiles are computed where they are queried.
+type histograms struct {
+	mu    sync.Mutex
+	byKey map[string]prometheus.Histogram
+}
+
+var forbiddenChars = strings.NewReplacer(" ", "_", ".", "_", "=", "_", "-", "_", "/", "_", ":", "_")
+
+func (h *histograms) observe(key []string, labels []gometrics.Label, v float64) {
+	name := forbiddenChars.Replace(strings.Join(key, "_"))
+	id := name
+	for _, l := range labels {
+		id += ";" + l.Name + "=" + l.Value
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hist, ok := h.byKey[id]
+	if !ok {
+		constLabels := prometheus.Labels{}
+		for _, l := range labels {
+			constLabels[l.Name] = l.Value
+		}
+		hist = prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: name, ConstLabels: constLabels, Buckets: sampleBuckets})
+		h.byKey[id] = hist
+	}
+	hist.Observe(v)
+}
+
+// Describe describes nothing: the series come as the libraries report
+// them (an unchecked collector).
+func (h *histograms) Describe(chan<- *prometheus.Desc) {}
+
+func (h *histograms) Collect(ch chan<- prometheus.Metric) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hist := range h.byKey {
+		ch <- hist
+	}
 }
 
 // promNames renames the libraries' keys to Prometheus' conventions (what
@@ -38,7 +95,10 @@ func ExportGoMetrics(r *Registry) error {
 // snake_case names and label names (raft says appendEntries, lastContact,
 // rpcType), and counters ending in _total. The values are the libraries':
 // their timings are in milliseconds.
-type promNames struct{ next gometrics.MetricSink }
+type promNames struct {
+	next    gometrics.MetricSink
+	samples *histograms
+}
 
 // perPeer are the keys hashicorp/raft also reports with the peer's id
 // appended, its legacy telemetry (one family per peer): the same
@@ -120,6 +180,6 @@ func (s promNames) AddSample(key []string, val float32) { s.AddSampleWithLabels(
 
 func (s promNames) AddSampleWithLabels(key []string, val float32, labels []gometrics.Label) {
 	if k, ok := promKey(key); ok {
-		s.next.AddSampleWithLabels(k, val, promLabels(labels))
+		s.samples.observe(k, promLabels(labels), float64(val))
 	}
 }

@@ -78,7 +78,10 @@ func TestGoMetricsNames(t *testing.T) {
 	if _, err := r.WriteTo(out); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`raft_replication_append_entries_logs_total{peer_id="n2"} 3` + "\n", `raft_net_rpc_decode_count{rpc_type="AppendEntries"} 1` + "\n"} {
+	// A sample is a histogram: raft_leader_last_contact's 12 ms falls in
+	// the 25 ms bucket and not in the 10 ms one.
+	for _, s := range []string{`raft_replication_append_entries_logs_total{peer_id="n2"} 3` + "\n", `raft_net_rpc_decode_count{rpc_type="AppendEntries"} 1` + "\n",
+		`raft_leader_last_contact_bucket{le="10"} 0` + "\n", `raft_leader_last_contact_bucket{le="25"} 1` + "\n", `raft_leader_last_contact_sum 12` + "\n"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("exposition lacks %q", s)
 		}
