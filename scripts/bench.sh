@@ -24,7 +24,8 @@
 #                                     apply→Running, idle agent RSS; report in
 #                                     .bench/results/agents.txt
 #   scripts/bench.sh --vehicle        idle footprint of 3 replicas + 5 agents x
-#                                     10 process workloads, single-replica and
+#                                     10 process workloads (insecure, then with
+#                                     mTLS), single-replica and
 #                                     cluster start times, and 10 power cycles
 #                                     of all of it in a pid namespace
 #                                     (power-on -> API, -> all Running, stale

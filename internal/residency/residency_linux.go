@@ -71,8 +71,12 @@ const (
 	uffdioRegister     = 0xC020AA00
 )
 
+// registered is the process's one registration: its descriptor stays
+// open for the life of the process, since closing it would undo the
+// registration.
 var registered struct {
 	once sync.Once
+	fd   int
 	err  error
 }
 
@@ -82,31 +86,30 @@ var registered struct {
 // that accepts a file mapping and that needs no thread to answer faults:
 // nothing in these mappings is ever written or write-protected, so the
 // registration has no effect but that one (mm/memory.c,
-// should_fault_around). The descriptor stays open for the life of the
-// process; closing it would undo the registration.
+// should_fault_around).
 func pageByPage(spans [][2]uintptr) error {
-	registered.once.Do(func() { registered.err = register(spans) })
+	registered.once.Do(func() { registered.fd, registered.err = register(spans) })
 	return registered.err
 }
 
-func register(spans [][2]uintptr) error {
+func register(spans [][2]uintptr) (int, error) {
 	fd, _, e := unix.Syscall(unix.SYS_USERFAULTFD, unix.O_CLOEXEC|unix.O_NONBLOCK|uffdUserModeOnly, 0, 0)
 	if e != 0 {
-		return fmt.Errorf("userfaultfd: %w", e)
+		return -1, fmt.Errorf("userfaultfd: %w", e)
 	}
 	api := struct{ api, features, ioctls uint64 }{uffdAPI, uffdFeatureWPAsync, 0}
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd, uffdioAPI, uintptr(unsafe.Pointer(&api))); e != 0 {
 		unix.Close(int(fd))
-		return fmt.Errorf("userfaultfd asynchronous write-protect mode (Linux 6.7): %w", e)
+		return -1, fmt.Errorf("userfaultfd asynchronous write-protect mode (Linux 6.7): %w", e)
 	}
 	for _, s := range spans {
 		reg := struct{ start, len, mode, ioctls uint64 }{uint64(s[0]), uint64(s[1] - s[0]), uffdRegisterModeWP, 0}
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd, uffdioRegister, uintptr(unsafe.Pointer(&reg))); e != 0 {
 			unix.Close(int(fd)) // unregisters what was registered
-			return fmt.Errorf("userfaultfd register %#x-%#x: %w", s[0], s[1], e)
+			return -1, fmt.Errorf("userfaultfd register %#x-%#x: %w", s[0], s[1], e)
 		}
 	}
-	return nil
+	return int(fd), nil
 }
 
 // readOnlyMapping parses one line of /proc/self/maps ("lo-hi perms offset

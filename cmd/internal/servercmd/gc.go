@@ -225,9 +225,9 @@ func (t *gcTuner) checkLocked() (turnedIdle bool) {
 // dropCodePages is the tuner's onIdle: the replica's binary maps about
 // 18 MiB of code and read-only data, nearly all of it resident after the
 // start, of which an idle replica runs about 4 MiB
-// (internal/residency). Dropping the rest from the resident set costs a
-// few hundred minor faults as the idle code comes back; nothing is read
-// from disk or written.
+// (internal/residency). Dropping the rest from the resident set costs
+// about a thousand minor faults, one a page, as the idle code comes
+// back; nothing is read from disk or written.
 func dropCodePages(log *slog.Logger) func() {
 	return func() {
 		d, err := residency.DropExecutablePages()

@@ -56,7 +56,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.cycles, "cycles", 10, "starts of the whole cluster on existing data, and power cycles")
 	fs.DurationVar(&o.bound, "bound", 60*time.Second, "longest wait for any one step")
 	fs.DurationVar(&o.poll, "poll", 20*time.Millisecond, "how often the power-on part reads the workload states")
-	fs.StringVar(&o.security, "security", "insecure", "the idle part's cluster: insecure, or tls (mTLS on gRPC and Raft, gossip encrypted, as a vehicle runs it)")
+	fs.StringVar(&o.security, "security", "insecure,tls", "the idle part's clusters, one after the other, comma-separated: insecure, tls (mTLS on gRPC and Raft, gossip encrypted, as a vehicle runs it)")
 	fs.IntVar(&o.replicaNice, "replica-nice", 0, "nice value of the replicas in the power-on part (e.g. -10, as Nice= in their unit would set it)")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a temp dir, removed unless the run fails or -keep)")
@@ -75,8 +75,11 @@ func parse(args []string) (options, error) {
 		return o, errors.New("-window must be at least 1s")
 	case o.poll <= 0:
 		return o, errors.New("-poll must be positive")
-	case o.security != "insecure" && o.security != "tls":
-		return o, fmt.Errorf("-security: %q is neither insecure nor tls", o.security)
+	}
+	for _, m := range strings.Split(o.security, ",") {
+		if m != "insecure" && m != "tls" {
+			return o, fmt.Errorf("-security: %q is neither insecure nor tls", m)
+		}
 	}
 	for _, p := range strings.Split(o.parts, ",") {
 		if !slices.Contains(partNames, p) {
@@ -136,11 +139,22 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	return nil
 }
 
-// idle runs the cluster with its agents and workloads, waits until every
-// workload runs and the settle time passed, and measures the window.
+// idle measures the idle cluster once in each of -security's modes.
 func idle(ctx context.Context, o options, dir string, b *strings.Builder) error {
+	for _, mode := range strings.Split(o.security, ",") {
+		if err := idleIn(ctx, o, mode, filepath.Join(dir, mode), b); err != nil {
+			return fmt.Errorf("%s: %w", mode, err)
+		}
+	}
+	return nil
+}
+
+// idleIn runs the cluster with its agents and workloads in security mode
+// (insecure or tls), waits until every workload runs and the settle time
+// passed, and measures the window.
+func idleIn(ctx context.Context, o options, mode, dir string, b *strings.Builder) error {
 	var certs *pki.Set
-	if o.security == "tls" {
+	if mode == "tls" {
 		var agentNames []string
 		for i := range o.agents {
 			agentNames = append(agentNames, fmt.Sprintf("agent_%d", i+1))
@@ -234,7 +248,7 @@ func idle(ctx context.Context, o options, dir string, b *strings.Builder) error 
 		return err
 	}
 	fmt.Fprintf(b, "\n== idle: %d replicas, %d agents x %d process workloads, %s, %v window after %v settle\n",
-		o.replicas, o.agents, o.perAgent, o.security, o.window, o.settle)
+		o.replicas, o.agents, o.perAgent, mode, o.window, o.settle)
 	fmt.Fprintf(b, "%-16s %14s %10s %9s\n", "process", "written/hour", "CPU/core", "RSS")
 	for _, f := range fp {
 		if !strings.HasPrefix(f.Name, "shim ") {
