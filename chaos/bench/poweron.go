@@ -315,18 +315,9 @@ func baseNice() (int, bool) {
 
 // niceOf reads the nice value (field 19) from a /proc stat file.
 func niceOf(path string) (int, error) {
-	b, err := os.ReadFile(path)
+	f, err := statFields(path, 17)
 	if err != nil {
 		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("%s: no command name", path)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 17 {
-		return 0, fmt.Errorf("%s: %d fields", path, len(f))
 	}
 	return strconv.Atoi(f[16])
 }
@@ -499,18 +490,9 @@ func (p *DomainProcs) CPUTicks(classify func(argv []string) string) (map[string]
 
 // statTicks reads utime+stime from a /proc/PID/stat file.
 func statTicks(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+	f, err := statFields(path, 13)
 	if err != nil {
 		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("%s: no command name", path)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("%s: %d fields", path, len(f))
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)

@@ -76,25 +76,32 @@ func ReadUsage(pid int) (Usage, error) {
 			u.WriteBytes, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		}
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	if u.CPUTicks, err = statTicks(fmt.Sprintf("/proc/%d/stat", pid)); err != nil {
 		return u, err
 	}
-	// The command name may hold spaces; the fields after it are fixed.
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return u, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return u, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	u.CPUTicks = utime + stime
 	u.RSS, err = RSS(pid)
 	return u, err
+}
+
+// statFields reads a /proc stat file and returns its fields from the
+// third (the state) on: the command name before them is in parentheses
+// and may hold spaces and parentheses, so they are counted from the last
+// ')'. It fails unless at least n fields follow the name.
+func statFields(path string, n int) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("%s: no command name", path)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < n {
+		return nil, fmt.Errorf("%s: %d fields", path, len(f))
+	}
+	return f, nil
 }
 
 // Footprint is one process's cost over a window of steady state.
@@ -153,17 +160,9 @@ func Children(pid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // ended meanwhile
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		// After the command name: state, then the parent's pid.
-		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		// Field 4, the parent's pid; a process that ended meanwhile is
+		// skipped.
+		if f, err := statFields("/proc/"+e.Name()+"/stat", 2); err == nil && f[1] == strconv.Itoa(pid) {
 			out = append(out, p)
 		}
 	}
