@@ -74,8 +74,7 @@ func (n *Node) standNow(whose string) {
 // has not heard from a leader since it started stands as soon as a
 // majority of the voters is alive in gossip, none of them reports a
 // leader, and its turn has come: the alive voters take turns in id
-// order, the first at once and each next one a quarter heartbeat timeout
-// later (50 ms by default, more than an election takes on a LAN), so
+// order, the first at once and each next one earlyStagger later, so
 // that two rarely stand together and split the votes. A voter whose log
 // is behind is refused, and the next one's turn comes. Raft's pre-vote
 // keeps an early candidate from disrupting a leader it merely has not
@@ -87,7 +86,7 @@ func (n *Node) electEarly() {
 	defer n.wg.Done()
 	changes, cancel := n.feed.Subscribe()
 	defer cancel()
-	stagger := n.timing.HeartbeatTimeout / 4
+	stagger := min(n.timing.HeartbeatTimeout/4, earlyStagger)
 	timer := clock.NewTimer(n.cfg.Clock, time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -126,6 +125,15 @@ func (n *Node) electEarly() {
 		}
 	}
 }
+
+// earlyStagger is the time between two voters' early turns: more than an
+// election takes on a LAN (one round of pre-votes and votes, each with an
+// fsync), a quarter of the default heartbeat timeout. It does not grow
+// with longer Raft timers (a quarter of those is capped here): the turns
+// wait for an election to finish, not for a timeout, and a first voter
+// whose log is behind would otherwise hold everyone back for a quarter of
+// a long timeout.
+const earlyStagger = 50 * time.Millisecond
 
 // leaderHeard says this replica knows a leader (possibly itself), has
 // heard from one since it started, or is no longer a follower.

@@ -138,3 +138,27 @@ func TestDeferredSoloElection(t *testing.T) {
 		t.Fatalf("leader %v after a second ElectAloneNow (barrier: %v)", n.IsLeader(), err)
 	}
 }
+
+// When the first in turn has the shorter log (it stopped before the
+// others committed more), its early stand is refused and the next voter
+// stands an election's length later, not after a quarter of the one-minute
+// heartbeat timeout.
+func TestWholeClusterRestart_BehindFirstVoter_NextStands(t *testing.T) {
+	var slow atomic.Bool
+	c := clustertest.New(t, 3, slowElections(&slow), clustertest.InMemory())
+	c.WaitLeader(waitLong)
+	c.WaitApplied(applyAgents(t, c, "a", 3))
+	c.Stop("n1")
+	c.WaitLeader(waitLong)
+	last := c.MustApply(agentCmd(t, "without-n1"))
+	c.WaitApplied(last) // on n2 and n3, the replicas running
+	c.Stop("n2")
+	c.Stop("n3")
+	slow.Store(true)
+	c.RestartAll(c.IDs()...)
+	leader := c.WaitLeader(waitLong)
+	if leader.ID() == "n1" {
+		t.Fatalf("n1, whose log is behind, leads")
+	}
+	c.WaitApplied(c.MustApply(agentCmd(t, "after-restart")))
+}
