@@ -47,6 +47,9 @@ type GrapnelConfig struct {
 	// UI serves each replica's dashboard (--ui-address) on an address of
 	// its own, Replica.UIAddr.
 	UI bool
+	// TimerSlack, when not zero, is every replica's timer slack, as
+	// TimerSlackNSec= in deploy/systemd/grapnel-server.service sets it.
+	TimerSlack time.Duration
 }
 
 // Replica is one grapnel-server process and its addresses.
@@ -77,8 +80,9 @@ type Replica struct {
 // Start, Kill, Freeze, Thaw and Close must not run concurrently with
 // anything.
 type Grapnel struct {
-	bin      string
-	Replicas []*Replica
+	bin        string
+	timerSlack time.Duration
+	Replicas   []*Replica
 	// ClientTLS is what clients connect with; nil: insecure.
 	ClientTLS *rpc.TLSFiles
 }
@@ -109,7 +113,7 @@ func StartGrapnel(cfg GrapnelConfig) (*Grapnel, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Grapnel{bin: cfg.Bin}
+	g := &Grapnel{bin: cfg.Bin, timerSlack: cfg.TimerSlack}
 	for i := range cfg.Replicas {
 		r := &Replica{
 			Name: fmt.Sprintf("r%d", i+1), Addr: addrs[per*i], RaftAddr: addrs[per*i+1], GossipAddr: addrs[per*i+2],
@@ -200,7 +204,7 @@ func (g *Grapnel) Start(i int) error {
 		return fmt.Errorf("%s already runs", r.Name)
 	}
 	bin, args := g.command(i)
-	p, err := StartProcess(r.Name, bin, args, r.LogPath)
+	p, err := StartProcessWith(r.Name, bin, args, r.LogPath, g.timerSlack)
 	if err != nil {
 		return err
 	}

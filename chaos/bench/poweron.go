@@ -39,12 +39,14 @@ const PowerInitEnv = "GRAPNEL_BENCH_POWER_INIT"
 // PowerCommand is one process the init starts: Args[0] is the binary,
 // stdout and stderr are appended to Log. Nice, when not zero, is the
 // process's nice value, as a unit file's Nice= sets it (its children
-// inherit it).
+// inherit it); TimerSlack, when not zero, its timer slack, as
+// TimerSlackNSec= sets it.
 type PowerCommand struct {
-	Name string   `json:"name"`
-	Args []string `json:"args"`
-	Log  string   `json:"log"`
-	Nice int      `json:"nice,omitempty"`
+	Name       string        `json:"name"`
+	Args       []string      `json:"args"`
+	Log        string        `json:"log"`
+	Nice       int           `json:"nice,omitempty"`
+	TimerSlack time.Duration `json:"timer_slack,omitempty"`
 }
 
 // PowerSpec is what a power domain runs.
@@ -165,7 +167,11 @@ func startLogged(c PowerCommand, env []string) (int, error) {
 		}
 		args = append([]string{nice, "-n", strconv.Itoa(c.Nice)}, args...)
 	}
-	p, err := os.StartProcess(args[0], args, &os.ProcAttr{Env: env, Files: []*os.File{null, log, log}})
+	var p *os.Process
+	err = withTimerSlack(c.TimerSlack, func() (err error) {
+		p, err = os.StartProcess(args[0], args, &os.ProcAttr{Env: env, Files: []*os.File{null, log, log}})
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}

@@ -25,6 +25,12 @@ type Process struct {
 
 // StartProcess starts bin with args, stdout and stderr appended to logPath.
 func StartProcess(name, bin string, args []string, logPath string) (*Process, error) {
+	return StartProcessWith(name, bin, args, logPath, 0)
+}
+
+// StartProcessWith is StartProcess with the child's timer slack set, as a
+// unit's TimerSlackNSec= sets it (zero: inherited from this process).
+func StartProcessWith(name, bin string, args []string, logPath string, timerSlack time.Duration) (*Process, error) {
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s: log file: %w", name, err)
@@ -33,7 +39,7 @@ func StartProcess(name, bin string, args []string, logPath string) (*Process, er
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	if err := withTimerSlack(timerSlack, cmd.Start); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
 	}

@@ -5,6 +5,7 @@ package bench
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // sysProcAttr: outside Linux the child stays in our process group.
@@ -16,3 +17,6 @@ func signalGroup(p *os.Process, sig syscall.Signal) error {
 	}
 	return p.Signal(sig)
 }
+
+// withTimerSlack: outside Linux there is no timer slack to set.
+func withTimerSlack(_ time.Duration, start func() error) error { return start() }

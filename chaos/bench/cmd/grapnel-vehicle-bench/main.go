@@ -39,6 +39,7 @@ type options struct {
 	keep                bool
 	parts               string
 	replicaNice         int
+	replicaSlack        time.Duration
 	security            string
 }
 
@@ -58,6 +59,7 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.poll, "poll", 20*time.Millisecond, "how often the power-on part reads the workload states")
 	fs.StringVar(&o.security, "security", "insecure,tls", "the idle part's clusters, one after the other, comma-separated: insecure, tls (mTLS on gRPC and Raft, gossip encrypted, as a vehicle runs it)")
 	fs.IntVar(&o.replicaNice, "replica-nice", 0, "nice value of the replicas in the power-on part (e.g. -10, as Nice= in their unit would set it)")
+	fs.DurationVar(&o.replicaSlack, "replica-timer-slack", time.Millisecond, "timer slack of every replica, as TimerSlackNSec= in deploy/systemd/grapnel-server.service sets it (0: this process's own)")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
@@ -75,6 +77,8 @@ func parse(args []string) (options, error) {
 		return o, errors.New("-window must be at least 1s")
 	case o.poll <= 0:
 		return o, errors.New("-poll must be positive")
+	case o.replicaSlack < 0:
+		return o, errors.New("-replica-timer-slack must not be negative")
 	}
 	for _, m := range strings.Split(o.security, ",") {
 		if m != "insecure" && m != "tls" {
@@ -164,7 +168,7 @@ func idleIn(ctx context.Context, o options, mode, dir string, b *strings.Builder
 			return err
 		}
 	}
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: o.replicas, PKI: certs})
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: o.replicas, PKI: certs, TimerSlack: o.replicaSlack})
 	if err != nil {
 		return err
 	}
@@ -247,8 +251,8 @@ func idleIn(ctx context.Context, o options, mode, dir string, b *strings.Builder
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(b, "\n== idle: %d replicas, %d agents x %d process workloads, %s, %v window after %v settle\n",
-		o.replicas, o.agents, o.perAgent, mode, o.window, o.settle)
+	fmt.Fprintf(b, "\n== idle: %d replicas, %d agents x %d process workloads, %s, %v window after %v settle, %s\n",
+		o.replicas, o.agents, o.perAgent, mode, o.window, o.settle, slackText(o.replicaSlack))
 	fmt.Fprintf(b, "%-16s %14s %10s %9s\n", "process", "written/hour", "CPU/core", "RSS")
 	for _, f := range fp {
 		if !strings.HasPrefix(f.Name, "shim ") {
@@ -333,7 +337,7 @@ func singleStarts(ctx context.Context, o options, dir string, b *strings.Builder
 }
 
 func startOnce(ctx context.Context, o options, dir string) (time.Duration, error) {
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: 1, Deferred: true})
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: 1, Deferred: true, TimerSlack: o.replicaSlack})
 	if err != nil {
 		return 0, err
 	}
@@ -350,7 +354,7 @@ func startOnce(ctx context.Context, o options, dir string) (time.Duration, error
 // clusterStarts starts all replicas of a cluster with state together,
 // cycles times, and measures the time to the first answer.
 func clusterStarts(ctx context.Context, o options, dir string, b *strings.Builder) error {
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: o.replicas})
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: o.replicas, TimerSlack: o.replicaSlack})
 	if err != nil {
 		return err
 	}
@@ -423,4 +427,12 @@ func report(b *strings.Builder, what string, ds []time.Duration) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 	fmt.Fprintf(b, "%-16s median %s  p99 %s  min %s  max %s  (n=%d)\n", what,
 		ms(bench.Percentile(s, 50)), ms(bench.Percentile(s, 99)), ms(s[0]), ms(s[len(s)-1]), len(s))
+}
+
+// slackText says which timer slack the replicas ran with.
+func slackText(d time.Duration) string {
+	if d == 0 {
+		return "replicas with the bench's timer slack"
+	}
+	return fmt.Sprintf("replica timer slack %v", d)
 }

@@ -114,7 +114,7 @@ func cyclePower(ctx context.Context, o options, dir, runTmpfs string, b *strings
 	defer g.Close()
 	var spec bench.PowerSpec
 	for i, r := range g.Replicas {
-		spec.Commands = append(spec.Commands, bench.PowerCommand{Name: r.Name, Args: g.Command(i), Log: r.LogPath, Nice: o.replicaNice})
+		spec.Commands = append(spec.Commands, bench.PowerCommand{Name: r.Name, Args: g.Command(i), Log: r.LogPath, Nice: o.replicaNice, TimerSlack: o.replicaSlack})
 	}
 	runDir := dir
 	if runTmpfs != "" {
@@ -290,6 +290,7 @@ func cyclePower(ctx context.Context, o options, dir, runTmpfs string, b *strings
 	if o.replicaNice != 0 {
 		where += fmt.Sprintf(", replicas at nice %d", o.replicaNice)
 	}
+	where += ", " + slackText(o.replicaSlack)
 	fmt.Fprintf(b, "\n== power-on: %d replicas + %d agents x %d process workloads in one pid namespace, SIGKILL of its pid 1, %d cycles, %s; %d cores, load average %.2f before the first cut\n",
 		o.replicas, o.agents, o.perAgent, len(cycles), where, goruntime.NumCPU(), load)
 	powerReport(b, o, cycles, len(manifest))
