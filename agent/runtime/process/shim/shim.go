@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,6 +30,7 @@ import (
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/internal/residency"
+	"golang.org/x/sys/unix"
 )
 
 // Env is the environment variable that turns a process into a shim; its
@@ -68,10 +70,32 @@ func RunIfRequested() {
 	os.Exit(Run(dir))
 }
 
+// closeInheritedOnExec marks every descriptor above stderr that the shim
+// inherited close-on-exec: the workload gets stdin, stdout and stderr,
+// not what its agent happened to hold without close-on-exec (descriptors
+// the agent's own parent passed it). Go opens its own close-on-exec
+// already. close_range needs Linux 5.11; before it, each
+// open descriptor is marked.
+func closeInheritedOnExec() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
 // Run starts the workload described in the record directory dir, logs
 // its output, and records its pid and, at the end, how it exited; it
 // returns the shim's exit code.
 func Run(dir string) int {
+	closeInheritedOnExec()
 	// Create already made us a session leader (then this fails with
 	// EPERM); a shim started any other way leaves the caller's session
 	// here, so that a signal to that session or group cannot reach it.
