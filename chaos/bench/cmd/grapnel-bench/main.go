@@ -49,6 +49,8 @@ type options struct {
 	// logStore is wal, bolt or both: the throughput of the first security
 	// mode measured on each Raft log store, side by side.
 	logStore string
+	// timerSlack is the replicas' timer slack, as their unit sets it.
+	timerSlack time.Duration
 }
 
 type stringList []string
@@ -83,6 +85,7 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.bound, "bound", 60*time.Second, "longest wait for a cluster to become ready or recover")
 	fs.BoolVar(&o.skipThroughput, "skip-throughput", false, "measure only the failover")
 	fs.BoolVar(&o.skipEtcd, "skip-etcd", false, "measure Grapnel only")
+	fs.DurationVar(&o.timerSlack, "replica-timer-slack", time.Millisecond, "timer slack of every replica, as TimerSlackNSec= in deploy/systemd/grapnel-server.service sets it (0: this process's own)")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a fresh temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
@@ -313,7 +316,7 @@ func bounded(ctx context.Context, d time.Duration) (context.Context, context.Can
 }
 
 func startGrapnel(ctx context.Context, o options, dir string) (*bench.Grapnel, int, error) {
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.grapnelBin, Dir: dir, Replicas: o.replicas, Extra: o.serverFlags, PKI: o.pki})
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.grapnelBin, Dir: dir, Replicas: o.replicas, Extra: o.serverFlags, PKI: o.pki, TimerSlack: o.timerSlack})
 	if err != nil {
 		return nil, 0, err
 	}
