@@ -74,8 +74,8 @@ func RunIfRequested() {
 // inherited close-on-exec: the workload gets stdin, stdout and stderr,
 // not what its agent happened to hold without close-on-exec (descriptors
 // the agent's own parent passed it). Go opens its own close-on-exec
-// already. close_range needs Linux 5.11; before it, each
-// open descriptor is marked.
+// already. close_range needs Linux 5.11; before it, each open
+// descriptor is marked.
 func closeInheritedOnExec() {
 	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
 		return
