@@ -11,13 +11,18 @@ import (
 	"github.com/grapnel-io/grapnel/internal/residency"
 )
 
-// defaultGCPercent lets the heap grow to five times its live data between
-// collections instead of Go's twice while the replica is busy. A
+// defaultGCPercent lets the heap grow to three times its live data
+// between collections instead of Go's twice while the replica is busy. A
 // replica's live heap is small (the desired state and the leader's
-// queues: a few MiB), so this costs tens of MiB, and under a steady
-// stream of updates it saved about a tenth of the CPU per update
-// (docs/replication.md, "Where the time goes").
-const defaultGCPercent = 400
+// queues: a few MiB). It was 400, which under a steady stream of updates
+// saved about a tenth of the CPU per update against Go's 100
+// (docs/replication.md, "Where the time goes"); but the busy spells'
+// larger heap left the idle heap spread over more spans (an idle mTLS
+// leader had twice its live heap in spans in use), and an idle leader
+// measured 14.7-15.2 MiB RSS with 400 and 14.0-14.3 MiB with 200,
+// against a 15 MiB budget. At 200 the updates per second measured the
+// same within the run-to-run spread (docs/operations.md).
+const defaultGCPercent = 200
 
 // defaultGCIdlePercent is the GC target while the replica allocates
 // little, which is most of a vehicle's life: the heap may grow by a
