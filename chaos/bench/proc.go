@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,29 @@ type Process struct {
 	log  *os.File
 	done chan struct{} // closed once Wait has returned
 	err  error         // Wait's result; read after done
+}
+
+// UnitTimerSlack is the timer slack deploy/systemd/grapnel-server.service
+// gives a replica (TimerSlackNSec=); the benches start their replicas
+// with it unless told otherwise.
+const UnitTimerSlack = time.Millisecond
+
+// TimerSlackFlag defines the benches' -replica-timer-slack flag on fs,
+// UnitTimerSlack by default; a negative duration is refused.
+func TimerSlackFlag(fs *flag.FlagSet, p *time.Duration) {
+	*p = UnitTimerSlack
+	usage := fmt.Sprintf("timer slack of every replica, as TimerSlackNSec= in deploy/systemd/grapnel-server.service sets it (default %v; 0: this process's own)", UnitTimerSlack)
+	fs.Func("replica-timer-slack", usage, func(v string) error {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			return err
+		case d < 0:
+			return errors.New("must not be negative")
+		}
+		*p = d
+		return nil
+	})
 }
 
 // StartProcess starts bin with args, stdout and stderr appended to logPath.

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,5 +112,25 @@ func TestChildren(t *testing.T) {
 	}
 	if slices.Contains(got, ended.Process.Pid) {
 		t.Errorf("children %v hold %d, which ended", got, ended.Process.Pid)
+	}
+}
+
+// The benches' -replica-timer-slack: the unit's slack by default, any
+// duration from 0 up, never a negative one.
+func TestTimerSlackFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+		ok   bool
+	}{{nil, UnitTimerSlack, true}, {[]string{"-replica-timer-slack", "0"}, 0, true},
+		{[]string{"-replica-timer-slack", "4ms"}, 4 * time.Millisecond, true}, {[]string{"-replica-timer-slack", "-1ms"}, 0, false}} {
+		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var got time.Duration
+		TimerSlackFlag(fs, &got)
+		err := fs.Parse(c.args)
+		if (err == nil) != c.ok || c.ok && got != c.want {
+			t.Errorf("%q: %v, %v; want %v, accepted %t", c.args, got, err, c.want, c.ok)
+		}
 	}
 }

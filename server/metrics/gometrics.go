@@ -59,21 +59,27 @@ type histograms struct {
 var forbiddenChars = strings.NewReplacer(" ", "_", ".", "_", "=", "_", "-", "_", "/", "_", ":", "_")
 
 func (h *histograms) observe(key []string, labels []gometrics.Label, v float64) {
+	// Called for every sample (each Raft RPC under load): one string
+	// for the series' identity, built once.
 	name := forbiddenChars.Replace(strings.Join(key, "_"))
-	id := name
+	var id strings.Builder
+	id.WriteString(name)
 	for _, l := range labels {
-		id += ";" + l.Name + "=" + l.Value
+		id.WriteByte(';')
+		id.WriteString(l.Name)
+		id.WriteByte('=')
+		id.WriteString(l.Value)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	hist, ok := h.byKey[id]
+	hist, ok := h.byKey[id.String()]
 	if !ok {
 		constLabels := prometheus.Labels{}
 		for _, l := range labels {
 			constLabels[l.Name] = l.Value
 		}
 		hist = prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: name, ConstLabels: constLabels, Buckets: sampleBuckets})
-		h.byKey[id] = hist
+		h.byKey[id.String()] = hist
 	}
 	hist.Observe(v)
 }

@@ -85,7 +85,7 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.bound, "bound", 60*time.Second, "longest wait for a cluster to become ready or recover")
 	fs.BoolVar(&o.skipThroughput, "skip-throughput", false, "measure only the failover")
 	fs.BoolVar(&o.skipEtcd, "skip-etcd", false, "measure Grapnel only")
-	fs.DurationVar(&o.timerSlack, "replica-timer-slack", time.Millisecond, "timer slack of every replica, as TimerSlackNSec= in deploy/systemd/grapnel-server.service sets it (0: this process's own)")
+	bench.TimerSlackFlag(fs, &o.timerSlack)
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a fresh temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")

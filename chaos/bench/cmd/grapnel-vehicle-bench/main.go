@@ -59,7 +59,7 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.poll, "poll", 20*time.Millisecond, "how often the power-on part reads the workload states")
 	fs.StringVar(&o.security, "security", "insecure,tls", "the idle part's clusters, one after the other, comma-separated: insecure, tls (mTLS on gRPC and Raft, gossip encrypted, as a vehicle runs it)")
 	fs.IntVar(&o.replicaNice, "replica-nice", 0, "nice value of the replicas in the power-on part (e.g. -10, as Nice= in their unit would set it)")
-	fs.DurationVar(&o.replicaSlack, "replica-timer-slack", time.Millisecond, "timer slack of every replica, as TimerSlackNSec= in deploy/systemd/grapnel-server.service sets it (0: this process's own)")
+	bench.TimerSlackFlag(fs, &o.replicaSlack)
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
@@ -77,8 +77,6 @@ func parse(args []string) (options, error) {
 		return o, errors.New("-window must be at least 1s")
 	case o.poll <= 0:
 		return o, errors.New("-poll must be positive")
-	case o.replicaSlack < 0:
-		return o, errors.New("-replica-timer-slack must not be negative")
 	}
 	for _, m := range strings.Split(o.security, ",") {
 		if m != "insecure" && m != "tls" {
