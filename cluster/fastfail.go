@@ -21,7 +21,7 @@ import (
 //
 // A follower checks every one to two heartbeat timeouts whether it heard
 // the leader within one (hashicorp/raft runFollower), so noticing a dead
-// leader takes 200 to 600 ms by default, most of a failover. Shorter
+// leader takes 300 to 900 ms by default, most of a failover. Shorter
 // timeouts would depose leaders that are merely slow. But when the
 // leader's process dies (SIGKILL, a panic, the OOM killer) and its host
 // lives, the host's kernel says so at once: every connection the leader
@@ -191,16 +191,16 @@ func (n *Node) fastFailoverLoop() {
 }
 
 // silentAfter is how long the successor lets the leader be silent
-// before it probes it: one and a half heartbeat intervals (125 ms by
-// default), so that the probe's answer (at most leaderProbeTimeout
+// before it probes it: one and a half heartbeat intervals (about 190 ms
+// by default), so that the probe's answer (at most leaderProbeTimeout
 // later) is in before Raft's own follower timer can fire, a heartbeat
 // timeout after the last contact at the earliest, then at random. A
 // successor whose own timer fired first is a candidate that asks for
 // pre-votes, which the other followers refuse while they still know the
-// leader: the slow path (370 to 500 ms in the freeze bench, where
-// probing after 200 ms of silence took it once in eight). A heartbeat
-// more than 42 ms late costs a probe of a leader that answers, nothing
-// more.
+// leader: the slow path (370 to 500 ms in the freeze bench with the
+// 200 ms timeout, where probing after 200 ms of silence took it once in
+// eight). A heartbeat more than 60 ms late costs a probe of a leader that
+// answers, nothing more.
 func (t Timing) silentAfter() time.Duration {
 	return max(t.HeartbeatTimeout/2, t.HeartbeatInterval*3/2)
 }

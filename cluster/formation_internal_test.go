@@ -128,9 +128,9 @@ func TestConfig_ErrorsNameTheField(t *testing.T) {
 
 func TestTiming_Defaults(t *testing.T) {
 	got := Timing{}.withDefaults()
-	if got.Autopilot.LastContactThreshold != 200*time.Millisecond || got.Gossip.ProbeInterval != time.Second ||
-		got.Autopilot.MaxTrailingLogs != 250 || got.HeartbeatTimeout != 200*time.Millisecond ||
-		got.HeartbeatInterval != 200*time.Millisecond*5/12 || got.check() != nil {
+	if got.Autopilot.LastContactThreshold != 300*time.Millisecond || got.Gossip.ProbeInterval != time.Second ||
+		got.Autopilot.MaxTrailingLogs != 250 || got.HeartbeatTimeout != 300*time.Millisecond ||
+		got.HeartbeatInterval != 125*time.Millisecond || got.check() != nil {
 		t.Fatalf("defaults = %+v", got)
 	}
 	slow := Timing{HeartbeatTimeout: 900 * time.Millisecond}.withDefaults()

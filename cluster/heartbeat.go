@@ -74,8 +74,8 @@ func (n *Node) paceHeartbeats(leading bool) error {
 // for every follower's heartbeat and again for every answer, each at its
 // own moment: about 27 wake-ups a second with two followers. Sent
 // together, the heartbeats cost one wake-up and their answers arrive
-// close together; the gap between two heartbeats is one interval (83 ms
-// by default) where Raft's timers gave 50–100 ms. Raft's own timers stay
+// close together; the gap between two heartbeats is one interval (125 ms
+// by default) where Raft's timers gave a tenth to a fifth of the timeout. Raft's own timers stay
 // as the fallback (leaderHeartbeatTimeout): if this loop or Raft's main
 // loop, which dispatches the verification, is late, a follower still
 // hears from the leader within two intervals. The answers also verify

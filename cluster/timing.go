@@ -5,13 +5,17 @@ import "time"
 // Timing holds every timer and threshold of a replica: Raft's timers, the
 // gossip timers and the leader's reconciliation (autopilot) settings. The
 // defaults are chosen for a vehicle LAN (sub-millisecond round trips
-// between compute units): heartbeats every 50–100 ms and an election after
-// 200–600 ms without contact (a follower checks every 1–2 heartbeat
-// timeouts whether it heard the leader within one). The Raft paper measured
-// a 287 ms median outage with 150 ms election timeouts; hashicorp/raft's own
-// defaults (1 s) give 1–3 s. With 300 ms we measured a p99 of 957 ms from a
-// leader's SIGKILL to the next acknowledged update, with 200 ms 598 ms; see
-// docs/replication.md.
+// between compute units): a heartbeat every 125 ms and an election after
+// 300–900 ms without contact (a follower checks every 1–2 heartbeat
+// timeouts whether it heard the leader within one). That slow path is
+// left only for a leader whose unit or link is gone: a leader whose
+// process died or froze is replaced within tens of milliseconds or a
+// quarter of a second (fastfail.go). The Raft paper measured a 287 ms
+// median outage with 150 ms election timeouts; hashicorp/raft's own
+// defaults (1 s) give 1–3 s. The timeout was 200 ms until the heartbeats
+// it needs were a third of an idle leader's CPU; 300 ms cut the idle
+// leader by a fifth and kept the slow path under a second (max 843 ms
+// over 20 silent leaders); see docs/replication.md, "Timing".
 //
 // Zero fields take the value of DefaultTiming, field by field;
 // HeartbeatInterval is derived from the others.
@@ -19,10 +23,10 @@ type Timing struct {
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
 	// LeaderLeaseTimeout is how long a leader goes without hearing from a
-	// quorum before it steps down. 200 ms (it was 100 ms; hashicorp/raft:
-	// half the heartbeat timeout): as long as a follower waits before it
-	// stands for election, so a leader does not give up over a gap in
-	// heartbeats that no follower would act on.
+	// quorum before it steps down. 300 ms (it was 100 ms, then 200 ms;
+	// hashicorp/raft: half the heartbeat timeout): as long as a follower
+	// waits before it stands for election, so a leader does not give up
+	// over a gap in heartbeats that no follower would act on.
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout is how long a leader with nothing new to send waits
 	// before an AppendEntries tells the followers the commit index (one to
@@ -43,12 +47,12 @@ type Timing struct {
 	// with 200 ms), five to ten per timeout, and on an idle cluster they
 	// are most of the work: every one wakes both ends. Two to three per
 	// timeout and per lease are enough: the leader keeps its lease, and no
-	// follower times out, unless heartbeats stop for 116 ms beyond the
-	// interval, or 33 ms beyond the fallback's longest gap (two
+	// follower times out, unless heartbeats stop for 175 ms beyond the
+	// interval, or 50 ms beyond the fallback's longest gap (two
 	// intervals). Zero means five twelfths of the shorter of
-	// HeartbeatTimeout and LeaderLeaseTimeout: 83 ms by default, a twelfth
-	// of a second, so that every third heartbeat falls on a Watch
-	// heartbeat (250 ms) and every twelfth on the once-a-second timers
+	// HeartbeatTimeout and LeaderLeaseTimeout: 125 ms by default, an
+	// eighth of a second, so that every second heartbeat falls on a Watch
+	// heartbeat (250 ms) and every eighth on the once-a-second timers
 	// (clock.NextSlot). Two intervals must be shorter than the lease.
 	HeartbeatInterval time.Duration
 	// StorageProbeMin and StorageProbeMax bound the backoff between two
@@ -134,17 +138,17 @@ type Autopilot struct {
 	ReconcileInterval time.Duration
 	// LastContactThreshold: a member the leader has not heard from for
 	// longer is unhealthy. Consul uses 200 ms with its 1 s heartbeat
-	// multiplier-1 timing; here 200 ms for the 200 ms vehicle heartbeat
-	// timeout, scaled proportionally when HeartbeatTimeout is longer
-	// (leader heartbeats go out every HeartbeatTimeout/10–/5, so 200 ms is
-	// five to ten missed heartbeats).
+	// multiplier-1 timing (one to two of its heartbeat intervals); here
+	// the 300 ms heartbeat timeout, two and a half of the leader's
+	// 125 ms heartbeat intervals, and as long as the timeout when that
+	// is longer.
 	LastContactThreshold time.Duration
 	// MaxTrailingLogs: a member more entries behind the leader is unhealthy.
 	// 250 as in Consul: a few group commits, never a lagging replica.
 	MaxTrailingLogs uint64
 	// ServerStabilizationTime is how long a new member must stay healthy
 	// before it becomes a voter. Consul waits 10 s; 3 s here, which is still
-	// some fifty heartbeats and several gossip probe rounds, so a replaced
+	// some two dozen heartbeats and several gossip probe rounds, so a replaced
 	// compute unit votes within seconds.
 	ServerStabilizationTime time.Duration
 	// DeadServerTimeout is how long a member may be dead (or missing) in
@@ -161,9 +165,9 @@ type Autopilot struct {
 // DefaultTiming is the vehicle-LAN timing.
 func DefaultTiming() Timing {
 	return Timing{
-		HeartbeatTimeout:   200 * time.Millisecond,
-		ElectionTimeout:    200 * time.Millisecond,
-		LeaderLeaseTimeout: 200 * time.Millisecond,
+		HeartbeatTimeout:   300 * time.Millisecond,
+		ElectionTimeout:    300 * time.Millisecond,
+		LeaderLeaseTimeout: 300 * time.Millisecond,
 		CommitTimeout:      time.Second,
 		StorageProbeMin:    time.Second,
 		StorageProbeMax:    30 * time.Second,
@@ -221,10 +225,10 @@ func RaftDefaultTiming() Timing {
 	}
 }
 
-// baseLastContactThreshold is Consul's threshold, used with the default
-// 200 ms heartbeat timeout (five to ten heartbeats) and scaled for longer
-// ones.
-const baseLastContactThreshold = 200 * time.Millisecond
+// baseLastContactThreshold is the default heartbeat timeout (two and a
+// half heartbeat intervals), used with it and shorter ones and scaled for
+// longer ones.
+const baseLastContactThreshold = 300 * time.Millisecond
 
 // withDefaults fills zero fields from DefaultTiming.
 func (t Timing) withDefaults() Timing {

@@ -137,9 +137,9 @@ func collectFastFailover(set *metrics.Set, node *cluster.Node) {
 		return
 	}
 	set.Registry.NewCounterFunc("grapnel_raft_fast_failover_total",
-		"Elections this replica started at once as the successor of a leader whose process is gone (its Raft port refused) or stopped (silent for a heartbeat interval and a half (125 ms), its port taking a connection it never answered; docs/replication.md).", nil,
+		"Elections this replica started at once as the successor of a leader whose process is gone (its Raft port refused) or stopped (silent for a heartbeat interval and a half, about 190 ms by default, its port taking a connection it never answered; docs/replication.md).", nil,
 		func() float64 { return float64(node.FastFailover().Campaigns) })
-	const help = "Dials to the leader's Raft port after the leader's connection to this replica ended or it was silent for a heartbeat interval and a half (125 ms), by outcome: refused (the leader's process is gone), frozen (the port took the connection, the process never answered) or other (it answered, timed out, or the link is cut)."
+	const help = "Dials to the leader's Raft port after the leader's connection to this replica ended or it was silent for a heartbeat interval and a half (about 190 ms by default), by outcome: refused (the leader's process is gone), frozen (the port took the connection, the process never answered) or other (it answered, timed out, or the link is cut)."
 	set.Registry.NewCounterFunc("grapnel_raft_leader_probes_total", help, map[string]string{"outcome": "refused"},
 		func() float64 { return float64(node.FastFailover().Refused) })
 	set.Registry.NewCounterFunc("grapnel_raft_leader_probes_total", help, map[string]string{"outcome": "frozen"},
