@@ -48,11 +48,13 @@ const (
 
 // PrepareRunDir makes an instance's run directory: the agent's, 0710
 // with the workload's group when it has an owner, else 0700. It is made
-// durable (its name synced into its parent, and so on up), so that the
-// records and the workload's own files synced under it survive a power
-// cut with it.
+// durable (its name synced into its parent when it is made, and so on
+// up to the run folder, which the agent made durable at its start), so
+// that the records and the workload's own files synced under it survive
+// a power cut with it. One that exists is taken as made so
+// (durable.MkdirMissing): every start of an instance prepares it again.
 func PrepareRunDir(dir string, o *Owner) error {
-	return agentDir(durable.MkdirAll, dir, o, runDirMode)
+	return agentDir(durable.MkdirMissing, dir, o, runDirMode)
 }
 
 // PrepareGroupDir makes a directory of the agent that the workload's

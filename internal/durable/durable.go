@@ -73,6 +73,16 @@ func Remove(path string) error { return OS.Remove(path) }
 // (Files.MkdirAll).
 func MkdirAll(path string, perm fs.FileMode) error { return OS.MkdirAll(path, perm) }
 
+// WriteFileUnsynced replaces path with data on the real file system,
+// without a sync (Files.WriteFileUnsynced).
+func WriteFileUnsynced(path string, data []byte, perm fs.FileMode) error {
+	return OS.WriteFileUnsynced(path, data, perm)
+}
+
+// MkdirMissing makes the missing directories of path on the real file
+// system (Files.MkdirMissing).
+func MkdirMissing(path string, perm fs.FileMode) error { return OS.MkdirMissing(path, perm) }
+
 // SyncDir fsyncs the directory dir on the real file system
 // (Files.SyncDir).
 func SyncDir(dir string) error { return OS.SyncDir(dir) }
@@ -110,6 +120,46 @@ func (f Files) WriteFile(path string, data []byte, perm fs.FileMode) error {
 		_, err := w.Write(data)
 		return err
 	})
+}
+
+// WriteFileUnsynced replaces path with data, mode perm whatever the
+// umask, as WriteFile does, but syncs nothing: a reader sees the old file
+// or the new one, whole, and the new one survives a crash of the writer
+// (the page cache keeps it), but after a power cut or a crash of the
+// kernel the old file, the new one, or one empty or torn may be found.
+// It is for records of the running boot's processes, which a power cut
+// ends with them, whose reader knows what an earlier boot left for what
+// it is: two syncs a record, each a journal commit the writer waits for,
+// were most of a workload's start.
+func (f Files) WriteFileUnsynced(path string, data []byte, perm fs.FileMode) error {
+	const op = "replace"
+	file, err := f.fs.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return &Error{op, path, "create a temporary file", err}
+	}
+	tmp := file.Name()
+	fail := func(step string, err error) error {
+		file.Close()
+		f.fs.Remove(tmp)
+		return &Error{op, path, step, err}
+	}
+	if perm != 0o600 { // CreateTemp's mode
+		if err := file.Chmod(perm); err != nil {
+			return fail("chmod "+tmp, err)
+		}
+	}
+	if _, err := file.Write(data); err != nil {
+		return fail("write "+tmp, err)
+	}
+	if err := file.Close(); err != nil {
+		f.fs.Remove(tmp)
+		return &Error{op, path, "close " + tmp, err}
+	}
+	if err := f.fs.Rename(tmp, path); err != nil {
+		f.fs.Remove(tmp)
+		return &Error{op, path, "rename " + tmp + " over it", err}
+	}
+	return nil
 }
 
 // Replace is WriteFile for content that is streamed: fill writes it. An
@@ -272,6 +322,45 @@ func (f Files) MkdirAll(path string, perm fs.FileMode) error {
 	parent := filepath.Dir(path)
 	if parent != path {
 		if err := f.MkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := f.fs.Mkdir(path, perm); err != nil {
+		// Made meanwhile by someone else, as os.MkdirAll allows.
+		if fi, serr := f.fs.Stat(path); serr == nil && fi.IsDir() {
+			return nil
+		}
+		return &Error{op, path, "mkdir", err}
+	}
+	if err := f.fs.SyncDir(parent); err != nil {
+		return &Error{op, path, "fsync the directory " + parent, err}
+	}
+	return nil
+}
+
+// MkdirMissing is MkdirAll for directories that, where they exist, this
+// program made durable itself (MkdirAll at its start, or an earlier
+// MkdirMissing): it syncs the name of each directory it makes into its
+// parent, and nothing for one that exists. An instance's start makes its
+// directories under the run folder this way; MkdirAll's sync of a path
+// that exists cost every start one to two fsyncs per directory, each a
+// journal commit and a cache flush that the start waited for, although
+// the agent made those directories durable when it started.
+func (f Files) MkdirMissing(path string, perm fs.FileMode) error {
+	const op = "mkdir"
+	path = filepath.Clean(path)
+	fi, err := f.fs.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return &Error{op, path, "stat", syscall.ENOTDIR}
+	case !errors.Is(err, fs.ErrNotExist):
+		return &Error{op, path, "stat", err}
+	}
+	parent := filepath.Dir(path)
+	if parent != path {
+		if err := f.MkdirMissing(parent, perm); err != nil {
 			return err
 		}
 	}

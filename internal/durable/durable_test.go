@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/grapnel-io/grapnel/internal/durable"
@@ -163,6 +165,71 @@ func TestMkdirAllCrashSafe(t *testing.T) {
 		},
 		Check: func(c crashfs.Crash) error { return oldOrNew(c, "/var/lib/grapnel/f", nil, newData) },
 	})
+}
+
+// MkdirMissing makes a new tree as crash-safely as MkdirAll: a file
+// written into it is there after a crash once both returned.
+func TestMkdirMissingCrashSafe(t *testing.T) {
+	crashfs.Check(t, crashfs.Sequence{
+		Seed: func(m *crashfs.FS) { m.SeedDir("/var") },
+		Run: func(m *crashfs.FS) error {
+			f := durable.On(m)
+			if err := f.MkdirMissing("/var/lib/grapnel/a", 0o700); err != nil {
+				return err
+			}
+			if err := f.MkdirMissing("/var/lib/grapnel/b", 0o700); err != nil {
+				return err
+			}
+			return f.WriteFile("/var/lib/grapnel/b/f", newData, 0o600)
+		},
+		Check: func(c crashfs.Crash) error { return oldOrNew(c, "/var/lib/grapnel/b/f", nil, newData) },
+	})
+}
+
+// syncCounter counts the directory syncs made through it.
+type syncCounter struct {
+	*crashfs.FS
+	dirs []string
+}
+
+func (s *syncCounter) SyncDir(dir string) error {
+	s.dirs = append(s.dirs, dir)
+	return s.FS.SyncDir(dir)
+}
+
+// MkdirMissing syncs each directory it makes into its parent, and
+// nothing for a path that exists, where MkdirAll syncs its parent again.
+func TestMkdirMissingSyncsOnlyWhatItMakes(t *testing.T) {
+	m := &syncCounter{FS: crashfs.New()}
+	m.SeedDir("/run")
+	f := durable.On(m)
+	if err := f.MkdirMissing("/run/agent_io/inst/process", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/run", "/run/agent_io", "/run/agent_io/inst"}; !slices.Equal(m.dirs, want) {
+		t.Fatalf("syncs making the tree: %q, want %q", m.dirs, want)
+	}
+	m.dirs = nil
+	if err := f.MkdirMissing("/run/agent_io/inst/process", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.MkdirMissing("/run/agent_io/inst/work", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/run/agent_io/inst"}; !slices.Equal(m.dirs, want) {
+		t.Fatalf("syncs with the tree there: %q, want %q (only the new work directory's name)", m.dirs, want)
+	}
+	m.dirs = nil
+	if err := f.MkdirAll("/run/agent_io/inst/process", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.dirs) != 1 {
+		t.Fatalf("MkdirAll of a path that exists synced %q, want its parent once", m.dirs)
+	}
+	m.Seed("/run/file", nil, 0o600)
+	if err := f.MkdirMissing("/run/file", 0o700); !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("MkdirMissing over a file = %v, want ENOTDIR", err)
+	}
 }
 
 // The checker finds what the sequences Grapnel used before this package

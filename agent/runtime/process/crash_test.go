@@ -3,6 +3,7 @@ package process
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/grapnel-io/grapnel/agent/runtime/process/shim"
 	"github.com/grapnel-io/grapnel/internal/durable"
 	"github.com/grapnel-io/grapnel/internal/durable/crashfs"
+	"github.com/grapnel-io/grapnel/state"
 )
 
 // A power cut while a new workload's uid is kept leaves the table the
@@ -75,7 +77,7 @@ func TestRecordsCrashSafe(t *testing.T) {
 			return shim.WriteJSONTo(durable.On(m), filepath.Join(dir, exitFile), shim.ExitRecord(exit))
 		},
 		Check: func(c crashfs.Crash) error {
-			rs, err := readRecords(c.Path(dir))
+			rs, err := readRecords(c.Path(dir), "b")
 			switch {
 			case err != nil:
 				return err
@@ -89,4 +91,66 @@ func TestRecordsCrashSafe(t *testing.T) {
 			return nil
 		},
 	})
+}
+
+// The shim's record is written without a sync: a power cut while it is
+// written leaves it whole, missing, empty or torn. The agent of the next
+// boot reads such a directory without an error: the workload is not
+// recorded, or recorded whole, and either way it is lost, never
+// unknown (which would keep the agent asking instead of replacing it).
+// The same holds in a pid namespace used as a power domain, where the
+// boot stays and start times tell the processes apart. While the shim
+// lives, a record that cannot be read stays an error: the workload may
+// run.
+func TestBootRecordAfterPowerCut(t *testing.T) {
+	dir := "/run/agent_A_io/w.1.agent_A/" + recordSubdir
+	spec := []byte(`{"instance":"w.1.agent_A","command":"true","bootId":"b1"}` + "\n")
+	// Pids beyond any pid_max: processes that ended with the power cut.
+	shimRef := shim.ProcRef{PID: 1 << 30, StartTime: 6, BootID: "b1"}
+	child := childRecord{ProcRef: shim.ProcRef{PID: 1<<30 + 1, StartTime: 7, BootID: "b1"}, Shim: shimRef}
+	for _, boot := range []string{"b2", "b1"} {
+		crashfs.Check(t, crashfs.Sequence{
+			Seed: func(m *crashfs.FS) { m.Seed(dir+"/"+specFile, spec, 0o600) },
+			Run: func(m *crashfs.FS) error {
+				f := durable.On(m)
+				if err := shim.WriteBootRecordTo(f, filepath.Join(dir, shimFile), shimRef); err != nil {
+					return err
+				}
+				return shim.WriteBootRecordTo(f, filepath.Join(dir, recordFile), child)
+			},
+			Check: func(c crashfs.Crash) error {
+				rs, err := readRecords(c.Path(dir), boot)
+				switch {
+				case err != nil:
+					return fmt.Errorf("boot %s cannot read the records: %w", boot, err)
+				case rs.child != nil && rs.child.PID != child.PID:
+					return fmt.Errorf("the workload recorded as %+v", rs.child)
+				}
+				if s := stateOf(c.Path(dir), boot, rs); s.State != state.StateFailed || s.SubState != state.SubLost {
+					return fmt.Errorf("state after the power cut %v, want Failed(Lost)", s)
+				}
+				return nil
+			},
+		})
+	}
+
+	// This test's process stands for a shim that lives.
+	self := procRef{PID: os.Getpid(), BootID: "b1"}
+	var err error
+	if self.StartTime, err = startTime(self.PID); err != nil {
+		t.Fatal(err)
+	}
+	real := t.TempDir()
+	if err := shim.WriteBootRecord(filepath.Join(real, shimFile), self); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(real, recordFile), []byte(`{"pid":4`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readRecords(real, "b1"); err == nil {
+		t.Fatal("a record that cannot be read while its shim lives was taken for none")
+	}
+	if rs, err := readRecords(real, "b2"); err != nil || rs.child != nil {
+		t.Fatalf("a torn record of an earlier boot: %+v, %v; want none and no error", rs.child, err)
+	}
 }

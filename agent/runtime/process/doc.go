@@ -33,7 +33,11 @@
 // workload's group only (see runtime.PrepareRunDir).
 //
 // Every JSON file is written to a temporary name and renamed, so a reader
-// never sees half of one. A pid is only trusted together with its start
+// never sees half of one. spec.json, exit and start-error are synced
+// (internal/durable); shim.json and record.json, which name processes a
+// power cut ends, are not, so that a start does not wait for them, and
+// what a cut leaves of them the next agent takes for no record
+// (readRecords). A pid is only trusted together with its start
 // time (field 22 of /proc/<pid>/stat, clock ticks since boot) and the
 // kernel's boot id (Config.BootIDFile), so that neither a pid reused in
 // the same boot nor one of a later boot — where the same pid and even the

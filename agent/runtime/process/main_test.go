@@ -184,7 +184,7 @@ func (h *harness) records(id runtime.ID) records {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	rs, err := readRecords(dir)
+	rs, err := readRecords(dir, h.rt.boot)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -79,6 +79,10 @@ func validPart(s string) bool { return s != "" && state.ValidName(s) }
 
 func writeJSON(path string, v any) error { return shim.WriteJSON(path, v) }
 
+// writeBootRecord writes a record of the running boot's processes,
+// unsynced (shim.WriteBootRecord).
+func writeBootRecord(path string, v any) error { return shim.WriteBootRecord(path, v) }
+
 // readJSON reads one record file; a missing file gives fs.ErrNotExist.
 func readJSON(path string, v any) error { return shim.ReadJSON(path, v) }
 
@@ -99,8 +103,16 @@ func (rs records) childRef() *procRef {
 }
 
 // readRecords reads the record directory; it wraps runtime.ErrNotFound
-// when the directory is gone.
-func readRecords(dir string) (records, error) {
+// when the directory is gone. boot is the id of the running boot. The
+// shim's record and shim.json are written without a sync
+// (shim.WriteBootRecord): a power cut may leave either one empty or
+// torn, and the processes they named ended with it. So one that cannot
+// be read counts as never written, unless the workload may still run:
+// the shim.json's shim lives (same boot, same start time), and the
+// record that names the workload is what cannot be read; that stays an
+// error, as any other unreadable record, so that nothing is started
+// beside a workload the agent lost track of.
+func readRecords(dir, boot string) (records, error) {
 	var rs records
 	if _, err := os.Stat(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -115,18 +127,16 @@ func readRecords(dir string) (records, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return rs, err
 	}
+	var s procRef
+	if err := readJSON(filepath.Join(dir, shimFile), &s); err == nil {
+		rs.shim = &s
+	}
 	var c childRecord
 	switch err := readJSON(filepath.Join(dir, recordFile), &c); {
 	case err == nil:
 		rs.child = &c
-	case !errors.Is(err, fs.ErrNotExist):
-		return rs, err
-	}
-	var s procRef
-	switch err := readJSON(filepath.Join(dir, shimFile), &s); {
-	case err == nil:
-		rs.shim = &s
-	case !errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist):
+	case rs.shim.alive(boot):
 		return rs, err
 	}
 	if rs.child != nil && rs.shim == nil {

@@ -253,7 +253,7 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 	if err := runtime.PrepareRunDir(runDir, owner); err != nil {
 		return "", fmt.Errorf("process runtime: %w", err)
 	}
-	if err := durable.MkdirAll(dir, 0o700); err != nil {
+	if err := durable.MkdirMissing(dir, 0o700); err != nil {
 		return "", fmt.Errorf("process runtime: %w", err)
 	}
 	home := filepath.Join(runDir, workSubdir)
@@ -323,14 +323,14 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 		close(exited)
 	}()
 	if err == nil {
-		err = writeJSON(filepath.Join(dir, shimFile), shim)
+		err = writeBootRecord(filepath.Join(dir, shimFile), shim)
 	}
 	if err != nil {
 		// Nothing may run that no record names: the shim, and the
 		// workload if the shim got it going meanwhile.
 		_ = cmd.Process.Kill()
 		<-exited
-		if rs, rerr := readRecords(dir); rerr == nil {
+		if rs, rerr := readRecords(dir, r.boot); rerr == nil {
 			rs.childRef().signalGroup(syscall.SIGKILL, r.boot)
 		}
 		return fmt.Errorf("%w: recording the shim: %w", ErrStart, err)
@@ -341,7 +341,7 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 	tick := clock.NewTicker(r.cfg.Clock, pollInterval)
 	defer tick.Stop()
 	for {
-		rs, err := readRecords(dir)
+		rs, err := readRecords(dir, r.boot)
 		switch {
 		case err != nil:
 			return fmt.Errorf("%w: %v", ErrStart, err)
@@ -355,7 +355,7 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 		case <-tick.C:
 			continue
 		case <-exited:
-			if rs, err := readRecords(dir); err == nil && rs.child != nil {
+			if rs, err := readRecords(dir, r.boot); err == nil && rs.child != nil {
 				return nil
 			} else if err == nil && rs.startErr != "" {
 				return fmt.Errorf("%w: %s", ErrStart, rs.startErr)
@@ -372,7 +372,7 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 		}
 		// Given up: stop whatever did start.
 		shim.signal(syscall.SIGKILL, r.boot)
-		if rs, rerr := readRecords(dir); rerr == nil {
+		if rs, rerr := readRecords(dir, r.boot); rerr == nil {
 			rs.childRef().signalGroup(syscall.SIGKILL, r.boot)
 		}
 		return err
@@ -406,7 +406,7 @@ func observe(dir, boot string) (state.ExecutionState, error) {
 
 // observeRecords is observe, with the records it read first.
 func observeRecords(dir, boot string) (state.ExecutionState, records, error) {
-	rs, err := readRecords(dir)
+	rs, err := readRecords(dir, boot)
 	if err != nil {
 		return state.ExecutionState{}, rs, err
 	}
@@ -429,7 +429,7 @@ func stateOf(dir, boot string, rs records) state.ExecutionState {
 	}
 	// Nothing runs. The shim may have written the exit and ended since
 	// the first read.
-	if again, err := readRecords(dir); err == nil && again.exit != nil {
+	if again, err := readRecords(dir, boot); err == nil && again.exit != nil {
 		return again.exit.state()
 	}
 	rebooted := rs.shim != nil && !sameBoot(rs.shim.BootID, boot)
@@ -454,7 +454,7 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 	if err != nil {
 		return err
 	}
-	rs, err := readRecords(dir)
+	rs, err := readRecords(dir, r.boot)
 	if errors.Is(err, runtime.ErrNotFound) {
 		return r.deleteWithoutRecord(ctx, id)
 	}
@@ -466,10 +466,10 @@ func (r *Runtime) Delete(ctx context.Context, id runtime.ID) error {
 		// Still starting: let the shim get the workload going (or fail),
 		// so that there is a pid to stop and nothing starts afterwards.
 		r.waitFor(ctx, r.cfg.StartTimeout, func() bool {
-			rs, err = readRecords(dir)
+			rs, err = readRecords(dir, r.boot)
 			return err != nil || rs.child != nil || rs.startErr != "" || !rs.shim.alive(r.boot)
 		})
-		if rs, err = readRecords(dir); err != nil {
+		if rs, err = readRecords(dir, r.boot); err != nil {
 			return nil // removed meanwhile
 		}
 	}
@@ -582,7 +582,7 @@ func (r *Runtime) PID(id runtime.ID) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	rs, err := readRecords(dir)
+	rs, err := readRecords(dir, r.boot)
 	if err != nil {
 		return 0, err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
-	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -286,11 +285,11 @@ func lookupUser(u string) (*runtime.Owner, error) {
 	return &runtime.Owner{UID: uint32(uid), GID: uint32(gid)}, nil
 }
 
-// ownDir makes dir (and its missing parents, 0700) and gives it to owner
-// with mode 0700: a directory no other workload can enter. A nil owner
-// leaves it the agent's.
+// ownDir makes dir (and its missing parents, 0700, their names synced)
+// and gives it to owner with mode 0700: a directory no other workload
+// can enter. A nil owner leaves it the agent's.
 func ownDir(dir string, owner *runtime.Owner) error {
-	if err := durable.MkdirAll(dir, 0o700); err != nil {
+	if err := durable.MkdirMissing(dir, 0o700); err != nil {
 		return err
 	}
 	return runtime.GiveFile(dir, owner, 0o700)
@@ -298,13 +297,16 @@ func ownDir(dir string, owner *runtime.Owner) error {
 
 // traversable makes dirs (the run folder, <agent>_io) 0711: a workload
 // under its own uid can pass through them to its own directories but
-// cannot list them.
+// cannot list them. It runs at every start of such a workload, on
+// directories the agent made durable at its start, so it syncs and
+// changes only what is missing: an inode changed for nothing would be
+// one more journal commit for the start's next fsync.
 func traversable(dirs ...string) error {
 	for _, d := range dirs {
-		if err := durable.MkdirAll(d, runtime.PrivateDirMode); err != nil {
+		if err := durable.MkdirMissing(d, runtime.PrivateDirMode); err != nil {
 			return err
 		}
-		if err := os.Chmod(d, runtime.TraverseMode); err != nil {
+		if err := runtime.GiveFile(d, nil, runtime.TraverseMode); err != nil {
 			return err
 		}
 	}

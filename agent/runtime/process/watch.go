@@ -32,7 +32,7 @@ func (r *Runtime) Watch(ctx context.Context, id runtime.ID) (<-chan struct{}, er
 	if err != nil {
 		return nil, nil // State says ErrNotFound, for good
 	}
-	rs, err := readRecords(dir)
+	rs, err := readRecords(dir, r.boot)
 	switch {
 	case errors.Is(err, runtime.ErrNotFound):
 		// A record wiped behind the agent's back: the processes last

@@ -84,6 +84,25 @@ func WriteJSONTo(files durable.Files, path string, v any) error {
 	return files.WriteFile(path, append(data, '\n'), 0o600)
 }
 
+// WriteBootRecord writes a record that names processes of the running
+// boot (RecordFile, and the agent's shim.json) so that a reader sees the
+// old file or the new one, never half of one, without syncing it
+// (durable.WriteFileUnsynced): a power cut ends those processes, and
+// what it leaves of such a record (nothing, the old one, an empty or a
+// torn file) a reader of an earlier boot's records takes for a record
+// that was never written (see the process runtime's readRecords). The
+// workload's start waits for its record; the two syncs were most of it.
+func WriteBootRecord(path string, v any) error { return WriteBootRecordTo(durable.OS, path, v) }
+
+// WriteBootRecordTo is WriteBootRecord through files.
+func WriteBootRecordTo(files durable.Files, path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return files.WriteFileUnsynced(path, append(data, '\n'), 0o600)
+}
+
 // ReadJSON reads one record file; a missing file gives fs.ErrNotExist.
 func ReadJSON(path string, v any) error {
 	data, err := os.ReadFile(path)

@@ -131,7 +131,7 @@ func Run(dir string) int {
 	if child.StartTime, err = StartTime(child.PID); err == nil {
 		shim := ProcRef{PID: os.Getpid(), BootID: sp.BootID}
 		if shim.StartTime, err = StartTime(shim.PID); err == nil {
-			err = WriteJSON(filepath.Join(dir, RecordFile),
+			err = WriteBootRecord(filepath.Join(dir, RecordFile),
 				ChildRecord{ProcRef: child, Shim: shim, StartedAt: shimClock.Now().UTC()})
 		}
 	}

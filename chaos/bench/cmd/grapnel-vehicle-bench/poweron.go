@@ -330,13 +330,15 @@ func measurePowerOn(ctx context.Context, o options, d *bench.PowerDomain, addrs 
 	stale := map[string]bool{}
 	tick := time.NewTicker(o.poll)
 	defer tick.Stop()
-	// pre is what ran before the states were asked for: the processes
-	// seen after the previous answer; post what runs once they came.
-	pre, err := running(procs)
-	if err != nil {
-		return pc, err
-	}
 	for len(backAt) < len(manifest) {
+		// pre is what ran before the states were asked for, looked at
+		// just before; post what runs once they came. (pre was the
+		// previous answer's post, which counted a workload whose process
+		// started meanwhile one answer late: 20–40 ms under load.)
+		pre, err := running(procs)
+		if err != nil {
+			return pc, err
+		}
 		ws, qerr := reader.States(bctx, time.Second)
 		at := time.Since(d.Started)
 		if qerr == nil {
@@ -362,7 +364,6 @@ func measurePowerOn(ctx context.Context, o options, d *bench.PowerDomain, addrs 
 				pc.staleAnswers++
 				pc.lastStale = at
 			}
-			pre = post
 		}
 		if len(backAt) == len(manifest) {
 			break
