@@ -153,4 +153,14 @@ func TestBootRecordAfterPowerCut(t *testing.T) {
 	if rs, err := readRecords(real, "b2"); err != nil || rs.child != nil {
 		t.Fatalf("a torn record of an earlier boot: %+v, %v; want none and no error", rs.child, err)
 	}
+
+	// A record the storage cannot read (here a directory where the file
+	// should be) is not what a power cut leaves of a write: an error.
+	unreadable := t.TempDir()
+	if err := os.Mkdir(filepath.Join(unreadable, recordFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readRecords(unreadable, "b2"); err == nil {
+		t.Fatal("a record that could not be read was taken for none")
+	}
 }

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -106,12 +107,12 @@ func (rs records) childRef() *procRef {
 // when the directory is gone. boot is the id of the running boot. The
 // shim's record and shim.json are written without a sync
 // (shim.WriteBootRecord): a power cut may leave either one empty or
-// torn, and the processes they named ended with it. So one that cannot
-// be read counts as never written, unless the workload may still run:
-// the shim.json's shim lives (same boot, same start time), and the
-// record that names the workload is what cannot be read; that stays an
-// error, as any other unreadable record, so that nothing is started
-// beside a workload the agent lost track of.
+// torn, and the processes they named ended with it. So one whose
+// content is not a record counts as never written, unless the workload
+// may still run: the shim.json's shim lives (same boot, same start
+// time), and the record that names the workload is what does not parse;
+// that stays an error, as does any file the storage cannot read, so
+// that nothing is started beside a workload the agent lost track of.
 func readRecords(dir, boot string) (records, error) {
 	var rs records
 	if _, err := os.Stat(dir); err != nil {
@@ -128,15 +129,18 @@ func readRecords(dir, boot string) (records, error) {
 		return rs, err
 	}
 	var s procRef
-	if err := readJSON(filepath.Join(dir, shimFile), &s); err == nil {
+	switch err := readJSON(filepath.Join(dir, shimFile), &s); {
+	case err == nil:
 		rs.shim = &s
+	case !errors.Is(err, fs.ErrNotExist) && !torn(err):
+		return rs, err
 	}
 	var c childRecord
 	switch err := readJSON(filepath.Join(dir, recordFile), &c); {
 	case err == nil:
 		rs.child = &c
 	case errors.Is(err, fs.ErrNotExist):
-	case rs.shim.alive(boot):
+	case !torn(err) || rs.shim.alive(boot):
 		return rs, err
 	}
 	if rs.child != nil && rs.shim == nil {
@@ -146,6 +150,15 @@ func readRecords(dir, boot string) (records, error) {
 		rs.startErr = strings.TrimSpace(string(data))
 	}
 	return rs, nil
+}
+
+// torn reports whether err is a record file's content that is not JSON of
+// the record (what a power cut leaves of an unsynced write: empty, zeros,
+// half), as opposed to a file the storage could not read.
+func torn(err error) bool {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.As(err, &syntax) || errors.As(err, &typ)
 }
 
 // tailFile returns the end of a small diagnostics file, for error texts.
