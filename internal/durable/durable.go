@@ -300,13 +300,21 @@ func (f Files) Remove(path string) error {
 // less the umask as os.MkdirAll does, and fsyncs the parent of each
 // directory it makes, and of path when path exists already: its name may
 // have been made by a writer that did not sync it.
-func (f Files) MkdirAll(path string, perm fs.FileMode) error {
+func (f Files) MkdirAll(path string, perm fs.FileMode) error { return f.mkdirAll(path, perm, true) }
+
+// mkdirAll makes path and its missing parents, syncing the name of each
+// directory it makes into its parent; syncExisting also syncs the name
+// of each one that exists.
+func (f Files) mkdirAll(path string, perm fs.FileMode, syncExisting bool) error {
 	const op = "mkdir"
 	path = filepath.Clean(path)
-	if fi, err := f.fs.Stat(path); err == nil {
-		if !fi.IsDir() {
-			return &Error{op, path, "stat", syscall.ENOTDIR}
-		}
+	fi, err := f.fs.Stat(path)
+	switch {
+	case err == nil && !fi.IsDir():
+		return &Error{op, path, "stat", syscall.ENOTDIR}
+	case err == nil && !syncExisting:
+		return nil
+	case err == nil:
 		// Another writer may have made it without syncing its name (an
 		// installer, systemd's StateDirectory=, a harness): sync it now.
 		// Once per start of what uses it, never at idle.
@@ -316,12 +324,12 @@ func (f Files) MkdirAll(path string, perm fs.FileMode) error {
 			}
 		}
 		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	case !errors.Is(err, fs.ErrNotExist):
 		return &Error{op, path, "stat", err}
 	}
 	parent := filepath.Dir(path)
 	if parent != path {
-		if err := f.MkdirAll(parent, perm); err != nil {
+		if err := f.mkdirAll(parent, perm, syncExisting); err != nil {
 			return err
 		}
 	}
@@ -347,34 +355,7 @@ func (f Files) MkdirAll(path string, perm fs.FileMode) error {
 // journal commit and a cache flush that the start waited for, although
 // the agent made those directories durable when it started.
 func (f Files) MkdirMissing(path string, perm fs.FileMode) error {
-	const op = "mkdir"
-	path = filepath.Clean(path)
-	fi, err := f.fs.Stat(path)
-	switch {
-	case err == nil && fi.IsDir():
-		return nil
-	case err == nil:
-		return &Error{op, path, "stat", syscall.ENOTDIR}
-	case !errors.Is(err, fs.ErrNotExist):
-		return &Error{op, path, "stat", err}
-	}
-	parent := filepath.Dir(path)
-	if parent != path {
-		if err := f.MkdirMissing(parent, perm); err != nil {
-			return err
-		}
-	}
-	if err := f.fs.Mkdir(path, perm); err != nil {
-		// Made meanwhile by someone else, as os.MkdirAll allows.
-		if fi, serr := f.fs.Stat(path); serr == nil && fi.IsDir() {
-			return nil
-		}
-		return &Error{op, path, "mkdir", err}
-	}
-	if err := f.fs.SyncDir(parent); err != nil {
-		return &Error{op, path, "fsync the directory " + parent, err}
-	}
-	return nil
+	return f.mkdirAll(path, perm, false)
 }
 
 // SyncDir fsyncs the directory dir, for names another writer made in it

@@ -3,6 +3,7 @@ package shim
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -77,11 +78,16 @@ func WriteJSON(path string, v any) error { return WriteJSONTo(durable.OS, path, 
 
 // WriteJSONTo is WriteJSON through files.
 func WriteJSONTo(files durable.Files, path string, v any) error {
+	return writeRecord(files.WriteFile, path, v)
+}
+
+// writeRecord writes v as one line of JSON to path with write.
+func writeRecord(write func(string, []byte, fs.FileMode) error, path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return files.WriteFile(path, append(data, '\n'), 0o600)
+	return write(path, append(data, '\n'), 0o600)
 }
 
 // WriteBootRecord writes a record that names processes of the running
@@ -96,11 +102,7 @@ func WriteBootRecord(path string, v any) error { return WriteBootRecordTo(durabl
 
 // WriteBootRecordTo is WriteBootRecord through files.
 func WriteBootRecordTo(files durable.Files, path string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return files.WriteFileUnsynced(path, append(data, '\n'), 0o600)
+	return writeRecord(files.WriteFileUnsynced, path, v)
 }
 
 // ReadJSON reads one record file; a missing file gives fs.ErrNotExist.
