@@ -75,10 +75,11 @@ func (n *Node) paceHeartbeats(leading bool) error {
 // own moment: about 27 wake-ups a second with two followers. Sent
 // together, the heartbeats cost one wake-up and their answers arrive
 // close together; the gap between two heartbeats is one interval (125 ms
-// by default) where Raft's timers gave a tenth to a fifth of the timeout. Raft's own timers stay
-// as the fallback (leaderHeartbeatTimeout): if this loop or Raft's main
-// loop, which dispatches the verification, is late, a follower still
-// hears from the leader within two intervals. The answers also verify
+// by default) where Raft's timers gave a tenth to a fifth of the
+// timeout. Raft's own timers stay as the fallback
+// (leaderHeartbeatTimeout): if this loop or Raft's main loop, which
+// dispatches the verification, is late, a follower still hears from the
+// leader within two intervals. The answers also verify
 // the leadership; nobody waits for that: a verification a follower
 // refuses (it knows a newer term) makes Raft step down, as it should.
 // It runs only while this node leads a cluster with other servers

@@ -116,10 +116,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // the new one, and once WriteFile returns nil the new one survives a
 // power cut.
 func (f Files) WriteFile(path string, data []byte, perm fs.FileMode) error {
-	return f.Replace(path, perm, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	return f.Replace(path, perm, dataFill(data))
 }
 
 // WriteFileUnsynced replaces path with data, mode perm whatever the
@@ -132,43 +129,21 @@ func (f Files) WriteFile(path string, data []byte, perm fs.FileMode) error {
 // it is: two syncs a record, each a journal commit the writer waits for,
 // were most of a workload's start.
 func (f Files) WriteFileUnsynced(path string, data []byte, perm fs.FileMode) error {
-	const op = "replace"
-	file, err := f.fs.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return &Error{op, path, "create a temporary file", err}
-	}
-	tmp := file.Name()
-	fail := func(step string, err error) error {
-		file.Close()
-		f.fs.Remove(tmp)
-		return &Error{op, path, step, err}
-	}
-	if perm != 0o600 { // CreateTemp's mode
-		if err := file.Chmod(perm); err != nil {
-			return fail("chmod "+tmp, err)
-		}
-	}
-	if _, err := file.Write(data); err != nil {
-		return fail("write "+tmp, err)
-	}
-	if err := file.Close(); err != nil {
-		f.fs.Remove(tmp)
-		return &Error{op, path, "close " + tmp, err}
-	}
-	if err := f.fs.Rename(tmp, path); err != nil {
-		f.fs.Remove(tmp)
-		return &Error{op, path, "rename " + tmp + " over it", err}
-	}
-	return nil
+	return f.replace(path, perm, dataFill(data), false)
 }
 
 // Replace is WriteFile for content that is streamed: fill writes it. An
 // error fill returns that is not the file's own is returned as it is,
 // and path is left as it was.
 func (f Files) Replace(path string, perm fs.FileMode, fill func(io.Writer) error) error {
+	return f.replace(path, perm, fill, true)
+}
+
+// replace writes a temporary file with fill and renames it over path;
+// sync syncs the file before the rename and the directory after it.
+func (f Files) replace(path string, perm fs.FileMode, fill func(io.Writer) error, sync bool) error {
 	const op = "replace"
-	dir := filepath.Dir(path)
-	tmp, err := f.written(op, path, perm, fill)
+	tmp, err := f.written(op, path, perm, fill, sync)
 	if err != nil {
 		return err
 	}
@@ -176,7 +151,10 @@ func (f Files) Replace(path string, perm fs.FileMode, fill func(io.Writer) error
 		f.fs.Remove(tmp)
 		return &Error{op, path, "rename " + tmp + " over it", err}
 	}
-	if err := f.fs.SyncDir(dir); err != nil {
+	if !sync {
+		return nil
+	}
+	if err := f.fs.SyncDir(filepath.Dir(path)); err != nil {
 		return &Error{op, path, "fsync the directory", err}
 	}
 	return nil
@@ -190,10 +168,7 @@ func (f Files) Replace(path string, perm fs.FileMode, fill func(io.Writer) error
 func (f Files) Create(path string, data []byte, perm fs.FileMode) error {
 	const op = "create"
 	dir := filepath.Dir(path)
-	tmp, err := f.written(op, path, perm, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	tmp, err := f.written(op, path, perm, dataFill(data), true)
 	if err != nil {
 		return err
 	}
@@ -211,9 +186,9 @@ func (f Files) Create(path string, data []byte, perm fs.FileMode) error {
 }
 
 // written makes a temporary file next to path holding what fill writes,
-// mode perm, synced and closed, and returns its name. On an error the
-// file is gone.
-func (f Files) written(op, path string, perm fs.FileMode, fill func(io.Writer) error) (string, error) {
+// mode perm, synced (unless sync is false) and closed, and returns its
+// name. On an error the file is gone.
+func (f Files) written(op, path string, perm fs.FileMode, fill func(io.Writer) error, sync bool) (string, error) {
 	file, err := f.fs.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return "", &Error{op, path, "create a temporary file", err}
@@ -239,14 +214,24 @@ func (f Files) written(op, path string, perm fs.FileMode, fill func(io.Writer) e
 		}
 		return fail("", err)
 	}
-	if err := file.Sync(); err != nil {
-		return fail("fsync "+tmp, err)
+	if sync {
+		if err := file.Sync(); err != nil {
+			return fail("fsync "+tmp, err)
+		}
 	}
 	if err := file.Close(); err != nil {
 		f.fs.Remove(tmp)
 		return "", &Error{op, path, "close " + tmp, err}
 	}
 	return tmp, nil
+}
+
+// dataFill is a fill function that writes data.
+func dataFill(data []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}
 }
 
 // fileWriter remembers the file's own write error, to tell it from an
