@@ -125,9 +125,9 @@ bench-quick:
 bench-failover-short:
 	./scripts/bench.sh --failover-short
 
-# Agents across leader kills: reconnect time over 20 kills, workloads
-# restarted, apply→Running for a process and a podman workload, idle RSS;
-# the report goes to .bench/results/agents.txt.
+# Agents across leader kills, with mTLS: reconnect time over 50 kills,
+# workloads restarted, apply→Running for a process and a podman workload,
+# agent RSS; the report goes to .bench/results/agents.txt.
 bench-agents:
 	./scripts/bench.sh --agents
 

@@ -19,9 +19,9 @@
 #                                     freezes (about a minute)
 #   scripts/bench.sh --failover-short 3 leader kills and 3 freezes only, no
 #                                     etcd (for CI)
-#   scripts/bench.sh --agents         3 replicas + 2 agents: 20 leader kills
-#                                     (agent reconnect, workloads restarted),
-#                                     apply→Running, idle agent RSS; report in
+#   scripts/bench.sh --agents         3 replicas + 2 agents with mTLS: 50 leader
+#                                     kills (agent reconnect, workloads
+#                                     restarted), apply→Running, agent RSS; in
 #                                     .bench/results/agents.txt
 #   scripts/bench.sh --vehicle        idle footprint of 3 replicas + 5 agents x
 #                                     10 process workloads (insecure, then with

@@ -16,9 +16,10 @@ import (
 
 // TimeToRunning applies one new workload through the leader and returns
 // the time from sending the UpdateState to the broadcast that shows its
-// instance Running(Ok). The workload is deleted again before it returns.
-func TimeToRunning(ctx context.Context, addrs []string, name string, w *state.Workload) (time.Duration, error) {
-	c, err := client.Dial(ctx, client.Options{Addrs: addrs, Insecure: true})
+// instance Running(Ok), as a client with options o sees it. The workload
+// is deleted again before it returns.
+func TimeToRunning(ctx context.Context, o client.Options, name string, w *state.Workload) (time.Duration, error) {
+	c, err := client.Dial(ctx, o)
 	if err != nil {
 		return 0, err
 	}
@@ -39,7 +40,7 @@ func TimeToRunning(ctx context.Context, addrs []string, name string, w *state.Wo
 		defer cancel()
 		_ = update(nil)
 		// Wait for the removal so the next measurement starts clean.
-		_, _ = WaitStates(dctx, addrs, name+" removed", func(ws []state.WorkloadState) bool {
+		_, _ = WaitStatesWith(dctx, o, name+" removed", func(ws []state.WorkloadState) bool {
 			_, ok := StateOf(ws, name)
 			return !ok
 		})

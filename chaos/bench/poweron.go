@@ -465,23 +465,26 @@ func (p *DomainProcs) Argvs() ([][]string, error) {
 	return out, nil
 }
 
-// CPUTicks is the CPU time (user and system, in clock ticks) that every
-// process now in the domain has used since it started, summed by the
-// class that classify gives its argv ("" when it cannot be read). After a
-// power-on every one of them started with it, so it is what the domain
-// cost since then, less what processes that already ended used.
+// CPUTicks is the CPU time (in clock ticks) that every process now in
+// the domain has used since it started, summed by the class that classify
+// gives its argv ("" when it cannot be read). After a power-on every one
+// of them started with it, so it is what the domain cost since then, less
+// what processes and threads that already ended used. It sums the
+// nanoseconds of every thread (schedstat) before it rounds: utime and
+// stime are whole ticks per process, and the 100 short-lived shims and
+// workloads of a power-on each use less than one.
 func (p *DomainProcs) CPUTicks(classify func(argv []string) string) (map[string]int64, error) {
 	entries, err := os.ReadDir(p.proc)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int64{}
+	ns := map[string]int64{}
 	for _, e := range entries {
 		name := e.Name()
 		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		t, err := statTicks(filepath.Join(p.proc, name, "stat"))
+		t, err := threadsOnCPU(filepath.Join(p.proc, name, "task"))
 		if err != nil {
 			continue
 		}
@@ -489,9 +492,42 @@ func (p *DomainProcs) CPUTicks(classify func(argv []string) string) (map[string]
 		if b, err := os.ReadFile(filepath.Join(p.proc, name, "cmdline")); err == nil && len(b) > 0 {
 			class = classify(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"))
 		}
-		out[class] += t
+		ns[class] += t
+	}
+	out := make(map[string]int64, len(ns))
+	for class, t := range ns {
+		out[class] = (t + nsPerTick/2) / nsPerTick
 	}
 	return out, nil
+}
+
+// nsPerTick is the length of a clock tick (USER_HZ, 100 on Linux).
+const nsPerTick = int64(time.Second / 100)
+
+// threadsOnCPU sums the time on a CPU, in nanoseconds, of every thread
+// listed in a /proc/PID/task directory (the first field of schedstat).
+func threadsOnCPU(taskDir string) (int64, error) {
+	tasks, err := os.ReadDir(taskDir)
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(taskDir, t.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", taskDir, err)
+		}
+		sum += v
+	}
+	return sum, nil
 }
 
 // statTicks reads utime+stime from a /proc/PID/stat file.

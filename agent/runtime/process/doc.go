@@ -9,9 +9,11 @@
 // through RunShimIfRequested (Config.Shim). The shim starts the workload in its own process group,
 // appends every line of its stdout and stderr with a timestamp to a log
 // file, forwards SIGTERM and SIGINT to it, reaps it and records how it
-// ended. The agent holds no pipe to either of them, so an agent that
-// crashes, restarts or is killed with its process group leaves the
-// workload running, and a restarted agent adopts it by reading the record.
+// ended. The agent holds no pipe to either of them once Create returned
+// (the shim closes the one Create waits on, shim.ReadyEnv, as soon as it
+// recorded the workload's pid), so an agent that crashes, restarts or is
+// killed with its process group leaves the workload running, and a
+// restarted agent adopts it by reading the record.
 //
 // The record is the directory <run folder>/<agent>_io/<instance>/process/:
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -35,9 +36,14 @@ const (
 )
 
 const (
-	// pollInterval is how often Create looks for the shim's record, and
-	// how often a waiting call looks at a process where no pidfd can.
+	// pollInterval is how often a waiting call looks at a process where
+	// no pidfd can, and at a record that no event announces.
 	pollInterval = 10 * time.Millisecond
+	// startBackstop is how often Create reads the records while it waits
+	// for the shim to close the ready pipe (shim.ReadyEnv): a shim of an
+	// earlier release keeps it open while it lives, and is heard of
+	// through the records alone.
+	startBackstop = 100 * time.Millisecond
 	// killWait bounds the wait for a process after SIGKILL.
 	killWait = 5 * time.Second
 )
@@ -293,27 +299,44 @@ func (r *Runtime) Create(ctx context.Context, s runtime.Spec) (runtime.ID, error
 	return id, nil
 }
 
-// startShim starts the shim detached from the agent — own session, no
-// pipes — and waits until it reports the workload started or failed.
+// startShim starts the shim detached from the agent — own session, its
+// output to a file — and waits until it reports the workload started or
+// failed. The shim says when it has by closing the write end of a pipe
+// (shim.ReadyEnv); the records are read then, and every startBackstop.
 func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) error {
 	shimLog, err := os.OpenFile(filepath.Join(dir, shimLogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("process runtime: %w", err)
 	}
+	defer shimLog.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("%w: the shim's ready pipe: %v", ErrStart, err)
+	}
+	// Closing it ends the goroutine below when the shim keeps its end.
+	defer readyR.Close()
+	env := withoutVar(withoutVar(os.Environ(), ShimEnv), shim.ReadyEnv)
 	cmd := &exec.Cmd{
-		Path:        r.cfg.Shim,
-		Args:        []string{r.cfg.Shim, "grapnel-process-shim", string(id)},
-		Env:         append(withoutVar(os.Environ(), ShimEnv), ShimEnv+"="+dir),
+		Path: r.cfg.Shim,
+		Args: []string{r.cfg.Shim, "grapnel-process-shim", string(id)},
+		// ExtraFiles[0] is descriptor 3 in the shim.
+		Env:         append(env, ShimEnv+"="+dir, shim.ReadyEnv+"=3"),
 		Dir:         "/",
 		Stdout:      shimLog,
 		Stderr:      shimLog,
+		ExtraFiles:  []*os.File{readyW},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	err = cmd.Start()
-	shimLog.Close()
+	readyW.Close()
 	if err != nil {
 		return fmt.Errorf("%w: starting the shim %s: %v", ErrStart, r.cfg.Shim, err)
 	}
+	ready := make(chan struct{})
+	go func() {
+		defer close(ready)
+		_, _ = io.Copy(io.Discard, readyR) // until the shim closes its end
+	}()
 	shim := procRef{PID: cmd.Process.Pid, BootID: r.boot}
 	shim.StartTime, err = startTime(shim.PID) // a zombie until reaped below, so readable
 	exited := make(chan struct{})
@@ -338,7 +361,7 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 
 	deadline := clock.NewTimer(r.cfg.Clock, r.cfg.StartTimeout)
 	defer deadline.Stop()
-	tick := clock.NewTicker(r.cfg.Clock, pollInterval)
+	tick := clock.NewTicker(r.cfg.Clock, startBackstop)
 	defer tick.Stop()
 	for {
 		rs, err := readRecords(dir, r.boot)
@@ -352,6 +375,9 @@ func (r *Runtime) startShim(ctx context.Context, dir string, id runtime.ID) erro
 			return fmt.Errorf("%w: %s", ErrStart, rs.startErr)
 		}
 		select {
+		case <-ready:
+			ready = nil // read once more; then the backstop and the exit
+			continue
 		case <-tick.C:
 			continue
 		case <-exited:

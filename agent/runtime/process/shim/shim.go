@@ -37,6 +37,13 @@ import (
 // value is the record directory of the instance.
 const Env = "GRAPNEL_PROCESS_SHIM"
 
+// ReadyEnv names the descriptor, inherited from the agent, of a pipe's
+// write end that the shim closes once it has recorded the workload's pid
+// or why the workload did not start: the agent waits for the pipe's end
+// instead of reading the records over and over. The workload does not
+// inherit it (closeInheritedOnExec).
+const ReadyEnv = "GRAPNEL_PROCESS_SHIM_READY_FD"
+
 // The runtime's variables, the same as agent/runtime's ControlInterfaceEnv
 // and FilesEnv (the process runtime's tests check it); that package is
 // not imported here, to keep the shim small.
@@ -96,6 +103,7 @@ func closeInheritedOnExec() {
 // returns the shim's exit code.
 func Run(dir string) int {
 	closeInheritedOnExec()
+	ready := readyPipe()
 	// Create already made us a session leader (then this fails with
 	// EPERM); a shim started any other way leaves the caller's session
 	// here, so that a signal to that session or group cannot reach it.
@@ -141,6 +149,11 @@ func Run(dir string) int {
 		_ = cmd.Wait()
 		return failStart(dir, fmt.Errorf("recording the workload's pid: %w", err))
 	}
+	if ready != nil {
+		// The record is written; on the start errors above, the
+		// shim's exit closes it, after failStart wrote why.
+		ready.Close()
+	}
 
 	go func() {
 		for s := range sigs {
@@ -185,6 +198,17 @@ func Run(dir string) int {
 		return 1
 	}
 	return 0
+}
+
+// readyPipe is the pipe end that ReadyEnv names, or nil when the agent
+// passed none (an agent of an earlier release: it reads the records until
+// one says how the start went).
+func readyPipe() *os.File {
+	fd, err := strconv.Atoi(os.Getenv(ReadyEnv))
+	if err != nil || fd <= 2 {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "ready")
 }
 
 // failStart records why the workload did not start, for Create to report.

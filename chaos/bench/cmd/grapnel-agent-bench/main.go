@@ -4,8 +4,9 @@
 // of the leader until both agents are attached to the new leader (over
 // -kills kills), how many workloads those kills restarted (the goal is
 // none), the time from an UpdateState to Running for a process workload
-// and a podman workload, and the agents' idle RSS. scripts/bench.sh
-// --agents builds the binaries and runs it.
+// and a podman workload, and the agents' idle RSS; insecure, or with mTLS
+// on gRPC and Raft and gossip encrypted as a vehicle runs it (-security).
+// scripts/bench.sh --agents builds the binaries and runs it.
 package main
 
 import (
@@ -24,6 +25,8 @@ import (
 
 	"github.com/grapnel-io/grapnel/agent/runtime/podman"
 	"github.com/grapnel-io/grapnel/chaos/bench"
+	"github.com/grapnel-io/grapnel/chaos/pki"
+	"github.com/grapnel-io/grapnel/rpc/client"
 	"github.com/grapnel-io/grapnel/state"
 )
 
@@ -36,6 +39,7 @@ type options struct {
 	perAgent            int
 	settle, bound       time.Duration
 	out, workDir        string
+	security            string
 	keep                bool
 }
 
@@ -44,7 +48,7 @@ func parse(args []string) (options, error) {
 	var o options
 	fs.StringVar(&o.serverBin, "grapnel-server", "", "grapnel-server binary (required)")
 	fs.StringVar(&o.agentBin, "grapnel-agent", "", "grapnel-agent binary (required)")
-	fs.IntVar(&o.kills, "kills", 20, "leader kills")
+	fs.IntVar(&o.kills, "kills", 50, "leader kills")
 	fs.IntVar(&o.runs, "runs", 10, "apply→Running samples per runtime")
 	fs.IntVar(&o.perAgent, "workloads", 3, "running process workloads per agent during the kills")
 	fs.DurationVar(&o.settle, "settle", time.Second, "pause on a healthy cluster before each kill")
@@ -52,6 +56,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a temp dir, removed unless the run fails or -keep)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir")
+	fs.StringVar(&o.security, "security", "tls", "insecure, or tls: mTLS on gRPC and Raft (agents included), gossip encrypted, as a vehicle runs it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -60,6 +65,8 @@ func parse(args []string) (options, error) {
 		return o, errors.New("-grapnel-server and -grapnel-agent are required")
 	case o.kills < 1 || o.runs < 1 || o.perAgent < 1:
 		return o, errors.New("-kills, -runs and -workloads must be at least 1")
+	case o.security != "insecure" && o.security != "tls":
+		return o, fmt.Errorf("-security %q: insecure or tls", o.security)
 	}
 	return o, nil
 }
@@ -78,11 +85,20 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	}
 	defer func() { cleanup(err != nil) }()
 	withPodman := podman.Available("") && exec.Command("podman", "image", "exists", testImage).Run() == nil
-	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: 3})
+	agentNames := []string{"agent_A", "agent_B"}
+	var certs *pki.Set
+	if o.security == "tls" {
+		if certs, err = pki.Make(filepath.Join(dir, "pki"), nil, agentNames, 24*time.Hour); err != nil {
+			return err
+		}
+	}
+	g, err := bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: 3, PKI: certs})
 	if err != nil {
 		return err
 	}
 	defer g.Close()
+	co := g.ClientOptions()
+	co.Addrs = g.Addrs()
 	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, o.bound) }
 	sctx, cancel := step()
 	_, err = g.WaitHealthy(sctx)
@@ -96,8 +112,13 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	}
 	var agents []*bench.Agent
 	defer func() { bench.RemoveWorkloads(agents) }()
-	for _, a := range []struct{ name, rts string }{{"agent_A", rtA}, {"agent_B", "process"}} {
-		ag, err := bench.StartAgent(bench.AgentConfig{Bin: o.agentBin, Dir: dir, Name: a.name, Servers: g.Addrs(), Runtimes: strings.Split(a.rts, ",")})
+	for _, a := range []struct{ name, rts string }{{agentNames[0], rtA}, {agentNames[1], "process"}} {
+		ac := bench.AgentConfig{Bin: o.agentBin, Dir: dir, Name: a.name, Servers: g.Addrs(), Runtimes: strings.Split(a.rts, ",")}
+		if certs != nil {
+			tls := certs.Agents[a.name]
+			ac.TLS = &tls
+		}
+		ag, err := bench.StartAgent(ac)
 		if err != nil {
 			return err
 		}
@@ -105,7 +126,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		defer ag.Kill()
 	}
 	sctx, cancel = step()
-	_, err = g.WaitAttached(sctx, "agent_A", "agent_B")
+	_, err = g.WaitAttached(sctx, agentNames...)
 	cancel()
 	if err != nil {
 		return err
@@ -116,7 +137,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		var out []time.Duration
 		for i := range o.runs {
 			sctx, cancel := step()
-			d, err := bench.TimeToRunning(sctx, g.Addrs(), fmt.Sprintf("probe_%s_%d", kind, i), mk("agent_A", fmt.Sprint(3000+i)))
+			d, err := bench.TimeToRunning(sctx, co, fmt.Sprintf("probe_%s_%d", kind, i), mk("agent_A", fmt.Sprint(3000+i)))
 			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("%s apply→Running: %w", kind, err)
@@ -147,11 +168,11 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	if withPodman {
 		manifest["agent_A_ctr"] = podmanWorkload("agent_A", "3600")
 	}
-	if err := applyAll(ctx, g.Addrs(), manifest); err != nil {
+	if err := applyAll(ctx, co, manifest); err != nil {
 		return err
 	}
 	sctx, cancel = step()
-	ws, err := bench.WaitStates(sctx, g.Addrs(), "steady workloads running", bench.AllRunning(manifest))
+	ws, err := bench.WaitStatesWith(sctx, co, "steady workloads running", bench.AllRunning(manifest))
 	cancel()
 	if err != nil {
 		return err
@@ -179,7 +200,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	for k := range o.kills {
 		time.Sleep(o.settle)
 		sctx, cancel := step()
-		leader, err := g.WaitAttached(sctx, "agent_A", "agent_B")
+		leader, err := g.WaitAttached(sctx, agentNames...)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("kill %d: %w", k+1, err)
@@ -187,7 +208,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		g.Kill(leader)
 		killed := time.Now()
 		sctx, cancel = step()
-		next, err := g.WaitAttached(sctx, "agent_A", "agent_B")
+		next, err := g.WaitAttached(sctx, agentNames...)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("kill %d: %w", k+1, err)
@@ -206,7 +227,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		}
 	}
 	sctx, cancel = step()
-	ws, err = bench.WaitStates(sctx, g.Addrs(), "steady workloads running after the kills", bench.AllRunning(manifest))
+	ws, err = bench.WaitStatesWith(sctx, co, "steady workloads running after the kills", bench.AllRunning(manifest))
 	cancel()
 	if err != nil {
 		return err
@@ -218,8 +239,8 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	restarted := bench.Restarted(before, after)
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "grapnel-agent-bench %s: 3 replicas, 2 agents, %d workloads (podman: %v), %d leader kills, on %d CPUs\n\n",
-		time.Now().Format(time.RFC3339), len(manifest), withPodman, o.kills, runtime.NumCPU())
+	fmt.Fprintf(&b, "grapnel-agent-bench %s: 3 replicas, 2 agents, %d workloads (podman: %v), %d leader kills, %s, on %d CPUs\n\n",
+		time.Now().Format(time.RFC3339), len(manifest), withPodman, o.kills, securityText(o.security), runtime.NumCPU())
 	sum := func(ds []time.Duration) string {
 		d := slices.Clone(ds)
 		slices.Sort(d)
@@ -238,7 +259,7 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 		fmt.Fprintf(&b, "UpdateState → Running, podman workload:  not measured (podman not set up: scripts/podman-setup.sh)\n")
 	}
 	for i, a := range agents {
-		fmt.Fprintf(&b, "idle RSS of %s: %.1f MiB\n", a.Name, float64(rss[i])/(1<<20))
+		fmt.Fprintf(&b, "RSS of %s 5 s after the last apply: %.1f MiB (idle, settled: make bench-vehicle)\n", a.Name, float64(rss[i])/(1<<20))
 	}
 	fmt.Fprint(stdout, b.String())
 	if o.out != "" {
@@ -250,8 +271,15 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	return nil
 }
 
-func applyAll(ctx context.Context, addrs []string, ws map[string]*state.Workload) error {
+func applyAll(ctx context.Context, co client.Options, ws map[string]*state.Workload) error {
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return bench.ApplyWorkloads(actx, addrs, ws)
+	return bench.ApplyWorkloadsWith(actx, co, ws)
+}
+
+func securityText(mode string) string {
+	if mode == "tls" {
+		return "mTLS on gRPC and Raft, gossip encrypted"
+	}
+	return "insecure"
 }
