@@ -17,6 +17,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/gossipnet"
 	"github.com/grapnel-io/grapnel/internal/logbridge"
 	"github.com/grapnel-io/grapnel/rpc"
 )
@@ -120,7 +121,7 @@ func startGossip(cfg gossipConfig) (*gossipMember, error) {
 	}
 	g.logw = newLevelWriter(cfg.Logger, cfg.Clock)
 	stdlog := log.New(g.logw, "", 0)
-	tr, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: stdlog})
+	tr, err := gossipnet.Listen(host, port, stdlog, nil)
 	if err != nil {
 		return nil, fmt.Errorf("gossipAddress %s: %w", cfg.Bind, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/gossipnet"
 )
 
 // Gossip status values of a member. memberlist v0.6.0 does not expose
@@ -91,9 +92,7 @@ func startGossip(n *Node, logger hclog.Logger) (*gossip, error) {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	stdlog := logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
-		BindAddrs: []string{ip.String()}, BindPort: port, Logger: stdlog, MetricLabels: poolLabels("replicas"),
-	})
+	nt, err := gossipnet.Listen(ip.String(), port, stdlog, poolLabels("replicas"))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: field GossipAddress: %w", err)
 	}

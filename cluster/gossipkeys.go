@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/grapnel-io/grapnel/internal/gossipmeta"
+	"github.com/grapnel-io/grapnel/internal/gossipnet"
 )
 
 // newKeyring is memberlist's keyring of keys, the first the primary; nil
@@ -97,7 +98,7 @@ func (g *gossip) startAgentPool(stdlog *log.Logger) error {
 	if err != nil || port < 0 || port > 65535 {
 		return fmt.Errorf("%w: field AgentGossipAddress: bad port %q", ErrConfig, portStr)
 	}
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: stdlog, MetricLabels: poolLabels("agents")})
+	nt, err := gossipnet.Listen(host, port, stdlog, poolLabels("agents"))
 	if err != nil {
 		return fmt.Errorf("cluster: field AgentGossipAddress: %w", err)
 	}
