@@ -193,14 +193,14 @@ chaos-short: build
 	./bin/grapnel-chaos run --short --seed $(SEED) $(if $(RAFT_LOG_STORE),--raft-log-store $(RAFT_LOG_STORE))
 
 # A single replica and `grapnel get state` exec'd at the same moment, 20
-# fresh starts: exec -> the CLI's answer (p50, p90, p99, every figure).
-# BEFORE=path/to/grapnel measures that CLI too, alternately, in the same run.
-bench-start:
+# starts on a fresh data directory and 20 on existing data, with the
+# binaries `make build` ships: exec -> the CLI's answer (p50, p90, p99,
+# every figure). BEFORE=path/to/grapnel measures that CLI too,
+# alternately, in the same run.
+bench-start: build
 	mkdir -p .bench
-	CGO_ENABLED=0 $(GO) build -o .bench/grapnel-server ./cmd/grapnel-server
-	CGO_ENABLED=0 $(GO) build -o .bench/grapnel ./cmd/grapnel
 	$(GO) build -o .bench/grapnel-start-bench ./chaos/bench/cmd/grapnel-start-bench
-	.bench/grapnel-start-bench -grapnel-server .bench/grapnel-server -grapnel .bench/grapnel $(if $(BEFORE),-grapnel-before $(BEFORE)) -out .bench/results/start.txt
+	.bench/grapnel-start-bench -grapnel-server bin/grapnel-server -grapnel bin/grapnel $(if $(BEFORE),-grapnel-before $(BEFORE)) -out .bench/results/start.txt
 
 # In-process micro benchmarks; BENCHTIME and COUNT tune the run
 # (benchstat-friendly output).
