@@ -121,7 +121,7 @@ func startGossip(cfg gossipConfig) (*gossipMember, error) {
 	}
 	g.logw = newLevelWriter(cfg.Logger, cfg.Clock)
 	stdlog := log.New(g.logw, "", 0)
-	tr, err := gossipnet.Listen(host, port, stdlog, nil)
+	tr, err := gossipnet.Listen(gossipnet.Config{Host: host, Port: port, Logger: stdlog, Clock: g.clk()})
 	if err != nil {
 		return nil, fmt.Errorf("gossipAddress %s: %w", cfg.Bind, err)
 	}

@@ -92,7 +92,7 @@ func startGossip(n *Node, logger hclog.Logger) (*gossip, error) {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	stdlog := logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
-	nt, err := gossipnet.Listen(ip.String(), port, stdlog, poolLabels("replicas"))
+	nt, err := gossipnet.Listen(gossipnet.Config{Host: ip.String(), Port: port, Logger: stdlog, Labels: poolLabels("replicas"), Clock: n.cfg.Clock})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: field GossipAddress: %w", err)
 	}

@@ -98,7 +98,7 @@ func (g *gossip) startAgentPool(stdlog *log.Logger) error {
 	if err != nil || port < 0 || port > 65535 {
 		return fmt.Errorf("%w: field AgentGossipAddress: bad port %q", ErrConfig, portStr)
 	}
-	nt, err := gossipnet.Listen(host, port, stdlog, poolLabels("agents"))
+	nt, err := gossipnet.Listen(gossipnet.Config{Host: host, Port: port, Logger: stdlog, Labels: poolLabels("agents"), Clock: g.n.cfg.Clock})
 	if err != nil {
 		return fmt.Errorf("cluster: field AgentGossipAddress: %w", err)
 	}

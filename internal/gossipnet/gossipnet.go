@@ -27,6 +27,8 @@ import (
 	metrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/grapnel-io/grapnel/internal/clock"
 )
 
 const (
@@ -44,12 +46,17 @@ const (
 	acceptBackoffMax = time.Second
 )
 
+// wall stamps packets: memberlist compares the stamps with its own
+// time.Now, so they come from the system clock, not an injected one.
+var wall = clock.Real()
+
 // Transport implements memberlist.NodeAwareTransport.
 type Transport struct {
 	tcp    *net.TCPListener
 	udp    *net.UDPConn
 	log    *log.Logger
 	labels []metrics.Label
+	clk    clock.Clock
 
 	packets chan *memberlist.Packet
 	streams chan net.Conn
@@ -61,13 +68,31 @@ type Transport struct {
 
 var _ memberlist.NodeAwareTransport = (*Transport)(nil)
 
-// Listen binds TCP and UDP on host:port (port 0: one free port for both)
-// and starts reading both. host is an IP address or a name that resolves
-// to one (NetTransport bound every address for a name); "" is every IPv4
-// address. labels go with
-// the memberlist.udp.received counter, as NetTransportConfig.MetricLabels
-// do.
-func Listen(host string, port int, logger *log.Logger, labels []metrics.Label) (*Transport, error) {
+// Config says where a Transport listens and what it reports with.
+type Config struct {
+	// Host is an IP address or a name that resolves to one (NetTransport
+	// bound every address for a name); "" is every IPv4 address.
+	Host string
+	// Port is the TCP and UDP port; 0 is one free port for both.
+	Port int
+	// Logger takes memberlist-style lines ("[ERR] ..."); nil discards.
+	Logger *log.Logger
+	// Labels go with the memberlist.udp.received counter, as
+	// NetTransportConfig.MetricLabels do.
+	Labels []metrics.Label
+	// Clock paces the retries of a failed accept; nil is the system
+	// clock. Packets are stamped by the system clock whatever it is:
+	// memberlist measures round trips against its own time.Now.
+	Clock clock.Clock
+}
+
+// Listen binds TCP and UDP as cfg says and starts reading both.
+func Listen(cfg Config) (*Transport, error) {
+	host, port, logger, labels := cfg.Host, cfg.Port, cfg.Logger, cfg.Labels
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
 	ip := net.ParseIP(host)
 	switch {
 	case host == "":
@@ -89,7 +114,7 @@ func Listen(host string, port int, logger *log.Logger, labels []metrics.Label) (
 	var err error
 	for range tries {
 		var t *Transport
-		if t, err = bind(ip, port, logger, labels); err == nil {
+		if t, err = bind(ip, port, logger, labels, clk); err == nil {
 			t.wg.Add(2)
 			go t.acceptLoop()
 			go t.readLoop()
@@ -99,7 +124,7 @@ func Listen(host string, port int, logger *log.Logger, labels []metrics.Label) (
 	return nil, err
 }
 
-func bind(ip net.IP, port int, logger *log.Logger, labels []metrics.Label) (*Transport, error) {
+func bind(ip net.IP, port int, logger *log.Logger, labels []metrics.Label, clk clock.Clock) (*Transport, error) {
 	tcp, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip, Port: port})
 	if err != nil {
 		return nil, fmt.Errorf("gossip: TCP listener on %s: %w", net.JoinHostPort(ip.String(), strconv.Itoa(port)), err)
@@ -112,7 +137,7 @@ func bind(ip net.IP, port int, logger *log.Logger, labels []metrics.Label) (*Tra
 	}
 	_ = udp.SetReadBuffer(udpReadBuffer) // best effort: the kernel's default works for a few peers
 	return &Transport{
-		tcp: tcp, udp: udp, log: logger, labels: labels,
+		tcp: tcp, udp: udp, log: logger, labels: labels, clk: clk,
 		packets: make(chan *memberlist.Packet),
 		streams: make(chan net.Conn),
 		done:    make(chan struct{}),
@@ -159,7 +184,7 @@ func (t *Transport) WriteTo(b []byte, addr string) (time.Time, error) {
 	}
 	// The time goes into memberlist's round-trip estimate.
 	_, err = t.udp.WriteTo(b, to)
-	return time.Now(), err
+	return wall.Now(), err
 }
 
 // WriteToAddress is WriteTo at a.Addr.
@@ -208,7 +233,11 @@ func (t *Transport) acceptLoop() {
 			// rather than spin.
 			backoff = min(max(2*backoff, 5*time.Millisecond), acceptBackoffMax)
 			t.log.Printf("[ERR] gossip: accepting a TCP connection: %v", err)
-			time.Sleep(backoff)
+			select {
+			case <-clock.After(t.clk, backoff):
+			case <-t.done:
+				return
+			}
 			continue
 		}
 		backoff = 0
@@ -228,7 +257,7 @@ func (t *Transport) readLoop() {
 		n, from, err := t.udp.ReadFrom(buf)
 		// Taken before anything else: memberlist measures round trips
 		// with it.
-		at := time.Now()
+		at := wall.Now()
 		if err != nil {
 			if t.closed.Load() {
 				return

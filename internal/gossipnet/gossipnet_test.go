@@ -14,7 +14,7 @@ import (
 
 func listen(t *testing.T) *Transport {
 	t.Helper()
-	tr, err := Listen("127.0.0.1", 0, nil, nil)
+	tr, err := Listen(Config{Host: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestStreams(t *testing.T) {
 // (memberlist stops reading before it shuts its transport down).
 func TestShutdownWithAPacketWaiting(t *testing.T) {
 	a := listen(t)
-	b, err := Listen("127.0.0.1", 0, nil, nil)
+	b, err := Listen(Config{Host: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,13 +148,13 @@ func TestAdvertiseAddr(t *testing.T) {
 
 func TestListenRejectsWhatCannotBeBound(t *testing.T) {
 	a := listen(t)
-	if _, err := Listen("127.0.0.1", a.Port(), nil, nil); err == nil {
+	if _, err := Listen(Config{Host: "127.0.0.1", Port: a.Port()}); err == nil {
 		t.Fatal("a second transport on a port in use")
 	}
-	if _, err := Listen("no-such-host.invalid", 0, nil, nil); err == nil {
+	if _, err := Listen(Config{Host: "no-such-host.invalid"}); err == nil {
 		t.Fatal("an address that does not resolve")
 	}
-	tr, err := Listen("localhost", 0, nil, nil)
+	tr, err := Listen(Config{Host: "localhost"})
 	if err != nil {
 		t.Fatalf("a name that resolves: %v", err)
 	}
