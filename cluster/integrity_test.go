@@ -2,8 +2,10 @@ package cluster_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -43,6 +45,17 @@ func flipMarker(t *testing.T, dataDir, marker string) {
 	if !found {
 		t.Fatalf("%q in no Raft log file of %s", marker, dataDir)
 	}
+}
+
+// lastInEveryLog reports whether index is the last entry of every
+// replica's Raft log.
+func lastInEveryLog(c *clustertest.Cluster, index uint64) bool {
+	for _, id := range c.IDs() {
+		if c.Node(id).Stats()["last_log_index"] != strconv.FormatUint(index, 10) {
+			return false
+		}
+	}
+	return true
 }
 
 // flipByte writes v at off in the file at path, in place.
@@ -98,17 +111,34 @@ func TestCorruptTail_OnAMajority_RepairedFromTheIntactReplica(t *testing.T) {
 func majorityLosesAnEntry(t *testing.T, c *clustertest.Cluster, after int, why string) {
 	c.WaitLeader(waitLong)
 	applyAgents(t, c, "before", 5)
-	last := applyAgents(t, c, "marked-entry", 1)
-	if after > 0 {
-		last = max(last, applyAgents(t, c, "after", after))
+	var marker string
+	var marked []string // every marked entry, the flipped one last
+	var last uint64
+	for try := 0; ; try++ {
+		prefix := fmt.Sprintf("marked-entry-%d", try)
+		marker, last = prefix+"-0", applyAgents(t, c, prefix, 1)
+		marked = append(marked, marker)
+		if after > 0 {
+			last = max(last, applyAgents(t, c, "after", after))
+		}
+		c.WaitApplied(last)
+		// With nothing after it, the marked entry must be the last in
+		// every log: an election on a loaded machine appends its own
+		// entry after it, and the flip would not be in the tail. Then
+		// mark a new one.
+		if after > 0 || lastInEveryLog(c, last) {
+			break
+		}
+		if try == 4 {
+			t.Fatalf("entries kept following the marked one %d times", try+1)
+		}
 	}
-	c.WaitApplied(last)
 	want := c.Content("n1")
 	for _, id := range c.IDs() {
 		c.Stop(id)
 	}
 	for _, id := range []string{"n2", "n3"} {
-		flipMarker(t, c.Replica(id).DataDir, "marked-entry-0")
+		flipMarker(t, c.Replica(id).DataDir, marker)
 	}
 	c.RestartAll("n2", "n3")
 	for _, id := range []string{"n2", "n3"} {
@@ -131,7 +161,7 @@ func majorityLosesAnEntry(t *testing.T, c *clustertest.Cluster, after int, why s
 	c.WaitFor("n2 and n3 caught up and voting again", waitLong, func() bool {
 		return c.Node("n2").VoteHold() == "" && c.Node("n3").VoteHold() == ""
 	})
-	requireAgents(t, c, "n3", append(append(names("after", after), names("before", 5)...), "marked-entry-0")...)
+	requireAgents(t, c, "n3", append(append(names("after", after), names("before", 5)...), marked...)...)
 	idx := c.MustApply(agentCmd(t, "after-repair"))
 	c.WaitApplied(idx)
 }

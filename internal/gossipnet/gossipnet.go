@@ -6,8 +6,8 @@
 // into one buffer and copied into a slice of its own length. NetTransport
 // hands memberlist a fresh 64 KiB buffer for every packet. An idle replica
 // receives two or three probe packets a second, and those buffers were
-// most of what it allocated (about 130 of its 200 KiB a second): each one
-// came from pages the runtime had given back to the kernel, so each cost
+// most of what it allocated (about 130 of its 180–190 KiB a second):
+// each one may come from pages the runtime had given back to the kernel,
 // 16 page faults, and together they set the pace of the idle garbage
 // collector. A gossip packet is at most a few KiB (memberlist's UDP
 // buffer size, 1,400 bytes by default).
