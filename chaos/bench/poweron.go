@@ -471,8 +471,8 @@ func (p *DomainProcs) Argvs() ([][]string, error) {
 // of them started with it, so it is what the domain cost since then, less
 // what processes and threads that already ended used. It sums the
 // nanoseconds of every thread (schedstat) before it rounds: utime and
-// stime are whole ticks per process, and the 100 short-lived shims and
-// workloads of a power-on each use less than one.
+// stime are whole ticks per process, and the 100 shims and workloads of
+// a power-on each use less than one until every workload runs.
 func (p *DomainProcs) CPUTicks(classify func(argv []string) string) (map[string]int64, error) {
 	entries, err := os.ReadDir(p.proc)
 	if err != nil {
