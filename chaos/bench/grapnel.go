@@ -87,12 +87,13 @@ type Grapnel struct {
 	ClientTLS *rpc.TLSFiles
 }
 
-// ClientOptions are the security settings of a client of this cluster.
+// ClientOptions are what a client of this cluster dials with: every
+// replica's address and the cluster's security settings.
 func (g *Grapnel) ClientOptions() client.Options {
 	if g.ClientTLS == nil {
-		return client.Options{Insecure: true}
+		return client.Options{Addrs: g.Addrs(), Insecure: true}
 	}
-	return client.Options{TLS: *g.ClientTLS}
+	return client.Options{Addrs: g.Addrs(), TLS: *g.ClientTLS}
 }
 
 // statusTimeout bounds one Status call; a replica on loopback answers in

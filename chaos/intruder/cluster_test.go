@@ -110,7 +110,6 @@ func TestEveryAttackIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := g.ClientOptions()
-	opts.Addrs = g.Addrs()
 
 	// An operator removes r3: its key is what a removed unit leaves.
 	g.Kill(2)

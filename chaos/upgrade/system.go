@@ -124,7 +124,6 @@ func (s *system) close() {
 // clientOptions are the operator's options for the cluster.
 func (s *system) clientOptions() client.Options {
 	o := s.g.ClientOptions()
-	o.Addrs = s.g.Addrs()
 	o.ResponseTimeout = 5 * time.Second
 	return o
 }

@@ -88,11 +88,13 @@ type Config struct {
 
 // Listen binds TCP and UDP as cfg says and starts reading both.
 func Listen(cfg Config) (*Transport, error) {
-	host, port, logger, labels := cfg.Host, cfg.Port, cfg.Logger, cfg.Labels
-	clk := cfg.Clock
-	if clk == nil {
-		clk = clock.Real()
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(io.Discard, "", 0)
+	}
+	host := cfg.Host
 	ip := net.ParseIP(host)
 	switch {
 	case host == "":
@@ -104,17 +106,14 @@ func Listen(cfg Config) (*Transport, error) {
 		}
 		ip = a.IP
 	}
-	if logger == nil {
-		logger = log.New(io.Discard, "", 0)
-	}
 	tries := 1
-	if port == 0 {
+	if cfg.Port == 0 {
 		tries = bindTries
 	}
 	var err error
 	for range tries {
 		var t *Transport
-		if t, err = bind(ip, port, logger, labels, clk); err == nil {
+		if t, err = bind(ip, cfg); err == nil {
 			t.wg.Add(2)
 			go t.acceptLoop()
 			go t.readLoop()
@@ -124,7 +123,9 @@ func Listen(cfg Config) (*Transport, error) {
 	return nil, err
 }
 
-func bind(ip net.IP, port int, logger *log.Logger, labels []metrics.Label, clk clock.Clock) (*Transport, error) {
+// bind listens on ip and cfg.Port (0: the port TCP got, for UDP too).
+func bind(ip net.IP, cfg Config) (*Transport, error) {
+	port := cfg.Port
 	tcp, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip, Port: port})
 	if err != nil {
 		return nil, fmt.Errorf("gossip: TCP listener on %s: %w", net.JoinHostPort(ip.String(), strconv.Itoa(port)), err)
@@ -137,7 +138,7 @@ func bind(ip net.IP, port int, logger *log.Logger, labels []metrics.Label, clk c
 	}
 	_ = udp.SetReadBuffer(udpReadBuffer) // best effort: the kernel's default works for a few peers
 	return &Transport{
-		tcp: tcp, udp: udp, log: logger, labels: labels, clk: clk,
+		tcp: tcp, udp: udp, log: cfg.Logger, labels: cfg.Labels, clk: cfg.Clock,
 		packets: make(chan *memberlist.Packet),
 		streams: make(chan net.Conn),
 		done:    make(chan struct{}),

@@ -98,7 +98,6 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	}
 	defer g.Close()
 	co := g.ClientOptions()
-	co.Addrs = g.Addrs()
 	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, o.bound) }
 	sctx, cancel := step()
 	_, err = g.WaitHealthy(sctx)

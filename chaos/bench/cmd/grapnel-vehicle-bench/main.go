@@ -209,7 +209,6 @@ func idleIn(ctx context.Context, o options, mode, dir string, b *strings.Builder
 	}
 	actx, cancel := context.WithTimeout(ctx, o.bound)
 	co := g.ClientOptions()
-	co.Addrs = g.Addrs()
 	err = bench.ApplyWorkloadsWith(actx, co, manifest)
 	cancel()
 	if err != nil {
