@@ -29,3 +29,19 @@ func stepDown(node *cluster.Node, leave bool, log *slog.Logger) {
 		}
 	}
 }
+
+// snapshotBeforeStop has a replica that stops for good take a snapshot
+// when many entries came since its newest one, so that its next start (the
+// next ignition) restores that instead of applying them all again
+// (cluster.StopSnapshotMin). It runs after the leadership went elsewhere
+// and the services stopped, so it delays only this replica's exit.
+func snapshotBeforeStop(node *cluster.Node, log *slog.Logger) {
+	start := time.Now()
+	idx, err := node.SnapshotBeforeStop()
+	switch {
+	case err != nil:
+		log.Warn("snapshot before stopping failed: the next start applies the entries since the last one again", "error", err)
+	case idx != 0:
+		log.Info("snapshot taken before stopping", "index", idx, "took", time.Since(start).Round(time.Microsecond))
+	}
+}

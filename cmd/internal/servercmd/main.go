@@ -387,6 +387,9 @@ wait:
 	}
 	r.srv.Shutdown()
 	r.g.Stop()
+	if !restart {
+		snapshotBeforeStop(node, log)
+	}
 	if serr := node.Shutdown(); err == nil {
 		err = serr
 	}
