@@ -15,6 +15,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/migrate"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 )
 
@@ -141,8 +142,12 @@ type logStore = wal.WAL
 
 // raft-wal's lines are its own component (raft-wal), limited as the
 // other libraries' are (internal/logbridge).
+// Its tail segment is read ahead while it opens (readahead.go).
 func openWAL(path string, segmentSize int, logger hclog.Logger) (*logStore, error) {
-	return wal.Open(path, wal.WithSegmentSize(segmentSize), wal.WithLogger(logger.ResetNamed("raft-wal")))
+	vfs := newRecoveryFS()
+	defer vfs.opened()
+	return wal.Open(path, wal.WithSegmentSize(segmentSize), wal.WithLogger(logger.ResetNamed("raft-wal")),
+		wal.WithSegmentFiler(segment.NewFiler(path, vfs)))
 }
 
 // migrateBolt copies a raft.db (the log of earlier releases) into a new

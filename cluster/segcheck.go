@@ -108,7 +108,9 @@ func checkTail(dir string) (*tailLoss, error) {
 	if _, err := fmt.Sscanf(filepath.Base(seg), "%020d-%016x.wal", &base, &id); err != nil {
 		return nil, fmt.Errorf("cluster: check the raft log's tail: segment name %s: %w", filepath.Base(seg), err)
 	}
-	loss, err := scanTail(f, base)
+	// Frame header by frame header, from a window read ahead
+	// (readahead.go).
+	loss, err := scanTail(&aheadReader{r: f}, base)
 	if err != nil || loss == nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"io"
 	"bytes"
 	"fmt"
 	"testing"
@@ -114,5 +115,30 @@ func BenchmarkExecuteReportOfNewInstances(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRestoreHistory is a start's cost of restoring a snapshot whose
+// history is full: what a replica pays before its first answer once its
+// snapshot holds the history's byte bound (the default 256 KiB).
+func BenchmarkRestoreHistory(b *testing.B) {
+	const n = 2000
+	f := New()
+	for i := range n {
+		buf := mustEncode(b, benchHistoryUpdate(uint64(i+1), true))
+		if resp := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: buf}); resp != nil {
+			b.Fatal(resp)
+		}
+	}
+	var snap bytes.Buffer
+	if err := WriteSnapshot(&snap, read(f), n); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(snap.Len()))
+	for b.Loop() {
+		if err := New().Restore(io.NopCloser(bytes.NewReader(snap.Bytes()))); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

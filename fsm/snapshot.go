@@ -2,13 +2,13 @@ package fsm
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 
 	"github.com/hashicorp/raft"
 
@@ -399,6 +399,7 @@ func ReadSnapshot(r io.Reader) (*state.Store, uint64, error) {
 	// rest is still read, so that damage is reported as a checksum
 	// mismatch rather than as whatever it turned a record into.
 	var recErr error
+	var body []byte
 	for rec := 1; ; rec++ {
 		tb, err := sr.ReadByte()
 		if err != nil {
@@ -415,20 +416,27 @@ func ReadSnapshot(r io.Reader) (*state.Store, uint64, error) {
 		if n > maxRecordBytes {
 			return nil, 0, sr.bad(fmt.Sprintf("record %d (type %d): length %d is over %d", rec, t, n, maxRecordBytes))
 		}
-		var body bytes.Buffer
-		dst := io.Writer(io.Discard)
-		if recErr == nil {
-			body.Grow(int(min(n, 64<<10)))
-			dst = &body
-		}
-		if got, err := io.CopyN(dst, sr, int64(n)); err != nil {
-			return nil, 0, sr.bad(fmt.Sprintf("truncated in record %d (type %d): %d of %d bytes", rec, t, got, n))
-		}
 		if recErr != nil {
+			if got, err := io.CopyN(io.Discard, sr, int64(n)); err != nil {
+				return nil, 0, sr.bad(fmt.Sprintf("truncated in record %d (type %d): %d of %d bytes", rec, t, got, n))
+			}
 			continue
 		}
+		// One buffer for every record: the decoders copy what they keep.
+		// It grows as the bytes arrive, so a length a damaged record
+		// claims costs memory only once the bytes are there.
+		body = body[:0]
+		for uint64(len(body)) < n {
+			chunk := min(n-uint64(len(body)), 64<<10)
+			body = slices.Grow(body, int(chunk))
+			got, err := io.ReadFull(sr, body[len(body):len(body)+int(chunk)])
+			body = body[:len(body)+got]
+			if err != nil {
+				return nil, 0, sr.bad(fmt.Sprintf("truncated in record %d (type %d): %d of %d bytes", rec, t, len(body), n))
+			}
+		}
 		sawGuard = sawGuard || t == SnapGuard
-		if err := restoreRecord(st, t, body.Bytes()); err != nil {
+		if err := restoreRecord(st, t, body); err != nil {
 			recErr = fmt.Errorf("record %d (type %d): %w", rec, t, err)
 			if ver == snapshotVersionV1 {
 				break

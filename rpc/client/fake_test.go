@@ -151,9 +151,10 @@ func (r *fakeReplica) status() *grapnelpb.StatusResponse {
 	return st
 }
 
-func (r *fakeReplica) Status(context.Context, *grapnelpb.StatusRequest) (*grapnelpb.StatusResponse, error) {
-	r.statusCalls.Add(1)
-	time.Sleep(time.Duration(r.statusDelay.Load()))
+// said is the status this replica sends, in answers and in its Watch
+// alike (as the server builds both the same way): its view, or the leader
+// it names when names is set.
+func (r *fakeReplica) said() *grapnelpb.StatusResponse {
 	st := r.status()
 	if n := r.names.Load(); n != nil {
 		st.LeaderId, st.LeaderGrpcAddress = "", ""
@@ -161,7 +162,13 @@ func (r *fakeReplica) Status(context.Context, *grapnelpb.StatusRequest) (*grapne
 			st.LeaderId, st.LeaderGrpcAddress = l.id, l.addr
 		}
 	}
-	return st, nil
+	return st
+}
+
+func (r *fakeReplica) Status(context.Context, *grapnelpb.StatusRequest) (*grapnelpb.StatusResponse, error) {
+	r.statusCalls.Add(1)
+	time.Sleep(time.Duration(r.statusDelay.Load()))
+	return r.said(), nil
 }
 
 func (r *fakeReplica) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStreamingServer[grapnelpb.WatchEvent]) error {
@@ -173,7 +180,7 @@ func (r *fakeReplica) Watch(req *grapnelpb.WatchRequest, st grpc.ServerStreaming
 	for {
 		_, _, changed := r.view()
 		if !r.silent.Load() {
-			if err := st.Send(&grapnelpb.WatchEvent{Status: r.status(), Heartbeat: heartbeat}); err != nil {
+			if err := st.Send(&grapnelpb.WatchEvent{Status: r.said(), Heartbeat: heartbeat}); err != nil {
 				return err
 			}
 		}

@@ -41,6 +41,11 @@ type leaderWatch struct {
 	wake    chan struct{} // capacity 1: a replica named a leader
 	wg      sync.WaitGroup
 	watched map[string]bool // owned by find's goroutine
+
+	mu sync.Mutex
+	// self is the last replica that named itself the leader, and its id:
+	// find takes it without asking around again (leader).
+	self, selfID string
 }
 
 func (r *Resolver) newLeaderWatch(ctx context.Context) *leaderWatch {
@@ -89,6 +94,18 @@ func (r *Resolver) isClosed() bool {
 	return r.closed
 }
 
+// leader returns the replica that last named itself the leader in its
+// Watch, and its id; "" if none did. A replica that says it leads is as
+// authoritative in a Watch event as in an answer to poll, so find takes
+// it without another round of asking, which cost a CLI started with its
+// replica one more round trip after the election. A leader named by
+// another replica is asked around for, as poll explains.
+func (w *leaderWatch) leader() (addr, id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.self, w.selfID
+}
+
 func (w *leaderWatch) signal() {
 	select {
 	case w.wake <- struct{}{}:
@@ -118,6 +135,11 @@ func (w *leaderWatch) watch(addr string) {
 			switch {
 			case leader != "" && id != named:
 				named = id
+				if leader == addr {
+					w.mu.Lock()
+					w.self, w.selfID = addr, id
+					w.mu.Unlock()
+				}
 				w.signal()
 			case id == "":
 				named = ""

@@ -95,3 +95,26 @@ func TestFindWatchesAReplicaThatComesUpLater(t *testing.T) {
 	fc.setLeader("r1")
 	expectLeader(t, got, addr)
 }
+
+// A replica whose Watch says it leads itself is taken at once, as its
+// answer to a poll would be: the resolver does not ask around once more,
+// which cost a CLI started with its replica a round trip. A leader that
+// another replica names is asked for (TestFindPrefersASelfClaimOverAStaleName).
+func TestFindTakesASelfNamedLeaderFromTheWatchWithoutAskingAgain(t *testing.T) {
+	fc := newFakeCluster(t, 3)
+	r1 := fc.rep("r1")
+	r := newResolver(t, opts(r1.addr))
+	waiting := stretchRetry(r)
+	got := leaderAsync(r)
+	waitFor(t, "round without a leader", waiting)
+	asked := r1.statusCalls.Load()
+
+	fc.setLeader("r1")
+	expectLeader(t, got, r1.addr)
+	if r.LeaderID() != "r1" {
+		t.Fatalf("LeaderID = %q", r.LeaderID())
+	}
+	if n := r1.statusCalls.Load() - asked; n != 0 {
+		t.Fatalf("the resolver asked r1 %d more times after its Watch said it leads", n)
+	}
+}

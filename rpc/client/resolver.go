@@ -267,6 +267,10 @@ func (r *Resolver) find(ctx context.Context) (string, error) {
 		if err := w.wait(ctx, d); err != nil {
 			return "", last.err()
 		}
+		if addr, id := w.leader(); addr != "" {
+			r.redirect(id, addr)
+			return addr, nil
+		}
 	}
 }
 

@@ -1,18 +1,27 @@
 // Command grapnel-start-bench measures what a client started at the same
 // moment as a single replica sees: the time from exec of both to the
-// client's first answer. Each start runs grapnel-server, on a fresh data
-// directory or on the data its earlier starts left (-data: a vehicle's
-// replica starts with data at every boot but its first), and at the same
+// client's first answer. Each start runs the replica, and at the same
 // moment the CLI's `get state`, which dials before the server listens; the
 // figure is the time from the two execs to the CLI's successful exit, its
-// own start included. With
-// -grapnel-before (the CLI of another build), each start measures both
-// CLIs against fresh servers, alternating which goes first, so the two
-// are compared in the same run on the same load. Beside the CLI, a probe
-// that retries every millisecond (bench.FirstAnswer) finds when the
-// replica first answers; the CLI's lag behind it is what the CLI's own
-// dialling and finding the leader cost, which the machine's load moves
-// much less than the replica's start.
+// own start included. The replica finds one of four data directories
+// (-data):
+//
+//   - fresh: empty, as at a vehicle's first boot;
+//   - existing: what its earlier starts left, a few entries each, as at
+//     every later boot;
+//   - grown: a log that -grow updates made longer, one entry each, before
+//     the first start (a drive), with every stop a clean one (SIGTERM, as
+//     systemd stops the unit at ignition off);
+//   - grown-cut: the same, but every stop is a power cut (SIGKILL).
+//
+// With -grapnel-before (the multi-call binary of another build: its CLI,
+// and its replica as `grapnel server`), each start measures both builds,
+// each on data of its own, alternating which goes first, so the two are
+// compared in the same run on the same load. Beside the CLI, a probe that
+// retries every millisecond (bench.FirstAnswer) finds when the replica
+// first answers; the CLI's lag behind it is what the CLI's own dialling
+// and finding the leader cost, which the machine's load moves much less
+// than the replica's start.
 package main
 
 import (
@@ -33,12 +42,20 @@ import (
 
 type options struct {
 	serverBin, cliBin, beforeBin string
-	starts                       int
-	data                         []string // "fresh", "existing"
+	starts, grow                 int
+	data                         []string // fresh, existing, grown, grown-cut
 	bound                        time.Duration
 	out, workDir                 string
 	keep                         bool
 }
+
+// The data cases (-data).
+const (
+	dataFresh    = "fresh"
+	dataExisting = "existing"
+	dataGrown    = "grown"
+	dataGrownCut = "grown-cut"
+)
 
 var errUsage = errors.New("usage")
 
@@ -47,9 +64,10 @@ func parse(args []string) (options, error) {
 	var o options
 	fs.StringVar(&o.serverBin, "grapnel-server", "", "grapnel-server binary (required)")
 	fs.StringVar(&o.cliBin, "grapnel", "", "grapnel CLI binary measured (required)")
-	fs.StringVar(&o.beforeBin, "grapnel-before", "", "grapnel CLI of the build before, measured alternately in the same run")
-	fs.IntVar(&o.starts, "starts", 20, "starts per CLI and data case")
-	data := fs.String("data", "fresh,existing", "the data directory each start finds, comma-separated: fresh (empty), existing (what the earlier starts of the same server left)")
+	fs.StringVar(&o.beforeBin, "grapnel-before", "", "the multi-call grapnel binary of the build before: its CLI and its replica (grapnel server), measured alternately in the same run")
+	fs.IntVar(&o.starts, "starts", 20, "starts per build and data case")
+	fs.IntVar(&o.grow, "grow", 2000, "updates, one log entry each, written before the first start of the grown cases")
+	data := fs.String("data", "fresh,existing,grown,grown-cut", "the data directory each start finds, comma-separated: fresh (empty), existing (what the earlier starts of the same server left), grown (existing, with -grow entries written before the first start; stopped with SIGTERM), grown-cut (the same, every stop a SIGKILL)")
 	fs.DurationVar(&o.bound, "bound", 10*time.Second, "longest wait for one answer")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.StringVar(&o.workDir, "work-dir", "", "data dirs and logs (default: a fresh temp dir, removed unless the run fails or -keep)")
@@ -62,10 +80,14 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("%w: -grapnel-server and -grapnel are required", errUsage)
 	case o.starts < 1:
 		return o, fmt.Errorf("%w: -starts %d: need at least 1", errUsage, o.starts)
+	case o.grow < 0:
+		return o, fmt.Errorf("%w: -grow %d: must not be negative", errUsage, o.grow)
 	}
 	for _, d := range strings.Split(*data, ",") {
-		if d != "fresh" && d != "existing" {
-			return o, fmt.Errorf("%w: -data %q: fresh or existing", errUsage, d)
+		switch d {
+		case dataFresh, dataExisting, dataGrown, dataGrownCut:
+		default:
+			return o, fmt.Errorf("%w: -data %q: fresh, existing, grown or grown-cut", errUsage, d)
 		}
 		o.data = append(o.data, d)
 	}
@@ -74,63 +96,77 @@ func parse(args []string) (options, error) {
 
 func main() { bench.Main("grapnel-start-bench", parse, run) }
 
+// build is one build measured: its CLI and its replica.
+type build struct {
+	cli, server, subcommand string
+}
+
 func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	dir, cleanup, err := bench.WorkDir(o.workDir, "grapnel-start-bench-", o.keep)
 	if err != nil {
 		return err
 	}
 	defer func() { cleanup(err != nil) }()
-	clis := []string{o.cliBin}
+	builds := []build{{cli: o.cliBin, server: o.serverBin}}
 	if o.beforeBin != "" {
-		clis = append(clis, o.beforeBin)
+		builds = append(builds, build{cli: o.beforeBin, server: o.beforeBin, subcommand: "server"})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "grapnel-start-bench %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&b, "single replica; `grapnel get state` exec'd at the same moment as grapnel-server; exec -> the CLI's successful exit, %d starts each\n", o.starts)
+	fmt.Fprintf(&b, "single replica; `grapnel get state` exec'd at the same moment as the replica; exec -> the CLI's successful exit, %d starts each\n", o.starts)
 	for _, data := range o.data {
-		times := make([][]time.Duration, len(clis))
-		lags := make([][]time.Duration, len(clis))
-		// With existing data each CLI has its own server, started once
-		// beforehand and stopped after every start.
-		servers := make([]*bench.Grapnel, len(clis))
-		if data == "existing" {
-			for c := range clis {
-				g, err := prepared(ctx, o, filepath.Join(dir, fmt.Sprintf("cli%d-existing", c)))
+		times := make([][]time.Duration, len(builds))
+		lags := make([][]time.Duration, len(builds))
+		// With data kept between starts each build has its own server,
+		// prepared once beforehand and stopped after every start.
+		servers := make([]*bench.Grapnel, len(builds))
+		if data != dataFresh {
+			for c, bl := range builds {
+				g, err := prepared(ctx, o, bl, data, filepath.Join(dir, fmt.Sprintf("build%d-%s", c, data)))
 				if err != nil {
-					return fmt.Errorf("preparing the data of %s: %w", clis[c], err)
+					return fmt.Errorf("preparing the data of %s: %w", bl.cli, err)
 				}
 				defer g.Close()
 				servers[c] = g
 			}
 		}
 		for i := range o.starts {
-			for k := range clis {
-				c := (i + k) % len(clis) // alternate which CLI goes first
-				g := servers[c]
+			for k := range builds {
+				c := (i + k) % len(builds) // alternate which build goes first
+				bl, g := builds[c], servers[c]
 				if g == nil {
 					var err error
-					if g, err = newServer(o, filepath.Join(dir, fmt.Sprintf("cli%d-start%d", c, i))); err != nil {
+					if g, err = newServer(o, bl, filepath.Join(dir, fmt.Sprintf("build%d-start%d", c, i))); err != nil {
 						return err
 					}
 				}
-				d, ready, err := startOnce(ctx, o, g, clis[c])
-				if servers[c] == nil {
+				d, ready, err := startOnce(ctx, o, g, bl.cli)
+				switch {
+				case servers[c] == nil:
 					g.Close()
-				} else if serr := g.Stop(0, o.bound); serr != nil && err == nil {
-					err = serr
+				case data == dataGrownCut:
+					g.Kill(0)
+				default:
+					if serr := g.Stop(0, o.bound); serr != nil && err == nil {
+						err = serr
+					}
 				}
 				if err != nil {
-					return fmt.Errorf("%s, %s data, start %d: %w", clis[c], data, i, err)
+					return fmt.Errorf("%s, %s data, start %d: %w", bl.cli, data, i, err)
 				}
 				times[c] = append(times[c], d)
 				lags[c] = append(lags[c], max(0, d-ready))
-				bench.Logf("%s, %s data, start %d: %s (the replica answered the probe at %s)", clis[c], data, i, ms(d), ms(ready))
+				bench.Logf("%s, %s data, start %d: %s (the replica answered the probe at %s)", bl.cli, data, i, ms(d), ms(ready))
 			}
 		}
-		fmt.Fprintf(&b, "\n== %s data directory\n", data)
-		for c, cli := range clis {
-			report(&b, cli+": exec -> answer", times[c])
-			report(&b, cli+": behind the 1 ms probe's first answer", lags[c])
+		fmt.Fprintf(&b, "\n== %s data directory", data)
+		if data == dataGrown || data == dataGrownCut {
+			fmt.Fprintf(&b, " (%d updates before the first start)", o.grow)
+		}
+		b.WriteString("\n")
+		for c, bl := range builds {
+			report(&b, bl.cli+": exec -> answer", times[c])
+			report(&b, bl.cli+": behind the 1 ms probe's first answer", lags[c])
 		}
 	}
 	fmt.Fprint(stdout, b.String())
@@ -143,15 +179,17 @@ func run(ctx context.Context, o options, stdout io.Writer) (err error) {
 	return nil
 }
 
-// newServer prepares a single replica on dir without starting it.
-func newServer(o options, dir string) (*bench.Grapnel, error) {
-	return bench.StartGrapnel(bench.GrapnelConfig{Bin: o.serverBin, Dir: dir, Replicas: 1, Deferred: true})
+// newServer prepares a single replica of build bl on dir without
+// starting it.
+func newServer(o options, bl build, dir string) (*bench.Grapnel, error) {
+	return bench.StartGrapnel(bench.GrapnelConfig{Bin: bl.server, Subcommand: bl.subcommand, Dir: dir, Replicas: 1, Deferred: true})
 }
 
 // prepared is a replica that has run once on dir, elected itself and
-// stopped: its next start finds its data.
-func prepared(ctx context.Context, o options, dir string) (*bench.Grapnel, error) {
-	g, err := newServer(o, dir)
+// stopped: its next start finds its data. For the grown cases it wrote
+// o.grow updates first, and stopped as the case stops it.
+func prepared(ctx context.Context, o options, bl build, data, dir string) (*bench.Grapnel, error) {
+	g, err := newServer(o, bl, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -165,11 +203,45 @@ func prepared(ctx context.Context, o options, dir string) (*bench.Grapnel, error
 		g.Close()
 		return nil, err
 	}
+	if data == dataGrown || data == dataGrownCut {
+		if err := grow(ctx, o, g); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	if data == dataGrownCut {
+		g.Kill(0)
+		return g, nil
+	}
 	if err := g.Stop(0, o.bound); err != nil {
 		g.Close()
 		return nil, err
 	}
 	return g, nil
+}
+
+// growPayload is the runtimeConfig size of the grown cases' updates, as
+// grapnel-bench writes them.
+const growPayload = 256
+
+// grow writes o.grow updates to g's replica, one after the other, so that
+// each is an entry of its own, as the few updates of a vehicle's drive
+// are.
+func grow(ctx context.Context, o options, g *bench.Grapnel) error {
+	w, err := bench.NewWriter(g.Addrs(), "grown", growPayload, o.bound)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for i := range o.grow {
+		cctx, cancel := context.WithTimeout(ctx, o.bound)
+		err := w.Update(cctx, i+1)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("growing the log, update %d: %w", i+1, err)
+		}
+	}
+	return nil
 }
 
 // startOnce execs the CLI, then the server g, and returns the time from
