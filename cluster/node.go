@@ -235,7 +235,10 @@ type Node struct {
 	// integrity checks what the stores read back (integrity.go); hold is
 	// the vote hold of a replica that lost entries (votehold.go).
 	integrity *integrity
-	hold      *holdState
+	// reads keeps the entries the start read until Raft applied them
+	// (startreads.go); nil on the memory store.
+	reads *startReads
+	hold  *holdState
 	// fast elects the dead leader's successor at once (fastfail.go).
 	fast     *fastFailover
 	shutdown sync.Once
@@ -425,6 +428,13 @@ func NewNode(cfg Config) (*Node, error) {
 	} else if rawLog, err = openStore(cfg.DataDir, cfg.LogStore, segmentSize, base.Named("cluster")); err != nil {
 		return nil, err
 	}
+	// The entries a start reads are kept for its later passes
+	// (startreads.go); the memory store needs no such thing.
+	var reads *startReads
+	if mem == nil {
+		reads = &startReads{rawStore: rawLog}
+		rawLog = reads
+	}
 	// One cleanup for every failure below, undone in reverse: the stores,
 	// the transport, the entry check. Once the node exists, its Shutdown
 	// takes over (started).
@@ -464,9 +474,14 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	currentTerm := func() uint64 { t, _ := rawLog.GetUint64(stableKeys.currentTerm); return t }
 	hold.currentTerm.Store(&currentTerm)
-	if w, ok := rawLog.(*logStore); ok {
-		if err := repairTail(cfg.DataDir, tail, w, hold, integ, base.Named("cluster"), currentTerm); err != nil {
-			return nil, err
+	if reads != nil {
+		if w, ok := reads.raw().(*logStore); ok {
+			if err := repairTail(cfg.DataDir, tail, w, hold, integ, base.Named("cluster"), currentTerm); err != nil {
+				return nil, err
+			}
+		}
+		if last, err := reads.LastIndex(); err == nil {
+			reads.begin(last)
 		}
 	}
 	if fileSnaps != nil {
@@ -532,7 +547,7 @@ func NewNode(cfg Config) (*Node, error) {
 		peers: newPeerTable(), health: newHealthView(), contacts: contacts, feed: changefeed.New(),
 		reconcileCh: make(chan struct{}, 1), ledger: cfg.FSM.(RemovalLedger), incarnation: rand.Uint64() | 1,
 		obsCh: make(chan raft.Observation, 64), shutdownCh: shutdownCh, entries: trans.checked,
-		integrity: integ, hold: hold, fast: newFastFailover(cfg.DisableFastFailover, cfg.Clock),
+		integrity: integ, hold: hold, fast: newFastFailover(cfg.DisableFastFailover, cfg.Clock), reads: reads,
 	}
 	lastIndex := r.LastIndex
 	hold.lastIndex.Store(&lastIndex)

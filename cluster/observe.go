@@ -99,6 +99,9 @@ func (n *Node) observeRaft() {
 			}
 		case <-tick.C:
 			tick.Reset(clock.UntilSlot(clk.Now(), every))
+			if n.reads != nil {
+				n.reads.tick(n.raft.AppliedIndex())
+			}
 			n.checkHold()
 			n.noteLeader()
 			syncLeadership()
