@@ -1,9 +1,9 @@
 package fsm
 
 import (
-	"io"
 	"bytes"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/hashicorp/raft"

@@ -34,6 +34,7 @@ type options struct {
 	perAgent            int
 	settle, window      time.Duration
 	starts, cycles      int
+	grow                int
 	bound, poll         time.Duration
 	out, workDir        string
 	keep                bool
@@ -55,6 +56,7 @@ func parse(args []string) (options, error) {
 	fs.DurationVar(&o.window, "window", 60*time.Second, "idle window measured")
 	fs.IntVar(&o.starts, "starts", 5, "single-replica starts per case (empty, existing data)")
 	fs.IntVar(&o.cycles, "cycles", 10, "starts of the whole cluster on existing data, and power cycles")
+	fs.IntVar(&o.grow, "grow", 0, "the power-on part's config updates, one log entry each, written before the first cut, so that every power-on replays them, as a vehicle's replicas do after a power cut that followed a drive")
 	fs.DurationVar(&o.bound, "bound", 60*time.Second, "longest wait for any one step")
 	fs.DurationVar(&o.poll, "poll", 20*time.Millisecond, "how often the power-on part reads the workload states")
 	fs.StringVar(&o.security, "security", "insecure,tls", "the idle part's clusters, one after the other, comma-separated: insecure, tls (mTLS on gRPC and Raft, gossip encrypted, as a vehicle runs it)")
@@ -73,6 +75,8 @@ func parse(args []string) (options, error) {
 		return o, errors.New("-grapnel-server and -grapnel-agent are required")
 	case o.replicas < 1 || o.agents < 1 || o.perAgent < 1 || o.starts < 1 || o.cycles < 1:
 		return o, errors.New("-replicas, -agents, -workloads, -starts and -cycles must be at least 1")
+	case o.grow < 0:
+		return o, errors.New("-grow must not be negative")
 	case o.window < time.Second:
 		return o, errors.New("-window must be at least 1s")
 	case o.poll <= 0:

@@ -235,10 +235,13 @@ func cyclePower(ctx context.Context, o options, dir, runTmpfs string, b *strings
 	}); err != nil {
 		return fmt.Errorf("the workloads' processes in the power domain: %w", err)
 	}
+	if err := growLog(fctx, g.Addrs(), o.grow, o.bound); err != nil {
+		return err
+	}
 	cancel()
 	load := loadAverage()
-	bench.Logf("power domain: %d replicas, %d agents, %d workloads running; %d power cycles (load average %.2f)",
-		o.replicas, o.agents, len(manifest), o.cycles, load)
+	bench.Logf("power domain: %d replicas, %d agents, %d workloads running, %d updates written; %d power cycles (load average %.2f)",
+		o.replicas, o.agents, len(manifest), o.grow, o.cycles, load)
 
 	// The power-on starves every process of CPU: this one measures at a
 	// higher priority, so that its requests and readings of /proc are not
@@ -291,11 +294,38 @@ func cyclePower(ctx context.Context, o options, dir, runTmpfs string, b *strings
 		where += fmt.Sprintf(", replicas at nice %d", o.replicaNice)
 	}
 	where += ", " + slackText(o.replicaSlack)
+	if o.grow > 0 {
+		where += fmt.Sprintf(", %d config updates (one log entry each) written before the first cut", o.grow)
+	}
 	fmt.Fprintf(b, "\n== power-on: %d replicas + %d agents x %d process workloads in one pid namespace, SIGKILL of its pid 1, %d cycles, %s; %d cores, load average %.2f before the first cut\n",
 		o.replicas, o.agents, o.perAgent, len(cycles), where, goruntime.NumCPU(), load)
 	powerReport(b, o, cycles, len(manifest))
 	return nil
 }
+
+// growLog writes n config updates to the cluster at addrs, one after the
+// other, so that each is a log entry of its own: what a drive leaves in
+// the replicas' logs. A config item changes no workload.
+func growLog(ctx context.Context, addrs []string, n int, bound time.Duration) error {
+	if n == 0 {
+		return nil
+	}
+	w, err := bench.NewWriter(addrs, "grown", growPayload, bound)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	w.ConfigOnly = true
+	for i := range n {
+		if err := w.Update(ctx, i+1); err != nil {
+			return fmt.Errorf("growing the log, update %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// growPayload is the size of the config item growLog writes.
+const growPayload = 256
 
 // measurePowerOn measures one power-on of d: the first answer of any
 // replica, then the workload states every o.poll until every workload is
