@@ -77,7 +77,7 @@ func storeGlob(dir, kind string) string {
 // testStore is testWAL for the store kind names.
 func testStore(t *testing.T, dir, kind string, n int, term uint64) {
 	t.Helper()
-	w, err := openStore(dir, kind, 1<<20, hclog.NewNullLogger())
+	w, err := openStore(dir, kind, 1<<20, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func openForRepair(t *testing.T, dir string) (*logStore, *raft.FileSnapshotStore
 // openStoreForRepair is openForRepair for the store kind names.
 func openStoreForRepair(t *testing.T, dir, kind string) (rawStore, *raft.FileSnapshotStore, *holdState, *integrity) {
 	t.Helper()
-	w, err := openStore(dir, kind, 1<<20, hclog.NewNullLogger())
+	w, err := openStore(dir, kind, 1<<20, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func BenchmarkStartupScanRaft(b *testing.B) {
 // two snapshots: DefaultSnapshotThreshold entries of 1 KiB, with sums.
 func benchLog(b *testing.B, dir string) *logStore {
 	b.Helper()
-	w, err := openLogStore(dir, 16<<20, hclog.NewNullLogger())
+	w, err := openLogStore(dir, 16<<20, nil, hclog.NewNullLogger())
 	if err != nil {
 		b.Fatal(err)
 	}

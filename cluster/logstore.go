@@ -75,12 +75,13 @@ type rawStore interface {
 	Close() error
 }
 
-// openStore opens (or creates) the store kind names under dir.
-func openStore(dir, kind string, segmentSize int, logger hclog.Logger) (rawStore, error) {
+// openStore opens (or creates) the store kind names under dir; dirs makes
+// the WAL's directory durable (nil: a Dirs of its own).
+func openStore(dir, kind string, segmentSize int, dirs *durable.Dirs, logger hclog.Logger) (rawStore, error) {
 	if kind == LogStoreBolt {
 		return openBolt(dir)
 	}
-	return openLogStore(dir, segmentSize, logger)
+	return openLogStore(dir, segmentSize, dirs, logger)
 }
 
 // openBolt opens (or creates) raft.db under dir, as releases before the
@@ -120,14 +121,17 @@ func boltOptions() *bbolt.Options {
 
 // openLogStore opens (or creates) the WAL under dir, first moving the
 // entries and keys of a raft.db there into it.
-func openLogStore(dir string, segmentSize int, logger hclog.Logger) (*logStore, error) {
+func openLogStore(dir string, segmentSize int, dirs *durable.Dirs, logger hclog.Logger) (*logStore, error) {
 	if err := migrateBolt(dir, segmentSize, logger); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, walDir)
 	// raft-wal syncs the directory it writes its segments in, not the
 	// name of that directory in the data directory.
-	if err := durable.MkdirAll(path, 0o700); err != nil {
+	if dirs == nil {
+		dirs = durable.NewDirs()
+	}
+	if err := dirs.MkdirAll(path, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
 	w, err := openWAL(path, segmentSize, logger)

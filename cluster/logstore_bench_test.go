@@ -42,7 +42,7 @@ func writeBytes() int64 {
 func BenchmarkLogAppend(b *testing.B) {
 	stores := map[string]func(b *testing.B, dir string) raft.LogStore{
 		"wal": func(b *testing.B, dir string) raft.LogStore {
-			s, err := openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
+			s, err := openLogStore(dir, DefaultSegmentSize, nil, hclog.NewNullLogger())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -50,7 +50,7 @@ func BenchmarkLogAppend(b *testing.B) {
 			return s
 		},
 		"bolt-store": func(b *testing.B, dir string) raft.LogStore {
-			s, err := openStore(dir, LogStoreBolt, DefaultSegmentSize, hclog.NewNullLogger())
+			s, err := openStore(dir, LogStoreBolt, DefaultSegmentSize, nil, hclog.NewNullLogger())
 			if err != nil {
 				b.Fatal(err)
 			}

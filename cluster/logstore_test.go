@@ -61,7 +61,7 @@ func storeEntries(t *testing.T, s raft.LogStore, from, to uint64) {
 // The WAL keeps every entry and stable key across a reopen.
 func TestLogStoreKeepsEverythingAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
+	s, err := openLogStore(dir, DefaultSegmentSize, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestLogStoreKeepsEverythingAcrossReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
+	s, err = openLogStore(dir, DefaultSegmentSize, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestLogStoreKeepsEverythingAcrossReopen(t *testing.T) {
 func TestLogStoreDeletesTruncatedSegments(t *testing.T) {
 	dir := t.TempDir()
 	const segment = 64 << 10
-	s, err := openLogStore(dir, segment, hclog.NewNullLogger())
+	s, err := openLogStore(dir, segment, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestLogStoreMigratesBolt(t *testing.T) {
 			dir := t.TempDir()
 			makeBolt(t, dir, 41, 1200)
 			tc.prepare(t, dir)
-			s, err := openLogStore(dir, 64<<10, hclog.NewNullLogger())
+			s, err := openLogStore(dir, 64<<10, nil, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +196,7 @@ func TestLogStoreMigratesBolt(t *testing.T) {
 				t.Fatal(err)
 			}
 			makeBolt(t, dir, 1, 5)
-			s, err = openLogStore(dir, 64<<10, hclog.NewNullLogger())
+			s, err = openLogStore(dir, 64<<10, nil, hclog.NewNullLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,7 +218,7 @@ func TestLogStoreMigratesEmptyBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	s, err := openLogStore(dir, 64<<10, hclog.NewNullLogger())
+	s, err := openLogStore(dir, 64<<10, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestLogStoreRefusesUnreadableBolt(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, boltFile), []byte(strings.Repeat("not a database", 400)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := openLogStore(dir, 64<<10, hclog.NewNullLogger())
+	_, err := openLogStore(dir, 64<<10, nil, hclog.NewNullLogger())
 	if err == nil || !strings.Contains(err.Error(), boltFile) {
 		t.Fatalf("err = %v, want one naming %s", err, boltFile)
 	}
@@ -252,7 +252,7 @@ func TestLogStoreRefusesUnreadableBolt(t *testing.T) {
 // campaign's SIGKILLs found it.
 func TestLogStoreReadsBackAfterTailTruncation(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
+	s, err := openLogStore(dir, DefaultSegmentSize, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestLogStoreReadsBackAfterTailTruncation(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = openLogStore(dir, DefaultSegmentSize, hclog.NewNullLogger())
+	s, err = openLogStore(dir, DefaultSegmentSize, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestLogStoreReadsBackAfterTailTruncation(t *testing.T) {
 // is made beside it.
 func TestBoltStoreKeepsEverythingAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openStore(dir, LogStoreBolt, DefaultSegmentSize, hclog.NewNullLogger())
+	s, err := openStore(dir, LogStoreBolt, DefaultSegmentSize, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestBoltStoreKeepsEverythingAcrossReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = openStore(dir, LogStoreBolt, DefaultSegmentSize, hclog.NewNullLogger())
+	s, err = openStore(dir, LogStoreBolt, DefaultSegmentSize, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestBoltStoreKeepsEverythingAcrossReopen(t *testing.T) {
 // is left as it was and no raft.db is made.
 func TestBoltStoreRefusesAWAL(t *testing.T) {
 	dir := t.TempDir()
-	w, err := openStore(dir, LogStoreWAL, 64<<10, hclog.NewNullLogger())
+	w, err := openStore(dir, LogStoreWAL, 64<<10, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,14 +314,14 @@ func TestBoltStoreRefusesAWAL(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = openStore(dir, LogStoreBolt, 64<<10, hclog.NewNullLogger())
+	_, err = openStore(dir, LogStoreBolt, 64<<10, nil, hclog.NewNullLogger())
 	if !errors.Is(err, ErrLogStoreSwitch) || !strings.Contains(err.Error(), "LogStore") || !strings.Contains(err.Error(), walDir) {
 		t.Fatalf("err = %v, want ErrLogStoreSwitch naming the field and %s/", err, walDir)
 	}
 	if _, err := os.Stat(filepath.Join(dir, boltFile)); !os.IsNotExist(err) {
 		t.Fatalf("raft.db made beside the WAL: %v", err)
 	}
-	w, err = openStore(dir, LogStoreWAL, 64<<10, hclog.NewNullLogger())
+	w, err = openStore(dir, LogStoreWAL, 64<<10, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestBoltStoreRefusesAWAL(t *testing.T) {
 // read back checked.
 func TestBoltStoreMigratesToTheWALWithItsSums(t *testing.T) {
 	dir := t.TempDir()
-	b, err := openStore(dir, LogStoreBolt, 64<<10, hclog.NewNullLogger())
+	b, err := openStore(dir, LogStoreBolt, 64<<10, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestBoltStoreMigratesToTheWALWithItsSums(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	w, err := openStore(dir, LogStoreWAL, 64<<10, hclog.NewNullLogger())
+	w, err := openStore(dir, LogStoreWAL, 64<<10, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -349,8 +349,11 @@ func NewNode(cfg Config) (*Node, error) {
 	// The data directory and the snapshot store's directory are made
 	// durable here: raft-wal and hashicorp/raft sync the files they
 	// write and the directories those are in, not these names.
+	// One durable.Dirs for the start syncs each parent once (wal/ too,
+	// in openStore).
+	dirs := durable.NewDirs()
 	for _, d := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, "snapshots")} {
-		if err := durable.MkdirAll(d, 0o700); err != nil {
+		if err := dirs.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("cluster: data dir: %w", err)
 		}
 	}
@@ -425,7 +428,7 @@ func NewNode(cfg Config) (*Node, error) {
 	var err error
 	if mem != nil {
 		rawLog = memLog{mem.log}
-	} else if rawLog, err = openStore(cfg.DataDir, cfg.LogStore, segmentSize, base.Named("cluster")); err != nil {
+	} else if rawLog, err = openStore(cfg.DataDir, cfg.LogStore, segmentSize, dirs, base.Named("cluster")); err != nil {
 		return nil, err
 	}
 	// The entries a start reads are kept for its later passes

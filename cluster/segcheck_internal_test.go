@@ -17,7 +17,7 @@ import (
 // last batch of entries n+1..n+batch, and returns the segment's path.
 func tailWAL(t *testing.T, dir string, n, batch int) string {
 	t.Helper()
-	w, err := openLogStore(dir, 1<<20, hclog.NewNullLogger())
+	w, err := openLogStore(dir, 1<<20, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func editSegment(t *testing.T, seg string, edit func(b []byte)) {
 // raftWALLast opens the WAL as raft-wal does and returns its last index.
 func raftWALLast(t *testing.T, dir string) uint64 {
 	t.Helper()
-	w, err := openLogStore(dir, 1<<20, hclog.NewNullLogger())
+	w, err := openLogStore(dir, 1<<20, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestRepairHeaders_RebuildsAFlippedHeader(t *testing.T) {
 				if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
 					t.Fatal(err)
 				}
-				if w, err := openLogStore(cp, 1<<20, hclog.NewNullLogger()); err == nil {
+				if w, err := openLogStore(cp, 1<<20, nil, hclog.NewNullLogger()); err == nil {
 					w.Close()
 					t.Fatal("raft-wal opened the log with a flipped header: the case this repair is for is gone")
 				}

@@ -51,7 +51,7 @@ var testNow = time.Date(2026, 11, 26, 17, 0, 0, 0, time.UTC)
 
 func guardedWAL(t *testing.T, dir string, inject func(string) error) (*guardedStore, *storageGuard) {
 	t.Helper()
-	w, err := openLogStore(dir, 1<<20, hclog.NewNullLogger())
+	w, err := openLogStore(dir, 1<<20, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestProbeSyncsTheBoltFileAndBoltIsNotMonotonic(t *testing.T) {
 	if err := g.probe(0); err == nil || !strings.Contains(err.Error(), boltFile) {
 		t.Fatalf("probe of bolt storage without raft.db: %v, want an error naming %s", err, boltFile)
 	}
-	b, err := openStore(dir, LogStoreBolt, 1<<20, hclog.NewNullLogger())
+	b, err := openStore(dir, LogStoreBolt, 1<<20, nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

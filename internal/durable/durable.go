@@ -285,12 +285,39 @@ func (f Files) Remove(path string) error {
 // less the umask as os.MkdirAll does, and fsyncs the parent of each
 // directory it makes, and of path when path exists already: its name may
 // have been made by a writer that did not sync it.
-func (f Files) MkdirAll(path string, perm fs.FileMode) error { return f.mkdirAll(path, perm, true) }
+func (f Files) MkdirAll(path string, perm fs.FileMode) error {
+	return f.mkdirAll(path, perm, true, nil)
+}
+
+// Dirs makes directories as MkdirAll does, but syncs each parent
+// directory at most once: a replica's start makes three directories
+// under its data directory (the data directory, snapshots/, wal/), and
+// MkdirAll synced the data directory's parent three times and the data
+// directory twice. A directory fsync is a journal commit on a vehicle's
+// flash. One Dirs is for one start: a parent it synced is not synced
+// again, whatever changes in it later.
+type Dirs struct {
+	f      Files
+	synced map[string]bool
+}
+
+// Dirs returns a Dirs on f.
+func (f Files) Dirs() *Dirs { return &Dirs{f: f, synced: map[string]bool{}} }
+
+// NewDirs returns a Dirs on the real file system.
+func NewDirs() *Dirs { return OS.Dirs() }
+
+// MkdirAll is Files.MkdirAll, without a sync of a parent this Dirs has
+// synced already.
+func (d *Dirs) MkdirAll(path string, perm fs.FileMode) error {
+	return d.f.mkdirAll(path, perm, true, d.synced)
+}
 
 // mkdirAll makes path and its missing parents, syncing the name of each
 // directory it makes into its parent; syncExisting also syncs the name
-// of each one that exists.
-func (f Files) mkdirAll(path string, perm fs.FileMode, syncExisting bool) error {
+// of each one that exists. A parent in synced is not synced again; one
+// that is synced is added to it (nil: every parent is synced).
+func (f Files) mkdirAll(path string, perm fs.FileMode, syncExisting bool, synced map[string]bool) error {
 	const op = "mkdir"
 	path = filepath.Clean(path)
 	fi, err := f.fs.Stat(path)
@@ -304,7 +331,7 @@ func (f Files) mkdirAll(path string, perm fs.FileMode, syncExisting bool) error 
 		// installer, systemd's StateDirectory=, a harness): sync it now.
 		// Once per start of what uses it, never at idle.
 		if parent := filepath.Dir(path); parent != path {
-			if err := f.fs.SyncDir(parent); err != nil {
+			if err := f.syncParent(parent, synced); err != nil {
 				return &Error{op, path, "fsync the directory " + parent, err}
 			}
 		}
@@ -314,7 +341,7 @@ func (f Files) mkdirAll(path string, perm fs.FileMode, syncExisting bool) error 
 	}
 	parent := filepath.Dir(path)
 	if parent != path {
-		if err := f.mkdirAll(parent, perm, syncExisting); err != nil {
+		if err := f.mkdirAll(parent, perm, syncExisting, synced); err != nil {
 			return err
 		}
 	}
@@ -325,8 +352,26 @@ func (f Files) mkdirAll(path string, perm fs.FileMode, syncExisting bool) error 
 		}
 		return &Error{op, path, "mkdir", err}
 	}
-	if err := f.fs.SyncDir(parent); err != nil {
+	if synced != nil {
+		// A name was added to parent since any sync of it.
+		delete(synced, parent)
+	}
+	if err := f.syncParent(parent, synced); err != nil {
 		return &Error{op, path, "fsync the directory " + parent, err}
+	}
+	return nil
+}
+
+// syncParent fsyncs dir unless synced holds it, and adds it.
+func (f Files) syncParent(dir string, synced map[string]bool) error {
+	if synced[dir] {
+		return nil
+	}
+	if err := f.fs.SyncDir(dir); err != nil {
+		return err
+	}
+	if synced != nil {
+		synced[dir] = true
 	}
 	return nil
 }
@@ -340,7 +385,7 @@ func (f Files) mkdirAll(path string, perm fs.FileMode, syncExisting bool) error 
 // journal commit and a cache flush that the start waited for, although
 // the agent made those directories durable when it started.
 func (f Files) MkdirMissing(path string, perm fs.FileMode) error {
-	return f.mkdirAll(path, perm, false)
+	return f.mkdirAll(path, perm, false, nil)
 }
 
 // SyncDir fsyncs the directory dir, for names another writer made in it

@@ -431,3 +431,46 @@ func TestOnDisk(t *testing.T) {
 		t.Fatalf("temporary files left after a failure: %v", left)
 	}
 }
+
+// A Dirs syncs each parent once across the directories of one start, and
+// a parent again whenever it makes a new name in it; what it makes
+// survives a crash as MkdirAll's does.
+func TestDirsSyncEachParentOnce(t *testing.T) {
+	m := &syncCounter{FS: crashfs.New()}
+	m.SeedDir("/var/lib")
+	d := durable.On(m).Dirs()
+	for _, p := range []string{"/var/lib/grapnel", "/var/lib/grapnel/snapshots", "/var/lib/grapnel/wal"} {
+		if err := d.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"/var", "/var/lib", "/var/lib/grapnel", "/var/lib/grapnel"}; !slices.Equal(m.dirs, want) {
+		t.Fatalf("syncs making a data directory: %q, want %q", m.dirs, want)
+	}
+	m.dirs = nil
+	d = durable.On(m).Dirs()
+	for _, p := range []string{"/var/lib/grapnel", "/var/lib/grapnel/snapshots", "/var/lib/grapnel/wal"} {
+		if err := d.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"/var/lib", "/var/lib/grapnel"}; !slices.Equal(m.dirs, want) {
+		t.Fatalf("syncs at a start on an existing data directory: %q, want %q", m.dirs, want)
+	}
+}
+
+func TestDirsCrashSafe(t *testing.T) {
+	crashfs.Check(t, crashfs.Sequence{
+		Seed: func(m *crashfs.FS) { m.SeedDir("/var") },
+		Run: func(m *crashfs.FS) error {
+			d := durable.On(m).Dirs()
+			for _, p := range []string{"/var/lib/grapnel", "/var/lib/grapnel/a", "/var/lib/grapnel/b"} {
+				if err := d.MkdirAll(p, 0o700); err != nil {
+					return err
+				}
+			}
+			return durable.On(m).WriteFile("/var/lib/grapnel/b/f", newData, 0o600)
+		},
+		Check: func(c crashfs.Crash) error { return oldOrNew(c, "/var/lib/grapnel/b/f", nil, newData) },
+	})
+}

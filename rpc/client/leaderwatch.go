@@ -106,6 +106,20 @@ func (w *leaderWatch) leader() (addr, id string) {
 	return w.self, w.selfID
 }
 
+// sawSelf records whether the replica at addr, in its latest event,
+// names itself the leader: a replica that stepped down since is not
+// taken.
+func (w *leaderWatch) sawSelf(addr, id string, leads bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case leads:
+		w.self, w.selfID = addr, id
+	case w.self == addr:
+		w.self, w.selfID = "", ""
+	}
+}
+
 func (w *leaderWatch) signal() {
 	select {
 	case w.wake <- struct{}{}:
@@ -132,14 +146,10 @@ func (w *leaderWatch) watch(addr string) {
 				break
 			}
 			id, leader := leaderOf(addr, ev.GetStatus())
+			w.sawSelf(addr, id, leader == addr)
 			switch {
 			case leader != "" && id != named:
 				named = id
-				if leader == addr {
-					w.mu.Lock()
-					w.self, w.selfID = addr, id
-					w.mu.Unlock()
-				}
 				w.signal()
 			case id == "":
 				named = ""

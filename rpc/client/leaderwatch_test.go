@@ -118,3 +118,18 @@ func TestFindTakesASelfNamedLeaderFromTheWatchWithoutAskingAgain(t *testing.T) {
 		t.Fatalf("the resolver asked r1 %d more times after its Watch said it leads", n)
 	}
 }
+
+// A replica that named itself and then says it no longer leads is not
+// taken; one that names another leader does not unset it.
+func TestLeaderWatchForgetsASelfClaimThatEnded(t *testing.T) {
+	w := &leaderWatch{}
+	w.sawSelf("a:1", "r1", true)
+	w.sawSelf("b:1", "r1", false) // a follower naming r1
+	if addr, id := w.leader(); addr != "a:1" || id != "r1" {
+		t.Fatalf("leader %s (%s), want r1 at a:1", addr, id)
+	}
+	w.sawSelf("a:1", "", false) // r1 stepped down
+	if addr, _ := w.leader(); addr != "" {
+		t.Fatalf("leader %s after it stepped down", addr)
+	}
+}
