@@ -330,7 +330,7 @@ func (c *clusterService) TransferLeadership(ctx context.Context, req *grapnelpb.
 		return &grapnelpb.TransferLeadershipResponse{NewLeaderId: self}, nil
 	}
 	var newLeader string
-	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, func() (bool, bool) {
+	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, nil, func() (bool, bool) {
 		id, _, _ := c.node.LeaderInfo()
 		newLeader = id
 		return id != "" && id != self, false
@@ -415,7 +415,7 @@ func (c *clusterService) SnapshotRestore(st grpc.ClientStreamingServer[grapnelpb
 // requireLeader holds while no leader is known, then lets the call run if
 // this replica leads, and otherwise names the leader.
 func (c *clusterService) requireLeader(ctx context.Context) error {
-	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, func() (bool, bool) {
+	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, nil, func() (bool, bool) {
 		if c.node.IsLeader() {
 			return true, false
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/cluster"
+	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/errs"
 )
@@ -18,8 +19,9 @@ import (
 const DefaultHoldTimeout = 5 * time.Second
 
 // termRecheck is how often a hold re-checks while this replica is the Raft
-// leader but has not opened its term yet (the Barrier is still running):
-// that moment sends no signal on node.Changes(). It lasts a few
+// leader but has not opened its term yet (the Barrier is still running).
+// The term's opening is signalled (Server.terms); the re-check is the
+// backstop for a signal a hold subscribed too late for. It lasts a few
 // milliseconds per leadership change, and a replica's first answer after
 // power-on waits in it, so the re-check is short (10 ms was a fifth of a
 // single replica's start).
@@ -30,15 +32,21 @@ const termRecheck = time.Millisecond
 var errHoldExpired = errors.New("hold expired")
 
 // holdFor waits until ready reports true, re-evaluating it on every
-// cluster change signal. ready's second result asks for a re-check after
-// termRecheck even without a signal, for what sends none (a term being
-// opened). It fails with errHoldExpired once clk
-// says bound has passed, with the context's error when ctx ends first, and
-// with errs.ErrShuttingDown when shutdown closes.
-func holdFor(ctx context.Context, node *cluster.Node, clk clock.Clock, bound time.Duration, shutdown <-chan struct{}, ready func() (ok, recheck bool)) error {
+// cluster change signal, and on every signal of terms (nil: none).
+// ready's second result asks for a re-check after termRecheck even
+// without a signal. It fails with errHoldExpired once clk says bound has
+// passed, with the context's error when ctx ends first, and with
+// errs.ErrShuttingDown when shutdown closes.
+func holdFor(ctx context.Context, node *cluster.Node, clk clock.Clock, bound time.Duration, shutdown <-chan struct{}, terms *changefeed.Feed, ready func() (ok, recheck bool)) error {
 	// Subscribe before the first look, so no change falls in between.
 	changes, unsubscribe := node.Changes()
 	defer unsubscribe()
+	var opened <-chan struct{}
+	if terms != nil {
+		var unsubscribeTerms func()
+		opened, unsubscribeTerms = terms.Subscribe()
+		defer unsubscribeTerms()
+	}
 	expired := make(chan struct{})
 	deadline := clk.AfterFunc(bound, func() { close(expired) })
 	defer deadline.Stop()
@@ -58,6 +66,7 @@ func holdFor(ctx context.Context, node *cluster.Node, clk clock.Clock, bound tim
 		var err error
 		select {
 		case <-changes:
+		case <-opened:
 		case <-recheck:
 		case <-expired:
 			err = errHoldExpired
@@ -105,7 +114,7 @@ func (s *Server) findLeader(ctx context.Context) (destination, error) {
 		return destination{t: t}, nil
 	}
 	var d destination
-	err := holdFor(ctx, s.node, s.clock(), s.holdTimeout(), s.shutdownCh, func() (bool, bool) {
+	err := holdFor(ctx, s.node, s.clock(), s.holdTimeout(), s.shutdownCh, s.terms, func() (bool, bool) {
 		if t := s.currentTerm(); t != nil {
 			d = destination{t: t}
 			return true, false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,5 +149,30 @@ func TestHoldEndsOnShutdown(t *testing.T) {
 	err := streamEnd(t, st, 10*time.Second)
 	if status.Code(err) != codes.Unavailable || !errors.Is(rpc.FromStatus(err), errs.ErrShuttingDown) {
 		t.Fatalf("err = %v, want Unavailable SHUTTING_DOWN", err)
+	}
+}
+
+// A hold that waits for this replica's term goes on as soon as the term
+// opens (Server.terms), not at a re-check: a replica's first answer after
+// power-on waited up to a re-check for it.
+func TestHoldGoesOnWhenTheTermOpens(t *testing.T) {
+	ts := startServer(t, nil)
+	s := ts.srv
+	var open atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		done <- holdFor(context.Background(), s.node, clock.Real(), time.Minute, s.shutdownCh, s.terms,
+			func() (bool, bool) { return open.Load(), false })
+	}()
+	testwait.For(t, 10*time.Second, func() bool { return s.terms.Subscribers() > 0 }, "the hold to subscribe to the term feed")
+	open.Store(true)
+	s.terms.Notify()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hold did not go on when the term opened")
 	}
 }

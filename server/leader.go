@@ -289,6 +289,7 @@ func (s *Server) establishLeadership(stopCh chan struct{}) *leader {
 	s.leaderMu.Lock()
 	s.term = l.term
 	s.leaderMu.Unlock()
+	s.terms.Notify()
 	s.cfg.Metrics.LeaderChanged()
 	s.leadershipChanged(true)
 	s.log.Info("leading", "id", s.node.ID(), "agents in grace", len(l.grace))
@@ -304,6 +305,7 @@ func (l *leader) revoke() {
 	s.leaderMu.Lock()
 	s.term = nil
 	s.leaderMu.Unlock()
+	s.terms.Notify()
 	l.pipe.abandon(errs.ErrNotLeader)
 	l.abandonRejections(errs.ErrNotLeader)
 	l.stopGrace()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/cluster"
 	"github.com/grapnel-io/grapnel/fsm"
+	"github.com/grapnel-io/grapnel/internal/changefeed"
 	"github.com/grapnel-io/grapnel/internal/clock"
 	"github.com/grapnel-io/grapnel/internal/identity"
 	"github.com/grapnel-io/grapnel/internal/ratelog"
@@ -170,6 +171,9 @@ type Server struct {
 	// this replica does not lead.
 	leaderMu sync.RWMutex
 	term     *term
+	// terms signals every change of term: the requests held until this
+	// replica opens its term (findLeader) go on at once.
+	terms *changefeed.Feed
 
 	// refusals rate-limits the log lines of refused streams and calls.
 	refusals *ratelog.Limiter
@@ -266,6 +270,7 @@ func New(cfg Config) (*Server, error) {
 
 		historyLimits: cfg.HistoryLimits.Effective(),
 		shutdownCh:    make(chan struct{}),
+		terms:         changefeed.New(),
 		pings:         make(chan chan struct{}),
 		refusals:      ratelog.New(clk, refusalLogWindow),
 		streams:       newStreamCounter(sl),
