@@ -11,12 +11,12 @@ import (
 // A start applies every entry after the newest snapshot again, and its
 // checks read each of them before that: on a 2-core machine a single
 // replica with 2,095 such entries answered its first request after
-// about 140 ms instead of 20 (docs/operations.md, "Start"). Raft's own
-// threshold (DefaultSnapshotThreshold, 8192) is set for flash wear, so a
-// vehicle, which writes a few entries per drive, would replay up to
-// thousands at every ignition. A snapshot of a vehicle's state is tens
-// of kilobytes, written once per stop; below this many entries the
-// replay costs less than the write.
+// about 140 ms instead of 20 (docs/operations.md, "A start on a grown
+// log"). A vehicle writes a few entries per drive, fewer than the
+// threshold (DefaultSnapshotThreshold), so without this it would replay
+// up to that many at every ignition. A snapshot of a vehicle's state is
+// tens to hundreds of kilobytes, written once per stop; below this many
+// entries the replay costs less than the write.
 const StopSnapshotMin = 64
 
 // SnapshotBeforeStop takes a snapshot when at least StopSnapshotMin
