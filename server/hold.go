@@ -20,8 +20,8 @@ const DefaultHoldTimeout = 5 * time.Second
 
 // termRecheck is how often a hold re-checks while this replica is the Raft
 // leader but has not opened its term yet (the Barrier is still running).
-// The term's opening is signalled (Server.terms); the re-check is the
-// backstop for a signal a hold subscribed too late for. It lasts a few
+// The term's opening is signalled (Server.terms), so a hold goes on at
+// once; the re-check stays as a backstop. The moment lasts a few
 // milliseconds per leadership change, and a replica's first answer after
 // power-on waits in it, so the re-check is short (10 ms was a fifth of a
 // single replica's start).

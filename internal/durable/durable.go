@@ -294,8 +294,8 @@ func (f Files) MkdirAll(path string, perm fs.FileMode) error {
 // under its data directory (the data directory, snapshots/, wal/), and
 // MkdirAll synced the data directory's parent three times and the data
 // directory twice. A directory fsync is a journal commit on a vehicle's
-// flash. One Dirs is for one start: a parent it synced is not synced
-// again, whatever changes in it later.
+// flash. One Dirs is for one start: a parent it synced is synced again
+// only for a directory it makes in it, not for what others change there.
 type Dirs struct {
 	f      Files
 	synced map[string]bool
