@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -30,12 +31,15 @@ const startReadsTicks = 10
 // always what the store holds.
 type startReads struct {
 	rawStore
-	mu    sync.Mutex
-	logs  map[uint64]raft.Log // nil: not keeping
-	bytes int
-	gen   uint64 // counts the writes, for reads that raced one
-	until uint64 // release once Raft applied this index
-	ticks int
+	// keeping is false once the entries are released: from then on the
+	// reads and writes of every commit go to the store without the lock.
+	keeping atomic.Bool
+	mu      sync.Mutex
+	logs    map[uint64]raft.Log // nil: not keeping
+	bytes   int
+	gen     uint64 // counts the writes, for reads that raced one
+	until   uint64 // release once Raft applied this index
+	ticks   int
 }
 
 // raw is the store under the kept entries, for what needs its type.
@@ -47,24 +51,32 @@ func (s *startReads) begin(until uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logs, s.bytes, s.until, s.ticks = map[uint64]raft.Log{}, 0, until, 0
+	s.keeping.Store(true)
 }
 
 // tick releases the entries once Raft applied them all, or after
 // startReadsTicks ticks; it says whether any were kept before it ran.
 func (s *startReads) tick(applied uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.logs == nil {
+	if !s.keeping.Load() {
 		return false
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.ticks++
 	if applied >= s.until || s.ticks >= startReadsTicks {
+		// Emptied before the flag drops: a write that still sees it
+		// set drops from an empty map, one that sees it clear has
+		// nothing to drop.
 		s.logs, s.bytes = nil, 0
+		s.keeping.Store(false)
 	}
 	return true
 }
 
 func (s *startReads) GetLog(index uint64, l *raft.Log) error {
+	if !s.keeping.Load() {
+		return s.rawStore.GetLog(index, l)
+	}
 	s.mu.Lock()
 	if kept, ok := s.logs[index]; ok {
 		s.mu.Unlock()
@@ -88,7 +100,7 @@ func (s *startReads) GetLog(index uint64, l *raft.Log) error {
 func (s *startReads) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 func (s *startReads) StoreLogs(logs []*raft.Log) error {
-	if len(logs) == 0 {
+	if len(logs) == 0 || !s.keeping.Load() {
 		return s.rawStore.StoreLogs(logs)
 	}
 	s.drop(logs[0].Index, ^uint64(0))
@@ -97,6 +109,9 @@ func (s *startReads) StoreLogs(logs []*raft.Log) error {
 }
 
 func (s *startReads) DeleteRange(min, max uint64) error {
+	if !s.keeping.Load() {
+		return s.rawStore.DeleteRange(min, max)
+	}
 	s.drop(min, max)
 	defer s.drop(min, max)
 	return s.rawStore.DeleteRange(min, max)
@@ -118,7 +133,4 @@ func (s *startReads) drop(min, max uint64) {
 }
 
 // IsMonotonic keeps the store's promise (raft.MonotonicLogStore).
-func (s *startReads) IsMonotonic() bool {
-	m, ok := s.rawStore.(raft.MonotonicLogStore)
-	return ok && m.IsMonotonic()
-}
+func (s *startReads) IsMonotonic() bool { return monotonic(s.rawStore) }

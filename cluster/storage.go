@@ -373,8 +373,13 @@ func (s *guardedStore) GetUint64(key []byte) (uint64, error)   { return s.w.GetU
 // IsMonotonic keeps raft-wal's promise visible through the wrapper:
 // hashicorp/raft then resets the log instead of deleting a range after
 // a snapshot restore. raft-boltdb makes none.
-func (s *guardedStore) IsMonotonic() bool {
-	m, ok := s.w.(raft.MonotonicLogStore)
+func (s *guardedStore) IsMonotonic() bool { return monotonic(s.w) }
+
+// monotonic says whether store promises hashicorp/raft a monotonic log
+// (raft.MonotonicLogStore), for the wrappers that keep the promise of
+// the store they wrap.
+func monotonic(store any) bool {
+	m, ok := store.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()
 }
 

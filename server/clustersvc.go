@@ -330,10 +330,10 @@ func (c *clusterService) TransferLeadership(ctx context.Context, req *grapnelpb.
 		return &grapnelpb.TransferLeadershipResponse{NewLeaderId: self}, nil
 	}
 	var newLeader string
-	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, nil, func() (bool, bool) {
+	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, nil, func() bool {
 		id, _, _ := c.node.LeaderInfo()
 		newLeader = id
-		return id != "" && id != self, false
+		return id != "" && id != self
 	})
 	if errors.Is(err, errHoldExpired) {
 		return nil, fmt.Errorf("%w: %s handed leadership over, but no new leader was seen; waited %v", errs.ErrNoLeader, self, c.hold)
@@ -415,12 +415,12 @@ func (c *clusterService) SnapshotRestore(st grpc.ClientStreamingServer[grapnelpb
 // requireLeader holds while no leader is known, then lets the call run if
 // this replica leads, and otherwise names the leader.
 func (c *clusterService) requireLeader(ctx context.Context) error {
-	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, nil, func() (bool, bool) {
+	err := holdFor(ctx, c.node, c.clk, c.hold, c.shutdown, nil, func() bool {
 		if c.node.IsLeader() {
-			return true, false
+			return true
 		}
 		id, _, addr := c.node.LeaderInfo()
-		return id != "" && id != c.node.ID() && addr != "", false
+		return id != "" && id != c.node.ID() && addr != ""
 	})
 	if errors.Is(err, errHoldExpired) {
 		return noLeader(c.node, c.hold)

@@ -18,26 +18,19 @@ import (
 // that arrives during a failover is served instead of failed.
 const DefaultHoldTimeout = 5 * time.Second
 
-// termRecheck is how often a hold re-checks while this replica is the Raft
-// leader but has not opened its term yet (the Barrier is still running).
-// The term's opening is signalled (Server.terms), so a hold goes on at
-// once; the re-check stays as a backstop. The moment lasts a few
-// milliseconds per leadership change, and a replica's first answer after
-// power-on waits in it, so the re-check is short (10 ms was a fifth of a
-// single replica's start).
-const termRecheck = time.Millisecond
-
 // errHoldExpired is what holdFor returns when the bound passes; callers
 // turn it into an error that says what was missing.
 var errHoldExpired = errors.New("hold expired")
 
 // holdFor waits until ready reports true, re-evaluating it on every
-// cluster change signal, and on every signal of terms (nil: none).
-// ready's second result asks for a re-check after termRecheck even
-// without a signal. It fails with errHoldExpired once clk says bound has
-// passed, with the context's error when ctx ends first, and with
-// errs.ErrShuttingDown when shutdown closes.
-func holdFor(ctx context.Context, node *cluster.Node, clk clock.Clock, bound time.Duration, shutdown <-chan struct{}, terms *changefeed.Feed, ready func() (ok, recheck bool)) error {
+// cluster change signal, and on every signal of terms (nil: none): a
+// replica that leads in Raft but has not opened its term yet (its
+// Barrier runs) sends none on the first, so a hold for the term needs
+// the second. It held with a 1 ms poll for that moment before, which a
+// replica's first answer after power-on waited in. It fails with
+// errHoldExpired once clk says bound has passed, with the context's error
+// when ctx ends first, and with errs.ErrShuttingDown when shutdown closes.
+func holdFor(ctx context.Context, node *cluster.Node, clk clock.Clock, bound time.Duration, shutdown <-chan struct{}, terms *changefeed.Feed, ready func() bool) error {
 	// Subscribe before the first look, so no change falls in between.
 	changes, unsubscribe := node.Changes()
 	defer unsubscribe()
@@ -51,35 +44,18 @@ func holdFor(ctx context.Context, node *cluster.Node, clk clock.Clock, bound tim
 	deadline := clk.AfterFunc(bound, func() { close(expired) })
 	defer deadline.Stop()
 	for {
-		ok, soon := ready()
-		if ok {
+		if ready() {
 			return nil
 		}
-		var recheck chan struct{}
-		var recheckTimer clock.Timer
-		if soon {
-			// A poll, not a behaviour: on the real clock, so that a fake
-			// one in tests cannot stall a stream behind the Barrier.
-			ch := make(chan struct{})
-			recheck, recheckTimer = ch, clock.Real().AfterFunc(termRecheck, func() { close(ch) })
-		}
-		var err error
 		select {
 		case <-changes:
 		case <-opened:
-		case <-recheck:
 		case <-expired:
-			err = errHoldExpired
+			return errHoldExpired
 		case <-ctx.Done():
-			err = ctx.Err()
+			return ctx.Err()
 		case <-shutdown:
-			err = errs.ErrShuttingDown
-		}
-		if recheckTimer != nil {
-			recheckTimer.Stop()
-		}
-		if err != nil {
-			return err
+			return errs.ErrShuttingDown
 		}
 	}
 }
@@ -114,22 +90,19 @@ func (s *Server) findLeader(ctx context.Context) (destination, error) {
 		return destination{t: t}, nil
 	}
 	var d destination
-	err := holdFor(ctx, s.node, s.clock(), s.holdTimeout(), s.shutdownCh, s.terms, func() (bool, bool) {
+	err := holdFor(ctx, s.node, s.clock(), s.holdTimeout(), s.shutdownCh, s.terms, func() bool {
 		if t := s.currentTerm(); t != nil {
 			d = destination{t: t}
-			return true, false
+			return true
 		}
 		id, _, addr := s.node.LeaderInfo()
-		switch {
-		case id == "":
-			return false, false
-		case id == s.node.ID():
-			return false, true
-		case addr == "":
-			return false, false
+		if id == "" || id == s.node.ID() || addr == "" {
+			// No leader, this one before its term opens (Server.terms
+			// signals it), or a leader whose address is not known yet.
+			return false
 		}
 		d = destination{leaderID: id, addr: addr}
-		return true, false
+		return true
 	})
 	if errors.Is(err, errHoldExpired) {
 		return d, noLeader(s.node, s.holdTimeout())

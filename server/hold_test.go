@@ -162,7 +162,7 @@ func TestHoldGoesOnWhenTheTermOpens(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- holdFor(context.Background(), s.node, clock.Real(), time.Minute, s.shutdownCh, s.terms,
-			func() (bool, bool) { return open.Load(), false })
+			func() bool { return open.Load() })
 	}()
 	testwait.For(t, 10*time.Second, func() bool { return s.terms.Subscribers() > 0 }, "the hold to subscribe to the term feed")
 	open.Store(true)

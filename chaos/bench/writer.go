@@ -249,3 +249,29 @@ func GrapnelOp(addrs []string, security client.Options, clients, payload int, ti
 	op := func(ctx context.Context, c, seq int) error { return ws[c].Update(ctx, seq) }
 	return op, ws, nil
 }
+
+// GrowPayload is the size of what GrowLog writes, as grapnel-bench's
+// default payload.
+const GrowPayload = 256
+
+// GrowLog writes n updates to the cluster at addrs, one after the other,
+// so that each is a log entry of its own: what a drive leaves in the
+// replicas' logs. configOnly writes a config item, which changes no
+// workload; otherwise a workload's runtimeConfig. timeout bounds each.
+func GrowLog(ctx context.Context, addrs []string, n int, configOnly bool, timeout time.Duration) error {
+	if n == 0 {
+		return nil
+	}
+	w, err := NewWriter(addrs, "grown", GrowPayload, timeout)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	w.ConfigOnly = configOnly
+	for i := range n {
+		if err := w.Update(ctx, i+1); err != nil {
+			return fmt.Errorf("growing the log, update %d: %w", i+1, err)
+		}
+	}
+	return nil
+}

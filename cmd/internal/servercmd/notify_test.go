@@ -39,20 +39,11 @@ func TestSystemdNotifyMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, raft := ports[0], ports[1]
-	cmd := exec.Command(bin, "-k", "--name", "n1", "-a", addr, "--raft-address", raft, "--data-dir", filepath.Join(dir, "data"))
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+ns.Path, "WATCHDOG_USEC=1000000")
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	cmd, exited, _ := runServer(t, bin, []string{"NOTIFY_SOCKET=" + ns.Path, "WATCHDOG_USEC=1000000"},
+		"-k", "--name", "n1", "-a", addr, "--raft-address", raft, "--data-dir", filepath.Join(dir, "data"))
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
 		if t.Failed() {
-			t.Logf("messages: %q\nserver output:\n%s", ns.Messages(), out.String())
+			t.Logf("messages: %q", ns.Messages())
 		}
 	})
 	testwait.For(t, 20*time.Second, func() bool { return ns.Count("WATCHDOG=1") >= 2 }, "two WATCHDOG=1")
@@ -82,6 +73,31 @@ func TestSystemdNotifyMessages(t *testing.T) {
 		}
 		last = m
 	}
+}
+
+// runServer starts grapnel-server bin with args and env added to this
+// process's, its output collected. The process is killed at the end of
+// the test, which logs the output if it failed; exited receives its
+// exit (terminate puts it back).
+func runServer(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, chan error, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("server output:\n%s", out.String())
+		}
+	})
+	return cmd, exited, out
 }
 
 // terminate sends SIGTERM to the server cmd runs and waits up to 20 s for

@@ -3,7 +3,6 @@ package servercmd
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,26 +26,8 @@ func TestSIGTERMTakesASnapshotBeforeTheExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ports[0]
-	start := func() (*exec.Cmd, chan error, *strings.Builder) {
-		t.Helper()
-		cmd := exec.Command(bin, "-k", "--name", "n1", "-a", addr, "--raft-address", ports[1], "--data-dir", dir)
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-exited
-			if t.Failed() {
-				t.Logf("server output:\n%s", out.String())
-			}
-		})
-		return cmd, exited, &out
-	}
-	cmd, exited, out := start()
+	args := []string{"-k", "--name", "n1", "-a", addr, "--raft-address", ports[1], "--data-dir", dir}
+	cmd, exited, out := runServer(t, bin, nil, args...)
 	w, err := bench.NewWriter([]string{addr}, "stopsnap", bench.MinPayload, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +53,7 @@ func TestSIGTERMTakesASnapshotBeforeTheExit(t *testing.T) {
 	}
 
 	w.Close()
-	start()
+	runServer(t, bin, nil, args...)
 	w2, err := bench.NewWriter([]string{addr}, "stopsnap", bench.MinPayload, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)

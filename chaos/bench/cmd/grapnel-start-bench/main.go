@@ -211,7 +211,7 @@ func prepared(ctx context.Context, o options, bl build, data, dir string) (*benc
 		return nil, err
 	}
 	if data == dataGrown || data == dataGrownCut {
-		if err := grow(ctx, o, g); err != nil {
+		if err := bench.GrowLog(ctx, g.Addrs(), o.grow, false, o.bound); err != nil {
 			g.Close()
 			return nil, err
 		}
@@ -225,30 +225,6 @@ func prepared(ctx context.Context, o options, bl build, data, dir string) (*benc
 		return nil, err
 	}
 	return g, nil
-}
-
-// growPayload is the runtimeConfig size of the grown cases' updates, as
-// grapnel-bench writes them.
-const growPayload = 256
-
-// grow writes o.grow updates to g's replica, one after the other, so that
-// each is an entry of its own, as the few updates of a vehicle's drive
-// are.
-func grow(ctx context.Context, o options, g *bench.Grapnel) error {
-	w, err := bench.NewWriter(g.Addrs(), "grown", growPayload, o.bound)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	for i := range o.grow {
-		cctx, cancel := context.WithTimeout(ctx, o.bound)
-		err := w.Update(cctx, i+1)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("growing the log, update %d: %w", i+1, err)
-		}
-	}
-	return nil
 }
 
 // startOnce execs the CLI, then the server g, and returns the time from

@@ -235,7 +235,7 @@ func cyclePower(ctx context.Context, o options, dir, runTmpfs string, b *strings
 	}); err != nil {
 		return fmt.Errorf("the workloads' processes in the power domain: %w", err)
 	}
-	if err := growLog(fctx, g.Addrs(), o.grow, o.bound); err != nil {
+	if err := bench.GrowLog(fctx, g.Addrs(), o.grow, true, o.bound); err != nil {
 		return err
 	}
 	cancel()
@@ -302,30 +302,6 @@ func cyclePower(ctx context.Context, o options, dir, runTmpfs string, b *strings
 	powerReport(b, o, cycles, len(manifest))
 	return nil
 }
-
-// growLog writes n config updates to the cluster at addrs, one after the
-// other, so that each is a log entry of its own: what a drive leaves in
-// the replicas' logs. A config item changes no workload.
-func growLog(ctx context.Context, addrs []string, n int, bound time.Duration) error {
-	if n == 0 {
-		return nil
-	}
-	w, err := bench.NewWriter(addrs, "grown", growPayload, bound)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	w.ConfigOnly = true
-	for i := range n {
-		if err := w.Update(ctx, i+1); err != nil {
-			return fmt.Errorf("growing the log, update %d: %w", i+1, err)
-		}
-	}
-	return nil
-}
-
-// growPayload is the size of the config item growLog writes.
-const growPayload = 256
 
 // measurePowerOn measures one power-on of d: the first answer of any
 // replica, then the workload states every o.poll until every workload is
