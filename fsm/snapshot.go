@@ -591,16 +591,8 @@ func restoreRecord(st *state.Store, t SnapshotType, body []byte) error {
 			st.History.Limits = r.Limits
 			st.History.LastSeq = max(st.History.LastSeq, r.LastSeq)
 		}
-	case SnapTx:
-		var r state.Tx
-		if err = json.Unmarshal(body, &r); err == nil {
-			st.History.Restore(&r, nil)
-		}
-	case SnapTransition:
-		var r state.Transition
-		if err = json.Unmarshal(body, &r); err == nil {
-			st.History.Restore(nil, &r)
-		}
+	case SnapTx, SnapTransition:
+		err = restoreHistoryRecord(st, t, body)
 	case SnapProblems:
 		var r problemsRecord
 		if err = json.Unmarshal(body, &r); err == nil {
