@@ -39,8 +39,14 @@ const (
 // deleted once a snapshot covers all of it, so the log takes at most
 // the trailing entries plus two segments on disk. 64 MiB (raft-wal's own
 // default) would be most of a small unit's free space for a log that
-// trails 10,240 entries of about 1 KiB.
-const DefaultSegmentSize = 16 << 20
+// trails 10,240 entries of about 1 KiB. Every start walks the open
+// segment frame by frame twice (scanTail and raft-wal's recovery), so
+// its size bounds what a start pays for the log: a vehicle writes a few
+// entries per drive and its open segment is anywhere from empty to full.
+// With 16 MiB a nearly full one (about 20,000 entries) made the first
+// answer about 10 ms later than an empty one (docs/operations.md, "A start
+// on a grown log"); a rotation costs a few fsyncs once per 4 MiB.
+const DefaultSegmentSize = 4 << 20
 
 // stableKeys are the keys hashicorp/raft keeps in the stable store; the
 // first two hold numbers.

@@ -140,10 +140,10 @@ func TestClusterOptions(t *testing.T) {
 		{"wildcard address in a cluster", []string{"-k", "--bootstrap-expect", "3", "-a", "0.0.0.0:25551"}, nil, nil, "not a wildcard"},
 		{"lease above heartbeat", []string{"-k", "--raft-leader-lease-timeout", "1s"}, nil, nil, "must not exceed"},
 		{"storage and GC defaults", []string{"-k"}, nil, func(c config) bool {
-			return c.RaftSegmentMiB == 16 && c.GCPercent == defaultGCPercent && c.GCIdlePercent == defaultGCIdlePercent
+			return c.RaftSegmentMiB == 4 && c.GCPercent == defaultGCPercent && c.GCIdlePercent == defaultGCIdlePercent
 		}, ""},
-		{"storage and GC from env", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_RAFT_SEGMENT_MIB": "4", "GRAPNEL_SERVER_GC_PERCENT": "100", "GRAPNEL_SERVER_GC_IDLE_PERCENT": "80"}, func(c config) bool {
-			return c.RaftSegmentMiB == 4 && c.GCPercent == 100 && c.GCIdlePercent == 80
+		{"storage and GC from env", []string{"-k"}, map[string]string{"GRAPNEL_SERVER_RAFT_SEGMENT_MIB": "8", "GRAPNEL_SERVER_GC_PERCENT": "100", "GRAPNEL_SERVER_GC_IDLE_PERCENT": "80"}, func(c config) bool {
+			return c.RaftSegmentMiB == 8 && c.GCPercent == 100 && c.GCIdlePercent == 80
 		}, ""},
 		{"segment size out of range", []string{"-k", "--raft-segment-mib", "0"}, nil, nil, "--raft-segment-mib 0"},
 		{"log store defaults to the WAL", []string{"-k"}, nil, func(c config) bool { return c.RaftLogStore == "wal" }, ""},
