@@ -44,45 +44,42 @@ func historyRecords() ([]state.Tx, []state.Transition) {
 	return txs, trs
 }
 
-// TestHistoryRecordsTakeTheFastPath: whatever json.Marshal writes for a
-// history record, the fast reader reads, to what json.Unmarshal makes of
-// it. A record it gave up on would decode right but slowly.
+// sameAsStandard checks one body the fast reader took: json.Unmarshal
+// takes it too, to the same value.
+func sameAsStandard[T any](t *testing.T, body []byte, got *T) {
+	t.Helper()
+	var want T
+	if err := json.Unmarshal(body, &want); err != nil {
+		t.Fatalf("the fast reader took %q, json.Unmarshal refuses it: %v", body, err)
+	}
+	if !reflect.DeepEqual(*got, want) {
+		t.Fatalf("%q:\nfast     %#v\nstandard %#v", body, *got, want)
+	}
+}
+
+// takesMarshalled: whatever json.Marshal writes for each value, decode
+// reads, to what json.Unmarshal makes of it.
+func takesMarshalled[T any](t *testing.T, values []T, decode func([]byte) (*T, bool)) {
+	t.Helper()
+	for i := range values {
+		body, err := json.Marshal(&values[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := decode(body)
+		if !ok {
+			t.Fatalf("the fast reader gave up on %s", body)
+		}
+		sameAsStandard(t, body, got)
+	}
+}
+
+// TestHistoryRecordsTakeTheFastPath: a record the fast reader gave up on
+// would decode right but slowly.
 func TestHistoryRecordsTakeTheFastPath(t *testing.T) {
 	txs, trs := historyRecords()
-	for i := range txs {
-		body, err := json.Marshal(&txs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, ok := decodeTx(body)
-		if !ok {
-			t.Fatalf("the fast reader gave up on the Tx %s", body)
-		}
-		var want state.Tx
-		if err := json.Unmarshal(body, &want); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(*got, want) {
-			t.Fatalf("Tx %s:\nfast     %+v\nstandard %+v", body, *got, want)
-		}
-	}
-	for i := range trs {
-		body, err := json.Marshal(&trs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, ok := decodeTransition(body)
-		if !ok {
-			t.Fatalf("the fast reader gave up on the Transition %s", body)
-		}
-		var want state.Transition
-		if err := json.Unmarshal(body, &want); err != nil {
-			t.Fatal(err)
-		}
-		if *got != want {
-			t.Fatalf("Transition %s:\nfast     %+v\nstandard %+v", body, *got, want)
-		}
-	}
+	takesMarshalled(t, txs, decodeTx)
+	takesMarshalled(t, trs, decodeTransition)
 }
 
 // TestGoldenHistoryRecordsTakeTheFastPath: the golden snapshot sets every
@@ -167,22 +164,10 @@ func FuzzHistoryRecords(f *testing.F) {
 	f.Add([]byte(`{"w":[],"m":[],"c":[],"t":-0}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if got, ok := decodeTx(body); ok {
-			var want state.Tx
-			if err := json.Unmarshal(body, &want); err != nil {
-				t.Fatalf("fast took the Tx %q, json.Unmarshal refuses it: %v", body, err)
-			}
-			if !reflect.DeepEqual(*got, want) {
-				t.Fatalf("Tx %q:\nfast     %#v\nstandard %#v", body, *got, want)
-			}
+			sameAsStandard(t, body, got)
 		}
 		if got, ok := decodeTransition(body); ok {
-			var want state.Transition
-			if err := json.Unmarshal(body, &want); err != nil {
-				t.Fatalf("fast took the Transition %q, json.Unmarshal refuses it: %v", body, err)
-			}
-			if *got != want {
-				t.Fatalf("Transition %q:\nfast     %#v\nstandard %#v", body, *got, want)
-			}
+			sameAsStandard(t, body, got)
 		}
 	})
 }
