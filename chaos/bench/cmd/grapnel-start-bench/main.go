@@ -65,7 +65,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.serverBin, "grapnel-server", "", "grapnel-server binary (required)")
 	fs.StringVar(&o.cliBin, "grapnel", "", "grapnel CLI binary measured (required)")
 	fs.StringVar(&o.beforeBin, "grapnel-before", "", "the multi-call grapnel binary of the build before: its CLI and its replica (grapnel server), measured alternately in the same run")
-	fs.IntVar(&o.starts, "starts", 20, "starts per build and data case")
+	fs.IntVar(&o.starts, "starts", 100, "starts per build and data case (with 100 the p99 is the second slowest start, not the slowest)")
 	fs.IntVar(&o.grow, "grow", 2000, "updates, one log entry each, written before the first start of the grown cases")
 	data := fs.String("data", "fresh,existing,grown,grown-cut", "the data directory each start finds, comma-separated: fresh (empty), existing (what the earlier starts of the same server left), grown (existing, with -grow entries written before the first start; stopped with SIGTERM), grown-cut (the same, every stop a SIGKILL)")
 	fs.DurationVar(&o.bound, "bound", 10*time.Second, "longest wait for one answer")
