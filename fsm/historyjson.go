@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"unicode/utf8"
@@ -21,8 +22,8 @@ import (
 func decodeTx(b []byte) (*state.Tx, bool) {
 	r := jreader{b: b}
 	tx := &state.Tx{}
-	r.object(func(key string) bool {
-		switch key {
+	r.object(func(key []byte) bool {
+		switch string(key) {
 		case "s":
 			tx.Seq = r.uint(math.MaxUint64)
 		case "i":
@@ -48,8 +49,8 @@ func decodeTx(b []byte) (*state.Tx, bool) {
 			tx.Configs = []state.TxConfig{}
 			r.array(func() {
 				var c state.TxConfig
-				r.object(func(key string) bool {
-					switch key {
+				r.object(func(key []byte) bool {
+					switch string(key) {
 					case "k":
 						c.Key = r.str()
 					case "o":
@@ -73,8 +74,8 @@ func decodeTx(b []byte) (*state.Tx, bool) {
 
 func (r *jreader) txWorkload() state.TxWorkload {
 	var w state.TxWorkload
-	r.object(func(key string) bool {
-		switch key {
+	r.object(func(key []byte) bool {
+		switch string(key) {
 		case "n":
 			w.Name = r.str()
 		case "o":
@@ -87,8 +88,8 @@ func (r *jreader) txWorkload() state.TxWorkload {
 			w.Changes = []state.FieldChange{}
 			r.array(func() {
 				var c state.FieldChange
-				r.object(func(key string) bool {
-					switch key {
+				r.object(func(key []byte) bool {
+					switch string(key) {
 					case "f":
 						c.Field = r.str()
 					case "o":
@@ -116,15 +117,15 @@ func (r *jreader) txWorkload() state.TxWorkload {
 func decodeTransition(b []byte) (*state.Transition, bool) {
 	r := jreader{b: b}
 	t := &state.Transition{}
-	r.object(func(key string) bool {
-		switch key {
+	r.object(func(key []byte) bool {
+		switch string(key) {
 		case "i":
 			t.Index = r.uint(math.MaxUint64)
 		case "t":
 			t.TimeMs = r.int64()
 		case "Instance":
-			r.object(func(key string) bool {
-				switch key {
+			r.object(func(key []byte) bool {
+				switch string(key) {
 				case "WorkloadName":
 					t.Instance.WorkloadName = r.str()
 				case "AgentName":
@@ -137,8 +138,8 @@ func decodeTransition(b []byte) (*state.Transition, bool) {
 				return true
 			})
 		case "State":
-			r.object(func(key string) bool {
-				switch key {
+			r.object(func(key []byte) bool {
+				switch string(key) {
 				case "State":
 					t.State.State = state.ExecState(r.str())
 				case "SubState":
@@ -211,7 +212,7 @@ func (r *jreader) done() bool { return !r.failed && r.i == len(r.b) }
 // object reads {"key":value,...}; field reads one value and says whether
 // it knows the key. A key seen twice fails: encoding/json merges some
 // repeated values, and json.Marshal never writes one.
-func (r *jreader) object(field func(key string) bool) {
+func (r *jreader) object(field func(key []byte) bool) {
 	if !r.next('{') {
 		return
 	}
@@ -219,11 +220,12 @@ func (r *jreader) object(field func(key string) bool) {
 		r.i++
 		return
 	}
-	var seen []string
+	var buf [8][]byte
+	seen := buf[:0]
 	for !r.failed {
 		key := r.key()
 		for _, k := range seen {
-			if k == key {
+			if bytes.Equal(k, key) {
 				r.fail()
 				return
 			}
@@ -242,18 +244,19 @@ func (r *jreader) object(field func(key string) bool) {
 	}
 }
 
-// key reads "key": of plain ASCII letters.
-func (r *jreader) key() string {
+// key reads "key": of plain ASCII letters; the key is the reader's
+// bytes, for comparing, not keeping.
+func (r *jreader) key() []byte {
 	if !r.next('"') {
-		return ""
+		return nil
 	}
 	start := r.i
 	for r.i < len(r.b) {
 		c := r.b[r.i]
 		if c == '"' {
-			key := string(r.b[start:r.i])
+			key := r.b[start:r.i]
 			r.i++
-			if r.next(':') && key != "" {
+			if r.next(':') && len(key) > 0 {
 				return key
 			}
 			break
@@ -264,7 +267,7 @@ func (r *jreader) key() string {
 		r.i++
 	}
 	r.fail()
-	return ""
+	return nil
 }
 
 // array reads [v,...], elem reading each value; [] is an empty slice, as
@@ -363,10 +366,28 @@ func (r *jreader) str() string {
 // escaped reads the rest of a string from its first escape on; start is
 // the string's first byte.
 func (r *jreader) escaped(start int) string {
-	out := append([]byte(nil), r.b[start:r.i]...)
+	// The decoded string is no longer than the quoted one: find its end
+	// for one allocation, then copy the runs between escapes whole.
+	end := r.i
+	for end < len(r.b) && r.b[end] != '"' {
+		if r.b[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	out := make([]byte, 0, min(end, len(r.b))-start)
+	out = append(out, r.b[start:r.i]...)
 	for r.i < len(r.b) {
-		c := r.b[r.i]
-		switch {
+		run := r.i
+		for run < len(r.b) && r.b[run] != '"' && r.b[run] != '\\' && r.b[run] >= 0x20 {
+			run++
+		}
+		out = append(out, r.b[r.i:run]...)
+		r.i = run
+		if r.i == len(r.b) {
+			break
+		}
+		switch c := r.b[r.i]; {
 		case c == '"':
 			r.i++
 			if !utf8.Valid(out) {
@@ -377,10 +398,6 @@ func (r *jreader) escaped(start int) string {
 		case c < 0x20:
 			r.fail()
 			return ""
-		case c != '\\':
-			out = append(out, c)
-			r.i++
-			continue
 		}
 		if r.i+1 >= len(r.b) {
 			break
