@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
-	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
@@ -24,20 +23,8 @@ func TestFormingClusterSaysWhyItWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bins["grapnel-server"], "-k", "--name", "f1", "-a", ports[0], "--raft-address", ports[1],
+	_, _, out := runServer(t, bins["grapnel-server"], nil, "-k", "--name", "f1", "-a", ports[0], "--raft-address", ports[1],
 		"--gossip-address", ports[2], "--bootstrap-expect", "3", "--data-dir", filepath.Join(t.TempDir(), "data"), "--log-level", "info")
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("server output:\n%s", out.String())
-		}
-	})
 	testwait.For(t, 20*time.Second, func() bool {
 		return strings.Contains(out.String(), "waiting for 2 more replicas (seen: f1)")
 	}, "the server's log says what it waits for")

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -45,20 +44,8 @@ func TestMetricsScrapeAndDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, raft, metricsAddr := ports[0], ports[1], ports[2]
-	cmd := exec.Command(bins["grapnel-server"], "-k", "--name", "n1", "-a", addr, "--raft-address", raft,
+	runServer(t, bins["grapnel-server"], nil, "-k", "--name", "n1", "-a", addr, "--raft-address", raft,
 		"--data-dir", filepath.Join(dir, "data"), "--metrics-address", metricsAddr)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("server output:\n%s", out.String())
-		}
-	})
 	url := "http://" + metricsAddr + "/metrics"
 	scrape := func(accept string) (string, string) {
 		req, _ := http.NewRequest("GET", url, nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/internal/sdnotify/sdnotifytest"
+	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
@@ -76,14 +77,14 @@ func TestSystemdNotifyMessages(t *testing.T) {
 }
 
 // runServer starts grapnel-server bin with args and env added to this
-// process's, its output collected. The process is killed at the end of
-// the test, which logs the output if it failed; exited receives its
-// exit (terminate puts it back).
-func runServer(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, chan error, *strings.Builder) {
+// process's, its output collected (readable while it runs). The process
+// is killed at the end of the test, which logs the output if it failed;
+// exited receives its exit (terminate puts it back).
+func runServer(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, chan error, *syncbuf.Buffer) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	out := &strings.Builder{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/grapnel-io/grapnel/chaos/bench"
 	"github.com/grapnel-io/grapnel/internal/sdnotify/sdnotifytest"
-	"github.com/grapnel-io/grapnel/internal/syncbuf"
 	"github.com/grapnel-io/grapnel/internal/testwait"
 )
 
@@ -60,22 +58,13 @@ func TestStorageFailureAndRestartInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, raft, metricsAddr := ports[0], ports[1], ports[2]
-	cmd := exec.Command(bins["grapnel-server"], "-k", "--name", "n1", "-a", addr, "--raft-address", raft,
+	cmd, exited, out := runServer(t, bins["grapnel-server"], []string{"NOTIFY_SOCKET=" + ns.Path},
+		"-k", "--name", "n1", "-a", addr, "--raft-address", raft,
 		"--data-dir", filepath.Join(dir, "data"), "--metrics-address", metricsAddr, "--log-level", "info")
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+ns.Path)
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	pid := cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
 		if t.Failed() {
-			t.Logf("messages: %q\nserver output:\n%s", ns.Messages(), out.String())
+			t.Logf("messages: %q", ns.Messages())
 		}
 	})
 	alive := func() {
